@@ -1,0 +1,10 @@
+//! Evidence artifacts: their content, the per-tenant hash chain that makes them tamper-evident,
+//! and the redaction that keeps personal data out of them. Pure: the store writes them.
+
+pub mod artifact;
+pub mod chain;
+pub mod redact;
+
+pub use artifact::{EvidenceDraft, TraceBindings};
+pub use chain::{ChainBreak, ChainHead, GENESIS_HASH, LinkProblem, StoredLink, hash_body, verify_chain};
+pub use redact::{Pseudonymizer, mask};

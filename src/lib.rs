@@ -1,0 +1,11 @@
+//! chatgate: an HTTP gateway that turns chat webhooks into verified, confirmed, authorized
+//! commands and hands each to its executor exactly once.
+//!
+//! The modules follow the pipeline: `command` (the envelope and its key), `lifecycle` (the pure
+//! state machine), `evidence` (artifacts and their chain), `engine` (driving commands through the
+//! lifecycle against the store), `store` (SQLite and PostgreSQL), `api` and `app` (HTTP).
+
+pub mod command;
+pub mod evidence;
+pub mod lifecycle;
+pub(crate) mod names;
