@@ -6,6 +6,9 @@
 //! lifecycle against the store), `store` (SQLite and PostgreSQL), `api` and `app` (HTTP).
 
 pub mod command;
+pub mod config;
+pub mod engine;
 pub mod evidence;
 pub mod lifecycle;
+pub mod store;
 pub(crate) mod names;

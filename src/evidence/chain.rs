@@ -79,25 +79,32 @@ impl std::fmt::Display for ChainBreak {
     }
 }
 
-/// Walks one chain in sequence order and returns the number of artifacts, or the first break.
-pub fn verify_chain(
-    chain_id: &str,
-    links: impl IntoIterator<Item = StoredLink>,
-    head: Option<&ChainHead>,
-) -> Result<u64, ChainBreak> {
-    let mut expected_seq = 1;
-    let mut prev_hash = GENESIS_HASH.to_owned();
-    let mut last_id = None;
-    let mut count = 0;
-    for link in links {
+/// Checks one chain a link at a time, in sequence order, so that a chain of any length can be
+/// verified page by page.
+#[derive(Debug)]
+pub struct ChainVerifier {
+    chain_id: String,
+    expected_seq: i64,
+    prev_hash: String,
+    last_id: Option<String>,
+    count: u64,
+}
+
+impl ChainVerifier {
+    pub fn new(chain_id: &str) -> Self {
+        Self { chain_id: chain_id.to_owned(), expected_seq: 1, prev_hash: GENESIS_HASH.to_owned(), last_id: None, count: 0 }
+    }
+
+    /// Checks the next link; the first one that does not hold is the break to report.
+    pub fn check(&mut self, link: StoredLink) -> Result<(), ChainBreak> {
         let broken = |problem| ChainBreak {
-            chain_id: chain_id.to_owned(),
+            chain_id: self.chain_id.clone(),
             artifact_id: Some(link.artifact_id.clone()),
             seq: link.seq,
             problem,
         };
-        if link.seq != expected_seq {
-            return Err(broken(LinkProblem::Gap { expected_seq }));
+        if link.seq != self.expected_seq {
+            return Err(broken(LinkProblem::Gap { expected_seq: self.expected_seq }));
         }
         let body: Value = serde_json::from_str(&link.body).map_err(|_| broken(LinkProblem::Unreadable))?;
         if hash_body(&body) != link.hash {
@@ -105,31 +112,47 @@ pub fn verify_chain(
         }
         let claims = |field: &str| body.get(field).cloned().unwrap_or(Value::Null);
         if claims("seq") != Value::from(link.seq)
-            || claims("chain_id") != Value::from(chain_id)
+            || claims("chain_id") != Value::from(self.chain_id.as_str())
             || claims("artifact_id") != Value::from(link.artifact_id.as_str())
         {
             return Err(broken(LinkProblem::PositionMismatch));
         }
-        if link.prev_hash != prev_hash || claims("prev_hash") != Value::from(prev_hash.as_str()) {
+        if link.prev_hash != self.prev_hash || claims("prev_hash") != Value::from(self.prev_hash.as_str()) {
             return Err(broken(LinkProblem::BrokenLink));
         }
-        prev_hash = link.hash;
-        last_id = Some(link.artifact_id);
-        expected_seq += 1;
-        count += 1;
+        self.prev_hash = link.hash;
+        self.last_id = Some(link.artifact_id);
+        self.expected_seq += 1;
+        self.count += 1;
+        Ok(())
     }
-    if let Some(head) = head {
-        let last_seq = expected_seq - 1;
-        if head.last_seq != last_seq || head.last_hash != prev_hash {
-            return Err(ChainBreak {
-                chain_id: chain_id.to_owned(),
-                artifact_id: last_id,
+
+    /// After the last link: the chain must end where its head says. Returns the link count.
+    pub fn finish(self, head: Option<&ChainHead>) -> Result<u64, ChainBreak> {
+        let last_seq = self.expected_seq - 1;
+        match head {
+            Some(head) if head.last_seq != last_seq || head.last_hash != self.prev_hash => Err(ChainBreak {
+                chain_id: self.chain_id,
+                artifact_id: self.last_id,
                 seq: last_seq,
                 problem: LinkProblem::HeadMismatch { head_seq: head.last_seq },
-            });
+            }),
+            _ => Ok(self.count),
         }
     }
-    Ok(count)
+}
+
+/// Verifies a whole chain held in memory.
+pub fn verify_chain(
+    chain_id: &str,
+    links: impl IntoIterator<Item = StoredLink>,
+    head: Option<&ChainHead>,
+) -> Result<u64, ChainBreak> {
+    let mut verifier = ChainVerifier::new(chain_id);
+    for link in links {
+        verifier.check(link)?;
+    }
+    verifier.finish(head)
 }
 
 #[cfg(test)]

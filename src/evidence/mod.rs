@@ -6,5 +6,5 @@ pub mod chain;
 pub mod redact;
 
 pub use artifact::{EvidenceDraft, TraceBindings};
-pub use chain::{ChainBreak, ChainHead, GENESIS_HASH, LinkProblem, StoredLink, hash_body, verify_chain};
+pub use chain::{ChainBreak, ChainHead, ChainVerifier, GENESIS_HASH, LinkProblem, StoredLink, hash_body, verify_chain};
 pub use redact::{Pseudonymizer, mask};

@@ -1,0 +1,240 @@
+//! One typed configuration, read from TOML with `${VAR}` interpolation and environment
+//! overrides, checked once at start-up so that a bad value stops the process with a clear line.
+
+mod interpolate;
+mod secret;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use interpolate::{InterpolationError, interpolate};
+pub use secret::{BackendKind, DatabaseUrl, Secret};
+
+/// Where the configuration is read from when neither `--config` nor `CHATGATE_CONFIG` says.
+pub const DEFAULT_CONFIG_PATH: &str = "config/chatgate.toml";
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub server: ServerConfig,
+    #[serde(default)]
+    pub storage: StorageConfig,
+    #[serde(default)]
+    pub idempotency: IdempotencyConfig,
+    #[serde(default)]
+    pub evidence: EvidenceConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// `CHATGATE_LISTEN` overrides it.
+    pub listen: String,
+    /// A request still running after this is answered 503 (the caller should retry).
+    pub request_timeout_ms: u64,
+    /// Larger request bodies are refused with 413 before they are read.
+    pub body_limit_bytes: usize,
+    /// How long in-flight requests and workers get to finish after SIGTERM.
+    pub shutdown_grace_ms: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:8080".into(),
+            request_timeout_ms: 15_000,
+            body_limit_bytes: 1024 * 1024,
+            shutdown_grace_ms: 20_000,
+        }
+    }
+}
+
+impl ServerConfig {
+    pub fn listen_addr(&self) -> Result<SocketAddr, ConfigError> {
+        self.listen
+            .parse()
+            .map_err(|_| ConfigError::Invalid(format!("server.listen `{}` is not an address:port", self.listen)))
+    }
+
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.request_timeout_ms)
+    }
+
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_millis(self.shutdown_grace_ms)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StorageConfig {
+    /// `sqlite://path` (created when missing) or `postgres://...`; `CHATGATE_DATABASE_URL`
+    /// overrides it.
+    pub database_url: DatabaseUrl,
+    pub max_connections: u32,
+    /// How long a request waits for a free connection before the store reports itself down.
+    pub acquire_timeout_ms: u64,
+    /// How long SQLite waits on a locked database before giving up.
+    pub sqlite_busy_timeout_ms: u64,
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        Self {
+            database_url: DatabaseUrl::new("sqlite://data/chatgate.db"),
+            max_connections: 8,
+            acquire_timeout_ms: 5_000,
+            sqlite_busy_timeout_ms: 5_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IdempotencyConfig {
+    /// The dedupe window of a command whose registry entry declares none (IDS §VIII.C: at least
+    /// 24 hours for anything financial).
+    pub default_window_secs: u64,
+    /// How often expired dedupe records are removed.
+    pub cleanup_interval_secs: u64,
+}
+
+impl Default for IdempotencyConfig {
+    fn default() -> Self {
+        Self { default_window_secs: 86_400, cleanup_interval_secs: 60 }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EvidenceConfig {
+    /// The key of the keyed hashes that stand for phone numbers and conversation ids in evidence.
+    pub pseudonym_key: Secret,
+}
+
+impl Default for EvidenceConfig {
+    fn default() -> Self {
+        Self { pseudonym_key: Secret::new("chatgate-demo-pseudonym-key-change-me") }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{path}: {key}: {source}")]
+    Interpolation { path: PathBuf, key: String, source: InterpolationError },
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+/// Which file to read and whether it must exist.
+#[derive(Debug, Clone)]
+pub enum ConfigSource {
+    /// Named by the operator: a missing file is an error.
+    Explicit(PathBuf),
+    /// The default path: when it is missing the built-in defaults apply.
+    Default,
+}
+
+impl Config {
+    /// Reads, interpolates, overrides from the environment and validates.
+    pub fn load(source: &ConfigSource, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let (path, required) = match source {
+            ConfigSource::Explicit(path) => (path.clone(), true),
+            ConfigSource::Default => (PathBuf::from(DEFAULT_CONFIG_PATH), false),
+        };
+        let mut config = match std::fs::read_to_string(&path) {
+            Ok(text) => Self::parse(&path, &text, env)?,
+            Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => Self::default(),
+            Err(source) => return Err(ConfigError::Read { path, source }),
+        };
+        config.apply_env_overrides(env);
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Parses a file's text, expanding `${VAR}` in every string value.
+    pub fn parse(path: &Path, text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let parse_error = |message: String| ConfigError::Parse { path: path.to_owned(), message };
+        let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| parse_error(e.to_string()))?;
+        interpolate_table(&mut table, "", env)
+            .map_err(|(key, source)| ConfigError::Interpolation { path: path.to_owned(), key, source })?;
+        Self::deserialize(toml::Value::Table(table)).map_err(|e| parse_error(e.to_string()))
+    }
+
+    /// The contract's environment names win over the file (DESIGN §8).
+    fn apply_env_overrides(&mut self, env: &dyn Fn(&str) -> Option<String>) {
+        let set = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+        if let Some(listen) = set("CHATGATE_LISTEN") {
+            self.server.listen = listen;
+        }
+        if let Some(url) = set("CHATGATE_DATABASE_URL") {
+            self.storage.database_url = DatabaseUrl::new(url);
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.server.listen_addr()?;
+        self.storage.database_url.backend().map_err(ConfigError::Invalid)?;
+        let positive = [
+            ("server.request_timeout_ms", self.server.request_timeout_ms),
+            ("server.body_limit_bytes", self.server.body_limit_bytes as u64),
+            ("storage.max_connections", u64::from(self.storage.max_connections)),
+            ("storage.acquire_timeout_ms", self.storage.acquire_timeout_ms),
+            ("idempotency.default_window_secs", self.idempotency.default_window_secs),
+            ("idempotency.cleanup_interval_secs", self.idempotency.cleanup_interval_secs),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
+            return Err(ConfigError::Invalid(format!("{name} must be greater than 0")));
+        }
+        if self.evidence.pseudonym_key.expose().len() < 16 {
+            return Err(ConfigError::Invalid("evidence.pseudonym_key must be at least 16 bytes".into()));
+        }
+        Ok(())
+    }
+
+    /// The effective configuration as TOML, every secret redacted (`chatgate check-config`).
+    pub fn to_redacted_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot render configuration: {e}\n"))
+    }
+}
+
+fn interpolate_table(
+    table: &mut toml::Table,
+    prefix: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), (String, InterpolationError)> {
+    for (key, value) in table.iter_mut() {
+        let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+        interpolate_value(value, &path, env)?;
+    }
+    Ok(())
+}
+
+fn interpolate_value(
+    value: &mut toml::Value,
+    path: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), (String, InterpolationError)> {
+    match value {
+        toml::Value::String(s) => *s = interpolate(s, env).map_err(|e| (path.to_owned(), e))?,
+        toml::Value::Array(items) => {
+            for (i, item) in items.iter_mut().enumerate() {
+                interpolate_value(item, &format!("{path}[{i}]"), env)?;
+            }
+        }
+        toml::Value::Table(inner) => interpolate_table(inner, path, env)?,
+        _ => {}
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,151 @@
+//! The engine drives commands through the lifecycle: it asks the pure machine what a move
+//! means, builds the evidence SMCL §IX requires for it, and has the store persist both in one
+//! transaction. Every caller (channels, the API, workers) moves commands through here, so the
+//! rules hold whichever door a command came in by.
+
+mod evidence;
+
+use std::time::Duration;
+
+use serde_json::Value;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::command::{CommandEnvelope, CommandRequest, TenantId};
+use crate::evidence::{Pseudonymizer, TraceBindings};
+use crate::lifecycle::{self, ConfirmationGate, Event, InvalidTransition, Lifecycle, State, Transition};
+use crate::store::{AdmissionWrite, Admitted, NewOutboxMessage, Store, StoreError, StoredCommand, TransitionWrite};
+
+pub use evidence::transition_evidence;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("command {0} not found")]
+    NotFound(Uuid),
+    /// The move was refused and recorded as `invalid_transition_attempt`; nothing changed.
+    #[error("{error}")]
+    InvalidTransition { error: InvalidTransition, state: State, evidence_id: Uuid },
+    /// The caller asked to admit a command with moves the machine refuses: a programming error,
+    /// reported without touching the store.
+    #[error("invalid admission plan: {0}")]
+    InvalidPlan(InvalidTransition),
+}
+
+/// What a move carries besides its event.
+#[derive(Debug, Clone, Default)]
+pub struct MoveContext {
+    pub reason_code: Option<String>,
+    /// The decision behind the move (authz scopes compared, confirmation nonce, ...).
+    pub decision: Option<Value>,
+    /// Effects to perform once the move is committed.
+    pub outbox: Vec<NewOutboxMessage>,
+}
+
+/// A committed move.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Moved {
+    pub transition: Transition,
+    pub version: i64,
+    pub evidence_ids: Vec<Uuid>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Engine {
+    store: Store,
+    pseudonymizer: Pseudonymizer,
+}
+
+impl Engine {
+    pub fn new(store: Store, pseudonymizer: Pseudonymizer) -> Self {
+        Self { store, pseudonymizer }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn trace_for(&self, envelope: &CommandEnvelope) -> TraceBindings {
+        TraceBindings::for_envelope(envelope, &self.pseudonymizer)
+    }
+
+    /// Canonicalizes a request and admits it once per idempotency key, applying `then` (for
+    /// example `request_confirmation`) in the same transaction. A duplicate is answered from the
+    /// command that holds the key, with its decision recorded; a different command under a taken
+    /// key is refused as `idempotency_conflict`.
+    pub async fn accept(
+        &self,
+        request: CommandRequest,
+        then: &[Event],
+        now: OffsetDateTime,
+    ) -> Result<(CommandEnvelope, Admitted), EngineError> {
+        let dedupe_window = request.dedupe_window;
+        let envelope = CommandEnvelope::canonicalize(request, now);
+        let write = self.plan_admission(envelope.clone(), then, dedupe_window, now)?;
+        let admitted = self.store.admit(&write).await?;
+        Ok((envelope, admitted))
+    }
+
+    fn plan_admission(
+        &self,
+        envelope: CommandEnvelope,
+        then: &[Event],
+        dedupe_window: Duration,
+        now: OffsetDateTime,
+    ) -> Result<AdmissionWrite, EngineError> {
+        let trace = self.trace_for(&envelope);
+        let mut current =
+            Lifecycle { state: State::Received, kind: envelope.command_kind, confirmation: ConfirmationGate::Pending };
+        let mut moves = Vec::with_capacity(then.len() + 1);
+        for (i, &event) in std::iter::once(&Event::Canonicalize).chain(then).enumerate() {
+            let transition = lifecycle::apply(current, event).map_err(EngineError::InvalidPlan)?;
+            let decision = (i == 0).then(|| evidence::first_seen(&envelope));
+            moves.push((transition, transition_evidence(&transition, envelope.command_id, &trace, decision, None)));
+            current = transition.after(envelope.command_kind);
+        }
+        Ok(AdmissionWrite { envelope, moves, reason_code: None, dedupe_window, trace, at: now })
+    }
+
+    /// Applies one event to a stored command. A refused event changes nothing and leaves
+    /// `invalid_transition_attempt` evidence; a command that moved concurrently is reported as
+    /// `StaleVersion`, never overwritten.
+    pub async fn advance(
+        &self,
+        tenant_id: &TenantId,
+        command_id: Uuid,
+        event: Event,
+        context: MoveContext,
+        now: OffsetDateTime,
+    ) -> Result<Moved, EngineError> {
+        let command = self.command(tenant_id, command_id).await?;
+        let trace = self.trace_for(&command.envelope);
+        let transition = match lifecycle::apply(command.lifecycle, event) {
+            Ok(transition) => transition,
+            Err(error) => {
+                let draft = evidence::invalid_attempt(&command, event, &error, trace);
+                let ids = self.store.record_evidence(tenant_id.as_str(), &[draft], now).await?;
+                let evidence_id = ids.first().copied().unwrap_or_default();
+                return Err(EngineError::InvalidTransition { error, state: command.lifecycle.state, evidence_id });
+            }
+        };
+        let evidence =
+            transition_evidence(&transition, command_id, &trace, context.decision, context.reason_code.clone());
+        let write = TransitionWrite {
+            tenant_id: tenant_id.clone(),
+            command_id,
+            expected_version: command.version,
+            transition,
+            reason_code: context.reason_code,
+            evidence,
+            outbox: context.outbox,
+            at: now,
+        };
+        let committed = self.store.commit_transition(&write).await?;
+        Ok(Moved { transition, version: committed.version, evidence_ids: committed.evidence_ids })
+    }
+
+    pub async fn command(&self, tenant_id: &TenantId, command_id: Uuid) -> Result<StoredCommand, EngineError> {
+        self.store.command(tenant_id, command_id).await?.ok_or(EngineError::NotFound(command_id))
+    }
+}

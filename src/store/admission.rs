@@ -1,0 +1,169 @@
+//! Admitting a new command exactly once per idempotency key (IDS §VIII.A).
+//!
+//! The reservation is one `INSERT ... ON CONFLICT` on `(tenant_id, idempotency_key)`: whoever
+//! inserts (or takes over a record whose window has passed) owns the key, everyone else reads
+//! the owner. Both backends make that statement atomic, so concurrent duplicates converge on one
+//! command. The whole admission (reservation, command row, its first moves and their evidence)
+//! is one transaction.
+
+use std::time::Duration;
+
+use sqlx::AnyConnection;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::commands::{insert_command, insert_transition, settle_dedupe};
+use super::evidence::append;
+use super::rows::{opt_parsed, parsed, text, to_ms, uuid};
+use super::{Store, StoreError};
+use crate::command::{CommandEnvelope, Fingerprint};
+use crate::evidence::{EvidenceDraft, TraceBindings};
+use crate::lifecycle::{EvidenceKind, Lifecycle, State, Transition};
+
+/// A new command with its first moves, decided by the engine.
+#[derive(Debug, Clone)]
+pub struct AdmissionWrite {
+    pub envelope: CommandEnvelope,
+    /// The moves from `received`, in order, each with the evidence of its new state.
+    pub moves: Vec<(Transition, Vec<EvidenceDraft>)>,
+    pub reason_code: Option<String>,
+    pub dedupe_window: Duration,
+    /// How the duplicate's own delivery is bound in the evidence of a dedupe decision.
+    pub trace: TraceBindings,
+    pub at: OffsetDateTime,
+}
+
+/// The existing command a duplicate was answered from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DuplicateOf {
+    pub command_id: Uuid,
+    pub state: State,
+    /// The artifact that records the outcome being replayed, once terminal.
+    pub outcome_ref: Option<Uuid>,
+    /// The `dedupe.decided` artifact written for this duplicate.
+    pub evidence_id: Uuid,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Admitted {
+    /// First seen: the command exists now.
+    New { command_id: Uuid, lifecycle: Lifecycle, version: i64 },
+    /// The same command, already finished: replay its outcome (IDS §IX.A).
+    Replayed(DuplicateOf),
+    /// The same command, still under way: answer "in progress" (IDS §IX.B).
+    InProgress(DuplicateOf),
+    /// The key is taken by a different command (IDS §VIII.D); nothing was created.
+    Conflict { existing_command_id: Uuid, existing_fingerprint: Fingerprint, evidence_id: Uuid },
+}
+
+impl Store {
+    pub async fn admit(&self, write: &AdmissionWrite) -> Result<Admitted, StoreError> {
+        let envelope = &write.envelope;
+        let tenant = envelope.tenant_id.as_str();
+        let mut tx = self.begin().await?;
+
+        if envelope.idempotency_class.reserves_key() && !reserve(&mut tx, write).await? {
+            let answer = answer_duplicate(&mut tx, write).await?;
+            tx.commit().await?;
+            return Ok(answer);
+        }
+
+        let Some((last, _)) = write.moves.last() else {
+            return Err(StoreError::Config("an admission needs at least its canonicalize move".into()));
+        };
+        let lifecycle = last.after(envelope.command_kind);
+        let version = write.moves.len() as i64;
+        insert_command(&mut tx, envelope, lifecycle, version, write.reason_code.as_deref(), write.at).await?;
+        let mut last_evidence = None;
+        for (at_version, (transition, drafts)) in (1..).zip(&write.moves) {
+            insert_transition(&mut tx, envelope.command_id, at_version, transition, None, write.at).await?;
+            for draft in drafts {
+                last_evidence = Some(append(&mut tx, tenant, draft, write.at).await?);
+            }
+        }
+        settle_dedupe(&mut tx, envelope.command_id, lifecycle.state, last_evidence, write.at).await?;
+        tx.commit().await?;
+        Ok(Admitted::New { command_id: envelope.command_id, lifecycle, version })
+    }
+}
+
+/// Takes the key, or takes over a record whose window has passed and whose command finished.
+/// Returns whether this command now owns the key.
+async fn reserve(conn: &mut AnyConnection, write: &AdmissionWrite) -> Result<bool, StoreError> {
+    let e = &write.envelope;
+    let now = to_ms(write.at);
+    let window = i64::try_from(write.dedupe_window.as_millis()).unwrap_or(i64::MAX);
+    let owner = sqlx::query(
+        "INSERT INTO dedupe_records (tenant_id, idempotency_key, command_id, fingerprint, status, outcome_ref,
+             created_at, updated_at, ttl_expires_at)
+         VALUES ($1, $2, $3, $4, 'in_progress', NULL, $5, $5, $6)
+         ON CONFLICT (tenant_id, idempotency_key) DO UPDATE SET
+             command_id = excluded.command_id, fingerprint = excluded.fingerprint, status = 'in_progress',
+             outcome_ref = NULL, created_at = excluded.created_at, updated_at = excluded.updated_at,
+             ttl_expires_at = excluded.ttl_expires_at
+         WHERE dedupe_records.ttl_expires_at <= $5 AND dedupe_records.status <> 'in_progress'
+         RETURNING command_id",
+    )
+    .bind(e.tenant_id.as_str())
+    .bind(e.idempotency_key.as_str())
+    .bind(e.command_id.to_string())
+    .bind(e.fingerprint.as_str())
+    .bind(now)
+    .bind(now.saturating_add(window))
+    .fetch_optional(&mut *conn)
+    .await?;
+    match owner {
+        Some(row) => Ok(uuid(&row, "command_id")? == e.command_id),
+        None => Ok(false),
+    }
+}
+
+/// Answers a command whose key is taken, and records the decision (IDS §XII).
+async fn answer_duplicate(conn: &mut AnyConnection, write: &AdmissionWrite) -> Result<Admitted, StoreError> {
+    let e = &write.envelope;
+    let tenant = e.tenant_id.as_str();
+    let record = sqlx::query(
+        "SELECT d.command_id, d.fingerprint, d.outcome_ref, c.state FROM dedupe_records d
+         JOIN commands c ON c.command_id = d.command_id
+         WHERE d.tenant_id = $1 AND d.idempotency_key = $2",
+    )
+    .bind(tenant)
+    .bind(e.idempotency_key.as_str())
+    .fetch_one(&mut *conn)
+    .await?;
+    let existing_id = uuid(&record, "command_id")?;
+    let existing_fingerprint = Fingerprint::from_stored(text(&record, "fingerprint")?);
+    let outcome_ref: Option<Uuid> = opt_parsed(&record, "outcome_ref")?;
+    let state: State = parsed(&record, "state")?;
+    let key = e.idempotency_key.as_str();
+
+    if existing_fingerprint != e.fingerprint {
+        // The new command is refused as `execution.rejected` under its own id; the artifact
+        // carries both fingerprints and names the command that holds the key.
+        let draft = EvidenceDraft::new(EvidenceKind::ExecutionRejected, e.command_id, write.trace.clone())
+            .stage(State::Rejected)
+            .reason("idempotency_conflict")
+            .decision(serde_json::json!({
+                "dedupe": "conflict_rejected",
+                "idempotency_key": key,
+                "existing_command_id": existing_id,
+                "existing_fingerprint": existing_fingerprint,
+                "attempted_fingerprint": e.fingerprint,
+            }));
+        let evidence_id = append(conn, tenant, &draft, write.at).await?;
+        return Ok(Admitted::Conflict { existing_command_id: existing_id, existing_fingerprint, evidence_id });
+    }
+
+    let decision = if state.is_terminal() { "duplicate_replayed" } else { "duplicate_in_progress" };
+    let draft = EvidenceDraft::new(EvidenceKind::DedupeDecided, existing_id, write.trace.clone())
+        .stage(state)
+        .decision(serde_json::json!({
+            "dedupe": decision,
+            "idempotency_key": key,
+            "attempted_command_id": e.command_id,
+            "outcome_ref": outcome_ref,
+        }));
+    let evidence_id = append(conn, tenant, &draft, write.at).await?;
+    let duplicate = DuplicateOf { command_id: existing_id, state, outcome_ref, evidence_id };
+    Ok(if state.is_terminal() { Admitted::Replayed(duplicate) } else { Admitted::InProgress(duplicate) })
+}

@@ -1,0 +1,302 @@
+//! Command rows and their transitions: each move is one transaction that compares-and-swaps the
+//! version, records the transition, appends its evidence and, for a terminal state, settles the
+//! dedupe record, together with whatever outbox rows the move causes.
+
+use sqlx::AnyConnection;
+use sqlx::any::AnyRow;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::evidence::append;
+use super::outbox::{NewOutboxMessage, insert_outbox};
+use super::rows::{from_ms, int, json, opt_int, opt_parsed, opt_text, parsed, text, to_ms, uuid};
+use super::{Store, StoreError};
+use crate::command::{ActorId, Channel, CommandEnvelope, ExternalId, Fingerprint, IdempotencyKey, Intent, TenantId};
+use crate::evidence::EvidenceDraft;
+use crate::lifecycle::{Event, Lifecycle, State, Transition};
+
+/// A command as stored: its envelope and where it stands.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredCommand {
+    pub envelope: CommandEnvelope,
+    pub lifecycle: Lifecycle,
+    pub version: i64,
+    pub reason_code: Option<String>,
+    pub created_at: OffsetDateTime,
+    pub updated_at: OffsetDateTime,
+}
+
+/// One row of a command's transition history.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TransitionRecord {
+    pub version: i64,
+    pub from: State,
+    pub to: State,
+    pub event: Event,
+    pub reason_code: Option<String>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+}
+
+/// A decided move and everything that must be written with it.
+#[derive(Debug, Clone)]
+pub struct TransitionWrite {
+    pub tenant_id: TenantId,
+    pub command_id: Uuid,
+    /// The version the decision was made on; the write fails if the row moved since.
+    pub expected_version: i64,
+    pub transition: Transition,
+    pub reason_code: Option<String>,
+    /// The evidence of the new state (SMCL §IX), written in this order.
+    pub evidence: Vec<EvidenceDraft>,
+    pub outbox: Vec<NewOutboxMessage>,
+    pub at: OffsetDateTime,
+}
+
+/// What a committed move wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommittedTransition {
+    pub version: i64,
+    pub evidence_ids: Vec<Uuid>,
+}
+
+/// The columns `decode_command` reads, as a literal so that queries stay static SQL.
+macro_rules! command_columns {
+    () => {
+        "command_id, tenant_id, actor_id, channel, conversation_id, message_ids, correlation_id, \
+         causation_id, intent_entity, intent_action, intent_target, args, command_kind, idempotency_class, \
+         idempotency_key, fingerprint, risk, target_command_id, state, confirmation, version, reason_code, \
+         received_at, expires_at, created_at, updated_at"
+    };
+}
+
+pub(crate) async fn insert_command(
+    conn: &mut AnyConnection,
+    envelope: &CommandEnvelope,
+    lifecycle: Lifecycle,
+    version: i64,
+    reason_code: Option<&str>,
+    at: OffsetDateTime,
+) -> Result<(), StoreError> {
+    let e = envelope;
+    let message_ids = serde_json::to_string(&e.message_ids).map_err(|err| StoreError::Corrupt(err.to_string()))?;
+    let args = serde_jcs::to_string(&e.args).map_err(|err| StoreError::Corrupt(err.to_string()))?;
+    sqlx::query(
+        "INSERT INTO commands (command_id, tenant_id, actor_id, channel, conversation_id, message_ids,
+             correlation_id, causation_id, intent_entity, intent_action, intent_target, args, command_kind,
+             idempotency_class, idempotency_key, fingerprint, risk, target_command_id, state, confirmation,
+             version, reason_code, received_at, expires_at, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
+                 $21, $22, $23, $24, $25, $25)",
+    )
+    .bind(e.command_id.to_string())
+    .bind(e.tenant_id.as_str())
+    .bind(e.actor_id.as_str())
+    .bind(e.channel.as_str())
+    .bind(e.conversation_id.as_str())
+    .bind(message_ids)
+    .bind(e.correlation_id.as_str())
+    .bind(e.causation_id.as_ref().map(|c| c.as_str()))
+    .bind(&e.intent.entity)
+    .bind(&e.intent.action)
+    .bind(e.intent.target.as_deref())
+    .bind(args)
+    .bind(e.command_kind.as_str())
+    .bind(e.idempotency_class.as_str())
+    .bind(e.idempotency_key.as_str())
+    .bind(e.fingerprint.as_str())
+    .bind(e.risk.as_str())
+    .bind(e.target_command_id.map(|id| id.to_string()))
+    .bind(lifecycle.state.as_str())
+    .bind(lifecycle.confirmation.as_str())
+    .bind(version)
+    .bind(reason_code)
+    .bind(to_ms(e.received_at))
+    .bind(e.expires_at.map(to_ms))
+    .bind(to_ms(at))
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+pub(crate) async fn insert_transition(
+    conn: &mut AnyConnection,
+    command_id: Uuid,
+    version: i64,
+    transition: &Transition,
+    reason_code: Option<&str>,
+    at: OffsetDateTime,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO command_transitions (command_id, version, from_state, to_state, event, reason_code, at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(command_id.to_string())
+    .bind(version)
+    .bind(transition.from.as_str())
+    .bind(transition.to.as_str())
+    .bind(transition.event.as_str())
+    .bind(reason_code)
+    .bind(to_ms(at))
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// A terminal state settles the reservation, so that a duplicate replays this outcome.
+pub(crate) async fn settle_dedupe(
+    conn: &mut AnyConnection,
+    command_id: Uuid,
+    state: State,
+    outcome_ref: Option<Uuid>,
+    at: OffsetDateTime,
+) -> Result<(), StoreError> {
+    if !state.is_terminal() {
+        return Ok(());
+    }
+    sqlx::query("UPDATE dedupe_records SET status = $2, outcome_ref = $3, updated_at = $4 WHERE command_id = $1")
+        .bind(command_id.to_string())
+        .bind(state.as_str())
+        .bind(outcome_ref.map(|id| id.to_string()))
+        .bind(to_ms(at))
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+pub(crate) async fn load_command(
+    conn: &mut AnyConnection,
+    tenant_id: &TenantId,
+    command_id: Uuid,
+) -> Result<Option<StoredCommand>, StoreError> {
+    let row = sqlx::query(concat!("SELECT ", command_columns!(), " FROM commands WHERE command_id = $1 AND tenant_id = $2"))
+        .bind(command_id.to_string())
+        .bind(tenant_id.as_str())
+        .fetch_optional(&mut *conn)
+        .await?;
+    row.as_ref().map(decode_command).transpose()
+}
+
+fn decode_command(row: &AnyRow) -> Result<StoredCommand, StoreError> {
+    let envelope = CommandEnvelope {
+        command_id: uuid(row, "command_id")?,
+        tenant_id: parsed_id(row, "tenant_id", TenantId::parse)?,
+        actor_id: parsed_id(row, "actor_id", ActorId::parse)?,
+        channel: parsed_id(row, "channel", Channel::parse)?,
+        conversation_id: parsed_id(row, "conversation_id", ExternalId::parse)?,
+        message_ids: json(row, "message_ids")?,
+        correlation_id: parsed_id(row, "correlation_id", ExternalId::parse)?,
+        causation_id: opt_text(row, "causation_id")?
+            .map(|raw| ExternalId::parse(&raw).map_err(|e| StoreError::Corrupt(e.to_string())))
+            .transpose()?,
+        intent: Intent {
+            entity: text(row, "intent_entity")?,
+            action: text(row, "intent_action")?,
+            target: opt_text(row, "intent_target")?,
+        },
+        args: json(row, "args")?,
+        command_kind: parsed(row, "command_kind")?,
+        idempotency_class: parsed(row, "idempotency_class")?,
+        idempotency_key: IdempotencyKey::from_stored(text(row, "idempotency_key")?),
+        fingerprint: Fingerprint::from_stored(text(row, "fingerprint")?),
+        risk: parsed(row, "risk")?,
+        received_at: from_ms(int(row, "received_at")?)?,
+        expires_at: opt_int(row, "expires_at")?.map(from_ms).transpose()?,
+        target_command_id: opt_parsed(row, "target_command_id")?,
+    };
+    Ok(StoredCommand {
+        lifecycle: Lifecycle {
+            state: parsed(row, "state")?,
+            kind: envelope.command_kind,
+            confirmation: parsed(row, "confirmation")?,
+        },
+        envelope,
+        version: int(row, "version")?,
+        reason_code: opt_text(row, "reason_code")?,
+        created_at: from_ms(int(row, "created_at")?)?,
+        updated_at: from_ms(int(row, "updated_at")?)?,
+    })
+}
+
+fn parsed_id<T, E: std::fmt::Display>(row: &AnyRow, column: &str, parse: fn(&str) -> Result<T, E>) -> Result<T, StoreError> {
+    let raw = text(row, column)?;
+    parse(&raw).map_err(|e| StoreError::Corrupt(format!("{column}: {e}")))
+}
+
+impl Store {
+    /// A command of this tenant; another tenant's command is not found.
+    pub async fn command(&self, tenant_id: &TenantId, command_id: Uuid) -> Result<Option<StoredCommand>, StoreError> {
+        let mut conn = self.pool().acquire().await?;
+        load_command(&mut conn, tenant_id, command_id).await
+    }
+
+    /// The command's moves, oldest first.
+    pub async fn transitions(&self, command_id: Uuid) -> Result<Vec<TransitionRecord>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT version, from_state, to_state, event, reason_code, at FROM command_transitions
+             WHERE command_id = $1 ORDER BY version",
+        )
+        .bind(command_id.to_string())
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(TransitionRecord {
+                    version: int(row, "version")?,
+                    from: parsed(row, "from_state")?,
+                    to: parsed(row, "to_state")?,
+                    event: parsed(row, "event")?,
+                    reason_code: opt_text(row, "reason_code")?,
+                    at: from_ms(int(row, "at")?)?,
+                })
+            })
+            .collect()
+    }
+
+    /// Persists a decided move, or reports that the command moved on since it was read.
+    pub async fn commit_transition(&self, write: &TransitionWrite) -> Result<CommittedTransition, StoreError> {
+        let mut tx = self.begin().await?;
+        let t = &write.transition;
+        let version = write.expected_version + 1;
+        let updated = sqlx::query(
+            "UPDATE commands SET state = $1, confirmation = $2, version = $3, updated_at = $4,
+                 reason_code = COALESCE($5, reason_code)
+             WHERE command_id = $6 AND tenant_id = $7 AND version = $8 AND state = $9",
+        )
+        .bind(t.to.as_str())
+        .bind(t.confirmation.as_str())
+        .bind(version)
+        .bind(to_ms(write.at))
+        .bind(write.reason_code.as_deref())
+        .bind(write.command_id.to_string())
+        .bind(write.tenant_id.as_str())
+        .bind(write.expected_version)
+        .bind(t.from.as_str())
+        .execute(&mut *tx)
+        .await?;
+        if updated.rows_affected() == 0 {
+            let current = load_command(&mut tx, &write.tenant_id, write.command_id).await?;
+            tx.rollback().await?;
+            return Err(match current {
+                None => StoreError::CommandNotFound(write.command_id),
+                Some(c) => StoreError::StaleVersion {
+                    command_id: write.command_id,
+                    expected: write.expected_version,
+                    actual: c.version,
+                    state: c.lifecycle.state,
+                },
+            });
+        }
+        insert_transition(&mut tx, write.command_id, version, t, write.reason_code.as_deref(), write.at).await?;
+        let mut evidence_ids = Vec::with_capacity(write.evidence.len());
+        for draft in &write.evidence {
+            evidence_ids.push(append(&mut tx, write.tenant_id.as_str(), draft, write.at).await?);
+        }
+        settle_dedupe(&mut tx, write.command_id, t.to, evidence_ids.last().copied(), write.at).await?;
+        for message in &write.outbox {
+            insert_outbox(&mut tx, write.tenant_id.as_str(), Some(write.command_id), message, write.at).await?;
+        }
+        tx.commit().await?;
+        Ok(CommittedTransition { version, evidence_ids })
+    }
+}

@@ -1,0 +1,52 @@
+//! The store's one error type. It says whether the caller should retry: the HTTP edge maps
+//! `Unavailable` to 503 and everything else to a non-retryable answer.
+
+use uuid::Uuid;
+
+use crate::lifecycle::State;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database cannot be reached, is locked or timed out: retry later.
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
+    /// The command moved on since it was read; re-read it and decide again.
+    #[error("command {command_id} changed concurrently: expected version {expected}, it is at {actual} ({state})")]
+    StaleVersion { command_id: Uuid, expected: i64, actual: i64, state: State },
+    #[error("command {0} not found")]
+    CommandNotFound(Uuid),
+    /// A stored value that does not parse back: a corrupted row or a newer schema.
+    #[error("stored data is not readable: {0}")]
+    Corrupt(String),
+    #[error("{0}")]
+    Config(String),
+    #[error("migration failed: {0}")]
+    Migrate(String),
+    #[error("database error: {0}")]
+    Database(sqlx::Error),
+}
+
+impl StoreError {
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Unavailable(_) | Self::StaleVersion { .. })
+    }
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(error: sqlx::Error) -> Self {
+        use sqlx::Error as E;
+        match &error {
+            E::Io(_) | E::Tls(_) | E::PoolTimedOut | E::PoolClosed | E::WorkerCrashed | E::Protocol(_) => {
+                Self::Unavailable(error.to_string())
+            }
+            E::Database(db) if is_transient(db.code().as_deref()) => Self::Unavailable(error.to_string()),
+            _ => Self::Database(error),
+        }
+    }
+}
+
+/// SQLite busy/locked, PostgreSQL serialization failure, deadlock, shutdown and connection loss.
+fn is_transient(code: Option<&str>) -> bool {
+    matches!(code, Some("5" | "6" | "261" | "517" | "40001" | "40P01" | "57P01" | "57P02" | "57P03" | "53300"))
+        || code.is_some_and(|c| c.starts_with("08"))
+}

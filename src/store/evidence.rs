@@ -1,0 +1,202 @@
+//! Appending evidence to its tenant's hash chain, reading it back, and verifying every chain.
+
+use serde_json::Value;
+use sqlx::AnyConnection;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::rows::{int, json, text, to_ms, uuid};
+use super::{Store, StoreError};
+use crate::evidence::{ChainBreak, ChainHead, ChainVerifier, EvidenceDraft, GENESIS_HASH, StoredLink, hash_body};
+
+/// Appends one artifact inside the caller's transaction. The chain head row is updated first,
+/// which locks it: concurrent appends to one chain queue there instead of forking the chain.
+pub(crate) async fn append(
+    conn: &mut AnyConnection,
+    chain_id: &str,
+    draft: &EvidenceDraft,
+    at: OffsetDateTime,
+) -> Result<Uuid, StoreError> {
+    let now = to_ms(at);
+    sqlx::query(
+        "INSERT INTO evidence_chains (chain_id, last_seq, last_hash, updated_at) VALUES ($1, 0, $2, $3)
+         ON CONFLICT (chain_id) DO NOTHING",
+    )
+    .bind(chain_id)
+    .bind(GENESIS_HASH)
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    let head = sqlx::query(
+        "UPDATE evidence_chains SET last_seq = last_seq + 1, updated_at = $2 WHERE chain_id = $1
+         RETURNING last_seq, last_hash",
+    )
+    .bind(chain_id)
+    .bind(now)
+    .fetch_one(&mut *conn)
+    .await?;
+    let (seq, prev_hash) = (int(&head, "last_seq")?, text(&head, "last_hash")?);
+
+    let artifact_id = Uuid::now_v7();
+    let body = draft.body(artifact_id, chain_id, seq, &prev_hash, at);
+    let hash = hash_body(&body);
+    let canonical = serde_jcs::to_string(&body).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+
+    sqlx::query("UPDATE evidence_chains SET last_hash = $2 WHERE chain_id = $1")
+        .bind(chain_id)
+        .bind(&hash)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query(
+        "INSERT INTO evidence (artifact_id, chain_id, seq, kind, command_id, stage, recorded_at, body, prev_hash, hash)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+    )
+    .bind(artifact_id.to_string())
+    .bind(chain_id)
+    .bind(seq)
+    .bind(draft.kind.as_str())
+    .bind(draft.command_id.map(|id| id.to_string()))
+    .bind(draft.stage.map(|s| s.as_str()))
+    .bind(now)
+    .bind(canonical)
+    .bind(prev_hash)
+    .bind(hash)
+    .execute(&mut *conn)
+    .await?;
+    Ok(artifact_id)
+}
+
+/// An artifact as read back: its place in the chain and its full content.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StoredArtifact {
+    pub artifact_id: Uuid,
+    pub seq: i64,
+    pub kind: String,
+    pub hash: String,
+    pub body: Value,
+}
+
+/// The result of checking every chain.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AuditReport {
+    pub chains: Vec<ChainReport>,
+    /// The first link that does not hold, if any.
+    pub first_break: Option<ChainBreak>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ChainReport {
+    pub chain_id: String,
+    pub artifacts: u64,
+    pub intact: bool,
+}
+
+/// Artifacts are verified a page at a time, so a long chain never has to fit in memory at once.
+const VERIFY_PAGE: i64 = 1_000;
+
+impl Store {
+    /// Records artifacts that are not part of a move (refusals, dedupe decisions) in one
+    /// transaction.
+    pub async fn record_evidence(
+        &self,
+        chain_id: &str,
+        drafts: &[EvidenceDraft],
+        at: OffsetDateTime,
+    ) -> Result<Vec<Uuid>, StoreError> {
+        let mut tx = self.begin().await?;
+        let mut ids = Vec::with_capacity(drafts.len());
+        for draft in drafts {
+            ids.push(append(&mut tx, chain_id, draft, at).await?);
+        }
+        tx.commit().await?;
+        Ok(ids)
+    }
+
+    /// A command's artifacts in the order they were written.
+    pub async fn evidence_for_command(&self, chain_id: &str, command_id: Uuid) -> Result<Vec<StoredArtifact>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT artifact_id, seq, kind, hash, body FROM evidence
+             WHERE chain_id = $1 AND command_id = $2 ORDER BY seq",
+        )
+        .bind(chain_id)
+        .bind(command_id.to_string())
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(StoredArtifact {
+                    artifact_id: uuid(row, "artifact_id")?,
+                    seq: int(row, "seq")?,
+                    kind: text(row, "kind")?,
+                    hash: text(row, "hash")?,
+                    body: json(row, "body")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Checks every chain from its first artifact to its recorded head (`audit verify`).
+    pub async fn verify_evidence(&self) -> Result<AuditReport, StoreError> {
+        let chain_rows = sqlx::query(
+            "SELECT chain_id FROM evidence_chains UNION SELECT chain_id FROM evidence ORDER BY chain_id",
+        )
+        .fetch_all(self.pool())
+        .await?;
+        let mut report = AuditReport { chains: vec![], first_break: None };
+        for row in &chain_rows {
+            let chain_id = text(row, "chain_id")?;
+            let head = self.chain_head(&chain_id).await?;
+            let (artifacts, intact) = match self.verify_chain(&chain_id, head.as_ref()).await? {
+                Ok(count) => (count, true),
+                Err(broken) => {
+                    report.first_break.get_or_insert(broken);
+                    (0, false)
+                }
+            };
+            report.chains.push(ChainReport { chain_id, artifacts, intact });
+        }
+        Ok(report)
+    }
+
+    async fn chain_head(&self, chain_id: &str) -> Result<Option<ChainHead>, StoreError> {
+        let row = sqlx::query("SELECT last_seq, last_hash FROM evidence_chains WHERE chain_id = $1")
+            .bind(chain_id)
+            .fetch_optional(self.pool())
+            .await?;
+        row.map(|row| Ok(ChainHead { last_seq: int(&row, "last_seq")?, last_hash: text(&row, "last_hash")? }))
+            .transpose()
+    }
+
+    /// Feeds one chain to the verifier a page at a time.
+    async fn verify_chain(&self, chain_id: &str, head: Option<&ChainHead>) -> Result<Result<u64, ChainBreak>, StoreError> {
+        let mut verifier = ChainVerifier::new(chain_id);
+        let mut after = 0;
+        loop {
+            let rows = sqlx::query(
+                "SELECT artifact_id, seq, prev_hash, hash, body FROM evidence
+                 WHERE chain_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+            )
+            .bind(chain_id)
+            .bind(after)
+            .bind(VERIFY_PAGE)
+            .fetch_all(self.pool())
+            .await?;
+            for row in &rows {
+                let link = StoredLink {
+                    artifact_id: text(row, "artifact_id")?,
+                    seq: int(row, "seq")?,
+                    prev_hash: text(row, "prev_hash")?,
+                    hash: text(row, "hash")?,
+                    body: text(row, "body")?,
+                };
+                after = link.seq;
+                if let Err(broken) = verifier.check(link) {
+                    return Ok(Err(broken));
+                }
+            }
+            if (rows.len() as i64) < VERIFY_PAGE {
+                return Ok(verifier.finish(head));
+            }
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! The transactional outbox: effects on the outside world are rows written with the state change
+//! that causes them, and workers claim them with a lease so that none is worked on twice at once.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use sqlx::AnyConnection;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::rows::{int, json, opt_parsed, text, to_ms, uuid};
+use super::{Store, StoreError};
+
+/// An effect to perform once the transaction that decided it has committed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewOutboxMessage {
+    /// What kind of effect: `reply`, `prompt`, `dispatch`, ...
+    pub kind: String,
+    /// Where it goes: a channel address, an executor name.
+    pub destination: String,
+    pub payload: Value,
+    pub not_before: Option<OffsetDateTime>,
+}
+
+/// A row a worker now holds until its lease ends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimedMessage {
+    pub id: Uuid,
+    pub tenant_id: String,
+    pub command_id: Option<Uuid>,
+    pub kind: String,
+    pub destination: String,
+    pub payload: Value,
+    /// This attempt's number, starting at 1.
+    pub attempt: i64,
+}
+
+pub(crate) async fn insert_outbox(
+    conn: &mut AnyConnection,
+    tenant_id: &str,
+    command_id: Option<Uuid>,
+    message: &NewOutboxMessage,
+    at: OffsetDateTime,
+) -> Result<Uuid, StoreError> {
+    let id = Uuid::now_v7();
+    sqlx::query(
+        "INSERT INTO outbox (id, tenant_id, command_id, kind, destination, payload, status, attempts,
+             next_attempt_at, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, 'pending', 0, $7, $8, $8)",
+    )
+    .bind(id.to_string())
+    .bind(tenant_id)
+    .bind(command_id.map(|c| c.to_string()))
+    .bind(&message.kind)
+    .bind(&message.destination)
+    .bind(message.payload.to_string())
+    .bind(to_ms(message.not_before.unwrap_or(at)))
+    .bind(to_ms(at))
+    .execute(&mut *conn)
+    .await?;
+    Ok(id)
+}
+
+impl Store {
+    /// Claims up to `limit` due rows for `lease`. A worker that dies loses its lease and the row
+    /// becomes due again: delivery is at least once, and the idempotency key makes it once in
+    /// effect.
+    pub async fn claim_outbox(&self, limit: i64, lease: Duration, now: OffsetDateTime) -> Result<Vec<ClaimedMessage>, StoreError> {
+        let mut tx = self.begin().await?;
+        let rows = sqlx::query(self.dialect().claim_outbox_sql())
+            .bind(to_ms(now + lease))
+            .bind(to_ms(now))
+            .bind(limit)
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        rows.iter()
+            .map(|row| {
+                Ok(ClaimedMessage {
+                    id: uuid(row, "id")?,
+                    tenant_id: text(row, "tenant_id")?,
+                    command_id: opt_parsed(row, "command_id")?,
+                    kind: text(row, "kind")?,
+                    destination: text(row, "destination")?,
+                    payload: json(row, "payload")?,
+                    attempt: int(row, "attempts")?,
+                })
+            })
+            .collect()
+    }
+
+    /// The effect happened: the row is done.
+    pub async fn complete_outbox(&self, id: Uuid, now: OffsetDateTime) -> Result<(), StoreError> {
+        sqlx::query("UPDATE outbox SET status = 'done', locked_until = NULL, updated_at = $2 WHERE id = $1")
+            .bind(id.to_string())
+            .bind(to_ms(now))
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    /// The attempt failed: try again at `retry_at`, or give up (`None`) and keep the error.
+    pub async fn fail_outbox(
+        &self,
+        id: Uuid,
+        error: &str,
+        retry_at: Option<OffsetDateTime>,
+        now: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        let (status, next) = match retry_at {
+            Some(at) => ("pending", to_ms(at)),
+            None => ("dead", to_ms(now)),
+        };
+        sqlx::query(
+            "UPDATE outbox SET status = $2, next_attempt_at = $3, locked_until = NULL, last_error = $4, updated_at = $5
+             WHERE id = $1",
+        )
+        .bind(id.to_string())
+        .bind(status)
+        .bind(next)
+        .bind(error)
+        .bind(to_ms(now))
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,86 @@
+//! SQLite: a file under `data/` by default, WAL, busy timeout, foreign keys on.
+
+use std::path::Path;
+
+use sqlx::any::AnyPoolOptions;
+use sqlx::{AnyPool, AssertSqlSafe, Executor};
+
+use super::{Dialect, StoreError};
+use crate::config::StorageConfig;
+
+pub(super) struct SqliteDialect;
+
+impl Dialect for SqliteDialect {
+    fn begin_write(&self) -> &'static str {
+        "BEGIN IMMEDIATE"
+    }
+
+    // SQLite has one writer at a time and the claim runs inside `BEGIN IMMEDIATE`, so no row
+    // locking clause is needed (or accepted).
+    fn claim_outbox_sql(&self) -> &'static str {
+        "UPDATE outbox SET locked_until = $1, attempts = attempts + 1, updated_at = $2
+         WHERE id IN (SELECT id FROM outbox
+                      WHERE status = 'pending' AND next_attempt_at <= $2
+                        AND (locked_until IS NULL OR locked_until <= $2)
+                      ORDER BY next_attempt_at, id LIMIT $3)
+         RETURNING id, tenant_id, command_id, kind, destination, payload, attempts"
+    }
+}
+
+pub(super) async fn open(config: &StorageConfig, options: AnyPoolOptions) -> Result<AnyPool, StoreError> {
+    let url = prepare_url(config.database_url.expose())?;
+    let busy_timeout = config.sqlite_busy_timeout_ms;
+    options
+        .after_connect(move |conn, _meta| {
+            Box::pin(async move {
+                // busy_timeout first, so that switching to WAL waits for a lock instead of failing.
+                conn.execute(AssertSqlSafe(format!("PRAGMA busy_timeout = {busy_timeout}"))).await?;
+                conn.execute("PRAGMA journal_mode = WAL").await?;
+                conn.execute("PRAGMA synchronous = NORMAL").await?;
+                conn.execute("PRAGMA foreign_keys = ON").await?;
+                Ok(())
+            })
+        })
+        .connect(&url)
+        .await
+        .map_err(|e| StoreError::Unavailable(format!("cannot open {}: {e}", config.database_url.redacted())))
+}
+
+/// Creates the database's folder and asks SQLite to create the file (`mode=rwc`) when missing.
+fn prepare_url(url: &str) -> Result<String, StoreError> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .ok_or_else(|| StoreError::Config(format!("`{url}` is not a sqlite: URL")))?;
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    if path.is_empty() {
+        return Err(StoreError::Config(format!("`{url}` names no database file")));
+    }
+    let in_memory = path == ":memory:" || query.contains("mode=memory");
+    if !in_memory && let Some(dir) = Path::new(path).parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| StoreError::Unavailable(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    if query.split('&').any(|kv| kv.starts_with("mode=")) {
+        return Ok(url.to_owned());
+    }
+    let separator = if query.is_empty() { "?" } else { "&" };
+    Ok(format!("{url}{separator}mode=rwc"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prepare_url;
+
+    #[test]
+    fn urls_gain_create_mode_and_keep_explicit_modes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("nested/deeper/db.sqlite");
+        let url = format!("sqlite://{}", file.display());
+        assert_eq!(prepare_url(&url).expect("valid"), format!("{url}?mode=rwc"));
+        assert!(file.parent().is_some_and(|p| p.is_dir()), "folder created");
+        assert_eq!(prepare_url("sqlite::memory:?mode=ro").expect("valid"), "sqlite::memory:?mode=ro");
+        assert!(prepare_url("sqlite://").is_err());
+        assert!(prepare_url("postgres://x").is_err());
+    }
+}
