@@ -5,10 +5,13 @@
 //! state machine), `evidence` (artifacts and their chain), `engine` (driving commands through the
 //! lifecycle against the store), `store` (SQLite and PostgreSQL), `api` and `app` (HTTP).
 
+pub mod api;
+pub mod app;
 pub mod command;
 pub mod config;
 pub mod engine;
 pub mod evidence;
 pub mod lifecycle;
 pub mod store;
+pub mod tasks;
 pub(crate) mod names;

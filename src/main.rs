@@ -1,1 +1,114 @@
-fn main() {}
+//! The `chatgate` command line. Every failure ends with one line on stderr and a non-zero exit.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use chatgate::config::{Config, ConfigSource};
+use chatgate::store::Store;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "chatgate", version, about = "Chat webhooks in, verified commands out, exactly once")]
+struct Cli {
+    /// Configuration file [default: config/chatgate.toml, optional]
+    #[arg(long, global = true, env = "CHATGATE_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Apply migrations and serve HTTP until SIGTERM or SIGINT
+    Serve,
+    /// Apply the database migrations and exit
+    Migrate,
+    /// Validate the configuration and print it with every secret redacted
+    CheckConfig,
+    /// Evidence audit
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// Verify every evidence hash chain; exits 1 and names the first broken link if one breaks
+    Verify {
+        /// Print the report as JSON
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(&anyhow::anyhow!("cannot start the runtime: {e}")),
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => fail(&e),
+    }
+}
+
+fn fail(error: &anyhow::Error) -> ExitCode {
+    // `{:#}` puts the whole cause chain on one line.
+    eprintln!("chatgate: error: {error:#}");
+    ExitCode::FAILURE
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let source = cli.config.map_or(ConfigSource::Default, ConfigSource::Explicit);
+    let config = Config::load(&source, &|name| std::env::var(name).ok())?;
+    match cli.command {
+        Command::Serve => chatgate::app::serve(config).await?,
+        Command::Migrate => {
+            let store = Store::connect(&config.storage).await?;
+            store.migrate().await?;
+            store.close().await;
+            println!("migrations applied ({})", store.backend_name());
+        }
+        Command::CheckConfig => {
+            print!("{}", config.to_redacted_toml());
+            eprintln!("configuration is valid");
+        }
+        Command::Audit { command: AuditCommand::Verify { json } } => return audit_verify(&config, json).await,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn audit_verify(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
+    let store = Store::connect(&config.storage).await?;
+    store.migrate().await?;
+    let report = store.verify_evidence().await?;
+    store.close().await;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        for chain in &report.chains {
+            let verdict = if chain.intact { format!("intact, {} artifacts", chain.artifacts) } else { "BROKEN".into() };
+            println!("chain {}: {verdict}", chain.chain_id);
+        }
+    }
+    Ok(match &report.first_break {
+        Some(broken) => {
+            eprintln!("chatgate: audit failed: {broken}");
+            ExitCode::FAILURE
+        }
+        None => {
+            eprintln!("audit passed: {} chain(s) intact", report.chains.len());
+            ExitCode::SUCCESS
+        }
+    })
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
+    // Logs go to stderr so that `check-config` and `audit verify --json` print clean output.
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}

@@ -103,6 +103,16 @@ pub struct IdempotencyConfig {
     pub cleanup_interval_secs: u64,
 }
 
+impl IdempotencyConfig {
+    pub fn cleanup_interval(&self) -> Duration {
+        Duration::from_secs(self.cleanup_interval_secs)
+    }
+
+    pub fn default_window(&self) -> Duration {
+        Duration::from_secs(self.default_window_secs)
+    }
+}
+
 impl Default for IdempotencyConfig {
     fn default() -> Self {
         Self { default_window_secs: 86_400, cleanup_interval_secs: 60 }

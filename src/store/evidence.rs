@@ -89,6 +89,9 @@ pub struct ChainReport {
     pub chain_id: String,
     pub artifacts: u64,
     pub intact: bool,
+    /// Where this chain breaks, if it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub broken_at: Option<ChainBreak>,
 }
 
 /// Artifacts are verified a page at a time, so a long chain never has to fit in memory at once.
@@ -146,14 +149,14 @@ impl Store {
         for row in &chain_rows {
             let chain_id = text(row, "chain_id")?;
             let head = self.chain_head(&chain_id).await?;
-            let (artifacts, intact) = match self.verify_chain(&chain_id, head.as_ref()).await? {
-                Ok(count) => (count, true),
+            let chain = match self.verify_chain(&chain_id, head.as_ref()).await? {
+                Ok(artifacts) => ChainReport { chain_id, artifacts, intact: true, broken_at: None },
                 Err(broken) => {
-                    report.first_break.get_or_insert(broken);
-                    (0, false)
+                    report.first_break.get_or_insert(broken.clone());
+                    ChainReport { chain_id, artifacts: 0, intact: false, broken_at: Some(broken) }
                 }
             };
-            report.chains.push(ChainReport { chain_id, artifacts, intact });
+            report.chains.push(chain);
         }
         Ok(report)
     }

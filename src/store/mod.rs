@@ -93,6 +93,13 @@ impl Store {
         self.backend
     }
 
+    pub fn backend_name(&self) -> &'static str {
+        match self.backend {
+            BackendKind::Sqlite => "sqlite",
+            BackendKind::Postgres => "postgres",
+        }
+    }
+
     fn dialect(&self) -> &'static dyn Dialect {
         match self.backend {
             BackendKind::Sqlite => &sqlite::SqliteDialect,

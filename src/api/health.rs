@@ -1,0 +1,44 @@
+//! Liveness and readiness.
+
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::json;
+
+use super::problem::Problem;
+use crate::app::AppState;
+use crate::store::Store;
+
+/// A readiness probe that waits longer than this is itself a failure.
+const READINESS_DEADLINE: Duration = Duration::from_secs(2);
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz))
+}
+
+/// Alive: the process answers. It does not touch the database, so an orchestrator does not
+/// restart a healthy process because its database is down.
+async fn healthz() -> Json<serde_json::Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// Ready: the database answers within the deadline.
+async fn readyz(State(store): State<Store>) -> Response {
+    match tokio::time::timeout(READINESS_DEADLINE, store.ping()).await {
+        Ok(Ok(())) => Json(json!({"status": "ready", "database": store.backend_name()})).into_response(),
+        Ok(Err(error)) => not_ready(&error.to_string()),
+        Err(_) => not_ready("the database did not answer in time"),
+    }
+}
+
+fn not_ready(detail: &str) -> Response {
+    tracing::warn!(detail, "not ready");
+    Problem::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", "Not ready")
+        .detail(format!("database unavailable: {detail}"))
+        .retry_after(5)
+        .into_response()
+}

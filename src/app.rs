@@ -1,0 +1,149 @@
+//! The application: shared state, the router with its tower layers, and the server's life from
+//! binding to a graceful stop.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, FromRef};
+use axum::http::{Request, StatusCode};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::config::Config;
+use crate::engine::Engine;
+use crate::evidence::Pseudonymizer;
+use crate::store::Store;
+use crate::{api, tasks};
+
+/// What handlers share. Handlers take the part they need through `State<T>` (`FromRef`).
+#[derive(Clone)]
+pub struct AppState {
+    pub config: Arc<Config>,
+    pub store: Store,
+    pub engine: Engine,
+}
+
+impl AppState {
+    pub fn new(config: Config, store: Store) -> Self {
+        let pseudonymizer = Pseudonymizer::new(config.evidence.pseudonym_key.expose().as_bytes());
+        let engine = Engine::new(store.clone(), pseudonymizer);
+        Self { config: Arc::new(config), store, engine }
+    }
+}
+
+impl FromRef<AppState> for Store {
+    fn from_ref(state: &AppState) -> Self {
+        state.store.clone()
+    }
+}
+
+impl FromRef<AppState> for Engine {
+    fn from_ref(state: &AppState) -> Self {
+        state.engine.clone()
+    }
+}
+
+impl FromRef<AppState> for Arc<Config> {
+    fn from_ref(state: &AppState) -> Self {
+        state.config.clone()
+    }
+}
+
+/// The whole HTTP surface with its layers. `Router::layer` wraps outward, so they read here from
+/// the innermost (body limit) to the outermost (request id): the problem-body layer sits outside
+/// the timeout and the body limit, so that their bare errors become problem documents too.
+pub fn router(state: AppState) -> Router {
+    let server = state.config.server.clone();
+    Router::new()
+        .merge(api::health::router())
+        .fallback(api::problem::not_found)
+        .with_state(state)
+        .layer(DefaultBodyLimit::max(server.body_limit_bytes))
+        .layer(RequestBodyLimitLayer::new(server.body_limit_bytes))
+        // A request that outlives its budget is our failure, and a retry may succeed: 503.
+        .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, server.request_timeout()))
+        .layer(axum::middleware::from_fn(api::problem::problem_bodies))
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
+            let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("-");
+            tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id)
+        }))
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+}
+
+/// Connects to the database, applies migrations and serves until SIGTERM or SIGINT.
+pub async fn serve(config: Config) -> anyhow::Result<()> {
+    let store = Store::connect(&config.storage).await?;
+    store.migrate().await?;
+    let addr = config.server.listen_addr()?;
+    let listener =
+        TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+    run(listener, AppState::new(config, store), shutdown_signal()).await
+}
+
+/// Serves on `listener` until `shutdown` completes, then lets in-flight requests and workers
+/// finish within the configured grace period and closes the database.
+pub async fn run(listener: TcpListener, state: AppState, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+    let addr: SocketAddr = listener.local_addr()?;
+    let grace = state.config.server.shutdown_grace();
+    let stopping = CancellationToken::new();
+    let workers = tasks::spawn(&state, stopping.clone());
+    let store = state.store.clone();
+    tracing::info!(%addr, backend = store.backend_name(), "chatgate listening");
+
+    let on_signal = stopping.clone();
+    let server = axum::serve(listener, router(state)).with_graceful_shutdown(async move {
+        shutdown.await;
+        tracing::info!("shutting down: finishing in-flight requests");
+        on_signal.cancel();
+    });
+    let deadline = async {
+        stopping.cancelled().await;
+        tokio::time::sleep(grace).await;
+    };
+    tokio::select! {
+        result = server => result?,
+        () = deadline => tracing::warn!(?grace, "in-flight requests did not finish in time; stopping anyway"),
+    }
+    stopping.cancel();
+    if tokio::time::timeout(grace, workers.wait()).await.is_err() {
+        tracing::warn!("background workers did not stop in time");
+    }
+    store.close().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Completes on SIGTERM (how orchestrators stop a process) or SIGINT (Ctrl-C).
+pub async fn shutdown_signal() {
+    let interrupt = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %e, "cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
+}
