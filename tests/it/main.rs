@@ -1,1 +1,7 @@
+//! chatgate's integration tests: one binary, so that the suite links once.
+//!
+//! PostgreSQL scenarios run when `CHATGATE_TEST_POSTGRES_URL` is set (`.ci/run` sets it) and say
+//! they were skipped otherwise.
 
+mod conformance;
+mod helpers;

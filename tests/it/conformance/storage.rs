@@ -1,0 +1,85 @@
+//! Storage behaviour beyond the lifecycle: migrations, transport dedupe, the outbox, isolation.
+
+use std::time::Duration;
+
+use chatgate::command::{Channel, ExternalId};
+use chatgate::engine::MoveContext;
+use chatgate::lifecycle::{Event, State};
+use chatgate::store::{InboundOutcome, NewInbound, NewOutboxMessage};
+use serde_json::json;
+
+use super::{conformance, drive, now, path_to};
+use crate::helpers::{TestDb, refund, tenant};
+
+conformance!(
+    migrations_apply_twice_without_change,
+    a_redelivered_provider_message_is_one_row,
+    outbox_rows_are_written_with_their_move_and_claimed_by_one_worker,
+    evidence_chains_are_per_tenant,
+);
+
+async fn migrations_apply_twice_without_change(db: &TestDb) {
+    db.store.migrate().await.expect("second run is a no-op");
+    db.store.ping().await.expect("ping");
+}
+
+async fn a_redelivered_provider_message_is_one_row(db: &TestDb) {
+    let message = |channel: &str| NewInbound {
+        channel: Channel::parse(channel).expect("channel"),
+        provider_message_id: ExternalId::parse("wamid.HBgLMTU1NTAwMDAwMDEVAgASGBQ=").expect("id"),
+        tenant_id: Some(tenant("demo")),
+        status: "received".into(),
+        payload: json!({"text": "refund 1234 25.00"}),
+        received_at: now(),
+    };
+    let first = db.store.record_inbound(&message("whatsapp")).await.expect("record");
+    let InboundOutcome::FirstSeen { id } = first else { panic!("first delivery is new: {first:?}") };
+    let again = db.store.record_inbound(&message("whatsapp")).await.expect("record");
+    assert_eq!(again, InboundOutcome::Duplicate { id, command_id: None });
+    // The same id on another channel is another message.
+    assert!(matches!(db.store.record_inbound(&message("twilio")).await, Ok(InboundOutcome::FirstSeen { .. })));
+}
+
+async fn outbox_rows_are_written_with_their_move_and_claimed_by_one_worker(db: &TestDb) {
+    let demo = tenant("demo");
+    let id = drive(db, refund("demo", "ob", "1.00", "m"), path_to(State::Canonicalized)).await;
+    let prompt = NewOutboxMessage {
+        kind: "prompt".into(),
+        destination: "whatsapp:15550000001".into(),
+        payload: json!({"text": "Refund order ob of 1.00? Reply YES or NO"}),
+        not_before: None,
+    };
+    let context = MoveContext { outbox: vec![prompt.clone()], ..MoveContext::default() };
+    db.engine.advance(&demo, id, Event::RequestConfirmation, context, now()).await.expect("move");
+
+    // Two workers race for the row: exactly one gets it.
+    let lease = Duration::from_secs(30);
+    let (a, b) = tokio::join!(db.store.claim_outbox(10, lease, now()), db.store.claim_outbox(10, lease, now()));
+    let claimed: Vec<_> = a.expect("claim").into_iter().chain(b.expect("claim")).collect();
+    assert_eq!(claimed.len(), 1, "one row, one worker");
+    let row = &claimed[0];
+    assert_eq!((row.command_id, row.kind.as_str(), row.attempt), (Some(id), "prompt", 1));
+    assert_eq!(row.payload, prompt.payload);
+
+    // A failed attempt comes back when its retry is due, not before.
+    let retry_at = now() + Duration::from_secs(60);
+    db.store.fail_outbox(row.id, "provider 503", Some(retry_at), now()).await.expect("fail");
+    assert!(db.store.claim_outbox(10, lease, now()).await.expect("claim").is_empty());
+    let due = db.store.claim_outbox(10, lease, retry_at).await.expect("claim");
+    assert_eq!(due.iter().map(|r| r.attempt).collect::<Vec<_>>(), [2]);
+    db.store.complete_outbox(row.id, now()).await.expect("complete");
+    assert!(db.store.claim_outbox(10, lease, retry_at + Duration::from_secs(3600)).await.expect("claim").is_empty());
+
+    // A move that fails writes no outbox row either.
+    let refused = MoveContext { outbox: vec![prompt], ..MoveContext::default() };
+    assert!(db.engine.advance(&demo, id, Event::Start, refused, now()).await.is_err());
+    assert_eq!(db.count("SELECT COUNT(*) FROM outbox WHERE command_id = $1", &id.to_string()).await, 1);
+}
+
+async fn evidence_chains_are_per_tenant(db: &TestDb) {
+    drive(db, refund("demo", "1", "1.00", "m"), path_to(State::Confirmed)).await;
+    drive(db, refund("acme", "1", "1.00", "m"), path_to(State::Canceled)).await;
+    let report = db.store.verify_evidence().await.expect("verify");
+    let chains: Vec<_> = report.chains.iter().map(|c| (c.chain_id.as_str(), c.artifacts, c.intact)).collect();
+    assert_eq!(chains, [("acme", 3, true), ("demo", 3, true)]);
+}

@@ -1,0 +1,200 @@
+//! Test helpers: a fresh database per test on either backend, requests, and the real server on
+//! a free port.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use chatgate::app::{AppState, run};
+use chatgate::command::{ActorId, Channel, CommandRequest, ExternalId, IdempotencyClass, Intent, Risk, TenantId};
+use chatgate::config::{Config, DatabaseUrl};
+use chatgate::engine::Engine;
+use chatgate::evidence::Pseudonymizer;
+use chatgate::lifecycle::CommandKind;
+use chatgate::store::Store;
+use sqlx::{AnyConnection, AssertSqlSafe, Connection, Executor};
+use tokio::sync::oneshot;
+
+pub const POSTGRES_ENV: &str = "CHATGATE_TEST_POSTGRES_URL";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A database of its own for one test: a SQLite file in a temporary folder, or a PostgreSQL
+/// database created for it and dropped when the test ends.
+pub struct TestDb {
+    pub url: String,
+    pub store: Store,
+    pub engine: Engine,
+    pub config: Config,
+    cleanup: Cleanup,
+}
+
+enum Cleanup {
+    Folder(#[allow(dead_code)] tempfile::TempDir),
+    PostgresDatabase { admin_url: String, name: String },
+}
+
+impl TestDb {
+    /// `None` (and a line saying the test was skipped) when PostgreSQL is not configured.
+    pub async fn new(backend: Backend) -> Option<Self> {
+        match backend {
+            Backend::Sqlite => Some(Self::sqlite().await),
+            Backend::Postgres => Self::postgres().await,
+        }
+    }
+
+    pub async fn sqlite() -> Self {
+        let dir = tempfile::tempdir().expect("temporary folder");
+        let url = format!("sqlite://{}", dir.path().join("data/chatgate.db").display());
+        Self::open(url, Cleanup::Folder(dir)).await
+    }
+
+    pub async fn postgres() -> Option<Self> {
+        let Ok(admin_url) = std::env::var(POSTGRES_ENV) else {
+            eprintln!("skipped: {POSTGRES_ENV} is not set, PostgreSQL test not run");
+            return None;
+        };
+        sqlx::any::install_default_drivers();
+        let name = format!("chatgate_test_{}", uuid::Uuid::now_v7().simple());
+        let mut admin = AnyConnection::connect(&admin_url).await.expect("PostgreSQL reachable at CHATGATE_TEST_POSTGRES_URL");
+        admin.execute(AssertSqlSafe(format!("CREATE DATABASE {name}"))).await.expect("create test database");
+        admin.close().await.ok();
+        let mut url = url::Url::parse(&admin_url).expect("CHATGATE_TEST_POSTGRES_URL is a URL");
+        url.set_path(&name);
+        Some(Self::open(url.to_string(), Cleanup::PostgresDatabase { admin_url, name }).await)
+    }
+
+    async fn open(url: String, cleanup: Cleanup) -> Self {
+        let mut config = Config::default();
+        config.storage.database_url = DatabaseUrl::new(url.clone());
+        config.storage.max_connections = 10;
+        config.server.listen = "127.0.0.1:0".into();
+        let store = Store::connect(&config.storage).await.expect("test database opens");
+        store.migrate().await.expect("migrations apply");
+        let engine = Engine::new(store.clone(), Pseudonymizer::new(config.evidence.pseudonym_key.expose().as_bytes()));
+        Self { url, store, engine, config, cleanup }
+    }
+
+    /// A separate connection for what the application never does (tampering, counting rows).
+    pub async fn raw(&self) -> AnyConnection {
+        AnyConnection::connect(&self.url).await.expect("raw connection")
+    }
+
+    pub async fn count(&self, sql: &'static str, bind: &str) -> i64 {
+        let mut conn = self.raw().await;
+        let row = sqlx::query(sql).bind(bind).fetch_one(&mut conn).await.expect("count query");
+        sqlx::Row::try_get::<i64, _>(&row, 0).expect("a count")
+    }
+
+    pub fn is_postgres(&self) -> bool {
+        matches!(self.cleanup, Cleanup::PostgresDatabase { .. })
+    }
+
+    /// Drops the test's PostgreSQL database (terminating its connections) right away.
+    pub async fn drop_database(&self) {
+        if let Cleanup::PostgresDatabase { admin_url, name } = &self.cleanup {
+            drop_postgres_database(admin_url, name).await;
+        }
+    }
+}
+
+async fn drop_postgres_database(admin_url: &str, name: &str) {
+    if let Ok(mut admin) = AnyConnection::connect(admin_url).await {
+        let _ = admin.execute(AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))).await;
+        let _ = admin.close().await;
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if let Cleanup::PostgresDatabase { admin_url, name } = &self.cleanup {
+            let (admin_url, name) = (admin_url.clone(), name.clone());
+            // Drop cannot await: a short-lived runtime on its own thread removes the database.
+            let _ = std::thread::spawn(move || {
+                if let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                    runtime.block_on(drop_postgres_database(&admin_url, &name));
+                }
+            })
+            .join();
+        }
+    }
+}
+
+/// "refund {order} {amount}" from the demo customer, as canonicalization would produce it.
+pub fn refund(tenant: &str, order: &str, amount: &str, message_id: &str) -> CommandRequest {
+    CommandRequest {
+        tenant_id: TenantId::parse(tenant).expect("tenant"),
+        actor_id: ActorId::parse("15550000001").expect("actor"),
+        channel: Channel::parse("whatsapp").expect("channel"),
+        conversation_id: ExternalId::parse("wa:15550000001").expect("conversation"),
+        message_ids: vec![ExternalId::parse(message_id).expect("message id")],
+        correlation_id: None,
+        causation_id: None,
+        intent: Intent::parse("order", "refund", Some(order)).expect("intent"),
+        args: serde_json::from_value(serde_json::json!({"order_id": order, "amount": amount})).expect("object"),
+        command_kind: CommandKind::Mutation,
+        idempotency_class: IdempotencyClass::I1,
+        risk: Risk::Medium,
+        supplied_key: None,
+        ttl: Some(Duration::from_secs(600)),
+        dedupe_window: Duration::from_secs(86_400),
+        target_command_id: None,
+    }
+}
+
+/// "order status {order}": a read-only command (I0).
+pub fn order_status(tenant: &str, order: &str, message_id: &str) -> CommandRequest {
+    CommandRequest {
+        intent: Intent::parse("order", "status", Some(order)).expect("intent"),
+        args: serde_json::from_value(serde_json::json!({"order_id": order})).expect("object"),
+        command_kind: CommandKind::Read,
+        idempotency_class: IdempotencyClass::I0,
+        risk: Risk::Low,
+        ..refund(tenant, order, "0", message_id)
+    }
+}
+
+pub fn tenant(name: &str) -> TenantId {
+    TenantId::parse(name).expect("tenant")
+}
+
+/// The real application on a free port, stopped by `stop`.
+pub struct TestApp {
+    pub addr: SocketAddr,
+    pub client: reqwest::Client,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    /// Sends the shutdown signal and waits for the server to finish.
+    pub async fn stop(mut self) -> anyhow::Result<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        (&mut self.task).await.expect("server task joins")
+    }
+}
+
+pub async fn spawn_app(db: &TestDb) -> TestApp {
+    spawn_app_with(db, db.config.clone()).await
+}
+
+pub async fn spawn_app_with(db: &TestDb, config: Config) -> TestApp {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("free port");
+    let addr = listener.local_addr().expect("bound address");
+    let (stop, stopped) = oneshot::channel::<()>();
+    let state = AppState::new(config, db.store.clone());
+    let task = tokio::spawn(run(listener, state, async move {
+        let _ = stopped.await;
+    }));
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().expect("client");
+    TestApp { addr, client, stop: Some(stop), task }
+}
