@@ -82,14 +82,17 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let store = Store::connect(&config.storage).await?;
     store.migrate().await?;
     let addr = config.server.listen_addr()?;
-    let listener =
-        TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+    let listener = TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
     run(listener, AppState::new(config, store), shutdown_signal()).await
 }
 
 /// Serves on `listener` until `shutdown` completes, then lets in-flight requests and workers
 /// finish within the configured grace period and closes the database.
-pub async fn run(listener: TcpListener, state: AppState, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+pub async fn run(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let addr: SocketAddr = listener.local_addr()?;
     let grace = state.config.server.shutdown_grace();
     let stopping = CancellationToken::new();

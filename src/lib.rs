@@ -12,6 +12,6 @@ pub mod config;
 pub mod engine;
 pub mod evidence;
 pub mod lifecycle;
+pub(crate) mod names;
 pub mod store;
 pub mod tasks;
-pub(crate) mod names;

@@ -56,8 +56,10 @@ fn main() -> ExitCode {
 }
 
 fn fail(error: &anyhow::Error) -> ExitCode {
-    // `{:#}` puts the whole cause chain on one line.
-    eprintln!("chatgate: error: {error:#}");
+    // `{:#}` puts the cause chain on one line; some causes (TOML's) span lines of their own.
+    let message = format!("{error:#}");
+    let one_line: Vec<&str> = message.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    eprintln!("chatgate: error: {}", one_line.join(" "));
     ExitCode::FAILURE
 }
 

@@ -57,4 +57,3 @@ pub struct UnknownName {
     pub what: &'static str,
     pub name: String,
 }
-

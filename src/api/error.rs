@@ -35,9 +35,11 @@ impl ApiError {
 fn store_problem(error: &StoreError) -> Problem {
     match error {
         // The caller should come back: the database is down or busy, or the command moved.
-        StoreError::Unavailable(_) => Problem::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", "Storage unavailable")
-            .detail("The database cannot be reached right now; nothing was stored. Retry later.")
-            .retry_after(1),
+        StoreError::Unavailable(_) => {
+            Problem::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", "Storage unavailable")
+                .detail("The database cannot be reached right now; nothing was stored. Retry later.")
+                .retry_after(1)
+        }
         StoreError::StaleVersion { state, .. } => {
             Problem::new(StatusCode::CONFLICT, "concurrent_update", "The command changed concurrently")
                 .detail("The command moved on while this request was decided; read it again and retry.")

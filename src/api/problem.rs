@@ -102,10 +102,8 @@ pub async fn problem_bodies(request: Request, next: Next) -> Response {
     if !(status.is_client_error() || status.is_server_error()) {
         return response;
     }
-    let is_problem = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(PROBLEM_JSON.as_bytes()));
+    let is_problem =
+        response.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(PROBLEM_JSON.as_bytes()));
     let (mut parts, body) = response.into_parts();
     let bytes = axum::body::to_bytes(body, 64 * 1024).await.unwrap_or_default();
     let mut document = match serde_json::from_slice::<Map<String, Value>>(&bytes) {

@@ -134,12 +134,12 @@ impl Default for EvidenceConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    #[error("cannot read {path}: {error}")]
+    Read { path: PathBuf, error: std::io::Error },
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
-    #[error("{path}: {key}: {source}")]
-    Interpolation { path: PathBuf, key: String, source: InterpolationError },
+    #[error("{path}: {key}: {error}")]
+    Interpolation { path: PathBuf, key: String, error: InterpolationError },
     #[error("invalid configuration: {0}")]
     Invalid(String),
 }
@@ -163,7 +163,7 @@ impl Config {
         let mut config = match std::fs::read_to_string(&path) {
             Ok(text) => Self::parse(&path, &text, env)?,
             Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => Self::default(),
-            Err(source) => return Err(ConfigError::Read { path, source }),
+            Err(error) => return Err(ConfigError::Read { path, error }),
         };
         config.apply_env_overrides(env);
         config.validate()?;
@@ -174,8 +174,11 @@ impl Config {
     pub fn parse(path: &Path, text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let parse_error = |message: String| ConfigError::Parse { path: path.to_owned(), message };
         let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| parse_error(e.to_string()))?;
-        interpolate_table(&mut table, "", env)
-            .map_err(|(key, source)| ConfigError::Interpolation { path: path.to_owned(), key, source })?;
+        interpolate_table(&mut table, "", env).map_err(|(key, error)| ConfigError::Interpolation {
+            path: path.to_owned(),
+            key,
+            error,
+        })?;
         Self::deserialize(toml::Value::Table(table)).map_err(|e| parse_error(e.to_string()))
     }
 

@@ -58,10 +58,7 @@ impl DatabaseUrl {
         match scheme {
             "sqlite" => Ok(BackendKind::Sqlite),
             "postgres" | "postgresql" => Ok(BackendKind::Postgres),
-            _ => Err(format!(
-                "database URL `{}` must start with sqlite:// or postgres://",
-                self.redacted()
-            )),
+            _ => Err(format!("database URL `{}` must start with sqlite:// or postgres://", self.redacted())),
         }
     }
 

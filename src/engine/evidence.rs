@@ -96,10 +96,19 @@ mod tests {
 
     #[test]
     fn a_rejection_writes_both_kinds_with_the_deny_decision() {
-        let current =
-            Lifecycle { state: State::AuthzPending, kind: CommandKind::Mutation, confirmation: ConfirmationGate::Pending };
+        let current = Lifecycle {
+            state: State::AuthzPending,
+            kind: CommandKind::Mutation,
+            confirmation: ConfirmationGate::Pending,
+        };
         let t = apply(current, Event::Deny).expect("allowed");
-        let drafts = transition_evidence(&t, Uuid::nil(), &TraceBindings::default(), Some(json!({"authz": "allow", "scope": "x"})), Some("missing_scope".into()));
+        let drafts = transition_evidence(
+            &t,
+            Uuid::nil(),
+            &TraceBindings::default(),
+            Some(json!({"authz": "allow", "scope": "x"})),
+            Some("missing_scope".into()),
+        );
         let kinds: Vec<_> = drafts.iter().map(|d| d.kind).collect();
         assert_eq!(kinds, vec![EvidenceKind::AuthzDecided, EvidenceKind::ExecutionRejected]);
         for d in &drafts {

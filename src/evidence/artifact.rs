@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::redact::Pseudonymizer;
 use crate::command::CommandEnvelope;
-use crate::lifecycle::{EvidenceKind, Event, State};
+use crate::lifecycle::{Event, EvidenceKind, State};
 
 /// Where an artifact sits in the conversation and the causal graph (SMCL §IX). Personal data is
 /// already pseudonymized here: nothing in clear ever reaches an artifact.

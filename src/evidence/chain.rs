@@ -92,7 +92,13 @@ pub struct ChainVerifier {
 
 impl ChainVerifier {
     pub fn new(chain_id: &str) -> Self {
-        Self { chain_id: chain_id.to_owned(), expected_seq: 1, prev_hash: GENESIS_HASH.to_owned(), last_id: None, count: 0 }
+        Self {
+            chain_id: chain_id.to_owned(),
+            expected_seq: 1,
+            prev_hash: GENESIS_HASH.to_owned(),
+            last_id: None,
+            count: 0,
+        }
     }
 
     /// Checks the next link; the first one that does not hold is the break to report.
@@ -110,14 +116,14 @@ impl ChainVerifier {
         if hash_body(&body) != link.hash {
             return Err(broken(LinkProblem::ContentAltered));
         }
-        let claims = |field: &str| body.get(field).cloned().unwrap_or(Value::Null);
-        if claims("seq") != Value::from(link.seq)
-            || claims("chain_id") != Value::from(self.chain_id.as_str())
-            || claims("artifact_id") != Value::from(link.artifact_id.as_str())
+        let text = |field: &str| body.get(field).and_then(Value::as_str);
+        if body.get("seq").and_then(Value::as_i64) != Some(link.seq)
+            || text("chain_id") != Some(self.chain_id.as_str())
+            || text("artifact_id") != Some(link.artifact_id.as_str())
         {
             return Err(broken(LinkProblem::PositionMismatch));
         }
-        if link.prev_hash != self.prev_hash || claims("prev_hash") != Value::from(self.prev_hash.as_str()) {
+        if link.prev_hash != self.prev_hash || text("prev_hash") != Some(self.prev_hash.as_str()) {
             return Err(broken(LinkProblem::BrokenLink));
         }
         self.prev_hash = link.hash;
@@ -167,7 +173,13 @@ mod tests {
             let id = format!("a{seq}");
             let body = json!({"artifact_id": id, "chain_id": "demo", "seq": seq, "prev_hash": prev, "kind": "command.accepted"});
             let hash = hash_body(&body);
-            links.push(StoredLink { artifact_id: id, seq, prev_hash: prev.clone(), hash: hash.clone(), body: body.to_string() });
+            links.push(StoredLink {
+                artifact_id: id,
+                seq,
+                prev_hash: prev.clone(),
+                hash: hash.clone(),
+                body: body.to_string(),
+            });
             prev = hash;
         }
         (links, ChainHead { last_seq: n, last_hash: prev })
@@ -177,7 +189,10 @@ mod tests {
     fn an_intact_chain_verifies() {
         let (links, head) = chain(5);
         assert_eq!(verify_chain("demo", links, Some(&head)), Ok(5));
-        assert_eq!(verify_chain("demo", vec![], Some(&ChainHead { last_seq: 0, last_hash: GENESIS_HASH.into() })), Ok(0));
+        assert_eq!(
+            verify_chain("demo", vec![], Some(&ChainHead { last_seq: 0, last_hash: GENESIS_HASH.into() })),
+            Ok(0)
+        );
     }
 
     #[test]

@@ -25,10 +25,7 @@ impl State {
     /// Terminal for primary execution. `failed` is one: recovery happens through recovery
     /// commands, never by moving the failed command back into execution.
     pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            Self::Rejected | Self::Executed | Self::Failed | Self::Canceled | Self::Compensated
-        )
+        matches!(self, Self::Rejected | Self::Executed | Self::Failed | Self::Canceled | Self::Compensated)
     }
 }
 

@@ -68,10 +68,7 @@ fn apply_refuses_every_pair_outside_the_table() {
             }
             for &kind in CommandKind::ALL {
                 let current = Lifecycle { state: from, ..passed(kind) };
-                assert_eq!(
-                    apply(current, event),
-                    Err(InvalidTransition::NotInTable { from, event })
-                );
+                assert_eq!(apply(current, event), Err(InvalidTransition::NotInTable { from, event }));
             }
         }
     }
@@ -88,11 +85,7 @@ fn terminal_states_admit_nothing_but_compensation() {
 
 #[test]
 fn a_mutation_cannot_be_authorized_or_started_before_confirmation() {
-    let pending = |state| Lifecycle {
-        state,
-        kind: CommandKind::Mutation,
-        confirmation: ConfirmationGate::Pending,
-    };
+    let pending = |state| Lifecycle { state, kind: CommandKind::Mutation, confirmation: ConfirmationGate::Pending };
     assert!(matches!(
         apply(pending(State::AuthzPending), Event::Allow),
         Err(InvalidTransition::ConfirmationMissing { .. })
@@ -107,11 +100,7 @@ fn a_mutation_cannot_be_authorized_or_started_before_confirmation() {
 
 #[test]
 fn a_read_has_no_confirmation_step_and_needs_none() {
-    let read = |state| Lifecycle {
-        state,
-        kind: CommandKind::Read,
-        confirmation: ConfirmationGate::Pending,
-    };
+    let read = |state| Lifecycle { state, kind: CommandKind::Read, confirmation: ConfirmationGate::Pending };
     assert!(matches!(
         apply(read(State::Canonicalized), Event::RequestConfirmation),
         Err(InvalidTransition::NotAMutation { .. })
@@ -121,11 +110,7 @@ fn a_read_has_no_confirmation_step_and_needs_none() {
 
 #[test]
 fn confirm_and_auto_confirm_set_the_gate() {
-    let m = |state| Lifecycle {
-        state,
-        kind: CommandKind::Mutation,
-        confirmation: ConfirmationGate::Pending,
-    };
+    let m = |state| Lifecycle { state, kind: CommandKind::Mutation, confirmation: ConfirmationGate::Pending };
     let confirmed = apply(m(State::ConfirmationRequired), Event::Confirm).expect("allowed");
     assert_eq!(confirmed.confirmation, ConfirmationGate::Satisfied);
     let auto = apply(m(State::Canonicalized), Event::AutoConfirm).expect("allowed");

@@ -169,11 +169,12 @@ pub(crate) async fn load_command(
     tenant_id: &TenantId,
     command_id: Uuid,
 ) -> Result<Option<StoredCommand>, StoreError> {
-    let row = sqlx::query(concat!("SELECT ", command_columns!(), " FROM commands WHERE command_id = $1 AND tenant_id = $2"))
-        .bind(command_id.to_string())
-        .bind(tenant_id.as_str())
-        .fetch_optional(&mut *conn)
-        .await?;
+    let row =
+        sqlx::query(concat!("SELECT ", command_columns!(), " FROM commands WHERE command_id = $1 AND tenant_id = $2"))
+            .bind(command_id.to_string())
+            .bind(tenant_id.as_str())
+            .fetch_optional(&mut *conn)
+            .await?;
     row.as_ref().map(decode_command).transpose()
 }
 
@@ -218,7 +219,11 @@ fn decode_command(row: &AnyRow) -> Result<StoredCommand, StoreError> {
     })
 }
 
-fn parsed_id<T, E: std::fmt::Display>(row: &AnyRow, column: &str, parse: fn(&str) -> Result<T, E>) -> Result<T, StoreError> {
+fn parsed_id<T, E: std::fmt::Display>(
+    row: &AnyRow,
+    column: &str,
+    parse: fn(&str) -> Result<T, E>,
+) -> Result<T, StoreError> {
     let raw = text(row, column)?;
     parse(&raw).map_err(|e| StoreError::Corrupt(format!("{column}: {e}")))
 }

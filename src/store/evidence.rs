@@ -116,7 +116,11 @@ impl Store {
     }
 
     /// A command's artifacts in the order they were written.
-    pub async fn evidence_for_command(&self, chain_id: &str, command_id: Uuid) -> Result<Vec<StoredArtifact>, StoreError> {
+    pub async fn evidence_for_command(
+        &self,
+        chain_id: &str,
+        command_id: Uuid,
+    ) -> Result<Vec<StoredArtifact>, StoreError> {
         let rows = sqlx::query(
             "SELECT artifact_id, seq, kind, hash, body FROM evidence
              WHERE chain_id = $1 AND command_id = $2 ORDER BY seq",
@@ -140,11 +144,10 @@ impl Store {
 
     /// Checks every chain from its first artifact to its recorded head (`audit verify`).
     pub async fn verify_evidence(&self) -> Result<AuditReport, StoreError> {
-        let chain_rows = sqlx::query(
-            "SELECT chain_id FROM evidence_chains UNION SELECT chain_id FROM evidence ORDER BY chain_id",
-        )
-        .fetch_all(self.pool())
-        .await?;
+        let chain_rows =
+            sqlx::query("SELECT chain_id FROM evidence_chains UNION SELECT chain_id FROM evidence ORDER BY chain_id")
+                .fetch_all(self.pool())
+                .await?;
         let mut report = AuditReport { chains: vec![], first_break: None };
         for row in &chain_rows {
             let chain_id = text(row, "chain_id")?;
@@ -171,7 +174,11 @@ impl Store {
     }
 
     /// Feeds one chain to the verifier a page at a time.
-    async fn verify_chain(&self, chain_id: &str, head: Option<&ChainHead>) -> Result<Result<u64, ChainBreak>, StoreError> {
+    async fn verify_chain(
+        &self,
+        chain_id: &str,
+        head: Option<&ChainHead>,
+    ) -> Result<Result<u64, ChainBreak>, StoreError> {
         let mut verifier = ChainVerifier::new(chain_id);
         let mut after = 0;
         loop {

@@ -22,9 +22,14 @@ pub struct NewInbound {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum InboundOutcome {
-    FirstSeen { id: Uuid },
+    FirstSeen {
+        id: Uuid,
+    },
     /// Already recorded under `(channel, provider message id)`.
-    Duplicate { id: Uuid, command_id: Option<Uuid> },
+    Duplicate {
+        id: Uuid,
+        command_id: Option<Uuid>,
+    },
 }
 
 impl Store {

@@ -60,12 +60,11 @@ impl Store {
     pub async fn connect(config: &StorageConfig) -> Result<Self, StoreError> {
         sqlx::any::install_default_drivers();
         let backend = config.database_url.backend().map_err(StoreError::Config)?;
-        let options = AnyPoolOptions::new()
-            .max_connections(config.max_connections)
-            .acquire_timeout(Duration::from_millis(config.acquire_timeout_ms));
+        let acquire_timeout = Duration::from_millis(config.acquire_timeout_ms);
+        let options = AnyPoolOptions::new().max_connections(config.max_connections).acquire_timeout(acquire_timeout);
         let pool = match backend {
             BackendKind::Sqlite => sqlite::open(config, options).await?,
-            BackendKind::Postgres => postgres::open(config, options).await?,
+            BackendKind::Postgres => postgres::open(config, options, acquire_timeout).await?,
         };
         Ok(Self { pool, backend })
     }

@@ -65,7 +65,12 @@ impl Store {
     /// Claims up to `limit` due rows for `lease`. A worker that dies loses its lease and the row
     /// becomes due again: delivery is at least once, and the idempotency key makes it once in
     /// effect.
-    pub async fn claim_outbox(&self, limit: i64, lease: Duration, now: OffsetDateTime) -> Result<Vec<ClaimedMessage>, StoreError> {
+    pub async fn claim_outbox(
+        &self,
+        limit: i64,
+        lease: Duration,
+        now: OffsetDateTime,
+    ) -> Result<Vec<ClaimedMessage>, StoreError> {
         let mut tx = self.begin().await?;
         let rows = sqlx::query(self.dialect().claim_outbox_sql())
             .bind(to_ms(now + lease))

@@ -14,6 +14,32 @@ use chatgate::store::Store;
 use sqlx::{AnyConnection, AssertSqlSafe, Connection, Executor};
 use tokio::sync::oneshot;
 
+/// Makes a SQLite test and a PostgreSQL test of each `async fn(&TestDb)` scenario named; the
+/// PostgreSQL one says it was skipped when `CHATGATE_TEST_POSTGRES_URL` is not set.
+macro_rules! on_both_backends {
+    ($($scenario:ident),+ $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $scenario() {
+                    let db = crate::helpers::TestDb::new(crate::helpers::Backend::Sqlite).await.expect("sqlite");
+                    super::$scenario(&db).await;
+                }
+            )+
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $scenario() {
+                    let Some(db) = crate::helpers::TestDb::new(crate::helpers::Backend::Postgres).await else { return };
+                    super::$scenario(&db).await;
+                }
+            )+
+        }
+    };
+}
+pub(crate) use on_both_backends;
+
 pub const POSTGRES_ENV: &str = "CHATGATE_TEST_POSTGRES_URL";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,7 +85,8 @@ impl TestDb {
         };
         sqlx::any::install_default_drivers();
         let name = format!("chatgate_test_{}", uuid::Uuid::now_v7().simple());
-        let mut admin = AnyConnection::connect(&admin_url).await.expect("PostgreSQL reachable at CHATGATE_TEST_POSTGRES_URL");
+        let mut admin =
+            AnyConnection::connect(&admin_url).await.expect("PostgreSQL reachable at CHATGATE_TEST_POSTGRES_URL");
         admin.execute(AssertSqlSafe(format!("CREATE DATABASE {name}"))).await.expect("create test database");
         admin.close().await.ok();
         let mut url = url::Url::parse(&admin_url).expect("CHATGATE_TEST_POSTGRES_URL is a URL");

@@ -55,12 +55,7 @@ async fn audit_verify_names_an_edited_a_deleted_a_swapped_and_a_truncated_artifa
 
     let report = db.store.verify_evidence().await.expect("verify");
     let broken = |chain: &str| {
-        report
-            .chains
-            .iter()
-            .find(|c| c.chain_id == chain)
-            .and_then(|c| c.broken_at.clone())
-            .map(|b| (b.seq, b.problem))
+        report.chains.iter().find(|c| c.chain_id == chain).and_then(|c| c.broken_at.clone()).map(|b| (b.seq, b.problem))
     };
     assert_eq!(broken("edit"), Some((2, LinkProblem::ContentAltered)));
     assert_eq!(broken("gone"), Some((4, LinkProblem::Gap { expected_seq: 3 })));

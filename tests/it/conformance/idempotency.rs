@@ -50,7 +50,9 @@ async fn duplicates_never_reenter_execution(db: &TestDb) {
 async fn fifty_concurrent_reservations_of_one_key_produce_exactly_one_winner(db: &TestDb) {
     let attempts = (0..50).map(|i| {
         let engine = db.engine.clone();
-        tokio::spawn(async move { engine.accept(refund("demo", "5000", "10.00", &format!("wamid.c{i}")), &[], now()).await })
+        tokio::spawn(
+            async move { engine.accept(refund("demo", "5000", "10.00", &format!("wamid.c{i}")), &[], now()).await },
+        )
     });
     let mut winners = vec![];
     let mut duplicates = vec![];
@@ -117,8 +119,11 @@ async fn a_duplicate_during_progress_answers_in_progress_without_a_second_prompt
         .await
         .expect("accept");
     assert!(matches!(first, Admitted::New { .. }));
-    let (_, again) =
-        db.engine.accept(refund("demo", "88", "8.00", "m2"), &[Event::RequestConfirmation], now()).await.expect("accept");
+    let (_, again) = db
+        .engine
+        .accept(refund("demo", "88", "8.00", "m2"), &[Event::RequestConfirmation], now())
+        .await
+        .expect("accept");
     match again {
         Admitted::InProgress(d) => {
             assert_eq!((d.command_id, d.state), (envelope.command_id, State::ConfirmationRequired));

@@ -106,10 +106,8 @@ async fn every_required_evidence_kind_is_written_with_its_stage_and_trace(db: &T
         let history = db.store.transitions(id).await.expect("transitions");
         let artifacts = evidence(db, &demo, id).await;
         // Each move's artifacts, in order, are exactly the kinds SMCL §IX names for its new state.
-        let expected: Vec<&str> = history
-            .iter()
-            .flat_map(|t| EvidenceKind::for_state(t.to).iter().map(|k| k.as_str()))
-            .collect();
+        let expected: Vec<&str> =
+            history.iter().flat_map(|t| EvidenceKind::for_state(t.to).iter().map(|k| k.as_str())).collect();
         assert_eq!(kinds(&artifacts), expected, "evidence of the path to {target}");
         let mut artifacts = artifacts.iter();
         for t in &history {
@@ -128,7 +126,8 @@ async fn every_required_evidence_kind_is_written_with_its_stage_and_trace(db: &T
         for t in &history {
             written.extend(EvidenceKind::for_state(t.to).iter().map(|k| k.as_str()));
         }
-        let decisions: Vec<_> = evidence(db, &demo, id).await.into_iter().filter(|a| a.kind == "authz.decided").collect();
+        let decisions: Vec<_> =
+            evidence(db, &demo, id).await.into_iter().filter(|a| a.kind == "authz.decided").collect();
         for d in decisions {
             let expected = if d.body["lifecycle"]["stage"] == "rejected" { "deny" } else { "allow" };
             assert_eq!(d.body["decision"]["authz"], expected);
@@ -213,8 +212,11 @@ async fn a_lost_compare_and_swap_is_reported_never_overwritten(db: &TestDb) {
 
 async fn admission_can_apply_the_first_moves_in_the_same_transaction(db: &TestDb) {
     let demo = tenant("demo");
-    let (envelope, admitted) =
-        db.engine.accept(refund("demo", "first", "2.00", "m"), &[Event::RequestConfirmation], now()).await.expect("accept");
+    let (envelope, admitted) = db
+        .engine
+        .accept(refund("demo", "first", "2.00", "m"), &[Event::RequestConfirmation], now())
+        .await
+        .expect("accept");
     assert!(matches!(admitted, chatgate::store::Admitted::New { version: 2, .. }), "{admitted:?}");
     let command = db.engine.command(&demo, envelope.command_id).await.expect("command");
     assert_eq!(command.lifecycle.state, State::ConfirmationRequired);

@@ -1,7 +1,7 @@
 //! The SMCL §XI and IDS §XIII conformance suite, written once and run against both backends.
 //!
-//! Each scenario is an `async fn(&TestDb)`; `conformance!` makes a SQLite test and a PostgreSQL
-//! test of it (the latter says it was skipped when `CHATGATE_TEST_POSTGRES_URL` is not set).
+//! Each scenario is an `async fn(&TestDb)`; `conformance!` (`helpers::on_both_backends!`) makes a
+//! SQLite test and a PostgreSQL test of it.
 
 mod audit;
 mod idempotency;
@@ -17,29 +17,7 @@ use uuid::Uuid;
 
 use crate::helpers::TestDb;
 
-macro_rules! conformance {
-    ($($scenario:ident),+ $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $scenario() {
-                    let db = crate::helpers::TestDb::new(crate::helpers::Backend::Sqlite).await.expect("sqlite");
-                    super::$scenario(&db).await;
-                }
-            )+
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $scenario() {
-                    let Some(db) = crate::helpers::TestDb::new(crate::helpers::Backend::Postgres).await else { return };
-                    super::$scenario(&db).await;
-                }
-            )+
-        }
-    };
-}
-pub(crate) use conformance;
+pub(crate) use crate::helpers::on_both_backends as conformance;
 
 /// The events that take a new mutation to `target` along allowed paths.
 pub fn path_to(target: State) -> &'static [Event] {
@@ -55,7 +33,9 @@ pub fn path_to(target: State) -> &'static [Event] {
         State::Executed => &[RequestConfirmation, Confirm, SubmitForAuthorization, Allow, Start, Succeed],
         State::Failed => &[RequestConfirmation, Confirm, SubmitForAuthorization, Allow, Start, Fail],
         State::Canceled => &[RequestConfirmation, Cancel],
-        State::Compensated => &[RequestConfirmation, Confirm, SubmitForAuthorization, Allow, Start, Succeed, Compensate],
+        State::Compensated => {
+            &[RequestConfirmation, Confirm, SubmitForAuthorization, Allow, Start, Succeed, Compensate]
+        }
     }
 }
 

@@ -1,0 +1,193 @@
+//! The `chatgate` binary as a new user runs it: on a fresh folder, with bad input, under SIGTERM.
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use chatgate::lifecycle::State;
+use sqlx::Executor;
+
+use crate::conformance::{drive, path_to};
+use crate::helpers::{TestDb, refund};
+
+const BIN: &str = env!("CARGO_BIN_EXE_chatgate");
+
+/// The binary with an environment that says nothing about chatgate, run in `dir`.
+fn chatgate(dir: &Path) -> Command {
+    let mut command = Command::new(BIN);
+    command.current_dir(dir);
+    for (name, _) in std::env::vars() {
+        if name.starts_with("CHATGATE_") || name == "RUST_LOG" {
+            command.env_remove(name);
+        }
+    }
+    command
+}
+
+fn run(command: &mut Command) -> Output {
+    command.stdin(Stdio::null()).output().expect("chatgate runs")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// A failure is one line on stderr and a non-zero exit, never a panic.
+fn assert_one_line_failure(output: &Output, mentions: &str) {
+    let err = stderr(output);
+    assert!(!output.status.success(), "must fail: {err}");
+    assert!(!err.contains("panicked"), "no panic: {err}");
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one line: {err}");
+    assert!(lines[0].starts_with("chatgate: error: ") && lines[0].contains(mentions), "{err}");
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+async fn wait_until_healthy(child: &mut Child, base: &str) {
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("chatgate exited early with {status}");
+        }
+        if client.get(format!("{base}/healthz")).send().await.is_ok_and(|r| r.status().is_success()) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("chatgate did not become healthy in time");
+}
+
+fn terminate(child: &mut Child) -> std::process::ExitStatus {
+    let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill runs");
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "chatgate did not stop after SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `serve` from a folder with nothing in it, on the given database URL (the default when None).
+async fn serve_answers_and_stops_on_sigterm(dir: &Path, database_url: Option<&str>, backend: &str) {
+    let port = free_port();
+    let mut command = chatgate(dir);
+    command.arg("serve").env("CHATGATE_LISTEN", format!("127.0.0.1:{port}"));
+    if let Some(url) = database_url {
+        command.env("CHATGATE_DATABASE_URL", url);
+    }
+    let mut child = command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
+    let base = format!("http://127.0.0.1:{port}");
+    wait_until_healthy(&mut child, &base).await;
+    let ready = reqwest::get(format!("{base}/readyz")).await.expect("readyz");
+    assert_eq!(ready.status(), reqwest::StatusCode::OK);
+    assert_eq!(ready.json::<serde_json::Value>().await.expect("json")["database"], backend);
+    let status = terminate(&mut child);
+    assert_eq!(status.code(), Some(0), "SIGTERM ends chatgate with exit 0");
+}
+
+#[tokio::test]
+async fn serve_on_a_fresh_folder_creates_the_sqlite_file_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    serve_answers_and_stops_on_sigterm(dir.path(), None, "sqlite").await;
+    assert!(dir.path().join("data/chatgate.db").is_file(), "the default database file was created");
+}
+
+#[tokio::test]
+async fn serve_on_postgres_answers_and_stops_on_sigterm() {
+    let Some(db) = TestDb::postgres().await else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    serve_answers_and_stops_on_sigterm(dir.path(), Some(&db.url), "postgres").await;
+}
+
+#[test]
+fn an_unreachable_or_malformed_database_url_is_one_line_and_a_non_zero_exit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (url, mentions) in [
+        ("postgres://postgres@127.0.0.1:1/chatgate", "cannot open postgres://postgres@127.0.0.1:1/chatgate"),
+        ("mysql://localhost/chatgate", "must start with sqlite:// or postgres://"),
+        ("postgres://user:secret@[bad/db", "cannot open"),
+        ("sqlite://", "names no database file"),
+        ("not a url", "must start with"),
+    ] {
+        let output = run(chatgate(dir.path()).arg("serve").env("CHATGATE_DATABASE_URL", url));
+        assert_one_line_failure(&output, mentions);
+        assert!(!stderr(&output).contains("secret"), "no password in the message");
+    }
+}
+
+#[test]
+fn check_config_prints_the_effective_configuration_with_secrets_redacted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/chatgate.toml");
+    let output = run(chatgate(dir.path())
+        .args(["--config", shipped.to_str().expect("utf-8 path"), "check-config"])
+        .env("CHATGATE_EVIDENCE_KEY", "a-very-secret-pseudonym-key")
+        .env("CHATGATE_DATABASE_URL", "postgres://app:hunter2@db.internal/chatgate")
+        .env("CHATGATE_LISTEN", "0.0.0.0:9090"));
+    assert!(output.status.success(), "{}", stderr(&output));
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(!printed.contains("a-very-secret") && !printed.contains("hunter2"), "{printed}");
+    assert!(printed.contains("pseudonym_key = \"<redacted>\""), "{printed}");
+    assert!(printed.contains("postgres://app:redacted@db.internal/chatgate"), "{printed}");
+    assert!(printed.contains("listen = \"0.0.0.0:9090\""), "environment overrides apply: {printed}");
+}
+
+#[test]
+fn check_config_refuses_an_invalid_file_naming_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bad = dir.path().join("bad.toml");
+    for (text, mentions) in [
+        ("[server]\nlisten_on = \"127.0.0.1:1\"\n", "unknown field `listen_on`"),
+        ("[server]\nlisten = \"nowhere\"\n", "server.listen"),
+        ("[evidence]\npseudonym_key = \"${CHATGATE_UNSET_KEY}\"\n", "CHATGATE_UNSET_KEY"),
+        ("[server\n", "bad.toml"),
+    ] {
+        std::fs::write(&bad, text).expect("write");
+        let output = run(chatgate(dir.path()).args(["--config", "bad.toml", "check-config"]));
+        assert_one_line_failure(&output, mentions);
+    }
+    let missing = run(chatgate(dir.path()).args(["--config", "missing.toml", "check-config"]));
+    assert_one_line_failure(&missing, "cannot read missing.toml");
+    // CHATGATE_CONFIG names the file as --config does.
+    let via_env = run(chatgate(dir.path()).arg("check-config").env("CHATGATE_CONFIG", "missing.toml"));
+    assert_one_line_failure(&via_env, "missing.toml");
+}
+
+#[test]
+fn migrate_creates_and_migrates_a_fresh_sqlite_database() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = run(chatgate(dir.path()).arg("migrate").env("CHATGATE_DATABASE_URL", "sqlite://state/gate.db"));
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("migrations applied (sqlite)"));
+    assert!(dir.path().join("state/gate.db").is_file());
+}
+
+#[tokio::test]
+async fn audit_verify_passes_an_intact_database_and_names_the_first_broken_link() {
+    let db = TestDb::sqlite().await;
+    drive(&db, refund("demo", "1234", "25.00", "m"), path_to(State::Executed)).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let verify = || run(chatgate(dir.path()).args(["audit", "verify"]).env("CHATGATE_DATABASE_URL", &db.url));
+
+    let intact = verify();
+    assert!(intact.status.success(), "{}", stderr(&intact));
+    assert!(String::from_utf8_lossy(&intact.stdout).contains("chain demo: intact, 7 artifacts"));
+
+    let mut conn = db.raw().await;
+    conn.execute("DROP TRIGGER evidence_no_update").await.expect("drop guard");
+    conn.execute("UPDATE evidence SET body = REPLACE(body, '\"executed\"', '\"failed\"') WHERE seq = 7")
+        .await
+        .expect("tamper");
+    let broken = verify();
+    assert_eq!(broken.status.code(), Some(1));
+    let err = stderr(&broken);
+    assert!(err.contains("chain `demo` breaks at #7") && err.contains("altered"), "{err}");
+    assert!(String::from_utf8_lossy(&broken.stdout).contains("chain demo: BROKEN"));
+}

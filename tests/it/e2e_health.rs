@@ -1,0 +1,94 @@
+//! The HTTP skeleton over real HTTP: health, readiness, request ids, problem documents.
+
+use reqwest::StatusCode;
+use serde_json::Value;
+
+use crate::helpers::{TestDb, on_both_backends, spawn_app};
+
+on_both_backends!(
+    health_and_readiness_answer_200,
+    request_ids_are_echoed_or_generated,
+    every_error_is_a_problem_document,
+    readiness_is_503_while_the_database_is_gone,
+    the_server_stops_when_told,
+);
+
+async fn health_and_readiness_answer_200(db: &TestDb) {
+    let app = spawn_app(db).await;
+    let health = app.client.get(app.url("/healthz")).send().await.expect("healthz");
+    assert_eq!(health.status(), StatusCode::OK);
+    assert_eq!(health.json::<Value>().await.expect("json")["status"], "ok");
+    let ready = app.client.get(app.url("/readyz")).send().await.expect("readyz");
+    assert_eq!(ready.status(), StatusCode::OK);
+    let backend = if db.is_postgres() { "postgres" } else { "sqlite" };
+    assert_eq!(ready.json::<Value>().await.expect("json")["database"], backend);
+    app.stop().await.expect("clean stop");
+}
+
+async fn request_ids_are_echoed_or_generated(db: &TestDb) {
+    let app = spawn_app(db).await;
+    let echoed =
+        app.client.get(app.url("/healthz")).header("x-request-id", "trace-abc-123").send().await.expect("send");
+    assert_eq!(echoed.headers()["x-request-id"], "trace-abc-123");
+    let generated = app.client.get(app.url("/healthz")).send().await.expect("send");
+    let id = generated.headers()["x-request-id"].to_str().expect("ascii").to_owned();
+    assert!(uuid::Uuid::parse_str(&id).is_ok(), "a generated id is a UUID: {id}");
+    app.stop().await.expect("clean stop");
+}
+
+async fn assert_problem(response: reqwest::Response, status: StatusCode, code: &str) -> Value {
+    assert_eq!(response.status(), status);
+    assert_eq!(response.headers()["content-type"], "application/problem+json");
+    let request_id = response.headers()["x-request-id"].to_str().expect("ascii").to_owned();
+    let body: Value = response.json().await.expect("problem json");
+    assert_eq!(body["status"], status.as_u16());
+    assert_eq!(body["code"], code);
+    assert_eq!(body["type"], format!("urn:chatgate:problem:{code}"));
+    assert!(body["title"].as_str().is_some_and(|t| !t.is_empty()));
+    assert_eq!(body["request_id"], request_id, "the problem names the request");
+    body
+}
+
+async fn every_error_is_a_problem_document(db: &TestDb) {
+    let app = spawn_app(db).await;
+    let missing = app.client.get(app.url("/no/such/path")).send().await.expect("send");
+    assert_problem(missing, StatusCode::NOT_FOUND, "not_found").await;
+
+    let wrong_method = app.client.delete(app.url("/healthz")).send().await.expect("send");
+    assert!(wrong_method.headers().contains_key("allow"), "405 keeps its Allow header");
+    assert_problem(wrong_method, StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed").await;
+
+    let limit = db.config.server.body_limit_bytes;
+    let too_large =
+        app.client.post(app.url("/webhooks/whatsapp")).body(vec![b'x'; limit + 1]).send().await.expect("send");
+    let body = assert_problem(too_large, StatusCode::PAYLOAD_TOO_LARGE, "body_too_large").await;
+    assert!(body["detail"].as_str().is_some_and(|d| d.contains("larger")));
+    app.stop().await.expect("clean stop");
+}
+
+async fn readiness_is_503_while_the_database_is_gone(db: &TestDb) {
+    let app = spawn_app(db).await;
+    assert_eq!(app.client.get(app.url("/readyz")).send().await.expect("send").status(), StatusCode::OK);
+    if db.is_postgres() {
+        // The database disappears under the running server.
+        db.drop_database().await;
+    } else {
+        // The file cannot disappear under an open SQLite handle; closing the pool is the loss.
+        db.store.close().await;
+    }
+    let ready = app.client.get(app.url("/readyz")).send().await.expect("send");
+    assert!(ready.headers().contains_key("retry-after"));
+    assert_problem(ready, StatusCode::SERVICE_UNAVAILABLE, "not_ready").await;
+    let alive = app.client.get(app.url("/healthz")).send().await.expect("send");
+    assert_eq!(alive.status(), StatusCode::OK, "liveness does not depend on the database");
+    app.stop().await.expect("clean stop");
+}
+
+async fn the_server_stops_when_told(db: &TestDb) {
+    let app = spawn_app(db).await;
+    let url = app.url("/healthz");
+    let client = app.client.clone();
+    assert_eq!(client.get(&url).send().await.expect("send").status(), StatusCode::OK);
+    app.stop().await.expect("the server returns Ok after a graceful stop");
+    assert!(client.get(&url).send().await.is_err(), "nothing listens after the stop");
+}
