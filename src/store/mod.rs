@@ -18,10 +18,12 @@ mod postgres;
 mod rows;
 mod sqlite;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::any::AnyPoolOptions;
-use sqlx::{Any, AnyPool, Transaction};
+use sqlx::{Any, AnyConnection, AnyPool, Transaction};
+use tokio::sync::{Mutex, OwnedMutexGuard};
 
 pub use crate::config::BackendKind;
 use crate::config::StorageConfig;
@@ -32,7 +34,36 @@ pub use evidence::{AuditReport, ChainReport, StoredArtifact};
 pub use inbound::{InboundOutcome, NewInbound};
 pub use outbox::{ClaimedMessage, NewOutboxMessage};
 
-pub(crate) type Tx = Transaction<'static, Any>;
+/// A write transaction. On SQLite it also holds the process's write gate: SQLite has one writer
+/// at a time, and queueing writers here (first come, first served) is far steadier than letting
+/// them poll the database lock through the busy timeout, which still covers other processes.
+pub(crate) struct Tx {
+    tx: Transaction<'static, Any>,
+    _gate: Option<OwnedMutexGuard<()>>,
+}
+
+impl Tx {
+    pub(crate) async fn commit(self) -> Result<(), StoreError> {
+        Ok(self.tx.commit().await?)
+    }
+
+    pub(crate) async fn rollback(self) -> Result<(), StoreError> {
+        Ok(self.tx.rollback().await?)
+    }
+}
+
+impl std::ops::Deref for Tx {
+    type Target = AnyConnection;
+    fn deref(&self) -> &AnyConnection {
+        &self.tx
+    }
+}
+
+impl std::ops::DerefMut for Tx {
+    fn deref_mut(&mut self) -> &mut AnyConnection {
+        &mut self.tx
+    }
+}
 
 /// What the two SQL dialects do differently.
 pub(crate) trait Dialect: Send + Sync {
@@ -46,6 +77,8 @@ pub(crate) trait Dialect: Send + Sync {
 pub struct Store {
     pool: AnyPool,
     backend: BackendKind,
+    /// SQLite only: see [`Tx`].
+    write_gate: Option<Arc<Mutex<()>>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -66,7 +99,8 @@ impl Store {
             BackendKind::Sqlite => sqlite::open(config, options).await?,
             BackendKind::Postgres => postgres::open(config, options, acquire_timeout).await?,
         };
-        Ok(Self { pool, backend })
+        let write_gate = (backend == BackendKind::Sqlite).then(|| Arc::new(Mutex::new(())));
+        Ok(Self { pool, backend, write_gate })
     }
 
     /// Applies the embedded migrations of this backend.
@@ -109,7 +143,12 @@ impl Store {
     /// A write transaction: on SQLite it takes the write lock at once (`BEGIN IMMEDIATE`), so
     /// concurrent writers queue on the busy timeout instead of failing on lock upgrade.
     pub(crate) async fn begin(&self) -> Result<Tx, StoreError> {
-        Ok(self.pool.begin_with(self.dialect().begin_write()).await?)
+        let gate = match &self.write_gate {
+            Some(gate) => Some(gate.clone().lock_owned().await),
+            None => None,
+        };
+        let tx = self.pool.begin_with(self.dialect().begin_write()).await?;
+        Ok(Tx { tx, _gate: gate })
     }
 
     pub(crate) fn pool(&self) -> &AnyPool {
