@@ -3,9 +3,10 @@
 //!   cargo run --release --example bench -- --commands 2000 --concurrency 16
 //!   cargo run --release --example bench -- --database-url postgres://postgres@127.0.0.1:5432/bench
 //!
-//! Measures, on a fresh database: admitting new commands (reservation + command row + transition
-//! + evidence in one transaction), admitting duplicates of one key, and whole lifecycles (admit and
-//! six moves to `executed`, each move its own compare-and-swap transaction with evidence).
+//! Measures, on a fresh database: admitting new commands (the reservation, the command row, its
+//! transitions and evidence in one transaction), admitting duplicates of one key, and whole
+//! lifecycles (admit and six moves to `executed`, each move its own compare-and-swap transaction
+//! with evidence).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
