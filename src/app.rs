@@ -59,9 +59,14 @@ impl FromRef<AppState> for Arc<Config> {
 /// the innermost (body limit) to the outermost (request id): the problem-body layer sits outside
 /// the timeout and the body limit, so that their bare errors become problem documents too.
 pub fn router(state: AppState) -> Router {
+    with_layers(api::router(), state)
+}
+
+/// Serves `routes` behind the same fallback and layers as the real router; `router` uses it,
+/// and tests use it to put a route of their own behind the real layers.
+pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
     let server = state.config.server.clone();
-    Router::new()
-        .merge(api::health::router())
+    routes
         .fallback(api::problem::not_found)
         .with_state(state)
         .layer(DefaultBodyLimit::max(server.body_limit_bytes))
@@ -93,6 +98,17 @@ pub async fn run(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let app = router(state.clone());
+    run_router(listener, app, state, shutdown).await
+}
+
+/// `run` with a router the caller built (see [`with_layers`]).
+pub async fn run_router(
+    listener: TcpListener,
+    app: Router,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let addr: SocketAddr = listener.local_addr()?;
     let grace = state.config.server.shutdown_grace();
     let stopping = CancellationToken::new();
@@ -101,7 +117,8 @@ pub async fn run(
     tracing::info!(%addr, backend = store.backend_name(), "chatgate listening");
 
     let on_signal = stopping.clone();
-    let server = axum::serve(listener, router(state)).with_graceful_shutdown(async move {
+    drop(state);
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
         shutdown.await;
         tracing::info!("shutting down: finishing in-flight requests");
         on_signal.cancel();

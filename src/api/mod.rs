@@ -4,5 +4,14 @@ pub mod error;
 pub mod health;
 pub mod problem;
 
+use axum::Router;
+
+use crate::app::AppState;
+
 pub use error::ApiError;
+
+/// Every resource's routes.
+pub fn router() -> Router<AppState> {
+    Router::new().merge(health::router())
+}
 pub use problem::Problem;

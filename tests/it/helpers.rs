@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use chatgate::app::{AppState, run};
+use chatgate::app::{AppState, run_router};
 use chatgate::command::{ActorId, Channel, CommandRequest, ExternalId, IdempotencyClass, Intent, Risk, TenantId};
 use chatgate::config::{Config, DatabaseUrl};
 use chatgate::engine::Engine;
@@ -201,11 +201,16 @@ impl TestApp {
         format!("http://{}{}", self.addr, path)
     }
 
-    /// Sends the shutdown signal and waits for the server to finish.
-    pub async fn stop(mut self) -> anyhow::Result<()> {
+    /// Sends the shutdown signal (as SIGTERM would) without waiting.
+    pub fn begin_stop(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
+    }
+
+    /// Sends the shutdown signal and waits for the server to finish.
+    pub async fn stop(mut self) -> anyhow::Result<()> {
+        self.begin_stop();
         (&mut self.task).await.expect("server task joins")
     }
 }
@@ -215,11 +220,17 @@ pub async fn spawn_app(db: &TestDb) -> TestApp {
 }
 
 pub async fn spawn_app_with(db: &TestDb, config: Config) -> TestApp {
+    spawn_app_with_routes(db, config, chatgate::api::router()).await
+}
+
+/// The real layers, shutdown and workers around `routes` (the real ones plus a test's own).
+pub async fn spawn_app_with_routes(db: &TestDb, config: Config, routes: axum::Router<AppState>) -> TestApp {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("free port");
     let addr = listener.local_addr().expect("bound address");
     let (stop, stopped) = oneshot::channel::<()>();
     let state = AppState::new(config, db.store.clone());
-    let task = tokio::spawn(run(listener, state, async move {
+    let app = chatgate::app::with_layers(routes, state.clone());
+    let task = tokio::spawn(run_router(listener, app, state, async move {
         let _ = stopped.await;
     }));
     let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().expect("client");

@@ -6,4 +6,5 @@
 mod cli;
 mod conformance;
 mod e2e_health;
+mod e2e_server;
 mod helpers;
