@@ -3,6 +3,7 @@
 pub mod envelope;
 pub mod idempotency;
 pub mod ids;
+pub mod registry;
 
 pub use envelope::{Args, CommandEnvelope, CommandRequest, Intent, Risk};
 pub use idempotency::{Fingerprint, IdempotencyClass, IdempotencyKey, InvalidIdempotencyKey, KeyInputs};
