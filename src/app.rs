@@ -15,9 +15,10 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
-use crate::config::Config;
+use crate::config::{Config, Settings};
 use crate::engine::Engine;
 use crate::evidence::Pseudonymizer;
+use crate::ingress::Ingress;
 use crate::store::Store;
 use crate::{api, tasks};
 
@@ -27,13 +28,22 @@ pub struct AppState {
     pub config: Arc<Config>,
     pub store: Store,
     pub engine: Engine,
+    pub ingress: Ingress,
 }
 
 impl AppState {
-    pub fn new(config: Config, store: Store) -> Self {
+    pub fn new(settings: Settings, store: Store) -> Self {
+        let Settings { config, registry, directory } = settings;
         let pseudonymizer = Pseudonymizer::new(config.evidence.pseudonym_key.expose().as_bytes());
         let engine = Engine::new(store.clone(), pseudonymizer);
-        Self { config: Arc::new(config), store, engine }
+        let ingress = Ingress::new(engine.clone(), registry, directory);
+        Self { config: Arc::new(config), store, engine, ingress }
+    }
+}
+
+impl FromRef<AppState> for Ingress {
+    fn from_ref(state: &AppState) -> Self {
+        state.ingress.clone()
     }
 }
 
@@ -83,12 +93,15 @@ pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
 }
 
 /// Connects to the database, applies migrations and serves until SIGTERM or SIGINT.
-pub async fn serve(config: Config) -> anyhow::Result<()> {
-    let store = Store::connect(&config.storage).await?;
+pub async fn serve(settings: Settings) -> anyhow::Result<()> {
+    let store = Store::connect(&settings.config.storage).await?;
     store.migrate().await?;
-    let addr = config.server.listen_addr()?;
+    let addr = settings.config.server.listen_addr()?;
     let listener = TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
-    run(listener, AppState::new(config, store), shutdown_signal()).await
+    for name in settings.config.demo_secrets() {
+        tracing::warn!(setting = %name, "a demo secret is in use; set your own before production");
+    }
+    run(listener, AppState::new(settings, store), shutdown_signal()).await
 }
 
 /// Serves on `listener` until `shutdown` completes, then lets in-flight requests and workers

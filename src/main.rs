@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use chatgate::config::{Config, ConfigSource};
+use chatgate::config::{Config, ConfigSource, Settings};
 use chatgate::store::Store;
 use clap::{Parser, Subcommand};
 
@@ -65,20 +65,28 @@ fn fail(error: &anyhow::Error) -> ExitCode {
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let source = cli.config.map_or(ConfigSource::Default, ConfigSource::Explicit);
-    let config = Config::load(&source, &|name| std::env::var(name).ok())?;
+    let env = |name: &str| std::env::var(name).ok();
     match cli.command {
-        Command::Serve => chatgate::app::serve(config).await?,
+        Command::Serve => chatgate::app::serve(Settings::load(&source, &env)?).await?,
         Command::Migrate => {
+            let config = Config::load(&source, &env)?;
             let store = Store::connect(&config.storage).await?;
             store.migrate().await?;
             store.close().await;
             println!("migrations applied ({})", store.backend_name());
         }
         Command::CheckConfig => {
-            print!("{}", config.to_redacted_toml());
+            let settings = Settings::load(&source, &env)?;
+            print!("{}", settings.config.to_redacted_toml());
+            eprintln!("{}", settings.summary());
+            for name in settings.config.demo_secrets() {
+                eprintln!("warning: {name} is a demo value; set your own before production");
+            }
             eprintln!("configuration is valid");
         }
-        Command::Audit { command: AuditCommand::Verify { json } } => return audit_verify(&config, json).await,
+        Command::Audit { command: AuditCommand::Verify { json } } => {
+            return audit_verify(&Config::load(&source, &env)?, json).await;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

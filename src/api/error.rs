@@ -13,6 +13,9 @@ pub enum ApiError {
     Engine(#[from] EngineError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A refusal the handler phrased itself (bad signature, bad payload, ...).
+    #[error("{}", .0.title)]
+    Problem(Box<Problem>),
 }
 
 impl ApiError {
@@ -28,6 +31,7 @@ impl ApiError {
                     .with("evidence_id", evidence_id.to_string())
             }
             Self::Engine(EngineError::InvalidPlan(error)) => internal(&error.to_string()),
+            Self::Problem(problem) => (**problem).clone(),
         }
     }
 }
@@ -54,6 +58,12 @@ fn internal(detail: &str) -> Problem {
     // The detail goes to the log, not to the caller.
     tracing::error!(detail, "internal error");
     Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "Internal Server Error")
+}
+
+impl From<Problem> for ApiError {
+    fn from(problem: Problem) -> Self {
+        Self::Problem(Box::new(problem))
+    }
 }
 
 impl IntoResponse for ApiError {

@@ -12,6 +12,6 @@ pub use error::ApiError;
 
 /// Every resource's routes.
 pub fn router() -> Router<AppState> {
-    Router::new().merge(health::router())
+    Router::new().merge(health::router()).merge(crate::ingress::whatsapp::router())
 }
 pub use problem::Problem;

@@ -3,7 +3,9 @@
 
 mod interpolate;
 mod secret;
+mod settings;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -12,6 +14,13 @@ use serde::{Deserialize, Serialize};
 
 pub use interpolate::{InterpolationError, interpolate};
 pub use secret::{BackendKind, DatabaseUrl, Secret};
+pub use settings::Settings;
+
+/// The shipped configuration files, used when the default path has no file (so that the binary
+/// runs the demo from any folder).
+pub const SHIPPED_CONFIG: &str = include_str!("../../config/chatgate.toml");
+pub const SHIPPED_COMMANDS: &str = include_str!("../../config/commands.toml");
+pub const SHIPPED_DIRECTORY: &str = include_str!("../../config/directory.toml");
 
 /// Where the configuration is read from when neither `--config` nor `CHATGATE_CONFIG` says.
 pub const DEFAULT_CONFIG_PATH: &str = "config/chatgate.toml";
@@ -27,6 +36,57 @@ pub struct Config {
     pub idempotency: IdempotencyConfig,
     #[serde(default)]
     pub evidence: EvidenceConfig,
+    #[serde(default)]
+    pub registry: RegistryFiles,
+    #[serde(default)]
+    pub whatsapp: WhatsAppConfig,
+    /// The systems that do the work, by name; the registry routes each command to one.
+    #[serde(default)]
+    pub executors: BTreeMap<String, ExecutorConfig>,
+}
+
+/// Where the registry and the directory are, relative to the configuration file's folder.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RegistryFiles {
+    pub commands: PathBuf,
+    pub directory: PathBuf,
+}
+
+impl Default for RegistryFiles {
+    fn default() -> Self {
+        Self { commands: "commands.toml".into(), directory: "directory.toml".into() }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WhatsAppConfig {
+    /// The app `POST /webhooks/whatsapp` (without `/{app}`) uses.
+    pub default_app: String,
+    pub apps: BTreeMap<String, WhatsAppApp>,
+}
+
+impl Default for WhatsAppConfig {
+    fn default() -> Self {
+        Self { default_app: "default".into(), apps: BTreeMap::new() }
+    }
+}
+
+/// One Meta app: the secret that signs its webhooks and the token of its verification handshake.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WhatsAppApp {
+    pub app_secret: Secret,
+    pub verify_token: Secret,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutorConfig {
+    /// `https://...`, `amqp://...`, or `builtin:echo` (succeeds at once; for demos and tests).
+    pub url: String,
+    pub secret: Option<Secret>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -162,7 +222,7 @@ impl Config {
         };
         let mut config = match std::fs::read_to_string(&path) {
             Ok(text) => Self::parse(&path, &text, env)?,
-            Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => Self::default(),
+            Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => Self::parse(&path, SHIPPED_CONFIG, env)?,
             Err(error) => return Err(ConfigError::Read { path, error }),
         };
         config.apply_env_overrides(env);
@@ -207,16 +267,62 @@ impl Config {
         if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
             return Err(ConfigError::Invalid(format!("{name} must be greater than 0")));
         }
+        if !self.whatsapp.apps.is_empty() && !self.whatsapp.apps.contains_key(&self.whatsapp.default_app) {
+            return Err(ConfigError::Invalid(format!(
+                "whatsapp.default_app `{}` is not one of whatsapp.apps",
+                self.whatsapp.default_app
+            )));
+        }
+        if let Some((name, _)) = self.whatsapp.apps.iter().find(|(_, app)| app.app_secret.expose().is_empty()) {
+            return Err(ConfigError::Invalid(format!("whatsapp.apps.{name}.app_secret is empty")));
+        }
         if self.evidence.pseudonym_key.expose().len() < 16 {
             return Err(ConfigError::Invalid("evidence.pseudonym_key must be at least 16 bytes".into()));
         }
         Ok(())
     }
 
+    /// Secrets still set to the shipped demo values (`serve` warns about each).
+    pub fn demo_secrets(&self) -> Vec<String> {
+        let mut found = vec![];
+        let mut check = |name: String, secret: &Secret| {
+            if secret.is_demo() {
+                found.push(name);
+            }
+        };
+        check("evidence.pseudonym_key".into(), &self.evidence.pseudonym_key);
+        for (app, config) in &self.whatsapp.apps {
+            check(format!("whatsapp.apps.{app}.app_secret"), &config.app_secret);
+            check(format!("whatsapp.apps.{app}.verify_token"), &config.verify_token);
+        }
+        for (name, executor) in &self.executors {
+            if let Some(secret) = &executor.secret {
+                check(format!("executors.{name}.secret"), secret);
+            }
+        }
+        found
+    }
+
     /// The effective configuration as TOML, every secret redacted (`chatgate check-config`).
     pub fn to_redacted_toml(&self) -> String {
         toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot render configuration: {e}\n"))
     }
+}
+
+/// Parses TOML into `T`, expanding `${VAR}` in every string value first.
+pub fn parse_toml<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    text: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<T, ConfigError> {
+    let parse_error = |message: String| ConfigError::Parse { path: path.to_owned(), message };
+    let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| parse_error(e.to_string()))?;
+    interpolate_table(&mut table, "", env).map_err(|(key, error)| ConfigError::Interpolation {
+        path: path.to_owned(),
+        key,
+        error,
+    })?;
+    T::deserialize(toml::Value::Table(table)).map_err(|e| parse_error(e.to_string()))
 }
 
 fn interpolate_table(

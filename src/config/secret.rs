@@ -18,6 +18,11 @@ impl Secret {
     pub fn expose(&self) -> &str {
         &self.0
     }
+
+    /// The shipped demo values all say so, so that `serve` can warn while one is in use.
+    pub fn is_demo(&self) -> bool {
+        self.0.contains("demo")
+    }
 }
 
 impl std::fmt::Debug for Secret {

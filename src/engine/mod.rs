@@ -14,7 +14,9 @@ use uuid::Uuid;
 use crate::command::{CommandEnvelope, CommandRequest, TenantId};
 use crate::evidence::{Pseudonymizer, TraceBindings};
 use crate::lifecycle::{self, ConfirmationGate, Event, InvalidTransition, Lifecycle, State, Transition};
-use crate::store::{AdmissionWrite, Admitted, NewOutboxMessage, Store, StoreError, StoredCommand, TransitionWrite};
+use crate::store::{
+    AdmissionWrite, Admitted, NewInbound, NewOutboxMessage, ReplyTo, Store, StoreError, StoredCommand, TransitionWrite,
+};
 
 pub use evidence::transition_evidence;
 
@@ -31,6 +33,20 @@ pub enum EngineError {
     /// reported without touching the store.
     #[error("invalid admission plan: {0}")]
     InvalidPlan(InvalidTransition),
+}
+
+/// What a channel writes together with a new command.
+#[derive(Debug, Clone, Default)]
+pub struct Admission<'a> {
+    /// Moves after `canonicalize`, in the same transaction.
+    pub then: &'a [Event],
+    /// The decision behind those moves (an early authorization refusal, say).
+    pub decision: Option<Value>,
+    /// The reason code of the last move, and of the command (a refusal's reason).
+    pub reason_code: Option<String>,
+    pub inbound: Option<NewInbound>,
+    pub outbox: Vec<NewOutboxMessage>,
+    pub reply_to: Option<ReplyTo>,
 }
 
 /// What a move carries besides its event.
@@ -80,9 +96,23 @@ impl Engine {
         then: &[Event],
         now: OffsetDateTime,
     ) -> Result<(CommandEnvelope, Admitted), EngineError> {
+        self.accept_with(request, Admission { then, ..Admission::default() }, now).await
+    }
+
+    /// `accept` with everything a channel writes in the same transaction: the carrying message,
+    /// the first moves' decision and effects, and where to answer a duplicate.
+    pub async fn accept_with(
+        &self,
+        request: CommandRequest,
+        admission: Admission<'_>,
+        now: OffsetDateTime,
+    ) -> Result<(CommandEnvelope, Admitted), EngineError> {
         let dedupe_window = request.dedupe_window;
         let envelope = CommandEnvelope::canonicalize(request, now);
-        let write = self.plan_admission(envelope.clone(), then, dedupe_window, now)?;
+        let mut write = self.plan_admission(envelope.clone(), &admission, dedupe_window, now)?;
+        write.inbound = admission.inbound;
+        write.outbox = admission.outbox;
+        write.reply_to = admission.reply_to;
         let admitted = self.store.admit(&write).await?;
         Ok((envelope, admitted))
     }
@@ -90,21 +120,34 @@ impl Engine {
     fn plan_admission(
         &self,
         envelope: CommandEnvelope,
-        then: &[Event],
+        admission: &Admission<'_>,
         dedupe_window: Duration,
         now: OffsetDateTime,
     ) -> Result<AdmissionWrite, EngineError> {
+        let then = admission.then;
         let trace = self.trace_for(&envelope);
         let mut current =
             Lifecycle { state: State::Received, kind: envelope.command_kind, confirmation: ConfirmationGate::Pending };
         let mut moves = Vec::with_capacity(then.len() + 1);
         for (i, &event) in std::iter::once(&Event::Canonicalize).chain(then).enumerate() {
             let transition = lifecycle::apply(current, event).map_err(EngineError::InvalidPlan)?;
-            let decision = (i == 0).then(|| evidence::first_seen(&envelope));
-            moves.push((transition, transition_evidence(&transition, envelope.command_id, &trace, decision, None)));
+            let last = i == then.len();
+            let decision = if i == 0 { Some(evidence::first_seen(&envelope)) } else { admission.decision.clone() };
+            let reason = if last && i > 0 { admission.reason_code.clone() } else { None };
+            moves.push((transition, transition_evidence(&transition, envelope.command_id, &trace, decision, reason)));
             current = transition.after(envelope.command_kind);
         }
-        Ok(AdmissionWrite { envelope, moves, reason_code: None, dedupe_window, trace, at: now })
+        Ok(AdmissionWrite {
+            envelope,
+            moves,
+            reason_code: admission.reason_code.clone(),
+            dedupe_window,
+            trace,
+            inbound: None,
+            outbox: vec![],
+            reply_to: None,
+            at: now,
+        })
     }
 
     /// Applies one event to a stored command. A refused event changes nothing and leaves

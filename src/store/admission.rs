@@ -14,6 +14,8 @@ use uuid::Uuid;
 
 use super::commands::{insert_command, insert_transition, settle_dedupe};
 use super::evidence::append;
+use super::inbound::{InboundOutcome, NewInbound, insert_inbound, link_inbound};
+use super::outbox::{NewOutboxMessage, insert_outbox};
 use super::rows::{opt_parsed, parsed, text, to_ms, uuid};
 use super::{Store, StoreError};
 use crate::command::{CommandEnvelope, Fingerprint};
@@ -30,7 +32,36 @@ pub struct AdmissionWrite {
     pub dedupe_window: Duration,
     /// How the duplicate's own delivery is bound in the evidence of a dedupe decision.
     pub trace: TraceBindings,
+    /// The message that carried the command: recorded in the same transaction (transport
+    /// dedupe), so that a redelivered webhook creates nothing.
+    pub inbound: Option<NewInbound>,
+    /// Effects of the new command's first moves (a confirmation prompt, a refusal).
+    pub outbox: Vec<NewOutboxMessage>,
+    /// Where to answer a duplicate (IDS §IX: the outcome, or "in progress"); none for callers
+    /// that answer synchronously.
+    pub reply_to: Option<ReplyTo>,
     pub at: OffsetDateTime,
+}
+
+/// A conversation address to queue a reply to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplyTo {
+    /// The outbox destination (`whatsapp:{phone_number_id}:{wa_id}`).
+    pub destination: String,
+    /// Fields every reply to this conversation carries (channel, recipient, the message answered).
+    pub base: serde_json::Value,
+}
+
+impl ReplyTo {
+    /// A reply rendered later from `template` with `vars`.
+    pub fn message(&self, template: &str, vars: serde_json::Value) -> NewOutboxMessage {
+        let mut payload = self.base.clone();
+        if let Some(map) = payload.as_object_mut() {
+            map.insert("template".into(), template.into());
+            map.insert("vars".into(), vars);
+        }
+        NewOutboxMessage { kind: "reply".into(), destination: self.destination.clone(), payload, not_before: None }
+    }
 }
 
 /// The existing command a duplicate was answered from.
@@ -54,6 +85,8 @@ pub enum Admitted {
     InProgress(DuplicateOf),
     /// The key is taken by a different command (IDS §VIII.D); nothing was created.
     Conflict { existing_command_id: Uuid, existing_fingerprint: Fingerprint, evidence_id: Uuid },
+    /// The carrying message was seen before (a redelivered webhook): nothing was written.
+    Redelivered { inbound_id: Uuid, command_id: Option<Uuid> },
 }
 
 impl Store {
@@ -62,8 +95,23 @@ impl Store {
         let tenant = envelope.tenant_id.as_str();
         let mut tx = self.begin().await?;
 
+        let inbound_id = match &write.inbound {
+            None => None,
+            Some(message) => match insert_inbound(&mut tx, message).await? {
+                InboundOutcome::FirstSeen { id } => Some(id),
+                InboundOutcome::Duplicate { id, command_id } => {
+                    tx.rollback().await?;
+                    return Ok(Admitted::Redelivered { inbound_id: id, command_id });
+                }
+            },
+        };
+
         if envelope.idempotency_class.reserves_key() && !reserve(&mut tx, write).await? {
             let answer = answer_duplicate(&mut tx, write).await?;
+            if let (Some(reply_to), Some(reply)) = (&write.reply_to, duplicate_reply(&answer)) {
+                let (template, vars) = reply;
+                insert_outbox(&mut tx, tenant, None, &reply_to.message(template, vars), write.at).await?;
+            }
             tx.commit().await?;
             return Ok(answer);
         }
@@ -82,8 +130,27 @@ impl Store {
             }
         }
         settle_dedupe(&mut tx, envelope.command_id, lifecycle.state, last_evidence, write.at).await?;
+        if let Some(inbound_id) = inbound_id {
+            link_inbound(&mut tx, inbound_id, envelope.command_id).await?;
+        }
+        for message in &write.outbox {
+            insert_outbox(&mut tx, tenant, Some(envelope.command_id), message, write.at).await?;
+        }
         tx.commit().await?;
         Ok(Admitted::New { command_id: envelope.command_id, lifecycle, version })
+    }
+}
+
+/// What a duplicate is told (IDS §IX): the outcome it repeats, or that it is under way.
+fn duplicate_reply(answer: &Admitted) -> Option<(&'static str, serde_json::Value)> {
+    let vars = |d: &DuplicateOf| serde_json::json!({"command_id": d.command_id, "state": d.state});
+    match answer {
+        Admitted::Replayed(d) => Some(("already_done", vars(d))),
+        Admitted::InProgress(d) => Some(("in_progress", vars(d))),
+        Admitted::Conflict { existing_command_id, .. } => {
+            Some(("rejected", serde_json::json!({"command_id": existing_command_id, "reason": "idempotency_conflict"})))
+        }
+        Admitted::New { .. } | Admitted::Redelivered { .. } => None,
     }
 }
 

@@ -4,7 +4,10 @@ use serde_json::Value;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::rows::{opt_parsed, to_ms, uuid};
+use sqlx::AnyConnection;
+
+use super::outbox::{NewOutboxMessage, insert_outbox};
+use super::rows::{opt_parsed, text, to_ms, uuid};
 use super::{Store, StoreError};
 use crate::command::{Channel, ExternalId, TenantId};
 
@@ -33,8 +36,118 @@ pub enum InboundOutcome {
 }
 
 impl Store {
-    pub async fn record_inbound(&self, message: &NewInbound) -> Result<InboundOutcome, StoreError> {
+    /// Records a message that starts no command; `replies` are queued only the first time the
+    /// message is seen, so a redelivered webhook is never answered twice.
+    pub async fn record_inbound(
+        &self,
+        message: &NewInbound,
+        replies: &[NewOutboxMessage],
+    ) -> Result<InboundOutcome, StoreError> {
         let mut tx = self.begin().await?;
+        let outcome = insert_inbound(&mut tx, message).await?;
+        if let (InboundOutcome::FirstSeen { .. }, Some(tenant)) = (&outcome, &message.tenant_id) {
+            for reply in replies {
+                insert_outbox(&mut tx, tenant.as_str(), None, reply, message.received_at).await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(outcome)
+    }
+
+    /// A provider's delivery status for a message we sent. Statuses only move forward (a late
+    /// `delivered` does not undo `read`); returns whether a sent message was found.
+    pub async fn record_delivery_status(
+        &self,
+        channel: &Channel,
+        provider_message_id: &str,
+        status: DeliveryStatus,
+        errors: Option<&Value>,
+        at: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        let found = sqlx::query("SELECT id FROM outbound_messages WHERE channel = $1 AND provider_message_id = $2")
+            .bind(channel.as_str())
+            .bind(provider_message_id)
+            .fetch_optional(self.pool())
+            .await?;
+        if found.is_none() {
+            return Ok(false);
+        }
+        sqlx::query(
+            "UPDATE outbound_messages SET status = $3, status_rank = $4, errors = COALESCE($5, errors), updated_at = $6
+             WHERE channel = $1 AND provider_message_id = $2 AND status_rank < $4",
+        )
+        .bind(channel.as_str())
+        .bind(provider_message_id)
+        .bind(status.as_str())
+        .bind(status.rank())
+        .bind(errors.map(Value::to_string))
+        .bind(to_ms(at))
+        .execute(self.pool())
+        .await?;
+        Ok(true)
+    }
+
+    /// The status of a message we sent, by its provider id.
+    pub async fn delivery_status(
+        &self,
+        channel: &Channel,
+        provider_message_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query("SELECT status FROM outbound_messages WHERE channel = $1 AND provider_message_id = $2")
+            .bind(channel.as_str())
+            .bind(provider_message_id)
+            .fetch_optional(self.pool())
+            .await?;
+        row.map(|row| text(&row, "status")).transpose()
+    }
+}
+
+/// How far a sent message got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryStatus {
+    Sent,
+    Delivered,
+    Read,
+    Failed,
+}
+
+impl DeliveryStatus {
+    pub fn parse(raw: &str) -> Option<Self> {
+        Some(match raw {
+            "sent" => Self::Sent,
+            "delivered" => Self::Delivered,
+            "read" => Self::Read,
+            "failed" => Self::Failed,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sent => "sent",
+            Self::Delivered => "delivered",
+            Self::Read => "read",
+            Self::Failed => "failed",
+        }
+    }
+
+    /// Order of progress; `failed` ends it.
+    fn rank(self) -> i64 {
+        match self {
+            Self::Sent => 1,
+            Self::Delivered => 2,
+            Self::Read => 3,
+            Self::Failed => 4,
+        }
+    }
+}
+
+/// Transport dedupe inside the caller's transaction: one row per `(channel, provider message id)`.
+pub(crate) async fn insert_inbound(
+    conn: &mut AnyConnection,
+    message: &NewInbound,
+) -> Result<InboundOutcome, StoreError> {
+    {
         let id = Uuid::now_v7();
         let inserted = sqlx::query(
             "INSERT INTO inbound_messages (id, channel, provider_message_id, tenant_id, status, payload, received_at)
@@ -49,7 +162,7 @@ impl Store {
         .bind(&message.status)
         .bind(message.payload.to_string())
         .bind(to_ms(message.received_at))
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut *conn)
         .await?;
         let outcome = match inserted {
             Some(_) => InboundOutcome::FirstSeen { id },
@@ -59,12 +172,25 @@ impl Store {
                 )
                 .bind(message.channel.as_str())
                 .bind(message.provider_message_id.as_str())
-                .fetch_one(&mut *tx)
+                .fetch_one(&mut *conn)
                 .await?;
                 InboundOutcome::Duplicate { id: uuid(&row, "id")?, command_id: opt_parsed(&row, "command_id")? }
             }
         };
-        tx.commit().await?;
         Ok(outcome)
     }
+}
+
+/// Links a message to the command it started.
+pub(crate) async fn link_inbound(
+    conn: &mut AnyConnection,
+    inbound_id: Uuid,
+    command_id: Uuid,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE inbound_messages SET command_id = $2, status = 'command' WHERE id = $1")
+        .bind(inbound_id.to_string())
+        .bind(command_id.to_string())
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
 }

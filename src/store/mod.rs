@@ -27,11 +27,11 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 
 pub use crate::config::BackendKind;
 use crate::config::StorageConfig;
-pub use admission::{AdmissionWrite, Admitted, DuplicateOf};
+pub use admission::{AdmissionWrite, Admitted, DuplicateOf, ReplyTo};
 pub use commands::{StoredCommand, TransitionRecord, TransitionWrite};
 pub use error::StoreError;
 pub use evidence::{AuditReport, ChainReport, StoredArtifact};
-pub use inbound::{InboundOutcome, NewInbound};
+pub use inbound::{DeliveryStatus, InboundOutcome, NewInbound};
 pub use outbox::{ClaimedMessage, NewOutboxMessage};
 
 /// A write transaction. On SQLite it also holds the process's write gate: SQLite has one writer

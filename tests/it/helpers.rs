@@ -95,7 +95,9 @@ impl TestDb {
     }
 
     async fn open(url: String, cleanup: Cleanup) -> Self {
-        let mut config = Config::default();
+        let mut config =
+            Config::parse(std::path::Path::new("chatgate.toml"), chatgate::config::SHIPPED_CONFIG, &|_| None)
+                .expect("the shipped configuration parses");
         config.storage.database_url = DatabaseUrl::new(url.clone());
         config.storage.max_connections = 10;
         config.server.listen = "127.0.0.1:0".into();
@@ -228,7 +230,8 @@ pub async fn spawn_app_with_routes(db: &TestDb, config: Config, routes: axum::Ro
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("free port");
     let addr = listener.local_addr().expect("bound address");
     let (stop, stopped) = oneshot::channel::<()>();
-    let state = AppState::new(config, db.store.clone());
+    let settings = chatgate::config::Settings::with_shipped_registry(config).expect("shipped registry");
+    let state = AppState::new(settings, db.store.clone());
     let app = chatgate::app::with_layers(routes, state.clone());
     let task = tokio::spawn(run_router(listener, app, state, async move {
         let _ = stopped.await;

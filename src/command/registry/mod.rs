@@ -54,7 +54,10 @@ impl CommandSpec {
 /// What a message means to the registry.
 #[derive(Debug, PartialEq)]
 pub enum Interpretation<'a> {
-    Command { spec: &'a CommandSpec, args: Args },
+    Command {
+        spec: &'a CommandSpec,
+        args: Args,
+    },
     /// Matches two or more commands: refused as ambiguous (SMCL S6) rather than guessed.
     Ambiguous(Vec<&'a CommandSpec>),
     /// Asks for help explicitly.
@@ -150,7 +153,11 @@ impl Registry {
         self.interpret(&tokens, |spec| &spec.reply_ids)
     }
 
-    fn interpret<'a>(&'a self, tokens: &[&str], patterns: impl Fn(&'a CommandSpec) -> &'a Vec<Pattern>) -> Interpretation<'a> {
+    fn interpret<'a>(
+        &'a self,
+        tokens: &[&str],
+        patterns: impl Fn(&'a CommandSpec) -> &'a Vec<Pattern>,
+    ) -> Interpretation<'a> {
         if tokens.is_empty() {
             return Interpretation::NoMatch;
         }
@@ -232,7 +239,9 @@ fn build(
                    problem: &mut dyn FnMut(usize, String)|
      -> Vec<Pattern> {
         list.iter()
-            .filter_map(|p| parse(p.get_ref()).map_err(|e| problem(p.span().start, format!("pattern `{}`: {e}", p.get_ref()))).ok())
+            .filter_map(|p| {
+                parse(p.get_ref()).map_err(|e| problem(p.span().start, format!("pattern `{}`: {e}", p.get_ref()))).ok()
+            })
             .collect()
     };
     let patterns = compile(&raw.patterns, Pattern::parse, &mut problem);
@@ -249,12 +258,16 @@ fn build(
     let timeout = duration(&raw.timeout, Duration::from_secs(30), "timeout");
     let ttl = duration(&raw.ttl, Duration::from_secs(600), "ttl");
     let mutation = raw.kind == CommandKind::Mutation;
-    let idempotency_class = raw.idempotency.unwrap_or(if mutation { IdempotencyClass::I1 } else { IdempotencyClass::I0 });
+    let idempotency_class =
+        raw.idempotency.unwrap_or(if mutation { IdempotencyClass::I1 } else { IdempotencyClass::I0 });
     let confirmation = raw.confirmation.unwrap_or(mutation);
     let executor_at = raw.executor.span().start;
     if !executors.contains(raw.executor.get_ref()) {
         let known: Vec<&str> = executors.iter().map(String::as_str).collect();
-        problem(executor_at, format!("executor `{}` is not configured (known: {})", raw.executor.get_ref(), known.join(", ")));
+        problem(
+            executor_at,
+            format!("executor `{}` is not configured (known: {})", raw.executor.get_ref(), known.join(", ")),
+        );
     }
     if mutation && idempotency_class == IdempotencyClass::I0 {
         problem(executor_at, "a mutation cannot be I0 (read-only); IDS defaults mutations to I1".into());
@@ -266,7 +279,9 @@ fn build(
         problem(executor_at, "has neither patterns nor reply_ids: nothing can ask for it".into());
     }
     if let Some(target) = &raw.target {
-        let has = |p: &Pattern| p.parts.iter().any(|part| matches!(part, pattern::Part::Placeholder { name, .. } if name == target));
+        let has = |p: &Pattern| {
+            p.parts.iter().any(|part| matches!(part, pattern::Part::Placeholder { name, .. } if name == target))
+        };
         if !patterns.iter().chain(&reply_ids).all(has) {
             problem(executor_at, format!("target `{target}` is not a placeholder of every pattern"));
         }

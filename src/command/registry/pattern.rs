@@ -77,7 +77,10 @@ pub fn canonical_decimal(token: &str) -> Option<String> {
 pub enum Part {
     /// A word that must be there, compared case-insensitively (stored lowercase).
     Literal(String),
-    Placeholder { name: String, kind: PlaceholderType },
+    Placeholder {
+        name: String,
+        kind: PlaceholderType,
+    },
 }
 
 /// A compiled pattern.
@@ -232,9 +235,8 @@ fn token_overlap(a: &Part, b: &Part) -> bool {
     use PlaceholderType::*;
     match (a, b) {
         (Part::Literal(x), Part::Literal(y)) => x == y,
-        (Part::Literal(word), Part::Placeholder { kind, .. }) | (Part::Placeholder { kind, .. }, Part::Literal(word)) => {
-            kind.normalize(word).is_some()
-        }
+        (Part::Literal(word), Part::Placeholder { kind, .. })
+        | (Part::Placeholder { kind, .. }, Part::Literal(word)) => kind.normalize(word).is_some(),
         (Part::Placeholder { kind: x, .. }, Part::Placeholder { kind: y, .. }) => match (x, y) {
             // Every decimal and int is also a word; whole numbers are ids.
             (Word | Text, _) | (_, Word | Text) => true,
@@ -266,9 +268,15 @@ mod tests {
 
     #[test]
     fn decimals_have_one_canonical_form() {
-        for (raw, canonical) in
-            [("25", "25"), ("25.0", "25"), ("25.00", "25"), ("+025.50", "25.5"), ("-0.50", "-0.5"), ("-0", "0"), (".5", "0.5")]
-        {
+        for (raw, canonical) in [
+            ("25", "25"),
+            ("25.0", "25"),
+            ("25.00", "25"),
+            ("+025.50", "25.5"),
+            ("-0.50", "-0.5"),
+            ("-0", "0"),
+            (".5", "0.5"),
+        ] {
             assert_eq!(canonical_decimal(raw).as_deref(), Some(canonical), "{raw}");
         }
         for bad in ["", "-", "25.", "2,5", "1e3", "twelve", "1.2.3", &"9".repeat(19)] {
@@ -306,6 +314,9 @@ mod tests {
 
     #[test]
     fn usage_hides_types() {
-        assert_eq!(Pattern::parse("Refund {order_id:id} {amount:decimal}").expect("valid").usage(), "refund {order_id} {amount}");
+        assert_eq!(
+            Pattern::parse("Refund {order_id:id} {amount:decimal}").expect("valid").usage(),
+            "refund {order_id} {amount}"
+        );
     }
 }

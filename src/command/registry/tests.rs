@@ -22,9 +22,15 @@ fn the_shipped_registry_interprets_the_demo_commands() {
         }
         other => panic!("{other:?}"),
     }
-    assert!(matches!(registry.interpret_text("order status A-17"), Interpretation::Command { spec, .. } if spec.name == "order_status"));
-    assert!(matches!(registry.interpret_text("close account 99"), Interpretation::Command { spec, .. } if spec.step_up));
-    assert!(matches!(registry.interpret_reply_id("order_status:42"), Interpretation::Command { spec, .. } if spec.name == "order_status"));
+    assert!(
+        matches!(registry.interpret_text("order status A-17"), Interpretation::Command { spec, .. } if spec.name == "order_status")
+    );
+    assert!(
+        matches!(registry.interpret_text("close account 99"), Interpretation::Command { spec, .. } if spec.step_up)
+    );
+    assert!(
+        matches!(registry.interpret_reply_id("order_status:42"), Interpretation::Command { spec, .. } if spec.name == "order_status")
+    );
     assert_eq!(registry.interpret_text("HELP"), Interpretation::Help);
     assert_eq!(registry.interpret_text("what's up"), Interpretation::NoMatch);
     assert_eq!(registry.interpret_text("   "), Interpretation::NoMatch);
@@ -108,7 +114,10 @@ compensation = "nope"
 #[test]
 fn structural_mistakes_are_refused() {
     assert!(parse("[commands.x]\nentity = \"a\"\n").is_err(), "missing fields");
-    assert!(parse("[commands.x]\nentity = \"a\"\naction = \"b\"\nkind = \"read\"\nexecutor = \"orders\"\nsurprise = 1\n").is_err());
+    assert!(
+        parse("[commands.x]\nentity = \"a\"\naction = \"b\"\nkind = \"read\"\nexecutor = \"orders\"\nsurprise = 1\n")
+            .is_err()
+    );
     let read_with_confirmation = "[commands.x]\nentity = \"a\"\naction = \"b\"\npatterns = [\"x\"]\nkind = \"read\"\nconfirmation = true\nexecutor = \"orders\"\n";
     assert!(parse(read_with_confirmation).expect_err("read").to_string().contains("neither confirmation"));
     let bad_comp = "[commands.x]\nentity = \"a\"\naction = \"b\"\npatterns = [\"x\"]\nkind = \"mutation\"\nexecutor = \"orders\"\ncompensation = \"y\"\n";

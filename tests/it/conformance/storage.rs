@@ -32,12 +32,12 @@ async fn a_redelivered_provider_message_is_one_row(db: &TestDb) {
         payload: json!({"text": "refund 1234 25.00"}),
         received_at: now(),
     };
-    let first = db.store.record_inbound(&message("whatsapp")).await.expect("record");
+    let first = db.store.record_inbound(&message("whatsapp"), &[]).await.expect("record");
     let InboundOutcome::FirstSeen { id } = first else { panic!("first delivery is new: {first:?}") };
-    let again = db.store.record_inbound(&message("whatsapp")).await.expect("record");
+    let again = db.store.record_inbound(&message("whatsapp"), &[]).await.expect("record");
     assert_eq!(again, InboundOutcome::Duplicate { id, command_id: None });
     // The same id on another channel is another message.
-    assert!(matches!(db.store.record_inbound(&message("twilio")).await, Ok(InboundOutcome::FirstSeen { .. })));
+    assert!(matches!(db.store.record_inbound(&message("twilio"), &[]).await, Ok(InboundOutcome::FirstSeen { .. })));
 }
 
 async fn outbox_rows_are_written_with_their_move_and_claimed_by_one_worker(db: &TestDb) {

@@ -1,0 +1,78 @@
+//! Everything the gateway reads at start-up: the configuration, the command registry and the
+//! directory, loaded and cross-checked together (`check-config` and `serve` use the same code).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use super::{Config, ConfigError, ConfigSource, DEFAULT_CONFIG_PATH, SHIPPED_COMMANDS, SHIPPED_DIRECTORY, parse_toml};
+use crate::command::registry::Registry;
+use crate::directory::{Directory, DirectoryFile};
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub config: Config,
+    pub registry: Registry,
+    pub directory: Directory,
+}
+
+impl Settings {
+    pub fn load(source: &ConfigSource, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let config = Config::load(source, env)?;
+        let (folder, shipped_fallback) = match source {
+            ConfigSource::Explicit(path) => (path.parent().map(Path::to_path_buf).unwrap_or_default(), false),
+            ConfigSource::Default => {
+                (PathBuf::from(DEFAULT_CONFIG_PATH).parent().map(Path::to_path_buf).unwrap_or_default(), true)
+            }
+        };
+        let read = |relative: &Path, shipped: &'static str| -> Result<(PathBuf, String), ConfigError> {
+            let path = folder.join(relative);
+            match std::fs::read_to_string(&path) {
+                Ok(text) => Ok((path, text)),
+                Err(e) if shipped_fallback && e.kind() == std::io::ErrorKind::NotFound => {
+                    Ok((path, shipped.to_owned()))
+                }
+                Err(error) => Err(ConfigError::Read { path, error }),
+            }
+        };
+        let (commands_path, commands) = read(&config.registry.commands, SHIPPED_COMMANDS)?;
+        let (directory_path, directory) = read(&config.registry.directory, SHIPPED_DIRECTORY)?;
+        Self::assemble(config, (&commands_path, &commands), (&directory_path, &directory), env)
+    }
+
+    /// The given configuration with the shipped registry and directory (tests, embedding).
+    pub fn with_shipped_registry(config: Config) -> Result<Self, ConfigError> {
+        let env = |name: &str| std::env::var(name).ok();
+        Self::assemble(
+            config,
+            (Path::new("config/commands.toml"), SHIPPED_COMMANDS),
+            (Path::new("config/directory.toml"), SHIPPED_DIRECTORY),
+            &env,
+        )
+    }
+
+    fn assemble(
+        config: Config,
+        (commands_path, commands): (&Path, &str),
+        (directory_path, directory): (&Path, &str),
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let executors: BTreeSet<String> = config.executors.keys().cloned().collect();
+        let registry =
+            Registry::parse(commands_path, commands, &executors).map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        let file: DirectoryFile = parse_toml(directory_path, directory, env)?;
+        let directory =
+            Directory::build(file).map_err(|e| ConfigError::Invalid(format!("{}: {e}", directory_path.display())))?;
+        Ok(Self { config, registry, directory })
+    }
+
+    /// One line each about the registry and the directory, for `check-config`.
+    pub fn summary(&self) -> String {
+        let tenants: Vec<String> = self.directory.tenants().map(|t| t.id.to_string()).collect();
+        format!(
+            "registry: {} commands ({}); directory: tenants {}",
+            self.registry.commands().len(),
+            self.registry.commands().iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", "),
+            tenants.join(", ")
+        )
+    }
+}

@@ -1,0 +1,311 @@
+//! Ingress: channel adapters turn provider webhooks into [`InboundMessage`]s; [`Ingress`] routes
+//! each to its tenant and actor, interprets it through the registry and admits the command, all
+//! in one transaction per message. Adapters never touch the database themselves.
+
+pub mod message;
+pub mod whatsapp;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::command::registry::{CommandSpec, Interpretation, Registry};
+use crate::command::{Args, CommandRequest, ExternalId, Intent};
+use crate::directory::{Actor, Directory, Tenant, UnknownSenderPolicy};
+use crate::engine::{Admission, Engine, EngineError};
+use crate::lifecycle::{CommandKind, Event};
+use crate::store::{
+    Admitted, DeliveryStatus, InboundOutcome, NewInbound, NewOutboxMessage, ReplyTo, Store, StoreError,
+};
+use message::{Content, InboundMessage, StatusUpdate};
+
+/// What became of one inbound message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Handled {
+    /// Seen before (a redelivered webhook): nothing new was written.
+    Redelivered,
+    /// Sent to a number no tenant owns: stored as unroutable.
+    Unroutable,
+    /// From someone the tenant does not list: refused (with a reply) or ignored, per policy.
+    UnknownSender,
+    /// Not a command (help, no match, ambiguous, media, reactions): stored, answered when useful.
+    NotACommand { status: &'static str },
+    /// A command was admitted, or the message repeated one (IDS replay / in progress).
+    Command { command_id: Uuid, outcome: &'static str },
+    /// A different command under a taken key (only possible with caller-supplied keys).
+    Conflict,
+}
+
+/// Counts for operators; the metrics endpoint reads them.
+#[derive(Debug, Default)]
+pub struct IngressCounters {
+    pub unroutable: AtomicU64,
+    pub unknown_senders: AtomicU64,
+    pub commands: AtomicU64,
+    pub redelivered: AtomicU64,
+    pub unmatched_statuses: AtomicU64,
+}
+
+#[derive(Clone, Debug)]
+pub struct Ingress {
+    engine: Engine,
+    registry: Arc<Registry>,
+    directory: Arc<Directory>,
+    pub counters: Arc<IngressCounters>,
+}
+
+impl Ingress {
+    pub fn new(engine: Engine, registry: Registry, directory: Directory) -> Self {
+        Self {
+            engine,
+            registry: Arc::new(registry),
+            directory: Arc::new(directory),
+            counters: Arc::new(IngressCounters::default()),
+        }
+    }
+
+    fn store(&self) -> &Store {
+        self.engine.store()
+    }
+
+    /// Handles one message: at most one transaction, so a redelivery finds it done or not done.
+    pub async fn handle(&self, message: &InboundMessage, now: OffsetDateTime) -> Result<Handled, EngineError> {
+        let Some(tenant) = self.directory.tenant_for_number(&message.to) else {
+            let count = self.counters.unroutable.fetch_add(1, Ordering::Relaxed) + 1;
+            tracing::warn!(to = %message.to, id = %message.provider_message_id, count, "message to an unknown number stored as unroutable");
+            return self.record(message, None, "unroutable", &[], Handled::Unroutable, now).await;
+        };
+        let reply_to = reply_address(message, tenant);
+        let Some(actor) = tenant.actor(&message.from) else {
+            self.counters.unknown_senders.fetch_add(1, Ordering::Relaxed);
+            let (status, replies) = match tenant.unknown_sender {
+                UnknownSenderPolicy::Refuse => {
+                    ("refused_unknown_sender", vec![reply_to.message("rejected", json!({"reason": "unknown_sender"}))])
+                }
+                UnknownSenderPolicy::Ignore => ("ignored_unknown_sender", vec![]),
+            };
+            return self.record(message, Some(tenant), status, &replies, Handled::UnknownSender, now).await;
+        };
+        let interpretation = match &message.content {
+            Content::Text(text) => self.registry.interpret_text(text),
+            Content::Reply { id, .. } => self.registry.interpret_reply_id(id),
+            // A reaction is not a request; answering it would only be noise.
+            Content::Reaction { .. } => {
+                let handled = Handled::NotACommand { status: "reaction" };
+                return self.record(message, Some(tenant), "reaction", &[], handled, now).await;
+            }
+            other => {
+                let vars = json!({"unsupported": other.kind(), "commands": self.help(actor)});
+                let replies = [reply_to.message("help", vars)];
+                let handled = Handled::NotACommand { status: "not_a_command" };
+                return self.record(message, Some(tenant), "not_a_command", &replies, handled, now).await;
+            }
+        };
+        match interpretation {
+            Interpretation::Command { spec, args } => {
+                self.admit(message, tenant, actor, spec, args, reply_to, now).await
+            }
+            Interpretation::Help | Interpretation::NoMatch => {
+                let status = if interpretation == Interpretation::Help { "help" } else { "no_match" };
+                let replies = [reply_to.message("help", json!({"commands": self.help(actor)}))];
+                self.record(message, Some(tenant), status, &replies, Handled::NotACommand { status }, now).await
+            }
+            Interpretation::Ambiguous(specs) => {
+                let candidates: Vec<String> = specs.iter().map(|s| s.usage()).collect();
+                let vars = json!({"reason": "ambiguous", "candidates": candidates});
+                let replies = [reply_to.message("rejected", vars)];
+                let handled = Handled::NotACommand { status: "ambiguous" };
+                self.record(message, Some(tenant), "ambiguous", &replies, handled, now).await
+            }
+        }
+    }
+
+    fn help(&self, actor: &Actor) -> Vec<String> {
+        self.registry.help_lines(&actor.scopes)
+    }
+
+    /// Stores a message that starts no command, with its replies, once.
+    async fn record(
+        &self,
+        message: &InboundMessage,
+        tenant: Option<&Tenant>,
+        status: &str,
+        replies: &[NewOutboxMessage],
+        handled: Handled,
+        now: OffsetDateTime,
+    ) -> Result<Handled, EngineError> {
+        let inbound = inbound_row(message, tenant, status, now);
+        match self.store().record_inbound(&inbound, replies).await? {
+            InboundOutcome::FirstSeen { .. } => Ok(handled),
+            InboundOutcome::Duplicate { .. } => {
+                self.counters.redelivered.fetch_add(1, Ordering::Relaxed);
+                Ok(Handled::Redelivered)
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn admit(
+        &self,
+        message: &InboundMessage,
+        tenant: &Tenant,
+        actor: &Actor,
+        spec: &CommandSpec,
+        args: Args,
+        reply_to: ReplyTo,
+        now: OffsetDateTime,
+    ) -> Result<Handled, EngineError> {
+        let target =
+            spec.target_arg.as_ref().and_then(|name| args.get(name)).and_then(Value::as_str).map(str::to_owned);
+        let request = CommandRequest {
+            tenant_id: tenant.id.clone(),
+            actor_id: actor.id.clone(),
+            channel: message.channel.clone(),
+            conversation_id: conversation_id(message),
+            message_ids: vec![message.provider_message_id.clone()],
+            correlation_id: None,
+            causation_id: None,
+            intent: Intent { entity: spec.entity.clone(), action: spec.action.clone(), target },
+            args: args.clone(),
+            command_kind: spec.kind,
+            idempotency_class: spec.idempotency_class,
+            risk: spec.risk,
+            supplied_key: None,
+            ttl: Some(spec.ttl),
+            dedupe_window: spec.dedupe_window,
+            target_command_id: None,
+        };
+        let first = first_moves(spec, &actor.scopes, &args, &reply_to, now);
+        let admission = Admission {
+            then: first.events,
+            decision: first.decision,
+            reason_code: first.reason_code.map(str::to_owned),
+            inbound: Some(inbound_row(message, Some(tenant), "received", now)),
+            outbox: first.outbox,
+            reply_to: Some(reply_to),
+        };
+        let (_, admitted) = self.engine.accept_with(request, admission, now).await?;
+        Ok(match admitted {
+            Admitted::New { command_id, lifecycle, .. } => {
+                self.counters.commands.fetch_add(1, Ordering::Relaxed);
+                Handled::Command { command_id, outcome: lifecycle.state.as_str() }
+            }
+            Admitted::Replayed(d) => Handled::Command { command_id: d.command_id, outcome: "duplicate_replayed" },
+            Admitted::InProgress(d) => Handled::Command { command_id: d.command_id, outcome: "duplicate_in_progress" },
+            Admitted::Conflict { .. } => Handled::Conflict,
+            Admitted::Redelivered { .. } => {
+                self.counters.redelivered.fetch_add(1, Ordering::Relaxed);
+                Handled::Redelivered
+            }
+        })
+    }
+
+    /// A delivery status for a message we sent: updates its delivery record.
+    pub async fn handle_status(&self, status: &StatusUpdate, now: OffsetDateTime) -> Result<(), StoreError> {
+        let Some(delivery) = DeliveryStatus::parse(&status.status) else {
+            tracing::debug!(status = %status.status, "status not tracked");
+            return Ok(());
+        };
+        let found = self
+            .store()
+            .record_delivery_status(&status.channel, &status.provider_message_id, delivery, status.errors.as_ref(), now)
+            .await?;
+        if !found {
+            self.counters.unmatched_statuses.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(id = %status.provider_message_id, "status for a message this gateway did not send");
+        }
+        Ok(())
+    }
+}
+
+/// What a new command does right after `canonicalized`, decided from the registry and the actor.
+struct FirstMoves {
+    events: &'static [Event],
+    decision: Option<Value>,
+    reason_code: Option<&'static str>,
+    outbox: Vec<NewOutboxMessage>,
+}
+
+fn first_moves(
+    spec: &CommandSpec,
+    held: &BTreeSet<String>,
+    args: &Args,
+    reply_to: &ReplyTo,
+    now: OffsetDateTime,
+) -> FirstMoves {
+    let missing: Vec<&String> = spec.scopes.difference(held).collect();
+    if !missing.is_empty() {
+        // Refused before anyone is asked to confirm: canonicalized → authz_pending → rejected.
+        let vars = json!({"reason": "missing_scope", "command": spec.name, "missing": missing});
+        return FirstMoves {
+            events: &[Event::SubmitForAuthorization, Event::Deny],
+            decision: Some(json!({"authz": "deny", "required": spec.scopes, "held": held, "missing": missing})),
+            reason_code: Some("missing_scope"),
+            outbox: vec![reply_to.message("rejected", vars)],
+        };
+    }
+    match (spec.kind, spec.confirmation) {
+        // Authorization (and step-up) is decided by the workers; the state is their queue.
+        (CommandKind::Read, _) => {
+            FirstMoves { events: &[Event::SubmitForAuthorization], decision: None, reason_code: None, outbox: vec![] }
+        }
+        (CommandKind::Mutation, true) => {
+            let expires_at = now + spec.confirmation_ttl;
+            let vars = json!({
+                "command": spec.name,
+                "usage": spec.usage(),
+                "args": args,
+                "expires_at": expires_at.unix_timestamp(),
+                "step_up": spec.step_up,
+            });
+            let mut prompt = reply_to.message("confirmation_prompt", vars);
+            prompt.kind = "prompt".into();
+            FirstMoves {
+                events: &[Event::RequestConfirmation],
+                decision: Some(json!({"confirmation": "requested", "expires_at": expires_at.unix_timestamp()})),
+                reason_code: None,
+                outbox: vec![prompt],
+            }
+        }
+        (CommandKind::Mutation, false) => FirstMoves {
+            events: &[Event::AutoConfirm],
+            decision: Some(json!({"policy": "registry declares no confirmation", "command": spec.name})),
+            reason_code: None,
+            outbox: vec![],
+        },
+    }
+}
+
+fn inbound_row(message: &InboundMessage, tenant: Option<&Tenant>, status: &str, now: OffsetDateTime) -> NewInbound {
+    NewInbound {
+        channel: message.channel.clone(),
+        provider_message_id: message.provider_message_id.clone(),
+        tenant_id: tenant.map(|t| t.id.clone()),
+        status: status.to_owned(),
+        payload: message.raw.clone(),
+        received_at: now,
+    }
+}
+
+/// One conversation per business number and person.
+fn conversation_id(message: &InboundMessage) -> ExternalId {
+    let raw = format!("{}:{}:{}", message.channel, message.to, message.from);
+    ExternalId::parse(&raw).unwrap_or_else(|_| message.provider_message_id.clone())
+}
+
+fn reply_address(message: &InboundMessage, tenant: &Tenant) -> ReplyTo {
+    ReplyTo {
+        destination: format!("{}:{}:{}", message.channel, message.to, message.from),
+        base: json!({
+            "channel": message.channel,
+            "phone_number_id": message.to,
+            "to": message.from,
+            "in_reply_to": message.provider_message_id,
+            "locale": tenant.locale,
+        }),
+    }
+}
