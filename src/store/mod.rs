@@ -147,7 +147,13 @@ impl Store {
             Some(gate) => Some(gate.clone().lock_owned().await),
             None => None,
         };
-        let tx = self.pool.begin_with(self.dialect().begin_write()).await?;
+        // Whatever stops a transaction from even starting (refused, down, shutting down) means
+        // the database is unavailable to us: the caller should retry, never get a 500.
+        let tx = self
+            .pool
+            .begin_with(self.dialect().begin_write())
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("cannot start a transaction: {e}")))?;
         Ok(Tx { tx, _gate: gate })
     }
 

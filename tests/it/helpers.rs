@@ -66,19 +66,33 @@ enum Cleanup {
 impl TestDb {
     /// `None` (and a line saying the test was skipped) when PostgreSQL is not configured.
     pub async fn new(backend: Backend) -> Option<Self> {
+        Self::new_with(backend, |_| {}).await
+    }
+
+    /// A fresh database whose configuration `tweak` adjusts before the store opens.
+    pub async fn new_with(backend: Backend, tweak: impl FnOnce(&mut Config)) -> Option<Self> {
         match backend {
-            Backend::Sqlite => Some(Self::sqlite().await),
-            Backend::Postgres => Self::postgres().await,
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().expect("temporary folder");
+                let url = format!("sqlite://{}", dir.path().join("data/chatgate.db").display());
+                Some(Self::open(url, Cleanup::Folder(dir), tweak).await)
+            }
+            Backend::Postgres => {
+                let (url, cleanup) = Self::postgres_database().await?;
+                Some(Self::open(url, cleanup, tweak).await)
+            }
         }
     }
 
     pub async fn sqlite() -> Self {
-        let dir = tempfile::tempdir().expect("temporary folder");
-        let url = format!("sqlite://{}", dir.path().join("data/chatgate.db").display());
-        Self::open(url, Cleanup::Folder(dir)).await
+        Self::new_with(Backend::Sqlite, |_| {}).await.expect("sqlite")
     }
 
     pub async fn postgres() -> Option<Self> {
+        Self::new_with(Backend::Postgres, |_| {}).await
+    }
+
+    async fn postgres_database() -> Option<(String, Cleanup)> {
         let Ok(admin_url) = std::env::var(POSTGRES_ENV) else {
             eprintln!("skipped: {POSTGRES_ENV} is not set, PostgreSQL test not run");
             return None;
@@ -91,16 +105,17 @@ impl TestDb {
         admin.close().await.ok();
         let mut url = url::Url::parse(&admin_url).expect("CHATGATE_TEST_POSTGRES_URL is a URL");
         url.set_path(&name);
-        Some(Self::open(url.to_string(), Cleanup::PostgresDatabase { admin_url, name }).await)
+        Some((url.to_string(), Cleanup::PostgresDatabase { admin_url, name }))
     }
 
-    async fn open(url: String, cleanup: Cleanup) -> Self {
+    async fn open(url: String, cleanup: Cleanup, tweak: impl FnOnce(&mut Config)) -> Self {
         let mut config =
             Config::parse(std::path::Path::new("chatgate.toml"), chatgate::config::SHIPPED_CONFIG, &|_| None)
                 .expect("the shipped configuration parses");
         config.storage.database_url = DatabaseUrl::new(url.clone());
         config.storage.max_connections = 10;
         config.server.listen = "127.0.0.1:0".into();
+        tweak(&mut config);
         let store = Store::connect(&config.storage).await.expect("test database opens");
         store.migrate().await.expect("migrations apply");
         let engine = Engine::new(store.clone(), Pseudonymizer::new(config.evidence.pseudonym_key.expose().as_bytes()));
@@ -116,6 +131,27 @@ impl TestDb {
         let mut conn = self.raw().await;
         let row = sqlx::query(sql).bind(bind).fetch_one(&mut conn).await.expect("count query");
         sqlx::Row::try_get::<i64, _>(&row, 0).expect("a count")
+    }
+
+    /// The outbox rows, oldest first: (kind, payload).
+    pub async fn outbox(&self) -> Vec<(String, serde_json::Value)> {
+        let mut conn = self.raw().await;
+        let rows = sqlx::query("SELECT kind, payload FROM outbox ORDER BY created_at, id").fetch_all(&mut conn).await.expect("outbox");
+        rows.iter()
+            .map(|row| {
+                let kind: String = sqlx::Row::try_get(row, "kind").expect("kind");
+                let payload: String = sqlx::Row::try_get(row, "payload").expect("payload");
+                (kind, serde_json::from_str(&payload).expect("json payload"))
+            })
+            .collect()
+    }
+
+    /// The PostgreSQL database's name (for making it unavailable and back).
+    pub fn postgres_name(&self) -> Option<(&str, &str)> {
+        match &self.cleanup {
+            Cleanup::PostgresDatabase { admin_url, name } => Some((admin_url, name)),
+            Cleanup::Folder(_) => None,
+        }
     }
 
     pub fn is_postgres(&self) -> bool {
@@ -238,4 +274,41 @@ pub async fn spawn_app_with_routes(db: &TestDb, config: Config, routes: axum::Ro
     }));
     let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().expect("client");
     TestApp { addr, client, stop: Some(stop), task }
+}
+
+/// Posts WhatsApp deliveries as Meta does: signed with the demo app's secret.
+pub struct Meta<'a> {
+    pub app: &'a TestApp,
+    pub secret: String,
+}
+
+pub const DEMO_NUMBER: &str = "100000000000001";
+pub const CUSTOMER: &str = "15550000001";
+pub const ADMIN: &str = "15550000002";
+
+impl<'a> Meta<'a> {
+    pub fn new(app: &'a TestApp, db: &TestDb) -> Self {
+        let secret = db.config.whatsapp.apps["default"].app_secret.expose().to_owned();
+        Self { app, secret }
+    }
+
+    pub async fn post_raw(&self, body: Vec<u8>, signature: Option<String>) -> reqwest::Response {
+        let mut request = self.app.client.post(self.app.url("/webhooks/whatsapp")).header("content-type", "application/json");
+        if let Some(signature) = signature {
+            request = request.header("x-hub-signature-256", signature);
+        }
+        request.body(body).send().await.expect("webhook request")
+    }
+
+    pub async fn post(&self, body: &serde_json::Value) -> reqwest::Response {
+        let bytes = body.to_string().into_bytes();
+        let signature = chatgate::ingress::whatsapp::signature::sign(self.secret.as_bytes(), &bytes);
+        self.post_raw(bytes, Some(signature)).await
+    }
+
+    /// One text message from `from` to the demo number.
+    pub async fn text(&self, id: &str, from: &str, body: &str) -> reqwest::Response {
+        use chatgate::ingress::whatsapp::simulate;
+        self.post(&simulate::notification(DEMO_NUMBER, vec![simulate::text(id, from, body)], vec![])).await
+    }
 }

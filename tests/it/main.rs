@@ -7,4 +7,5 @@ mod cli;
 mod conformance;
 mod e2e_health;
 mod e2e_server;
+mod e2e_whatsapp;
 mod helpers;

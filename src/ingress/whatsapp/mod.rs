@@ -2,6 +2,7 @@
 
 pub mod payload;
 pub mod signature;
+pub mod simulate;
 
 use std::collections::HashMap;
 use std::sync::Arc;
