@@ -15,5 +15,6 @@ pub mod evidence;
 pub mod ingress;
 pub mod lifecycle;
 pub(crate) mod names;
+pub mod simulate;
 pub mod store;
 pub mod tasks;

@@ -30,6 +30,17 @@ enum Command {
         #[command(subcommand)]
         command: AuditCommand,
     },
+    /// Send provider-shaped, signed webhooks to a running gateway
+    Simulate {
+        #[command(subcommand)]
+        channel: SimulateChannel,
+    },
+}
+
+#[derive(Subcommand)]
+enum SimulateChannel {
+    /// A WhatsApp Cloud API delivery, signed with the configured app secret
+    Whatsapp(chatgate::simulate::WhatsAppArgs),
 }
 
 #[derive(Subcommand)]
@@ -83,6 +94,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 eprintln!("warning: {name} is a demo value; set your own before production");
             }
             eprintln!("configuration is valid");
+        }
+        Command::Simulate { channel: SimulateChannel::Whatsapp(args) } => {
+            let config = Config::load(&source, &env)?;
+            return chatgate::simulate::whatsapp(&config, &args).await;
         }
         Command::Audit { command: AuditCommand::Verify { json } } => {
             return audit_verify(&Config::load(&source, &env)?, json).await;

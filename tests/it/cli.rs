@@ -161,6 +161,68 @@ fn check_config_refuses_an_invalid_file_naming_it() {
 }
 
 #[test]
+fn check_config_names_the_line_of_a_registry_mistake_and_warns_about_demo_secrets() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    for file in ["chatgate.toml", "directory.toml"] {
+        std::fs::copy(shipped.join(file), dir.path().join(file)).expect("copy");
+    }
+    let commands = std::fs::read_to_string(shipped.join("commands.toml")).expect("read");
+    std::fs::write(dir.path().join("commands.toml"), &commands).expect("write");
+
+    let ok = run(chatgate(dir.path()).args(["--config", "chatgate.toml", "check-config"]));
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    let err = stderr(&ok);
+    assert!(err.contains("registry: 3 commands"), "{err}");
+    assert!(err.contains("warning: whatsapp.apps.default.app_secret is a demo value"), "{err}");
+    let own = run(chatgate(dir.path())
+        .args(["--config", "chatgate.toml", "check-config"])
+        .env("CHATGATE_WHATSAPP_APP_SECRET", "a-real-app-secret"));
+    assert!(!stderr(&own).contains("app_secret is a demo value"), "{}", stderr(&own));
+
+    let broken = commands.replace(
+        "scopes = [\"accounts:close\"]\nexecutor = \"orders\"",
+        "scopes = [\"accounts:close\"]\nexecutor = \"payments\"",
+    );
+    assert_ne!(broken, commands);
+    std::fs::write(dir.path().join("commands.toml"), broken).expect("write");
+    let refused = run(chatgate(dir.path()).args(["--config", "chatgate.toml", "check-config"]));
+    assert_one_line_failure(&refused, "commands.toml:53: command `close_account`");
+    assert!(stderr(&refused).contains("executor `payments` is not configured"), "{}", stderr(&refused));
+}
+
+#[tokio::test]
+async fn the_simulator_posts_signed_deliveries_to_a_running_gateway() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let mut server = chatgate(dir.path())
+        .arg("serve")
+        .env("CHATGATE_LISTEN", format!("127.0.0.1:{port}"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let base = format!("http://127.0.0.1:{port}");
+    wait_until_healthy(&mut server, &base).await;
+    let simulate = |args: &[&str]| {
+        let mut command = chatgate(dir.path());
+        command.args(["simulate", "whatsapp", "--url", &base]).args(args);
+        run(&mut command)
+    };
+    let sent = simulate(&["--text", "refund 1234 25.00", "--repeat", "2", "--id", "wamid.SIMTEST"]);
+    assert!(sent.status.success(), "{}", stderr(&sent));
+    let out = String::from_utf8_lossy(&sent.stdout).into_owned();
+    assert!(out.contains("#1 200 OK") && out.contains("\"commands\":1"), "{out}");
+    assert!(out.contains("#2 200 OK") && out.contains("\"redelivered\":1"), "{out}");
+    let button = simulate(&["--button-reply", "order_status:9"]);
+    assert!(String::from_utf8_lossy(&button.stdout).contains("\"commands\":1"));
+    let status = simulate(&["--status", "wamid.OUT=read"]);
+    assert!(String::from_utf8_lossy(&status.stdout).contains("\"statuses\":1"));
+    assert_eq!(terminate(&mut server).code(), Some(0));
+}
+
+#[test]
 fn migrate_creates_and_migrates_a_fresh_sqlite_database() {
     let dir = tempfile::tempdir().expect("tempdir");
     let output = run(chatgate(dir.path()).arg("migrate").env("CHATGATE_DATABASE_URL", "sqlite://state/gate.db"));

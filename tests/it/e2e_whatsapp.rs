@@ -5,7 +5,9 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sqlx::Executor;
 
-use crate::helpers::{ADMIN, Backend, CUSTOMER, DEMO_NUMBER, Meta, TestDb, on_both_backends, spawn_app, spawn_app_with};
+use crate::helpers::{
+    ADMIN, Backend, CUSTOMER, DEMO_NUMBER, Meta, TestDb, on_both_backends, spawn_app, spawn_app_with,
+};
 
 on_both_backends!(
     the_verification_handshake_echoes_the_challenge_only_for_the_right_token,
@@ -44,13 +46,15 @@ async fn the_verification_handshake_echoes_the_challenge_only_for_the_right_toke
     assert_eq!(ok.status(), StatusCode::OK);
     assert!(ok.headers()["content-type"].to_str().expect("ascii").starts_with("text/plain"));
     assert_eq!(ok.text().await.expect("body"), "1158201444");
-    let named = get(format!("/default?hub.mode=subscribe&hub.verify_token={token}&hub.challenge=7")).await.expect("send");
+    let named =
+        get(format!("/default?hub.mode=subscribe&hub.verify_token={token}&hub.challenge=7")).await.expect("send");
     assert_eq!(named.text().await.expect("body"), "7");
     let wrong = get("?hub.mode=subscribe&hub.verify_token=guess&hub.challenge=1".into()).await.expect("send");
     assert_problem(wrong, StatusCode::FORBIDDEN, "verification_failed").await;
     let no_mode = get(format!("?hub.verify_token={token}&hub.challenge=1")).await.expect("send");
     assert_eq!(no_mode.status(), StatusCode::FORBIDDEN);
-    let unknown_app = get(format!("/nope?hub.mode=subscribe&hub.verify_token={token}&hub.challenge=1")).await.expect("send");
+    let unknown_app =
+        get(format!("/nope?hub.mode=subscribe&hub.verify_token={token}&hub.challenge=1")).await.expect("send");
     assert_eq!(unknown_app.status(), StatusCode::NOT_FOUND);
     app.stop().await.expect("stop");
 }
@@ -73,7 +77,10 @@ async fn a_text_command_becomes_one_canonical_command_awaiting_confirmation(db: 
     .expect("command row");
     let get = |c: &str| sqlx::Row::try_get::<String, _>(&row, c).expect(c);
     assert_eq!((get("tenant_id"), get("actor_id")), ("demo".into(), CUSTOMER.into()));
-    assert_eq!((get("intent_entity"), get("intent_action"), get("intent_target")), ("order".into(), "refund".into(), "1234".into()));
+    assert_eq!(
+        (get("intent_entity"), get("intent_action"), get("intent_target")),
+        ("order".into(), "refund".into(), "1234".into())
+    );
     assert_eq!(serde_json::from_str::<Value>(&get("args")).expect("args"), json!({"order_id": "1234", "amount": "25"}));
     assert_eq!(get("state"), "confirmation_required");
     assert_eq!(get("message_ids"), r#"["wamid.R1"]"#);
@@ -125,9 +132,13 @@ async fn several_messages_and_statuses_in_one_delivery_are_each_handled(db: &Tes
     let response = meta.post(&delivery).await;
     assert_eq!(response.status(), StatusCode::OK);
     let summary: Value = response.json().await.expect("json");
-    assert_eq!((summary["messages"].as_u64(), summary["statuses"].as_u64(), summary["commands"].as_u64()), (Some(4), Some(4), Some(3)));
+    assert_eq!(
+        (summary["messages"].as_u64(), summary["statuses"].as_u64(), summary["commands"].as_u64()),
+        (Some(4), Some(4), Some(3))
+    );
     assert_eq!(stored(db).await, (4, 3));
-    let status = db.store.delivery_status(&chatgate::command::Channel::parse("whatsapp").expect("channel"), "wamid.OUT1").await;
+    let status =
+        db.store.delivery_status(&chatgate::command::Channel::parse("whatsapp").expect("channel"), "wamid.OUT1").await;
     assert_eq!(status.expect("status").as_deref(), Some("read"), "a late `delivered` does not undo `read`");
     app.stop().await.expect("stop");
 }
@@ -167,16 +178,32 @@ async fn every_message_type_is_stored_and_an_unknown_type_is_no_error(db: &TestD
 async fn a_changed_byte_or_a_bad_signature_is_401_and_stores_nothing(db: &TestDb) {
     let app = spawn_app(db).await;
     let meta = Meta::new(&app, db);
-    let body = notification(DEMO_NUMBER, vec![text("wamid.S1", CUSTOMER, "refund 9 9.00")], vec![]).to_string().into_bytes();
+    let body =
+        notification(DEMO_NUMBER, vec![text("wamid.S1", CUSTOMER, "refund 9 9.00")], vec![]).to_string().into_bytes();
     let signature = chatgate::ingress::whatsapp::signature::sign(meta.secret.as_bytes(), &body);
     let mut changed = body.clone();
     let at = changed.iter().position(|b| *b == b'9').expect("a digit");
     changed[at] = b'8';
-    assert_problem(meta.post_raw(changed, Some(signature.clone())).await, StatusCode::UNAUTHORIZED, "invalid_signature").await;
+    assert_problem(
+        meta.post_raw(changed, Some(signature.clone())).await,
+        StatusCode::UNAUTHORIZED,
+        "invalid_signature",
+    )
+    .await;
     assert_problem(meta.post_raw(body.clone(), None).await, StatusCode::UNAUTHORIZED, "invalid_signature").await;
-    assert_problem(meta.post_raw(body.clone(), Some("sha256=zz".into())).await, StatusCode::UNAUTHORIZED, "invalid_signature").await;
+    assert_problem(
+        meta.post_raw(body.clone(), Some("sha256=zz".into())).await,
+        StatusCode::UNAUTHORIZED,
+        "invalid_signature",
+    )
+    .await;
     let other_secret = chatgate::ingress::whatsapp::signature::sign(b"not-the-secret", &body);
-    assert_problem(meta.post_raw(body.clone(), Some(other_secret)).await, StatusCode::UNAUTHORIZED, "invalid_signature").await;
+    assert_problem(
+        meta.post_raw(body.clone(), Some(other_secret)).await,
+        StatusCode::UNAUTHORIZED,
+        "invalid_signature",
+    )
+    .await;
     assert_eq!(stored(db).await, (0, 0));
     assert!(db.outbox().await.is_empty());
     // The untouched body with its signature is accepted.
@@ -285,8 +312,12 @@ async fn a_command_the_actor_may_not_run_is_refused_before_confirmation(db: &Tes
     assert_eq!(reason, 1);
     let outbox = db.outbox().await;
     assert_eq!(outbox.len(), 1);
-    assert_eq!((outbox[0].1["template"].as_str(), outbox[0].1["vars"]["reason"].as_str()), (Some("rejected"), Some("missing_scope")));
-    let confirmations = db.count("SELECT COUNT(*) FROM evidence WHERE kind = $1", "command.confirmation.requested").await;
+    assert_eq!(
+        (outbox[0].1["template"].as_str(), outbox[0].1["vars"]["reason"].as_str()),
+        (Some("rejected"), Some("missing_scope"))
+    );
+    let confirmations =
+        db.count("SELECT COUNT(*) FROM evidence WHERE kind = $1", "command.confirmation.requested").await;
     assert_eq!(confirmations, 0, "nobody was asked to confirm");
     let denied = db.count("SELECT COUNT(*) FROM evidence WHERE kind = $1", "authz.decided").await;
     assert_eq!(denied, 1);
@@ -318,15 +349,22 @@ async fn named_apps_verify_with_their_own_secret(db: &TestDb) {
         },
     );
     let app = spawn_app_with(db, config).await;
-    let body = notification(DEMO_NUMBER, vec![text("wamid.N1", CUSTOMER, "order status 1")], vec![]).to_string().into_bytes();
+    let body =
+        notification(DEMO_NUMBER, vec![text("wamid.N1", CUSTOMER, "order status 1")], vec![]).to_string().into_bytes();
     let post = |path: &str, secret: &[u8]| {
         let signature = chatgate::ingress::whatsapp::signature::sign(secret, &body);
         app.client.post(app.url(path)).header("x-hub-signature-256", signature).body(body.clone()).send()
     };
     let default_secret = db.config.whatsapp.apps["default"].app_secret.expose().as_bytes().to_vec();
-    assert_eq!(post("/webhooks/whatsapp/second", &default_secret).await.expect("send").status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        post("/webhooks/whatsapp/second", &default_secret).await.expect("send").status(),
+        StatusCode::UNAUTHORIZED
+    );
     assert_eq!(post("/webhooks/whatsapp/second", b"second-app-secret").await.expect("send").status(), StatusCode::OK);
-    assert_eq!(post("/webhooks/whatsapp/missing", b"second-app-secret").await.expect("send").status(), StatusCode::NOT_FOUND);
+    assert_eq!(
+        post("/webhooks/whatsapp/missing", b"second-app-secret").await.expect("send").status(),
+        StatusCode::NOT_FOUND
+    );
     app.stop().await.expect("stop");
 }
 

@@ -136,7 +136,10 @@ impl TestDb {
     /// The outbox rows, oldest first: (kind, payload).
     pub async fn outbox(&self) -> Vec<(String, serde_json::Value)> {
         let mut conn = self.raw().await;
-        let rows = sqlx::query("SELECT kind, payload FROM outbox ORDER BY created_at, id").fetch_all(&mut conn).await.expect("outbox");
+        let rows = sqlx::query("SELECT kind, payload FROM outbox ORDER BY created_at, id")
+            .fetch_all(&mut conn)
+            .await
+            .expect("outbox");
         rows.iter()
             .map(|row| {
                 let kind: String = sqlx::Row::try_get(row, "kind").expect("kind");
@@ -293,7 +296,8 @@ impl<'a> Meta<'a> {
     }
 
     pub async fn post_raw(&self, body: Vec<u8>, signature: Option<String>) -> reqwest::Response {
-        let mut request = self.app.client.post(self.app.url("/webhooks/whatsapp")).header("content-type", "application/json");
+        let mut request =
+            self.app.client.post(self.app.url("/webhooks/whatsapp")).header("content-type", "application/json");
         if let Some(signature) = signature {
             request = request.header("x-hub-signature-256", signature);
         }

@@ -100,10 +100,10 @@ pub async fn handle_delivery(
     delivery: &payload::Delivery,
     now: OffsetDateTime,
 ) -> Result<serde_json::Value, ApiError> {
-    let mut commands = 0;
-    let mut redelivered = 0;
+    let (mut commands, mut duplicates, mut redelivered) = (0, 0, 0);
     for message in &delivery.messages {
         match ingress.handle(message, now).await? {
+            Handled::Command { outcome, .. } if outcome.starts_with("duplicate") => duplicates += 1,
             Handled::Command { .. } => commands += 1,
             Handled::Redelivered => redelivered += 1,
             _ => {}
@@ -116,6 +116,7 @@ pub async fn handle_delivery(
         "messages": delivery.messages.len(),
         "statuses": delivery.statuses.len(),
         "commands": commands,
+        "duplicates": duplicates,
         "redelivered": redelivered,
     }))
 }
