@@ -12,8 +12,8 @@ use sqlx::AnyConnection;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::commands::{insert_command, insert_transition, settle_dedupe};
-use super::evidence::append;
+use super::commands::{insert_command, insert_transitions, settle_dedupe};
+use super::evidence::append_all;
 use super::inbound::{InboundOutcome, NewInbound, insert_inbound, link_inbound};
 use super::outbox::{NewOutboxMessage, insert_outbox};
 use super::rows::{opt_parsed, parsed, text, to_ms, uuid};
@@ -122,13 +122,10 @@ impl Store {
         let lifecycle = last.after(envelope.command_kind);
         let version = write.moves.len() as i64;
         insert_command(&mut tx, envelope, lifecycle, version, write.reason_code.as_deref(), write.at).await?;
-        let mut last_evidence = None;
-        for (at_version, (transition, drafts)) in (1..).zip(&write.moves) {
-            insert_transition(&mut tx, envelope.command_id, at_version, transition, None, write.at).await?;
-            for draft in drafts {
-                last_evidence = Some(append(&mut tx, tenant, draft, write.at).await?);
-            }
-        }
+        let moves: Vec<_> = write.moves.iter().map(|(transition, _)| (transition, None)).collect();
+        insert_transitions(&mut tx, envelope.command_id, 1, &moves, write.at).await?;
+        let drafts: Vec<EvidenceDraft> = write.moves.iter().flat_map(|(_, drafts)| drafts.iter().cloned()).collect();
+        let last_evidence = append_all(&mut tx, tenant, &drafts, write.at).await?.last().copied();
         settle_dedupe(&mut tx, envelope.command_id, lifecycle.state, last_evidence, write.at).await?;
         if let Some(inbound_id) = inbound_id {
             link_inbound(&mut tx, inbound_id, envelope.command_id).await?;
@@ -139,6 +136,16 @@ impl Store {
         tx.commit().await?;
         Ok(Admitted::New { command_id: envelope.command_id, lifecycle, version })
     }
+}
+
+async fn append_one(
+    conn: &mut AnyConnection,
+    chain: &str,
+    draft: &EvidenceDraft,
+    at: OffsetDateTime,
+) -> Result<Uuid, StoreError> {
+    let ids = append_all(conn, chain, std::slice::from_ref(draft), at).await?;
+    ids.first().copied().ok_or_else(|| StoreError::Corrupt("an append returned no artifact".into()))
 }
 
 /// What a duplicate is told (IDS §IX): the outcome it repeats, or that it is under way.
@@ -217,7 +224,7 @@ async fn answer_duplicate(conn: &mut AnyConnection, write: &AdmissionWrite) -> R
                 "existing_fingerprint": existing_fingerprint,
                 "attempted_fingerprint": e.fingerprint,
             }));
-        let evidence_id = append(conn, tenant, &draft, write.at).await?;
+        let evidence_id = append_one(conn, tenant, &draft, write.at).await?;
         return Ok(Admitted::Conflict { existing_command_id: existing_id, existing_fingerprint, evidence_id });
     }
 
@@ -230,7 +237,7 @@ async fn answer_duplicate(conn: &mut AnyConnection, write: &AdmissionWrite) -> R
             "attempted_command_id": e.command_id,
             "outcome_ref": outcome_ref,
         }));
-    let evidence_id = append(conn, tenant, &draft, write.at).await?;
+    let evidence_id = append_one(conn, tenant, &draft, write.at).await?;
     let duplicate = DuplicateOf { command_id: existing_id, state, outcome_ref, evidence_id };
     Ok(if state.is_terminal() { Admitted::Replayed(duplicate) } else { Admitted::InProgress(duplicate) })
 }

@@ -7,9 +7,9 @@ use sqlx::any::AnyRow;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::evidence::append;
+use super::evidence::append_all;
 use super::outbox::{NewOutboxMessage, insert_outbox};
-use super::rows::{from_ms, int, json, opt_int, opt_parsed, opt_text, parsed, text, to_ms, uuid};
+use super::rows::{from_ms, int, json, opt_int, opt_parsed, opt_text, parsed, text, to_ms, uuid, values_placeholders};
 use super::{Store, StoreError};
 use crate::command::{ActorId, Channel, CommandEnvelope, ExternalId, Fingerprint, IdempotencyKey, Intent, TenantId};
 use crate::evidence::EvidenceDraft;
@@ -119,27 +119,30 @@ pub(crate) async fn insert_command(
     Ok(())
 }
 
-pub(crate) async fn insert_transition(
+/// Records moves `first_version`, `first_version + 1`, ... of a command in one statement.
+pub(crate) async fn insert_transitions(
     conn: &mut AnyConnection,
     command_id: Uuid,
-    version: i64,
-    transition: &Transition,
-    reason_code: Option<&str>,
+    first_version: i64,
+    moves: &[(&Transition, Option<&str>)],
     at: OffsetDateTime,
 ) -> Result<(), StoreError> {
-    sqlx::query(
-        "INSERT INTO command_transitions (command_id, version, from_state, to_state, event, reason_code, at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
-    )
-    .bind(command_id.to_string())
-    .bind(version)
-    .bind(transition.from.as_str())
-    .bind(transition.to.as_str())
-    .bind(transition.event.as_str())
-    .bind(reason_code)
-    .bind(to_ms(at))
-    .execute(&mut *conn)
-    .await?;
+    let sql = format!(
+        "INSERT INTO command_transitions (command_id, version, from_state, to_state, event, reason_code, at) VALUES {}",
+        values_placeholders(moves.len(), 7)
+    );
+    let mut insert = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for (version, (transition, reason_code)) in (first_version..).zip(moves) {
+        insert = insert
+            .bind(command_id.to_string())
+            .bind(version)
+            .bind(transition.from.as_str())
+            .bind(transition.to.as_str())
+            .bind(transition.event.as_str())
+            .bind(*reason_code)
+            .bind(to_ms(at));
+    }
+    insert.execute(&mut *conn).await?;
     Ok(())
 }
 
@@ -292,11 +295,8 @@ impl Store {
                 },
             });
         }
-        insert_transition(&mut tx, write.command_id, version, t, write.reason_code.as_deref(), write.at).await?;
-        let mut evidence_ids = Vec::with_capacity(write.evidence.len());
-        for draft in &write.evidence {
-            evidence_ids.push(append(&mut tx, write.tenant_id.as_str(), draft, write.at).await?);
-        }
+        insert_transitions(&mut tx, write.command_id, version, &[(t, write.reason_code.as_deref())], write.at).await?;
+        let evidence_ids = append_all(&mut tx, write.tenant_id.as_str(), &write.evidence, write.at).await?;
         settle_dedupe(&mut tx, write.command_id, t.to, evidence_ids.last().copied(), write.at).await?;
         for message in &write.outbox {
             insert_outbox(&mut tx, write.tenant_id.as_str(), Some(write.command_id), message, write.at).await?;

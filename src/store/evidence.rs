@@ -5,65 +5,76 @@ use sqlx::AnyConnection;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::rows::{int, json, text, to_ms, uuid};
+use super::rows::{int, json, text, to_ms, uuid, values_placeholders};
 use super::{Store, StoreError};
 use crate::evidence::{ChainBreak, ChainHead, ChainVerifier, EvidenceDraft, GENESIS_HASH, StoredLink, hash_body};
 
-/// Appends one artifact inside the caller's transaction. The chain head row is updated first,
-/// which locks it: concurrent appends to one chain queue there instead of forking the chain.
-pub(crate) async fn append(
+/// Appends artifacts, in order, to one chain inside the caller's transaction, in three
+/// statements whatever their number: one reserves their sequence numbers (and locks the chain
+/// head, so concurrent appends queue instead of forking the chain), one writes them all, one
+/// moves the head's hash. Round trips, not SQL, are what an append costs.
+pub(crate) async fn append_all(
     conn: &mut AnyConnection,
     chain_id: &str,
-    draft: &EvidenceDraft,
+    drafts: &[EvidenceDraft],
     at: OffsetDateTime,
-) -> Result<Uuid, StoreError> {
+) -> Result<Vec<Uuid>, StoreError> {
+    if drafts.is_empty() {
+        return Ok(vec![]);
+    }
     let now = to_ms(at);
-    sqlx::query(
-        "INSERT INTO evidence_chains (chain_id, last_seq, last_hash, updated_at) VALUES ($1, 0, $2, $3)
-         ON CONFLICT (chain_id) DO NOTHING",
-    )
-    .bind(chain_id)
-    .bind(GENESIS_HASH)
-    .bind(now)
-    .execute(&mut *conn)
-    .await?;
+    let count = drafts.len() as i64;
     let head = sqlx::query(
-        "UPDATE evidence_chains SET last_seq = last_seq + 1, updated_at = $2 WHERE chain_id = $1
+        "INSERT INTO evidence_chains (chain_id, last_seq, last_hash, updated_at) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (chain_id) DO UPDATE SET last_seq = evidence_chains.last_seq + $2, updated_at = $4
          RETURNING last_seq, last_hash",
     )
     .bind(chain_id)
+    .bind(count)
+    .bind(GENESIS_HASH)
     .bind(now)
     .fetch_one(&mut *conn)
     .await?;
-    let (seq, prev_hash) = (int(&head, "last_seq")?, text(&head, "last_hash")?);
+    // A new chain comes back as (count, genesis); an existing one with its old hash.
+    let (last_seq, mut prev_hash) = (int(&head, "last_seq")?, text(&head, "last_hash")?);
 
-    let artifact_id = Uuid::now_v7();
-    let body = draft.body(artifact_id, chain_id, seq, &prev_hash, at);
-    let hash = hash_body(&body);
-    let canonical = serde_jcs::to_string(&body).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-
+    let mut rows = Vec::with_capacity(drafts.len());
+    for (seq, draft) in (last_seq - count + 1..).zip(drafts) {
+        let artifact_id = Uuid::now_v7();
+        let body = draft.body(artifact_id, chain_id, seq, &prev_hash, at);
+        let hash = hash_body(&body);
+        let canonical = serde_jcs::to_string(&body).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        rows.push((artifact_id, seq, draft, canonical, std::mem::replace(&mut prev_hash, hash.clone()), hash));
+    }
+    let mut insert = sqlx::query(sqlx::AssertSqlSafe(insert_evidence_sql(rows.len())));
+    for (artifact_id, seq, draft, canonical, prev, hash) in &rows {
+        insert = insert
+            .bind(artifact_id.to_string())
+            .bind(chain_id)
+            .bind(*seq)
+            .bind(draft.kind.as_str())
+            .bind(draft.command_id.map(|id| id.to_string()))
+            .bind(draft.stage.map(|s| s.as_str()))
+            .bind(now)
+            .bind(canonical.clone())
+            .bind(prev.clone())
+            .bind(hash.clone());
+    }
+    insert.execute(&mut *conn).await?;
     sqlx::query("UPDATE evidence_chains SET last_hash = $2 WHERE chain_id = $1")
         .bind(chain_id)
-        .bind(&hash)
+        .bind(&prev_hash)
         .execute(&mut *conn)
         .await?;
-    sqlx::query(
-        "INSERT INTO evidence (artifact_id, chain_id, seq, kind, command_id, stage, recorded_at, body, prev_hash, hash)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+    Ok(rows.iter().map(|row| row.0).collect())
+}
+
+/// `INSERT INTO evidence ... VALUES (...), (...)` for `rows` artifacts.
+fn insert_evidence_sql(rows: usize) -> String {
+    format!(
+        "INSERT INTO evidence (artifact_id, chain_id, seq, kind, command_id, stage, recorded_at, body, prev_hash, hash) VALUES {}",
+        values_placeholders(rows, 10)
     )
-    .bind(artifact_id.to_string())
-    .bind(chain_id)
-    .bind(seq)
-    .bind(draft.kind.as_str())
-    .bind(draft.command_id.map(|id| id.to_string()))
-    .bind(draft.stage.map(|s| s.as_str()))
-    .bind(now)
-    .bind(canonical)
-    .bind(prev_hash)
-    .bind(hash)
-    .execute(&mut *conn)
-    .await?;
-    Ok(artifact_id)
 }
 
 /// An artifact as read back: its place in the chain and its full content.
@@ -107,10 +118,7 @@ impl Store {
         at: OffsetDateTime,
     ) -> Result<Vec<Uuid>, StoreError> {
         let mut tx = self.begin().await?;
-        let mut ids = Vec::with_capacity(drafts.len());
-        for draft in drafts {
-            ids.push(append(&mut tx, chain_id, draft, at).await?);
-        }
+        let ids = append_all(&mut tx, chain_id, drafts, at).await?;
         tx.commit().await?;
         Ok(ids)
     }

@@ -64,3 +64,22 @@ pub(crate) fn json<T: serde::de::DeserializeOwned>(row: &AnyRow, column: &str) -
 pub(crate) fn uuid(row: &AnyRow, column: &str) -> Result<Uuid, StoreError> {
     parsed(row, column)
 }
+
+/// `($1, $2), ($3, $4)` for `rows` rows of `columns` values: the VALUES list of a multi-row
+/// insert, built from numbered placeholders only (every value is bound).
+pub(crate) fn values_placeholders(rows: usize, columns: usize) -> String {
+    let row = |r: usize| {
+        let marks: Vec<String> = (1..=columns).map(|c| format!("${}", r * columns + c)).collect();
+        format!("({})", marks.join(", "))
+    };
+    (0..rows).map(row).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn placeholders_number_every_value_once() {
+        assert_eq!(super::values_placeholders(2, 3), "($1, $2, $3), ($4, $5, $6)");
+        assert_eq!(super::values_placeholders(1, 1), "($1)");
+    }
+}
