@@ -12,10 +12,11 @@ use sqlx::AnyConnection;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::commands::{insert_command, insert_transitions, settle_dedupe};
+use super::commands::{insert_command, insert_transitions, settle_dedupe, transition_row};
 use super::evidence::append_all;
 use super::inbound::{InboundOutcome, NewInbound, insert_inbound, link_inbound};
 use super::outbox::{NewOutboxMessage, insert_outbox};
+use super::rows::{Param, multi_insert};
 use super::rows::{opt_parsed, parsed, text, to_ms, uuid};
 use super::{Store, StoreError};
 use crate::command::{CommandEnvelope, Fingerprint};
@@ -122,8 +123,7 @@ impl Store {
         let lifecycle = last.after(envelope.command_kind);
         let version = write.moves.len() as i64;
         insert_command(&mut tx, envelope, lifecycle, version, write.reason_code.as_deref(), write.at).await?;
-        let moves: Vec<_> = write.moves.iter().map(|(transition, _)| (transition, None)).collect();
-        insert_transitions(&mut tx, envelope.command_id, 1, &moves, write.at).await?;
+        insert_transitions(&mut tx, transition_rows(write)).await?;
         let drafts: Vec<EvidenceDraft> = write.moves.iter().flat_map(|(_, drafts)| drafts.iter().cloned()).collect();
         let last_evidence = append_all(&mut tx, tenant, &drafts, write.at).await?.last().copied();
         settle_dedupe(&mut tx, envelope.command_id, lifecycle.state, last_evidence, write.at).await?;
@@ -161,39 +161,56 @@ fn duplicate_reply(answer: &Admitted) -> Option<(&'static str, serde_json::Value
     }
 }
 
-/// Takes the key, or takes over a record whose window has passed and whose command finished.
-/// Returns whether this command now owns the key.
-async fn reserve(conn: &mut AnyConnection, write: &AdmissionWrite) -> Result<bool, StoreError> {
+/// The moves of a new command as transition rows, versions 1, 2, ...
+pub(crate) fn transition_rows(write: &AdmissionWrite) -> Vec<Vec<Param>> {
+    (1..)
+        .zip(&write.moves)
+        .map(|(version, (t, _))| transition_row(write.envelope.command_id, version, t, None, write.at))
+        .collect()
+}
+
+pub(crate) const RESERVE_INSERT: &str = "INSERT INTO dedupe_records (tenant_id, idempotency_key, command_id, \
+     fingerprint, status, outcome_ref, created_at, updated_at, ttl_expires_at)";
+pub(crate) const RESERVE_COLUMNS: usize = 9;
+/// Takes the key, or takes over a record whose window has passed and whose command finished;
+/// the rows that come back are the keys this statement now owns.
+pub(crate) const RESERVE_TAIL: &str = "ON CONFLICT (tenant_id, idempotency_key) DO UPDATE SET
+         command_id = excluded.command_id, fingerprint = excluded.fingerprint, status = 'in_progress',
+         outcome_ref = NULL, created_at = excluded.created_at, updated_at = excluded.updated_at,
+         ttl_expires_at = excluded.ttl_expires_at
+     WHERE dedupe_records.ttl_expires_at <= excluded.created_at AND dedupe_records.status <> 'in_progress'
+     RETURNING command_id";
+
+pub(crate) fn reservation_row(write: &AdmissionWrite) -> Vec<Param> {
     let e = &write.envelope;
     let now = to_ms(write.at);
     let window = i64::try_from(write.dedupe_window.as_millis()).unwrap_or(i64::MAX);
-    let owner = sqlx::query(
-        "INSERT INTO dedupe_records (tenant_id, idempotency_key, command_id, fingerprint, status, outcome_ref,
-             created_at, updated_at, ttl_expires_at)
-         VALUES ($1, $2, $3, $4, 'in_progress', NULL, $5, $5, $6)
-         ON CONFLICT (tenant_id, idempotency_key) DO UPDATE SET
-             command_id = excluded.command_id, fingerprint = excluded.fingerprint, status = 'in_progress',
-             outcome_ref = NULL, created_at = excluded.created_at, updated_at = excluded.updated_at,
-             ttl_expires_at = excluded.ttl_expires_at
-         WHERE dedupe_records.ttl_expires_at <= $5 AND dedupe_records.status <> 'in_progress'
-         RETURNING command_id",
-    )
-    .bind(e.tenant_id.as_str())
-    .bind(e.idempotency_key.as_str())
-    .bind(e.command_id.to_string())
-    .bind(e.fingerprint.as_str())
-    .bind(now)
-    .bind(now.saturating_add(window))
-    .fetch_optional(&mut *conn)
-    .await?;
+    vec![
+        e.tenant_id.as_str().into(),
+        e.idempotency_key.as_str().into(),
+        e.command_id.to_string().into(),
+        e.fingerprint.as_str().into(),
+        "in_progress".into(),
+        None::<String>.into(),
+        now.into(),
+        now.into(),
+        now.saturating_add(window).into(),
+    ]
+}
+
+/// Whether this command now owns its key.
+async fn reserve(conn: &mut AnyConnection, write: &AdmissionWrite) -> Result<bool, StoreError> {
+    let owner = multi_insert(RESERVE_INSERT, RESERVE_COLUMNS, vec![reservation_row(write)], RESERVE_TAIL)
+        .fetch_optional(&mut *conn)
+        .await?;
     match owner {
-        Some(row) => Ok(uuid(&row, "command_id")? == e.command_id),
+        Some(row) => Ok(uuid(&row, "command_id")? == write.envelope.command_id),
         None => Ok(false),
     }
 }
 
 /// Answers a command whose key is taken, and records the decision (IDS §XII).
-async fn answer_duplicate(conn: &mut AnyConnection, write: &AdmissionWrite) -> Result<Admitted, StoreError> {
+pub(crate) async fn answer_duplicate(conn: &mut AnyConnection, write: &AdmissionWrite) -> Result<Admitted, StoreError> {
     let e = &write.envelope;
     let tenant = e.tenant_id.as_str();
     let record = sqlx::query(

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::evidence::append_all;
 use super::outbox::{NewOutboxMessage, insert_outbox};
-use super::rows::{from_ms, int, json, opt_int, opt_parsed, opt_text, parsed, text, to_ms, uuid, values_placeholders};
+use super::rows::{Param, from_ms, int, json, multi_insert, opt_int, opt_parsed, opt_text, parsed, text, to_ms, uuid};
 use super::{Store, StoreError};
 use crate::command::{ActorId, Channel, CommandEnvelope, ExternalId, Fingerprint, IdempotencyKey, Intent, TenantId};
 use crate::evidence::EvidenceDraft;
@@ -70,6 +70,53 @@ macro_rules! command_columns {
     };
 }
 
+pub(crate) const COMMAND_INSERT: &str = "INSERT INTO commands (command_id, tenant_id, actor_id, channel, \
+     conversation_id, message_ids, correlation_id, causation_id, intent_entity, intent_action, intent_target, args, \
+     command_kind, idempotency_class, idempotency_key, fingerprint, risk, target_command_id, state, confirmation, \
+     version, reason_code, received_at, expires_at, created_at, updated_at)";
+pub(crate) const COMMAND_COLUMNS: usize = 26;
+
+/// A command row as [`COMMAND_INSERT`] takes it.
+pub(crate) fn command_row(
+    envelope: &CommandEnvelope,
+    lifecycle: Lifecycle,
+    version: i64,
+    reason_code: Option<&str>,
+    at: OffsetDateTime,
+) -> Result<Vec<Param>, StoreError> {
+    let e = envelope;
+    let message_ids = serde_json::to_string(&e.message_ids).map_err(|err| StoreError::Corrupt(err.to_string()))?;
+    let args = serde_jcs::to_string(&e.args).map_err(|err| StoreError::Corrupt(err.to_string()))?;
+    Ok(vec![
+        e.command_id.to_string().into(),
+        e.tenant_id.as_str().into(),
+        e.actor_id.as_str().into(),
+        e.channel.as_str().into(),
+        e.conversation_id.as_str().into(),
+        message_ids.into(),
+        e.correlation_id.as_str().into(),
+        e.causation_id.as_ref().map(|c| c.as_str()).into(),
+        e.intent.entity.as_str().into(),
+        e.intent.action.as_str().into(),
+        e.intent.target.as_deref().into(),
+        args.into(),
+        e.command_kind.as_str().into(),
+        e.idempotency_class.as_str().into(),
+        e.idempotency_key.as_str().into(),
+        e.fingerprint.as_str().into(),
+        e.risk.as_str().into(),
+        e.target_command_id.map(|id| id.to_string()).into(),
+        lifecycle.state.as_str().into(),
+        lifecycle.confirmation.as_str().into(),
+        version.into(),
+        reason_code.into(),
+        to_ms(e.received_at).into(),
+        e.expires_at.map(to_ms).into(),
+        to_ms(at).into(),
+        to_ms(at).into(),
+    ])
+}
+
 pub(crate) async fn insert_command(
     conn: &mut AnyConnection,
     envelope: &CommandEnvelope,
@@ -78,71 +125,37 @@ pub(crate) async fn insert_command(
     reason_code: Option<&str>,
     at: OffsetDateTime,
 ) -> Result<(), StoreError> {
-    let e = envelope;
-    let message_ids = serde_json::to_string(&e.message_ids).map_err(|err| StoreError::Corrupt(err.to_string()))?;
-    let args = serde_jcs::to_string(&e.args).map_err(|err| StoreError::Corrupt(err.to_string()))?;
-    sqlx::query(
-        "INSERT INTO commands (command_id, tenant_id, actor_id, channel, conversation_id, message_ids,
-             correlation_id, causation_id, intent_entity, intent_action, intent_target, args, command_kind,
-             idempotency_class, idempotency_key, fingerprint, risk, target_command_id, state, confirmation,
-             version, reason_code, received_at, expires_at, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-                 $21, $22, $23, $24, $25, $25)",
-    )
-    .bind(e.command_id.to_string())
-    .bind(e.tenant_id.as_str())
-    .bind(e.actor_id.as_str())
-    .bind(e.channel.as_str())
-    .bind(e.conversation_id.as_str())
-    .bind(message_ids)
-    .bind(e.correlation_id.as_str())
-    .bind(e.causation_id.as_ref().map(|c| c.as_str()))
-    .bind(&e.intent.entity)
-    .bind(&e.intent.action)
-    .bind(e.intent.target.as_deref())
-    .bind(args)
-    .bind(e.command_kind.as_str())
-    .bind(e.idempotency_class.as_str())
-    .bind(e.idempotency_key.as_str())
-    .bind(e.fingerprint.as_str())
-    .bind(e.risk.as_str())
-    .bind(e.target_command_id.map(|id| id.to_string()))
-    .bind(lifecycle.state.as_str())
-    .bind(lifecycle.confirmation.as_str())
-    .bind(version)
-    .bind(reason_code)
-    .bind(to_ms(e.received_at))
-    .bind(e.expires_at.map(to_ms))
-    .bind(to_ms(at))
-    .execute(&mut *conn)
-    .await?;
+    let row = command_row(envelope, lifecycle, version, reason_code, at)?;
+    multi_insert(COMMAND_INSERT, COMMAND_COLUMNS, vec![row], "").execute(&mut *conn).await?;
     Ok(())
 }
 
-/// Records moves `first_version`, `first_version + 1`, ... of a command in one statement.
-pub(crate) async fn insert_transitions(
-    conn: &mut AnyConnection,
+/// One transition row: the command's move to `version`.
+pub(crate) fn transition_row(
     command_id: Uuid,
-    first_version: i64,
-    moves: &[(&Transition, Option<&str>)],
+    version: i64,
+    transition: &Transition,
+    reason_code: Option<&str>,
     at: OffsetDateTime,
-) -> Result<(), StoreError> {
-    let sql = format!(
-        "INSERT INTO command_transitions (command_id, version, from_state, to_state, event, reason_code, at) VALUES {}",
-        values_placeholders(moves.len(), 7)
-    );
-    let mut insert = sqlx::query(sqlx::AssertSqlSafe(sql));
-    for (version, (transition, reason_code)) in (first_version..).zip(moves) {
-        insert = insert
-            .bind(command_id.to_string())
-            .bind(version)
-            .bind(transition.from.as_str())
-            .bind(transition.to.as_str())
-            .bind(transition.event.as_str())
-            .bind(*reason_code)
-            .bind(to_ms(at));
+) -> Vec<Param> {
+    vec![
+        command_id.to_string().into(),
+        version.into(),
+        transition.from.as_str().into(),
+        transition.to.as_str().into(),
+        transition.event.as_str().into(),
+        reason_code.into(),
+        to_ms(at).into(),
+    ]
+}
+
+/// Records moves, of one command or of many, in one statement.
+pub(crate) async fn insert_transitions(conn: &mut AnyConnection, rows: Vec<Vec<Param>>) -> Result<(), StoreError> {
+    if rows.is_empty() {
+        return Ok(());
     }
-    insert.execute(&mut *conn).await?;
+    let head = "INSERT INTO command_transitions (command_id, version, from_state, to_state, event, reason_code, at)";
+    multi_insert(head, 7, rows, "").execute(&mut *conn).await?;
     Ok(())
 }
 
@@ -295,7 +308,8 @@ impl Store {
                 },
             });
         }
-        insert_transitions(&mut tx, write.command_id, version, &[(t, write.reason_code.as_deref())], write.at).await?;
+        let row = transition_row(write.command_id, version, t, write.reason_code.as_deref(), write.at);
+        insert_transitions(&mut tx, vec![row]).await?;
         let evidence_ids = append_all(&mut tx, write.tenant_id.as_str(), &write.evidence, write.at).await?;
         settle_dedupe(&mut tx, write.command_id, t.to, evidence_ids.last().copied(), write.at).await?;
         for message in &write.outbox {

@@ -5,7 +5,7 @@ use sqlx::AnyConnection;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::rows::{int, json, text, to_ms, uuid, values_placeholders};
+use super::rows::{Param, int, json, multi_insert, text, to_ms, uuid};
 use super::{Store, StoreError};
 use crate::evidence::{ChainBreak, ChainHead, ChainVerifier, EvidenceDraft, GENESIS_HASH, StoredLink, hash_body};
 
@@ -46,35 +46,31 @@ pub(crate) async fn append_all(
         let canonical = serde_jcs::to_string(&body).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         rows.push((artifact_id, seq, draft, canonical, std::mem::replace(&mut prev_hash, hash.clone()), hash));
     }
-    let mut insert = sqlx::query(sqlx::AssertSqlSafe(insert_evidence_sql(rows.len())));
-    for (artifact_id, seq, draft, canonical, prev, hash) in &rows {
-        insert = insert
-            .bind(artifact_id.to_string())
-            .bind(chain_id)
-            .bind(*seq)
-            .bind(draft.kind.as_str())
-            .bind(draft.command_id.map(|id| id.to_string()))
-            .bind(draft.stage.map(|s| s.as_str()))
-            .bind(now)
-            .bind(canonical.clone())
-            .bind(prev.clone())
-            .bind(hash.clone());
-    }
-    insert.execute(&mut *conn).await?;
+    let values = rows
+        .iter()
+        .map(|(artifact_id, seq, draft, canonical, prev, hash)| -> Vec<Param> {
+            vec![
+                artifact_id.to_string().into(),
+                chain_id.into(),
+                (*seq).into(),
+                draft.kind.as_str().into(),
+                draft.command_id.map(|id| id.to_string()).into(),
+                draft.stage.map(|s| s.as_str()).into(),
+                now.into(),
+                canonical.clone().into(),
+                prev.clone().into(),
+                hash.clone().into(),
+            ]
+        })
+        .collect();
+    let head = "INSERT INTO evidence (artifact_id, chain_id, seq, kind, command_id, stage, recorded_at, body, prev_hash, hash)";
+    multi_insert(head, 10, values, "").execute(&mut *conn).await?;
     sqlx::query("UPDATE evidence_chains SET last_hash = $2 WHERE chain_id = $1")
         .bind(chain_id)
         .bind(&prev_hash)
         .execute(&mut *conn)
         .await?;
     Ok(rows.iter().map(|row| row.0).collect())
-}
-
-/// `INSERT INTO evidence ... VALUES (...), (...)` for `rows` artifacts.
-fn insert_evidence_sql(rows: usize) -> String {
-    format!(
-        "INSERT INTO evidence (artifact_id, chain_id, seq, kind, command_id, stage, recorded_at, body, prev_hash, hash) VALUES {}",
-        values_placeholders(rows, 10)
-    )
 }
 
 /// An artifact as read back: its place in the chain and its full content.

@@ -7,7 +7,7 @@ use uuid::Uuid;
 use sqlx::AnyConnection;
 
 use super::outbox::{NewOutboxMessage, insert_outbox};
-use super::rows::{opt_parsed, text, to_ms, uuid};
+use super::rows::{Param, multi_insert, opt_parsed, text, to_ms, uuid};
 use super::{Store, StoreError};
 use crate::command::{Channel, ExternalId, TenantId};
 
@@ -142,43 +142,44 @@ impl DeliveryStatus {
     }
 }
 
+pub(crate) const INBOUND_INSERT: &str = "INSERT INTO inbound_messages (id, channel, provider_message_id, tenant_id, status, payload, command_id, received_at)";
+pub(crate) const INBOUND_COLUMNS: usize = 8;
+/// Transport dedupe: a row that exists already is left alone, and only new ids come back.
+pub(crate) const INBOUND_TAIL: &str = "ON CONFLICT (channel, provider_message_id) DO NOTHING RETURNING id";
+
+/// A message row, recorded with the command it starts when that is already known.
+pub(crate) fn inbound_row(id: Uuid, message: &NewInbound, command_id: Option<Uuid>, status: &str) -> Vec<Param> {
+    vec![
+        id.to_string().into(),
+        message.channel.as_str().into(),
+        message.provider_message_id.as_str().into(),
+        message.tenant_id.as_ref().map(|t| t.as_str()).into(),
+        status.into(),
+        message.payload.to_string().into(),
+        command_id.map(|c| c.to_string()).into(),
+        to_ms(message.received_at).into(),
+    ]
+}
+
 /// Transport dedupe inside the caller's transaction: one row per `(channel, provider message id)`.
 pub(crate) async fn insert_inbound(
     conn: &mut AnyConnection,
     message: &NewInbound,
 ) -> Result<InboundOutcome, StoreError> {
-    {
-        let id = Uuid::now_v7();
-        let inserted = sqlx::query(
-            "INSERT INTO inbound_messages (id, channel, provider_message_id, tenant_id, status, payload, received_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)
-             ON CONFLICT (channel, provider_message_id) DO NOTHING
-             RETURNING id",
-        )
-        .bind(id.to_string())
-        .bind(message.channel.as_str())
-        .bind(message.provider_message_id.as_str())
-        .bind(message.tenant_id.as_ref().map(|t| t.as_str()))
-        .bind(&message.status)
-        .bind(message.payload.to_string())
-        .bind(to_ms(message.received_at))
-        .fetch_optional(&mut *conn)
-        .await?;
-        let outcome = match inserted {
-            Some(_) => InboundOutcome::FirstSeen { id },
-            None => {
-                let row = sqlx::query(
-                    "SELECT id, command_id FROM inbound_messages WHERE channel = $1 AND provider_message_id = $2",
-                )
-                .bind(message.channel.as_str())
-                .bind(message.provider_message_id.as_str())
-                .fetch_one(&mut *conn)
-                .await?;
-                InboundOutcome::Duplicate { id: uuid(&row, "id")?, command_id: opt_parsed(&row, "command_id")? }
-            }
-        };
-        Ok(outcome)
+    let id = Uuid::now_v7();
+    let row = inbound_row(id, message, None, &message.status);
+    let inserted =
+        multi_insert(INBOUND_INSERT, INBOUND_COLUMNS, vec![row], INBOUND_TAIL).fetch_optional(&mut *conn).await?;
+    if inserted.is_some() {
+        return Ok(InboundOutcome::FirstSeen { id });
     }
+    let row =
+        sqlx::query("SELECT id, command_id FROM inbound_messages WHERE channel = $1 AND provider_message_id = $2")
+            .bind(message.channel.as_str())
+            .bind(message.provider_message_id.as_str())
+            .fetch_one(&mut *conn)
+            .await?;
+    Ok(InboundOutcome::Duplicate { id: uuid(&row, "id")?, command_id: opt_parsed(&row, "command_id")? })
 }
 
 /// Links a message to the command it started.

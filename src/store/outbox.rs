@@ -8,7 +8,7 @@ use sqlx::AnyConnection;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::rows::{int, json, opt_parsed, text, to_ms, uuid};
+use super::rows::{Param, int, json, multi_insert, opt_parsed, text, to_ms, uuid};
 use super::{Store, StoreError};
 
 /// An effect to perform once the transaction that decided it has committed.
@@ -35,6 +35,34 @@ pub struct ClaimedMessage {
     pub attempt: i64,
 }
 
+pub(crate) const OUTBOX_INSERT: &str = "INSERT INTO outbox (id, tenant_id, command_id, kind, destination, payload, \
+     status, attempts, next_attempt_at, created_at, updated_at)";
+pub(crate) const OUTBOX_COLUMNS: usize = 11;
+
+/// A pending outbox row, with its new id.
+pub(crate) fn outbox_row(
+    tenant_id: &str,
+    command_id: Option<Uuid>,
+    message: &NewOutboxMessage,
+    at: OffsetDateTime,
+) -> (Uuid, Vec<Param>) {
+    let id = Uuid::now_v7();
+    let row = vec![
+        id.to_string().into(),
+        tenant_id.into(),
+        command_id.map(|c| c.to_string()).into(),
+        message.kind.as_str().into(),
+        message.destination.as_str().into(),
+        message.payload.to_string().into(),
+        "pending".into(),
+        0.into(),
+        to_ms(message.not_before.unwrap_or(at)).into(),
+        to_ms(at).into(),
+        to_ms(at).into(),
+    ];
+    (id, row)
+}
+
 pub(crate) async fn insert_outbox(
     conn: &mut AnyConnection,
     tenant_id: &str,
@@ -42,22 +70,8 @@ pub(crate) async fn insert_outbox(
     message: &NewOutboxMessage,
     at: OffsetDateTime,
 ) -> Result<Uuid, StoreError> {
-    let id = Uuid::now_v7();
-    sqlx::query(
-        "INSERT INTO outbox (id, tenant_id, command_id, kind, destination, payload, status, attempts,
-             next_attempt_at, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, 'pending', 0, $7, $8, $8)",
-    )
-    .bind(id.to_string())
-    .bind(tenant_id)
-    .bind(command_id.map(|c| c.to_string()))
-    .bind(&message.kind)
-    .bind(&message.destination)
-    .bind(message.payload.to_string())
-    .bind(to_ms(message.not_before.unwrap_or(at)))
-    .bind(to_ms(at))
-    .execute(&mut *conn)
-    .await?;
+    let (id, row) = outbox_row(tenant_id, command_id, message, at);
+    multi_insert(OUTBOX_INSERT, OUTBOX_COLUMNS, vec![row], "").execute(&mut *conn).await?;
     Ok(id)
 }
 

@@ -75,6 +75,71 @@ pub(crate) fn values_placeholders(rows: usize, columns: usize) -> String {
     (0..rows).map(row).collect::<Vec<_>>().join(", ")
 }
 
+/// One bound value of a row written by [`multi_insert`].
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Param {
+    Text(Option<String>),
+    Int(Option<i64>),
+}
+
+impl From<&str> for Param {
+    fn from(value: &str) -> Self {
+        Self::Text(Some(value.to_owned()))
+    }
+}
+
+impl From<String> for Param {
+    fn from(value: String) -> Self {
+        Self::Text(Some(value))
+    }
+}
+
+impl From<Option<String>> for Param {
+    fn from(value: Option<String>) -> Self {
+        Self::Text(value)
+    }
+}
+
+impl From<Option<&str>> for Param {
+    fn from(value: Option<&str>) -> Self {
+        Self::Text(value.map(str::to_owned))
+    }
+}
+
+impl From<i64> for Param {
+    fn from(value: i64) -> Self {
+        Self::Int(Some(value))
+    }
+}
+
+impl From<Option<i64>> for Param {
+    fn from(value: Option<i64>) -> Self {
+        Self::Int(value)
+    }
+}
+
+/// `{head} VALUES (...), (...) {tail}` with every value bound: one statement, one round trip,
+/// however many rows. Single-row and batch writes build their rows with the same functions.
+pub(crate) fn multi_insert(
+    head: &str,
+    columns: usize,
+    rows: Vec<Vec<Param>>,
+    tail: &str,
+) -> sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments> {
+    let sql = format!("{head} VALUES {} {tail}", values_placeholders(rows.len(), columns));
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for row in rows {
+        debug_assert_eq!(row.len(), columns, "every row has every column");
+        for param in row {
+            query = match param {
+                Param::Text(value) => query.bind(value),
+                Param::Int(value) => query.bind(value),
+            };
+        }
+    }
+    query
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
