@@ -16,3 +16,8 @@ CREATE TABLE outbound_messages (
 );
 
 CREATE INDEX inbound_by_tenant ON inbound_messages (tenant_id, received_at);
+
+-- Foreign keys are checked from the child side too: inserting a command must find the rows that
+-- wait for it (deferred constraints) without scanning these tables.
+CREATE INDEX inbound_by_command ON inbound_messages (command_id);
+CREATE INDEX outbox_by_command ON outbox (command_id);

@@ -107,14 +107,26 @@ impl Engine {
         admission: Admission<'_>,
         now: OffsetDateTime,
     ) -> Result<(CommandEnvelope, Admitted), EngineError> {
+        let write = self.plan(request, admission, now)?;
+        let admitted = self.store.admit(&write).await?;
+        Ok((write.envelope, admitted))
+    }
+
+    /// Everything an admission writes, decided without I/O: the envelope, its moves and their
+    /// evidence, the message and the effects.
+    pub fn plan(
+        &self,
+        request: CommandRequest,
+        admission: Admission<'_>,
+        now: OffsetDateTime,
+    ) -> Result<AdmissionWrite, EngineError> {
         let dedupe_window = request.dedupe_window;
         let envelope = CommandEnvelope::canonicalize(request, now);
-        let mut write = self.plan_admission(envelope.clone(), &admission, dedupe_window, now)?;
+        let mut write = self.plan_admission(envelope, &admission, dedupe_window, now)?;
         write.inbound = admission.inbound;
         write.outbox = admission.outbox;
         write.reply_to = admission.reply_to;
-        let admitted = self.store.admit(&write).await?;
-        Ok((envelope, admitted))
+        Ok(write)
     }
 
     fn plan_admission(

@@ -91,7 +91,17 @@ pub enum Admitted {
 }
 
 impl Store {
+    /// Admits one command: through the admission writer (grouped with whatever else is waiting)
+    /// when one runs, else at once.
     pub async fn admit(&self, write: &AdmissionWrite) -> Result<Admitted, StoreError> {
+        match self.admission_writer() {
+            Some(queue) => super::writer::submit(queue, write).await,
+            None => self.admit_now(write).await,
+        }
+    }
+
+    /// Admits one command in a transaction of its own.
+    pub(crate) async fn admit_now(&self, write: &AdmissionWrite) -> Result<Admitted, StoreError> {
         let envelope = &write.envelope;
         let tenant = envelope.tenant_id.as_str();
         let mut tx = self.begin().await?;

@@ -9,7 +9,9 @@ use uuid::Uuid;
 
 use super::evidence::append_all;
 use super::outbox::{NewOutboxMessage, insert_outbox};
-use super::rows::{Param, from_ms, int, json, multi_insert, opt_int, opt_parsed, opt_text, parsed, text, to_ms, uuid};
+use super::rows::{
+    Param, from_ms, insert_rows, int, json, multi_insert, opt_int, opt_parsed, opt_text, parsed, text, to_ms, uuid,
+};
 use super::{Store, StoreError};
 use crate::command::{ActorId, Channel, CommandEnvelope, ExternalId, Fingerprint, IdempotencyKey, Intent, TenantId};
 use crate::evidence::EvidenceDraft;
@@ -155,7 +157,7 @@ pub(crate) async fn insert_transitions(conn: &mut AnyConnection, rows: Vec<Vec<P
         return Ok(());
     }
     let head = "INSERT INTO command_transitions (command_id, version, from_state, to_state, event, reason_code, at)";
-    multi_insert(head, 7, rows, "").execute(&mut *conn).await?;
+    insert_rows(conn, head, 7, rows, "").await?;
     Ok(())
 }
 

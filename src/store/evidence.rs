@@ -5,7 +5,7 @@ use sqlx::AnyConnection;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::rows::{Param, int, json, multi_insert, text, to_ms, uuid};
+use super::rows::{Param, insert_rows, int, json, text, to_ms, uuid};
 use super::{Store, StoreError};
 use crate::evidence::{ChainBreak, ChainHead, ChainVerifier, EvidenceDraft, GENESIS_HASH, StoredLink, hash_body};
 
@@ -64,7 +64,7 @@ pub(crate) async fn append_all(
         })
         .collect();
     let head = "INSERT INTO evidence (artifact_id, chain_id, seq, kind, command_id, stage, recorded_at, body, prev_hash, hash)";
-    multi_insert(head, 10, values, "").execute(&mut *conn).await?;
+    insert_rows(conn, head, 10, values, "").await?;
     sqlx::query("UPDATE evidence_chains SET last_hash = $2 WHERE chain_id = $1")
         .bind(chain_id)
         .bind(&prev_hash)

@@ -8,6 +8,7 @@
 //! decides a transition.
 
 mod admission;
+mod batch;
 mod commands;
 mod dedupe;
 mod error;
@@ -17,6 +18,7 @@ mod outbox;
 mod postgres;
 mod rows;
 mod sqlite;
+mod writer;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +30,7 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 pub use crate::config::BackendKind;
 use crate::config::StorageConfig;
 pub use admission::{AdmissionWrite, Admitted, DuplicateOf, ReplyTo};
+pub use batch::AdmissionStats;
 pub use commands::{StoredCommand, TransitionRecord, TransitionWrite};
 pub use error::StoreError;
 pub use evidence::{AuditReport, ChainReport, StoredArtifact};
@@ -79,6 +82,9 @@ pub struct Store {
     backend: BackendKind,
     /// SQLite only: see [`Tx`].
     write_gate: Option<Arc<Mutex<()>>>,
+    /// The admission writer's queue (group commit); the writer's own handle has none.
+    admissions: Option<tokio::sync::mpsc::Sender<writer::Job>>,
+    stats: Arc<AdmissionStats>,
 }
 
 impl std::fmt::Debug for Store {
@@ -100,7 +106,9 @@ impl Store {
             BackendKind::Postgres => postgres::open(config, options, acquire_timeout).await?,
         };
         let write_gate = (backend == BackendKind::Sqlite).then(|| Arc::new(Mutex::new(())));
-        Ok(Self { pool, backend, write_gate })
+        let mut store = Self { pool, backend, write_gate, admissions: None, stats: Arc::default() };
+        store.admissions = Some(writer::spawn(store.clone()));
+        Ok(store)
     }
 
     /// Applies the embedded migrations of this backend.
@@ -155,6 +163,16 @@ impl Store {
             .await
             .map_err(|e| StoreError::Unavailable(format!("cannot start a transaction: {e}")))?;
         Ok(Tx { tx, _gate: gate })
+    }
+
+    /// Group commit so far: (transactions that carried a batch, admissions in them).
+    pub fn admission_stats(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.stats.batches.load(Relaxed), self.stats.batched.load(Relaxed))
+    }
+
+    fn admission_writer(&self) -> Option<&tokio::sync::mpsc::Sender<writer::Job>> {
+        self.admissions.as_ref()
     }
 
     pub(crate) fn pool(&self) -> &AnyPool {

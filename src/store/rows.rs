@@ -140,6 +140,36 @@ pub(crate) fn multi_insert(
     query
 }
 
+/// Bound values per statement. SQLite finds each named parameter by a linear search, so a
+/// statement's binding cost grows with the square of its parameters: many moderate statements
+/// beat one huge one.
+const PARAMS_PER_STATEMENT: usize = 256;
+
+/// Writes `rows` with [`multi_insert`] in as few statements as [`PARAMS_PER_STATEMENT`] allows,
+/// returning what their `tail` (`RETURNING ...`) gives back.
+pub(crate) async fn insert_rows(
+    conn: &mut sqlx::AnyConnection,
+    head: &str,
+    columns: usize,
+    rows: Vec<Vec<Param>>,
+    tail: &str,
+) -> Result<Vec<AnyRow>, super::StoreError> {
+    let per_statement = (PARAMS_PER_STATEMENT / columns).max(1);
+    let mut returned = vec![];
+    let mut rows = rows.into_iter().peekable();
+    while rows.peek().is_some() {
+        let chunk: Vec<Vec<Param>> = rows.by_ref().take(per_statement).collect();
+        returned.extend(multi_insert(head, columns, chunk, tail).fetch_all(&mut *conn).await?);
+    }
+    Ok(returned)
+}
+
+/// `($1, $2, ...)` after `offset` values: a parenthesized list of `count` placeholders.
+pub(crate) fn placeholder_list(offset: usize, count: usize) -> String {
+    let marks: Vec<String> = (offset + 1..=offset + count).map(|n| format!("${n}")).collect();
+    format!("({})", marks.join(", "))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -4,6 +4,7 @@
 //! SQLite test and a PostgreSQL test of it.
 
 mod audit;
+mod batching;
 mod idempotency;
 mod lifecycle;
 mod storage;

@@ -1,0 +1,42 @@
+//! The admission writer: one task that takes every admission waiting and commits them together
+//! (group commit). A lone admission goes through at once; under load, each transaction carries
+//! as many as have queued meanwhile.
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::{AdmissionWrite, Admitted, Store, StoreError};
+
+/// The most admissions one transaction carries.
+const MAX_BATCH: usize = 128;
+
+pub(crate) struct Job {
+    write: AdmissionWrite,
+    reply: oneshot::Sender<Result<Admitted, StoreError>>,
+}
+
+/// Starts the writer for `store` (which must have none itself) and returns its queue.
+pub(crate) fn spawn(store: Store) -> mpsc::Sender<Job> {
+    let (queue, jobs) = mpsc::channel(4 * MAX_BATCH);
+    tokio::spawn(run(store, jobs));
+    queue
+}
+
+async fn run(store: Store, mut jobs: mpsc::Receiver<Job>) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while jobs.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        let (writes, replies): (Vec<_>, Vec<_>) = batch.drain(..).map(|job| (job.write, job.reply)).unzip();
+        let results = store.admit_many(&writes).await;
+        for (reply, result) in replies.into_iter().zip(results) {
+            // The caller may have gone (a timed-out request); the admission stands either way.
+            let _ = reply.send(result);
+        }
+    }
+}
+
+/// Hands `write` to the writer and waits for its answer.
+pub(crate) async fn submit(queue: &mpsc::Sender<Job>, write: &AdmissionWrite) -> Result<Admitted, StoreError> {
+    let stopped = || StoreError::Unavailable("the admission writer has stopped".into());
+    let (reply, answer) = oneshot::channel();
+    queue.send(Job { write: write.clone(), reply }).await.map_err(|_| stopped())?;
+    answer.await.map_err(|_| stopped())?
+}
