@@ -232,14 +232,7 @@ impl Config {
 
     /// Parses a file's text, expanding `${VAR}` in every string value.
     pub fn parse(path: &Path, text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let parse_error = |message: String| ConfigError::Parse { path: path.to_owned(), message };
-        let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| parse_error(e.to_string()))?;
-        interpolate_table(&mut table, "", env).map_err(|(key, error)| ConfigError::Interpolation {
-            path: path.to_owned(),
-            key,
-            error,
-        })?;
-        Self::deserialize(toml::Value::Table(table)).map_err(|e| parse_error(e.to_string()))
+        parse_toml(path, text, env)
     }
 
     /// The contract's environment names win over the file (DESIGN §8).
