@@ -33,6 +33,8 @@ pub struct AppState {
 
 impl AppState {
     pub fn new(settings: Settings, store: Store) -> Self {
+        // Before anything counts: counts made without a recorder are lost.
+        api::metrics::install();
         let Settings { config, registry, directory } = settings;
         let pseudonymizer = Pseudonymizer::new(config.evidence.pseudonym_key.expose().as_bytes());
         let engine = Engine::new(store.clone(), pseudonymizer);

@@ -2,6 +2,7 @@
 
 pub mod error;
 pub mod health;
+pub mod metrics;
 pub mod problem;
 
 use axum::Router;
@@ -12,6 +13,6 @@ pub use error::ApiError;
 
 /// Every resource's routes.
 pub fn router() -> Router<AppState> {
-    Router::new().merge(health::router()).merge(crate::ingress::whatsapp::router())
+    Router::new().merge(health::router()).merge(metrics::router()).merge(crate::ingress::whatsapp::router())
 }
 pub use problem::Problem;

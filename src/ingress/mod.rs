@@ -7,7 +7,6 @@ pub mod whatsapp;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Value, json};
 use time::OffsetDateTime;
@@ -40,14 +39,19 @@ pub enum Handled {
     Conflict,
 }
 
-/// Counts for operators; the metrics endpoint reads them.
-#[derive(Debug, Default)]
-pub struct IngressCounters {
-    pub unroutable: AtomicU64,
-    pub unknown_senders: AtomicU64,
-    pub commands: AtomicU64,
-    pub redelivered: AtomicU64,
-    pub unmatched_statuses: AtomicU64,
+impl Handled {
+    /// The `outcome` label of `chatgate_inbound_messages_total`.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            Self::Redelivered => "redelivered",
+            Self::Unroutable => "unroutable",
+            Self::UnknownSender => "unknown_sender",
+            Self::NotACommand { status } => status,
+            Self::Command { outcome, .. } if outcome.starts_with("duplicate") => "duplicate",
+            Self::Command { .. } => "command",
+            Self::Conflict => "conflict",
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -55,17 +59,11 @@ pub struct Ingress {
     engine: Engine,
     registry: Arc<Registry>,
     directory: Arc<Directory>,
-    pub counters: Arc<IngressCounters>,
 }
 
 impl Ingress {
     pub fn new(engine: Engine, registry: Registry, directory: Directory) -> Self {
-        Self {
-            engine,
-            registry: Arc::new(registry),
-            directory: Arc::new(directory),
-            counters: Arc::new(IngressCounters::default()),
-        }
+        Self { engine, registry: Arc::new(registry), directory: Arc::new(directory) }
     }
 
     fn store(&self) -> &Store {
@@ -73,15 +71,21 @@ impl Ingress {
     }
 
     /// Handles one message: at most one transaction, so a redelivery finds it done or not done.
+    /// Every outcome is counted in `chatgate_inbound_messages_total{channel, outcome}`.
     pub async fn handle(&self, message: &InboundMessage, now: OffsetDateTime) -> Result<Handled, EngineError> {
+        let handled = self.handle_uncounted(message, now).await?;
+        let labels = [("channel", message.channel.to_string()), ("outcome", handled.outcome().to_owned())];
+        metrics::counter!("chatgate_inbound_messages_total", &labels).increment(1);
+        Ok(handled)
+    }
+
+    async fn handle_uncounted(&self, message: &InboundMessage, now: OffsetDateTime) -> Result<Handled, EngineError> {
         let Some(tenant) = self.directory.tenant_for_number(&message.to) else {
-            let count = self.counters.unroutable.fetch_add(1, Ordering::Relaxed) + 1;
-            tracing::warn!(to = %message.to, id = %message.provider_message_id, count, "message to an unknown number stored as unroutable");
+            tracing::warn!(to = %message.to, id = %message.provider_message_id, "message to an unknown number stored as unroutable");
             return self.record(message, None, "unroutable", &[], Handled::Unroutable, now).await;
         };
         let reply_to = reply_address(message, tenant);
         let Some(actor) = tenant.actor(&message.from) else {
-            self.counters.unknown_senders.fetch_add(1, Ordering::Relaxed);
             let (status, replies) = match tenant.unknown_sender {
                 UnknownSenderPolicy::Refuse => {
                     ("refused_unknown_sender", vec![reply_to.message("rejected", json!({"reason": "unknown_sender"}))])
@@ -141,10 +145,7 @@ impl Ingress {
         let inbound = inbound_row(message, tenant, status, now);
         match self.store().record_inbound(&inbound, replies).await? {
             InboundOutcome::FirstSeen { .. } => Ok(handled),
-            InboundOutcome::Duplicate { .. } => {
-                self.counters.redelivered.fetch_add(1, Ordering::Relaxed);
-                Ok(Handled::Redelivered)
-            }
+            InboundOutcome::Duplicate { .. } => Ok(Handled::Redelivered),
         }
     }
 
@@ -191,16 +192,12 @@ impl Ingress {
         let (_, admitted) = self.engine.accept_with(request, admission, now).await?;
         Ok(match admitted {
             Admitted::New { command_id, lifecycle, .. } => {
-                self.counters.commands.fetch_add(1, Ordering::Relaxed);
                 Handled::Command { command_id, outcome: lifecycle.state.as_str() }
             }
             Admitted::Replayed(d) => Handled::Command { command_id: d.command_id, outcome: "duplicate_replayed" },
             Admitted::InProgress(d) => Handled::Command { command_id: d.command_id, outcome: "duplicate_in_progress" },
             Admitted::Conflict { .. } => Handled::Conflict,
-            Admitted::Redelivered { .. } => {
-                self.counters.redelivered.fetch_add(1, Ordering::Relaxed);
-                Handled::Redelivered
-            }
+            Admitted::Redelivered { .. } => Handled::Redelivered,
         })
     }
 
@@ -214,8 +211,13 @@ impl Ingress {
             .store()
             .record_delivery_status(&status.channel, &status.provider_message_id, delivery, status.errors.as_ref(), now)
             .await?;
+        let labels = [
+            ("channel", status.channel.to_string()),
+            ("status", delivery.as_str().to_owned()),
+            ("matched", found.to_string()),
+        ];
+        metrics::counter!("chatgate_delivery_statuses_total", &labels).increment(1);
         if !found {
-            self.counters.unmatched_statuses.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(id = %status.provider_message_id, "status for a message this gateway did not send");
         }
         Ok(())

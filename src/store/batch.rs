@@ -32,6 +32,8 @@ impl Store {
                 Ok(Some(admitted)) => {
                     self.stats.batches.fetch_add(1, Ordering::Relaxed);
                     self.stats.batched.fetch_add(admitted.len() as u64, Ordering::Relaxed);
+                    metrics::counter!("chatgate_admission_batches_total").increment(1);
+                    metrics::counter!("chatgate_admissions_batched_total").increment(admitted.len() as u64);
                     return admitted.into_iter().map(Ok).collect();
                 }
                 Ok(None) => {}

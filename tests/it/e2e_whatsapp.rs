@@ -287,12 +287,25 @@ async fn the_same_command_in_a_new_message_replays_per_ids(db: &TestDb) {
     app.stop().await.expect("stop");
 }
 
+/// The value of one counter in `/metrics` (0 when it has not been counted yet).
+async fn counter(app: &crate::helpers::TestApp, series: &str) -> u64 {
+    let response = app.client.get(app.url("/metrics")).send().await.expect("metrics");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(response.headers()["content-type"].to_str().expect("ascii").starts_with("text/plain"));
+    let text = response.text().await.expect("body");
+    text.lines().find_map(|line| line.strip_prefix(series).and_then(|rest| rest.trim().parse().ok())).unwrap_or(0)
+}
+
 async fn unknown_numbers_and_senders_are_acknowledged_and_stored(db: &TestDb) {
     let app = spawn_app(db).await;
     let meta = Meta::new(&app, db);
+    // The recorder is process-wide and other tests count too: compare before and after.
+    let unroutable = r#"chatgate_inbound_messages_total{channel="whatsapp",outcome="unroutable"}"#;
+    let before = counter(&app, unroutable).await;
     let elsewhere = notification("999999999999999", vec![text("wamid.U1", CUSTOMER, "refund 1 1")], vec![]);
     assert_eq!(meta.post(&elsewhere).await.status(), StatusCode::OK, "acknowledged so Meta stops retrying");
     assert_eq!(db.count("SELECT COUNT(*) FROM inbound_messages WHERE status = $1", "unroutable").await, 1);
+    assert!(counter(&app, unroutable).await > before, "the unroutable message is counted");
     assert_eq!(meta.text("wamid.U2", "15559990000", "refund 1 1").await.status(), StatusCode::OK);
     assert_eq!(db.count("SELECT COUNT(*) FROM inbound_messages WHERE status = $1", "refused_unknown_sender").await, 1);
     assert_eq!(stored(db).await, (2, 0), "no command for either");
