@@ -35,7 +35,7 @@ impl AppState {
     pub fn new(settings: Settings, store: Store) -> Self {
         // Before anything counts: counts made without a recorder are lost.
         api::metrics::install();
-        let Settings { config, registry, directory } = settings;
+        let Settings { config, registry, directory, templates: _ } = settings;
         let pseudonymizer = Pseudonymizer::new(config.evidence.pseudonym_key.expose().as_bytes());
         let engine = Engine::new(store.clone(), pseudonymizer);
         let ingress = Ingress::new(engine.clone(), registry, directory);

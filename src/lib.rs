@@ -9,6 +9,7 @@ pub mod api;
 pub mod app;
 pub mod command;
 pub mod config;
+pub mod conversation;
 pub mod directory;
 pub mod engine;
 pub mod evidence;

@@ -51,11 +51,13 @@ pub struct Config {
 pub struct RegistryFiles {
     pub commands: PathBuf,
     pub directory: PathBuf,
+    /// The folder of reply templates (`{channel}/{locale}/{name}.txt`).
+    pub templates: PathBuf,
 }
 
 impl Default for RegistryFiles {
     fn default() -> Self {
-        Self { commands: "commands.toml".into(), directory: "directory.toml".into() }
+        Self { commands: "commands.toml".into(), directory: "directory.toml".into(), templates: "../templates".into() }
     }
 }
 

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::{Config, ConfigError, ConfigSource, DEFAULT_CONFIG_PATH, SHIPPED_COMMANDS, SHIPPED_DIRECTORY, parse_toml};
 use crate::command::registry::Registry;
+use crate::conversation::Templates;
 use crate::directory::{Directory, DirectoryFile};
 
 #[derive(Debug, Clone)]
@@ -13,6 +14,7 @@ pub struct Settings {
     pub config: Config,
     pub registry: Registry,
     pub directory: Directory,
+    pub templates: Templates,
 }
 
 impl Settings {
@@ -36,16 +38,20 @@ impl Settings {
         };
         let (commands_path, commands) = read(&config.registry.commands, SHIPPED_COMMANDS)?;
         let (directory_path, directory) = read(&config.registry.directory, SHIPPED_DIRECTORY)?;
-        Self::assemble(config, (&commands_path, &commands), (&directory_path, &directory), env)
+        let templates = Templates::load(&folder.join(&config.registry.templates), shipped_fallback)
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        Self::assemble(config, (&commands_path, &commands), (&directory_path, &directory), templates, env)
     }
 
     /// The given configuration with the shipped registry and directory (tests, embedding).
     pub fn with_shipped_registry(config: Config) -> Result<Self, ConfigError> {
         let env = |name: &str| std::env::var(name).ok();
+        let templates = Templates::shipped().map_err(|e| ConfigError::Invalid(e.to_string()))?;
         Self::assemble(
             config,
             (Path::new("config/commands.toml"), SHIPPED_COMMANDS),
             (Path::new("config/directory.toml"), SHIPPED_DIRECTORY),
+            templates,
             &env,
         )
     }
@@ -54,25 +60,30 @@ impl Settings {
         config: Config,
         (commands_path, commands): (&Path, &str),
         (directory_path, directory): (&Path, &str),
+        templates: Templates,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
+        // Every template renders against its sample data, or nothing starts.
+        templates.check().map_err(|problems| ConfigError::Invalid(format!("templates: {}", problems.join("; "))))?;
         let executors: BTreeSet<String> = config.executors.keys().cloned().collect();
         let registry =
             Registry::parse(commands_path, commands, &executors).map_err(|e| ConfigError::Invalid(e.to_string()))?;
         let file: DirectoryFile = parse_toml(directory_path, directory, env)?;
         let directory =
             Directory::build(file).map_err(|e| ConfigError::Invalid(format!("{}: {e}", directory_path.display())))?;
-        Ok(Self { config, registry, directory })
+        Ok(Self { config, registry, directory, templates })
     }
 
     /// One line each about the registry and the directory, for `check-config`.
     pub fn summary(&self) -> String {
         let tenants: Vec<String> = self.directory.tenants().map(|t| t.id.to_string()).collect();
+        let locales: Vec<String> = self.templates.locales().map(|(c, l)| format!("{c}/{l}")).collect();
         format!(
-            "registry: {} commands ({}); directory: tenants {}",
+            "registry: {} commands ({}); directory: tenants {}; templates: {}",
             self.registry.commands().len(),
             self.registry.commands().iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", "),
-            tenants.join(", ")
+            tenants.join(", "),
+            locales.join(", ")
         )
     }
 }

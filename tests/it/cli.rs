@@ -160,22 +160,37 @@ fn check_config_refuses_an_invalid_file_naming_it() {
     assert_one_line_failure(&via_env, "missing.toml");
 }
 
+/// A copy of the shipped `config/` and `templates/` folders, to change in a test.
+fn demo_layout() -> tempfile::TempDir {
+    let root = tempfile::tempdir().expect("tempdir");
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let config = root.path().join("config");
+    std::fs::create_dir_all(&config).expect("config folder");
+    for file in ["chatgate.toml", "commands.toml", "directory.toml"] {
+        std::fs::copy(shipped.join("config").join(file), config.join(file)).expect("copy");
+    }
+    for locale in ["en", "pt"] {
+        let to = root.path().join("templates/whatsapp").join(locale);
+        std::fs::create_dir_all(&to).expect("templates folder");
+        for entry in std::fs::read_dir(shipped.join("templates/whatsapp").join(locale)).expect("shipped templates") {
+            let entry = entry.expect("entry");
+            std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copy");
+        }
+    }
+    root
+}
+
 #[test]
 fn check_config_names_the_line_of_a_registry_mistake_and_warns_about_demo_secrets() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
-    for file in ["chatgate.toml", "directory.toml"] {
-        std::fs::copy(shipped.join(file), dir.path().join(file)).expect("copy");
-    }
-    let commands = std::fs::read_to_string(shipped.join("commands.toml")).expect("read");
-    std::fs::write(dir.path().join("commands.toml"), &commands).expect("write");
-
-    let ok = run(chatgate(dir.path()).args(["--config", "chatgate.toml", "check-config"]));
+    let root = demo_layout();
+    let dir = root.path().join("config");
+    let commands = std::fs::read_to_string(dir.join("commands.toml")).expect("read");
+    let ok = run(chatgate(&dir).args(["--config", "chatgate.toml", "check-config"]));
     assert!(ok.status.success(), "{}", stderr(&ok));
     let err = stderr(&ok);
-    assert!(err.contains("registry: 3 commands"), "{err}");
+    assert!(err.contains("registry: 3 commands") && err.contains("templates: whatsapp/en, whatsapp/pt"), "{err}");
     assert!(err.contains("warning: whatsapp.apps.default.app_secret is a demo value"), "{err}");
-    let own = run(chatgate(dir.path())
+    let own = run(chatgate(&dir)
         .args(["--config", "chatgate.toml", "check-config"])
         .env("CHATGATE_WHATSAPP_APP_SECRET", "a-real-app-secret"));
     assert!(!stderr(&own).contains("app_secret is a demo value"), "{}", stderr(&own));
@@ -185,10 +200,26 @@ fn check_config_names_the_line_of_a_registry_mistake_and_warns_about_demo_secret
         "scopes = [\"accounts:close\"]\nexecutor = \"payments\"",
     );
     assert_ne!(broken, commands);
-    std::fs::write(dir.path().join("commands.toml"), broken).expect("write");
-    let refused = run(chatgate(dir.path()).args(["--config", "chatgate.toml", "check-config"]));
+    std::fs::write(dir.join("commands.toml"), broken).expect("write");
+    let refused = run(chatgate(&dir).args(["--config", "chatgate.toml", "check-config"]));
     assert_one_line_failure(&refused, "commands.toml:53: command `close_account`");
     assert!(stderr(&refused).contains("executor `payments` is not configured"), "{}", stderr(&refused));
+}
+
+#[test]
+fn check_config_renders_every_template_and_refuses_a_broken_one() {
+    let root = demo_layout();
+    let check = || run(chatgate(root.path()).args(["--config", "config/chatgate.toml", "check-config"]));
+    let ok = check();
+    assert!(ok.status.success(), "{}", stderr(&ok));
+
+    std::fs::write(root.path().join("templates/whatsapp/pt/executed.txt"), "Feito: {{ comando }}").expect("write");
+    let broken = check();
+    assert_one_line_failure(&broken, "whatsapp/pt/executed");
+    std::fs::remove_file(root.path().join("templates/whatsapp/pt/executed.txt")).expect("remove");
+    assert!(check().status.success(), "a locale may leave a template to the fallback");
+    std::fs::remove_file(root.path().join("templates/whatsapp/en/help.txt")).expect("remove");
+    assert_one_line_failure(&check(), "no template `help`");
 }
 
 #[tokio::test]
