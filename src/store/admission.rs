@@ -94,10 +94,17 @@ impl Store {
     /// Admits one command: through the admission writer (grouped with whatever else is waiting)
     /// when one runs, else at once.
     pub async fn admit(&self, write: &AdmissionWrite) -> Result<Admitted, StoreError> {
-        match self.admission_writer() {
-            Some(queue) => super::writer::submit(queue, write).await,
-            None => self.admit_now(write).await,
+        if let Some(queue) = self.admission_writer() {
+            match super::writer::submit(queue, write).await {
+                Ok(answer) => return answer,
+                // Never a 503 forever because of one bug: admit alone. Should the writer have
+                // committed this write before it died, the message row makes this a redelivery.
+                Err(super::writer::WriterGone) => {
+                    tracing::error!("the admission writer stopped; admitting one at a time")
+                }
+            }
         }
+        self.admit_now(write).await
     }
 
     /// Admits one command in a transaction of its own.

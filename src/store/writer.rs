@@ -33,10 +33,16 @@ async fn run(store: Store, mut jobs: mpsc::Receiver<Job>) {
     }
 }
 
+/// The writer is gone (it can only end by a panic while the store lives).
+#[derive(Debug)]
+pub(crate) struct WriterGone;
+
 /// Hands `write` to the writer and waits for its answer.
-pub(crate) async fn submit(queue: &mpsc::Sender<Job>, write: &AdmissionWrite) -> Result<Admitted, StoreError> {
-    let stopped = || StoreError::Unavailable("the admission writer has stopped".into());
+pub(crate) async fn submit(
+    queue: &mpsc::Sender<Job>,
+    write: &AdmissionWrite,
+) -> Result<Result<Admitted, StoreError>, WriterGone> {
     let (reply, answer) = oneshot::channel();
-    queue.send(Job { write: write.clone(), reply }).await.map_err(|_| stopped())?;
-    answer.await.map_err(|_| stopped())?
+    queue.send(Job { write: write.clone(), reply }).await.map_err(|_| WriterGone)?;
+    answer.await.map_err(|_| WriterGone)
 }
