@@ -31,7 +31,6 @@ CREATE TABLE commands (
     created_at        BIGINT NOT NULL,
     updated_at        BIGINT NOT NULL
 );
-CREATE INDEX commands_by_key ON commands (tenant_id, idempotency_key);
 CREATE INDEX commands_by_state ON commands (tenant_id, state, updated_at);
 CREATE INDEX commands_by_correlation ON commands (correlation_id);
 CREATE INDEX commands_by_target ON commands (target_command_id);

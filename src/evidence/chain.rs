@@ -14,6 +14,11 @@ pub const GENESIS_HASH: &str = "000000000000000000000000000000000000000000000000
 pub fn hash_body(body: &Value) -> String {
     // A `Value` always serializes; fall back to its plain form rather than panic.
     let canonical = serde_jcs::to_vec(body).unwrap_or_else(|_| body.to_string().into_bytes());
+    hash_canonical(&canonical)
+}
+
+/// The hash of text that is already in canonical (JCS) form.
+pub fn hash_canonical(canonical: &[u8]) -> String {
     hex::encode(Sha256::digest(canonical))
 }
 

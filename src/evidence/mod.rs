@@ -6,5 +6,8 @@ pub mod chain;
 pub mod redact;
 
 pub use artifact::{EvidenceDraft, TraceBindings};
-pub use chain::{ChainBreak, ChainHead, ChainVerifier, GENESIS_HASH, LinkProblem, StoredLink, hash_body, verify_chain};
+pub use chain::{
+    ChainBreak, ChainHead, ChainVerifier, GENESIS_HASH, LinkProblem, StoredLink, hash_body, hash_canonical,
+    verify_chain,
+};
 pub use redact::{Pseudonymizer, mask};

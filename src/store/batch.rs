@@ -19,7 +19,7 @@ use super::commands::{COMMAND_COLUMNS, COMMAND_INSERT, command_row, insert_trans
 use super::evidence::append_all;
 use super::inbound::{INBOUND_COLUMNS, INBOUND_INSERT, INBOUND_TAIL, inbound_row};
 use super::outbox::{OUTBOX_COLUMNS, OUTBOX_INSERT, outbox_row};
-use super::rows::{Param, insert_rows, int, placeholder_list};
+use super::rows::{Marks, Param, insert_rows, int, placeholder_list};
 use super::{Store, StoreError};
 use crate::evidence::EvidenceDraft;
 
@@ -150,11 +150,13 @@ impl Store {
         for message in writes.iter().filter_map(|w| w.inbound.as_ref()) {
             by_channel.entry(message.channel.as_str()).or_default().push(message.provider_message_id.as_str());
         }
+        let marks = Marks::for_connection(conn);
         for (channel, ids) in by_channel {
             for chunk in ids.chunks(PARAMS_PER_QUERY) {
+                let first = if marks == Marks::Positional { "?" } else { "$1" };
                 let sql = format!(
-                    "SELECT COUNT(*) AS n FROM inbound_messages WHERE channel = $1 AND provider_message_id IN {}",
-                    placeholder_list(1, chunk.len())
+                    "SELECT COUNT(*) AS n FROM inbound_messages WHERE channel = {first} AND provider_message_id IN {}",
+                    placeholder_list(1, chunk.len(), marks)
                 );
                 let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(channel);
                 for id in chunk {

@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::rows::{Param, insert_rows, int, json, text, to_ms, uuid};
 use super::{Store, StoreError};
-use crate::evidence::{ChainBreak, ChainHead, ChainVerifier, EvidenceDraft, GENESIS_HASH, StoredLink, hash_body};
+use crate::evidence::{ChainBreak, ChainHead, ChainVerifier, EvidenceDraft, GENESIS_HASH, StoredLink, hash_canonical};
 
 /// Appends artifacts, in order, to one chain inside the caller's transaction, in three
 /// statements whatever their number: one reserves their sequence numbers (and locks the chain
@@ -42,8 +42,9 @@ pub(crate) async fn append_all(
     for (seq, draft) in (last_seq - count + 1..).zip(drafts) {
         let artifact_id = Uuid::now_v7();
         let body = draft.body(artifact_id, chain_id, seq, &prev_hash, at);
-        let hash = hash_body(&body);
+        // Canonicalized once: the stored text is exactly what the hash covers.
         let canonical = serde_jcs::to_string(&body).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let hash = hash_canonical(canonical.as_bytes());
         rows.push((artifact_id, seq, draft, canonical, std::mem::replace(&mut prev_hash, hash.clone()), hash));
     }
     let values = rows

@@ -65,12 +65,34 @@ pub(crate) fn uuid(row: &AnyRow, column: &str) -> Result<Uuid, StoreError> {
     parsed(row, column)
 }
 
+/// How a statement's values are marked: numbered (`$1`, which PostgreSQL needs) or positional
+/// (`?`, which SQLite binds without searching its list of parameter names for each one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Marks {
+    Numbered,
+    Positional,
+}
+
+impl Marks {
+    /// The cheaper marks for the connection's database.
+    pub(crate) fn for_connection(conn: &sqlx::AnyConnection) -> Self {
+        if conn.backend_name().eq_ignore_ascii_case("sqlite") { Self::Positional } else { Self::Numbered }
+    }
+
+    fn mark(self, n: usize) -> String {
+        match self {
+            Self::Numbered => format!("${n}"),
+            Self::Positional => "?".to_owned(),
+        }
+    }
+}
+
 /// `($1, $2), ($3, $4)` for `rows` rows of `columns` values: the VALUES list of a multi-row
-/// insert, built from numbered placeholders only (every value is bound).
-pub(crate) fn values_placeholders(rows: usize, columns: usize) -> String {
+/// insert, built from placeholders only (every value is bound).
+pub(crate) fn values_placeholders(rows: usize, columns: usize, marks: Marks) -> String {
     let row = |r: usize| {
-        let marks: Vec<String> = (1..=columns).map(|c| format!("${}", r * columns + c)).collect();
-        format!("({})", marks.join(", "))
+        let row_marks: Vec<String> = (1..=columns).map(|c| marks.mark(r * columns + c)).collect();
+        format!("({})", row_marks.join(", "))
     };
     (0..rows).map(row).collect::<Vec<_>>().join(", ")
 }
@@ -126,7 +148,17 @@ pub(crate) fn multi_insert(
     rows: Vec<Vec<Param>>,
     tail: &str,
 ) -> sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments> {
-    let sql = format!("{head} VALUES {} {tail}", values_placeholders(rows.len(), columns));
+    multi_insert_marked(head, columns, rows, tail, Marks::Numbered)
+}
+
+fn multi_insert_marked(
+    head: &str,
+    columns: usize,
+    rows: Vec<Vec<Param>>,
+    tail: &str,
+    marks: Marks,
+) -> sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments> {
+    let sql = format!("{head} VALUES {} {tail}", values_placeholders(rows.len(), columns, marks));
     let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
     for row in rows {
         debug_assert_eq!(row.len(), columns, "every row has every column");
@@ -140,10 +172,11 @@ pub(crate) fn multi_insert(
     query
 }
 
-/// Bound values per statement. SQLite finds each named parameter by a linear search, so a
-/// statement's binding cost grows with the square of its parameters: many moderate statements
-/// beat one huge one.
-const PARAMS_PER_STATEMENT: usize = 256;
+/// Bound values per statement: large enough that a batch is a handful of statements, well under
+/// SQLite's and PostgreSQL's limits. (With numbered marks SQLite finds each parameter by a linear
+/// search over the names, which made big statements quadratic; `insert_rows` uses positional
+/// marks on SQLite for that reason.)
+const PARAMS_PER_STATEMENT: usize = 1024;
 
 /// Writes `rows` with [`multi_insert`] in as few statements as [`PARAMS_PER_STATEMENT`] allows,
 /// returning what their `tail` (`RETURNING ...`) gives back.
@@ -155,26 +188,30 @@ pub(crate) async fn insert_rows(
     tail: &str,
 ) -> Result<Vec<AnyRow>, super::StoreError> {
     let per_statement = (PARAMS_PER_STATEMENT / columns).max(1);
+    let marks = Marks::for_connection(conn);
     let mut returned = vec![];
     let mut rows = rows.into_iter().peekable();
     while rows.peek().is_some() {
         let chunk: Vec<Vec<Param>> = rows.by_ref().take(per_statement).collect();
-        returned.extend(multi_insert(head, columns, chunk, tail).fetch_all(&mut *conn).await?);
+        returned.extend(multi_insert_marked(head, columns, chunk, tail, marks).fetch_all(&mut *conn).await?);
     }
     Ok(returned)
 }
 
 /// `($1, $2, ...)` after `offset` values: a parenthesized list of `count` placeholders.
-pub(crate) fn placeholder_list(offset: usize, count: usize) -> String {
-    let marks: Vec<String> = (offset + 1..=offset + count).map(|n| format!("${n}")).collect();
-    format!("({})", marks.join(", "))
+pub(crate) fn placeholder_list(offset: usize, count: usize, marks: Marks) -> String {
+    let list: Vec<String> = (offset + 1..=offset + count).map(|n| marks.mark(n)).collect();
+    format!("({})", list.join(", "))
 }
 
 #[cfg(test)]
 mod tests {
     #[test]
     fn placeholders_number_every_value_once() {
-        assert_eq!(super::values_placeholders(2, 3), "($1, $2, $3), ($4, $5, $6)");
-        assert_eq!(super::values_placeholders(1, 1), "($1)");
+        use super::Marks::*;
+        assert_eq!(super::values_placeholders(2, 3, Numbered), "($1, $2, $3), ($4, $5, $6)");
+        assert_eq!(super::values_placeholders(1, 1, Numbered), "($1)");
+        assert_eq!(super::values_placeholders(2, 2, Positional), "(?, ?), (?, ?)");
+        assert_eq!(super::placeholder_list(1, 2, Numbered), "($2, $3)");
     }
 }
