@@ -4,7 +4,11 @@ FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
+# Embedded in the binary (migrations, and the shipped configuration and templates it falls back to).
 COPY migrations ./migrations
+COPY config ./config
+COPY templates ./templates
+# Declared targets must exist for cargo to read the manifest.
 COPY examples ./examples
 COPY tests ./tests
 RUN cargo build --release --locked --bin chatgate
