@@ -11,11 +11,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chatgate::command::{ActorId, Channel, CommandRequest, ExternalId, IdempotencyClass, Intent, Risk, TenantId};
+use chatgate::command::{CommandRequest, Intent};
 use chatgate::config::{DatabaseUrl, StorageConfig};
 use chatgate::engine::{Engine, MoveContext};
 use chatgate::evidence::Pseudonymizer;
-use chatgate::lifecycle::{CommandKind, Event};
+use chatgate::lifecycle::Event;
 use chatgate::store::{Admitted, Store};
 use clap::Parser;
 use time::OffsetDateTime;
@@ -33,24 +33,7 @@ struct Args {
 }
 
 fn request(n: usize, message: &str) -> anyhow::Result<CommandRequest> {
-    Ok(CommandRequest {
-        tenant_id: TenantId::parse("bench")?,
-        actor_id: ActorId::parse("15550000001")?,
-        channel: Channel::parse("whatsapp")?,
-        conversation_id: ExternalId::parse("wa:15550000001")?,
-        message_ids: vec![ExternalId::parse(message)?],
-        correlation_id: None,
-        causation_id: None,
-        intent: Intent::parse("order", "refund", Some(&n.to_string()))?,
-        args: serde_json::from_value(serde_json::json!({"order_id": n.to_string(), "amount": "25.00"}))?,
-        command_kind: CommandKind::Mutation,
-        idempotency_class: IdempotencyClass::I1,
-        risk: Risk::Medium,
-        supplied_key: None,
-        ttl: Some(Duration::from_secs(600)),
-        dedupe_window: Duration::from_secs(86_400),
-        target_command_id: None,
-    })
+    Ok(chatgate::command::demo::refund("bench", &n.to_string(), "25.00", message)?)
 }
 
 /// Runs `count` jobs with at most `concurrency` at once; returns each job's latency.

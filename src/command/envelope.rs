@@ -152,29 +152,12 @@ fn normalize_args(args: Args) -> Args {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
 
-    pub(crate) fn refund_request(tenant: &str, message_id: &str) -> CommandRequest {
-        let id = |raw: &str| ExternalId::parse(raw).expect("valid id");
-        CommandRequest {
-            tenant_id: TenantId::parse(tenant).expect("valid tenant"),
-            actor_id: ActorId::parse("15550000001").expect("valid actor"),
-            channel: Channel::parse("whatsapp").expect("valid channel"),
-            conversation_id: id("wa:15550000001"),
-            message_ids: vec![id(message_id)],
-            correlation_id: None,
-            causation_id: None,
-            intent: Intent::parse("order", "refund", Some("1234")).expect("valid intent"),
-            args: serde_json::from_str(r#"{"amount": "25.00 "}"#).expect("object"),
-            command_kind: CommandKind::Mutation,
-            idempotency_class: IdempotencyClass::I1,
-            risk: Risk::Medium,
-            supplied_key: None,
-            ttl: Some(Duration::from_secs(600)),
-            dedupe_window: Duration::from_secs(86_400),
-            target_command_id: None,
-        }
+    fn refund_request(tenant: &str, message_id: &str) -> CommandRequest {
+        // A trailing space, which normalization must remove.
+        crate::command::demo::refund(tenant, "1234", "25.00 ", message_id).expect("demo refund")
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Commands: the canonical envelope, its identifiers and its idempotency key.
 
+pub mod demo;
 pub mod envelope;
 pub mod idempotency;
 pub mod ids;

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use chatgate::app::{AppState, run_router};
-use chatgate::command::{ActorId, Channel, CommandRequest, ExternalId, IdempotencyClass, Intent, Risk, TenantId};
+use chatgate::command::{CommandRequest, IdempotencyClass, Intent, Risk, TenantId};
 use chatgate::config::{Config, DatabaseUrl};
 use chatgate::engine::Engine;
 use chatgate::evidence::Pseudonymizer;
@@ -193,24 +193,7 @@ impl Drop for TestDb {
 
 /// "refund {order} {amount}" from the demo customer, as canonicalization would produce it.
 pub fn refund(tenant: &str, order: &str, amount: &str, message_id: &str) -> CommandRequest {
-    CommandRequest {
-        tenant_id: TenantId::parse(tenant).expect("tenant"),
-        actor_id: ActorId::parse("15550000001").expect("actor"),
-        channel: Channel::parse("whatsapp").expect("channel"),
-        conversation_id: ExternalId::parse("wa:15550000001").expect("conversation"),
-        message_ids: vec![ExternalId::parse(message_id).expect("message id")],
-        correlation_id: None,
-        causation_id: None,
-        intent: Intent::parse("order", "refund", Some(order)).expect("intent"),
-        args: serde_json::from_value(serde_json::json!({"order_id": order, "amount": amount})).expect("object"),
-        command_kind: CommandKind::Mutation,
-        idempotency_class: IdempotencyClass::I1,
-        risk: Risk::Medium,
-        supplied_key: None,
-        ttl: Some(Duration::from_secs(600)),
-        dedupe_window: Duration::from_secs(86_400),
-        target_command_id: None,
-    }
+    chatgate::command::demo::refund(tenant, order, amount, message_id).expect("demo refund")
 }
 
 /// "order status {order}": a read-only command (I0).
