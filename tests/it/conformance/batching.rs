@@ -48,9 +48,33 @@ async fn a_batch_of_new_commands_is_one_transaction_and_writes_everything_each_w
         .collect();
     // Another tenant in the same batch: its own chain.
     writes.push(plan(db, refund("acme", "b0", "1.00", "wamid.ACME"), "wamid.ACME"));
+    // One refused at once (ends terminal at admission): its reservation must replay that outcome.
+    let refused = Admission {
+        then: &[Event::SubmitForAuthorization, Event::Deny],
+        reason_code: Some("missing_scope".into()),
+        inbound: Some(inbound("wamid.DENY")),
+        ..Admission::default()
+    };
+    let refused = db.engine.plan(refund("demo", "deny", "1.00", "wamid.DENY"), refused, now()).expect("plan");
+    let refused_id = refused.envelope.command_id;
+    writes.push(refused);
     let results = db.store.admit_many(&writes).await;
-    assert_eq!(db.store.admission_stats(), (1, 41), "one transaction carried all 41");
-    for (write, result) in writes.iter().zip(&results) {
+    assert_eq!(db.store.admission_stats(), (1, 42), "one transaction carried all 42");
+    match results.last() {
+        Some(Ok(Admitted::New { command_id, lifecycle, version: 3 })) => {
+            assert_eq!((*command_id, lifecycle.state), (refused_id, State::Rejected));
+        }
+        other => panic!("expected the refusal, got {other:?}"),
+    }
+    let artifacts = db.store.evidence_for_command("demo", refused_id).await.expect("evidence");
+    let outcome = artifacts.last().expect("evidence").artifact_id.to_string();
+    assert_eq!(db.count("SELECT COUNT(*) FROM dedupe_records WHERE outcome_ref = $1", &outcome).await, 1, "settled");
+    let (_, replay) =
+        db.engine.accept(refund("demo", "deny", "1.00", "wamid.DENY2"), &[], now()).await.expect("accept");
+    assert!(matches!(&replay, Admitted::Replayed(d) if d.command_id == refused_id), "{replay:?}");
+    let writes = &writes[..41];
+    let results = &results[..41];
+    for (write, result) in writes.iter().zip(results) {
         match result {
             Ok(Admitted::New { command_id, lifecycle, version: 2 }) => {
                 assert_eq!(*command_id, write.envelope.command_id);
@@ -64,10 +88,14 @@ async fn a_batch_of_new_commands_is_one_transaction_and_writes_everything_each_w
         db.count("SELECT COUNT(*) FROM command_transitions WHERE to_state = $1", "confirmation_required").await,
         41
     );
-    assert_eq!(db.count("SELECT COUNT(*) FROM inbound_messages WHERE status = $1", "command").await, 41);
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM inbound_messages WHERE status = $1", "command").await,
+        42,
+        "the refusal's too"
+    );
     assert_eq!(db.count("SELECT COUNT(*) FROM outbox WHERE kind = $1", "prompt").await, 41);
     assert_eq!(db.count("SELECT COUNT(*) FROM dedupe_records WHERE status = $1", "in_progress").await, 41);
-    for write in &writes {
+    for write in writes {
         let id = write.envelope.command_id;
         let artifacts = db.store.evidence_for_command(write.envelope.tenant_id.as_str(), id).await.expect("evidence");
         let kinds: Vec<&str> = artifacts.iter().map(|a| a.kind.as_str()).collect();
@@ -78,7 +106,8 @@ async fn a_batch_of_new_commands_is_one_transaction_and_writes_everything_each_w
     let report = db.store.verify_evidence().await.expect("verify");
     assert!(report.first_break.is_none(), "{:?}", report.first_break);
     let chains: Vec<_> = report.chains.iter().map(|c| (c.chain_id.as_str(), c.artifacts)).collect();
-    assert_eq!(chains, [("acme", 2), ("demo", 80)]);
+    // demo: 40 × 2, the refusal's 4 (accepted, authz requested, authz decided, rejected), the replay's 1.
+    assert_eq!(chains, [("acme", 2), ("demo", 85)]);
 }
 
 async fn a_batch_with_redeliveries_or_shared_keys_answers_each_as_alone(db: &TestDb) {
