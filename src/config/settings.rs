@@ -66,8 +66,8 @@ impl Settings {
         // Every template renders against its sample data, or nothing starts.
         templates.check().map_err(|problems| ConfigError::Invalid(format!("templates: {}", problems.join("; "))))?;
         let executors: BTreeSet<String> = config.executors.keys().cloned().collect();
-        let registry =
-            Registry::parse(commands_path, commands, &executors).map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        let registry = Registry::parse(commands_path, commands, &executors, config.idempotency.default_window())
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         let file: DirectoryFile = parse_toml(directory_path, directory, env)?;
         let directory =
             Directory::build(file).map_err(|e| ConfigError::Invalid(format!("{}: {e}", directory_path.display())))?;

@@ -26,12 +26,6 @@ pub enum StoreError {
     Database(sqlx::Error),
 }
 
-impl StoreError {
-    pub fn is_retryable(&self) -> bool {
-        matches!(self, Self::Unavailable(_) | Self::StaleVersion { .. })
-    }
-}
-
 impl From<sqlx::Error> for StoreError {
     fn from(error: sqlx::Error) -> Self {
         use sqlx::Error as E;

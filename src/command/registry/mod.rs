@@ -78,8 +78,14 @@ pub struct RegistryError(pub Vec<String>);
 const HELP_WORDS: &[&str] = &["help", "?", "menu", "commands"];
 
 impl Registry {
-    /// Parses and validates a registry file; `executors` are the names configured.
-    pub fn parse(path: &Path, text: &str, executors: &BTreeSet<String>) -> Result<Self, RegistryError> {
+    /// Parses and validates a registry file; `executors` are the names configured, and
+    /// `default_window` the dedupe window of commands that declare none.
+    pub fn parse(
+        path: &Path,
+        text: &str,
+        executors: &BTreeSet<String>,
+        default_window: Duration,
+    ) -> Result<Self, RegistryError> {
         let at = |offset: usize| {
             let before = text.get(..offset).unwrap_or(text);
             format!("{}:{}", path.display(), before.matches('\n').count() + 1)
@@ -92,7 +98,7 @@ impl Registry {
         let mut commands = vec![];
         for (name, spanned) in &raw.commands {
             let line = at(spanned.span().start);
-            match build(name, spanned.get_ref(), executors, &at) {
+            match build(name, spanned.get_ref(), executors, default_window, &at) {
                 Ok(spec) => commands.push((line, spec)),
                 Err(mut found) => problems.append(&mut found),
             }
@@ -230,6 +236,7 @@ fn build(
     name: &str,
     raw: &RawCommand,
     executors: &BTreeSet<String>,
+    default_window: Duration,
     at: &dyn Fn(usize) -> String,
 ) -> Result<CommandSpec, Vec<String>> {
     let mut problems = vec![];
@@ -253,7 +260,7 @@ fn build(
             default
         }),
     };
-    let dedupe_window = duration(&raw.dedupe_window, Duration::from_secs(86_400), "dedupe_window");
+    let dedupe_window = duration(&raw.dedupe_window, default_window, "dedupe_window");
     let confirmation_ttl = duration(&raw.confirmation_ttl, Duration::from_secs(300), "confirmation_ttl");
     let timeout = duration(&raw.timeout, Duration::from_secs(30), "timeout");
     let ttl = duration(&raw.ttl, Duration::from_secs(600), "ttl");

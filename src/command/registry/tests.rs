@@ -5,7 +5,7 @@ fn executors() -> BTreeSet<String> {
 }
 
 fn parse(text: &str) -> Result<Registry, RegistryError> {
-    Registry::parse(Path::new("commands.toml"), text, &executors())
+    Registry::parse(Path::new("commands.toml"), text, &executors(), Duration::from_secs(3_600))
 }
 
 fn shipped() -> Registry {
@@ -46,6 +46,13 @@ fn equal_amounts_in_different_forms_are_one_argument() {
     assert_eq!(amount("refund 1234 25"), amount("refund 1234 25.0"));
     assert_eq!(amount("refund 1234 25.0"), amount("refund 1234 25.00"));
     assert_ne!(amount("refund 1234 25"), amount("refund 1234 25.01"));
+}
+
+#[test]
+fn a_command_without_a_window_gets_the_configured_default() {
+    let registry = shipped();
+    assert_eq!(registry.get("order_status").map(|c| c.dedupe_window), Some(Duration::from_secs(3_600)));
+    assert_eq!(registry.get("refund").map(|c| c.dedupe_window), Some(Duration::from_secs(86_400)), "declared 24h");
 }
 
 #[test]
