@@ -5,8 +5,6 @@
 
 mod evidence;
 
-use std::time::Duration;
-
 use serde_json::Value;
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -108,8 +106,9 @@ impl Engine {
         now: OffsetDateTime,
     ) -> Result<(CommandEnvelope, Admitted), EngineError> {
         let write = self.plan(request, admission, now)?;
-        let admitted = self.store.admit(&write).await?;
-        Ok((write.envelope, admitted))
+        let envelope = write.envelope.clone();
+        let admitted = self.store.admit(write).await?;
+        Ok((envelope, admitted))
     }
 
     /// Everything an admission writes, decided without I/O: the envelope, its moves and their
@@ -122,22 +121,8 @@ impl Engine {
     ) -> Result<AdmissionWrite, EngineError> {
         let dedupe_window = request.dedupe_window;
         let envelope = CommandEnvelope::canonicalize(request, now);
-        let mut write = self.plan_admission(envelope, &admission, dedupe_window, now)?;
-        write.inbound = admission.inbound;
-        write.outbox = admission.outbox;
-        write.reply_to = admission.reply_to;
-        Ok(write)
-    }
-
-    fn plan_admission(
-        &self,
-        envelope: CommandEnvelope,
-        admission: &Admission<'_>,
-        dedupe_window: Duration,
-        now: OffsetDateTime,
-    ) -> Result<AdmissionWrite, EngineError> {
-        let then = admission.then;
         let trace = self.trace_for(&envelope);
+        let then = admission.then;
         let mut current =
             Lifecycle { state: State::Received, kind: envelope.command_kind, confirmation: ConfirmationGate::Pending };
         let mut moves = Vec::with_capacity(then.len() + 1);
@@ -152,12 +137,12 @@ impl Engine {
         Ok(AdmissionWrite {
             envelope,
             moves,
-            reason_code: admission.reason_code.clone(),
+            reason_code: admission.reason_code,
             dedupe_window,
             trace,
-            inbound: None,
-            outbox: vec![],
-            reply_to: None,
+            inbound: admission.inbound,
+            outbox: admission.outbox,
+            reply_to: admission.reply_to,
             at: now,
         })
     }

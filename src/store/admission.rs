@@ -93,18 +93,23 @@ pub enum Admitted {
 impl Store {
     /// Admits one command: through the admission writer (grouped with whatever else is waiting)
     /// when one runs, else at once.
-    pub async fn admit(&self, write: &AdmissionWrite) -> Result<Admitted, StoreError> {
-        if let Some(queue) = self.admission_writer() {
-            match super::writer::submit(queue, write).await {
-                Ok(answer) => return answer,
-                // Never a 503 forever because of one bug: admit alone. Should the writer have
-                // committed this write before it died, the message row makes this a redelivery.
-                Err(super::writer::WriterGone) => {
-                    tracing::error!("the admission writer stopped; admitting one at a time")
-                }
+    pub async fn admit(&self, write: AdmissionWrite) -> Result<Admitted, StoreError> {
+        let Some(queue) = self.admission_writer() else {
+            return self.admit_now(&write).await;
+        };
+        match super::writer::submit(queue, write).await {
+            Ok(answer) => answer,
+            // Never a 503 forever because of one bug: without a writer, admit alone.
+            Err(super::writer::WriterGone::Before(write)) => {
+                tracing::error!("the admission writer stopped; admitting one at a time");
+                self.admit_now(&write).await
+            }
+            // It took the write and died: whether it committed is unknown, so the caller retries
+            // (and the message row turns a committed write into a redelivery).
+            Err(super::writer::WriterGone::During) => {
+                Err(StoreError::Unavailable("the admission writer stopped during the write".into()))
             }
         }
-        self.admit_now(write).await
     }
 
     /// Admits one command in a transaction of its own.

@@ -35,6 +35,23 @@ pub struct ClaimedMessage {
     pub attempt: i64,
 }
 
+/// The claim statement, with `$lock` the dialect's row-locking clause (written once so that the
+/// two backends cannot drift apart).
+macro_rules! claim_outbox_sql {
+    ($lock:literal) => {
+        concat!(
+            "UPDATE outbox SET locked_until = $1, attempts = attempts + 1, updated_at = $2
+             WHERE id IN (SELECT id FROM outbox
+                          WHERE status = 'pending' AND next_attempt_at <= $2
+                            AND (locked_until IS NULL OR locked_until <= $2)
+                          ORDER BY next_attempt_at, id LIMIT $3 ",
+            $lock,
+            ") RETURNING id, tenant_id, command_id, kind, destination, payload, attempts"
+        )
+    };
+}
+pub(crate) use claim_outbox_sql;
+
 pub(crate) const OUTBOX_INSERT: &str = "INSERT INTO outbox (id, tenant_id, command_id, kind, destination, payload, \
      status, attempts, next_attempt_at, created_at, updated_at)";
 pub(crate) const OUTBOX_COLUMNS: usize = 11;

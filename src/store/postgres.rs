@@ -6,6 +6,7 @@ use std::time::Duration;
 use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyConnection, AnyPool, Connection};
 
+use super::outbox::claim_outbox_sql;
 use super::{Dialect, StoreError};
 use crate::config::StorageConfig;
 
@@ -17,13 +18,7 @@ impl Dialect for PostgresDialect {
     }
 
     fn claim_outbox_sql(&self) -> &'static str {
-        "UPDATE outbox SET locked_until = $1, attempts = attempts + 1, updated_at = $2
-         WHERE id IN (SELECT id FROM outbox
-                      WHERE status = 'pending' AND next_attempt_at <= $2
-                        AND (locked_until IS NULL OR locked_until <= $2)
-                      ORDER BY next_attempt_at, id LIMIT $3
-                      FOR UPDATE SKIP LOCKED)
-         RETURNING id, tenant_id, command_id, kind, destination, payload, attempts"
+        claim_outbox_sql!("FOR UPDATE SKIP LOCKED")
     }
 }
 

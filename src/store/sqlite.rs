@@ -5,6 +5,7 @@ use std::path::Path;
 use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, AssertSqlSafe, Executor};
 
+use super::outbox::claim_outbox_sql;
 use super::{Dialect, StoreError};
 use crate::config::StorageConfig;
 
@@ -18,12 +19,7 @@ impl Dialect for SqliteDialect {
     // SQLite has one writer at a time and the claim runs inside `BEGIN IMMEDIATE`, so no row
     // locking clause is needed (or accepted).
     fn claim_outbox_sql(&self) -> &'static str {
-        "UPDATE outbox SET locked_until = $1, attempts = attempts + 1, updated_at = $2
-         WHERE id IN (SELECT id FROM outbox
-                      WHERE status = 'pending' AND next_attempt_at <= $2
-                        AND (locked_until IS NULL OR locked_until <= $2)
-                      ORDER BY next_attempt_at, id LIMIT $3)
-         RETURNING id, tenant_id, command_id, kind, destination, payload, attempts"
+        claim_outbox_sql!("")
     }
 }
 

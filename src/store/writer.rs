@@ -35,14 +35,19 @@ async fn run(store: Store, mut jobs: mpsc::Receiver<Job>) {
 
 /// The writer is gone (it can only end by a panic while the store lives).
 #[derive(Debug)]
-pub(crate) struct WriterGone;
+pub(crate) enum WriterGone {
+    /// Before it took the write, which comes back.
+    Before(Box<AdmissionWrite>),
+    /// After it took the write: it may or may not have been committed.
+    During,
+}
 
 /// Hands `write` to the writer and waits for its answer.
 pub(crate) async fn submit(
     queue: &mpsc::Sender<Job>,
-    write: &AdmissionWrite,
+    write: AdmissionWrite,
 ) -> Result<Result<Admitted, StoreError>, WriterGone> {
     let (reply, answer) = oneshot::channel();
-    queue.send(Job { write: write.clone(), reply }).await.map_err(|_| WriterGone)?;
-    answer.await.map_err(|_| WriterGone)
+    queue.send(Job { write, reply }).await.map_err(|unsent| WriterGone::Before(Box::new(unsent.0.write)))?;
+    answer.await.map_err(|_| WriterGone::During)
 }
