@@ -1,6 +1,9 @@
-//! The conversation: what chatgate says back, and (with the conversation issue) confirmations
-//! and the sending of replies.
+//! The conversation: what chatgate says back (templates), the confirmations it asks for and how
+//! answers to them are read, the outcome replies, and the worker that sends all of it.
 
+pub mod answers;
+pub mod confirm;
+pub mod outcome;
 pub mod templates;
 
 pub use templates::{FALLBACK_LOCALE, REQUIRED, TemplateError, Templates};

@@ -25,7 +25,14 @@ pub const REQUIRED: &[&str] = &[
     "failed",
     "step_up_required",
     "help",
+    "confirmed",
+    "canceled",
+    "button_yes",
+    "button_no",
 ];
+
+/// WhatsApp's limit on an interactive button's title; templates named `button_*` must fit.
+pub const BUTTON_TITLE_MAX: usize = 20;
 
 /// The shipped templates, embedded so that the binary runs from any folder.
 const SHIPPED: &[(&str, &str)] = &[
@@ -39,6 +46,10 @@ const SHIPPED: &[(&str, &str)] = &[
     ("whatsapp/en/failed", include_str!("../../templates/whatsapp/en/failed.txt")),
     ("whatsapp/en/step_up_required", include_str!("../../templates/whatsapp/en/step_up_required.txt")),
     ("whatsapp/en/help", include_str!("../../templates/whatsapp/en/help.txt")),
+    ("whatsapp/en/confirmed", include_str!("../../templates/whatsapp/en/confirmed.txt")),
+    ("whatsapp/en/canceled", include_str!("../../templates/whatsapp/en/canceled.txt")),
+    ("whatsapp/en/button_yes", include_str!("../../templates/whatsapp/en/button_yes.txt")),
+    ("whatsapp/en/button_no", include_str!("../../templates/whatsapp/en/button_no.txt")),
     ("whatsapp/pt/confirmation_prompt", include_str!("../../templates/whatsapp/pt/confirmation_prompt.txt")),
     ("whatsapp/pt/declined", include_str!("../../templates/whatsapp/pt/declined.txt")),
     ("whatsapp/pt/expired", include_str!("../../templates/whatsapp/pt/expired.txt")),
@@ -49,6 +60,10 @@ const SHIPPED: &[(&str, &str)] = &[
     ("whatsapp/pt/failed", include_str!("../../templates/whatsapp/pt/failed.txt")),
     ("whatsapp/pt/step_up_required", include_str!("../../templates/whatsapp/pt/step_up_required.txt")),
     ("whatsapp/pt/help", include_str!("../../templates/whatsapp/pt/help.txt")),
+    ("whatsapp/pt/confirmed", include_str!("../../templates/whatsapp/pt/confirmed.txt")),
+    ("whatsapp/pt/canceled", include_str!("../../templates/whatsapp/pt/canceled.txt")),
+    ("whatsapp/pt/button_yes", include_str!("../../templates/whatsapp/pt/button_yes.txt")),
+    ("whatsapp/pt/button_no", include_str!("../../templates/whatsapp/pt/button_no.txt")),
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -156,8 +171,16 @@ impl Templates {
             }
             for (_, locale) in self.locales.iter().filter(|(c, _)| c == channel) {
                 for name in REQUIRED {
-                    if let Err(e) = self.render(channel, locale, name, &sample_vars(name)) {
-                        problems.push(e.to_string());
+                    match self.render(channel, locale, name, &sample_vars(name)) {
+                        Err(e) => problems.push(e.to_string()),
+                        Ok(title) if name.starts_with("button_") && title.chars().count() > BUTTON_TITLE_MAX => {
+                            problems.push(format!(
+                                "template `{channel}/{locale}/{name}`: a button title has at most \
+                                 {BUTTON_TITLE_MAX} characters, `{title}` has {}",
+                                title.chars().count()
+                            ));
+                        }
+                        Ok(_) => {}
                     }
                 }
             }
@@ -179,9 +202,12 @@ pub fn sample_vars(name: &str) -> serde_json::Value {
             "args": {"order_id": "1234", "amount": "25"}, "code": "K7Q2", "expires_in_minutes": 5, "step_up": false,
         }),
         "declined" | "expired" => json!({"command": "refund", "code": "K7Q2"}),
-        "rejected" => {
-            json!({"reason": "missing_scope", "command": "close_account", "candidates": ["refund {order_id} {amount}"]})
-        }
+        "rejected" => json!({
+            "reason": "missing_scope", "command": "close_account", "candidates": ["refund {order_id} {amount}"],
+            "codes": ["K7Q2", "P3XM"],
+        }),
+        "confirmed" => json!({"command": "refund", "command_id": "0190f3a1-0000-7000-8000-000000000000"}),
+        "canceled" => json!({"command": "refund", "reason": "ttl_expired"}),
         "in_progress" | "already_done" => {
             json!({"command_id": "0190f3a1-0000-7000-8000-000000000000", "state": "started"})
         }

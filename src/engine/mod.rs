@@ -10,10 +10,12 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::command::{CommandEnvelope, CommandRequest, TenantId};
+use crate::conversation::outcome::outcome_reply;
 use crate::evidence::{Pseudonymizer, TraceBindings};
 use crate::lifecycle::{self, ConfirmationGate, Event, InvalidTransition, Lifecycle, State, Transition};
 use crate::store::{
-    AdmissionWrite, Admitted, NewInbound, NewOutboxMessage, ReplyTo, Store, StoreError, StoredCommand, TransitionWrite,
+    AdmissionWrite, Admitted, NewConfirmation, NewInbound, NewOutboxMessage, ReplyTo, Store, StoreError, StoredCommand,
+    TransitionWrite,
 };
 
 pub use evidence::transition_evidence;
@@ -45,6 +47,8 @@ pub struct Admission<'a> {
     pub inbound: Option<NewInbound>,
     pub outbox: Vec<NewOutboxMessage>,
     pub reply_to: Option<ReplyTo>,
+    /// The confirmation the first moves ask for.
+    pub confirmation: Option<NewConfirmation>,
 }
 
 /// What a move carries besides its event.
@@ -55,6 +59,8 @@ pub struct MoveContext {
     pub decision: Option<Value>,
     /// Effects to perform once the move is committed.
     pub outbox: Vec<NewOutboxMessage>,
+    /// Variables for the outcome reply when the move ends the command (`result`, `code`).
+    pub reply_vars: Option<Value>,
 }
 
 /// A committed move.
@@ -78,6 +84,11 @@ impl Engine {
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// The keyed hash that stands for a person (or any identifier) in evidence.
+    pub fn pseudonym(&self, value: &str) -> String {
+        self.pseudonymizer.pseudonym(value)
     }
 
     pub fn trace_for(&self, envelope: &CommandEnvelope) -> TraceBindings {
@@ -134,6 +145,11 @@ impl Engine {
             moves.push((transition, transition_evidence(&transition, envelope.command_id, &trace, decision, reason)));
             current = transition.after(envelope.command_kind);
         }
+        let mut outbox = admission.outbox;
+        if let Some(reply_to) = &admission.reply_to {
+            let reason = admission.reason_code.as_deref();
+            outbox.extend(outcome_reply(reply_to, envelope.command_id, current.state, reason, None));
+        }
         Ok(AdmissionWrite {
             envelope,
             moves,
@@ -141,8 +157,9 @@ impl Engine {
             dedupe_window,
             trace,
             inbound: admission.inbound,
-            outbox: admission.outbox,
+            outbox,
             reply_to: admission.reply_to,
+            confirmation: admission.confirmation,
             at: now,
         })
     }
@@ -159,30 +176,61 @@ impl Engine {
         now: OffsetDateTime,
     ) -> Result<Moved, EngineError> {
         let command = self.command(tenant_id, command_id).await?;
-        let trace = self.trace_for(&command.envelope);
-        let transition = match lifecycle::apply(command.lifecycle, event) {
-            Ok(transition) => transition,
+        let write = match self.plan_moves(&command, vec![(event, context)], now) {
+            Ok(mut writes) => writes.remove(0),
             Err(error) => {
-                let draft = evidence::invalid_attempt(&command, event, &error, trace);
+                let draft = evidence::invalid_attempt(&command, event, &error, self.trace_for(&command.envelope));
                 let ids = self.store.record_evidence(tenant_id.as_str(), &[draft], now).await?;
                 let evidence_id = ids.first().copied().unwrap_or_default();
                 return Err(EngineError::InvalidTransition { error, state: command.lifecycle.state, evidence_id });
             }
         };
-        let evidence =
-            transition_evidence(&transition, command_id, &trace, context.decision, context.reason_code.clone());
-        let write = TransitionWrite {
-            tenant_id: tenant_id.clone(),
-            command_id,
-            expected_version: command.version,
-            transition,
-            reason_code: context.reason_code,
-            evidence,
-            outbox: context.outbox,
-            at: now,
-        };
+        let transition = write.transition;
         let committed = self.store.commit_transition(&write).await?;
         Ok(Moved { transition, version: committed.version, evidence_ids: committed.evidence_ids })
+    }
+
+    /// Decides moves of a stored command, in order, each on the version the one before leaves,
+    /// without I/O: their evidence and effects, and the outcome reply when one ends the command
+    /// (so that the person hears the outcome once, in the transaction that decides it).
+    pub fn plan_moves(
+        &self,
+        command: &StoredCommand,
+        moves: Vec<(Event, MoveContext)>,
+        now: OffsetDateTime,
+    ) -> Result<Vec<TransitionWrite>, InvalidTransition> {
+        let trace = self.trace_for(&command.envelope);
+        let (mut current, mut version) = (command.lifecycle, command.version);
+        let mut writes = Vec::with_capacity(moves.len());
+        for (event, context) in moves {
+            let transition = lifecycle::apply(current, event)?;
+            let evidence = transition_evidence(
+                &transition,
+                command.envelope.command_id,
+                &trace,
+                context.decision,
+                context.reason_code.clone(),
+            );
+            let mut outbox = context.outbox;
+            if let Some(reply_to) = &command.reply_to {
+                let reason = context.reason_code.as_deref();
+                let extra = context.reply_vars.as_ref();
+                outbox.extend(outcome_reply(reply_to, command.envelope.command_id, transition.to, reason, extra));
+            }
+            writes.push(TransitionWrite {
+                tenant_id: command.envelope.tenant_id.clone(),
+                command_id: command.envelope.command_id,
+                expected_version: version,
+                transition,
+                reason_code: context.reason_code,
+                evidence,
+                outbox,
+                at: now,
+            });
+            current = transition.after(command.envelope.command_kind);
+            version += 1;
+        }
+        Ok(writes)
     }
 
     pub async fn command(&self, tenant_id: &TenantId, command_id: Uuid) -> Result<StoredCommand, EngineError> {

@@ -14,11 +14,13 @@ use uuid::Uuid;
 
 use crate::command::registry::{CommandSpec, Interpretation, Registry};
 use crate::command::{Args, CommandRequest, ExternalId, Intent};
+use crate::conversation::answers::{self, AnswerOutcome, Answering};
+use crate::conversation::confirm::{self, Answer};
 use crate::directory::{Actor, Directory, Tenant, UnknownSenderPolicy};
 use crate::engine::{Admission, Engine, EngineError};
 use crate::lifecycle::{CommandKind, Event};
 use crate::store::{
-    Admitted, DeliveryStatus, InboundOutcome, NewInbound, NewOutboxMessage, ReplyTo, Store, StoreError,
+    Admitted, DeliveryStatus, InboundOutcome, NewConfirmation, NewInbound, NewOutboxMessage, ReplyTo, Store, StoreError,
 };
 use message::{Content, InboundMessage, StatusUpdate};
 
@@ -37,6 +39,8 @@ pub enum Handled {
     Command { command_id: Uuid, outcome: &'static str },
     /// A different command under a taken key (only possible with caller-supplied keys).
     Conflict,
+    /// An answer to a confirmation.
+    Answer(AnswerOutcome),
 }
 
 impl Handled {
@@ -50,6 +54,8 @@ impl Handled {
             Self::Command { outcome, .. } if outcome.starts_with("duplicate") => "duplicate",
             Self::Command { .. } => "command",
             Self::Conflict => "conflict",
+            Self::Answer(AnswerOutcome::Redelivered) => "redelivered",
+            Self::Answer(_) => "answer",
         }
     }
 }
@@ -94,6 +100,11 @@ impl Ingress {
             };
             return self.record(message, Some(tenant), status, &replies, Handled::UnknownSender, now).await;
         };
+        if let Some(answer) = Answer::parse(&message.content) {
+            let inbound = inbound_row(message, Some(tenant), "answer", now);
+            let who = Answering { tenant_id: &tenant.id, actor_id: &actor.id, reply_to: &reply_to, inbound: &inbound };
+            return Ok(Handled::Answer(answers::handle(&self.engine, &who, &answer, now).await?));
+        }
         let interpretation = match &message.content {
             Content::Text(text) => self.registry.interpret_text(text),
             Content::Reply { id, .. } => self.registry.interpret_reply_id(id),
@@ -180,6 +191,7 @@ impl Ingress {
             dedupe_window: spec.dedupe_window,
             target_command_id: None,
         };
+        let reply_to = ReplyTo { command: Some(spec.name.clone()), ..reply_to };
         let first = first_moves(spec, &actor.scopes, &args, &reply_to, now);
         let admission = Admission {
             then: first.events,
@@ -188,6 +200,7 @@ impl Ingress {
             inbound: Some(inbound_row(message, Some(tenant), "received", now)),
             outbox: first.outbox,
             reply_to: Some(reply_to),
+            confirmation: first.confirmation,
         };
         let (_, admitted) = self.engine.accept_with(request, admission, now).await?;
         Ok(match admitted {
@@ -230,6 +243,7 @@ struct FirstMoves {
     decision: Option<Value>,
     reason_code: Option<&'static str>,
     outbox: Vec<NewOutboxMessage>,
+    confirmation: Option<NewConfirmation>,
 }
 
 fn first_moves(
@@ -241,36 +255,38 @@ fn first_moves(
 ) -> FirstMoves {
     let missing: Vec<&String> = spec.scopes.difference(held).collect();
     if !missing.is_empty() {
-        // Refused before anyone is asked to confirm: canonicalized → authz_pending → rejected.
-        let vars = json!({"reason": "missing_scope", "command": spec.name, "missing": missing});
+        // Refused before anyone is asked to confirm: canonicalized → authz_pending → rejected
+        // (the engine queues the refusal as the command's outcome reply).
         return FirstMoves {
             events: &[Event::SubmitForAuthorization, Event::Deny],
             decision: Some(json!({"authz": "deny", "required": spec.scopes, "held": held, "missing": missing})),
             reason_code: Some("missing_scope"),
-            outbox: vec![reply_to.message("rejected", vars)],
+            outbox: vec![],
+            confirmation: None,
         };
     }
     match (spec.kind, spec.confirmation) {
         // Authorization (and step-up) is decided by the workers; the state is their queue.
-        (CommandKind::Read, _) => {
-            FirstMoves { events: &[Event::SubmitForAuthorization], decision: None, reason_code: None, outbox: vec![] }
-        }
+        (CommandKind::Read, _) => FirstMoves {
+            events: &[Event::SubmitForAuthorization],
+            decision: None,
+            reason_code: None,
+            outbox: vec![],
+            confirmation: None,
+        },
         (CommandKind::Mutation, true) => {
-            let expires_at = now + spec.confirmation_ttl;
-            let vars = json!({
-                "command": spec.name,
-                "usage": spec.usage(),
-                "args": args,
-                "expires_at": expires_at.unix_timestamp(),
-                "step_up": spec.step_up,
-            });
-            let mut prompt = reply_to.message("confirmation_prompt", vars);
-            prompt.kind = "prompt".into();
+            let vars = json!({"command": spec.name, "usage": spec.usage(), "args": args, "step_up": spec.step_up});
+            let confirmation = confirm::prompt(reply_to, vars, spec.confirmation_ttl, now);
             FirstMoves {
                 events: &[Event::RequestConfirmation],
-                decision: Some(json!({"confirmation": "requested", "expires_at": expires_at.unix_timestamp()})),
+                decision: Some(json!({
+                    "confirmation": "requested",
+                    "code": confirmation.code,
+                    "expires_at": confirmation.expires_at.unix_timestamp(),
+                })),
                 reason_code: None,
-                outbox: vec![prompt],
+                outbox: vec![confirm::prompt_message(reply_to, &confirmation)],
+                confirmation: Some(confirmation),
             }
         }
         (CommandKind::Mutation, false) => FirstMoves {
@@ -278,6 +294,7 @@ fn first_moves(
             decision: Some(json!({"policy": "registry declares no confirmation", "command": spec.name})),
             reason_code: None,
             outbox: vec![],
+            confirmation: None,
         },
     }
 }
@@ -301,6 +318,7 @@ fn conversation_id(message: &InboundMessage) -> ExternalId {
 
 fn reply_address(message: &InboundMessage, tenant: &Tenant) -> ReplyTo {
     ReplyTo {
+        command: None,
         destination: format!("{}:{}:{}", message.channel, message.to, message.from),
         base: json!({
             "channel": message.channel,

@@ -22,6 +22,11 @@ named_enum! {
         InvalidTransitionAttempt => "invalid_transition_attempt",
         // IDS §XII: a duplicate that was answered from the existing command.
         DedupeDecided => "dedupe.decided",
+        // The conversation: an answer to a confirmation (accepted, declined, refused, too late,
+        // and from whom), and each prompt or reply the provider took or refused.
+        ConfirmationAnswered => "command.confirmation.answered",
+        MessageSent => "conversation.message.sent",
+        MessageFailed => "conversation.message.failed",
     }
 }
 

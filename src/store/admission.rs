@@ -13,6 +13,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::commands::{insert_command, insert_transitions, settle_dedupe, transition_row};
+use super::confirmations::{NewConfirmation, confirmation_row, insert_confirmation, pending_prompt};
 use super::evidence::append_all;
 use super::inbound::{InboundOutcome, NewInbound, insert_inbound, link_inbound};
 use super::outbox::{NewOutboxMessage, insert_outbox};
@@ -38,6 +39,8 @@ pub struct AdmissionWrite {
     pub inbound: Option<NewInbound>,
     /// Effects of the new command's first moves (a confirmation prompt, a refusal).
     pub outbox: Vec<NewOutboxMessage>,
+    /// The confirmation the first moves ask for (IDS §X), bound to this command's key and actor.
+    pub confirmation: Option<NewConfirmation>,
     /// Where to answer a duplicate (IDS §IX: the outcome, or "in progress"); none for callers
     /// that answer synchronously.
     pub reply_to: Option<ReplyTo>,
@@ -45,12 +48,15 @@ pub struct AdmissionWrite {
 }
 
 /// A conversation address to queue a reply to.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ReplyTo {
     /// The outbox destination (`whatsapp:{phone_number_id}:{wa_id}`).
     pub destination: String,
     /// Fields every reply to this conversation carries (channel, recipient, the message answered).
     pub base: serde_json::Value,
+    /// The name the person knows the command by (the registry's), for the replies about it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
 }
 
 impl ReplyTo {
@@ -58,12 +64,16 @@ impl ReplyTo {
     pub fn message(&self, template: &str, vars: serde_json::Value) -> NewOutboxMessage {
         let mut payload = self.base.clone();
         if let Some(map) = payload.as_object_mut() {
+            map.insert("purpose".into(), "reply".into());
             map.insert("template".into(), template.into());
             map.insert("vars".into(), vars);
         }
-        NewOutboxMessage { kind: "reply".into(), destination: self.destination.clone(), payload, not_before: None }
+        NewOutboxMessage { kind: MESSAGE_KIND.into(), destination: self.destination.clone(), payload, not_before: None }
     }
 }
+
+/// The outbox kind of a message to a person (prompts and replies), which the sender claims.
+pub const MESSAGE_KIND: &str = "message";
 
 /// The existing command a duplicate was answered from.
 #[derive(Debug, Clone, PartialEq)]
@@ -131,9 +141,8 @@ impl Store {
 
         if envelope.idempotency_class.reserves_key() && !reserve(&mut tx, write).await? {
             let answer = answer_duplicate(&mut tx, write).await?;
-            if let (Some(reply_to), Some(reply)) = (&write.reply_to, duplicate_reply(&answer)) {
-                let (template, vars) = reply;
-                insert_outbox(&mut tx, tenant, None, &reply_to.message(template, vars), write.at).await?;
+            if let Some(reply_to) = &write.reply_to {
+                answer_duplicate_in_chat(&mut tx, tenant, reply_to, &answer, write.at).await?;
             }
             tx.commit().await?;
             return Ok(answer);
@@ -144,13 +153,17 @@ impl Store {
         };
         let lifecycle = last.after(envelope.command_kind);
         let version = write.moves.len() as i64;
-        insert_command(&mut tx, envelope, lifecycle, version, write.reason_code.as_deref(), write.at).await?;
+        let reason = write.reason_code.as_deref();
+        insert_command(&mut tx, envelope, lifecycle, version, reason, write.reply_to.as_ref(), write.at).await?;
+        if let Some(row) = confirmation_row_of(write) {
+            insert_confirmation(&mut tx, row).await?;
+        }
         insert_transitions(&mut tx, transition_rows(write)).await?;
         let drafts: Vec<EvidenceDraft> = write.moves.iter().flat_map(|(_, drafts)| drafts.iter().cloned()).collect();
         let last_evidence = append_all(&mut tx, tenant, &drafts, write.at).await?.last().copied();
         settle_dedupe(&mut tx, envelope.command_id, lifecycle.state, last_evidence, write.at).await?;
         if let Some(inbound_id) = inbound_id {
-            link_inbound(&mut tx, inbound_id, envelope.command_id).await?;
+            link_inbound(&mut tx, inbound_id, envelope.command_id, "command").await?;
         }
         for message in &write.outbox {
             insert_outbox(&mut tx, tenant, Some(envelope.command_id), message, write.at).await?;
@@ -168,6 +181,43 @@ async fn append_one(
 ) -> Result<Uuid, StoreError> {
     let ids = append_all(conn, chain, std::slice::from_ref(draft), at).await?;
     ids.first().copied().ok_or_else(|| StoreError::Corrupt("an append returned no artifact".into()))
+}
+
+/// The confirmation row of a new command, if its first moves ask for one.
+pub(crate) fn confirmation_row_of(write: &AdmissionWrite) -> Option<Vec<Param>> {
+    let e = &write.envelope;
+    write
+        .confirmation
+        .as_ref()
+        .map(|c| confirmation_row(c, &e.tenant_id, e.command_id, &e.idempotency_key, &e.actor_id, write.at))
+}
+
+/// Answers a duplicate in the conversation it came from. One still waiting for its confirmation
+/// gets the same prompt again (same code, same buttons), never a second confirmation.
+async fn answer_duplicate_in_chat(
+    conn: &mut AnyConnection,
+    tenant: &str,
+    reply_to: &ReplyTo,
+    answer: &Admitted,
+    at: OffsetDateTime,
+) -> Result<(), StoreError> {
+    if let Admitted::InProgress(d) = answer
+        && d.state == State::ConfirmationRequired
+        && let Some(prompt) = pending_prompt(conn, d.command_id).await?
+    {
+        let again = NewOutboxMessage {
+            kind: MESSAGE_KIND.into(),
+            destination: reply_to.destination.clone(),
+            payload: prompt,
+            not_before: None,
+        };
+        insert_outbox(conn, tenant, Some(d.command_id), &again, at).await?;
+        return Ok(());
+    }
+    if let Some((template, vars)) = duplicate_reply(answer) {
+        insert_outbox(conn, tenant, None, &reply_to.message(template, vars), at).await?;
+    }
+    Ok(())
 }
 
 /// What a duplicate is told (IDS §IX): the outcome it repeats, or that it is under way.

@@ -13,9 +13,11 @@ use sqlx::AnyConnection;
 use uuid::Uuid;
 
 use super::admission::{
-    AdmissionWrite, Admitted, RESERVE_COLUMNS, RESERVE_INSERT, RESERVE_TAIL, reservation_row, transition_rows,
+    AdmissionWrite, Admitted, RESERVE_COLUMNS, RESERVE_INSERT, RESERVE_TAIL, confirmation_row_of, reservation_row,
+    transition_rows,
 };
 use super::commands::{COMMAND_COLUMNS, COMMAND_INSERT, command_row, insert_transitions, settle_dedupe};
+use super::confirmations::{CONFIRMATION_COLUMNS, CONFIRMATION_INSERT};
 use super::evidence::append_all;
 use super::inbound::{INBOUND_COLUMNS, INBOUND_INSERT, INBOUND_TAIL, inbound_row};
 use super::outbox::{OUTBOX_COLUMNS, OUTBOX_INSERT, outbox_row};
@@ -95,12 +97,17 @@ impl Store {
             };
             let lifecycle = last.after(write.envelope.command_kind);
             let version = write.moves.len() as i64;
-            commands.push(command_row(&write.envelope, lifecycle, version, write.reason_code.as_deref(), write.at)?);
+            let (reason, reply_to) = (write.reason_code.as_deref(), write.reply_to.as_ref());
+            commands.push(command_row(&write.envelope, lifecycle, version, reason, reply_to, write.at)?);
             transitions.extend(transition_rows(write));
             lifecycles.push((lifecycle, version));
         }
         insert_rows(&mut tx, COMMAND_INSERT, COMMAND_COLUMNS, commands, "").await?;
         insert_transitions(&mut tx, transitions).await?;
+        let confirmations: Vec<Vec<Param>> = writes.iter().filter_map(confirmation_row_of).collect();
+        if !confirmations.is_empty() {
+            insert_rows(&mut tx, CONFIRMATION_INSERT, CONFIRMATION_COLUMNS, confirmations, "").await?;
+        }
 
         // Evidence, one chain per tenant, in the order of the writes.
         let mut chains: BTreeMap<&str, Vec<(usize, EvidenceDraft)>> = BTreeMap::new();

@@ -12,7 +12,7 @@ use super::outbox::{NewOutboxMessage, insert_outbox};
 use super::rows::{
     Param, from_ms, insert_rows, int, json, multi_insert, opt_int, opt_parsed, opt_text, parsed, text, to_ms, uuid,
 };
-use super::{Store, StoreError};
+use super::{ReplyTo, Store, StoreError};
 use crate::command::{ActorId, Channel, CommandEnvelope, ExternalId, Fingerprint, IdempotencyKey, Intent, TenantId};
 use crate::evidence::EvidenceDraft;
 use crate::lifecycle::{Event, Lifecycle, State, Transition};
@@ -24,6 +24,8 @@ pub struct StoredCommand {
     pub lifecycle: Lifecycle,
     pub version: i64,
     pub reason_code: Option<String>,
+    /// Where the person who asked is answered; none for commands from the API.
+    pub reply_to: Option<ReplyTo>,
     pub created_at: OffsetDateTime,
     pub updated_at: OffsetDateTime,
 }
@@ -68,15 +70,15 @@ macro_rules! command_columns {
         "command_id, tenant_id, actor_id, channel, conversation_id, message_ids, correlation_id, \
          causation_id, intent_entity, intent_action, intent_target, args, command_kind, idempotency_class, \
          idempotency_key, fingerprint, risk, target_command_id, state, confirmation, version, reason_code, \
-         received_at, expires_at, created_at, updated_at"
+         received_at, expires_at, created_at, updated_at, reply_to"
     };
 }
 
 pub(crate) const COMMAND_INSERT: &str = "INSERT INTO commands (command_id, tenant_id, actor_id, channel, \
      conversation_id, message_ids, correlation_id, causation_id, intent_entity, intent_action, intent_target, args, \
      command_kind, idempotency_class, idempotency_key, fingerprint, risk, target_command_id, state, confirmation, \
-     version, reason_code, received_at, expires_at, created_at, updated_at)";
-pub(crate) const COMMAND_COLUMNS: usize = 26;
+     version, reason_code, received_at, expires_at, created_at, updated_at, reply_to)";
+pub(crate) const COMMAND_COLUMNS: usize = 27;
 
 /// A command row as [`COMMAND_INSERT`] takes it.
 pub(crate) fn command_row(
@@ -84,9 +86,12 @@ pub(crate) fn command_row(
     lifecycle: Lifecycle,
     version: i64,
     reason_code: Option<&str>,
+    reply_to: Option<&ReplyTo>,
     at: OffsetDateTime,
 ) -> Result<Vec<Param>, StoreError> {
     let e = envelope;
+    let reply_to =
+        reply_to.map(serde_json::to_string).transpose().map_err(|err| StoreError::Corrupt(err.to_string()))?;
     let message_ids = serde_json::to_string(&e.message_ids).map_err(|err| StoreError::Corrupt(err.to_string()))?;
     let args = serde_jcs::to_string(&e.args).map_err(|err| StoreError::Corrupt(err.to_string()))?;
     Ok(vec![
@@ -116,6 +121,7 @@ pub(crate) fn command_row(
         e.expires_at.map(to_ms).into(),
         to_ms(at).into(),
         to_ms(at).into(),
+        reply_to.into(),
     ])
 }
 
@@ -125,9 +131,10 @@ pub(crate) async fn insert_command(
     lifecycle: Lifecycle,
     version: i64,
     reason_code: Option<&str>,
+    reply_to: Option<&ReplyTo>,
     at: OffsetDateTime,
 ) -> Result<(), StoreError> {
-    let row = command_row(envelope, lifecycle, version, reason_code, at)?;
+    let row = command_row(envelope, lifecycle, version, reason_code, reply_to, at)?;
     multi_insert(COMMAND_INSERT, COMMAND_COLUMNS, vec![row], "").execute(&mut *conn).await?;
     Ok(())
 }
@@ -232,6 +239,9 @@ fn decode_command(row: &AnyRow) -> Result<StoredCommand, StoreError> {
         envelope,
         version: int(row, "version")?,
         reason_code: opt_text(row, "reason_code")?,
+        reply_to: opt_text(row, "reply_to")?
+            .map(|raw| serde_json::from_str(&raw).map_err(|e| StoreError::Corrupt(format!("reply_to: {e}"))))
+            .transpose()?,
         created_at: from_ms(int(row, "created_at")?)?,
         updated_at: from_ms(int(row, "updated_at")?)?,
     })
@@ -279,45 +289,58 @@ impl Store {
     /// Persists a decided move, or reports that the command moved on since it was read.
     pub async fn commit_transition(&self, write: &TransitionWrite) -> Result<CommittedTransition, StoreError> {
         let mut tx = self.begin().await?;
-        let t = &write.transition;
-        let version = write.expected_version + 1;
-        let updated = sqlx::query(
-            "UPDATE commands SET state = $1, confirmation = $2, version = $3, updated_at = $4,
-                 reason_code = COALESCE($5, reason_code)
-             WHERE command_id = $6 AND tenant_id = $7 AND version = $8 AND state = $9",
-        )
-        .bind(t.to.as_str())
-        .bind(t.confirmation.as_str())
-        .bind(version)
-        .bind(to_ms(write.at))
-        .bind(write.reason_code.as_deref())
-        .bind(write.command_id.to_string())
-        .bind(write.tenant_id.as_str())
-        .bind(write.expected_version)
-        .bind(t.from.as_str())
-        .execute(&mut *tx)
-        .await?;
-        if updated.rows_affected() == 0 {
-            let current = load_command(&mut tx, &write.tenant_id, write.command_id).await?;
-            tx.rollback().await?;
-            return Err(match current {
-                None => StoreError::CommandNotFound(write.command_id),
-                Some(c) => StoreError::StaleVersion {
-                    command_id: write.command_id,
-                    expected: write.expected_version,
-                    actual: c.version,
-                    state: c.lifecycle.state,
-                },
-            });
+        if let Some(committed) = apply_transition(&mut tx, write).await? {
+            tx.commit().await?;
+            return Ok(committed);
         }
-        let row = transition_row(write.command_id, version, t, write.reason_code.as_deref(), write.at);
-        insert_transitions(&mut tx, vec![row]).await?;
-        let evidence_ids = append_all(&mut tx, write.tenant_id.as_str(), &write.evidence, write.at).await?;
-        settle_dedupe(&mut tx, write.command_id, t.to, evidence_ids.last().copied(), write.at).await?;
-        for message in &write.outbox {
-            insert_outbox(&mut tx, write.tenant_id.as_str(), Some(write.command_id), message, write.at).await?;
-        }
-        tx.commit().await?;
-        Ok(CommittedTransition { version, evidence_ids })
+        let current = load_command(&mut tx, &write.tenant_id, write.command_id).await?;
+        tx.rollback().await?;
+        Err(match current {
+            None => StoreError::CommandNotFound(write.command_id),
+            Some(c) => StoreError::StaleVersion {
+                command_id: write.command_id,
+                expected: write.expected_version,
+                actual: c.version,
+                state: c.lifecycle.state,
+            },
+        })
     }
+}
+
+/// One decided move inside the caller's transaction: compare-and-swap on the version, then the
+/// transition row, its evidence, the dedupe settlement and its effects. `None` (with nothing
+/// written) when the command is no longer where the decision found it.
+pub(crate) async fn apply_transition(
+    conn: &mut AnyConnection,
+    write: &TransitionWrite,
+) -> Result<Option<CommittedTransition>, StoreError> {
+    let t = &write.transition;
+    let version = write.expected_version + 1;
+    let updated = sqlx::query(
+        "UPDATE commands SET state = $1, confirmation = $2, version = $3, updated_at = $4,
+             reason_code = COALESCE($5, reason_code)
+         WHERE command_id = $6 AND tenant_id = $7 AND version = $8 AND state = $9",
+    )
+    .bind(t.to.as_str())
+    .bind(t.confirmation.as_str())
+    .bind(version)
+    .bind(to_ms(write.at))
+    .bind(write.reason_code.as_deref())
+    .bind(write.command_id.to_string())
+    .bind(write.tenant_id.as_str())
+    .bind(write.expected_version)
+    .bind(t.from.as_str())
+    .execute(&mut *conn)
+    .await?;
+    if updated.rows_affected() == 0 {
+        return Ok(None);
+    }
+    let row = transition_row(write.command_id, version, t, write.reason_code.as_deref(), write.at);
+    insert_transitions(conn, vec![row]).await?;
+    let evidence_ids = append_all(conn, write.tenant_id.as_str(), &write.evidence, write.at).await?;
+    settle_dedupe(conn, write.command_id, t.to, evidence_ids.last().copied(), write.at).await?;
+    for message in &write.outbox {
+        insert_outbox(conn, write.tenant_id.as_str(), Some(write.command_id), message, write.at).await?;
+    }
+    Ok(Some(CommittedTransition { version, evidence_ids }))
 }

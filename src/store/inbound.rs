@@ -182,15 +182,17 @@ pub(crate) async fn insert_inbound(
     Ok(InboundOutcome::Duplicate { id: uuid(&row, "id")?, command_id: opt_parsed(&row, "command_id")? })
 }
 
-/// Links a message to the command it started.
+/// Links a message to the command it started (or answered), with its final status.
 pub(crate) async fn link_inbound(
     conn: &mut AnyConnection,
     inbound_id: Uuid,
     command_id: Uuid,
+    status: &str,
 ) -> Result<(), StoreError> {
-    sqlx::query("UPDATE inbound_messages SET command_id = $2, status = 'command' WHERE id = $1")
+    sqlx::query("UPDATE inbound_messages SET command_id = $2, status = $3 WHERE id = $1")
         .bind(inbound_id.to_string())
         .bind(command_id.to_string())
+        .bind(status)
         .execute(&mut *conn)
         .await?;
     Ok(())

@@ -10,6 +10,7 @@
 mod admission;
 mod batch;
 mod commands;
+mod confirmations;
 mod dedupe;
 mod error;
 mod evidence;
@@ -18,6 +19,7 @@ mod outbox;
 mod postgres;
 mod rows;
 mod sqlite;
+mod step;
 mod writer;
 
 use std::sync::Arc;
@@ -29,13 +31,15 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 
 pub use crate::config::BackendKind;
 use crate::config::StorageConfig;
-pub use admission::{AdmissionWrite, Admitted, DuplicateOf, ReplyTo};
+pub use admission::{AdmissionWrite, Admitted, DuplicateOf, MESSAGE_KIND, ReplyTo};
 pub use batch::AdmissionStats;
-pub use commands::{StoredCommand, TransitionRecord, TransitionWrite};
+pub use commands::{CommittedTransition, StoredCommand, TransitionRecord, TransitionWrite};
+pub use confirmations::{Confirmation, ConfirmationStatus, NewConfirmation, SettleConfirmation};
 pub use error::StoreError;
 pub use evidence::{AuditReport, ChainReport, StoredArtifact};
 pub use inbound::{DeliveryStatus, InboundOutcome, NewInbound};
 pub use outbox::{ClaimedMessage, NewOutboxMessage};
+pub use step::{StepOutcome, StepWrite};
 
 /// A write transaction. On SQLite it also holds the process's write gate: SQLite has one writer
 /// at a time, and queueing writers here (first come, first served) is far steadier than letting

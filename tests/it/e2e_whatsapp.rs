@@ -97,7 +97,8 @@ async fn a_text_command_becomes_one_canonical_command_awaiting_confirmation(db: 
     let outbox = db.outbox().await;
     assert_eq!(outbox.len(), 1);
     let (kind, prompt) = &outbox[0];
-    assert_eq!((kind.as_str(), prompt["template"].as_str()), ("prompt", Some("confirmation_prompt")));
+    assert_eq!((kind.as_str(), prompt["template"].as_str()), ("message", Some("confirmation_prompt")));
+    assert_eq!(prompt["purpose"], "prompt");
     assert_eq!((prompt["to"].as_str(), prompt["in_reply_to"].as_str()), (Some(CUSTOMER), Some("wamid.R1")));
     app.stop().await.expect("stop");
 }
@@ -283,7 +284,9 @@ async fn the_same_command_in_a_new_message_replays_per_ids(db: &TestDb) {
     assert_eq!(stored(db).await, (2, 1), "two messages, one command");
     let outbox = db.outbox().await;
     let templates: Vec<&str> = outbox.iter().filter_map(|(_, p)| p["template"].as_str()).collect();
-    assert_eq!(templates, ["confirmation_prompt", "in_progress"], "no second prompt; an in-progress answer");
+    assert_eq!(templates, ["confirmation_prompt", "confirmation_prompt"], "the pending prompt again");
+    assert_eq!(outbox[0].1, outbox[1].1, "the same prompt: same code, same buttons, not a second confirmation");
+    assert_eq!(db.count("SELECT COUNT(*) FROM confirmations WHERE status = $1", "pending").await, 1);
     app.stop().await.expect("stop");
 }
 

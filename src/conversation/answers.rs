@@ -1,0 +1,325 @@
+//! Answers to confirmations, and confirmations that run out.
+//!
+//! An answer is read (`confirm::Answer`), matched to the confirmation it names, judged against
+//! IDS §X (the right actor, the right command and key, still pending, still in time) and written
+//! as one step: the message, the settled confirmation, the command's moves, the evidence of the
+//! answer and the replies. A step that lost a race (the same answer twice at once, the sweeper
+//! expiring it meanwhile) is decided again on fresh state, so one confirmation has one effect.
+
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::confirm::{Answer, Named, Verdict};
+use super::outcome::{DECLINED, EXPIRED};
+use crate::command::{ActorId, TenantId};
+use crate::engine::{Engine, EngineError, MoveContext};
+use crate::evidence::{EvidenceDraft, TraceBindings};
+use crate::lifecycle::{Event, EvidenceKind, State};
+use crate::store::{
+    Confirmation, ConfirmationStatus, NewInbound, NewOutboxMessage, ReplyTo, SettleConfirmation, StepOutcome,
+    StepWrite, StoredCommand,
+};
+
+/// How many times a step that lost a race is decided again before giving up (the provider's
+/// redelivery then tries once more).
+const ATTEMPTS: usize = 4;
+
+/// What became of an answer; the label of `chatgate_confirmation_answers_total{outcome}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerOutcome {
+    Accepted,
+    Declined,
+    TooLate,
+    /// Names a confirmation of someone else: confirms nothing.
+    WrongActor,
+    /// The confirmation was used already.
+    AlreadyAnswered,
+    /// Names nothing this actor could answer (unknown code, nothing pending, several pending).
+    Unmatched,
+    Redelivered,
+}
+
+impl AnswerOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Accepted => "accepted",
+            Self::Declined => "declined",
+            Self::TooLate => "too_late",
+            Self::WrongActor => "wrong_actor",
+            Self::AlreadyAnswered => "already_answered",
+            Self::Unmatched => "unmatched",
+            Self::Redelivered => "redelivered",
+        }
+    }
+}
+
+/// Who answered, from where, and with what message.
+#[derive(Debug, Clone)]
+pub struct Answering<'a> {
+    pub tenant_id: &'a TenantId,
+    pub actor_id: &'a ActorId,
+    pub reply_to: &'a ReplyTo,
+    /// The message carrying the answer (recorded with the step: transport dedupe).
+    pub inbound: &'a NewInbound,
+}
+
+/// Handles one answer, at most one committed step.
+pub async fn handle(
+    engine: &Engine,
+    who: &Answering<'_>,
+    answer: &Answer,
+    now: OffsetDateTime,
+) -> Result<AnswerOutcome, EngineError> {
+    for _ in 0..ATTEMPTS {
+        let (outcome, step) = decide(engine, who, answer, now).await?;
+        match engine.store().commit_step(&step).await? {
+            StepOutcome::Committed { .. } => {
+                metrics::counter!("chatgate_confirmation_answers_total", "outcome" => outcome.as_str()).increment(1);
+                return Ok(outcome);
+            }
+            StepOutcome::Redelivered { .. } => return Ok(AnswerOutcome::Redelivered),
+            StepOutcome::Stale => continue,
+        }
+    }
+    Err(EngineError::Store(crate::store::StoreError::Unavailable(
+        "the confirmation kept changing while its answer was written".into(),
+    )))
+}
+
+/// Which confirmation the answer names, among those the tenant has.
+enum Matched {
+    One(Box<Confirmation>),
+    Nothing { reason: &'static str, codes: Vec<String> },
+}
+
+async fn find(
+    engine: &Engine,
+    who: &Answering<'_>,
+    answer: &Answer,
+    now: OffsetDateTime,
+) -> Result<Matched, EngineError> {
+    let store = engine.store();
+    let nothing = |reason| Matched::Nothing { reason, codes: vec![] };
+    Ok(match &answer.named {
+        Named::Nonce(nonce) => match store.confirmation_by_nonce(nonce).await? {
+            Some(c) if &c.tenant_id == who.tenant_id => Matched::One(Box::new(c)),
+            _ => nothing("unknown_confirmation"),
+        },
+        Named::Code(code) => {
+            let all = store.confirmations_by_code(who.tenant_id, code).await?;
+            // The actor's own (a pending one first); else someone else's, which is refused.
+            let own = |pending: bool| {
+                all.iter()
+                    .find(|c| &c.actor_id == who.actor_id && (!pending || c.status == ConfirmationStatus::Pending))
+            };
+            match own(true).or_else(|| own(false)).or_else(|| all.first()) {
+                Some(c) => Matched::One(Box::new(c.clone())),
+                None => nothing("unknown_confirmation"),
+            }
+        }
+        Named::Bare => {
+            let pending = store.pending_confirmations(who.tenant_id, who.actor_id).await?;
+            let (live, late): (Vec<_>, Vec<_>) = pending.into_iter().partition(|c| !c.is_expired_at(now));
+            match (live.as_slice(), late.last()) {
+                ([one], _) => Matched::One(Box::new(one.clone())),
+                ([], Some(late)) => Matched::One(Box::new(late.clone())),
+                ([], None) => nothing("nothing_to_confirm"),
+                _ => Matched::Nothing { reason: "several_pending", codes: live.into_iter().map(|c| c.code).collect() },
+            }
+        }
+    })
+}
+
+async fn decide(
+    engine: &Engine,
+    who: &Answering<'_>,
+    answer: &Answer,
+    now: OffsetDateTime,
+) -> Result<(AnswerOutcome, StepWrite), EngineError> {
+    let mut step = StepWrite {
+        tenant_id: who.tenant_id.clone(),
+        inbound: Some(who.inbound.clone()),
+        command_id: None,
+        settle: None,
+        moves: vec![],
+        evidence: vec![],
+        outbox: vec![],
+        at: now,
+    };
+    let via = match answer.named {
+        Named::Nonce(_) => "button",
+        Named::Code(_) => "code",
+        Named::Bare => "bare",
+    };
+    let mut decision =
+        json!({"answer": answer.verdict.as_str(), "via": via, "from": engine.pseudonym(who.actor_id.as_str())});
+    let mut trace = TraceBindings {
+        actor: Some(engine.pseudonym(who.actor_id.as_str())),
+        message_ids: vec![who.inbound.provider_message_id.as_str().to_owned()],
+        ..TraceBindings::default()
+    };
+
+    let confirmation = match find(engine, who, answer, now).await? {
+        Matched::One(c) => *c,
+        Matched::Nothing { reason, codes } => {
+            decision["outcome"] = "unmatched".into();
+            step.evidence.push(answer_evidence(None, None, trace, decision, reason));
+            step.outbox.push(who.reply_to.message("rejected", json!({"reason": reason, "codes": codes})));
+            return Ok((AnswerOutcome::Unmatched, step));
+        }
+    };
+    let command = engine.command(who.tenant_id, confirmation.command_id).await?;
+    step.command_id = Some(command.envelope.command_id);
+    trace.conversation = Some(engine.pseudonym(command.envelope.conversation_id.as_str()));
+    trace.correlation_id = Some(command.envelope.correlation_id.as_str().to_owned());
+    decision["confirmation_id"] = confirmation.id.to_string().into();
+    let stage = Some(command.lifecycle.state);
+    let refuse = |mut step: StepWrite, mut decision: Value, outcome: AnswerOutcome, reason: &str, reply| {
+        decision["outcome"] = outcome.as_str().into();
+        step.evidence.push(answer_evidence(Some(confirmation.command_id), stage, trace.clone(), decision, reason));
+        step.outbox.extend(reply);
+        (outcome, step)
+    };
+
+    // IDS §X: another person's answer confirms nothing. The reply does not say whose it was.
+    if &confirmation.actor_id != who.actor_id {
+        let reply = who.reply_to.message("rejected", json!({"reason": "unknown_confirmation", "codes": []}));
+        return Ok(refuse(step, decision, AnswerOutcome::WrongActor, "wrong_actor", Some(reply)));
+    }
+    // Bound to the command's key as well as its id: a confirmation never carries over.
+    if confirmation.idempotency_key != command.envelope.idempotency_key {
+        let reply = who.reply_to.message("rejected", json!({"reason": "unknown_confirmation", "codes": []}));
+        return Ok(refuse(step, decision, AnswerOutcome::Unmatched, "binding_mismatch", Some(reply)));
+    }
+    let name = command.reply_to.as_ref().and_then(|r| r.command.clone()).unwrap_or_else(|| "request".into());
+    match confirmation.status {
+        ConfirmationStatus::Accepted | ConfirmationStatus::Declined => {
+            let reply = where_it_stands(who.reply_to, &command);
+            return Ok(refuse(step, decision, AnswerOutcome::AlreadyAnswered, "already_answered", Some(reply)));
+        }
+        ConfirmationStatus::Expired => {
+            let reply = who.reply_to.message("expired", json!({"command": name, "code": confirmation.code}));
+            return Ok(refuse(step, decision, AnswerOutcome::TooLate, "confirmation_expired", Some(reply)));
+        }
+        ConfirmationStatus::Pending => {}
+    }
+
+    let (outcome, status, moves) = if confirmation.is_expired_at(now) {
+        // Late, and the sweeper has not got to it: expire it now (the expired reply is the
+        // command's outcome reply).
+        let cancel = expiry_move(&confirmation);
+        (AnswerOutcome::TooLate, ConfirmationStatus::Expired, vec![cancel])
+    } else {
+        let bound = json!({
+            "confirmation_id": confirmation.id, "code": confirmation.code, "via": via,
+            "idempotency_key": confirmation.idempotency_key.as_str(),
+        });
+        match answer.verdict {
+            Verdict::Yes => {
+                let confirm = MoveContext { decision: Some(bound), ..MoveContext::default() };
+                let submit = MoveContext {
+                    decision: Some(json!({"after": "confirmation"})),
+                    outbox: vec![
+                        who.reply_to
+                            .message("confirmed", json!({"command": name, "command_id": command.envelope.command_id})),
+                    ],
+                    ..MoveContext::default()
+                };
+                let moves = vec![(Event::Confirm, confirm), (Event::SubmitForAuthorization, submit)];
+                (AnswerOutcome::Accepted, ConfirmationStatus::Accepted, moves)
+            }
+            Verdict::No => {
+                let cancel =
+                    MoveContext { reason_code: Some(DECLINED.into()), decision: Some(bound), ..MoveContext::default() };
+                (AnswerOutcome::Declined, ConfirmationStatus::Declined, vec![(Event::Cancel, cancel)])
+            }
+        }
+    };
+    let Ok(writes) = engine.plan_moves(&command, moves, now) else {
+        // The command moved on without this confirmation (an operator canceled it, say).
+        let reply = where_it_stands(who.reply_to, &command);
+        return Ok(refuse(step, decision, AnswerOutcome::AlreadyAnswered, "command_moved", Some(reply)));
+    };
+    step.settle = Some(SettleConfirmation {
+        id: confirmation.id,
+        status,
+        answered_by: (outcome != AnswerOutcome::TooLate).then(|| who.actor_id.clone()),
+    });
+    step.moves = writes;
+    let reason = if outcome == AnswerOutcome::TooLate { "confirmation_expired" } else { outcome.as_str() };
+    let (outcome, step) = refuse(step, decision, outcome, reason, None);
+    Ok((outcome, step))
+}
+
+/// The cancel move of a confirmation that ran out; its outcome reply says so with the code.
+fn expiry_move(confirmation: &Confirmation) -> (Event, MoveContext) {
+    (
+        Event::Cancel,
+        MoveContext {
+            reason_code: Some(EXPIRED.into()),
+            decision: Some(
+                json!({"confirmation_id": confirmation.id, "expired_at": confirmation.expires_at.unix_timestamp()}),
+            ),
+            reply_vars: Some(json!({"code": confirmation.code})),
+            ..MoveContext::default()
+        },
+    )
+}
+
+/// What a person is told when their answer comes after the command moved on.
+fn where_it_stands(reply_to: &ReplyTo, command: &StoredCommand) -> NewOutboxMessage {
+    let state = command.lifecycle.state;
+    let vars = json!({"command_id": command.envelope.command_id, "state": state});
+    reply_to.message(if state.is_terminal() { "already_done" } else { "in_progress" }, vars)
+}
+
+fn answer_evidence(
+    command_id: Option<Uuid>,
+    stage: Option<State>,
+    trace: TraceBindings,
+    decision: Value,
+    reason: &str,
+) -> EvidenceDraft {
+    EvidenceDraft {
+        kind: EvidenceKind::ConfirmationAnswered,
+        command_id,
+        stage,
+        from: None,
+        event: None,
+        trace,
+        decision: Some(decision),
+        reason_code: Some(reason.to_owned()),
+    }
+}
+
+/// Cancels the commands whose confirmations ran out unanswered (each with its expired reply);
+/// returns how many. Run periodically: expiry must not wait for someone to answer.
+pub async fn expire_due(engine: &Engine, now: OffsetDateTime, limit: i64) -> Result<usize, EngineError> {
+    let mut expired = 0;
+    for confirmation in engine.store().expired_confirmations(now, limit).await? {
+        let command = engine.command(&confirmation.tenant_id, confirmation.command_id).await?;
+        // A command that already left `confirmation_required` only needs its confirmation closed.
+        let moves = engine.plan_moves(&command, vec![expiry_move(&confirmation)], now).unwrap_or_default();
+        let step = StepWrite {
+            tenant_id: confirmation.tenant_id.clone(),
+            inbound: None,
+            command_id: Some(confirmation.command_id),
+            settle: Some(SettleConfirmation {
+                id: confirmation.id,
+                status: ConfirmationStatus::Expired,
+                answered_by: None,
+            }),
+            moves,
+            evidence: vec![],
+            outbox: vec![],
+            at: now,
+        };
+        // Stale: answered or moved meanwhile; the next sweep sees the new state.
+        if let StepOutcome::Committed { .. } = engine.store().commit_step(&step).await? {
+            expired += 1;
+            metrics::counter!("chatgate_confirmations_expired_total").increment(1);
+        }
+    }
+    Ok(expired)
+}

@@ -1,0 +1,209 @@
+//! Confirmations (IDS §X): what a person was asked, bound to the command, its idempotency key
+//! and the actor. Answering one is a compare-and-set on `status = 'pending'`, so it is used once.
+
+use serde_json::Value;
+use sqlx::AnyConnection;
+use sqlx::any::AnyRow;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::rows::{Param, from_ms, int, json, multi_insert, opt_int, opt_text, parsed, text, to_ms, uuid};
+use super::{Store, StoreError};
+use crate::command::{ActorId, IdempotencyKey, TenantId};
+use crate::names::named_enum;
+
+named_enum! {
+    /// Where a confirmation stands; only `pending` can be answered.
+    ConfirmationStatus {
+        Pending => "pending",
+        Accepted => "accepted",
+        Declined => "declined",
+        Expired => "expired",
+    }
+}
+
+/// A confirmation asked for together with the command's admission.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewConfirmation {
+    pub code: String,
+    pub nonce: String,
+    pub expires_at: OffsetDateTime,
+    /// The prompt's outbox payload: a duplicate of the command is sent this same prompt again.
+    pub prompt: Value,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Confirmation {
+    pub id: Uuid,
+    pub tenant_id: TenantId,
+    pub command_id: Uuid,
+    pub idempotency_key: IdempotencyKey,
+    pub actor_id: ActorId,
+    pub code: String,
+    pub nonce: String,
+    pub status: ConfirmationStatus,
+    pub prompt: Value,
+    pub created_at: OffsetDateTime,
+    pub expires_at: OffsetDateTime,
+    pub answered_at: Option<OffsetDateTime>,
+    pub answered_by: Option<String>,
+}
+
+impl Confirmation {
+    /// Whether an answer at `now` comes too late (the sweeper may not have caught it yet).
+    pub fn is_expired_at(&self, now: OffsetDateTime) -> bool {
+        now >= self.expires_at
+    }
+}
+
+/// How an answer settles a pending confirmation, inside a step's transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SettleConfirmation {
+    pub id: Uuid,
+    pub status: ConfirmationStatus,
+    /// The actor whose answer settled it; none when it expired unanswered.
+    pub answered_by: Option<ActorId>,
+}
+
+pub(crate) const CONFIRMATION_INSERT: &str = "INSERT INTO confirmations (id, tenant_id, command_id, \
+     idempotency_key, actor_id, code, nonce, status, prompt, created_at, expires_at)";
+pub(crate) const CONFIRMATION_COLUMNS: usize = 11;
+
+/// The query `decode` reads, as a literal so that queries stay static SQL.
+macro_rules! confirmation_select {
+    () => {
+        "SELECT id, tenant_id, command_id, idempotency_key, actor_id, code, nonce, status, prompt, created_at, \
+         expires_at, answered_at, answered_by FROM confirmations"
+    };
+}
+
+/// The row of a new command's confirmation, bound to its key and actor.
+pub(crate) fn confirmation_row(
+    confirmation: &NewConfirmation,
+    tenant_id: &TenantId,
+    command_id: Uuid,
+    key: &IdempotencyKey,
+    actor_id: &ActorId,
+    at: OffsetDateTime,
+) -> Vec<Param> {
+    vec![
+        Uuid::now_v7().to_string().into(),
+        tenant_id.as_str().into(),
+        command_id.to_string().into(),
+        key.as_str().into(),
+        actor_id.as_str().into(),
+        confirmation.code.as_str().into(),
+        confirmation.nonce.as_str().into(),
+        ConfirmationStatus::Pending.as_str().into(),
+        confirmation.prompt.to_string().into(),
+        to_ms(at).into(),
+        to_ms(confirmation.expires_at).into(),
+    ]
+}
+
+pub(crate) async fn insert_confirmation(conn: &mut AnyConnection, row: Vec<Param>) -> Result<(), StoreError> {
+    multi_insert(CONFIRMATION_INSERT, CONFIRMATION_COLUMNS, vec![row], "").execute(&mut *conn).await?;
+    Ok(())
+}
+
+/// Settles a pending confirmation; `false` when it was answered (or expired) meanwhile.
+pub(crate) async fn settle_confirmation(
+    conn: &mut AnyConnection,
+    settle: &SettleConfirmation,
+    at: OffsetDateTime,
+) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "UPDATE confirmations SET status = $2, answered_at = $3, answered_by = $4 WHERE id = $1 AND status = 'pending'",
+    )
+    .bind(settle.id.to_string())
+    .bind(settle.status.as_str())
+    .bind(to_ms(at))
+    .bind(settle.answered_by.as_ref().map(|a| a.as_str().to_owned()))
+    .execute(&mut *conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// The pending prompt of a command, for a duplicate that should see it again.
+pub(crate) async fn pending_prompt(conn: &mut AnyConnection, command_id: Uuid) -> Result<Option<Value>, StoreError> {
+    let row = sqlx::query("SELECT prompt FROM confirmations WHERE command_id = $1 AND status = 'pending'")
+        .bind(command_id.to_string())
+        .fetch_optional(&mut *conn)
+        .await?;
+    row.as_ref().map(|row| json(row, "prompt")).transpose()
+}
+
+fn decode(row: &AnyRow) -> Result<Confirmation, StoreError> {
+    let corrupt = |e: String| StoreError::Corrupt(e);
+    Ok(Confirmation {
+        id: uuid(row, "id")?,
+        tenant_id: TenantId::parse(&text(row, "tenant_id")?).map_err(|e| corrupt(e.to_string()))?,
+        command_id: uuid(row, "command_id")?,
+        idempotency_key: IdempotencyKey::from_stored(text(row, "idempotency_key")?),
+        actor_id: ActorId::parse(&text(row, "actor_id")?).map_err(|e| corrupt(e.to_string()))?,
+        code: text(row, "code")?,
+        nonce: text(row, "nonce")?,
+        status: parsed(row, "status")?,
+        prompt: json(row, "prompt")?,
+        created_at: from_ms(int(row, "created_at")?)?,
+        expires_at: from_ms(int(row, "expires_at")?)?,
+        answered_at: opt_int(row, "answered_at")?.map(from_ms).transpose()?,
+        answered_by: opt_text(row, "answered_by")?,
+    })
+}
+
+impl Store {
+    /// The confirmation a button carries the nonce of (any tenant: the caller checks).
+    pub async fn confirmation_by_nonce(&self, nonce: &str) -> Result<Option<Confirmation>, StoreError> {
+        let sql = concat!(confirmation_select!(), " WHERE nonce = $1");
+        let row = sqlx::query(sql).bind(nonce).fetch_optional(self.pool()).await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    /// The confirmations of a tenant with this code, newest first (codes are short: they may
+    /// repeat across actors and over time).
+    pub async fn confirmations_by_code(
+        &self,
+        tenant_id: &TenantId,
+        code: &str,
+    ) -> Result<Vec<Confirmation>, StoreError> {
+        let sql = concat!(confirmation_select!(), " WHERE tenant_id = $1 AND code = $2 ORDER BY created_at DESC");
+        let rows = sqlx::query(sql).bind(tenant_id.as_str()).bind(code).fetch_all(self.pool()).await?;
+        rows.iter().map(decode).collect()
+    }
+
+    /// The confirmations an actor has not answered yet (expired ones included until swept).
+    pub async fn pending_confirmations(
+        &self,
+        tenant_id: &TenantId,
+        actor_id: &ActorId,
+    ) -> Result<Vec<Confirmation>, StoreError> {
+        let sql = concat!(
+            confirmation_select!(),
+            " WHERE tenant_id = $1 AND actor_id = $2 AND status = 'pending' ORDER BY created_at"
+        );
+        let rows = sqlx::query(sql).bind(tenant_id.as_str()).bind(actor_id.as_str()).fetch_all(self.pool()).await?;
+        rows.iter().map(decode).collect()
+    }
+
+    /// Pending confirmations whose time ran out, oldest first.
+    pub async fn expired_confirmations(
+        &self,
+        now: OffsetDateTime,
+        limit: i64,
+    ) -> Result<Vec<Confirmation>, StoreError> {
+        let sql = concat!(
+            confirmation_select!(),
+            " WHERE status = 'pending' AND expires_at <= $1 ORDER BY expires_at LIMIT $2"
+        );
+        let rows = sqlx::query(sql).bind(to_ms(now)).bind(limit).fetch_all(self.pool()).await?;
+        rows.iter().map(decode).collect()
+    }
+
+    /// The confirmation of a command, whatever its status.
+    pub async fn confirmation_for(&self, command_id: Uuid) -> Result<Option<Confirmation>, StoreError> {
+        let sql = concat!(confirmation_select!(), " WHERE command_id = $1");
+        let row = sqlx::query(sql).bind(command_id.to_string()).fetch_optional(self.pool()).await?;
+        row.as_ref().map(decode).transpose()
+    }
+}
