@@ -16,6 +16,7 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::config::{Config, Settings};
+use crate::conversation::Templates;
 use crate::engine::Engine;
 use crate::evidence::Pseudonymizer;
 use crate::ingress::Ingress;
@@ -29,17 +30,18 @@ pub struct AppState {
     pub store: Store,
     pub engine: Engine,
     pub ingress: Ingress,
+    pub templates: Arc<Templates>,
 }
 
 impl AppState {
     pub fn new(settings: Settings, store: Store) -> Self {
         // Before anything counts: counts made without a recorder are lost.
         api::metrics::install();
-        let Settings { config, registry, directory, templates: _ } = settings;
+        let Settings { config, registry, directory, templates } = settings;
         let pseudonymizer = Pseudonymizer::new(config.evidence.pseudonym_key.expose().as_bytes());
         let engine = Engine::new(store.clone(), pseudonymizer);
         let ingress = Ingress::new(engine.clone(), registry, directory);
-        Self { config: Arc::new(config), store, engine, ingress }
+        Self { config: Arc::new(config), store, engine, ingress, templates: Arc::new(templates) }
     }
 }
 

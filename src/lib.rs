@@ -10,6 +10,7 @@ pub mod app;
 pub mod command;
 pub mod config;
 pub mod conversation;
+pub mod delivery;
 pub mod directory;
 pub mod engine;
 pub mod evidence;

@@ -43,6 +43,8 @@ pub struct Config {
     /// The systems that do the work, by name; the registry routes each command to one.
     #[serde(default)]
     pub executors: BTreeMap<String, ExecutorConfig>,
+    #[serde(default)]
+    pub outbound: OutboundConfig,
 }
 
 /// Where the registry and the directory are, relative to the configuration file's folder.
@@ -67,11 +69,68 @@ pub struct WhatsAppConfig {
     /// The app `POST /webhooks/whatsapp` (without `/{app}`) uses.
     pub default_app: String,
     pub apps: BTreeMap<String, WhatsAppApp>,
+    /// Where prompts and replies are sent: Meta's Graph API (`CHATGATE_WHATSAPP_API_BASE`).
+    pub api_base: String,
+    pub api_version: String,
+    /// The Cloud API access token (`CHATGATE_WHATSAPP_ACCESS_TOKEN`). Without one, messages stay
+    /// queued in the outbox and are sent once a token is configured.
+    pub access_token: Secret,
 }
 
 impl Default for WhatsAppConfig {
     fn default() -> Self {
-        Self { default_app: "default".into(), apps: BTreeMap::new() }
+        Self {
+            default_app: "default".into(),
+            apps: BTreeMap::new(),
+            api_base: "https://graph.facebook.com".into(),
+            api_version: "v21.0".into(),
+            access_token: Secret::new(""),
+        }
+    }
+}
+
+/// How messages to people leave the outbox, and how long confirmations are watched.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutboundConfig {
+    /// How often the sender looks for due messages.
+    pub poll_interval_ms: u64,
+    /// How long a claimed message is held before another worker may take it.
+    pub lease_ms: u64,
+    /// Messages claimed at once.
+    pub batch: i64,
+    /// One request to the provider, connection included.
+    pub request_timeout_ms: u64,
+    /// Attempts in all before a message is given up (and kept, with the error, as `dead`).
+    pub max_attempts: u32,
+    pub backoff_initial_ms: u64,
+    pub backoff_max_ms: u64,
+    /// How often confirmations that ran out are expired (their commands canceled).
+    pub confirmation_sweep_ms: u64,
+}
+
+impl Default for OutboundConfig {
+    fn default() -> Self {
+        Self {
+            poll_interval_ms: 250,
+            lease_ms: 30_000,
+            batch: 32,
+            request_timeout_ms: 10_000,
+            max_attempts: 10,
+            backoff_initial_ms: 1_000,
+            backoff_max_ms: 300_000,
+            confirmation_sweep_ms: 1_000,
+        }
+    }
+}
+
+impl OutboundConfig {
+    pub fn retry_policy(&self) -> crate::delivery::RetryPolicy {
+        crate::delivery::RetryPolicy {
+            max_attempts: self.max_attempts,
+            initial: Duration::from_millis(self.backoff_initial_ms),
+            max: Duration::from_millis(self.backoff_max_ms),
+        }
     }
 }
 
@@ -246,6 +305,12 @@ impl Config {
         if let Some(url) = set("CHATGATE_DATABASE_URL") {
             self.storage.database_url = DatabaseUrl::new(url);
         }
+        if let Some(base) = set("CHATGATE_WHATSAPP_API_BASE") {
+            self.whatsapp.api_base = base;
+        }
+        if let Some(token) = set("CHATGATE_WHATSAPP_ACCESS_TOKEN") {
+            self.whatsapp.access_token = Secret::new(token);
+        }
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -258,6 +323,12 @@ impl Config {
             ("storage.acquire_timeout_ms", self.storage.acquire_timeout_ms),
             ("idempotency.default_window_secs", self.idempotency.default_window_secs),
             ("idempotency.cleanup_interval_secs", self.idempotency.cleanup_interval_secs),
+            ("outbound.poll_interval_ms", self.outbound.poll_interval_ms),
+            ("outbound.lease_ms", self.outbound.lease_ms),
+            ("outbound.batch", self.outbound.batch.max(0) as u64),
+            ("outbound.request_timeout_ms", self.outbound.request_timeout_ms),
+            ("outbound.max_attempts", u64::from(self.outbound.max_attempts)),
+            ("outbound.confirmation_sweep_ms", self.outbound.confirmation_sweep_ms),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
             return Err(ConfigError::Invalid(format!("{name} must be greater than 0")));
@@ -270,6 +341,13 @@ impl Config {
         }
         if let Some((name, _)) = self.whatsapp.apps.iter().find(|(_, app)| app.app_secret.expose().is_empty()) {
             return Err(ConfigError::Invalid(format!("whatsapp.apps.{name}.app_secret is empty")));
+        }
+        let base = &self.whatsapp.api_base;
+        if url::Url::parse(base).map_or(true, |u| !matches!(u.scheme(), "http" | "https")) {
+            return Err(ConfigError::Invalid(format!("whatsapp.api_base `{base}` is not an http(s) URL")));
+        }
+        if self.outbound.backoff_initial_ms > self.outbound.backoff_max_ms {
+            return Err(ConfigError::Invalid("outbound.backoff_initial_ms is above outbound.backoff_max_ms".into()));
         }
         if self.evidence.pseudonym_key.expose().len() < 16 {
             return Err(ConfigError::Invalid("evidence.pseudonym_key must be at least 16 bytes".into()));

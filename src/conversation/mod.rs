@@ -3,7 +3,9 @@
 
 pub mod answers;
 pub mod confirm;
+pub mod graph;
 pub mod outcome;
+pub mod sender;
 pub mod templates;
 
 pub use templates::{FALLBACK_LOCALE, REQUIRED, TemplateError, Templates};

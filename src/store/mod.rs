@@ -15,6 +15,7 @@ mod dedupe;
 mod error;
 mod evidence;
 mod inbound;
+mod outbound;
 mod outbox;
 mod postgres;
 mod rows;
@@ -38,6 +39,7 @@ pub use confirmations::{Confirmation, ConfirmationStatus, NewConfirmation, Settl
 pub use error::StoreError;
 pub use evidence::{AuditReport, ChainReport, StoredArtifact};
 pub use inbound::{DeliveryStatus, InboundOutcome, NewInbound};
+pub use outbound::OutboundRecord;
 pub use outbox::{ClaimedMessage, NewOutboxMessage};
 pub use step::{StepOutcome, StepWrite};
 

@@ -42,7 +42,7 @@ macro_rules! claim_outbox_sql {
         concat!(
             "UPDATE outbox SET locked_until = $1, attempts = attempts + 1, updated_at = $2
              WHERE id IN (SELECT id FROM outbox
-                          WHERE status = 'pending' AND next_attempt_at <= $2
+                          WHERE kind = $4 AND status = 'pending' AND next_attempt_at <= $2
                             AND (locked_until IS NULL OR locked_until <= $2)
                           ORDER BY next_attempt_at, id LIMIT $3 ",
             $lock,
@@ -93,11 +93,12 @@ pub(crate) async fn insert_outbox(
 }
 
 impl Store {
-    /// Claims up to `limit` due rows for `lease`. A worker that dies loses its lease and the row
-    /// becomes due again: delivery is at least once, and the idempotency key makes it once in
-    /// effect.
+    /// Claims up to `limit` due rows of `kind` for `lease`. A worker that dies loses its lease and
+    /// the row becomes due again: delivery is at least once, and the idempotency key makes it
+    /// once in effect.
     pub async fn claim_outbox(
         &self,
+        kind: &str,
         limit: i64,
         lease: Duration,
         now: OffsetDateTime,
@@ -107,6 +108,7 @@ impl Store {
             .bind(to_ms(now + lease))
             .bind(to_ms(now))
             .bind(limit)
+            .bind(kind)
             .fetch_all(&mut *tx)
             .await?;
         tx.commit().await?;

@@ -247,13 +247,24 @@ pub async fn spawn_app_with(db: &TestDb, config: Config) -> TestApp {
     spawn_app_with_routes(db, config, chatgate::api::router()).await
 }
 
+/// Another life of the gateway on the same database: its own store (a stopped gateway closes
+/// the one it had), as a restarted process would open.
+pub async fn respawn_app_with(config: Config) -> TestApp {
+    let store = Store::connect(&config.storage).await.expect("the database opens again");
+    spawn_on(store, config, chatgate::api::router()).await
+}
+
 /// The real layers, shutdown and workers around `routes` (the real ones plus a test's own).
 pub async fn spawn_app_with_routes(db: &TestDb, config: Config, routes: axum::Router<AppState>) -> TestApp {
+    spawn_on(db.store.clone(), config, routes).await
+}
+
+async fn spawn_on(store: Store, config: Config, routes: axum::Router<AppState>) -> TestApp {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("free port");
     let addr = listener.local_addr().expect("bound address");
     let (stop, stopped) = oneshot::channel::<()>();
     let settings = chatgate::config::Settings::with_shipped_registry(config).expect("shipped registry");
-    let state = AppState::new(settings, db.store.clone());
+    let state = AppState::new(settings, store);
     let app = chatgate::app::with_layers(routes, state.clone());
     let task = tokio::spawn(run_router(listener, app, state, async move {
         let _ = stopped.await;

@@ -6,6 +6,8 @@
 mod cli;
 mod conformance;
 mod e2e_health;
+mod e2e_outbound;
 mod e2e_server;
 mod e2e_whatsapp;
+mod fake_graph;
 mod helpers;

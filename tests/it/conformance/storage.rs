@@ -52,9 +52,14 @@ async fn outbox_rows_are_written_with_their_move_and_claimed_by_one_worker(db: &
     let context = MoveContext { outbox: vec![prompt.clone()], ..MoveContext::default() };
     db.engine.advance(&demo, id, Event::RequestConfirmation, context, now()).await.expect("move");
 
-    // Two workers race for the row: exactly one gets it.
+    // Each worker claims its own kind only.
     let lease = Duration::from_secs(30);
-    let (a, b) = tokio::join!(db.store.claim_outbox(10, lease, now()), db.store.claim_outbox(10, lease, now()));
+    assert!(db.store.claim_outbox("dispatch", 10, lease, now()).await.expect("claim").is_empty());
+    // Two workers race for the row: exactly one gets it.
+    let (a, b) = tokio::join!(
+        db.store.claim_outbox("prompt", 10, lease, now()),
+        db.store.claim_outbox("prompt", 10, lease, now())
+    );
     let claimed: Vec<_> = a.expect("claim").into_iter().chain(b.expect("claim")).collect();
     assert_eq!(claimed.len(), 1, "one row, one worker");
     let row = &claimed[0];
@@ -64,11 +69,17 @@ async fn outbox_rows_are_written_with_their_move_and_claimed_by_one_worker(db: &
     // A failed attempt comes back when its retry is due, not before.
     let retry_at = now() + Duration::from_secs(60);
     db.store.fail_outbox(row.id, "provider 503", Some(retry_at), now()).await.expect("fail");
-    assert!(db.store.claim_outbox(10, lease, now()).await.expect("claim").is_empty());
-    let due = db.store.claim_outbox(10, lease, retry_at).await.expect("claim");
+    assert!(db.store.claim_outbox("prompt", 10, lease, now()).await.expect("claim").is_empty());
+    let due = db.store.claim_outbox("prompt", 10, lease, retry_at).await.expect("claim");
     assert_eq!(due.iter().map(|r| r.attempt).collect::<Vec<_>>(), [2]);
     db.store.complete_outbox(row.id, now()).await.expect("complete");
-    assert!(db.store.claim_outbox(10, lease, retry_at + Duration::from_secs(3600)).await.expect("claim").is_empty());
+    assert!(
+        db.store
+            .claim_outbox("prompt", 10, lease, retry_at + Duration::from_secs(3600))
+            .await
+            .expect("claim")
+            .is_empty()
+    );
 
     // A move that fails writes no outbox row either.
     let refused = MoveContext { outbox: vec![prompt], ..MoveContext::default() };

@@ -1,0 +1,248 @@
+//! The outbound worker: claims due messages from the outbox, renders them from their templates,
+//! sends them through the provider and records what happened, with evidence.
+//!
+//! A message is claimed with a lease, so several gateway instances never send it at the same
+//! time, and it is marked done only after the provider took it. A gateway that stops between
+//! the commit and the send sends it after its restart; one that dies after the provider took the
+//! message but before recording it sends it again when the lease runs out — the WhatsApp Cloud
+//! API has no idempotency key, so that narrow window is at least once.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::graph::{Button, GraphClient, SendResult, whatsapp_body};
+use super::templates::Templates;
+use crate::command::Channel;
+use crate::config::OutboundConfig;
+use crate::delivery::RetryPolicy;
+use crate::engine::Engine;
+use crate::evidence::{EvidenceDraft, TraceBindings};
+use crate::lifecycle::EvidenceKind;
+use crate::store::{ClaimedMessage, MESSAGE_KIND, OutboundRecord, StoreError};
+
+#[derive(Clone)]
+pub struct Sender {
+    engine: Engine,
+    templates: Arc<Templates>,
+    client: GraphClient,
+    policy: RetryPolicy,
+    lease: Duration,
+    batch: i64,
+}
+
+/// A claimed message, read: where it goes and what it says.
+struct Outgoing {
+    channel: Channel,
+    phone_number_id: String,
+    to: String,
+    text: String,
+    buttons: Vec<Button>,
+    in_reply_to: Option<String>,
+    purpose: String,
+    template: String,
+}
+
+impl Sender {
+    pub fn new(engine: Engine, templates: Arc<Templates>, client: GraphClient, config: &OutboundConfig) -> Self {
+        Self {
+            engine,
+            templates,
+            client,
+            policy: config.retry_policy(),
+            lease: Duration::from_millis(config.lease_ms),
+            batch: config.batch,
+        }
+    }
+
+    /// Sends until `stopping`; a database that is down is retried on the next tick.
+    pub async fn run(self, every: Duration, stopping: CancellationToken) {
+        let mut ticks = tokio::time::interval(every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = stopping.cancelled() => return,
+                _ = ticks.tick() => {}
+            }
+            // Drain what is due, batch after batch, before waiting again.
+            loop {
+                match self.send_due(OffsetDateTime::now_utc()).await {
+                    Ok(n) if n < self.batch as usize => break,
+                    Ok(_) if stopping.is_cancelled() => return,
+                    Ok(_) => {}
+                    Err(error) => {
+                        tracing::warn!(%error, "outbound sender cannot reach the database");
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Claims and sends one batch; returns how many were claimed. Messages to one person go in
+    /// order; different people's go at the same time.
+    pub async fn send_due(&self, now: OffsetDateTime) -> Result<usize, StoreError> {
+        let claimed = self.engine.store().claim_outbox(MESSAGE_KIND, self.batch, self.lease, now).await?;
+        let count = claimed.len();
+        let mut by_person: BTreeMap<String, Vec<ClaimedMessage>> = BTreeMap::new();
+        for message in claimed {
+            by_person.entry(message.destination.clone()).or_default().push(message);
+        }
+        let mut sending = JoinSet::new();
+        for (_, messages) in by_person {
+            let sender = self.clone();
+            sending.spawn(async move {
+                for message in messages {
+                    if let Err(error) = sender.send_one(&message).await {
+                        // The lease runs out and the message is tried again.
+                        tracing::warn!(%error, id = %message.id, "cannot record a send");
+                    }
+                }
+            });
+        }
+        while sending.join_next().await.is_some() {}
+        Ok(count)
+    }
+
+    async fn send_one(&self, message: &ClaimedMessage) -> Result<(), StoreError> {
+        let now = OffsetDateTime::now_utc();
+        let outgoing = match self.read(message) {
+            Ok(outgoing) => outgoing,
+            Err(problem) => {
+                // Nothing to retry: the same row renders the same way next time.
+                tracing::error!(id = %message.id, %problem, "a message cannot be rendered; giving it up");
+                let record = self.record(message, None, None, &problem, Some(json!({"render": problem})));
+                return self.give_up(&record, &problem, now).await;
+            }
+        };
+        let body = whatsapp_body(&outgoing.to, &outgoing.text, &outgoing.buttons, outgoing.in_reply_to.as_deref());
+        match self.client.send(&outgoing.phone_number_id, &body).await {
+            SendResult::Sent { wamid } => {
+                count(outgoing.channel.as_str(), "sent");
+                let record = self.record(message, Some(&outgoing), Some(wamid), "sent", None);
+                self.engine.store().record_sent(&record, OffsetDateTime::now_utc()).await
+            }
+            SendResult::Retry { error, retry_after } => {
+                match self.policy.next_delay(u32::try_from(message.attempt).unwrap_or(u32::MAX), retry_after) {
+                    Some(delay) => {
+                        count(outgoing.channel.as_str(), "retry");
+                        tracing::info!(id = %message.id, attempt = message.attempt, ?delay, %error, "send failed; retrying");
+                        self.engine.store().fail_outbox(message.id, &error, Some(now + delay), now).await
+                    }
+                    None => {
+                        let record = self.record(
+                            message,
+                            Some(&outgoing),
+                            None,
+                            "attempts_exhausted",
+                            Some(json!({"last_error": error})),
+                        );
+                        self.give_up(&record, &error, now).await
+                    }
+                }
+            }
+            SendResult::Refused { status, error } => {
+                let text = format!("{status}: {error}");
+                let record = self.record(message, Some(&outgoing), None, "refused", Some(error));
+                self.give_up(&record, &text, now).await
+            }
+        }
+    }
+
+    async fn give_up(&self, record: &OutboundRecord, error: &str, now: OffsetDateTime) -> Result<(), StoreError> {
+        count(&record.channel, "given_up");
+        tracing::warn!(id = %record.outbox_id, %error, "message given up");
+        self.engine.store().record_given_up(record, error, now).await
+    }
+
+    /// Renders a claimed row into what the provider gets.
+    fn read(&self, message: &ClaimedMessage) -> Result<Outgoing, String> {
+        let p = &message.payload;
+        let field =
+            |name: &str| p[name].as_str().map(str::to_owned).ok_or_else(|| format!("the message has no `{name}`"));
+        let channel = Channel::parse(&field("channel")?).map_err(|e| e.to_string())?;
+        if channel.as_str() != "whatsapp" {
+            return Err(format!("no sender for channel `{channel}`"));
+        }
+        let locale = p["locale"].as_str().unwrap_or(super::FALLBACK_LOCALE);
+        let template = field("template")?;
+        let vars = p.get("vars").cloned().unwrap_or_else(|| json!({}));
+        let text = self.templates.render(channel.as_str(), locale, &template, &vars).map_err(|e| e.to_string())?;
+        let mut buttons = vec![];
+        for button in p["buttons"].as_array().into_iter().flatten() {
+            let id = button["id"].as_str().ok_or("a button has no id")?.to_owned();
+            let name = button["template"].as_str().ok_or("a button has no title template")?;
+            let title = self.templates.render(channel.as_str(), locale, name, &vars).map_err(|e| e.to_string())?;
+            buttons.push(Button { id, title });
+        }
+        Ok(Outgoing {
+            channel,
+            phone_number_id: field("phone_number_id")?,
+            to: field("to")?,
+            text,
+            buttons,
+            in_reply_to: p["in_reply_to"].as_str().map(str::to_owned),
+            purpose: p["purpose"].as_str().unwrap_or("reply").to_owned(),
+            template,
+        })
+    }
+
+    /// What is kept of a send: the row for status webhooks and the evidence.
+    fn record(
+        &self,
+        message: &ClaimedMessage,
+        outgoing: Option<&Outgoing>,
+        wamid: Option<String>,
+        outcome: &str,
+        errors: Option<Value>,
+    ) -> OutboundRecord {
+        let p = &message.payload;
+        let kind = if wamid.is_some() { EvidenceKind::MessageSent } else { EvidenceKind::MessageFailed };
+        let trace = TraceBindings {
+            conversation: Some(self.engine.pseudonym(&message.destination)),
+            message_ids: wamid.iter().cloned().chain(p["in_reply_to"].as_str().map(str::to_owned)).collect(),
+            ..TraceBindings::default()
+        };
+        let decision = json!({
+            "outcome": outcome,
+            "purpose": outgoing.map(|o| o.purpose.as_str()).or(p["purpose"].as_str()),
+            "template": outgoing.map(|o| o.template.as_str()).or(p["template"].as_str()),
+            "attempt": message.attempt,
+            "provider_message_id": wamid,
+            "error": errors,
+        });
+        let evidence = EvidenceDraft {
+            kind,
+            command_id: message.command_id,
+            stage: None,
+            from: None,
+            event: None,
+            trace,
+            decision: Some(decision),
+            reason_code: (kind == EvidenceKind::MessageFailed).then(|| outcome.to_owned()),
+        };
+        OutboundRecord {
+            outbox_id: message.id,
+            tenant_id: message.tenant_id.clone(),
+            channel: outgoing
+                .map(|o| o.channel.to_string())
+                .or_else(|| p["channel"].as_str().map(str::to_owned))
+                .unwrap_or_else(|| "unknown".into()),
+            command_id: message.command_id,
+            recipient: p["to"].as_str().unwrap_or_default().to_owned(),
+            provider_message_id: wamid,
+            errors,
+            evidence,
+        }
+    }
+}
+
+fn count(channel: &str, outcome: &'static str) {
+    metrics::counter!("chatgate_outbound_messages_total", "channel" => channel.to_string(), "outcome" => outcome)
+        .increment(1);
+}

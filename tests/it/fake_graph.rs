@@ -1,0 +1,135 @@
+//! A stand-in for Meta's Graph API: a real HTTP server on a free port that records every request
+//! and answers from a script the test sets (200 with a new `wamid` when the script is empty).
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+/// One request as the fake received it.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub path: String,
+    pub authorization: Option<String>,
+    pub content_type: Option<String>,
+    pub body: Value,
+    pub at: Instant,
+    /// The `wamid` answered, when the answer was a success.
+    pub wamid: Option<String>,
+}
+
+/// A scripted answer.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub status: u16,
+    pub body: Value,
+    pub retry_after: Option<String>,
+}
+
+#[derive(Default)]
+struct Inner {
+    requests: Vec<Recorded>,
+    script: VecDeque<Answer>,
+}
+
+#[derive(Clone)]
+pub struct FakeGraph {
+    pub url: String,
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl FakeGraph {
+    pub async fn start() -> Self {
+        let inner = Arc::new(Mutex::new(Inner::default()));
+        let app = Router::new().fallback(record).with_state(inner.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("free port");
+        let addr = listener.local_addr().expect("address");
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Self { url: format!("http://{addr}"), inner }
+    }
+
+    /// The next request gets this answer (answers queue up in order).
+    pub fn answer_next(&self, status: u16, body: Value, retry_after: Option<&str>) {
+        let answer = Answer { status, body, retry_after: retry_after.map(str::to_owned) };
+        self.inner.lock().expect("lock").script.push_back(answer);
+    }
+
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.inner.lock().expect("lock").requests.clone()
+    }
+
+    /// Waits until `n` requests have come (or fails after `within`).
+    pub async fn wait_for(&self, n: usize, within: Duration) -> Vec<Recorded> {
+        let deadline = Instant::now() + within;
+        loop {
+            let requests = self.requests();
+            if requests.len() >= n {
+                return requests;
+            }
+            assert!(Instant::now() < deadline, "expected {n} requests to the Graph API, got {}", requests.len());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Waits for `n` requests, then a little longer to see that no more come.
+    pub async fn exactly(&self, n: usize) -> Vec<Recorded> {
+        self.wait_for(n, Duration::from_secs(10)).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let requests = self.requests();
+        assert_eq!(
+            requests.len(),
+            n,
+            "exactly {n} requests: {:#?}",
+            requests.iter().map(|r| &r.body).collect::<Vec<_>>()
+        );
+        requests
+    }
+}
+
+async fn record(State(inner): State<Arc<Mutex<Inner>>>, uri: Uri, headers: HeaderMap, body: String) -> Response {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let mut inner = inner.lock().expect("lock");
+    let n = inner.requests.len() + 1;
+    let answer = inner.script.pop_front().unwrap_or_else(|| Answer {
+        status: 200,
+        body: json!({"messaging_product": "whatsapp", "messages": [{"id": format!("wamid.OUT{n}")}]}),
+        retry_after: None,
+    });
+    let wamid = (answer.status == 200).then(|| answer.body["messages"][0]["id"].as_str().map(str::to_owned)).flatten();
+    inner.requests.push(Recorded {
+        path: uri.path().to_owned(),
+        authorization: header("authorization"),
+        content_type: header("content-type"),
+        body: serde_json::from_str(&body).unwrap_or(Value::String(body)),
+        at: Instant::now(),
+        wamid,
+    });
+    let status = StatusCode::from_u16(answer.status).expect("status");
+    let mut response = (status, axum::Json(answer.body)).into_response();
+    if let Some(retry_after) = answer.retry_after {
+        response.headers_mut().insert("retry-after", retry_after.parse().expect("header value"));
+    }
+    response
+}
+
+/// The test configuration of a gateway that sends through `graph`, quickly.
+pub fn sending_through(config: &chatgate::config::Config, graph: &FakeGraph) -> chatgate::config::Config {
+    let mut config = config.clone();
+    config.whatsapp.api_base = graph.url.clone();
+    config.whatsapp.access_token = chatgate::config::Secret::new("test-access-token");
+    config.outbound.poll_interval_ms = 20;
+    config.outbound.backoff_initial_ms = 50;
+    config.outbound.backoff_max_ms = 5_000;
+    config.outbound.confirmation_sweep_ms = 50;
+    config
+}
+
+/// The text a person reads in a recorded message (plain or interactive).
+pub fn text_of(body: &Value) -> String {
+    body["text"]["body"].as_str().or(body["interactive"]["body"]["text"].as_str()).unwrap_or_default().to_owned()
+}
