@@ -256,6 +256,12 @@ mod tests {
         sources.push(("whatsapp/pt/declined".to_owned(), "Cancelado: {{ comand }}".to_owned()));
         let problems = Templates::from_sources(sources).expect("parses").check().expect_err("undefined variable");
         assert!(problems.iter().any(|p| p.contains("whatsapp/pt/declined")), "{problems:?}");
+        // A button title WhatsApp would refuse is found by the check too.
+        let mut long_title: Vec<(String, String)> =
+            SHIPPED.iter().map(|(n, s)| ((*n).to_owned(), (*s).to_owned())).collect();
+        long_title.push(("whatsapp/pt/button_yes".to_owned(), "Sim, pode avançar com isso".to_owned()));
+        let problems = Templates::from_sources(long_title).expect("parses").check().expect_err("too long");
+        assert!(problems.iter().any(|p| p.contains("button_yes") && p.contains("at most 20")), "{problems:?}");
         let only_pt = Templates::from_sources([("whatsapp/pt/help".to_owned(), "ajuda".to_owned())]).expect("parses");
         let problems = only_pt.check().expect_err("no fallback");
         assert!(problems.iter().any(|p| p.contains("fallback locale")), "{problems:?}");

@@ -299,9 +299,19 @@ impl<'a> Meta<'a> {
     }
 
     pub async fn post(&self, body: &serde_json::Value) -> reqwest::Response {
+        self.request(body).send().await.expect("webhook request")
+    }
+
+    /// A signed delivery, ready to send (from a task of its own, say).
+    pub fn request(&self, body: &serde_json::Value) -> reqwest::RequestBuilder {
         let bytes = body.to_string().into_bytes();
         let signature = chatgate::ingress::whatsapp::signature::sign(self.secret.as_bytes(), &bytes);
-        self.post_raw(bytes, Some(signature)).await
+        self.app
+            .client
+            .post(self.app.url("/webhooks/whatsapp"))
+            .header("content-type", "application/json")
+            .header("x-hub-signature-256", signature)
+            .body(bytes)
     }
 
     /// One text message from `from` to the demo number.

@@ -5,6 +5,7 @@
 
 mod cli;
 mod conformance;
+mod e2e_conversation;
 mod e2e_health;
 mod e2e_outbound;
 mod e2e_server;
