@@ -164,7 +164,7 @@ async fn decide(
         Matched::One(c) => *c,
         Matched::Nothing { reason, codes } => {
             decision["outcome"] = "unmatched".into();
-            step.evidence.push(answer_evidence(None, None, trace, decision, reason));
+            step.evidence.push(answer_evidence(None, None, trace, decision, Some(reason)));
             step.outbox.push(who.reply_to.message("rejected", json!({"reason": reason, "codes": codes})));
             return Ok((AnswerOutcome::Unmatched, step));
         }
@@ -175,7 +175,9 @@ async fn decide(
     trace.correlation_id = Some(command.envelope.correlation_id.as_str().to_owned());
     decision["confirmation_id"] = confirmation.id.to_string().into();
     let stage = Some(command.lifecycle.state);
-    let refuse = |mut step: StepWrite, mut decision: Value, outcome: AnswerOutcome, reason: &str, reply| {
+    // Every answer ends here: its evidence (with the outcome, and why when it was refused) and
+    // the reply it gets, if the moves do not bring their own.
+    let conclude = |mut step: StepWrite, mut decision: Value, outcome: AnswerOutcome, reason: Option<&str>, reply| {
         decision["outcome"] = outcome.as_str().into();
         step.evidence.push(answer_evidence(Some(confirmation.command_id), stage, trace.clone(), decision, reason));
         step.outbox.extend(reply);
@@ -185,22 +187,22 @@ async fn decide(
     // IDS §X: another person's answer confirms nothing. The reply does not say whose it was.
     if &confirmation.actor_id != who.actor_id {
         let reply = who.reply_to.message("rejected", json!({"reason": "unknown_confirmation", "codes": []}));
-        return Ok(refuse(step, decision, AnswerOutcome::WrongActor, "wrong_actor", Some(reply)));
+        return Ok(conclude(step, decision, AnswerOutcome::WrongActor, Some("wrong_actor"), Some(reply)));
     }
     // Bound to the command's key as well as its id: a confirmation never carries over.
     if confirmation.idempotency_key != command.envelope.idempotency_key {
         let reply = who.reply_to.message("rejected", json!({"reason": "unknown_confirmation", "codes": []}));
-        return Ok(refuse(step, decision, AnswerOutcome::Unmatched, "binding_mismatch", Some(reply)));
+        return Ok(conclude(step, decision, AnswerOutcome::Unmatched, Some("binding_mismatch"), Some(reply)));
     }
     let name = command.reply_to.as_ref().and_then(|r| r.command.clone()).unwrap_or_else(|| "request".into());
     match confirmation.status {
         ConfirmationStatus::Accepted | ConfirmationStatus::Declined => {
             let reply = where_it_stands(who.reply_to, &command);
-            return Ok(refuse(step, decision, AnswerOutcome::AlreadyAnswered, "already_answered", Some(reply)));
+            return Ok(conclude(step, decision, AnswerOutcome::AlreadyAnswered, Some("already_answered"), Some(reply)));
         }
         ConfirmationStatus::Expired => {
             let reply = who.reply_to.message("expired", json!({"command": name, "code": confirmation.code}));
-            return Ok(refuse(step, decision, AnswerOutcome::TooLate, "confirmation_expired", Some(reply)));
+            return Ok(conclude(step, decision, AnswerOutcome::TooLate, Some(EXPIRED), Some(reply)));
         }
         ConfirmationStatus::Pending => {}
     }
@@ -239,7 +241,7 @@ async fn decide(
     let Ok(writes) = engine.plan_moves(&command, moves, now) else {
         // The command moved on without this confirmation (an operator canceled it, say).
         let reply = where_it_stands(who.reply_to, &command);
-        return Ok(refuse(step, decision, AnswerOutcome::AlreadyAnswered, "command_moved", Some(reply)));
+        return Ok(conclude(step, decision, AnswerOutcome::AlreadyAnswered, Some("command_moved"), Some(reply)));
     };
     step.settle = Some(SettleConfirmation {
         id: confirmation.id,
@@ -247,9 +249,12 @@ async fn decide(
         answered_by: (outcome != AnswerOutcome::TooLate).then(|| who.actor_id.clone()),
     });
     step.moves = writes;
-    let reason = if outcome == AnswerOutcome::TooLate { "confirmation_expired" } else { outcome.as_str() };
-    let (outcome, step) = refuse(step, decision, outcome, reason, None);
-    Ok((outcome, step))
+    let reason = match outcome {
+        AnswerOutcome::TooLate => Some(EXPIRED),
+        AnswerOutcome::Declined => Some(DECLINED),
+        _ => None,
+    };
+    Ok(conclude(step, decision, outcome, reason, None))
 }
 
 /// The cancel move of a confirmation that ran out; its outcome reply says so with the code.
@@ -279,7 +284,7 @@ fn answer_evidence(
     stage: Option<State>,
     trace: TraceBindings,
     decision: Value,
-    reason: &str,
+    reason: Option<&str>,
 ) -> EvidenceDraft {
     EvidenceDraft {
         kind: EvidenceKind::ConfirmationAnswered,
@@ -289,7 +294,7 @@ fn answer_evidence(
         event: None,
         trace,
         decision: Some(decision),
-        reason_code: Some(reason.to_owned()),
+        reason_code: reason.map(str::to_owned),
     }
 }
 

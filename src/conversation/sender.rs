@@ -14,7 +14,6 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use tokio::task::JoinSet;
-use tokio_util::sync::CancellationToken;
 
 use super::graph::{Button, GraphClient, SendResult, whatsapp_body};
 use super::templates::Templates;
@@ -60,28 +59,9 @@ impl Sender {
         }
     }
 
-    /// Sends until `stopping`; a database that is down is retried on the next tick.
-    pub async fn run(self, every: Duration, stopping: CancellationToken) {
-        let mut ticks = tokio::time::interval(every);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                () = stopping.cancelled() => return,
-                _ = ticks.tick() => {}
-            }
-            // Drain what is due, batch after batch, before waiting again.
-            loop {
-                match self.send_due(OffsetDateTime::now_utc()).await {
-                    Ok(n) if n < self.batch as usize => break,
-                    Ok(_) if stopping.is_cancelled() => return,
-                    Ok(_) => {}
-                    Err(error) => {
-                        tracing::warn!(%error, "outbound sender cannot reach the database");
-                        break;
-                    }
-                }
-            }
-        }
+    /// How many messages one claim takes at most.
+    pub fn batch(&self) -> usize {
+        usize::try_from(self.batch).unwrap_or(0)
     }
 
     /// Claims and sends one batch; returns how many were claimed. Messages to one person go in

@@ -8,18 +8,13 @@ use tokio_util::sync::CancellationToken;
 use crate::store::Store;
 
 pub(super) async fn run(store: Store, every: Duration, stopping: CancellationToken) {
-    let mut ticks = tokio::time::interval(every);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            () = stopping.cancelled() => return,
-            _ = ticks.tick() => {}
-        }
+    super::periodically(every, stopping, || async {
         match store.purge_expired_dedupe(OffsetDateTime::now_utc()).await {
             Ok(0) => {}
             Ok(removed) => tracing::info!(removed, "expired dedupe records removed"),
             // The next tick tries again; a database that is down is reported by /readyz.
             Err(error) => tracing::warn!(%error, "dedupe cleanup failed"),
         }
-    }
+    })
+    .await;
 }

@@ -12,17 +12,12 @@ use crate::engine::Engine;
 const PER_SWEEP: i64 = 100;
 
 pub(super) async fn run(engine: Engine, every: Duration, stopping: CancellationToken) {
-    let mut ticks = tokio::time::interval(every);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            () = stopping.cancelled() => return,
-            _ = ticks.tick() => {}
-        }
+    super::periodically(every, stopping, || async {
         match answers::expire_due(&engine, OffsetDateTime::now_utc(), PER_SWEEP).await {
             Ok(0) => {}
             Ok(expired) => tracing::info!(expired, "confirmations expired"),
             Err(error) => tracing::warn!(%error, "confirmation sweep failed"),
         }
-    }
+    })
+    .await;
 }

@@ -2,6 +2,7 @@
 
 mod cleanup;
 mod confirmations;
+mod outbound;
 
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -44,7 +45,7 @@ pub fn spawn(state: &AppState, stopping: CancellationToken) -> Workers {
     tracker.spawn(confirmations::run(state.engine.clone(), sweep, stopping.clone()));
     match outbound_sender(state) {
         Ok(Some(sender)) => {
-            tracker.spawn(sender.run(Duration::from_millis(config.outbound.poll_interval_ms), stopping));
+            tracker.spawn(outbound::run(sender, Duration::from_millis(config.outbound.poll_interval_ms), stopping));
         }
         Ok(None) => tracing::warn!(
             "no WhatsApp access token (CHATGATE_WHATSAPP_ACCESS_TOKEN): prompts and replies stay queued until one is set"
@@ -53,4 +54,22 @@ pub fn spawn(state: &AppState, stopping: CancellationToken) -> Workers {
     }
     tracker.close();
     Workers { tracker }
+}
+
+/// Runs `tick` every `every` (the first at once) until `stopping`; a tick that overruns delays
+/// the next instead of bunching them up.
+async fn periodically<F, Fut>(every: Duration, stopping: CancellationToken, mut tick: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = stopping.cancelled() => return,
+            _ = ticks.tick() => {}
+        }
+        tick().await;
+    }
 }
