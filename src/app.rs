@@ -20,6 +20,7 @@ use crate::conversation::Templates;
 use crate::engine::Engine;
 use crate::evidence::Pseudonymizer;
 use crate::ingress::Ingress;
+use crate::security::Policy;
 use crate::store::Store;
 use crate::{api, tasks};
 
@@ -31,17 +32,19 @@ pub struct AppState {
     pub engine: Engine,
     pub ingress: Ingress,
     pub templates: Arc<Templates>,
+    pub policy: Policy,
 }
 
 impl AppState {
     pub fn new(settings: Settings, store: Store) -> Self {
         // Before anything counts: counts made without a recorder are lost.
         api::metrics::install();
-        let Settings { config, registry, directory, templates } = settings;
+        let Settings { config, registry, directory, templates, security } = settings;
         let pseudonymizer = Pseudonymizer::new(config.evidence.pseudonym_key.expose().as_bytes());
         let engine = Engine::new(store.clone(), pseudonymizer);
-        let ingress = Ingress::new(engine.clone(), registry, directory);
-        Self { config: Arc::new(config), store, engine, ingress, templates: Arc::new(templates) }
+        let policy = Policy { registry: Arc::new(registry), directory: Arc::new(directory), security };
+        let ingress = Ingress::new(engine.clone(), policy.clone());
+        Self { config: Arc::new(config), store, engine, ingress, templates: Arc::new(templates), policy }
     }
 }
 
@@ -80,9 +83,12 @@ pub fn router(state: AppState) -> Router {
 /// and tests use it to put a route of their own behind the real layers.
 pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
     let server = state.config.server.clone();
+    let security = state.policy.security.clone();
     routes
         .fallback(api::problem::not_found)
         .with_state(state)
+        // What the scope layers of the routes need (`security::require`).
+        .layer(axum::Extension(security))
         .layer(DefaultBodyLimit::max(server.body_limit_bytes))
         .layer(RequestBodyLimitLayer::new(server.body_limit_bytes))
         // A request that outlives its budget is our failure, and a retry may succeed: 503.

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use chatgate::config::{Config, ConfigSource, Settings};
+use chatgate::security::mint;
 use chatgate::store::Store;
 use clap::{Parser, Subcommand};
 
@@ -34,6 +35,52 @@ enum Command {
     Simulate {
         #[command(subcommand)]
         channel: SimulateChannel,
+    },
+    /// API tokens from the configured development issuer
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+    /// Step-up tokens from the configured development step-up issuer
+    Stepup {
+        #[command(subcommand)]
+        command: StepupCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Print an API bearer token (JWT) on stdout
+    Mint {
+        #[arg(long)]
+        tenant: String,
+        /// Space-separated scopes, e.g. "commands:read recovery:write"
+        #[arg(long)]
+        scope: String,
+        #[arg(long, default_value = "chatgate-cli")]
+        subject: String,
+        /// The issuer (`iss`) to sign as [default: the first configured]
+        #[arg(long)]
+        issuer: Option<String>,
+        /// Lifetime, e.g. 15m, 1h
+        #[arg(long, default_value = "1h")]
+        ttl: humantime::Duration,
+    },
+}
+
+#[derive(Subcommand)]
+enum StepupCommand {
+    /// Print a single-use step-up token for an actor and a command on stdout
+    Mint {
+        /// The actor (WhatsApp id) who stepped up
+        #[arg(long)]
+        actor: String,
+        /// The command id
+        #[arg(long)]
+        command: uuid::Uuid,
+        /// The command's idempotency key [default: read from the database]
+        #[arg(long)]
+        idempotency_key: Option<String>,
     },
 }
 
@@ -98,6 +145,39 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Simulate { channel: SimulateChannel::Whatsapp(args) } => {
             let config = Config::load(&source, &env)?;
             return chatgate::simulate::whatsapp(&config, &args).await;
+        }
+        Command::Token { command: TokenCommand::Mint { tenant, scope, subject, issuer, ttl } } => {
+            let settings = Settings::load(&source, &env)?;
+            let now = time::OffsetDateTime::now_utc();
+            let authenticator = &settings.security.authenticator;
+            let token = mint::api_token(authenticator, issuer.as_deref(), &tenant, &subject, &scope, ttl.into(), now)
+                .map_err(|e| anyhow::anyhow!("cannot mint: {e}"))?;
+            println!("{token}");
+        }
+        Command::Stepup { command: StepupCommand::Mint { actor, command, idempotency_key } } => {
+            let settings = Settings::load(&source, &env)?;
+            let key = match idempotency_key {
+                Some(key) => key,
+                None => {
+                    let store = Store::connect(&settings.config.storage).await?;
+                    store.migrate().await?;
+                    let found = store.command_by_id(command).await?;
+                    store.close().await;
+                    found
+                        .ok_or_else(|| anyhow::anyhow!("no command {command} in the database"))?
+                        .envelope
+                        .idempotency_key
+                        .as_str()
+                        .to_owned()
+                }
+            };
+            let now = time::OffsetDateTime::now_utc();
+            let token = settings
+                .security
+                .stepup
+                .mint(&actor, command, &key, now)
+                .map_err(|e| anyhow::anyhow!("cannot mint: {e}"))?;
+            println!("{token}");
         }
         Command::Audit { command: AuditCommand::Verify { json } } => {
             return audit_verify(&Config::load(&source, &env)?, json).await;

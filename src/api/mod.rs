@@ -1,5 +1,6 @@
 //! The HTTP surface: one router per resource, merged in `app`.
 
+pub mod commands;
 pub mod error;
 pub mod health;
 pub mod metrics;
@@ -13,6 +14,10 @@ pub use error::ApiError;
 
 /// Every resource's routes.
 pub fn router() -> Router<AppState> {
-    Router::new().merge(health::router()).merge(metrics::router()).merge(crate::ingress::whatsapp::router())
+    Router::new()
+        .merge(health::router())
+        .merge(metrics::router())
+        .merge(crate::ingress::whatsapp::router())
+        .merge(commands::router())
 }
 pub use problem::Problem;

@@ -23,6 +23,9 @@ pub struct Problem {
     pub extensions: Map<String, Value>,
     #[serde(skip)]
     retry_after_secs: Option<u64>,
+    /// `WWW-Authenticate`, for 401 and 403.
+    #[serde(skip)]
+    challenge: Option<String>,
 }
 
 impl Problem {
@@ -35,6 +38,7 @@ impl Problem {
             code: code.to_owned(),
             extensions: Map::new(),
             retry_after_secs: None,
+            challenge: None,
         }
     }
 
@@ -51,6 +55,12 @@ impl Problem {
     /// Tells the caller to come back (`Retry-After`), for 503 and 429.
     pub fn retry_after(mut self, secs: u64) -> Self {
         self.retry_after_secs = Some(secs);
+        self
+    }
+
+    /// How to authenticate (`WWW-Authenticate`), for 401 and 403.
+    pub fn challenge(mut self, challenge: impl Into<String>) -> Self {
+        self.challenge = Some(challenge.into());
         self
     }
 
@@ -87,6 +97,9 @@ impl IntoResponse for Problem {
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
         if let Some(secs) = self.retry_after_secs {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if let Some(challenge) = self.challenge.as_deref().and_then(|c| HeaderValue::from_str(c).ok()) {
+            headers.insert(header::WWW_AUTHENTICATE, challenge);
         }
         response
     }

@@ -3,6 +3,7 @@
 
 mod interpolate;
 mod secret;
+mod security;
 mod settings;
 
 use std::collections::BTreeMap;
@@ -14,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 pub use interpolate::{InterpolationError, interpolate};
 pub use secret::{BackendKind, DatabaseUrl, Secret};
+pub use security::{AuthConfig, IssuerConfig, Rate, RateLimitConfig, StepUpConfig};
 pub use settings::Settings;
 
 /// The shipped configuration files, used when the default path has no file (so that the binary
@@ -45,6 +47,12 @@ pub struct Config {
     pub executors: BTreeMap<String, ExecutorConfig>,
     #[serde(default)]
     pub outbound: OutboundConfig,
+    #[serde(default)]
+    pub auth: AuthConfig,
+    #[serde(default)]
+    pub stepup: StepUpConfig,
+    #[serde(default)]
+    pub rate_limits: RateLimitConfig,
 }
 
 /// Where the registry and the directory are, relative to the configuration file's folder.
@@ -349,6 +357,20 @@ impl Config {
         if self.outbound.backoff_initial_ms > self.outbound.backoff_max_ms {
             return Err(ConfigError::Invalid("outbound.backoff_initial_ms is above outbound.backoff_max_ms".into()));
         }
+        if self.stepup.max_lifetime_secs == 0 || self.stepup.max_lifetime_secs > 600 {
+            return Err(ConfigError::Invalid("stepup.max_lifetime_secs must be between 1 and 600".into()));
+        }
+        if self.stepup.acr_values.is_empty() {
+            return Err(ConfigError::Invalid("stepup.acr_values must name at least one level".into()));
+        }
+        let rates = [
+            ("rate_limits.actor", self.rate_limits.actor),
+            ("rate_limits.tenant", self.rate_limits.tenant),
+            ("rate_limits.api_client", self.rate_limits.api_client),
+        ];
+        if let Some((name, _)) = rates.iter().find(|(_, r)| r.per_minute == 0 || r.burst == 0) {
+            return Err(ConfigError::Invalid(format!("{name}: per_minute and burst must be greater than 0")));
+        }
         if self.evidence.pseudonym_key.expose().len() < 16 {
             return Err(ConfigError::Invalid("evidence.pseudonym_key must be at least 16 bytes".into()));
         }
@@ -364,6 +386,14 @@ impl Config {
             }
         };
         check("evidence.pseudonym_key".into(), &self.evidence.pseudonym_key);
+        for (name, issuer) in &self.auth.issuers {
+            if let Some(secret) = &issuer.secret {
+                check(format!("auth.issuers.{name}.secret"), secret);
+            }
+        }
+        if let Some(secret) = &self.stepup.issuer.secret {
+            check("stepup.secret".into(), secret);
+        }
         for (app, config) in &self.whatsapp.apps {
             check(format!("whatsapp.apps.{app}.app_secret"), &config.app_secret);
             check(format!("whatsapp.apps.{app}.verify_token"), &config.verify_token);

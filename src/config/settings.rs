@@ -3,11 +3,13 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::{Config, ConfigError, ConfigSource, DEFAULT_CONFIG_PATH, SHIPPED_COMMANDS, SHIPPED_DIRECTORY, parse_toml};
 use crate::command::registry::Registry;
 use crate::conversation::Templates;
 use crate::directory::{Directory, DirectoryFile};
+use crate::security::Security;
 
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -15,6 +17,8 @@ pub struct Settings {
     pub registry: Registry,
     pub directory: Directory,
     pub templates: Templates,
+    /// Token issuers' keys and the rate limiters, built from `config`.
+    pub security: Arc<Security>,
 }
 
 impl Settings {
@@ -40,27 +44,26 @@ impl Settings {
         let (directory_path, directory) = read(&config.registry.directory, SHIPPED_DIRECTORY)?;
         let templates = Templates::load(&folder.join(&config.registry.templates), shipped_fallback)
             .map_err(|e| ConfigError::Invalid(e.to_string()))?;
-        Self::assemble(config, (&commands_path, &commands), (&directory_path, &directory), templates, env)
+        let files = [(commands_path.as_path(), commands.as_str()), (directory_path.as_path(), directory.as_str())];
+        Self::assemble(config, files, templates, &folder, env)
     }
 
     /// The given configuration with the shipped registry and directory (tests, embedding).
     pub fn with_shipped_registry(config: Config) -> Result<Self, ConfigError> {
         let env = |name: &str| std::env::var(name).ok();
         let templates = Templates::shipped().map_err(|e| ConfigError::Invalid(e.to_string()))?;
-        Self::assemble(
-            config,
+        let files = [
             (Path::new("config/commands.toml"), SHIPPED_COMMANDS),
             (Path::new("config/directory.toml"), SHIPPED_DIRECTORY),
-            templates,
-            &env,
-        )
+        ];
+        Self::assemble(config, files, templates, Path::new("."), &env)
     }
 
     fn assemble(
         config: Config,
-        (commands_path, commands): (&Path, &str),
-        (directory_path, directory): (&Path, &str),
+        [(commands_path, commands), (directory_path, directory)]: [(&Path, &str); 2],
         templates: Templates,
+        folder: &Path,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
         // Every template renders against its sample data, or nothing starts.
@@ -71,7 +74,8 @@ impl Settings {
         let file: DirectoryFile = parse_toml(directory_path, directory, env)?;
         let directory =
             Directory::build(file).map_err(|e| ConfigError::Invalid(format!("{}: {e}", directory_path.display())))?;
-        Ok(Self { config, registry, directory, templates })
+        let security = Security::load(&config, folder).map_err(ConfigError::Invalid)?;
+        Ok(Self { config, registry, directory, templates, security: Arc::new(security) })
     }
 
     /// One line each about the registry and the directory, for `check-config`.

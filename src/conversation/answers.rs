@@ -16,6 +16,7 @@ use crate::command::{ActorId, TenantId};
 use crate::engine::{Engine, EngineError, MoveContext};
 use crate::evidence::{EvidenceDraft, TraceBindings};
 use crate::lifecycle::{Event, EvidenceKind, State};
+use crate::security::{AuthzDecision, Policy};
 use crate::store::{
     Confirmation, ConfirmationStatus, NewInbound, NewOutboxMessage, ReplyTo, SettleConfirmation, StepOutcome,
     StepWrite, StoredCommand,
@@ -62,6 +63,8 @@ pub struct Answering<'a> {
     pub reply_to: &'a ReplyTo,
     /// The message carrying the answer (recorded with the step: transport dedupe).
     pub inbound: &'a NewInbound,
+    /// What decides the command's authorization once it is confirmed.
+    pub policy: &'a Policy,
 }
 
 /// Handles one answer, at most one committed step.
@@ -79,7 +82,7 @@ pub async fn handle(
                 return Ok(outcome);
             }
             StepOutcome::Redelivered { .. } => return Ok(AnswerOutcome::Redelivered),
-            StepOutcome::Stale => continue,
+            StepOutcome::Stale | StepOutcome::TokenUsed => continue,
         }
     }
     Err(EngineError::Store(crate::store::StoreError::Unavailable(
@@ -145,6 +148,7 @@ async fn decide(
         moves: vec![],
         evidence: vec![],
         outbox: vec![],
+        consume: None,
         at: now,
     };
     let via = match answer.named {
@@ -220,15 +224,8 @@ async fn decide(
         match answer.verdict {
             Verdict::Yes => {
                 let confirm = MoveContext { decision: Some(bound), ..MoveContext::default() };
-                let submit = MoveContext {
-                    decision: Some(json!({"after": "confirmation"})),
-                    outbox: vec![
-                        who.reply_to
-                            .message("confirmed", json!({"command": name, "command_id": command.envelope.command_id})),
-                    ],
-                    ..MoveContext::default()
-                };
-                let moves = vec![(Event::Confirm, confirm), (Event::SubmitForAuthorization, submit)];
+                let mut moves = vec![(Event::Confirm, confirm)];
+                moves.extend(authorization_moves(who, &command, &name));
                 (AnswerOutcome::Accepted, ConfirmationStatus::Accepted, moves)
             }
             Verdict::No => {
@@ -255,6 +252,50 @@ async fn decide(
         _ => None,
     };
     Ok(conclude(step, decision, outcome, reason, None))
+}
+
+/// What follows a confirmation: `authz_pending`, then the decision — allowed (and the person
+/// told it is confirmed), waiting for a step-up proof (and the person sent the link), or refused
+/// (the refusal is the command's outcome reply).
+fn authorization_moves(who: &Answering<'_>, command: &StoredCommand, name: &str) -> Vec<(Event, MoveContext)> {
+    let command_id = command.envelope.command_id;
+    let context = |reason: Option<&str>, decision: &Value, outbox| MoveContext {
+        reason_code: reason.map(str::to_owned),
+        decision: Some(decision.clone()),
+        outbox,
+        reply_vars: None,
+    };
+    let Some(authorization) = who.policy.authorize(command, false) else {
+        let decision = json!({"authz": "deny", "reason": "the registry no longer has this command"});
+        return vec![
+            (Event::SubmitForAuthorization, context(None, &decision, vec![])),
+            (Event::Deny, context(Some("unknown_command"), &decision, vec![])),
+        ];
+    };
+    let evidence = authorization.evidence();
+    match authorization.decision {
+        AuthzDecision::Allow => {
+            let confirmed = who.reply_to.message("confirmed", json!({"command": name, "command_id": command_id}));
+            vec![
+                (Event::SubmitForAuthorization, context(None, &evidence, vec![confirmed])),
+                (Event::Allow, context(None, &evidence, vec![])),
+            ]
+        }
+        AuthzDecision::StepUp => {
+            let nonce = super::confirm::new_nonce();
+            let link = who.policy.security.stepup.link(command_id, &nonce);
+            let mut decision = evidence;
+            decision["step_up_nonce"] = nonce.into();
+            let reply = who
+                .reply_to
+                .message("step_up_required", json!({"command": name, "command_id": command_id, "link": link}));
+            vec![(Event::SubmitForAuthorization, context(Some("step_up_required"), &decision, vec![reply]))]
+        }
+        AuthzDecision::Deny { .. } => vec![
+            (Event::SubmitForAuthorization, context(None, &evidence, vec![])),
+            (Event::Deny, context(Some("missing_scope"), &evidence, vec![])),
+        ],
+    }
 }
 
 /// The cancel move of a confirmation that ran out; its outcome reply says so with the code.
@@ -318,6 +359,7 @@ pub async fn expire_due(engine: &Engine, now: OffsetDateTime, limit: i64) -> Res
             moves,
             evidence: vec![],
             outbox: vec![],
+            consume: None,
             at: now,
         };
         // Stale: answered or moved meanwhile; the next sweep sees the new state.

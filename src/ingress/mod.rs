@@ -6,19 +6,20 @@ pub mod message;
 pub mod whatsapp;
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::command::registry::{CommandSpec, Interpretation, Registry};
+use crate::command::registry::{CommandSpec, Interpretation};
 use crate::command::{Args, CommandRequest, ExternalId, Intent};
 use crate::conversation::answers::{self, AnswerOutcome, Answering};
 use crate::conversation::confirm::{self, Answer};
-use crate::directory::{Actor, Directory, Tenant, UnknownSenderPolicy};
+use crate::directory::{Actor, Tenant, UnknownSenderPolicy};
 use crate::engine::{Admission, Engine, EngineError};
 use crate::lifecycle::{CommandKind, Event};
+use crate::security::Policy;
+use crate::security::authz::{self, AuthzDecision};
 use crate::store::{
     Admitted, DeliveryStatus, InboundOutcome, NewConfirmation, NewInbound, NewOutboxMessage, ReplyTo, Store, StoreError,
 };
@@ -41,6 +42,8 @@ pub enum Handled {
     Conflict,
     /// An answer to a confirmation.
     Answer(AnswerOutcome),
+    /// Over the actor's or the tenant's rate limit: stored, not acted on.
+    RateLimited,
 }
 
 impl Handled {
@@ -56,6 +59,7 @@ impl Handled {
             Self::Conflict => "conflict",
             Self::Answer(AnswerOutcome::Redelivered) => "redelivered",
             Self::Answer(_) => "answer",
+            Self::RateLimited => "rate_limited",
         }
     }
 }
@@ -63,13 +67,12 @@ impl Handled {
 #[derive(Clone, Debug)]
 pub struct Ingress {
     engine: Engine,
-    registry: Arc<Registry>,
-    directory: Arc<Directory>,
+    policy: Policy,
 }
 
 impl Ingress {
-    pub fn new(engine: Engine, registry: Registry, directory: Directory) -> Self {
-        Self { engine, registry: Arc::new(registry), directory: Arc::new(directory) }
+    pub fn new(engine: Engine, policy: Policy) -> Self {
+        Self { engine, policy }
     }
 
     fn store(&self) -> &Store {
@@ -86,7 +89,7 @@ impl Ingress {
     }
 
     async fn handle_uncounted(&self, message: &InboundMessage, now: OffsetDateTime) -> Result<Handled, EngineError> {
-        let Some(tenant) = self.directory.tenant_for_number(&message.to) else {
+        let Some(tenant) = self.policy.directory.tenant_for_number(&message.to) else {
             tracing::warn!(to = %message.to, id = %message.provider_message_id, "message to an unknown number stored as unroutable");
             return self.record(message, None, "unroutable", &[], Handled::Unroutable, now).await;
         };
@@ -100,14 +103,26 @@ impl Ingress {
             };
             return self.record(message, Some(tenant), status, &replies, Handled::UnknownSender, now).await;
         };
+        // IDS §XV: every message counts, repeats included; over the limit it is kept, not acted
+        // on, and not answered (answering a flood would only double it).
+        if let Err(wait) = self.policy.security.limits.inbound(tenant.id.as_str(), actor.id.as_str()) {
+            tracing::warn!(tenant = %tenant.id, ?wait, "inbound rate limit reached");
+            return self.record(message, Some(tenant), "rate_limited", &[], Handled::RateLimited, now).await;
+        }
         if let Some(answer) = Answer::parse(&message.content) {
             let inbound = inbound_row(message, Some(tenant), "answer", now);
-            let who = Answering { tenant_id: &tenant.id, actor_id: &actor.id, reply_to: &reply_to, inbound: &inbound };
+            let who = Answering {
+                tenant_id: &tenant.id,
+                actor_id: &actor.id,
+                reply_to: &reply_to,
+                inbound: &inbound,
+                policy: &self.policy,
+            };
             return Ok(Handled::Answer(answers::handle(&self.engine, &who, &answer, now).await?));
         }
         let interpretation = match &message.content {
-            Content::Text(text) => self.registry.interpret_text(text),
-            Content::Reply { id, .. } => self.registry.interpret_reply_id(id),
+            Content::Text(text) => self.policy.registry.interpret_text(text),
+            Content::Reply { id, .. } => self.policy.registry.interpret_reply_id(id),
             // A reaction is not a request; answering it would only be noise.
             Content::Reaction { .. } => {
                 let handled = Handled::NotACommand { status: "reaction" };
@@ -140,7 +155,7 @@ impl Ingress {
     }
 
     fn help(&self, actor: &Actor) -> Vec<String> {
-        self.registry.help_lines(&actor.scopes)
+        self.policy.registry.help_lines(&actor.scopes)
     }
 
     /// Stores a message that starts no command, with its replies, once.
@@ -253,28 +268,19 @@ fn first_moves(
     reply_to: &ReplyTo,
     now: OffsetDateTime,
 ) -> FirstMoves {
-    let missing: Vec<&String> = spec.scopes.difference(held).collect();
-    if !missing.is_empty() {
+    let decision = authz::decide(spec, held, false);
+    let moves = |events, decision: &AuthzDecision| FirstMoves {
+        events,
+        decision: Some(decision.evidence(spec, held)),
+        reason_code: decision.reason_code(),
+        outbox: vec![],
+        confirmation: None,
+    };
+    match (&decision, spec.kind, spec.confirmation) {
         // Refused before anyone is asked to confirm: canonicalized → authz_pending → rejected
         // (the engine queues the refusal as the command's outcome reply).
-        return FirstMoves {
-            events: &[Event::SubmitForAuthorization, Event::Deny],
-            decision: Some(json!({"authz": "deny", "required": spec.scopes, "held": held, "missing": missing})),
-            reason_code: Some("missing_scope"),
-            outbox: vec![],
-            confirmation: None,
-        };
-    }
-    match (spec.kind, spec.confirmation) {
-        // Authorization (and step-up) is decided by the workers; the state is their queue.
-        (CommandKind::Read, _) => FirstMoves {
-            events: &[Event::SubmitForAuthorization],
-            decision: None,
-            reason_code: None,
-            outbox: vec![],
-            confirmation: None,
-        },
-        (CommandKind::Mutation, true) => {
+        (AuthzDecision::Deny { .. }, _, _) => moves(&[Event::SubmitForAuthorization, Event::Deny], &decision),
+        (_, CommandKind::Mutation, true) => {
             let vars = json!({"command": spec.name, "usage": spec.usage(), "args": args, "step_up": spec.step_up});
             let confirmation = confirm::prompt(reply_to, vars, spec.confirmation_ttl, now);
             FirstMoves {
@@ -289,13 +295,10 @@ fn first_moves(
                 confirmation: Some(confirmation),
             }
         }
-        (CommandKind::Mutation, false) => FirstMoves {
-            events: &[Event::AutoConfirm],
-            decision: Some(json!({"policy": "registry declares no confirmation", "command": spec.name})),
-            reason_code: None,
-            outbox: vec![],
-            confirmation: None,
-        },
+        // A read, or a mutation the registry lets through without confirmation (and so without
+        // step-up, which the registry only allows after a confirmation): authorized at once.
+        (_, CommandKind::Read, _) => moves(&[Event::SubmitForAuthorization, Event::Allow], &AuthzDecision::Allow),
+        (_, CommandKind::Mutation, false) => moves(&[Event::AutoConfirm, Event::Allow], &AuthzDecision::Allow),
     }
 }
 

@@ -263,6 +263,16 @@ impl Store {
         load_command(&mut conn, tenant_id, command_id).await
     }
 
+    /// A command by id, whatever its tenant: for the operator's command line only (the API always
+    /// asks within the caller's tenant).
+    pub async fn command_by_id(&self, command_id: Uuid) -> Result<Option<StoredCommand>, StoreError> {
+        let row = sqlx::query(concat!("SELECT ", command_columns!(), " FROM commands WHERE command_id = $1"))
+            .bind(command_id.to_string())
+            .fetch_optional(self.pool())
+            .await?;
+        row.as_ref().map(decode_command).transpose()
+    }
+
     /// The command's moves, oldest first.
     pub async fn transitions(&self, command_id: Uuid) -> Result<Vec<TransitionRecord>, StoreError> {
         let rows = sqlx::query(

@@ -41,7 +41,7 @@ pub use evidence::{AuditReport, ChainReport, StoredArtifact};
 pub use inbound::{DeliveryStatus, InboundOutcome, NewInbound};
 pub use outbound::OutboundRecord;
 pub use outbox::{ClaimedMessage, NewOutboxMessage};
-pub use step::{StepOutcome, StepWrite};
+pub use step::{ConsumedToken, StepOutcome, StepWrite};
 
 /// A write transaction. On SQLite it also holds the process's write gate: SQLite has one writer
 /// at a time, and queueing writers here (first come, first served) is far steadier than letting

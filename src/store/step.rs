@@ -11,6 +11,7 @@ use super::confirmations::{SettleConfirmation, settle_confirmation};
 use super::evidence::append_all;
 use super::inbound::{InboundOutcome, NewInbound, insert_inbound, link_inbound};
 use super::outbox::{NewOutboxMessage, insert_outbox};
+use super::rows::to_ms;
 use super::{Store, StoreError};
 use crate::command::TenantId;
 use crate::evidence::EvidenceDraft;
@@ -32,7 +33,17 @@ pub struct StepWrite {
     pub evidence: Vec<EvidenceDraft>,
     /// Messages the step sends besides those of its moves.
     pub outbox: Vec<NewOutboxMessage>,
+    /// A single-use token this step uses up (a step-up proof's `jti`).
+    pub consume: Option<ConsumedToken>,
     pub at: OffsetDateTime,
+}
+
+/// A token used once, by its issuer and `jti`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConsumedToken {
+    pub issuer: String,
+    pub jti: String,
+    pub expires_at: OffsetDateTime,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -48,9 +59,51 @@ pub enum StepOutcome {
     /// The confirmation or the command changed since the step was decided: nothing was written;
     /// decide again on fresh state.
     Stale,
+    /// The single-use token was used before: nothing was written.
+    TokenUsed,
+}
+
+/// Records a token's use; `false` when it was used before.
+async fn consume_token(
+    conn: &mut sqlx::AnyConnection,
+    token: &ConsumedToken,
+    command_id: Option<Uuid>,
+    at: OffsetDateTime,
+) -> Result<bool, StoreError> {
+    let inserted = sqlx::query(
+        "INSERT INTO consumed_tokens (issuer, jti, command_id, consumed_at, expires_at) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (issuer, jti) DO NOTHING",
+    )
+    .bind(token.issuer.as_str())
+    .bind(token.jti.as_str())
+    .bind(command_id.map(|id| id.to_string()).unwrap_or_default())
+    .bind(to_ms(at))
+    .bind(to_ms(token.expires_at))
+    .execute(&mut *conn)
+    .await?;
+    Ok(inserted.rows_affected() == 1)
 }
 
 impl Store {
+    /// Forgets used tokens that expired before `before` (they are refused as expired anyway).
+    pub async fn purge_consumed_tokens(&self, before: OffsetDateTime) -> Result<u64, StoreError> {
+        let done = sqlx::query("DELETE FROM consumed_tokens WHERE expires_at <= $1")
+            .bind(to_ms(before))
+            .execute(self.pool())
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// Whether a single-use token was used already.
+    pub async fn token_used(&self, issuer: &str, jti: &str) -> Result<bool, StoreError> {
+        let row = sqlx::query("SELECT jti FROM consumed_tokens WHERE issuer = $1 AND jti = $2")
+            .bind(issuer)
+            .bind(jti)
+            .fetch_optional(self.pool())
+            .await?;
+        Ok(row.is_some())
+    }
+
     pub async fn commit_step(&self, step: &StepWrite) -> Result<StepOutcome, StoreError> {
         let mut tx = self.begin().await?;
         if let Some(message) = &step.inbound {
@@ -71,6 +124,12 @@ impl Store {
         {
             tx.rollback().await?;
             return Ok(StepOutcome::Stale);
+        }
+        if let Some(token) = &step.consume
+            && !consume_token(&mut tx, token, step.command_id, step.at).await?
+        {
+            tx.rollback().await?;
+            return Ok(StepOutcome::TokenUsed);
         }
         let evidence_ids = append_all(&mut tx, step.tenant_id.as_str(), &step.evidence, step.at).await?;
         let mut moves = Vec::with_capacity(step.moves.len());

@@ -124,13 +124,11 @@ impl<'a> Chat<'a> {
             .collect()
     }
 
-    /// Drives a command through execution as the executor's worker does.
+    /// Drives an authorized command through execution as the executor's worker does.
     async fn execute(&self, command_id: Uuid, result: Value) {
         let demo = tenant("demo");
         let now = time::OffsetDateTime::now_utc();
-        for event in [Event::Allow, Event::Start] {
-            self.db.engine.advance(&demo, command_id, event, MoveContext::default(), now).await.expect("move");
-        }
+        self.db.engine.advance(&demo, command_id, Event::Start, MoveContext::default(), now).await.expect("start");
         let done = MoveContext { reply_vars: Some(json!({"result": result})), ..MoveContext::default() };
         self.db.engine.advance(&demo, command_id, Event::Succeed, done, now).await.expect("succeed");
     }
@@ -147,8 +145,11 @@ async fn a_button_tap_confirms_and_the_command_goes_on_to_authorization(db: &Tes
     let (to, text, _) = chat.next_reply().await;
     assert_eq!(to, CUSTOMER);
     assert!(text.starts_with("Thanks, confirmed"), "{text}");
-    assert_eq!(chat.state(id).await.0, "authz_pending");
-    assert_eq!(chat.events(id).await, ["canonicalize", "request_confirmation", "confirm", "submit_for_authorization"]);
+    assert_eq!(chat.state(id).await.0, "authorized");
+    assert_eq!(
+        chat.events(id).await,
+        ["canonicalize", "request_confirmation", "confirm", "submit_for_authorization", "allow"]
+    );
     let kinds: Vec<String> =
         db.store.evidence_for_command("demo", id).await.expect("evidence").into_iter().map(|a| a.kind).collect();
     assert!(kinds.contains(&"command.confirmation.satisfied".to_owned()), "{kinds:?}");
@@ -163,7 +164,7 @@ async fn yes_with_the_code_confirms(db: &TestDb) {
     let (id, code, _) = chat.refund_prompted("wamid.C1", "refund 1234 25.00").await;
     chat.says("wamid.C2", CUSTOMER, &format!("yes {}", code.to_lowercase())).await;
     assert!(chat.next_reply().await.1.starts_with("Thanks, confirmed"));
-    assert_eq!(chat.state(id).await.0, "authz_pending");
+    assert_eq!(chat.state(id).await.0, "authorized");
     chat.stop().await;
 }
 
@@ -183,7 +184,7 @@ async fn a_bare_yes_confirms_the_one_pending_confirmation_and_only_then(db: &Tes
     chat.next_reply().await;
     chat.says("wamid.Y5", CUSTOMER, "Yes").await;
     assert!(chat.next_reply().await.1.starts_with("Thanks, confirmed"));
-    assert_eq!(chat.state(first).await.0, "authz_pending");
+    assert_eq!(chat.state(first).await.0, "authorized");
     assert_eq!(chat.state(second).await.0, "canceled");
     chat.stop().await;
 }
@@ -308,7 +309,7 @@ async fn the_original_message_after_execution_replays_the_outcome_without_a_new_
     // Confirmed and not yet done: the same request again is told it is under way, not re-asked.
     chat.says("wamid.O1b", CUSTOMER, "refund 1234 25").await;
     let (_, under_way, _) = chat.next_reply().await;
-    assert!(under_way.starts_with("I'm already working on that request (it is authz pending)"), "{under_way}");
+    assert!(under_way.starts_with("I'm already working on that request (it is authorized)"), "{under_way}");
     chat.execute(id, json!({"refund_id": "R-77"})).await;
     let (_, done, _) = chat.next_reply().await;
     assert_eq!(done, "Done: refund.\n• refund_id: R-77");
@@ -334,7 +335,7 @@ async fn a_read_only_command_is_answered_without_a_prompt(db: &TestDb) {
     let mut chat = Chat::start(db).await;
     chat.says("wamid.S1", CUSTOMER, "order status 1234").await;
     let id = chat.command_of("wamid.S1").await;
-    assert_eq!(chat.state(id).await.0, "authz_pending", "no confirmation step");
+    assert_eq!(chat.state(id).await.0, "authorized", "no confirmation step");
     assert_eq!(db.count("SELECT COUNT(*) FROM confirmations WHERE command_id = $1", &id.to_string()).await, 0);
     chat.execute(id, json!({"status": "shipped"})).await;
     let (to, text, body) = chat.next_reply().await;

@@ -344,7 +344,10 @@ async fn reads_go_to_authorization_and_help_lists_the_actors_commands(db: &TestD
     let app = spawn_app(db).await;
     let meta = Meta::new(&app, db);
     meta.text("wamid.H1", CUSTOMER, "order status 5").await;
-    assert_eq!(db.count("SELECT COUNT(*) FROM commands WHERE state = $1", "authz_pending").await, 1);
+    // A read needs no confirmation: authorized at once, with the scopes compared on record.
+    assert_eq!(db.count("SELECT COUNT(*) FROM commands WHERE state = $1", "authorized").await, 1);
+    let allowed = db.count("SELECT COUNT(*) FROM evidence WHERE kind = $1", "authz.decided").await;
+    assert_eq!(allowed, 1);
     meta.text("wamid.H2", CUSTOMER, "help").await;
     meta.text("wamid.H3", ADMIN, "what can you do").await;
     let outbox = db.outbox().await;

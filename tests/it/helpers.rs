@@ -115,6 +115,8 @@ impl TestDb {
         config.storage.database_url = DatabaseUrl::new(url.clone());
         config.storage.max_connections = 10;
         config.server.listen = "127.0.0.1:0".into();
+        // Tests send bursts from one actor; the rate-limit tests set their own limits.
+        config.rate_limits.actor = chatgate::config::Rate { per_minute: 60_000, burst: 10_000 };
         tweak(&mut config);
         let store = Store::connect(&config.storage).await.expect("test database opens");
         store.migrate().await.expect("migrations apply");

@@ -142,6 +142,20 @@ impl Registry {
         self.commands.iter().find(|c| c.name == name)
     }
 
+    /// The command an envelope's intent stands for.
+    pub fn by_intent(&self, entity: &str, action: &str) -> Option<&CommandSpec> {
+        self.commands.iter().find(|c| c.entity == entity && c.action == action)
+    }
+
+    /// The shipped registry, for unit tests elsewhere in the crate.
+    #[cfg(test)]
+    pub(crate) fn shipped_for_tests() -> Self {
+        let executors = ["orders".to_owned()].into_iter().collect();
+        let text = include_str!("../../../config/commands.toml");
+        Self::parse(Path::new("commands.toml"), text, &executors, std::time::Duration::from_secs(3_600))
+            .unwrap_or_else(|e| panic!("the shipped registry is valid: {e}"))
+    }
+
     /// What a text message asks for.
     pub fn interpret_text(&self, text: &str) -> Interpretation<'_> {
         let tokens: Vec<&str> = text.split_whitespace().collect();
@@ -281,6 +295,11 @@ fn build(
     }
     if !mutation && (confirmation || raw.step_up) {
         problem(executor_at, "a read needs neither confirmation nor step-up".into());
+    }
+    // The person confirms what they asked for before being asked to prove who they are, and
+    // the step-up link can then name the command.
+    if mutation && raw.step_up && !confirmation {
+        problem(executor_at, "step_up needs confirmation = true".into());
     }
     if patterns.is_empty() && reply_ids.is_empty() && raw.patterns.is_empty() && raw.reply_ids.is_empty() {
         problem(executor_at, "has neither patterns nor reply_ids: nothing can ask for it".into());

@@ -9,7 +9,7 @@ fn parse(text: &str) -> Result<Registry, RegistryError> {
 }
 
 fn shipped() -> Registry {
-    parse(include_str!("../../../config/commands.toml")).expect("the shipped registry is valid")
+    Registry::shipped_for_tests()
 }
 
 #[test]
@@ -127,6 +127,8 @@ fn structural_mistakes_are_refused() {
     );
     let read_with_confirmation = "[commands.x]\nentity = \"a\"\naction = \"b\"\npatterns = [\"x\"]\nkind = \"read\"\nconfirmation = true\nexecutor = \"orders\"\n";
     assert!(parse(read_with_confirmation).expect_err("read").to_string().contains("neither confirmation"));
+    let step_up_unconfirmed = "[commands.x]\nentity = \"a\"\naction = \"b\"\npatterns = [\"x\"]\nkind = \"mutation\"\nconfirmation = false\nstep_up = true\nexecutor = \"orders\"\n";
+    assert!(parse(step_up_unconfirmed).expect_err("step-up").to_string().contains("step_up needs confirmation"));
     let bad_comp = "[commands.x]\nentity = \"a\"\naction = \"b\"\npatterns = [\"x\"]\nkind = \"mutation\"\nexecutor = \"orders\"\ncompensation = \"y\"\n";
     assert!(parse(bad_comp).expect_err("compensation").to_string().contains("compensation `y` is not a command"));
     let err = parse("[commands\n").expect_err("syntax");

@@ -1,0 +1,108 @@
+//! The security part of the configuration: who may call the API (token issuers), what proves a
+//! person again (the step-up issuer), and how fast anyone may go (rate limits).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::Secret;
+
+/// API bearer tokens: the audience every token must name, and the issuers trusted to sign them.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    pub audience: String,
+    /// Clock skew tolerated on `exp`, `nbf` and `iat`.
+    pub leeway_secs: u64,
+    pub issuers: BTreeMap<String, IssuerConfig>,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self { audience: "chatgate".into(), leeway_secs: 30, issuers: BTreeMap::new() }
+    }
+}
+
+/// One issuer: its `iss`, the algorithms accepted from it (no other is, whatever a token's header
+/// says) and its keys — a shared secret (HS*), a public key PEM file, or a JWKS file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IssuerConfig {
+    pub issuer: String,
+    pub algorithms: Vec<String>,
+    #[serde(default)]
+    pub secret: Option<Secret>,
+    #[serde(default)]
+    pub public_key_file: Option<PathBuf>,
+    #[serde(default)]
+    pub jwks_file: Option<PathBuf>,
+    /// A private key PEM for `token mint` / `stepup mint` with an asymmetric development issuer.
+    #[serde(default)]
+    pub signing_key_file: Option<PathBuf>,
+}
+
+/// Step-up: a fresh, single-use proof that the person is who they say, for risky commands.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepUpConfig {
+    #[serde(flatten)]
+    pub issuer: IssuerConfig,
+    pub audience: String,
+    /// Assurance levels (`acr`) accepted, any of them.
+    pub acr_values: Vec<String>,
+    /// How long ago the person may have authenticated (`auth_time`).
+    pub max_age_secs: u64,
+    /// The longest a step-up token may live (`exp - iat`); at most 600.
+    pub max_lifetime_secs: u64,
+    /// Where the person proves themselves; `{command_id}` and `{nonce}` are filled in.
+    pub link: String,
+}
+
+impl Default for StepUpConfig {
+    fn default() -> Self {
+        Self {
+            issuer: IssuerConfig {
+                issuer: "chatgate-demo-stepup".into(),
+                algorithms: vec!["HS256".into()],
+                secret: Some(Secret::new("demo-stepup-secret-change-me")),
+                public_key_file: None,
+                jwks_file: None,
+                signing_key_file: None,
+            },
+            audience: "chatgate-stepup".into(),
+            acr_values: vec!["urn:chatgate:acr:mfa".into()],
+            max_age_secs: 300,
+            max_lifetime_secs: 600,
+            link: "http://127.0.0.1:8080/step-up?command={command_id}&nonce={nonce}".into(),
+        }
+    }
+}
+
+/// Requests per minute with a burst, per key.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Rate {
+    pub per_minute: u32,
+    pub burst: u32,
+}
+
+/// Rate limits: inbound chat messages per actor and per tenant (duplicates count), API requests
+/// per client (token subject).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RateLimitConfig {
+    pub actor: Rate,
+    pub tenant: Rate,
+    pub api_client: Rate,
+}
+
+impl Default for RateLimitConfig {
+    fn default() -> Self {
+        Self {
+            actor: Rate { per_minute: 30, burst: 10 },
+            tenant: Rate { per_minute: 3000, burst: 500 },
+            api_client: Rate { per_minute: 600, burst: 100 },
+        }
+    }
+}

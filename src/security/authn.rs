@@ -1,0 +1,129 @@
+//! API authentication and scopes as tower layers: a route says which scope it needs with
+//! `.route_layer(require("commands:read"))`, and its handler receives the caller as a
+//! [`Principal`] extension. Nothing inside a handler decides who may call it.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use axum::extract::Request;
+use axum::http::{StatusCode, header};
+use axum::middleware::{FromFnLayer, Next};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+
+use super::Security;
+use super::keys::{Issuer, TokenError, claimed_issuer};
+use crate::api::Problem;
+use crate::command::TenantId;
+
+/// Who is calling: from a verified token.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Principal {
+    pub issuer: String,
+    pub subject: String,
+    pub tenant: TenantId,
+    pub scopes: BTreeSet<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ApiClaims {
+    sub: String,
+    tenant: String,
+    /// OAuth style: space-separated.
+    #[serde(default)]
+    scope: Option<String>,
+    /// Azure/Okta style: an array.
+    #[serde(default)]
+    scp: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Authenticator {
+    audience: String,
+    leeway_secs: u64,
+    issuers: Vec<Issuer>,
+}
+
+impl Authenticator {
+    pub fn new(audience: String, leeway_secs: u64, issuers: Vec<Issuer>) -> Self {
+        Self { audience, leeway_secs, issuers }
+    }
+
+    /// Verifies a bearer token against the issuer it names.
+    pub fn authenticate(&self, token: &str) -> Result<Principal, TokenError> {
+        let iss = claimed_issuer(token).ok_or(TokenError::Malformed)?;
+        let issuer = self.issuers.iter().find(|i| i.iss == iss).ok_or(TokenError::Issuer)?;
+        let claims: ApiClaims =
+            issuer.verify(token, &self.audience, self.leeway_secs, &["exp", "iss", "aud", "sub"])?;
+        let tenant = TenantId::parse(&claims.tenant).map_err(|_| TokenError::MissingClaim)?;
+        let mut scopes: BTreeSet<String> =
+            claims.scope.iter().flat_map(|s| s.split_whitespace()).map(str::to_owned).collect();
+        scopes.extend(claims.scp.into_iter().flatten());
+        Ok(Principal { issuer: iss, subject: claims.sub, tenant, scopes })
+    }
+
+    pub fn issuer(&self, iss: &str) -> Option<&Issuer> {
+        self.issuers.iter().find(|i| i.iss == iss)
+    }
+
+    pub fn issuers(&self) -> &[Issuer] {
+        &self.issuers
+    }
+
+    pub fn audience(&self) -> &str {
+        &self.audience
+    }
+}
+
+/// What the scope layer's function returns.
+type Admitted = std::pin::Pin<Box<dyn Future<Output = Response> + Send>>;
+
+/// The layer that admits a request only with a valid token carrying `scope`, within the
+/// caller's rate limit.
+pub fn require(scope: &'static str) -> FromFnLayer<impl Fn(Request, Next) -> Admitted + Clone, (), (Request,)> {
+    axum::middleware::from_fn(move |request: Request, next: Next| Box::pin(admit(scope, request, next)) as Admitted)
+}
+
+async fn admit(scope: &'static str, mut request: Request, next: Next) -> Response {
+    let Some(security) = request.extensions().get::<Arc<Security>>().cloned() else {
+        tracing::error!("the security extension is missing; refusing");
+        return Problem::for_status(StatusCode::INTERNAL_SERVER_ERROR).into_response();
+    };
+    let bearer = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(|t| t.trim().to_owned());
+    let Some(token) = bearer else {
+        return unauthorized(None, "A bearer token is required.");
+    };
+    let principal = match security.authenticator.authenticate(&token) {
+        Ok(principal) => principal,
+        Err(error) => return unauthorized(Some(&error), &error.to_string()),
+    };
+    if let Err(wait) = security.limits.api_client(&format!("{}|{}", principal.issuer, principal.subject)) {
+        return super::ratelimit::too_many(wait, "Too many requests from this client.");
+    }
+    if !principal.scopes.contains(scope) {
+        let challenge = format!("Bearer realm=\"chatgate\", error=\"insufficient_scope\", scope=\"{scope}\"");
+        return Problem::new(StatusCode::FORBIDDEN, "insufficient_scope", "Forbidden")
+            .detail(format!("This operation needs the scope `{scope}`."))
+            .with("required_scope", scope)
+            .challenge(challenge)
+            .into_response();
+    }
+    request.extensions_mut().insert(principal);
+    next.run(request).await
+}
+
+fn unauthorized(error: Option<&TokenError>, detail: &str) -> Response {
+    let challenge = match error {
+        None => "Bearer realm=\"chatgate\"".to_owned(),
+        Some(e) => format!("Bearer realm=\"chatgate\", error=\"invalid_token\", error_description=\"{e}\""),
+    };
+    Problem::new(StatusCode::UNAUTHORIZED, "unauthorized", "Unauthorized")
+        .detail(detail)
+        .challenge(challenge)
+        .into_response()
+}

@@ -1,0 +1,48 @@
+//! The tenant's policy in one place: the registry (what each command requires), the directory
+//! (what each actor holds) and the security gates. Channels and the API ask it the same question.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use super::Security;
+use super::authz::{self, AuthzDecision};
+use crate::command::registry::{CommandSpec, Registry};
+use crate::directory::Directory;
+use crate::store::StoredCommand;
+
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub registry: Arc<Registry>,
+    pub directory: Arc<Directory>,
+    pub security: Arc<Security>,
+}
+
+/// A decision about one stored command, with what it was decided on.
+#[derive(Debug, Clone)]
+pub struct Authorization<'a> {
+    pub decision: AuthzDecision,
+    pub spec: &'a CommandSpec,
+    pub held: BTreeSet<String>,
+}
+
+impl Authorization<'_> {
+    pub fn evidence(&self) -> serde_json::Value {
+        self.decision.evidence(self.spec, &self.held)
+    }
+}
+
+impl Policy {
+    /// Authorizes a stored command for its actor. `None` when the registry no longer knows the
+    /// command (it was removed since): such a command cannot be authorized.
+    pub fn authorize(&self, command: &StoredCommand, stepped_up: bool) -> Option<Authorization<'_>> {
+        let e = &command.envelope;
+        let spec = self.registry.by_intent(&e.intent.entity, &e.intent.action)?;
+        let held = self
+            .directory
+            .tenant(e.tenant_id.as_str())
+            .and_then(|t| t.actor(e.actor_id.as_str()))
+            .map(|a| a.scopes.clone())
+            .unwrap_or_default();
+        Some(Authorization { decision: authz::decide(spec, &held, stepped_up), spec, held })
+    }
+}
