@@ -284,3 +284,49 @@ async fn audit_verify_passes_an_intact_database_and_names_the_first_broken_link(
     assert!(err.contains("chain `demo` breaks at #7") && err.contains("altered"), "{err}");
     assert!(String::from_utf8_lossy(&broken.stdout).contains("chain demo: BROKEN"));
 }
+
+#[test]
+fn token_mint_and_stepup_mint_print_tokens_the_gateway_accepts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = run(chatgate(dir.path()).args([
+        "token",
+        "mint",
+        "--tenant",
+        "demo",
+        "--scope",
+        "commands:read recovery:write",
+    ]));
+    assert!(output.status.success(), "{}", stderr(&output));
+    let token = String::from_utf8(output.stdout).expect("utf-8").trim().to_owned();
+    let config =
+        chatgate::config::Config::parse(Path::new("chatgate.toml"), chatgate::config::SHIPPED_CONFIG, &|_| None)
+            .expect("shipped configuration");
+    let settings = chatgate::config::Settings::with_shipped_registry(config).expect("settings");
+    let principal = settings.security.authenticator.authenticate(&token).expect("the gateway accepts it");
+    assert_eq!(principal.tenant.as_str(), "demo");
+    assert_eq!(principal.scopes.iter().map(String::as_str).collect::<Vec<_>>(), ["commands:read", "recovery:write"]);
+
+    let command = uuid::Uuid::now_v7().to_string();
+    let output = run(chatgate(dir.path()).args([
+        "stepup",
+        "mint",
+        "--actor",
+        "15550000002",
+        "--command",
+        &command,
+        "--idempotency-key",
+        "k1",
+    ]));
+    assert!(output.status.success(), "{}", stderr(&output));
+    let token = String::from_utf8(output.stdout).expect("utf-8").trim().to_owned();
+    let claims = chatgate::security::keys::unverified_claims(&token);
+    assert_eq!(
+        (claims["sub"].as_str(), claims["command_id"].as_str(), claims["idempotency_key"].as_str()),
+        (Some("15550000002"), Some(command.as_str()), Some("k1"))
+    );
+    assert!(claims["exp"].as_i64().unwrap_or(0) - claims["iat"].as_i64().unwrap_or(0) <= 600);
+
+    // Without a key, the command is looked up, and an unknown one is a one-line error.
+    let output = run(chatgate(dir.path()).args(["stepup", "mint", "--actor", "15550000002", "--command", &command]));
+    assert_one_line_failure(&output, "no command");
+}

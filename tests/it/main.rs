@@ -8,6 +8,7 @@ mod conformance;
 mod e2e_conversation;
 mod e2e_health;
 mod e2e_outbound;
+mod e2e_security;
 mod e2e_server;
 mod e2e_whatsapp;
 mod fake_graph;
