@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use super::{ApiError, Problem};
 use crate::app::AppState;
+use crate::delivery::acks::{AckError, AckOutcome, AckRequest, apply_ack};
 use crate::engine::Engine;
 use crate::security::{Principal, StepUpError, StepUpFailure, complete_step_up, require};
 
@@ -20,6 +21,7 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/v1/commands/{id}", get(status).route_layer(require("commands:read")))
         .route("/v1/commands/{id}/step-up", post(step_up).route_layer(require("stepup:verify")))
+        .route("/v1/commands/{id}/acks", post(ack).route_layer(require("executions:write")))
 }
 
 /// A path id that is not a UUID names no command.
@@ -61,10 +63,8 @@ async fn step_up(
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let id = command_id(&id)?;
-    let body: StepUpBody = serde_json::from_slice(&body).map_err(|e| {
-        Problem::new(StatusCode::BAD_REQUEST, "invalid_body", "Bad Request")
-            .detail(format!("Expected {{\"token\": \"<step-up JWT>\"}}: {e}"))
-    })?;
+    let body: StepUpBody = serde_json::from_slice(&body)
+        .map_err(|e| invalid_body(&format!("Expected {{\"token\": \"<step-up JWT>\"}}: {e}")))?;
     let now = OffsetDateTime::now_utc();
     match complete_step_up(&state.engine, &state.policy, &principal.tenant, id, &body.token, now).await {
         Ok(after) => Ok(Json(json!({"command_id": id, "state": after}))),
@@ -102,6 +102,43 @@ fn step_up_problem(state: &AppState, id: Uuid, failure: StepUpFailure) -> ApiErr
                 .into()
         }
     }
+}
+
+/// An executor's delivery or execution ACK.
+async fn ack(
+    State(engine): State<Engine>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let id = command_id(&id)?;
+    let request: AckRequest = serde_json::from_slice(&body).map_err(|e| invalid_body(&e.to_string()))?;
+    match apply_ack(&engine, &principal.tenant, id, &request, OffsetDateTime::now_utc()).await {
+        Ok(AckOutcome::Applied { state }) => {
+            Ok(Json(json!({"command_id": id, "delivery_state": state, "duplicate": false})))
+        }
+        Ok(AckOutcome::Duplicate { state }) => {
+            Ok(Json(json!({"command_id": id, "delivery_state": state, "duplicate": true})))
+        }
+        Err(AckError::NotFound) => Err(not_found(id)),
+        Err(AckError::Invalid(message)) => Err(invalid_body(&message)),
+        Err(AckError::Engine(error)) => Err(error.into()),
+        Err(error @ AckError::NoDelivery(_)) => {
+            Err(Problem::new(StatusCode::CONFLICT, "no_delivery", "No delivery to acknowledge")
+                .detail(error.to_string())
+                .into())
+        }
+        Err(AckError::OutOfOrder(refused)) => {
+            Err(Problem::new(StatusCode::CONFLICT, "ack_out_of_order", "ACK out of order")
+                .detail(refused.to_string())
+                .with("delivery_state", refused.state.as_str())
+                .into())
+        }
+    }
+}
+
+fn invalid_body(detail: &str) -> ApiError {
+    Problem::new(StatusCode::BAD_REQUEST, "invalid_body", "Bad Request").detail(detail.to_owned()).into()
 }
 
 fn not_found(id: Uuid) -> ApiError {

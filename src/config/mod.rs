@@ -153,9 +153,46 @@ pub struct WhatsAppApp {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExecutorConfig {
-    /// `https://...`, `amqp://...`, or `builtin:echo` (succeeds at once; for demos and tests).
+    /// `https://...` (or `http://`), `builtin:echo` (succeeds at once, echoing the args) or
+    /// `builtin:fail[:CODE]` (fails at once); for demos and tests.
     pub url: String,
+    /// The Standard Webhooks signing secret (`whsec_` + base64).
     pub secret: Option<Secret>,
+    /// One HTTP attempt, connection included.
+    #[serde(default = "defaults::executor_request_timeout_ms")]
+    pub request_timeout_ms: u64,
+    /// Attempts in all before the dispatch closes as `DELIVERY_TIMEOUT`.
+    #[serde(default = "defaults::executor_max_attempts")]
+    pub max_attempts: u32,
+    #[serde(default = "defaults::executor_backoff_initial_ms")]
+    pub backoff_initial_ms: u64,
+    #[serde(default = "defaults::executor_backoff_max_ms")]
+    pub backoff_max_ms: u64,
+}
+
+impl ExecutorConfig {
+    pub fn retry_policy(&self) -> crate::delivery::RetryPolicy {
+        crate::delivery::RetryPolicy {
+            max_attempts: self.max_attempts,
+            initial: Duration::from_millis(self.backoff_initial_ms),
+            max: Duration::from_millis(self.backoff_max_ms),
+        }
+    }
+}
+
+mod defaults {
+    pub fn executor_request_timeout_ms() -> u64 {
+        10_000
+    }
+    pub fn executor_max_attempts() -> u32 {
+        8
+    }
+    pub fn executor_backoff_initial_ms() -> u64 {
+        500
+    }
+    pub fn executor_backoff_max_ms() -> u64 {
+        60_000
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -353,6 +390,14 @@ impl Config {
         let base = &self.whatsapp.api_base;
         if url::Url::parse(base).map_or(true, |u| !matches!(u.scheme(), "http" | "https")) {
             return Err(ConfigError::Invalid(format!("whatsapp.api_base `{base}` is not an http(s) URL")));
+        }
+        for (name, executor) in &self.executors {
+            crate::delivery::executor::Executor::from_config(name, executor).map_err(ConfigError::Invalid)?;
+            if executor.max_attempts == 0 || executor.backoff_initial_ms > executor.backoff_max_ms {
+                return Err(ConfigError::Invalid(format!(
+                    "executors.{name}: max_attempts must be at least 1 and backoff_initial_ms at most backoff_max_ms"
+                )));
+            }
         }
         if self.outbound.backoff_initial_ms > self.outbound.backoff_max_ms {
             return Err(ConfigError::Invalid("outbound.backoff_initial_ms is above outbound.backoff_max_ms".into()));

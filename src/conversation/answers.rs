@@ -13,6 +13,7 @@ use uuid::Uuid;
 use super::confirm::{Answer, Named, Verdict};
 use super::outcome::{DECLINED, EXPIRED};
 use crate::command::{ActorId, TenantId};
+use crate::delivery::dispatch;
 use crate::engine::{Engine, EngineError, MoveContext};
 use crate::evidence::{EvidenceDraft, TraceBindings};
 use crate::lifecycle::{Event, EvidenceKind, State};
@@ -140,17 +141,7 @@ async fn decide(
     answer: &Answer,
     now: OffsetDateTime,
 ) -> Result<(AnswerOutcome, StepWrite), EngineError> {
-    let mut step = StepWrite {
-        tenant_id: who.tenant_id.clone(),
-        inbound: Some(who.inbound.clone()),
-        command_id: None,
-        settle: None,
-        moves: vec![],
-        evidence: vec![],
-        outbox: vec![],
-        consume: None,
-        at: now,
-    };
+    let mut step = StepWrite { inbound: Some(who.inbound.clone()), ..StepWrite::new(who.tenant_id.clone(), None, now) };
     let via = match answer.named {
         Named::Nonce(_) => "button",
         Named::Code(_) => "code",
@@ -279,6 +270,7 @@ fn authorization_moves(who: &Answering<'_>, command: &StoredCommand, name: &str)
             vec![
                 (Event::SubmitForAuthorization, context(None, &evidence, vec![confirmed])),
                 (Event::Allow, context(None, &evidence, vec![])),
+                dispatch::start(&authorization.spec.executor),
             ]
         }
         AuthzDecision::StepUp => {
@@ -347,20 +339,11 @@ pub async fn expire_due(engine: &Engine, now: OffsetDateTime, limit: i64) -> Res
         let command = engine.command(&confirmation.tenant_id, confirmation.command_id).await?;
         // A command that already left `confirmation_required` only needs its confirmation closed.
         let moves = engine.plan_moves(&command, vec![expiry_move(&confirmation)], now).unwrap_or_default();
+        let settle = SettleConfirmation { id: confirmation.id, status: ConfirmationStatus::Expired, answered_by: None };
         let step = StepWrite {
-            tenant_id: confirmation.tenant_id.clone(),
-            inbound: None,
-            command_id: Some(confirmation.command_id),
-            settle: Some(SettleConfirmation {
-                id: confirmation.id,
-                status: ConfirmationStatus::Expired,
-                answered_by: None,
-            }),
+            settle: Some(settle),
             moves,
-            evidence: vec![],
-            outbox: vec![],
-            consume: None,
-            at: now,
+            ..StepWrite::new(confirmation.tenant_id.clone(), Some(confirmation.command_id), now)
         };
         // Stale: answered or moved meanwhile; the next sweep sees the new state.
         if let StepOutcome::Committed { .. } = engine.store().commit_step(&step).await? {

@@ -15,6 +15,7 @@ use crate::command::registry::{CommandSpec, Interpretation};
 use crate::command::{Args, CommandRequest, ExternalId, Intent};
 use crate::conversation::answers::{self, AnswerOutcome, Answering};
 use crate::conversation::confirm::{self, Answer};
+use crate::delivery::dispatch;
 use crate::directory::{Actor, Tenant, UnknownSenderPolicy};
 use crate::engine::{Admission, Engine, EngineError};
 use crate::lifecycle::{CommandKind, Event};
@@ -269,17 +270,19 @@ fn first_moves(
     now: OffsetDateTime,
 ) -> FirstMoves {
     let decision = authz::decide(spec, held, false);
-    let moves = |events, decision: &AuthzDecision| FirstMoves {
+    let moves = |events, decision: &AuthzDecision, outbox| FirstMoves {
         events,
         decision: Some(decision.evidence(spec, held)),
         reason_code: decision.reason_code(),
-        outbox: vec![],
+        outbox,
         confirmation: None,
     };
+    // Authorized at once: started too, with the dispatch row in the same transaction.
+    let dispatch = || dispatch::start(&spec.executor).1.outbox;
     match (&decision, spec.kind, spec.confirmation) {
         // Refused before anyone is asked to confirm: canonicalized → authz_pending → rejected
         // (the engine queues the refusal as the command's outcome reply).
-        (AuthzDecision::Deny { .. }, _, _) => moves(&[Event::SubmitForAuthorization, Event::Deny], &decision),
+        (AuthzDecision::Deny { .. }, _, _) => moves(&[Event::SubmitForAuthorization, Event::Deny], &decision, vec![]),
         (_, CommandKind::Mutation, true) => {
             let vars = json!({"command": spec.name, "usage": spec.usage(), "args": args, "step_up": spec.step_up});
             let confirmation = confirm::prompt(reply_to, vars, spec.confirmation_ttl, now);
@@ -297,8 +300,12 @@ fn first_moves(
         }
         // A read, or a mutation the registry lets through without confirmation (and so without
         // step-up, which the registry only allows after a confirmation): authorized at once.
-        (_, CommandKind::Read, _) => moves(&[Event::SubmitForAuthorization, Event::Allow], &AuthzDecision::Allow),
-        (_, CommandKind::Mutation, false) => moves(&[Event::AutoConfirm, Event::Allow], &AuthzDecision::Allow),
+        (_, CommandKind::Read, _) => {
+            moves(&[Event::SubmitForAuthorization, Event::Allow, Event::Start], &AuthzDecision::Allow, dispatch())
+        }
+        (_, CommandKind::Mutation, false) => {
+            moves(&[Event::AutoConfirm, Event::Allow, Event::Start], &AuthzDecision::Allow, dispatch())
+        }
     }
 }
 

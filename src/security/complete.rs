@@ -8,6 +8,7 @@ use uuid::Uuid;
 use super::authz::AuthzDecision;
 use super::{Policy, StepUpError};
 use crate::command::TenantId;
+use crate::delivery::dispatch;
 use crate::engine::{Engine, EngineError, MoveContext};
 use crate::lifecycle::{Event, State};
 use crate::store::{ConsumedToken, StepOutcome, StepWrite, StoredCommand};
@@ -51,20 +52,11 @@ pub async fn complete_step_up(
     if command.lifecycle.state != State::AuthzPending {
         return Err(StepUpFailure::NotAwaiting(command.lifecycle.state));
     }
+    let consume = ConsumedToken { issuer: proof.issuer.clone(), jti: proof.jti.clone(), expires_at: proof.expires_at };
     let step = StepWrite {
-        tenant_id: tenant.clone(),
-        inbound: None,
-        command_id: Some(command_id),
-        settle: None,
         moves: decided_moves(engine, policy, &command, &proof.evidence(), now)?,
-        evidence: vec![],
-        outbox: vec![],
-        consume: Some(ConsumedToken {
-            issuer: proof.issuer.clone(),
-            jti: proof.jti.clone(),
-            expires_at: proof.expires_at,
-        }),
-        at: now,
+        consume: Some(consume),
+        ..StepWrite::new(tenant.clone(), Some(command_id), now)
     };
     match engine.store().commit_step(&step).await? {
         StepOutcome::Committed { .. } => {
@@ -88,21 +80,24 @@ fn decided_moves(
     now: OffsetDateTime,
 ) -> Result<Vec<crate::store::TransitionWrite>, StepUpFailure> {
     let name = command.reply_to.as_ref().and_then(|r| r.command.clone()).unwrap_or_else(|| "request".into());
-    let (event, reason, mut decision, outbox) = match policy.authorize(command, true) {
+    let (event, reason, mut decision, outbox, executor) = match policy.authorize(command, true) {
         Some(authorization) if authorization.decision == AuthzDecision::Allow => {
             let told = command
                 .reply_to
                 .iter()
                 .map(|r| r.message("confirmed", json!({"command": name, "command_id": command.envelope.command_id})));
-            (Event::Allow, None, authorization.evidence(), told.collect())
+            let executor = Some(authorization.spec.executor.clone());
+            (Event::Allow, None, authorization.evidence(), told.collect(), executor)
         }
-        Some(authorization) => (Event::Deny, Some("missing_scope"), authorization.evidence(), vec![]),
-        None => (Event::Deny, Some("unknown_command"), json!({"authz": "deny"}), vec![]),
+        Some(authorization) => (Event::Deny, Some("missing_scope"), authorization.evidence(), vec![], None),
+        None => (Event::Deny, Some("unknown_command"), json!({"authz": "deny"}), vec![], None),
     };
     decision["step_up_proof"] = proof.clone();
     let context =
         MoveContext { reason_code: reason.map(str::to_owned), decision: Some(decision), outbox, reply_vars: None };
-    engine.plan_moves(command, vec![(event, context)], now).map_err(|error| {
+    // Allowed: started at once, with its dispatch row.
+    let moves = std::iter::once((event, context)).chain(executor.as_deref().map(dispatch::start)).collect();
+    engine.plan_moves(command, moves, now).map_err(|error| {
         StepUpFailure::Engine(EngineError::InvalidTransition {
             error,
             state: command.lifecycle.state,

@@ -12,6 +12,7 @@ mod batch;
 mod commands;
 mod confirmations;
 mod dedupe;
+mod deliveries;
 mod error;
 mod evidence;
 mod inbound;
@@ -36,12 +37,13 @@ pub use admission::{AdmissionWrite, Admitted, DuplicateOf, MESSAGE_KIND, ReplyTo
 pub use batch::AdmissionStats;
 pub use commands::{CommittedTransition, StoredCommand, TransitionRecord, TransitionWrite};
 pub use confirmations::{Confirmation, ConfirmationStatus, NewConfirmation, SettleConfirmation};
+pub use deliveries::{Delivery, DeliveryChange, DeliveryLogEntry, NewDelivery};
 pub use error::StoreError;
 pub use evidence::{AuditReport, ChainReport, StoredArtifact};
 pub use inbound::{DeliveryStatus, InboundOutcome, NewInbound};
 pub use outbound::OutboundRecord;
 pub use outbox::{ClaimedMessage, NewOutboxMessage};
-pub use step::{ConsumedToken, StepOutcome, StepWrite};
+pub use step::{ConsumedToken, OutboxSettle, StepOutcome, StepWrite};
 
 /// A write transaction. On SQLite it also holds the process's write gate: SQLite has one writer
 /// at a time, and queueing writers here (first come, first served) is far steadier than letting

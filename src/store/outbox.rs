@@ -9,6 +9,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::rows::{Param, int, json, multi_insert, opt_parsed, text, to_ms, uuid};
+use super::step::OutboxSettle;
 use super::{Store, StoreError};
 
 /// An effect to perform once the transaction that decided it has committed.
@@ -92,6 +93,32 @@ pub(crate) async fn insert_outbox(
     Ok(id)
 }
 
+/// Writes a claimed row's fate and releases its lease.
+pub(crate) async fn settle_outbox(
+    conn: &mut AnyConnection,
+    settle: &OutboxSettle,
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
+    let (id, status, next, error) = match settle {
+        OutboxSettle::Done(id) => (id, "done", to_ms(now), None),
+        OutboxSettle::Retry { id, at, error } => (id, "pending", to_ms(*at), Some(error.as_str())),
+        OutboxSettle::Dead { id, error } => (id, "dead", to_ms(now), Some(error.as_str())),
+    };
+    sqlx::query(
+        "UPDATE outbox SET status = $2, next_attempt_at = $3, locked_until = NULL,
+             last_error = COALESCE($4, last_error), updated_at = $5
+         WHERE id = $1",
+    )
+    .bind(id.to_string())
+    .bind(status)
+    .bind(next)
+    .bind(error)
+    .bind(to_ms(now))
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
 impl Store {
     /// Claims up to `limit` due rows of `kind` for `lease`. A worker that dies loses its lease and
     /// the row becomes due again: delivery is at least once, and the idempotency key makes it
@@ -129,12 +156,7 @@ impl Store {
 
     /// The effect happened: the row is done.
     pub async fn complete_outbox(&self, id: Uuid, now: OffsetDateTime) -> Result<(), StoreError> {
-        sqlx::query("UPDATE outbox SET status = 'done', locked_until = NULL, updated_at = $2 WHERE id = $1")
-            .bind(id.to_string())
-            .bind(to_ms(now))
-            .execute(self.pool())
-            .await?;
-        Ok(())
+        self.settle_claimed(&OutboxSettle::Done(id), now).await
     }
 
     /// The attempt failed: try again at `retry_at`, or give up (`None`) and keep the error.
@@ -145,21 +167,16 @@ impl Store {
         retry_at: Option<OffsetDateTime>,
         now: OffsetDateTime,
     ) -> Result<(), StoreError> {
-        let (status, next) = match retry_at {
-            Some(at) => ("pending", to_ms(at)),
-            None => ("dead", to_ms(now)),
+        let settle = match retry_at {
+            Some(at) => OutboxSettle::Retry { id, at, error: error.to_owned() },
+            None => OutboxSettle::Dead { id, error: error.to_owned() },
         };
-        sqlx::query(
-            "UPDATE outbox SET status = $2, next_attempt_at = $3, locked_until = NULL, last_error = $4, updated_at = $5
-             WHERE id = $1",
-        )
-        .bind(id.to_string())
-        .bind(status)
-        .bind(next)
-        .bind(error)
-        .bind(to_ms(now))
-        .execute(self.pool())
-        .await?;
-        Ok(())
+        self.settle_claimed(&settle, now).await
+    }
+
+    /// Writes a claimed row's fate on its own.
+    pub async fn settle_claimed(&self, settle: &OutboxSettle, now: OffsetDateTime) -> Result<(), StoreError> {
+        let mut conn = self.pool().acquire().await?;
+        settle_outbox(&mut conn, settle, now).await
     }
 }

@@ -8,9 +8,10 @@ use uuid::Uuid;
 
 use super::commands::{CommittedTransition, TransitionWrite, apply_transition};
 use super::confirmations::{SettleConfirmation, settle_confirmation};
+use super::deliveries::{DeliveryChange, apply_delivery};
 use super::evidence::append_all;
 use super::inbound::{InboundOutcome, NewInbound, insert_inbound, link_inbound};
-use super::outbox::{NewOutboxMessage, insert_outbox};
+use super::outbox::{NewOutboxMessage, insert_outbox, settle_outbox};
 use super::rows::to_ms;
 use super::{Store, StoreError};
 use crate::command::TenantId;
@@ -35,7 +36,38 @@ pub struct StepWrite {
     pub outbox: Vec<NewOutboxMessage>,
     /// A single-use token this step uses up (a step-up proof's `jti`).
     pub consume: Option<ConsumedToken>,
+    /// A dispatch's transport record, moved with the command.
+    pub delivery: Option<DeliveryChange>,
+    /// What becomes of the outbox row the step worked on.
+    pub outbox_row: Option<OutboxSettle>,
     pub at: OffsetDateTime,
+}
+
+/// The fate of a claimed outbox row, written with the step that worked on it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OutboxSettle {
+    Done(Uuid),
+    Retry { id: Uuid, at: OffsetDateTime, error: String },
+    Dead { id: Uuid, error: String },
+}
+
+impl StepWrite {
+    /// A step about `command_id` with nothing in it yet.
+    pub fn new(tenant_id: TenantId, command_id: Option<Uuid>, at: OffsetDateTime) -> Self {
+        Self {
+            tenant_id,
+            inbound: None,
+            command_id,
+            settle: None,
+            moves: vec![],
+            evidence: vec![],
+            outbox: vec![],
+            consume: None,
+            delivery: None,
+            outbox_row: None,
+            at,
+        }
+    }
 }
 
 /// A token used once, by its issuer and `jti`.
@@ -131,6 +163,12 @@ impl Store {
             tx.rollback().await?;
             return Ok(StepOutcome::TokenUsed);
         }
+        if let Some(change) = &step.delivery
+            && !apply_delivery(&mut tx, change, step.at).await?
+        {
+            tx.rollback().await?;
+            return Ok(StepOutcome::Stale);
+        }
         let evidence_ids = append_all(&mut tx, step.tenant_id.as_str(), &step.evidence, step.at).await?;
         let mut moves = Vec::with_capacity(step.moves.len());
         for write in &step.moves {
@@ -144,6 +182,9 @@ impl Store {
         }
         for message in &step.outbox {
             insert_outbox(&mut tx, step.tenant_id.as_str(), step.command_id, message, step.at).await?;
+        }
+        if let Some(row) = &step.outbox_row {
+            settle_outbox(&mut tx, row, step.at).await?;
         }
         tx.commit().await?;
         Ok(StepOutcome::Committed { moves, evidence_ids })

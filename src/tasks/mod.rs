@@ -2,6 +2,7 @@
 
 mod cleanup;
 mod confirmations;
+mod dispatch;
 mod outbound;
 
 use tokio_util::sync::CancellationToken;
@@ -12,6 +13,7 @@ use std::time::Duration;
 use crate::app::AppState;
 use crate::conversation::graph::GraphClient;
 use crate::conversation::sender::Sender;
+use crate::delivery::dispatcher::Dispatcher;
 
 /// The sender of prompts and replies, when there is a token to send with.
 fn outbound_sender(state: &AppState) -> Result<Option<Sender>, reqwest::Error> {
@@ -43,6 +45,14 @@ pub fn spawn(state: &AppState, stopping: CancellationToken) -> Workers {
     tracker.spawn(cleanup::run(state.store.clone(), config.idempotency.cleanup_interval(), stopping.clone()));
     let sweep = Duration::from_millis(config.outbound.confirmation_sweep_ms);
     tracker.spawn(confirmations::run(state.engine.clone(), sweep, stopping.clone()));
+    let poll = Duration::from_millis(config.outbound.poll_interval_ms);
+    match Dispatcher::new(state.engine.clone(), state.policy.clone(), config) {
+        Ok(dispatcher) => {
+            tracker.spawn(dispatch::run(dispatcher, poll, stopping.clone()));
+        }
+        Err(error) => tracing::error!(%error, "cannot build the executors: commands stay queued for dispatch"),
+    }
+    tracker.spawn(dispatch::timers(state.engine.clone(), sweep, stopping.clone()));
     match outbound_sender(state) {
         Ok(Some(sender)) => {
             tracker.spawn(outbound::run(sender, Duration::from_millis(config.outbound.poll_interval_ms), stopping));

@@ -5,13 +5,11 @@
 
 use std::time::Duration;
 
-use chatgate::engine::MoveContext;
 use chatgate::ingress::whatsapp::simulate;
-use chatgate::lifecycle::Event;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::fake_graph::{FakeGraph, sending_through, text_of};
+use crate::fake_graph::{FakeGraph, FakeServer, sending_through, text_of};
 use crate::helpers::{ADMIN, CUSTOMER, DEMO_NUMBER, Meta, TestApp, TestDb, on_both_backends, spawn_app_with, tenant};
 
 on_both_backends!(
@@ -124,13 +122,17 @@ impl<'a> Chat<'a> {
             .collect()
     }
 
-    /// Drives an authorized command through execution as the executor's worker does.
-    async fn execute(&self, command_id: Uuid, result: Value) {
-        let demo = tenant("demo");
-        let now = time::OffsetDateTime::now_utc();
-        self.db.engine.advance(&demo, command_id, Event::Start, MoveContext::default(), now).await.expect("start");
-        let done = MoveContext { reply_vars: Some(json!({"result": result})), ..MoveContext::default() };
-        self.db.engine.advance(&demo, command_id, Event::Succeed, done, now).await.expect("succeed");
+    /// Waits until the command reaches a terminal state, and returns it.
+    async fn settled(&self, command_id: Uuid) -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let command = self.db.store.command(&tenant("demo"), command_id).await.expect("read").expect("command");
+            if command.lifecycle.state.is_terminal() {
+                return command.lifecycle.state.to_string();
+            }
+            assert!(std::time::Instant::now() < deadline, "still {}", command.lifecycle.state);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     async fn stop(self) {
@@ -145,10 +147,13 @@ async fn a_button_tap_confirms_and_the_command_goes_on_to_authorization(db: &Tes
     let (to, text, _) = chat.next_reply().await;
     assert_eq!(to, CUSTOMER);
     assert!(text.starts_with("Thanks, confirmed"), "{text}");
-    assert_eq!(chat.state(id).await.0, "authorized");
+    // Confirmed, authorized, dispatched to the demo's `orders` executor (builtin:echo), done.
+    let (_, done, _) = chat.next_reply().await;
+    assert_eq!(done, "Done: refund.\n• amount: 25\n• order_id: 1234");
+    assert_eq!(chat.settled(id).await, "executed");
     assert_eq!(
         chat.events(id).await,
-        ["canonicalize", "request_confirmation", "confirm", "submit_for_authorization", "allow"]
+        ["canonicalize", "request_confirmation", "confirm", "submit_for_authorization", "allow", "start", "succeed"]
     );
     let kinds: Vec<String> =
         db.store.evidence_for_command("demo", id).await.expect("evidence").into_iter().map(|a| a.kind).collect();
@@ -164,7 +169,8 @@ async fn yes_with_the_code_confirms(db: &TestDb) {
     let (id, code, _) = chat.refund_prompted("wamid.C1", "refund 1234 25.00").await;
     chat.says("wamid.C2", CUSTOMER, &format!("yes {}", code.to_lowercase())).await;
     assert!(chat.next_reply().await.1.starts_with("Thanks, confirmed"));
-    assert_eq!(chat.state(id).await.0, "authorized");
+    assert!(chat.next_reply().await.1.starts_with("Done: refund."));
+    assert_eq!(chat.settled(id).await, "executed");
     chat.stop().await;
 }
 
@@ -184,7 +190,7 @@ async fn a_bare_yes_confirms_the_one_pending_confirmation_and_only_then(db: &Tes
     chat.next_reply().await;
     chat.says("wamid.Y5", CUSTOMER, "Yes").await;
     assert!(chat.next_reply().await.1.starts_with("Thanks, confirmed"));
-    assert_eq!(chat.state(first).await.0, "authorized");
+    assert_eq!(chat.settled(first).await, "executed");
     assert_eq!(chat.state(second).await.0, "canceled");
     chat.stop().await;
 }
@@ -290,29 +296,65 @@ async fn the_same_confirmation_twice_has_one_effect(db: &TestDb) {
     // And once more later, by code; and the same message redelivered: nothing new happens.
     chat.says("wamid.T3", CUSTOMER, &format!("YES {code}")).await;
     chat.says("wamid.T3", CUSTOMER, &format!("YES {code}")).await;
+    // One "confirmed", one "done" (the demo executor runs at once), and ten answers that say
+    // where the command stands — in progress, or done already, depending on how far it got.
     let mut texts = vec![];
-    for _ in 0..11 {
+    for _ in 0..12 {
         texts.push(chat.next_reply().await.1);
     }
     assert_eq!(texts.iter().filter(|t| t.starts_with("Thanks, confirmed")).count(), 1, "{texts:#?}");
-    assert_eq!(texts.iter().filter(|t| t.starts_with("I'm already working on that request")).count(), 10);
+    assert_eq!(texts.iter().filter(|t| t.starts_with("Done: refund.")).count(), 1, "{texts:#?}");
+    let told =
+        |t: &&String| t.starts_with("I'm already working on that") || t.starts_with("That request was already handled");
+    assert_eq!(texts.iter().filter(told).count(), 10, "{texts:#?}");
     chat.nothing_more().await;
     assert_eq!(chat.events(id).await.iter().filter(|e| *e == "confirm").count(), 1);
     chat.stop().await;
 }
 
 async fn the_original_message_after_execution_replays_the_outcome_without_a_new_prompt(db: &TestDb) {
-    let mut chat = Chat::start(db).await;
+    // An executor that takes the command and reports the result later, through the ACK API.
+    let executor = FakeServer::executor().await;
+    let url = executor.url.clone();
+    let mut chat = Chat::start_with(db, move |c| c.executors.get_mut("orders").expect("orders").url = url).await;
     let (id, code, _) = chat.refund_prompted("wamid.O1", "refund 1234 25.00").await;
     chat.says("wamid.O2", CUSTOMER, &format!("YES {code}")).await;
     chat.next_reply().await;
-    // Confirmed and not yet done: the same request again is told it is under way, not re-asked.
+    let delivered = executor.wait_for(1, Duration::from_secs(10)).await;
+    let key = db.store.command(&tenant("demo"), id).await.expect("read").expect("command").envelope.idempotency_key;
+    assert_eq!(delivered[0].headers["idempotency-key"], key.as_str());
+    assert_eq!(delivered[0].body["command_id"], id.to_string());
+
+    // Confirmed and under way: the same request again is told so, not asked again.
     chat.says("wamid.O1b", CUSTOMER, "refund 1234 25").await;
     let (_, under_way, _) = chat.next_reply().await;
-    assert!(under_way.starts_with("I'm already working on that request (it is authorized)"), "{under_way}");
-    chat.execute(id, json!({"refund_id": "R-77"})).await;
+    assert!(under_way.starts_with("I'm already working on that request (it is started)"), "{under_way}");
+
+    // The executor reports the result.
+    let token = chatgate::security::mint::api_token(
+        &chatgate::config::Settings::with_shipped_registry(db.config.clone()).expect("settings").security.authenticator,
+        None,
+        "demo",
+        "orders-executor",
+        "executions:write",
+        Duration::from_secs(300),
+        time::OffsetDateTime::now_utc(),
+    )
+    .expect("token");
+    let ack = json!({"type": "execution", "status": "succeeded", "result": {"refund_id": "R-77"}});
+    let response = chat
+        .app
+        .client
+        .post(chat.app.url(&format!("/v1/commands/{id}/acks")))
+        .bearer_auth(&token)
+        .json(&ack)
+        .send()
+        .await
+        .expect("ack");
+    assert_eq!(response.status(), 200);
     let (_, done, _) = chat.next_reply().await;
     assert_eq!(done, "Done: refund.\n• refund_id: R-77");
+    assert_eq!(chat.settled(id).await, "executed");
 
     // The provider redelivers the original message: already recorded, nothing at all happens.
     chat.says("wamid.O1", CUSTOMER, "refund 1234 25.00").await;
@@ -328,6 +370,7 @@ async fn the_original_message_after_execution_replays_the_outcome_without_a_new_
         "no second confirmation"
     );
     assert_eq!(db.count("SELECT COUNT(*) FROM commands WHERE state <> $1", "none").await, 1);
+    executor.exactly(1).await;
     chat.stop().await;
 }
 
@@ -335,12 +378,13 @@ async fn a_read_only_command_is_answered_without_a_prompt(db: &TestDb) {
     let mut chat = Chat::start(db).await;
     chat.says("wamid.S1", CUSTOMER, "order status 1234").await;
     let id = chat.command_of("wamid.S1").await;
-    assert_eq!(chat.state(id).await.0, "authorized", "no confirmation step");
     assert_eq!(db.count("SELECT COUNT(*) FROM confirmations WHERE command_id = $1", &id.to_string()).await, 0);
-    chat.execute(id, json!({"status": "shipped"})).await;
+    // The first thing the person hears is the answer (the demo executor echoes the arguments).
     let (to, text, body) = chat.next_reply().await;
     assert_eq!((to.as_str(), body["type"].as_str()), (CUSTOMER, Some("text")));
-    assert_eq!(text, "Done: order status.\n• status: shipped");
+    assert_eq!(text, "Done: order status.\n• order_id: 1234");
+    assert_eq!(chat.settled(id).await, "executed");
+    assert_eq!(chat.events(id).await, ["canonicalize", "submit_for_authorization", "allow", "start", "succeed"]);
     chat.nothing_more().await;
     chat.stop().await;
 }

@@ -429,7 +429,7 @@ async fn close_account_waits_for_step_up_and_moves_on_once(db: &TestDb) {
     let operator = operator_token(&config, "ops-77");
     let response = post_step_up(&app, &operator, id, &token).await;
     assert_eq!(response.status(), StatusCode::OK);
-    assert_eq!(response.json::<Value>().await.expect("json")["state"], "authorized");
+    assert_eq!(response.json::<Value>().await.expect("json")["state"], "started", "authorized and dispatched");
     let evidence = db.store.evidence_for_command("demo", id).await.expect("evidence");
     let decided = evidence.iter().rfind(|a| a.kind == "authz.decided").expect("authz.decided");
     assert_eq!(decided.body["decision"]["authz"], "allow");
@@ -440,9 +440,18 @@ async fn close_account_waits_for_step_up_and_moves_on_once(db: &TestDb) {
     let response = post_step_up(&app, &operator, id, &second).await;
     assert_eq!(response.status(), StatusCode::CONFLICT);
     assert_eq!(response.json::<Value>().await.expect("problem")["code"], "not_awaiting_step_up");
+    // The demo executor (builtin:echo) ran it, once.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !db.store.command(&tenant("demo"), id).await.expect("read").expect("command").lifecycle.state.is_terminal() {
+        assert!(std::time::Instant::now() < deadline, "the command did not finish");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     let moves: Vec<String> =
         db.store.transitions(id).await.expect("moves").iter().map(|m| m.event.to_string()).collect();
-    assert_eq!(moves, ["canonicalize", "request_confirmation", "confirm", "submit_for_authorization", "allow"]);
+    assert_eq!(
+        moves,
+        ["canonicalize", "request_confirmation", "confirm", "submit_for_authorization", "allow", "start", "succeed"]
+    );
 
     // The same request from the customer is refused before anyone is asked to confirm.
     let meta = Meta::new(&app, db);

@@ -1,5 +1,6 @@
-//! A stand-in for Meta's Graph API: a real HTTP server on a free port that records every request
-//! and answers from a script the test sets (200 with a new `wamid` when the script is empty).
+//! Stand-ins for the servers chatgate calls: real HTTP servers on free ports that record every
+//! request and answer from a script the test sets, else with their default — Meta's Graph API
+//! (200 with a new `wamid`) or an executor (a test-chosen answer, 202 "result later" unless set).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -21,6 +22,8 @@ pub struct Recorded {
     pub at: Instant,
     /// The `wamid` answered, when the answer was a success.
     pub wamid: Option<String>,
+    /// Every header, by lower-case name.
+    pub headers: std::collections::BTreeMap<String, String>,
 }
 
 /// A scripted answer.
@@ -31,21 +34,49 @@ pub struct Answer {
     pub retry_after: Option<String>,
 }
 
-#[derive(Default)]
+/// The answer when the script is empty, given the request's number (from 1).
+type Default = fn(usize) -> Answer;
+
 struct Inner {
     requests: Vec<Recorded>,
     script: VecDeque<Answer>,
+    default: Default,
 }
 
 #[derive(Clone)]
-pub struct FakeGraph {
+pub struct FakeServer {
     pub url: String,
     inner: Arc<Mutex<Inner>>,
 }
 
-impl FakeGraph {
+/// Meta's Graph API.
+pub type FakeGraph = FakeServer;
+
+fn graph_default(n: usize) -> Answer {
+    Answer {
+        status: 200,
+        body: json!({"messaging_product": "whatsapp", "messages": [{"id": format!("wamid.OUT{n}")}]}),
+        retry_after: None,
+    }
+}
+
+fn executor_default(_: usize) -> Answer {
+    Answer { status: 202, body: json!({}), retry_after: None }
+}
+
+impl FakeServer {
+    /// A stand-in for the Graph API.
     pub async fn start() -> Self {
-        let inner = Arc::new(Mutex::new(Inner::default()));
+        Self::start_with(graph_default).await
+    }
+
+    /// A stand-in for an HTTP executor: "accepted, the result comes later" unless scripted.
+    pub async fn executor() -> Self {
+        Self::start_with(executor_default).await
+    }
+
+    pub async fn start_with(default: Default) -> Self {
+        let inner = Arc::new(Mutex::new(Inner { requests: vec![], script: VecDeque::new(), default }));
         let app = Router::new().fallback(record).with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("free port");
         let addr = listener.local_addr().expect("address");
@@ -95,11 +126,8 @@ async fn record(State(inner): State<Arc<Mutex<Inner>>>, uri: Uri, headers: Heade
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let mut inner = inner.lock().expect("lock");
     let n = inner.requests.len() + 1;
-    let answer = inner.script.pop_front().unwrap_or_else(|| Answer {
-        status: 200,
-        body: json!({"messaging_product": "whatsapp", "messages": [{"id": format!("wamid.OUT{n}")}]}),
-        retry_after: None,
-    });
+    let default = inner.default;
+    let answer = inner.script.pop_front().unwrap_or_else(|| default(n));
     let wamid = (answer.status == 200).then(|| answer.body["messages"][0]["id"].as_str().map(str::to_owned)).flatten();
     inner.requests.push(Recorded {
         path: uri.path().to_owned(),
@@ -108,6 +136,10 @@ async fn record(State(inner): State<Arc<Mutex<Inner>>>, uri: Uri, headers: Heade
         body: serde_json::from_str(&body).unwrap_or(Value::String(body)),
         at: Instant::now(),
         wamid,
+        headers: headers
+            .iter()
+            .filter_map(|(name, value)| Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned())))
+            .collect(),
     });
     let status = StatusCode::from_u16(answer.status).expect("status");
     let mut response = (status, axum::Json(answer.body)).into_response();

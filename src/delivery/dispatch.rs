@@ -1,0 +1,196 @@
+//! Dispatch, the parts every door shares: the `start` move that queues a dispatch row in the
+//! same transaction (IDS shielding S2), a delivery's events decided on its state, and the
+//! command's move when a delivery ends.
+
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::machine::{self, Applied, DeliveryEvent, DeliveryState, OutOfOrder};
+use crate::engine::{Engine, MoveContext};
+use crate::lifecycle::Event;
+use crate::store::{
+    Delivery, DeliveryChange, DeliveryLogEntry, NewDelivery, NewOutboxMessage, StoredCommand, TransitionWrite,
+};
+
+/// The outbox kind the dispatcher claims.
+pub const DISPATCH_KIND: &str = "dispatch";
+
+/// `authorized → started`, with the dispatch row to `executor` written in the same transaction.
+pub fn start(executor: &str) -> (Event, MoveContext) {
+    let row = NewOutboxMessage {
+        kind: DISPATCH_KIND.into(),
+        destination: executor.to_owned(),
+        payload: json!({"target": executor}),
+        not_before: None,
+    };
+    (
+        Event::Start,
+        MoveContext { decision: Some(json!({"dispatch": executor})), outbox: vec![row], ..MoveContext::default() },
+    )
+}
+
+/// A delivery's events, decided one after another on the state each leaves.
+#[derive(Debug, Clone)]
+pub struct DeliveryPlan {
+    pub change: DeliveryChange,
+}
+
+impl DeliveryPlan {
+    /// A delivery that does not exist yet: it starts `received`.
+    pub fn create(command: &StoredCommand, target: &str) -> Self {
+        let e = &command.envelope;
+        let new = NewDelivery {
+            tenant_id: e.tenant_id.as_str().to_owned(),
+            command_id: e.command_id,
+            target: target.to_owned(),
+            ttl_deadline: e.expires_at,
+        };
+        Self { change: change(Uuid::now_v7(), Some(new), 0, DeliveryState::Received, None, None) }
+    }
+
+    pub fn existing(delivery: &Delivery) -> Self {
+        let change = change(
+            delivery.id,
+            None,
+            delivery.version,
+            delivery.state,
+            delivery.delivery_deadline,
+            delivery.execution_deadline,
+        );
+        Self { change }
+    }
+
+    pub fn state(&self) -> DeliveryState {
+        self.change.state
+    }
+
+    /// Applies one event; a refused one changes nothing and is reported.
+    pub fn apply(&mut self, event: DeliveryEvent, detail: Option<Value>) -> Result<Applied, OutOfOrder> {
+        let from = self.change.state;
+        let applied = machine::apply(from, event)?;
+        let (to, ack, outcome) = match applied {
+            Applied::Moved { to, ack, .. } => (to, ack, "moved"),
+            Applied::Duplicate => (from, None, "duplicate"),
+        };
+        self.change.log.push(DeliveryLogEntry { event, from, to, ack, outcome, detail: detail.clone() });
+        self.change.state = to;
+        match event {
+            DeliveryEvent::ExecutionSucceeded => self.finish(Some("succeeded"), None, detail),
+            DeliveryEvent::ExecutionFailed => self.finish(Some("failed"), None, detail),
+            _ => {
+                if let Some(class) = event.failure_class().filter(|_| to == DeliveryState::Closed) {
+                    self.finish(Some("failed"), Some(class.as_str().to_owned()), detail);
+                }
+            }
+        }
+        Ok(applied)
+    }
+
+    fn finish(&mut self, outcome: Option<&'static str>, class: Option<String>, detail: Option<Value>) {
+        self.change.outcome = outcome;
+        self.change.failure_class = class;
+        self.change.detail = detail;
+        self.change.delivery_deadline = None;
+        self.change.execution_deadline = None;
+    }
+
+    pub fn expect_execution_by(&mut self, deadline: OffsetDateTime) {
+        self.change.execution_deadline = Some(deadline);
+    }
+
+    pub fn expect_delivery_by(&mut self, deadline: OffsetDateTime) {
+        self.change.delivery_deadline = Some(deadline);
+    }
+
+    pub fn id(&self) -> Uuid {
+        self.change.delivery_id
+    }
+
+    pub fn is_new(&self) -> bool {
+        self.change.create.is_some()
+    }
+}
+
+fn change(
+    id: Uuid,
+    create: Option<NewDelivery>,
+    version: i64,
+    state: DeliveryState,
+    delivery_deadline: Option<OffsetDateTime>,
+    execution_deadline: Option<OffsetDateTime>,
+) -> DeliveryChange {
+    DeliveryChange {
+        delivery_id: id,
+        create,
+        expected_version: version,
+        state,
+        outcome: None,
+        failure_class: None,
+        detail: None,
+        delivery_deadline,
+        execution_deadline,
+        log: vec![],
+    }
+}
+
+/// How a command's execution ended, as its delivery says.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Finished {
+    Succeeded {
+        result: Value,
+    },
+    /// `reason` is the executor's error code or the transport's failure class.
+    Failed {
+        reason: String,
+        detail: Value,
+    },
+}
+
+/// The command's move for a finished delivery; none when the command is no longer `started`
+/// (canceled meanwhile, or already ended by another target).
+pub fn command_moves(
+    engine: &Engine,
+    command: &StoredCommand,
+    target: &str,
+    finished: Finished,
+    now: OffsetDateTime,
+) -> Vec<TransitionWrite> {
+    let (event, context) = match finished {
+        Finished::Succeeded { result } => (
+            Event::Succeed,
+            MoveContext {
+                decision: Some(json!({"target": target, "result": result})),
+                reply_vars: Some(json!({"result": result})),
+                ..MoveContext::default()
+            },
+        ),
+        Finished::Failed { reason, detail } => (
+            Event::Fail,
+            MoveContext {
+                reason_code: Some(reason),
+                decision: Some(json!({"target": target, "error": detail})),
+                ..MoveContext::default()
+            },
+        ),
+    };
+    engine.plan_moves(command, vec![(event, context)], now).unwrap_or_default()
+}
+
+/// What a closed or executed delivery means for its command.
+pub fn finished(plan: &DeliveryPlan) -> Option<Finished> {
+    let change = &plan.change;
+    match (change.outcome, change.state) {
+        (Some("succeeded"), _) => Some(Finished::Succeeded { result: change.detail.clone().unwrap_or(Value::Null) }),
+        (Some("failed"), _) => {
+            let detail = change.detail.clone().unwrap_or(Value::Null);
+            let reason = change
+                .failure_class
+                .clone()
+                .or_else(|| detail["code"].as_str().map(str::to_owned))
+                .unwrap_or_else(|| "executor_error".into());
+            Some(Finished::Failed { reason, detail })
+        }
+        _ => None,
+    }
+}

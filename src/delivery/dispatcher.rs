@@ -1,0 +1,191 @@
+//! The dispatcher: claims due dispatch rows (a lease, and `FOR UPDATE SKIP LOCKED` on PostgreSQL,
+//! so no row is worked on twice at once), hands each command to its executor and writes what
+//! happened — the delivery's moves and ACKs, the command's outcome, the row's fate — as one step.
+//! A crash between the call and that step leaves the row to be claimed again when the lease
+//! ends: the executor then sees the same idempotency key and the same `webhook-id`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use time::OffsetDateTime;
+use tokio::task::JoinSet;
+
+use super::RetryPolicy;
+use super::dispatch::{DISPATCH_KIND, DeliveryPlan, command_moves, finished};
+use super::executor::{CallOutcome, Executor};
+use super::machine::{DeliveryEvent, DeliveryState};
+use crate::command::TenantId;
+use crate::config::Config;
+use crate::engine::{Engine, EngineError};
+use crate::lifecycle::State;
+use crate::security::Policy;
+use crate::store::{ClaimedMessage, OutboxSettle, StepOutcome, StepWrite, StoredCommand};
+
+/// One configured executor with its retry policy.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub executor: Executor,
+    pub policy: RetryPolicy,
+    /// How long after delivery the execution ACK may take when the registry says nothing.
+    pub lease: Duration,
+}
+
+#[derive(Clone)]
+pub struct Dispatcher {
+    engine: Engine,
+    policy: Policy,
+    targets: Arc<BTreeMap<String, Target>>,
+    batch: i64,
+}
+
+impl Dispatcher {
+    pub fn new(engine: Engine, policy: Policy, config: &Config) -> Result<Self, String> {
+        let mut targets = BTreeMap::new();
+        for (name, executor) in &config.executors {
+            let target = Target {
+                executor: Executor::from_config(name, executor)?,
+                policy: executor.retry_policy(),
+                lease: Duration::from_millis(executor.request_timeout_ms.saturating_mul(2).max(1_000)),
+            };
+            targets.insert(name.clone(), target);
+        }
+        Ok(Self { engine, policy, targets: Arc::new(targets), batch: 16 })
+    }
+
+    pub fn batch(&self) -> usize {
+        usize::try_from(self.batch).unwrap_or(0)
+    }
+
+    /// Claims and dispatches one batch, each row on its own task; returns how many were claimed.
+    pub async fn dispatch_due(&self, now: OffsetDateTime) -> Result<usize, EngineError> {
+        let lease = self.targets.values().map(|t| t.lease).max().unwrap_or(Duration::from_secs(30));
+        let claimed = self.engine.store().claim_outbox(DISPATCH_KIND, self.batch, lease, now).await?;
+        let count = claimed.len();
+        let mut running = JoinSet::new();
+        for row in claimed {
+            let dispatcher = self.clone();
+            running.spawn(async move {
+                if let Err(error) = dispatcher.dispatch_one(&row).await {
+                    tracing::warn!(%error, id = %row.id, "dispatch not recorded; the row comes back when its lease ends");
+                }
+            });
+        }
+        while running.join_next().await.is_some() {}
+        Ok(count)
+    }
+
+    async fn dispatch_one(&self, row: &ClaimedMessage) -> Result<(), EngineError> {
+        let now = OffsetDateTime::now_utc();
+        let store = self.engine.store();
+        let settle_only = |settle| async move { store.settle_claimed(&settle, now).await.map_err(EngineError::from) };
+        let (Ok(tenant), Some(command_id)) = (TenantId::parse(&row.tenant_id), row.command_id) else {
+            return settle_only(OutboxSettle::Dead { id: row.id, error: "a dispatch row without a command".into() })
+                .await;
+        };
+        let Some(command) = store.command(&tenant, command_id).await? else {
+            return settle_only(OutboxSettle::Dead { id: row.id, error: "the command is gone".into() }).await;
+        };
+        let target_name = row.destination.as_str();
+        let mut plan = match store.delivery(command_id, target_name).await? {
+            Some(delivery) => DeliveryPlan::existing(&delivery),
+            None => DeliveryPlan::create(&command, target_name),
+        };
+        // Nothing (more) to hand over: the command moved on, or this dispatch already delivered.
+        if command.lifecycle.state != State::Started
+            || matches!(plan.state(), DeliveryState::Delivered | DeliveryState::Executed | DeliveryState::Closed)
+        {
+            return settle_only(OutboxSettle::Done(row.id)).await;
+        }
+        if plan.state() == DeliveryState::Received {
+            let _ = plan.apply(DeliveryEvent::ValidateOk, None);
+        }
+        let Some(target) = self.targets.get(target_name) else {
+            let _ =
+                plan.apply(DeliveryEvent::RouteFail, Some(json!({"message": format!("no executor `{target_name}`")})));
+            return self.commit(&command, target_name, plan, OutboxSettle::Done(row.id), now).await;
+        };
+        if plan.state() == DeliveryState::Validated {
+            let _ = plan.apply(DeliveryEvent::RouteOk, None);
+        }
+
+        let outcome = target.executor.call(&command.envelope, plan.id(), row.attempt).await;
+        let now = OffsetDateTime::now_utc();
+        let settle = match outcome {
+            CallOutcome::Executed { succeeded, detail } => {
+                let _ = plan.apply(DeliveryEvent::DeliveryAck, None);
+                let event = if succeeded { DeliveryEvent::ExecutionSucceeded } else { DeliveryEvent::ExecutionFailed };
+                let _ = plan.apply(event, Some(detail));
+                OutboxSettle::Done(row.id)
+            }
+            CallOutcome::Delivered { working } => {
+                let _ = plan.apply(DeliveryEvent::DeliveryAck, None);
+                if working {
+                    let _ = plan.apply(DeliveryEvent::ExecutionInProgress, None);
+                }
+                plan.expect_execution_by(now + self.execution_timeout(&command));
+                OutboxSettle::Done(row.id)
+            }
+            CallOutcome::Refused { status, error } => {
+                let _ = plan.apply(DeliveryEvent::DeliveryAck, None);
+                let code = error["error"]["code"].as_str().unwrap_or("executor_rejected").to_owned();
+                let detail = json!({"code": code, "status": status, "error": error});
+                let _ = plan.apply(DeliveryEvent::ExecutionFailed, Some(detail));
+                OutboxSettle::Done(row.id)
+            }
+            CallOutcome::Retry { error, retry_after } => {
+                let attempt = u32::try_from(row.attempt).unwrap_or(u32::MAX);
+                match target.policy.next_delay(attempt, retry_after) {
+                    Some(delay) => {
+                        tracing::info!(command = %command_id, attempt, ?delay, %error, "executor not reached; retrying");
+                        plan.expect_delivery_by(now + delay + target.lease);
+                        OutboxSettle::Retry { id: row.id, at: now + delay, error }
+                    }
+                    None => {
+                        let detail = json!({"message": error, "attempts": row.attempt});
+                        let _ = plan.apply(DeliveryEvent::DeliveryTimeout, Some(detail));
+                        OutboxSettle::Dead { id: row.id, error }
+                    }
+                }
+            }
+        };
+        self.commit(&command, target_name, plan, settle, now).await
+    }
+
+    /// The registry's `timeout` for the command (how long its execution may take).
+    fn execution_timeout(&self, command: &StoredCommand) -> Duration {
+        let intent = &command.envelope.intent;
+        self.policy.registry.by_intent(&intent.entity, &intent.action).map_or(Duration::from_secs(30), |s| s.timeout)
+    }
+
+    async fn commit(
+        &self,
+        command: &StoredCommand,
+        target: &str,
+        plan: DeliveryPlan,
+        settle: OutboxSettle,
+        now: OffsetDateTime,
+    ) -> Result<(), EngineError> {
+        let moves = match finished(&plan) {
+            Some(done) => command_moves(&self.engine, command, target, done, now),
+            None => vec![],
+        };
+        let e = &command.envelope;
+        let step = StepWrite {
+            delivery: Some(plan.change),
+            moves,
+            outbox_row: Some(settle),
+            ..StepWrite::new(e.tenant_id.clone(), Some(e.command_id), now)
+        };
+        match self.engine.store().commit_step(&step).await? {
+            StepOutcome::Committed { .. } => Ok(()),
+            // Another worker or an ACK moved it meanwhile: the lease ends and the row is
+            // looked at again on fresh state.
+            other => {
+                tracing::info!(command = %e.command_id, ?other, "dispatch lost a race; it is looked at again");
+                Ok(())
+            }
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! Deliveries: one transport transaction per (command, target), moved by the delivery machine
+//! with a compare-and-swap on its version, and the log of every event it saw. Changes are written
+//! inside a step (`store/step.rs`), together with the command's move and the outbox row's fate.
+
+use serde_json::Value;
+use sqlx::AnyConnection;
+use sqlx::any::AnyRow;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::rows::{from_ms, int, opt_int, opt_text, parsed, text, to_ms, uuid};
+use super::{Store, StoreError};
+use crate::delivery::machine::{Ack, DeliveryEvent, DeliveryState};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delivery {
+    pub id: Uuid,
+    pub tenant_id: String,
+    pub command_id: Uuid,
+    pub target: String,
+    pub state: DeliveryState,
+    pub version: i64,
+    pub outcome: Option<String>,
+    pub failure_class: Option<String>,
+    pub detail: Option<Value>,
+    pub delivery_deadline: Option<OffsetDateTime>,
+    pub execution_deadline: Option<OffsetDateTime>,
+    pub ttl_deadline: Option<OffsetDateTime>,
+}
+
+/// One line of a delivery's log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeliveryLogEntry {
+    pub event: DeliveryEvent,
+    pub from: DeliveryState,
+    pub to: DeliveryState,
+    pub ack: Option<Ack>,
+    /// `moved`, `duplicate` or `refused`.
+    pub outcome: &'static str,
+    pub detail: Option<Value>,
+}
+
+/// A decided change of one delivery (created first when `create` is set).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeliveryChange {
+    pub delivery_id: Uuid,
+    pub create: Option<NewDelivery>,
+    /// The version the decision was made on (0 for a new delivery).
+    pub expected_version: i64,
+    pub state: DeliveryState,
+    pub outcome: Option<&'static str>,
+    pub failure_class: Option<String>,
+    pub detail: Option<Value>,
+    pub delivery_deadline: Option<OffsetDateTime>,
+    pub execution_deadline: Option<OffsetDateTime>,
+    pub log: Vec<DeliveryLogEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewDelivery {
+    pub tenant_id: String,
+    pub command_id: Uuid,
+    pub target: String,
+    pub ttl_deadline: Option<OffsetDateTime>,
+}
+
+macro_rules! delivery_select {
+    () => {
+        "SELECT id, tenant_id, command_id, target, state, version, outcome, failure_class, detail, delivery_deadline, \
+         execution_deadline, ttl_deadline FROM deliveries"
+    };
+}
+
+fn decode(row: &AnyRow) -> Result<Delivery, StoreError> {
+    let time =
+        |column: &str| -> Result<Option<OffsetDateTime>, StoreError> { opt_int(row, column)?.map(from_ms).transpose() };
+    Ok(Delivery {
+        id: uuid(row, "id")?,
+        tenant_id: text(row, "tenant_id")?,
+        command_id: uuid(row, "command_id")?,
+        target: text(row, "target")?,
+        state: parsed(row, "state")?,
+        version: int(row, "version")?,
+        outcome: opt_text(row, "outcome")?,
+        failure_class: opt_text(row, "failure_class")?,
+        detail: opt_text(row, "detail")?.map(|raw| serde_json::from_str(&raw).unwrap_or(Value::String(raw))),
+        delivery_deadline: time("delivery_deadline")?,
+        execution_deadline: time("execution_deadline")?,
+        ttl_deadline: time("ttl_deadline")?,
+    })
+}
+
+/// Applies a change inside the caller's transaction; `false` (nothing written) when the delivery
+/// moved since it was read, or another worker created it first.
+pub(crate) async fn apply_delivery(
+    conn: &mut AnyConnection,
+    change: &DeliveryChange,
+    at: OffsetDateTime,
+) -> Result<bool, StoreError> {
+    let now = to_ms(at);
+    if let Some(new) = &change.create {
+        let created = sqlx::query(
+            "INSERT INTO deliveries (id, tenant_id, command_id, target, state, version, ttl_deadline, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, 'received', 0, $5, $6, $6) ON CONFLICT (command_id, target) DO NOTHING",
+        )
+        .bind(change.delivery_id.to_string())
+        .bind(new.tenant_id.as_str())
+        .bind(new.command_id.to_string())
+        .bind(new.target.as_str())
+        .bind(new.ttl_deadline.map(to_ms))
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+        if created.rows_affected() == 0 {
+            return Ok(false);
+        }
+    }
+    let updated = sqlx::query(
+        "UPDATE deliveries SET state = $3, version = version + 1, outcome = COALESCE($4, outcome),
+             failure_class = COALESCE($5, failure_class), detail = COALESCE($6, detail),
+             delivery_deadline = $7, execution_deadline = $8, updated_at = $9
+         WHERE id = $1 AND version = $2",
+    )
+    .bind(change.delivery_id.to_string())
+    .bind(change.expected_version)
+    .bind(change.state.as_str())
+    .bind(change.outcome)
+    .bind(change.failure_class.as_deref())
+    .bind(change.detail.as_ref().map(Value::to_string))
+    .bind(change.delivery_deadline.map(to_ms))
+    .bind(change.execution_deadline.map(to_ms))
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    if updated.rows_affected() == 0 {
+        return Ok(false);
+    }
+    log_events(conn, change.delivery_id, &change.log, at).await?;
+    Ok(true)
+}
+
+async fn log_events(
+    conn: &mut AnyConnection,
+    delivery_id: Uuid,
+    log: &[DeliveryLogEntry],
+    at: OffsetDateTime,
+) -> Result<(), StoreError> {
+    for entry in log {
+        sqlx::query(
+            "INSERT INTO delivery_events (delivery_id, event, from_state, to_state, ack, outcome, detail, at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(delivery_id.to_string())
+        .bind(entry.event.as_str())
+        .bind(entry.from.as_str())
+        .bind(entry.to.as_str())
+        .bind(entry.ack.map(Ack::as_str))
+        .bind(entry.outcome)
+        .bind(entry.detail.as_ref().map(Value::to_string))
+        .bind(to_ms(at))
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
+}
+
+impl Store {
+    pub async fn delivery(&self, command_id: Uuid, target: &str) -> Result<Option<Delivery>, StoreError> {
+        let row = sqlx::query(concat!(delivery_select!(), " WHERE command_id = $1 AND target = $2"))
+            .bind(command_id.to_string())
+            .bind(target)
+            .fetch_optional(self.pool())
+            .await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    pub async fn deliveries_of(&self, command_id: Uuid) -> Result<Vec<Delivery>, StoreError> {
+        let rows = sqlx::query(concat!(delivery_select!(), " WHERE command_id = $1 ORDER BY target"))
+            .bind(command_id.to_string())
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(decode).collect()
+    }
+
+    /// Deliveries whose delivery, execution or TTL deadline has passed, oldest first.
+    pub async fn overdue_deliveries(&self, now: OffsetDateTime, limit: i64) -> Result<Vec<Delivery>, StoreError> {
+        let rows = sqlx::query(concat!(
+            delivery_select!(),
+            " WHERE state <> 'closed' AND state <> 'executed'
+               AND ((state = 'routed' AND delivery_deadline <= $1) OR (state = 'delivered' AND execution_deadline <= $1)
+                    OR ttl_deadline <= $1)
+             ORDER BY updated_at LIMIT $2"
+        ))
+        .bind(to_ms(now))
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(decode).collect()
+    }
+
+    /// Records ACKs that moved nothing (duplicates, refused out-of-order ones).
+    pub async fn log_delivery_events(
+        &self,
+        delivery_id: Uuid,
+        log: &[DeliveryLogEntry],
+        at: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.begin().await?;
+        log_events(&mut tx, delivery_id, log, at).await?;
+        tx.commit().await
+    }
+
+    /// A delivery's log, oldest first: (event, outcome).
+    pub async fn delivery_log(&self, delivery_id: Uuid) -> Result<Vec<(String, String)>, StoreError> {
+        let rows = sqlx::query("SELECT event, outcome FROM delivery_events WHERE delivery_id = $1 ORDER BY id")
+            .bind(delivery_id.to_string())
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(|row| Ok((text(row, "event")?, text(row, "outcome")?))).collect()
+    }
+}

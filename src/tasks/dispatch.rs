@@ -1,0 +1,40 @@
+//! Dispatches authorized commands to their executors, and fires the deliveries' timers.
+
+use std::time::Duration;
+
+use time::OffsetDateTime;
+use tokio_util::sync::CancellationToken;
+
+use crate::delivery::acks;
+use crate::delivery::dispatcher::Dispatcher;
+use crate::engine::Engine;
+
+const TIMERS_PER_SWEEP: i64 = 100;
+
+pub(super) async fn run(dispatcher: Dispatcher, every: Duration, stopping: CancellationToken) {
+    let draining = stopping.clone();
+    super::periodically(every, stopping, || async {
+        loop {
+            match dispatcher.dispatch_due(OffsetDateTime::now_utc()).await {
+                Ok(claimed) if claimed < dispatcher.batch() || draining.is_cancelled() => break,
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(%error, "dispatcher cannot reach the database");
+                    break;
+                }
+            }
+        }
+    })
+    .await;
+}
+
+pub(super) async fn timers(engine: Engine, every: Duration, stopping: CancellationToken) {
+    super::periodically(every, stopping, || async {
+        match acks::fire_timers(&engine, OffsetDateTime::now_utc(), TIMERS_PER_SWEEP).await {
+            Ok(0) => {}
+            Ok(fired) => tracing::info!(fired, "delivery timers fired"),
+            Err(error) => tracing::warn!(%error, "delivery timer sweep failed"),
+        }
+    })
+    .await;
+}
