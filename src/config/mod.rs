@@ -168,6 +168,10 @@ pub struct ExecutorConfig {
     pub backoff_initial_ms: u64,
     #[serde(default = "defaults::executor_backoff_max_ms")]
     pub backoff_max_ms: u64,
+    /// How long a dispatch may stay undelivered, retries and restarts included, before it closes
+    /// as `DELIVERY_TIMEOUT` (a durable timer).
+    #[serde(default = "defaults::executor_delivery_timeout_ms")]
+    pub delivery_timeout_ms: u64,
 }
 
 impl ExecutorConfig {
@@ -192,6 +196,9 @@ mod defaults {
     }
     pub fn executor_backoff_max_ms() -> u64 {
         60_000
+    }
+    pub fn executor_delivery_timeout_ms() -> u64 {
+        600_000
     }
 }
 

@@ -28,8 +28,10 @@ use crate::store::{ClaimedMessage, OutboxSettle, StepOutcome, StepWrite, StoredC
 pub struct Target {
     pub executor: Executor,
     pub policy: RetryPolicy,
-    /// How long after delivery the execution ACK may take when the registry says nothing.
+    /// How long a claimed row is held: longer than one call can take.
     pub lease: Duration,
+    /// How long a dispatch may stay undelivered, retries included, before `DELIVERY_TIMEOUT`.
+    pub delivery_timeout: Duration,
 }
 
 #[derive(Clone)]
@@ -48,6 +50,7 @@ impl Dispatcher {
                 executor: Executor::from_config(name, executor)?,
                 policy: executor.retry_policy(),
                 lease: Duration::from_millis(executor.request_timeout_ms.saturating_mul(2).max(1_000)),
+                delivery_timeout: Duration::from_millis(executor.delivery_timeout_ms),
             };
             targets.insert(name.clone(), target);
         }
@@ -108,6 +111,7 @@ impl Dispatcher {
         };
         if plan.state() == DeliveryState::Validated {
             let _ = plan.apply(DeliveryEvent::RouteOk, None);
+            plan.expect_delivery_by(now + target.delivery_timeout);
         }
 
         let outcome = target.executor.call(&command.envelope, plan.id(), row.attempt).await;
@@ -139,7 +143,6 @@ impl Dispatcher {
                 match target.policy.next_delay(attempt, retry_after) {
                     Some(delay) => {
                         tracing::info!(command = %command_id, attempt, ?delay, %error, "executor not reached; retrying");
-                        plan.expect_delivery_by(now + delay + target.lease);
                         OutboxSettle::Retry { id: row.id, at: now + delay, error }
                     }
                     None => {

@@ -6,10 +6,12 @@
 mod cli;
 mod conformance;
 mod e2e_conversation;
+mod e2e_execution;
 mod e2e_health;
 mod e2e_outbound;
 mod e2e_security;
 mod e2e_server;
 mod e2e_whatsapp;
+mod fake_executor;
 mod fake_graph;
 mod helpers;
