@@ -113,6 +113,20 @@ impl Dispatcher {
             let _ = plan.apply(DeliveryEvent::RouteOk, None);
             plan.expect_delivery_by(now + target.delivery_timeout);
         }
+        // Routed is on record before the call, so an executor that acknowledges at once finds
+        // the delivery it acknowledges.
+        if !plan.change.log.is_empty() {
+            let e = &command.envelope;
+            let step =
+                StepWrite { delivery: Some(plan.change), ..StepWrite::new(e.tenant_id.clone(), Some(command_id), now) };
+            if !matches!(store.commit_step(&step).await?, StepOutcome::Committed { .. }) {
+                return Ok(()); // another worker took it; this row's lease runs out
+            }
+            match store.delivery(command_id, target_name).await? {
+                Some(delivery) => plan = DeliveryPlan::existing(&delivery),
+                None => return Ok(()),
+            }
+        }
 
         let outcome = target.executor.call(&command.envelope, plan.id(), row.attempt).await;
         let now = OffsetDateTime::now_utc();

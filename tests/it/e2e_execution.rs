@@ -243,3 +243,226 @@ async fn two_gateways_on_one_postgres_dispatch_each_command_once() {
     check_outcomes(&commands, &executor);
     assert_eq!(executor.max_in_flight_per_key(), 1, "no command was dispatched twice at the same time");
 }
+
+mod acks {
+    //! The ACK API and the durable timers, in process: the seed's ACK rules over HTTP.
+
+    use std::time::Duration;
+
+    use reqwest::StatusCode;
+    use serde_json::{Value, json};
+    use uuid::Uuid;
+
+    use crate::fake_graph::FakeServer;
+    use crate::helpers::{CUSTOMER, Meta, TestApp, TestDb, on_both_backends, respawn_app_with, spawn_app_with, tenant};
+
+    on_both_backends!(
+        an_http_dispatch_is_signed_and_keyed_and_acks_follow_the_seed_rules,
+        a_4xx_fails_the_command_without_a_retry,
+        an_execution_timeout_fires_after_a_restart,
+    );
+
+    fn executor_token(db: &TestDb, scope: &str) -> String {
+        let settings = chatgate::config::Settings::with_shipped_registry(db.config.clone()).expect("settings");
+        chatgate::security::mint::api_token(
+            &settings.security.authenticator,
+            None,
+            "demo",
+            "orders-executor",
+            scope,
+            Duration::from_secs(600),
+            time::OffsetDateTime::now_utc(),
+        )
+        .expect("token")
+    }
+
+    async fn with_executor(db: &TestDb, executor: &FakeServer) -> TestApp {
+        let mut config = db.config.clone();
+        config.outbound.poll_interval_ms = 20;
+        config.outbound.confirmation_sweep_ms = 50;
+        let orders = config.executors.get_mut("orders").expect("orders");
+        orders.url = executor.url.clone();
+        orders.backoff_initial_ms = 20;
+        orders.backoff_max_ms = 50;
+        spawn_app_with(db, config).await
+    }
+
+    async fn command_for(db: &TestDb, message_id: &str) -> Uuid {
+        let mut conn = db.raw().await;
+        let row = sqlx::query("SELECT command_id FROM inbound_messages WHERE provider_message_id = $1")
+            .bind(message_id)
+            .fetch_one(&mut conn)
+            .await
+            .expect("message");
+        let id: String = sqlx::Row::try_get(&row, 0).expect("id");
+        id.parse().expect("uuid")
+    }
+
+    async fn ack(app: &TestApp, token: &str, id: Uuid, body: Value) -> (StatusCode, Value) {
+        let response = app
+            .client
+            .post(app.url(&format!("/v1/commands/{id}/acks")))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await
+            .expect("ack");
+        (response.status(), response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn state(db: &TestDb, id: Uuid) -> (String, Option<String>) {
+        let command = db.store.command(&tenant("demo"), id).await.expect("read").expect("command");
+        (command.lifecycle.state.to_string(), command.reason_code)
+    }
+
+    async fn an_http_dispatch_is_signed_and_keyed_and_acks_follow_the_seed_rules(db: &TestDb) {
+        let executor = FakeServer::executor().await;
+        let app = with_executor(db, &executor).await;
+        Meta::new(&app, db).text("wamid.K1", CUSTOMER, "order status 41").await;
+        let id = command_for(db, "wamid.K1").await;
+        let call = executor.wait_for(1, Duration::from_secs(10)).await.remove(0);
+
+        // The envelope, its idempotency key, a correlation id and a Standard Webhooks signature.
+        let command = db.store.command(&tenant("demo"), id).await.expect("read").expect("command");
+        assert_eq!(call.headers["idempotency-key"], command.envelope.idempotency_key.as_str());
+        assert_eq!(call.headers["x-correlation-id"], command.envelope.correlation_id.as_str());
+        assert_eq!(call.body["command_id"], id.to_string());
+        let secret = db.config.executors["orders"].secret.as_ref().expect("secret").expose().to_owned();
+        let key = {
+            use base64::Engine as _;
+            base64::engine::general_purpose::STANDARD.decode(secret.trim_start_matches("whsec_")).expect("base64")
+        };
+        let timestamp: i64 = call.headers["webhook-timestamp"].parse().expect("timestamp");
+        let expected =
+            chatgate::delivery::executor::sign(&key, &call.headers["webhook-id"], timestamp, call.raw.as_bytes());
+        assert_eq!(call.headers["webhook-signature"], expected, "the signature verifies");
+
+        let token = executor_token(db, "executions:write");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while db.store.deliveries_of(id).await.expect("deliveries").first().map(|d| d.state.as_str())
+            != Some("delivered")
+        {
+            assert!(std::time::Instant::now() < deadline, "not delivered");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // 202 was the delivery ACK: a second one is a duplicate and changes nothing.
+        assert_eq!(
+            ack(&app, &token, id, json!({"type": "delivery"})).await,
+            (StatusCode::OK, json!({"command_id": id, "delivery_state": "delivered", "duplicate": true}))
+        );
+        let (status, body) = ack(&app, &token, id, json!({"type": "execution", "status": "in_progress"})).await;
+        assert_eq!((status, body["duplicate"].clone()), (StatusCode::OK, json!(false)), "in progress may repeat");
+        let (status, _) =
+            ack(&app, &token, id, json!({"type": "execution", "status": "succeeded", "result": {"eta": "today"}}))
+                .await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(state(db, id).await, ("executed".into(), None));
+        // Terminal: the same result again is a duplicate; a different one changes nothing either.
+        let (status, body) =
+            ack(&app, &token, id, json!({"type": "execution", "status": "failed", "error": {"code": "late"}})).await;
+        assert_eq!((status, body["duplicate"].clone()), (StatusCode::OK, json!(true)));
+        assert_eq!(state(db, id).await, ("executed".into(), None));
+
+        // Bad requests and callers.
+        assert_eq!(ack(&app, &token, id, json!({"type": "execution"})).await.0, StatusCode::BAD_REQUEST);
+        assert_eq!(ack(&app, &token, Uuid::now_v7(), json!({"type": "delivery"})).await.0, StatusCode::NOT_FOUND);
+        assert_eq!(
+            ack(&app, &executor_token(db, "commands:read"), id, json!({"type": "delivery"})).await.0,
+            StatusCode::FORBIDDEN
+        );
+        let log =
+            db.store.delivery_log(db.store.deliveries_of(id).await.expect("deliveries")[0].id).await.expect("log");
+        let outcomes: Vec<String> = log.iter().map(|(e, o)| format!("{e}:{o}")).collect();
+        assert_eq!(
+            outcomes,
+            [
+                "validate_ok:moved",
+                "route_ok:moved",
+                "delivery_ack:moved",
+                "delivery_ack:duplicate",
+                "execution_ack_in_progress:moved",
+                "execution_ack_success:moved",
+                "execution_ack_failure:duplicate",
+            ]
+        );
+        app.stop().await.expect("stop");
+    }
+
+    async fn a_4xx_fails_the_command_without_a_retry(db: &TestDb) {
+        let executor = FakeServer::executor().await;
+        executor.answer_next(422, json!({"error": {"code": "order_locked", "message": "try tomorrow"}}), None);
+        let app = with_executor(db, &executor).await;
+        Meta::new(&app, db).text("wamid.Q1", CUSTOMER, "order status 42").await;
+        let id = command_for(db, "wamid.Q1").await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while state(db, id).await.0 != "failed" {
+            assert!(std::time::Instant::now() < deadline, "the command did not fail");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(state(db, id).await.1.as_deref(), Some("order_locked"), "the executor's reason");
+        executor.exactly(1).await;
+        // An execution ACK for the closed dispatch is a duplicate of its end, never a new end.
+        let token = executor_token(db, "executions:write");
+        let (status, body) = ack(&app, &token, id, json!({"type": "execution", "status": "succeeded"})).await;
+        assert_eq!((status, body["duplicate"].clone()), (StatusCode::OK, json!(true)));
+        assert_eq!(state(db, id).await.0, "failed");
+        app.stop().await.expect("stop");
+    }
+
+    async fn an_execution_timeout_fires_after_a_restart(db: &TestDb) {
+        let executor = FakeServer::executor().await;
+        let app = with_executor(db, &executor).await;
+        Meta::new(&app, db).text("wamid.X1", CUSTOMER, "order status 43").await;
+        let id = command_for(db, "wamid.X1").await;
+        executor.wait_for(1, Duration::from_secs(10)).await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while db.store.deliveries_of(id).await.expect("deliveries").first().map(|d| d.state.as_str())
+            != Some("delivered")
+        {
+            assert!(std::time::Instant::now() < deadline, "not delivered");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        app.stop().await.expect("stop");
+        // While the gateway is down, the execution deadline passes.
+        let mut conn = db.raw().await;
+        sqlx::query("UPDATE deliveries SET execution_deadline = 1 WHERE command_id = $1")
+            .bind(id.to_string())
+            .execute(&mut conn)
+            .await
+            .expect("deadline");
+        let mut config = db.config.clone();
+        config.outbound.confirmation_sweep_ms = 50;
+        let again = respawn_app_with(config.clone()).await;
+        let store = chatgate::store::Store::connect(&config.storage).await.expect("store");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let command = again_state(db, id).await;
+            if command.0 == "failed" {
+                assert_eq!(command.1.as_deref(), Some("EXECUTION_TIMEOUT"));
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "the timer did not fire: {command:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // A late ACK for the closed dispatch is refused (409) and kept in its log.
+        let token = executor_token(db, "executions:write");
+        let (status, body) = ack(&again, &token, id, json!({"type": "execution", "status": "succeeded"})).await;
+        assert_eq!((status, body["code"].clone()), (StatusCode::CONFLICT, json!("ack_out_of_order")));
+        let delivery = store.deliveries_of(id).await.expect("deliveries").remove(0);
+        assert_eq!((delivery.state.as_str(), delivery.failure_class.as_deref()), ("closed", Some("EXECUTION_TIMEOUT")));
+        let log = store.delivery_log(delivery.id).await.expect("log");
+        assert_eq!(log.last().map(|(e, o)| (e.as_str(), o.as_str())), Some(("execution_ack_success", "refused")));
+        again.stop().await.expect("stop");
+    }
+
+    /// The command's state through a fresh connection (the first app's store is closed).
+    async fn again_state(db: &TestDb, id: Uuid) -> (String, Option<String>) {
+        let mut conn = db.raw().await;
+        let row = sqlx::query("SELECT state, reason_code FROM commands WHERE command_id = $1")
+            .bind(id.to_string())
+            .fetch_one(&mut conn)
+            .await
+            .expect("command");
+        (sqlx::Row::try_get(&row, 0).expect("state"), sqlx::Row::try_get(&row, 1).expect("reason"))
+    }
+}

@@ -122,11 +122,12 @@ async fn handle(State(behaviour): State<Behaviour>, headers: HeaderMap, body: By
     match fault {
         Fault::ServerError if !already => return StatusCode::INTERNAL_SERVER_ERROR.into_response(),
         Fault::Drop if !already => {
-            // Promises more than it sends: the connection ends in the middle of the answer.
+            // The answer's body breaks off: the connection ends in the middle of it.
+            let broken =
+                futures_util::stream::once(async { Err::<Bytes, _>(std::io::Error::other("dropped on purpose")) });
             return Response::builder()
                 .status(StatusCode::OK)
-                .header("content-length", "1000")
-                .body(axum::body::Body::from("{\"status\""))
+                .body(axum::body::Body::from_stream(broken))
                 .unwrap_or_default();
         }
         Fault::SlowAfterWork(delay) if !already => {

@@ -19,6 +19,8 @@ pub struct Recorded {
     pub authorization: Option<String>,
     pub content_type: Option<String>,
     pub body: Value,
+    /// The body as sent, byte for byte.
+    pub raw: String,
     pub at: Instant,
     /// The `wamid` answered, when the answer was a success.
     pub wamid: Option<String>,
@@ -133,7 +135,8 @@ async fn record(State(inner): State<Arc<Mutex<Inner>>>, uri: Uri, headers: Heade
         path: uri.path().to_owned(),
         authorization: header("authorization"),
         content_type: header("content-type"),
-        body: serde_json::from_str(&body).unwrap_or(Value::String(body)),
+        body: serde_json::from_str(&body).unwrap_or(Value::String(body.clone())),
+        raw: body,
         at: Instant::now(),
         wamid,
         headers: headers
