@@ -172,6 +172,15 @@ pub struct ExecutorConfig {
     /// as `DELIVERY_TIMEOUT` (a durable timer).
     #[serde(default = "defaults::executor_delivery_timeout_ms")]
     pub delivery_timeout_ms: u64,
+    /// RabbitMQ executors: the topic exchange (default `bloodbank.events.v1`), the agent name in
+    /// routing keys (default: the executor's name) and the gateway's durable response queue
+    /// (default `chatgate.responses`).
+    #[serde(default)]
+    pub exchange: Option<String>,
+    #[serde(default)]
+    pub agent: Option<String>,
+    #[serde(default)]
+    pub queue: Option<String>,
 }
 
 impl ExecutorConfig {

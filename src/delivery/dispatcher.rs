@@ -34,6 +34,9 @@ pub struct Target {
     pub delivery_timeout: Duration,
 }
 
+/// A broker queue to listen on, and which executor each agent on it is.
+pub type BusListener = (Arc<super::amqp::Bus>, BTreeMap<String, String>);
+
 #[derive(Clone)]
 pub struct Dispatcher {
     engine: Engine,
@@ -55,6 +58,23 @@ impl Dispatcher {
             targets.insert(name.clone(), target);
         }
         Ok(Self { engine, policy, targets: Arc::new(targets), batch: 16 })
+    }
+
+    /// The bus listeners to run: one per broker queue, with the agents it serves.
+    pub fn bus_listeners(&self) -> Vec<BusListener> {
+        let mut listeners: BTreeMap<(String, String, String), BusListener> = BTreeMap::new();
+        for (name, target) in self.targets.iter() {
+            if let Executor::Amqp { bus, agent } = &target.executor {
+                let key = (bus.url.clone(), bus.exchange.clone(), bus.queue.clone());
+                let entry = listeners.entry(key).or_insert_with(|| (bus.clone(), BTreeMap::new()));
+                entry.1.insert(agent.clone(), name.clone());
+            }
+        }
+        listeners.into_values().collect()
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
     }
 
     pub fn batch(&self) -> usize {
@@ -131,6 +151,8 @@ impl Dispatcher {
         let outcome = target.executor.call(&command.envelope, plan.id(), row.attempt).await;
         let now = OffsetDateTime::now_utc();
         let settle = match outcome {
+            // On the bus: the delivery stays routed until the agent's ACK comes back over it.
+            CallOutcome::Handed => return settle_only(OutboxSettle::Done(row.id)).await,
             CallOutcome::Executed { succeeded, detail } => {
                 let _ = plan.apply(DeliveryEvent::DeliveryAck, None);
                 let event = if succeeded { DeliveryEvent::ExecutionSucceeded } else { DeliveryEvent::ExecutionFailed };

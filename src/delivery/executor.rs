@@ -13,6 +13,9 @@ use sha2::Sha256;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use std::sync::Arc;
+
+use super::amqp::{self, Bus};
 use super::backoff::parse_retry_after;
 use crate::command::CommandEnvelope;
 use crate::config::ExecutorConfig;
@@ -29,6 +32,8 @@ pub enum CallOutcome {
     Retry { error: String, retry_after: Option<Duration> },
     /// Delivered and refused for good (another 4xx): the command fails without a retry.
     Refused { status: u16, error: Value },
+    /// Handed to the bus (the broker confirmed it); the agent's ACKs come back over the bus.
+    Handed,
 }
 
 #[derive(Debug, Clone)]
@@ -36,7 +41,12 @@ pub enum Executor {
     Echo,
     Fail { code: String },
     Http { url: String, secret: Option<Vec<u8>>, client: reqwest::Client },
+    Amqp { bus: Arc<Bus>, agent: String },
 }
+
+/// The exchange RabbitMQ executors publish to unless configured otherwise.
+pub const DEFAULT_EXCHANGE: &str = "bloodbank.events.v1";
+pub const DEFAULT_RESPONSE_QUEUE: &str = "chatgate.responses";
 
 impl Executor {
     pub fn from_config(name: &str, config: &ExecutorConfig) -> Result<Self, String> {
@@ -49,8 +59,17 @@ impl Executor {
             return Ok(Self::Fail { code: code.to_owned() });
         }
         let parsed = url::Url::parse(url).map_err(|e| format!("executors.{name}.url: {e}"))?;
+        if parsed.scheme() == "amqp" {
+            let exchange = config.exchange.as_deref().unwrap_or(DEFAULT_EXCHANGE);
+            let queue = config.queue.as_deref().unwrap_or(DEFAULT_RESPONSE_QUEUE);
+            let agent = config.agent.clone().unwrap_or_else(|| name.to_owned());
+            if agent.is_empty() || agent.contains(['.', '*', '#']) {
+                return Err(format!("executors.{name}.agent `{agent}` cannot be a routing-key word"));
+            }
+            return Ok(Self::Amqp { bus: Arc::new(Bus::new(url, exchange, queue)), agent });
+        }
         if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(format!("executors.{name}.url: `{url}` is not http(s):// or builtin:echo|fail"));
+            return Err(format!("executors.{name}.url: `{url}` is not http(s)://, amqp:// or builtin:echo|fail"));
         }
         let secret = config
             .secret
@@ -76,6 +95,17 @@ impl Executor {
                 succeeded: false,
                 detail: json!({"code": code, "message": "the built-in failing executor always fails"}),
             },
+            Self::Amqp { bus, agent } => {
+                let now = OffsetDateTime::now_utc();
+                let body = amqp::wire_envelope(agent, envelope, now).to_string();
+                match bus
+                    .publish(&amqp::routing_key(agent, envelope), body.as_bytes(), &envelope.command_id.to_string())
+                    .await
+                {
+                    Ok(()) => CallOutcome::Handed,
+                    Err(error) => CallOutcome::Retry { error, retry_after: None },
+                }
+            }
             Self::Http { url, secret, client } => {
                 let body = match serde_json::to_vec(envelope) {
                     Ok(body) => body,

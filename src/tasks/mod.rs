@@ -48,6 +48,10 @@ pub fn spawn(state: &AppState, stopping: CancellationToken) -> Workers {
     let poll = Duration::from_millis(config.outbound.poll_interval_ms);
     match Dispatcher::new(state.engine.clone(), state.policy.clone(), config) {
         Ok(dispatcher) => {
+            for (bus, agents) in dispatcher.bus_listeners() {
+                let engine = dispatcher.engine().clone();
+                tracker.spawn(crate::delivery::amqp::listen(bus, agents, engine, stopping.clone()));
+            }
             tracker.spawn(dispatch::run(dispatcher, poll, stopping.clone()));
         }
         Err(error) => tracing::error!(%error, "cannot build the executors: commands stay queued for dispatch"),

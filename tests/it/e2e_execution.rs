@@ -48,8 +48,8 @@ actor = {{ per_minute = 1000000, burst = 100000 }}
 tenant = {{ per_minute = 1000000, burst = 100000 }}
 [executors.orders]
 url = "{executor_url}"
-request_timeout_ms = 300
-max_attempts = 6
+request_timeout_ms = 500
+max_attempts = 20
 backoff_initial_ms = 20
 backoff_max_ms = 100
 "#,
@@ -171,7 +171,7 @@ fn check_outcomes(commands: &[(String, String, Option<String>, String)], executo
 fn faulty(n: u64) -> Fault {
     match n {
         n if n % 11 == 0 => Fault::Drop,
-        n if n % 7 == 0 => Fault::SlowAfterWork(Duration::from_millis(700)),
+        n if n % 7 == 0 => Fault::SlowAfterWork(Duration::from_millis(1200)),
         n if n % 5 == 0 => Fault::ServerError,
         _ => Fault::None,
     }

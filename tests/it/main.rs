@@ -5,6 +5,7 @@
 
 mod cli;
 mod conformance;
+mod e2e_amqp;
 mod e2e_conversation;
 mod e2e_execution;
 mod e2e_health;

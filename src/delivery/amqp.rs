@@ -1,0 +1,285 @@
+//! RabbitMQ executors (the Bloodbank bus): commands are published, persistent and with publisher
+//! confirms, to a durable topic exchange with routing key `command.{agent}.{action}`; the row is
+//! done only once the broker confirmed. The gateway's own durable queue receives the agents'
+//! `command.*.*.ack` / `.result` / `.error` and `agent.*.state.changed`, which become the
+//! delivery's ACKs. Connections are made lazily and made again after a broker restart.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use lapin::Confirmation;
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions,
+    ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
+};
+use lapin::types::FieldTable;
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::acks::{AckError, AckRequest, apply_ack};
+use crate::command::CommandEnvelope;
+use crate::engine::Engine;
+
+/// One broker connection and exchange, shared by the executors that use it.
+pub struct Bus {
+    pub url: String,
+    pub exchange: String,
+    /// The gateway's own queue for responses.
+    pub queue: String,
+    publisher: Mutex<Option<(Connection, Channel)>>,
+}
+
+impl std::fmt::Debug for Bus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bus").field("exchange", &self.exchange).field("queue", &self.queue).finish_non_exhaustive()
+    }
+}
+
+/// Why a publish did not happen; always worth another attempt.
+pub type PublishError = String;
+
+impl Bus {
+    pub fn new(url: &str, exchange: &str, queue: &str) -> Self {
+        Self {
+            url: url.to_owned(),
+            exchange: exchange.to_owned(),
+            queue: queue.to_owned(),
+            publisher: Mutex::new(None),
+        }
+    }
+
+    async fn open(&self) -> Result<(Connection, Channel), lapin::Error> {
+        let connection = Connection::connect(&self.url, ConnectionProperties::default()).await?;
+        let channel = connection.create_channel().await?;
+        declare_exchange(&channel, &self.exchange).await?;
+        channel.confirm_select(ConfirmSelectOptions::default()).await?;
+        Ok((connection, channel))
+    }
+
+    /// Publishes one command and waits for the broker's confirm. A message no queue is bound for
+    /// comes back (mandatory) and counts as not delivered.
+    pub async fn publish(&self, routing_key: &str, body: &[u8], message_id: &str) -> Result<(), PublishError> {
+        let mut publisher = self.publisher.lock().await;
+        if publisher.as_ref().is_none_or(|(c, ch)| !c.status().connected() || !ch.status().connected()) {
+            *publisher = Some(self.open().await.map_err(|e| format!("cannot reach the broker: {e}"))?);
+        }
+        let Some((_, channel)) = publisher.as_ref() else {
+            return Err("no broker channel".into());
+        };
+        let properties = BasicProperties::default()
+            .with_delivery_mode(2)
+            .with_content_type("application/json".into())
+            .with_message_id(message_id.into());
+        let options = BasicPublishOptions { mandatory: true, ..BasicPublishOptions::default() };
+        let result = async {
+            channel
+                .basic_publish(self.exchange.as_str().into(), routing_key.into(), options, body, properties)
+                .await?
+                .await
+        }
+        .await;
+        match result {
+            Ok(Confirmation::Ack(None)) => Ok(()),
+            Ok(Confirmation::Ack(Some(_))) => Err(format!("no queue is bound for `{routing_key}`")),
+            Ok(Confirmation::Nack(_)) => Err("the broker refused the message (nack)".into()),
+            Ok(Confirmation::NotRequested) => Err("the broker did not confirm".into()),
+            Err(error) => {
+                // The next publish connects again.
+                *publisher = None;
+                Err(format!("publish failed: {error}"))
+            }
+        }
+    }
+}
+
+async fn declare_exchange(channel: &Channel, exchange: &str) -> Result<(), lapin::Error> {
+    let options = ExchangeDeclareOptions { durable: true, ..ExchangeDeclareOptions::default() };
+    channel.exchange_declare(exchange.into(), ExchangeKind::Topic, options, FieldTable::default()).await
+}
+
+/// The routing key of a command for `agent`.
+pub fn routing_key(agent: &str, envelope: &CommandEnvelope) -> String {
+    format!("command.{agent}.{}", envelope.intent.action)
+}
+
+/// The Bloodbank command envelope (seed §3.1) for a command.
+pub fn wire_envelope(agent: &str, envelope: &CommandEnvelope, now: OffsetDateTime) -> Value {
+    let ttl_ms = envelope.expires_at.map(|at| (at - now).whole_milliseconds().max(0)).unwrap_or(0);
+    let priority = match envelope.risk.as_str() {
+        "high" => "high",
+        _ => "normal",
+    };
+    json!({
+        "event_id": Uuid::now_v7(),
+        "event_type": routing_key(agent, envelope),
+        "source": "chatgate",
+        "timestamp": now.format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),
+        "correlation_id": envelope.correlation_id,
+        "causation_id": envelope.causation_id.as_ref().map_or_else(|| envelope.command_id.to_string(), |c| c.as_str().to_owned()),
+        "command_id": envelope.command_id,
+        "target_agent": agent,
+        "issued_by": format!("chatgate:{}", envelope.tenant_id),
+        "priority": priority,
+        "ttl_ms": ttl_ms,
+        "idempotency_key": envelope.idempotency_key,
+        "payload": {
+            "tenant_id": envelope.tenant_id,
+            "actor_id": envelope.actor_id,
+            "intent": envelope.intent,
+            "args": envelope.args,
+            "command_kind": envelope.command_kind,
+            "risk": envelope.risk,
+        },
+    })
+}
+
+/// What an agent's message on the bus means for a delivery, read from its routing key and body.
+pub fn response_ack(routing_key: &str, body: &Value, target: &str) -> Option<(Uuid, AckRequest)> {
+    let command_id: Uuid = body["command_id"].as_str()?.parse().ok()?;
+    let ack = |kind: &str, status: Option<&str>, result: Option<Value>, error: Option<Value>| AckRequest {
+        target: Some(target.to_owned()),
+        kind: kind.to_owned(),
+        status: status.map(str::to_owned),
+        result,
+        error,
+    };
+    let request = if routing_key.ends_with(".ack") {
+        ack("delivery", None, None, None)
+    } else if routing_key.ends_with(".result") {
+        // `skipped` is the agent's own dedupe firing: the work was done before.
+        ack("execution", Some("succeeded"), Some(body["result_payload"].clone()), None)
+    } else if routing_key.ends_with(".error") {
+        let error = json!({
+            "code": body["error_code"].as_str().unwrap_or("execution_failed"),
+            "message": body["error_message"].as_str().unwrap_or(""),
+            "retryable": body["retryable"].as_bool().unwrap_or(false),
+        });
+        ack("execution", Some("failed"), None, Some(error))
+    } else {
+        return None;
+    };
+    Some((command_id, request))
+}
+
+/// Listens on the gateway's queue until `stopping`, connecting again after any failure.
+/// `targets` maps an agent name to the executor (target) it is configured as.
+pub async fn listen(bus: Arc<Bus>, targets: BTreeMap<String, String>, engine: Engine, stopping: CancellationToken) {
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        let session = consume(&bus, &targets, &engine, &stopping);
+        tokio::select! {
+            () = stopping.cancelled() => return,
+            result = session => if let Err(error) = result {
+                tracing::warn!(%error, exchange = %bus.exchange, "bus listener lost the broker; connecting again");
+            },
+        }
+        tokio::select! {
+            () = stopping.cancelled() => return,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(10));
+    }
+}
+
+async fn consume(
+    bus: &Bus,
+    targets: &BTreeMap<String, String>,
+    engine: &Engine,
+    stopping: &CancellationToken,
+) -> Result<(), lapin::Error> {
+    let connection = Connection::connect(&bus.url, ConnectionProperties::default()).await?;
+    let channel = connection.create_channel().await?;
+    declare_exchange(&channel, &bus.exchange).await?;
+    let durable = QueueDeclareOptions { durable: true, ..QueueDeclareOptions::default() };
+    channel.queue_declare(bus.queue.as_str().into(), durable, FieldTable::default()).await?;
+    for pattern in ["command.*.*.ack", "command.*.*.result", "command.*.*.error", "agent.*.state.changed"] {
+        channel
+            .queue_bind(
+                bus.queue.as_str().into(),
+                bus.exchange.as_str().into(),
+                pattern.into(),
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await?;
+    }
+    channel.basic_qos(32, BasicQosOptions::default()).await?;
+    let mut consumer = channel
+        .basic_consume(
+            bus.queue.as_str().into(),
+            "chatgate".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+    tracing::info!(exchange = %bus.exchange, queue = %bus.queue, "listening to the bus");
+    while let Some(delivery) = consumer.next().await {
+        let delivery = delivery?;
+        if stopping.is_cancelled() {
+            delivery.nack(BasicNackOptions { requeue: true, ..BasicNackOptions::default() }).await?;
+            return Ok(());
+        }
+        let routing_key = delivery.routing_key.as_str().to_owned();
+        let body: Value = serde_json::from_slice(&delivery.data).unwrap_or(Value::Null);
+        let agent = routing_key.split('.').nth(1).unwrap_or_default();
+        let outcome = match (targets.get(agent), routing_key.starts_with("agent.")) {
+            (_, true) => {
+                tracing::debug!(agent, state = %body["state"], "agent state changed");
+                Ok(())
+            }
+            (None, false) => {
+                tracing::debug!(agent, "a response for an agent this gateway does not dispatch to");
+                Ok(())
+            }
+            (Some(target), false) => handle_response(engine, &routing_key, &body, target).await,
+        };
+        match outcome {
+            Ok(()) => {
+                delivery.ack(BasicAckOptions::default()).await?;
+            }
+            // Our failure (the database): the broker keeps it for another try.
+            Err(()) => {
+                delivery.nack(BasicNackOptions { requeue: true, ..BasicNackOptions::default() }).await?;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Applies one agent response; `Err` only when it should be delivered again.
+async fn handle_response(engine: &Engine, routing_key: &str, body: &Value, target: &str) -> Result<(), ()> {
+    let Some((command_id, ack)) = response_ack(routing_key, body, target) else {
+        tracing::warn!(routing_key, "an agent response this gateway cannot read; dropped");
+        return Ok(());
+    };
+    let command = match engine.store().command_by_id(command_id).await {
+        Ok(Some(command)) => command,
+        Ok(None) => {
+            tracing::warn!(%command_id, "a response for an unknown command; dropped");
+            return Ok(());
+        }
+        Err(error) => {
+            tracing::warn!(%error, "cannot read the command of a response");
+            return Err(());
+        }
+    };
+    match apply_ack(engine, &command.envelope.tenant_id, command_id, &ack, OffsetDateTime::now_utc()).await {
+        Ok(_) => Ok(()),
+        Err(AckError::Engine(error)) => {
+            tracing::warn!(%error, "cannot record a response");
+            Err(())
+        }
+        // Refused (out of order, no delivery): recorded where possible, never retried.
+        Err(error) => {
+            tracing::info!(%command_id, %error, "agent response refused");
+            Ok(())
+        }
+    }
+}
