@@ -57,9 +57,30 @@ impl Bus {
     async fn open(&self) -> Result<(Connection, Channel), lapin::Error> {
         let connection = Connection::connect(&self.url, ConnectionProperties::default()).await?;
         let channel = connection.create_channel().await?;
-        declare_exchange(&channel, &self.exchange).await?;
+        // The responses' queue exists before any command is published, so no agent answer can
+        // be routed nowhere while the listener is still connecting.
+        self.declare(&channel).await?;
         channel.confirm_select(ConfirmSelectOptions::default()).await?;
         Ok((connection, channel))
+    }
+
+    /// The exchange and the gateway's response queue with its bindings (idempotent).
+    async fn declare(&self, channel: &Channel) -> Result<(), lapin::Error> {
+        declare_exchange(channel, &self.exchange).await?;
+        let durable = QueueDeclareOptions { durable: true, ..QueueDeclareOptions::default() };
+        channel.queue_declare(self.queue.as_str().into(), durable, FieldTable::default()).await?;
+        for pattern in ["command.*.*.ack", "command.*.*.result", "command.*.*.error", "agent.*.state.changed"] {
+            channel
+                .queue_bind(
+                    self.queue.as_str().into(),
+                    self.exchange.as_str().into(),
+                    pattern.into(),
+                    QueueBindOptions::default(),
+                    FieldTable::default(),
+                )
+                .await?;
+        }
+        Ok(())
     }
 
     /// Publishes one command and waits for the broker's confirm. A message no queue is bound for
@@ -195,20 +216,7 @@ async fn consume(
 ) -> Result<(), lapin::Error> {
     let connection = Connection::connect(&bus.url, ConnectionProperties::default()).await?;
     let channel = connection.create_channel().await?;
-    declare_exchange(&channel, &bus.exchange).await?;
-    let durable = QueueDeclareOptions { durable: true, ..QueueDeclareOptions::default() };
-    channel.queue_declare(bus.queue.as_str().into(), durable, FieldTable::default()).await?;
-    for pattern in ["command.*.*.ack", "command.*.*.result", "command.*.*.error", "agent.*.state.changed"] {
-        channel
-            .queue_bind(
-                bus.queue.as_str().into(),
-                bus.exchange.as_str().into(),
-                pattern.into(),
-                QueueBindOptions::default(),
-                FieldTable::default(),
-            )
-            .await?;
-    }
+    bus.declare(&channel).await?;
     channel.basic_qos(32, BasicQosOptions::default()).await?;
     let mut consumer = channel
         .basic_consume(
