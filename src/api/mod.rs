@@ -1,5 +1,6 @@
 //! The HTTP surface: one router per resource, merged in `app`.
 
+pub mod agents;
 pub mod commands;
 pub mod error;
 pub mod health;
@@ -19,5 +20,6 @@ pub fn router() -> Router<AppState> {
         .merge(metrics::router())
         .merge(crate::ingress::whatsapp::router())
         .merge(commands::router())
+        .merge(agents::router())
 }
 pub use problem::Problem;

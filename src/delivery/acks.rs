@@ -176,3 +176,27 @@ pub async fn fire_timers(engine: &Engine, now: OffsetDateTime, limit: i64) -> Re
     }
     Ok(fired)
 }
+
+/// Cancels started commands whose TTL ran out before any executor got them (their agent is
+/// paused, say): `started → canceled` with reason `TTL_EXPIRED`, and the person is told.
+pub async fn expire_undispatched(engine: &Engine, now: OffsetDateTime, limit: i64) -> Result<usize, EngineError> {
+    let mut canceled = 0;
+    for (tenant, command_id) in engine.store().expired_undispatched(now, limit).await? {
+        let command = engine.command(&tenant, command_id).await?;
+        let context = crate::engine::MoveContext {
+            reason_code: Some(super::machine::FailureClass::TtlExpired.as_str().to_owned()),
+            decision: Some(
+                json!({"ttl": "expired before dispatch", "expires_at": command.envelope.expires_at.map(|t| t.unix_timestamp())}),
+            ),
+            ..crate::engine::MoveContext::default()
+        };
+        let Ok(moves) = engine.plan_moves(&command, vec![(crate::lifecycle::Event::Cancel, context)], now) else {
+            continue;
+        };
+        let step = StepWrite { moves, ..StepWrite::new(tenant, Some(command_id), now) };
+        if matches!(engine.store().commit_step(&step).await?, StepOutcome::Committed { .. }) {
+            canceled += 1;
+        }
+    }
+    Ok(canceled)
+}

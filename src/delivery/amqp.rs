@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::acks::{AckError, AckRequest, apply_ack};
+use super::agent::{Agent, AgentState};
 use crate::command::CommandEnvelope;
 use crate::engine::Engine;
 
@@ -237,10 +238,8 @@ async fn consume(
         let body: Value = serde_json::from_slice(&delivery.data).unwrap_or(Value::Null);
         let agent = routing_key.split('.').nth(1).unwrap_or_default();
         let outcome = match (targets.get(agent), routing_key.starts_with("agent.")) {
-            (_, true) => {
-                tracing::debug!(agent, state = %body["state"], "agent state changed");
-                Ok(())
-            }
+            (Some(target), true) => mirror_state(engine, target, &body).await,
+            (None, true) => Ok(()),
             (None, false) => {
                 tracing::debug!(agent, "a response for an agent this gateway does not dispatch to");
                 Ok(())
@@ -259,6 +258,26 @@ async fn consume(
         }
     }
     Ok(())
+}
+
+/// An agent's own report of its state (`agent.{name}.state.changed`), mirrored with the same
+/// compare-and-swap; an operator's pause wins, and the report becomes where a resume returns.
+async fn mirror_state(engine: &Engine, target: &str, body: &Value) -> Result<(), ()> {
+    let Some(reported) = body["state"].as_str().and_then(|s| s.parse::<AgentState>().ok()) else {
+        tracing::debug!(target, "an agent state report without a known state");
+        return Ok(());
+    };
+    let store = engine.store();
+    let Ok(current) = store.agent(target).await else { return Err(()) };
+    let next = match current.state {
+        AgentState::Paused => Agent { version: current.version + 1, pre_pause: Some(reported), ..current.clone() },
+        _ if reported == AgentState::Paused => {
+            Agent { state: reported, version: current.version + 1, pre_pause: Some(current.state) }
+        }
+        _ => Agent { state: reported, version: current.version + 1, pre_pause: None },
+    };
+    // Lost to a concurrent move: the next report brings it up to date.
+    store.move_agent(target, &current, &next, "bus", OffsetDateTime::now_utc()).await.map(|_| ()).map_err(|_| ())
 }
 
 /// Applies one agent response; `Err` only when it should be delivered again.

@@ -2,6 +2,7 @@
 //! the workers that send it share the retry policy here.
 
 pub mod acks;
+pub mod agent;
 pub mod amqp;
 pub mod backoff;
 pub mod dispatch;

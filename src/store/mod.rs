@@ -8,6 +8,7 @@
 //! decides a transition.
 
 mod admission;
+mod agents;
 mod batch;
 mod commands;
 mod confirmations;

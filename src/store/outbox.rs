@@ -45,6 +45,8 @@ macro_rules! claim_outbox_sql {
              WHERE id IN (SELECT id FROM outbox
                           WHERE kind = $4 AND status = 'pending' AND next_attempt_at <= $2
                             AND (locked_until IS NULL OR locked_until <= $2)
+                            AND NOT (kind = 'dispatch'
+                                     AND destination IN (SELECT name FROM agents WHERE state = 'paused'))
                           ORDER BY next_attempt_at, id LIMIT $3 ",
             $lock,
             ") RETURNING id, tenant_id, command_id, kind, destination, payload, attempts"

@@ -30,10 +30,16 @@ pub(super) async fn run(dispatcher: Dispatcher, every: Duration, stopping: Cance
 
 pub(super) async fn timers(engine: Engine, every: Duration, stopping: CancellationToken) {
     super::periodically(every, stopping, || async {
-        match acks::fire_timers(&engine, OffsetDateTime::now_utc(), TIMERS_PER_SWEEP).await {
+        let now = OffsetDateTime::now_utc();
+        match acks::fire_timers(&engine, now, TIMERS_PER_SWEEP).await {
             Ok(0) => {}
             Ok(fired) => tracing::info!(fired, "delivery timers fired"),
             Err(error) => tracing::warn!(%error, "delivery timer sweep failed"),
+        }
+        match acks::expire_undispatched(&engine, now, TIMERS_PER_SWEEP).await {
+            Ok(0) => {}
+            Ok(canceled) => tracing::info!(canceled, "commands expired before dispatch"),
+            Err(error) => tracing::warn!(%error, "TTL sweep failed"),
         }
     })
     .await;

@@ -466,3 +466,121 @@ mod acks {
         (sqlx::Row::try_get(&row, 0).expect("state"), sqlx::Row::try_get(&row, 1).expect("reason"))
     }
 }
+
+mod agents {
+    //! Agents over HTTP: pause and resume with versioned compare-and-swap; a paused agent's
+    //! commands wait, go out on resume, or expire by TTL into `canceled`.
+
+    use std::time::Duration;
+
+    use reqwest::StatusCode;
+    use serde_json::Value;
+
+    use crate::helpers::{CUSTOMER, Meta, TestApp, TestDb, on_both_backends, spawn_app_with};
+
+    on_both_backends!(a_paused_agent_holds_its_commands_until_resumed_or_expired);
+
+    fn token(db: &TestDb, scope: &str) -> String {
+        let settings = chatgate::config::Settings::with_shipped_registry(db.config.clone()).expect("settings");
+        chatgate::security::mint::api_token(
+            &settings.security.authenticator,
+            None,
+            "demo",
+            "ops",
+            scope,
+            Duration::from_secs(600),
+            time::OffsetDateTime::now_utc(),
+        )
+        .expect("token")
+    }
+
+    async fn post(app: &TestApp, token: &str, path: &str) -> (StatusCode, Value) {
+        let response = app.client.post(app.url(path)).bearer_auth(token).send().await.expect("request");
+        (response.status(), response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn state_of(db: &TestDb, message: &str) -> (String, Option<String>) {
+        let mut conn = db.raw().await;
+        let row = sqlx::query(
+            "SELECT c.state, c.reason_code FROM commands c JOIN inbound_messages m ON m.command_id = c.command_id
+             WHERE m.provider_message_id = $1",
+        )
+        .bind(message)
+        .fetch_one(&mut conn)
+        .await
+        .expect("command");
+        (sqlx::Row::try_get(&row, 0).expect("state"), sqlx::Row::try_get(&row, 1).expect("reason"))
+    }
+
+    async fn until(db: &TestDb, message: &str, state: &str) -> Option<String> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let (now, reason) = state_of(db, message).await;
+            if now == state {
+                return reason;
+            }
+            assert!(std::time::Instant::now() < deadline, "{message} is {now}, not {state}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn a_paused_agent_holds_its_commands_until_resumed_or_expired(db: &TestDb) {
+        let mut config = db.config.clone();
+        config.outbound.poll_interval_ms = 20;
+        config.outbound.confirmation_sweep_ms = 50;
+        let app = spawn_app_with(db, config).await;
+        let (writer, reader) = (token(db, "agents:write"), token(db, "agents:read"));
+        assert_eq!(post(&app, &reader, "/v1/agents/orders/pause").await.0, StatusCode::FORBIDDEN);
+        assert_eq!(post(&app, &writer, "/v1/agents/nobody/pause").await.0, StatusCode::NOT_FOUND);
+        let (status, body) = post(&app, &writer, "/v1/agents/orders/pause").await;
+        assert_eq!((status, body["state"].as_str()), (StatusCode::OK, Some("paused")));
+        assert_eq!(post(&app, &writer, "/v1/agents/orders/pause").await.0, StatusCode::CONFLICT, "already paused");
+        let listed: Value = app
+            .client
+            .get(app.url("/v1/agents"))
+            .bearer_auth(&reader)
+            .send()
+            .await
+            .expect("list")
+            .json()
+            .await
+            .expect("json");
+        assert_eq!(listed["agents"][0]["state"], "paused");
+
+        // Waits while paused, goes out on resume.
+        let meta = Meta::new(&app, db);
+        meta.text("wamid.P1", CUSTOMER, "order status 50").await;
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(state_of(db, "wamid.P1").await.0, "started", "held while the agent is paused");
+        let (status, body) = post(&app, &writer, "/v1/agents/orders/resume").await;
+        assert_eq!((status, body["state"].as_str()), (StatusCode::OK, Some("idle")));
+        until(db, "wamid.P1", "executed").await;
+
+        // Expires by TTL while paused: canceled with the reason, and the person is told.
+        assert_eq!(post(&app, &writer, "/v1/agents/orders/pause").await.0, StatusCode::OK);
+        meta.text("wamid.P2", CUSTOMER, "order status 51").await;
+        let mut conn = db.raw().await;
+        sqlx::query("UPDATE commands SET expires_at = 1 WHERE state = 'started'")
+            .execute(&mut conn)
+            .await
+            .expect("expire");
+        assert_eq!(until(db, "wamid.P2", "canceled").await.as_deref(), Some("TTL_EXPIRED"));
+        let told = db
+            .outbox()
+            .await
+            .into_iter()
+            .any(|(_, p)| p["template"] == "canceled" && p["vars"]["reason"] == "TTL_EXPIRED");
+        assert!(told, "the person hears why");
+
+        // Two operators at once: one move wins, the other is told it lost.
+        let (a, b) = tokio::join!(
+            post(&app, &writer, "/v1/agents/orders/resume"),
+            post(&app, &writer, "/v1/agents/orders/resume")
+        );
+        let mut statuses = [a.0, b.0];
+        statuses.sort();
+        assert_eq!(statuses, [StatusCode::OK, StatusCode::CONFLICT]);
+        assert_eq!(db.store.agent("orders").await.expect("agent").state.as_str(), "idle");
+        app.stop().await.expect("stop");
+    }
+}

@@ -1,0 +1,80 @@
+//! `/v1/agents`: the dispatch targets as agents, and pausing and resuming them. A paused agent's
+//! commands wait (their dispatch rows are not claimed) and go out on resume, or expire by TTL.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+
+use super::{ApiError, Problem};
+use crate::app::AppState;
+use crate::config::Config;
+use crate::delivery::agent::{self, Agent, AgentEvent};
+use crate::security::{Principal, require};
+use crate::store::Store;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/agents", get(list).route_layer(require("agents:read")))
+        .route("/v1/agents/{agent}/pause", post(pause).route_layer(require("agents:write")))
+        .route("/v1/agents/{agent}/resume", post(resume).route_layer(require("agents:write")))
+}
+
+fn describe(name: &str, agent: &Agent) -> Value {
+    json!({"agent": name, "state": agent.state, "version": agent.version, "pre_pause_state": agent.pre_pause})
+}
+
+async fn list(State(store): State<Store>, State(config): State<Arc<Config>>) -> Result<Json<Value>, ApiError> {
+    let mut agents = vec![];
+    for name in config.executors.keys() {
+        agents.push(describe(name, &store.agent(name).await?));
+    }
+    Ok(Json(json!({"agents": agents})))
+}
+
+async fn pause(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    change(&state, &principal, &name, AgentEvent::Pause).await
+}
+
+async fn resume(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    change(&state, &principal, &name, AgentEvent::Resume).await
+}
+
+/// One versioned move; a concurrent one makes this a 409, never a lost update.
+async fn change(
+    state: &AppState,
+    principal: &Principal,
+    name: &str,
+    event: AgentEvent,
+) -> Result<Json<Value>, ApiError> {
+    if !state.config.executors.contains_key(name) {
+        return Err(Problem::for_status(StatusCode::NOT_FOUND).detail(format!("No agent `{name}`.")).into());
+    }
+    let store = &state.store;
+    let current = store.agent(name).await?;
+    let next = agent::apply(&current, event).map_err(|refused| {
+        Problem::new(StatusCode::CONFLICT, "invalid_agent_transition", "Agent transition not allowed")
+            .detail(refused.to_string())
+            .with("state", current.state.as_str())
+    })?;
+    let by = format!("{}|{}", principal.issuer, principal.subject);
+    if !store.move_agent(name, &current, &next, &by, OffsetDateTime::now_utc()).await? {
+        return Err(Problem::new(StatusCode::CONFLICT, "concurrent_update", "The agent changed concurrently")
+            .detail("Read it again and retry.")
+            .into());
+    }
+    tracing::info!(agent = name, state = %next.state, by, "agent moved");
+    Ok(Json(describe(name, &next)))
+}

@@ -1,0 +1,113 @@
+//! Agents' states, moved by compare-and-swap on their version (Bloodbank FSM-1 §4.4).
+
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::rows::{from_ms, int, opt_parsed, parsed, text, to_ms, uuid};
+use super::{Store, StoreError};
+use crate::command::TenantId;
+use crate::delivery::agent::Agent;
+
+impl Store {
+    /// An agent's state; one that never moved is idle at version 0.
+    pub async fn agent(&self, name: &str) -> Result<Agent, StoreError> {
+        let row = sqlx::query("SELECT state, version, pre_pause_state FROM agents WHERE name = $1")
+            .bind(name)
+            .fetch_optional(self.pool())
+            .await?;
+        match row {
+            None => Ok(Agent::default()),
+            Some(row) => Ok(Agent {
+                state: parsed(&row, "state")?,
+                version: int(&row, "version")?,
+                pre_pause: opt_parsed(&row, "pre_pause_state")?,
+            }),
+        }
+    }
+
+    /// Every agent that ever moved: (name, agent, when it entered its state).
+    pub async fn agents(&self) -> Result<Vec<(String, Agent, OffsetDateTime)>, StoreError> {
+        let rows = sqlx::query("SELECT name, state, version, pre_pause_state, entered_at FROM agents ORDER BY name")
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let agent = Agent {
+                    state: parsed(row, "state")?,
+                    version: int(row, "version")?,
+                    pre_pause: opt_parsed(row, "pre_pause_state")?,
+                };
+                Ok((text(row, "name")?, agent, from_ms(int(row, "entered_at")?)?))
+            })
+            .collect()
+    }
+
+    /// Moves an agent from `from` (as read) to `to`; `false` when it moved meanwhile.
+    pub async fn move_agent(
+        &self,
+        name: &str,
+        from: &Agent,
+        to: &Agent,
+        by: &str,
+        at: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.begin().await?;
+        let pre_pause = to.pre_pause.map(|s| s.as_str());
+        let done = if from.version == 0 {
+            sqlx::query(
+                "INSERT INTO agents (name, state, version, pre_pause_state, updated_by, entered_at)
+                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (name) DO NOTHING",
+            )
+            .bind(name)
+            .bind(to.state.as_str())
+            .bind(to.version)
+            .bind(pre_pause)
+            .bind(by)
+            .bind(to_ms(at))
+            .execute(&mut *tx)
+            .await?
+        } else {
+            sqlx::query(
+                "UPDATE agents SET state = $2, version = $3, pre_pause_state = $4, updated_by = $5, entered_at = $6
+                 WHERE name = $1 AND version = $7",
+            )
+            .bind(name)
+            .bind(to.state.as_str())
+            .bind(to.version)
+            .bind(pre_pause)
+            .bind(by)
+            .bind(to_ms(at))
+            .bind(from.version)
+            .execute(&mut *tx)
+            .await?
+        };
+        tx.commit().await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Started commands past their TTL that were never handed to an executor (their agent was
+    /// paused, say): (tenant, command id), oldest first.
+    pub async fn expired_undispatched(
+        &self,
+        now: OffsetDateTime,
+        limit: i64,
+    ) -> Result<Vec<(TenantId, Uuid)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT c.tenant_id, c.command_id FROM commands c
+             WHERE c.state = 'started' AND c.expires_at <= $1
+               AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.command_id = c.command_id)
+             ORDER BY c.expires_at LIMIT $2",
+        )
+        .bind(to_ms(now))
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let tenant =
+                    TenantId::parse(&text(row, "tenant_id")?).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                Ok((tenant, uuid(row, "command_id")?))
+            })
+            .collect()
+    }
+}
