@@ -50,12 +50,15 @@ impl Settings {
 
     /// The given configuration with the shipped registry and directory (tests, embedding).
     pub fn with_shipped_registry(config: Config) -> Result<Self, ConfigError> {
+        Self::with_registry(config, SHIPPED_COMMANDS)
+    }
+
+    /// The given configuration and command registry, with the shipped directory (tests).
+    pub fn with_registry(config: Config, commands: &str) -> Result<Self, ConfigError> {
         let env = |name: &str| std::env::var(name).ok();
         let templates = Templates::shipped().map_err(|e| ConfigError::Invalid(e.to_string()))?;
-        let files = [
-            (Path::new("config/commands.toml"), SHIPPED_COMMANDS),
-            (Path::new("config/directory.toml"), SHIPPED_DIRECTORY),
-        ];
+        let files =
+            [(Path::new("config/commands.toml"), commands), (Path::new("config/directory.toml"), SHIPPED_DIRECTORY)];
         Self::assemble(config, files, templates, Path::new("."), &env)
     }
 

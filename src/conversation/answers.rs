@@ -270,7 +270,7 @@ fn authorization_moves(who: &Answering<'_>, command: &StoredCommand, name: &str)
             vec![
                 (Event::SubmitForAuthorization, context(None, &evidence, vec![confirmed])),
                 (Event::Allow, context(None, &evidence, vec![])),
-                dispatch::start(&authorization.spec.executor),
+                dispatch::start(&authorization.spec.targets),
             ]
         }
         AuthzDecision::StepUp => {

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::dispatch::{DeliveryPlan, command_moves, finished};
+use super::dispatch::{DeliveryPlan, conclude};
 use super::executor::error_of;
 use super::machine::{Applied, DeliveryEvent, DeliveryState, OutOfOrder};
 use crate::command::TenantId;
@@ -141,14 +141,7 @@ async fn commit(
     plan: DeliveryPlan,
     now: OffsetDateTime,
 ) -> Result<bool, EngineError> {
-    let moves = finished(&plan).map(|f| command_moves(engine, command, &delivery.target, f, now)).unwrap_or_default();
-    let e = &command.envelope;
-    let step = StepWrite {
-        delivery: Some(plan.change),
-        moves,
-        ..StepWrite::new(e.tenant_id.clone(), Some(e.command_id), now)
-    };
-    Ok(matches!(engine.store().commit_step(&step).await?, StepOutcome::Committed { .. }))
+    conclude(engine, command, &delivery.target, plan, None, now).await
 }
 
 /// Fires the delivery, execution and TTL timers that are due (after a restart too: they are

@@ -16,18 +16,18 @@ use crate::store::{
 /// The outbox kind the dispatcher claims.
 pub const DISPATCH_KIND: &str = "dispatch";
 
-/// `authorized → started`, with the dispatch row to `executor` written in the same transaction.
-pub fn start(executor: &str) -> (Event, MoveContext) {
-    let row = NewOutboxMessage {
-        kind: DISPATCH_KIND.into(),
-        destination: executor.to_owned(),
-        payload: json!({"target": executor}),
-        not_before: None,
-    };
-    (
-        Event::Start,
-        MoveContext { decision: Some(json!({"dispatch": executor})), outbox: vec![row], ..MoveContext::default() },
-    )
+/// `authorized → started`, with one dispatch row per target written in the same transaction.
+pub fn start(targets: &[String]) -> (Event, MoveContext) {
+    let rows = targets
+        .iter()
+        .map(|target| NewOutboxMessage {
+            kind: DISPATCH_KIND.into(),
+            destination: target.clone(),
+            payload: json!({"target": target}),
+            not_before: None,
+        })
+        .collect();
+    (Event::Start, MoveContext { decision: Some(json!({"dispatch": targets})), outbox: rows, ..MoveContext::default() })
 }
 
 /// A delivery's events, decided one after another on the state each leaves.
@@ -193,4 +193,86 @@ pub fn finished(plan: &DeliveryPlan) -> Option<Finished> {
         }
         _ => None,
     }
+}
+
+/// Writes a delivery's change with, when it decides the command, the command's move — one step,
+/// together with the claimed row's fate. With several targets the command moves once every
+/// target has ended (or one has failed): each finisher checks again after its own commit, so the
+/// last one to commit always sees them all, and the command's version makes the move happen once.
+/// Returns whether the delivery's change was written.
+pub async fn conclude(
+    engine: &Engine,
+    command: &StoredCommand,
+    target: &str,
+    plan: DeliveryPlan,
+    settle: Option<crate::store::OutboxSettle>,
+    now: OffsetDateTime,
+) -> Result<bool, crate::engine::EngineError> {
+    let store = engine.store();
+    let e = &command.envelope;
+    let targets = store.dispatch_targets(e.command_id).await?;
+    let done = finished(&plan);
+    let single = targets.len() <= 1;
+    let moves = match (&done, single) {
+        (Some(done), true) => command_moves(engine, command, target, done.clone(), now),
+        _ => vec![],
+    };
+    let step = crate::store::StepWrite {
+        delivery: Some(plan.change),
+        moves,
+        outbox_row: settle,
+        ..crate::store::StepWrite::new(e.tenant_id.clone(), Some(e.command_id), now)
+    };
+    if !matches!(store.commit_step(&step).await?, crate::store::StepOutcome::Committed { .. }) {
+        return Ok(false);
+    }
+    if done.is_some() && !single {
+        settle_command(engine, command, &targets, now).await?;
+    }
+    Ok(true)
+}
+
+/// Moves a multi-target command once its targets' outcomes decide it (the seed's default policy).
+async fn settle_command(
+    engine: &Engine,
+    command: &StoredCommand,
+    targets: &[String],
+    now: OffsetDateTime,
+) -> Result<(), crate::engine::EngineError> {
+    let deliveries = engine.store().deliveries_of(command.envelope.command_id).await?;
+    let outcome_of = |target: &String| {
+        deliveries.iter().find(|d| &d.target == target).and_then(|d| match d.outcome.as_deref() {
+            Some("succeeded") => Some(true),
+            Some("failed") => Some(false),
+            _ => None,
+        })
+    };
+    let outcomes: Vec<Option<bool>> = targets.iter().map(outcome_of).collect();
+    let finished = match super::machine::aggregate(&outcomes) {
+        super::machine::Overall::Pending => return Ok(()),
+        super::machine::Overall::Succeeded => {
+            let results: serde_json::Map<String, Value> =
+                deliveries.iter().map(|d| (d.target.clone(), d.detail.clone().unwrap_or(Value::Null))).collect();
+            Finished::Succeeded { result: Value::Object(results) }
+        }
+        super::machine::Overall::Failed => {
+            let failed = deliveries.iter().find(|d| d.outcome.as_deref() == Some("failed"));
+            let detail = failed.and_then(|d| d.detail.clone()).unwrap_or(Value::Null);
+            let reason = failed
+                .and_then(|d| d.failure_class.clone().or_else(|| detail["code"].as_str().map(str::to_owned)))
+                .unwrap_or_else(|| "executor_error".into());
+            Finished::Failed { reason, detail }
+        }
+    };
+    // Read again: another finisher may have moved it already (then there is nothing to do).
+    let current = engine.command(&command.envelope.tenant_id, command.envelope.command_id).await?;
+    let moves = command_moves(engine, &current, "all targets", finished, now);
+    if moves.is_empty() {
+        return Ok(());
+    }
+    let e = &current.envelope;
+    let step =
+        crate::store::StepWrite { moves, ..crate::store::StepWrite::new(e.tenant_id.clone(), Some(e.command_id), now) };
+    engine.store().commit_step(&step).await?;
+    Ok(())
 }

@@ -13,7 +13,7 @@ use time::OffsetDateTime;
 use tokio::task::JoinSet;
 
 use super::RetryPolicy;
-use super::dispatch::{DISPATCH_KIND, DeliveryPlan, command_moves, finished};
+use super::dispatch::{DISPATCH_KIND, DeliveryPlan, conclude};
 use super::executor::{CallOutcome, Executor};
 use super::machine::{DeliveryEvent, DeliveryState};
 use crate::command::TenantId;
@@ -206,25 +206,11 @@ impl Dispatcher {
         settle: OutboxSettle,
         now: OffsetDateTime,
     ) -> Result<(), EngineError> {
-        let moves = match finished(&plan) {
-            Some(done) => command_moves(&self.engine, command, target, done, now),
-            None => vec![],
-        };
-        let e = &command.envelope;
-        let step = StepWrite {
-            delivery: Some(plan.change),
-            moves,
-            outbox_row: Some(settle),
-            ..StepWrite::new(e.tenant_id.clone(), Some(e.command_id), now)
-        };
-        match self.engine.store().commit_step(&step).await? {
-            StepOutcome::Committed { .. } => Ok(()),
-            // Another worker or an ACK moved it meanwhile: the lease ends and the row is
-            // looked at again on fresh state.
-            other => {
-                tracing::info!(command = %e.command_id, ?other, "dispatch lost a race; it is looked at again");
-                Ok(())
-            }
+        if !conclude(&self.engine, command, target, plan, Some(settle), now).await? {
+            // Another worker or an ACK moved it meanwhile: the lease ends and the row is looked
+            // at again on fresh state.
+            tracing::info!(command = %command.envelope.command_id, "dispatch lost a race; it is looked at again");
         }
+        Ok(())
     }
 }

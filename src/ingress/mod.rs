@@ -278,7 +278,7 @@ fn first_moves(
         confirmation: None,
     };
     // Authorized at once: started too, with the dispatch row in the same transaction.
-    let dispatch = || dispatch::start(&spec.executor).1.outbox;
+    let dispatch = || dispatch::start(&spec.targets).1.outbox;
     match (&decision, spec.kind, spec.confirmation) {
         // Refused before anyone is asked to confirm: canonicalized → authz_pending → rejected
         // (the engine queues the refusal as the command's outcome reply).

@@ -80,14 +80,14 @@ fn decided_moves(
     now: OffsetDateTime,
 ) -> Result<Vec<crate::store::TransitionWrite>, StepUpFailure> {
     let name = command.reply_to.as_ref().and_then(|r| r.command.clone()).unwrap_or_else(|| "request".into());
-    let (event, reason, mut decision, outbox, executor) = match policy.authorize(command, true) {
+    let (event, reason, mut decision, outbox, targets) = match policy.authorize(command, true) {
         Some(authorization) if authorization.decision == AuthzDecision::Allow => {
             let told = command
                 .reply_to
                 .iter()
                 .map(|r| r.message("confirmed", json!({"command": name, "command_id": command.envelope.command_id})));
-            let executor = Some(authorization.spec.executor.clone());
-            (Event::Allow, None, authorization.evidence(), told.collect(), executor)
+            let targets = Some(authorization.spec.targets.clone());
+            (Event::Allow, None, authorization.evidence(), told.collect(), targets)
         }
         Some(authorization) => (Event::Deny, Some("missing_scope"), authorization.evidence(), vec![], None),
         None => (Event::Deny, Some("unknown_command"), json!({"authz": "deny"}), vec![], None),
@@ -96,7 +96,7 @@ fn decided_moves(
     let context =
         MoveContext { reason_code: reason.map(str::to_owned), decision: Some(decision), outbox, reply_vars: None };
     // Allowed: started at once, with its dispatch row.
-    let moves = std::iter::once((event, context)).chain(executor.as_deref().map(dispatch::start)).collect();
+    let moves = std::iter::once((event, context)).chain(targets.as_deref().map(dispatch::start)).collect();
     engine.plan_moves(command, moves, now).map_err(|error| {
         StepUpFailure::Engine(EngineError::InvalidTransition {
             error,

@@ -182,6 +182,17 @@ impl Store {
         rows.iter().map(decode).collect()
     }
 
+    /// The targets a command was dispatched to (one dispatch row each).
+    pub async fn dispatch_targets(&self, command_id: Uuid) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT destination FROM outbox WHERE command_id = $1 AND kind = 'dispatch' ORDER BY destination",
+        )
+        .bind(command_id.to_string())
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(|row| text(row, "destination")).collect()
+    }
+
     /// Deliveries whose delivery, execution or TTL deadline has passed, oldest first.
     pub async fn overdue_deliveries(&self, now: OffsetDateTime, limit: i64) -> Result<Vec<Delivery>, StoreError> {
         let rows = sqlx::query(concat!(

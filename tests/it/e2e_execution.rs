@@ -584,3 +584,84 @@ mod agents {
         app.stop().await.expect("stop");
     }
 }
+
+mod several_targets {
+    //! A command with several targets: it ends when all have executed (or one has failed), once.
+
+    use std::time::Duration;
+
+    use chatgate::config::ExecutorConfig;
+
+    use crate::helpers::{CUSTOMER, Meta, TestApp, TestDb, on_both_backends, spawn_app_with_registry};
+
+    on_both_backends!(
+        all_targets_succeeding_execute_the_command_once,
+        one_target_failing_fails_the_command_with_its_reason,
+    );
+
+    const REGISTRY: &str = r#"
+[commands.sync_order]
+entity = "order"
+action = "sync"
+target = "order_id"
+patterns = ["sync order {order_id:id}"]
+kind = "read"
+scopes = ["orders:read"]
+executor = "orders"
+also_executors = ["ledger"]
+timeout = "30s"
+ttl = "5m"
+"#;
+
+    async fn start(db: &TestDb, ledger_url: &str) -> TestApp {
+        let mut config = db.config.clone();
+        config.outbound.poll_interval_ms = 20;
+        let mut ledger: ExecutorConfig = config.executors["orders"].clone();
+        ledger.url = ledger_url.to_owned();
+        config.executors.insert("ledger".into(), ledger);
+        spawn_app_with_registry(db, config, REGISTRY).await
+    }
+
+    async fn settled(db: &TestDb, message: &str) -> (String, Option<String>, uuid::Uuid) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let mut conn = db.raw().await;
+            let row = sqlx::query(
+                "SELECT c.state, c.reason_code, c.command_id FROM commands c
+                 JOIN inbound_messages m ON m.command_id = c.command_id WHERE m.provider_message_id = $1",
+            )
+            .bind(message)
+            .fetch_one(&mut conn)
+            .await
+            .expect("command");
+            let state: String = sqlx::Row::try_get(&row, 0).expect("state");
+            let id: String = sqlx::Row::try_get(&row, 2).expect("id");
+            if state != "started" {
+                return (state, sqlx::Row::try_get(&row, 1).expect("reason"), id.parse().expect("uuid"));
+            }
+            assert!(std::time::Instant::now() < deadline, "{message} still started");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn all_targets_succeeding_execute_the_command_once(db: &TestDb) {
+        let app = start(db, "builtin:echo").await;
+        Meta::new(&app, db).text("wamid.M1", CUSTOMER, "sync order 7").await;
+        let (state, _, id) = settled(db, "wamid.M1").await;
+        assert_eq!(state, "executed");
+        let deliveries = db.store.deliveries_of(id).await.expect("deliveries");
+        assert_eq!(deliveries.iter().map(|d| d.target.as_str()).collect::<Vec<_>>(), ["ledger", "orders"]);
+        let succeeded =
+            db.store.transitions(id).await.expect("moves").iter().filter(|m| m.event.as_str() == "succeed").count();
+        assert_eq!(succeeded, 1);
+        app.stop().await.expect("stop");
+    }
+
+    async fn one_target_failing_fails_the_command_with_its_reason(db: &TestDb) {
+        let app = start(db, "builtin:fail:ledger_down").await;
+        Meta::new(&app, db).text("wamid.M2", CUSTOMER, "sync order 8").await;
+        let (state, reason, _) = settled(db, "wamid.M2").await;
+        assert_eq!((state.as_str(), reason.as_deref()), ("failed", Some("ledger_down")));
+        app.stop().await.expect("stop");
+    }
+}

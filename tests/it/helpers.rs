@@ -261,11 +261,21 @@ pub async fn spawn_app_with_routes(db: &TestDb, config: Config, routes: axum::Ro
     spawn_on(db.store.clone(), config, routes).await
 }
 
+/// The real application with a registry of the test's own.
+pub async fn spawn_app_with_registry(db: &TestDb, config: Config, commands: &str) -> TestApp {
+    let settings = chatgate::config::Settings::with_registry(config, commands).expect("the test registry");
+    spawn_settings(db.store.clone(), settings, chatgate::api::router()).await
+}
+
 async fn spawn_on(store: Store, config: Config, routes: axum::Router<AppState>) -> TestApp {
+    let settings = chatgate::config::Settings::with_shipped_registry(config).expect("shipped registry");
+    spawn_settings(store, settings, routes).await
+}
+
+async fn spawn_settings(store: Store, settings: chatgate::config::Settings, routes: axum::Router<AppState>) -> TestApp {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("free port");
     let addr = listener.local_addr().expect("bound address");
     let (stop, stopped) = oneshot::channel::<()>();
-    let settings = chatgate::config::Settings::with_shipped_registry(config).expect("shipped registry");
     let state = AppState::new(settings, store);
     let app = chatgate::app::with_layers(routes, state.clone());
     let task = tokio::spawn(run_router(listener, app, state, async move {

@@ -37,6 +37,8 @@ pub struct CommandSpec {
     pub step_up: bool,
     pub scopes: BTreeSet<String>,
     pub executor: String,
+    /// Every target the command is dispatched to: `executor` first, then `also_executors`.
+    pub targets: Vec<String>,
     pub timeout: Duration,
     /// How long the command may wait before it starts.
     pub ttl: Duration,
@@ -238,6 +240,10 @@ struct RawCommand {
     #[serde(default)]
     scopes: Vec<String>,
     executor: Spanned<String>,
+    /// More targets the command goes to; all of them must execute it (the seed's default
+    /// multi-target policy).
+    #[serde(default)]
+    also_executors: Vec<String>,
     timeout: Option<Spanned<String>>,
     ttl: Option<Spanned<String>>,
     risk: Option<Risk>,
@@ -290,6 +296,11 @@ fn build(
             format!("executor `{}` is not configured (known: {})", raw.executor.get_ref(), known.join(", ")),
         );
     }
+    for extra in &raw.also_executors {
+        if !executors.contains(extra) || extra == raw.executor.get_ref() {
+            problem(executor_at, format!("also_executors: `{extra}` is not another configured executor"));
+        }
+    }
     if mutation && idempotency_class == IdempotencyClass::I0 {
         problem(executor_at, "a mutation cannot be I0 (read-only); IDS defaults mutations to I1".into());
     }
@@ -334,6 +345,7 @@ fn build(
         step_up: raw.step_up,
         scopes: raw.scopes.iter().cloned().collect(),
         executor: raw.executor.get_ref().clone(),
+        targets: std::iter::once(raw.executor.get_ref().clone()).chain(raw.also_executors.iter().cloned()).collect(),
         timeout,
         ttl,
         risk: raw.risk.unwrap_or(if mutation { Risk::Medium } else { Risk::Low }),

@@ -129,6 +129,8 @@ fn structural_mistakes_are_refused() {
     assert!(parse(read_with_confirmation).expect_err("read").to_string().contains("neither confirmation"));
     let step_up_unconfirmed = "[commands.x]\nentity = \"a\"\naction = \"b\"\npatterns = [\"x\"]\nkind = \"mutation\"\nconfirmation = false\nstep_up = true\nexecutor = \"orders\"\n";
     assert!(parse(step_up_unconfirmed).expect_err("step-up").to_string().contains("step_up needs confirmation"));
+    let unknown_target = "[commands.x]\nentity = \"a\"\naction = \"b\"\npatterns = [\"x\"]\nkind = \"read\"\nexecutor = \"orders\"\nalso_executors = [\"ledger\"]\n";
+    assert!(parse(unknown_target).expect_err("unknown target").to_string().contains("also_executors: `ledger`"));
     let bad_comp = "[commands.x]\nentity = \"a\"\naction = \"b\"\npatterns = [\"x\"]\nkind = \"mutation\"\nexecutor = \"orders\"\ncompensation = \"y\"\n";
     assert!(parse(bad_comp).expect_err("compensation").to_string().contains("compensation `y` is not a command"));
     let err = parse("[commands\n").expect_err("syntax");
