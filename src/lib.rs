@@ -17,6 +17,7 @@ pub mod evidence;
 pub mod ingress;
 pub mod lifecycle;
 pub(crate) mod names;
+pub mod recovery;
 pub mod security;
 pub mod simulate;
 pub mod store;

@@ -2,24 +2,35 @@
 //! route declares its scope with a layer; another tenant's command is a 404, never a 403.
 
 use axum::body::Bytes;
-use axum::extract::{Extension, Path, State};
-use axum::http::StatusCode;
+use axum::extract::{Extension, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use sha2::Digest;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::{ApiError, Problem};
 use crate::app::AppState;
+use crate::command::IdempotencyKey;
 use crate::delivery::acks::{AckError, AckOutcome, AckRequest, apply_ack};
 use crate::engine::Engine;
+use crate::evidence::mask;
+use crate::lifecycle::recovery::{self, RecoveryAction};
+use crate::recovery::{Operator, RecoveryError, recover};
 use crate::security::{Principal, StepUpError, StepUpFailure, complete_step_up, require};
+use crate::store::{CommandFilter, KeyClaim, StoredCommand};
 
 pub fn router() -> Router<AppState> {
     Router::new()
+        .route("/v1/commands", get(list).route_layer(require("commands:read")))
         .route("/v1/commands/{id}", get(status).route_layer(require("commands:read")))
+        .route("/v1/commands/{id}/evidence", get(evidence).route_layer(require("commands:read")))
+        .route("/v1/commands/{id}/recovery", post(recovery_request).route_layer(require("recovery:write")))
+        .route("/v1/audit/verify", get(audit).route_layer(require("audit:read")))
         .route("/v1/commands/{id}/step-up", post(step_up).route_layer(require("stepup:verify")))
         .route("/v1/commands/{id}/acks", post(ack).route_layer(require("executions:write")))
 }
@@ -36,19 +47,249 @@ async fn status(
 ) -> Result<Json<Value>, ApiError> {
     let id = command_id(&id)?;
     let command = engine.store().command(&principal.tenant, id).await?.ok_or_else(|| not_found(id))?;
-    let transitions = engine.store().transitions(id).await?;
-    Ok(Json(json!({
+    Ok(Json(status_document(&engine, &command, true).await?))
+}
+
+/// The OoC view of a command (SMCL §X): where it is, since when, how it ended and why, what an
+/// operator may do next, its deliveries, and where to look further. Personal data is masked.
+async fn status_document(engine: &Engine, command: &StoredCommand, full: bool) -> Result<Value, ApiError> {
+    let id = command.envelope.command_id;
+    let state = command.lifecycle.state;
+    let mut envelope = serde_json::to_value(&command.envelope).unwrap_or(Value::Null);
+    envelope["actor_id"] = mask(command.envelope.actor_id.as_str()).into();
+    envelope["conversation_id"] = mask(command.envelope.conversation_id.as_str()).into();
+    let mut document = json!({
         "command_id": id,
-        "state": command.lifecycle.state,
-        "confirmation": command.lifecycle.confirmation,
+        "state": state,
+        "terminal": state.is_terminal(),
+        "outcome": state.is_terminal().then_some(state),
         "reason_code": command.reason_code,
-        "version": command.version,
-        "terminal": command.lifecycle.state.is_terminal(),
-        "envelope": command.envelope,
-        "transitions": transitions,
+        "last_transition_at": rfc3339(command.updated_at),
         "created_at": rfc3339(command.created_at),
-        "updated_at": rfc3339(command.updated_at),
-    })))
+        "version": command.version,
+        "confirmation": command.lifecycle.confirmation,
+        "recovery_actions": recovery::allowed(state),
+        "target_command_id": command.envelope.target_command_id,
+        "envelope": envelope,
+        "links": {
+            "self": format!("/v1/commands/{id}"),
+            "evidence": format!("/v1/commands/{id}/evidence"),
+            "recovery": format!("/v1/commands/{id}/recovery"),
+            "trace": format!("/v1/traces/{}", command.envelope.correlation_id),
+        },
+    });
+    if full {
+        let store = engine.store();
+        let deliveries: Vec<Value> = store
+            .deliveries_of(id)
+            .await?
+            .iter()
+            .map(|d| json!({"target": d.target, "state": d.state, "outcome": d.outcome, "failure_class": d.failure_class}))
+            .collect();
+        document["deliveries"] = deliveries.into();
+        document["transitions"] = serde_json::to_value(store.transitions(id).await?).unwrap_or(Value::Null);
+        document["recovery_commands"] = serde_json::to_value(store.recoveries_of(id).await?).unwrap_or(Value::Null);
+    }
+    Ok(document)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    state: Option<String>,
+    actor: Option<String>,
+    conversation: Option<String>,
+    command: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+    cursor: Option<String>,
+    limit: Option<i64>,
+}
+
+/// `GET /v1/commands`: newest first, a page at a time; `next_cursor` continues where the page
+/// ended, whatever arrives meanwhile.
+async fn list(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Query(query): Query<ListQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let bad = |what: &str| invalid_query(what);
+    let time = |raw: &Option<String>, what: &str| -> Result<Option<OffsetDateTime>, ApiError> {
+        raw.as_deref()
+            .map(|t| OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).map_err(|_| bad(what)))
+            .transpose()
+    };
+    let intent = match &query.command {
+        None => None,
+        Some(name) => {
+            let spec =
+                state.policy.registry.get(name).ok_or_else(|| bad("`command` is not a command of the registry"))?;
+            Some((spec.entity.clone(), spec.action.clone()))
+        }
+    };
+    let limit = query.limit.unwrap_or(50);
+    if !(1..=200).contains(&limit) {
+        return Err(bad("`limit` is between 1 and 200"));
+    }
+    let filter = CommandFilter {
+        state: query
+            .state
+            .as_deref()
+            .map(|s| s.parse().map_err(|_| bad("`state` is not a lifecycle state")))
+            .transpose()?,
+        actor: query.actor.clone(),
+        conversation: query.conversation.clone(),
+        intent,
+        since: time(&query.since, "`since` is an RFC 3339 time")?,
+        until: time(&query.until, "`until` is an RFC 3339 time")?,
+        after: query.cursor.as_deref().map(|c| c.parse().map_err(|_| bad("`cursor` is not a cursor"))).transpose()?,
+        limit: limit + 1,
+    };
+    let mut page = state.engine.store().list_commands(&principal.tenant, &filter).await?;
+    let more = page.len() as i64 > limit;
+    page.truncate(usize::try_from(limit).unwrap_or(0));
+    let mut items = Vec::with_capacity(page.len());
+    for command in &page {
+        items.push(status_document(&state.engine, command, false).await?);
+    }
+    let next = if more { page.last().map(|c| c.envelope.command_id.to_string()) } else { None };
+    Ok(Json(json!({"commands": items, "next_cursor": next})))
+}
+
+/// `GET /v1/commands/{id}/evidence`: its artifacts, in chain order.
+async fn evidence(
+    State(engine): State<Engine>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id = command_id(&id)?;
+    engine.store().command(&principal.tenant, id).await?.ok_or_else(|| not_found(id))?;
+    let artifacts = engine.store().evidence_for_command(principal.tenant.as_str(), id).await?;
+    let artifacts: Vec<Value> = artifacts
+        .into_iter()
+        .map(|a| json!({"artifact_id": a.artifact_id, "seq": a.seq, "kind": a.kind, "hash": a.hash, "body": a.body}))
+        .collect();
+    Ok(Json(json!({"command_id": id, "artifacts": artifacts})))
+}
+
+/// `GET /v1/audit/verify`: the caller's tenant's evidence chain checked end to end.
+async fn audit(State(engine): State<Engine>, Extension(principal): Extension<Principal>) -> Result<Response, ApiError> {
+    let report = engine.store().verify_evidence().await?;
+    let chains: Vec<_> = report.chains.into_iter().filter(|c| c.chain_id == principal.tenant.as_str()).collect();
+    let intact = chains.iter().all(|c| c.intact);
+    let body = json!({"intact": intact, "chains": chains});
+    Ok(Json(body).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecoveryBody {
+    action: String,
+    #[serde(default)]
+    reason: String,
+}
+
+/// `POST /v1/commands/{id}/recovery`, honouring `Idempotency-Key` (IETF httpapi draft).
+async fn recovery_request(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let id = command_id(&id)?;
+    let key = headers.get("idempotency-key").map(|v| v.to_str().map(str::to_owned));
+    let key = match key {
+        None => None,
+        Some(Ok(k)) if IdempotencyKey::parse(&k).is_ok() => Some(k),
+        Some(_) => return Err(invalid_body("`Idempotency-Key` is 1 to 255 visible ASCII characters")),
+    };
+    let tenant = principal.tenant.as_str();
+    if let Some(key) = &key {
+        let hash = hex::encode(sha2::Sha256::digest([id.as_bytes().as_slice(), &body].concat()));
+        match state.store.claim_api_key(tenant, key, &hash, OffsetDateTime::now_utc()).await? {
+            KeyClaim::Fresh => {}
+            KeyClaim::Replay { status, response } => {
+                let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+                return Ok((status, [(header::CONTENT_TYPE, "application/json")], response).into_response());
+            }
+            KeyClaim::InProgress => {
+                return Err(Problem::new(StatusCode::CONFLICT, "request_in_progress", "Request in progress")
+                    .detail("A request with this Idempotency-Key is still being processed.")
+                    .into());
+            }
+            KeyClaim::Mismatch => {
+                return Err(Problem::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "idempotency_key_reused",
+                    "Idempotency-Key reused",
+                )
+                .detail("This Idempotency-Key was used for a different request.")
+                .into());
+            }
+        }
+    }
+    let response = run_recovery(&state, &principal, id, &body).await;
+    let (status, text) = match &response {
+        Ok((status, value)) => (*status, value.to_string()),
+        Err(error) => {
+            let problem = error.problem();
+            (
+                StatusCode::from_u16(problem.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                serde_json::to_string(&problem).unwrap_or_default(),
+            )
+        }
+    };
+    if let Some(key) = &key {
+        state.store.finish_api_key(tenant, key, status.as_u16(), &text).await?;
+    }
+    match response {
+        Ok((status, value)) => Ok((status, Json(value)).into_response()),
+        Err(error) => Err(error),
+    }
+}
+
+async fn run_recovery(
+    state: &AppState,
+    principal: &Principal,
+    id: Uuid,
+    body: &[u8],
+) -> Result<(StatusCode, Value), ApiError> {
+    let request: RecoveryBody = serde_json::from_slice(body).map_err(|e| invalid_body(&e.to_string()))?;
+    let action: RecoveryAction = request.action.parse().map_err(|_| invalid_body("`action` is `retry` or `cancel`"))?;
+    let operator_id = format!("{}|{}", principal.issuer, principal.subject);
+    let operator = Operator { tenant: &principal.tenant, id: &operator_id, reason: &request.reason };
+    match recover(&state.engine, &state.policy, &operator, id, action, OffsetDateTime::now_utc()).await {
+        Ok(done) => Ok((
+            StatusCode::CREATED,
+            json!({
+                "recovery_command_id": done.recovery_command_id,
+                "action": action,
+                "state": done.state,
+                "target_command_id": id,
+                "target_state": done.target_state,
+                "links": {"recovery_command": format!("/v1/commands/{}", done.recovery_command_id)},
+            }),
+        )),
+        Err(RecoveryError::NotFound) => Err(not_found(id)),
+        Err(RecoveryError::NotAllowed { action, state, allowed }) => {
+            Err(Problem::new(StatusCode::CONFLICT, "recovery_not_allowed", "Recovery action not allowed")
+                .detail(format!("{action} is not allowed while the command is {state}."))
+                .with("state", state.as_str())
+                .with("allowed", serde_json::to_value(allowed).unwrap_or(Value::Null))
+                .into())
+        }
+        Err(RecoveryError::Conflict(detail)) => {
+            Err(Problem::new(StatusCode::CONFLICT, "recovery_conflict", "Recovery not possible now")
+                .detail(detail)
+                .into())
+        }
+        Err(RecoveryError::Engine(error)) => Err(error.into()),
+    }
+}
+
+fn invalid_query(detail: &str) -> ApiError {
+    Problem::new(StatusCode::BAD_REQUEST, "invalid_query", "Bad Request").detail(detail.to_owned()).into()
 }
 
 #[derive(Deserialize)]

@@ -19,7 +19,7 @@ pub enum ApiError {
 }
 
 impl ApiError {
-    fn problem(&self) -> Problem {
+    pub fn problem(&self) -> Problem {
         match self {
             Self::Store(error) | Self::Engine(EngineError::Store(error)) => store_problem(error),
             Self::Engine(EngineError::NotFound(_)) => Problem::for_status(StatusCode::NOT_FOUND),

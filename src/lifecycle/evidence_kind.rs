@@ -27,6 +27,9 @@ named_enum! {
         ConfirmationAnswered => "command.confirmation.answered",
         MessageSent => "conversation.message.sent",
         MessageFailed => "conversation.message.failed",
+        // A recovery command was made for this command (it links to it; the recovery's own
+        // artifacts link back through `target_command_id`).
+        RecoveryRequested => "recovery.requested",
     }
 }
 

@@ -6,6 +6,7 @@
 //! extensions.
 
 mod evidence_kind;
+pub mod recovery;
 mod state;
 
 pub use evidence_kind::EvidenceKind;

@@ -30,6 +30,21 @@ pub struct StoredCommand {
     pub updated_at: OffsetDateTime,
 }
 
+/// What `list_commands` selects; every field is optional but the page size.
+#[derive(Debug, Clone, Default)]
+pub struct CommandFilter {
+    pub state: Option<State>,
+    pub actor: Option<String>,
+    pub conversation: Option<String>,
+    /// (entity, action): a command of the registry.
+    pub intent: Option<(String, String)>,
+    pub since: Option<OffsetDateTime>,
+    pub until: Option<OffsetDateTime>,
+    /// The cursor: only commands older than this one.
+    pub after: Option<Uuid>,
+    pub limit: i64,
+}
+
 /// One row of a command's transition history.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TransitionRecord {
@@ -271,6 +286,62 @@ impl Store {
             .fetch_optional(self.pool())
             .await?;
         row.as_ref().map(decode_command).transpose()
+    }
+
+    /// A page of a tenant's commands, newest first, after the cursor (a command id: UUIDv7 ids
+    /// grow with time, so a page never shifts when newer commands arrive).
+    pub async fn list_commands(
+        &self,
+        tenant_id: &TenantId,
+        filter: &CommandFilter,
+    ) -> Result<Vec<StoredCommand>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            command_columns!(),
+            " FROM commands WHERE tenant_id = $1
+               AND (CAST($2 AS TEXT) IS NULL OR state = $2)
+               AND (CAST($3 AS TEXT) IS NULL OR actor_id = $3)
+               AND (CAST($4 AS TEXT) IS NULL OR conversation_id = $4)
+               AND (CAST($5 AS TEXT) IS NULL OR (intent_entity = $5 AND intent_action = $6))
+               AND (CAST($7 AS BIGINT) IS NULL OR created_at >= $7)
+               AND (CAST($8 AS BIGINT) IS NULL OR created_at < $8)
+               AND (CAST($9 AS TEXT) IS NULL OR command_id < $9)
+             ORDER BY command_id DESC LIMIT $10"
+        ))
+        .bind(tenant_id.as_str())
+        .bind(filter.state.map(|s| s.as_str()))
+        .bind(filter.actor.as_deref())
+        .bind(filter.conversation.as_deref())
+        .bind(filter.intent.as_ref().map(|(entity, _)| entity.as_str()))
+        .bind(filter.intent.as_ref().map(|(_, action)| action.as_str()).unwrap_or_default())
+        .bind(filter.since.map(to_ms))
+        .bind(filter.until.map(to_ms))
+        .bind(filter.after.map(|id| id.to_string()))
+        .bind(filter.limit)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(decode_command).collect()
+    }
+
+    /// Recovery commands of `target` that have not finished.
+    pub async fn open_recoveries(&self, target: Uuid) -> Result<i64, StoreError> {
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS n FROM commands WHERE target_command_id = $1
+               AND state NOT IN ('executed', 'failed', 'rejected', 'canceled', 'compensated')",
+        )
+        .bind(target.to_string())
+        .fetch_one(self.pool())
+        .await?;
+        int(&row, "n")
+    }
+
+    /// The commands that act on `target` (its recovery commands), oldest first.
+    pub async fn recoveries_of(&self, target: Uuid) -> Result<Vec<Uuid>, StoreError> {
+        let rows = sqlx::query("SELECT command_id FROM commands WHERE target_command_id = $1 ORDER BY command_id")
+            .bind(target.to_string())
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(|row| uuid(row, "command_id")).collect()
     }
 
     /// The command's moves, oldest first.

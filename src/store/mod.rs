@@ -9,6 +9,7 @@
 
 mod admission;
 mod agents;
+mod api_keys;
 mod batch;
 mod commands;
 mod confirmations;
@@ -35,8 +36,9 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 pub use crate::config::BackendKind;
 use crate::config::StorageConfig;
 pub use admission::{AdmissionWrite, Admitted, DuplicateOf, MESSAGE_KIND, ReplyTo};
+pub use api_keys::KeyClaim;
 pub use batch::AdmissionStats;
-pub use commands::{CommittedTransition, StoredCommand, TransitionRecord, TransitionWrite};
+pub use commands::{CommandFilter, CommittedTransition, StoredCommand, TransitionRecord, TransitionWrite};
 pub use confirmations::{Confirmation, ConfirmationStatus, NewConfirmation, SettleConfirmation};
 pub use deliveries::{Delivery, DeliveryChange, DeliveryLogEntry, NewDelivery};
 pub use error::StoreError;

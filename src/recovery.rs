@@ -1,0 +1,226 @@
+//! Recovery commands (SMCL §VIII, RCP): first-class commands with `target_command_id`, their own
+//! lifecycle and evidence that links both ways.
+//!
+//! - `cancel` stops a command that has not finished: the recovery command and the target's
+//!   `cancel` move are written in one step.
+//! - `retry` re-dispatches a failed command's intent as a new command with the same actor,
+//!   arguments and therefore the same idempotency key (the executor sees the key it saw before;
+//!   one that honours it does the work once). The failed command stays failed: SMCL never moves a
+//!   failed command back into execution. The new command reserves no key (the failed one holds
+//!   it), so a retry is refused while another retry of the same command is under way.
+
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::command::{ActorId, Channel, CommandRequest, ExternalId, IdempotencyClass, Intent, Risk, TenantId};
+use crate::delivery::dispatch;
+use crate::engine::{Admission, Engine, EngineError, MoveContext};
+use crate::evidence::EvidenceDraft;
+use crate::lifecycle::recovery::{RecoveryAction, allowed};
+use crate::lifecycle::{CommandKind, Event, EvidenceKind, State};
+use crate::security::Policy;
+use crate::store::{Admitted, StepOutcome, StepWrite, StoredCommand};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecoveryError {
+    #[error("command not found")]
+    NotFound,
+    #[error("{action} is not allowed while the command is {state}")]
+    NotAllowed { action: RecoveryAction, state: State, allowed: Vec<RecoveryAction> },
+    #[error("{0}")]
+    Conflict(String),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+impl From<crate::store::StoreError> for RecoveryError {
+    fn from(error: crate::store::StoreError) -> Self {
+        Self::Engine(error.into())
+    }
+}
+
+/// What a recovery did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recovered {
+    pub recovery_command_id: Uuid,
+    pub state: State,
+    pub target_state: State,
+}
+
+/// Who asked, and why.
+#[derive(Debug, Clone)]
+pub struct Operator<'a> {
+    pub tenant: &'a TenantId,
+    /// The token's issuer and subject.
+    pub id: &'a str,
+    pub reason: &'a str,
+}
+
+pub async fn recover(
+    engine: &Engine,
+    policy: &Policy,
+    operator: &Operator<'_>,
+    target_id: Uuid,
+    action: RecoveryAction,
+    now: OffsetDateTime,
+) -> Result<Recovered, RecoveryError> {
+    let target = engine.store().command(operator.tenant, target_id).await?.ok_or(RecoveryError::NotFound)?;
+    let state = target.lifecycle.state;
+    let actions = allowed(state);
+    if !actions.contains(&action) {
+        return Err(RecoveryError::NotAllowed { action, state, allowed: actions });
+    }
+    match action {
+        RecoveryAction::Cancel => cancel(engine, operator, &target, now).await,
+        RecoveryAction::Retry => retry(engine, policy, operator, &target, now).await,
+    }
+}
+
+fn decision(action: RecoveryAction, operator: &Operator<'_>, target: &StoredCommand) -> Value {
+    json!({
+        "recovery": action,
+        "by": operator.id,
+        "reason": operator.reason,
+        "target_command_id": target.envelope.command_id,
+    })
+}
+
+async fn cancel(
+    engine: &Engine,
+    operator: &Operator<'_>,
+    target: &StoredCommand,
+    now: OffsetDateTime,
+) -> Result<Recovered, RecoveryError> {
+    let e = &target.envelope;
+    let invalid = |what: &str| RecoveryError::Conflict(format!("cannot build the recovery command: {what}"));
+    let request = CommandRequest {
+        tenant_id: e.tenant_id.clone(),
+        actor_id: ActorId::parse(&format!("operator:{}", slug(operator.id))).map_err(|_| invalid("operator id"))?,
+        channel: Channel::parse("api").map_err(|_| invalid("channel"))?,
+        conversation_id: ExternalId::parse(&format!("api:{}", operator.id)).map_err(|_| invalid("conversation"))?,
+        message_ids: vec![],
+        correlation_id: Some(e.correlation_id.clone()),
+        causation_id: Some(ExternalId::from_uuid(e.command_id)),
+        intent: Intent::parse("command", "cancel", Some(&e.command_id.to_string())).map_err(|_| invalid("intent"))?,
+        args: serde_json::from_value(json!({"reason": operator.reason})).unwrap_or_default(),
+        command_kind: CommandKind::Mutation,
+        idempotency_class: IdempotencyClass::I1,
+        risk: Risk::Low,
+        supplied_key: None,
+        ttl: None,
+        dedupe_window: std::time::Duration::from_secs(86_400),
+        target_command_id: Some(e.command_id),
+    };
+    let admission = Admission {
+        then: &[Event::AutoConfirm, Event::Allow, Event::Start],
+        decision: Some(decision(RecoveryAction::Cancel, operator, target)),
+        ..Admission::default()
+    };
+    let (_, admitted) = engine.accept_with(request, admission, now).await?;
+    let recovery_id = match admitted {
+        Admitted::New { command_id, .. } => command_id,
+        // The same cancel again: its outcome.
+        Admitted::Replayed(d) | Admitted::InProgress(d) => {
+            return status_of(engine, operator.tenant, d.command_id, e.command_id).await;
+        }
+        other => return Err(RecoveryError::Conflict(format!("the recovery command was not created: {other:?}"))),
+    };
+    let recovery = engine.command(operator.tenant, recovery_id).await?;
+    let stop = MoveContext {
+        reason_code: Some("operator_canceled".into()),
+        decision: Some(json!({"recovery_command_id": recovery_id, "by": operator.id, "reason": operator.reason})),
+        ..MoveContext::default()
+    };
+    let done = MoveContext {
+        decision: Some(json!({"target_command_id": e.command_id, "target_state": "canceled"})),
+        ..MoveContext::default()
+    };
+    let mut moves = engine.plan_moves(target, vec![(Event::Cancel, stop)], now).unwrap_or_default();
+    moves.extend(engine.plan_moves(&recovery, vec![(Event::Succeed, done)], now).unwrap_or_default());
+    let step = StepWrite { moves, ..StepWrite::new(e.tenant_id.clone(), Some(recovery_id), now) };
+    if !matches!(engine.store().commit_step(&step).await?, StepOutcome::Committed { .. }) {
+        // The target moved on meanwhile (it finished): the recovery command says so.
+        let failed = MoveContext { reason_code: Some("target_moved".into()), ..MoveContext::default() };
+        let recovery = engine.command(operator.tenant, recovery_id).await?;
+        let moves = engine.plan_moves(&recovery, vec![(Event::Fail, failed)], now).unwrap_or_default();
+        engine
+            .store()
+            .commit_step(&StepWrite { moves, ..StepWrite::new(e.tenant_id.clone(), Some(recovery_id), now) })
+            .await?;
+    }
+    status_of(engine, operator.tenant, recovery_id, e.command_id).await
+}
+
+async fn retry(
+    engine: &Engine,
+    policy: &Policy,
+    operator: &Operator<'_>,
+    target: &StoredCommand,
+    now: OffsetDateTime,
+) -> Result<Recovered, RecoveryError> {
+    let e = &target.envelope;
+    let Some(spec) = policy.registry.by_intent(&e.intent.entity, &e.intent.action) else {
+        return Err(RecoveryError::Conflict("the registry no longer has this command".into()));
+    };
+    if engine.store().open_recoveries(e.command_id).await? > 0 {
+        return Err(RecoveryError::Conflict("a recovery of this command is under way".into()));
+    }
+    let request = CommandRequest {
+        tenant_id: e.tenant_id.clone(),
+        actor_id: e.actor_id.clone(),
+        channel: e.channel.clone(),
+        conversation_id: e.conversation_id.clone(),
+        message_ids: e.message_ids.clone(),
+        correlation_id: Some(e.correlation_id.clone()),
+        causation_id: Some(ExternalId::from_uuid(e.command_id)),
+        intent: e.intent.clone(),
+        args: e.args.clone(),
+        command_kind: e.command_kind,
+        // The failed command holds the key; this one carries it to the executor unreserved.
+        idempotency_class: IdempotencyClass::I0,
+        risk: e.risk,
+        supplied_key: None,
+        ttl: Some(spec.ttl),
+        dedupe_window: spec.dedupe_window,
+        target_command_id: Some(e.command_id),
+    };
+    let (start, started) = dispatch::start(&spec.targets);
+    let admission = Admission {
+        then: &[Event::AutoConfirm, Event::Allow, start],
+        decision: Some(decision(RecoveryAction::Retry, operator, target)),
+        outbox: started.outbox,
+        reply_to: target.reply_to.clone(),
+        ..Admission::default()
+    };
+    let (envelope, admitted) = engine.accept_with(request, admission, now).await?;
+    let Admitted::New { command_id, .. } = admitted else {
+        return Err(RecoveryError::Conflict(format!("the retry was not created: {admitted:?}")));
+    };
+    // The failed command's own record says a retry was made, and by whom.
+    let trace = engine.trace_for(e);
+    let link = EvidenceDraft::new(EvidenceKind::RecoveryRequested, e.command_id, trace)
+        .stage(target.lifecycle.state)
+        .decision(json!({"recovery": "retry", "recovery_command_id": command_id, "by": operator.id, "reason": operator.reason, "idempotency_key": envelope.idempotency_key}));
+    engine.store().record_evidence(e.tenant_id.as_str(), &[link], now).await?;
+    status_of(engine, operator.tenant, command_id, e.command_id).await
+}
+
+async fn status_of(
+    engine: &Engine,
+    tenant: &TenantId,
+    recovery: Uuid,
+    target: Uuid,
+) -> Result<Recovered, RecoveryError> {
+    let state = engine.command(tenant, recovery).await?.lifecycle.state;
+    let target_state = engine.command(tenant, target).await?.lifecycle.state;
+    Ok(Recovered { recovery_command_id: recovery, state, target_state })
+}
+
+/// An operator id as an actor id: letters, digits and a few separators; anything else becomes `-`.
+fn slug(raw: &str) -> String {
+    raw.chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '-' })
+        .take(100)
+        .collect()
+}
