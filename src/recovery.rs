@@ -186,8 +186,10 @@ async fn retry(
         target_command_id: Some(e.command_id),
     };
     let (start, started) = dispatch::start(&spec.targets);
+    // The operator's request is the confirmation a mutation needs; a read needs none.
+    let first = if e.command_kind == CommandKind::Mutation { Event::AutoConfirm } else { Event::SubmitForAuthorization };
     let admission = Admission {
-        then: &[Event::AutoConfirm, Event::Allow, start],
+        then: &[first, Event::Allow, start],
         decision: Some(decision(RecoveryAction::Retry, operator, target)),
         outbox: started.outbox,
         reply_to: target.reply_to.clone(),

@@ -1,0 +1,224 @@
+//! The operator surface over HTTP: status, list, evidence, audit, recovery — with tenant
+//! isolation, a stable cursor, every recovery action from every state, and a retry end to end.
+
+use std::time::Duration;
+
+use chatgate::lifecycle::State;
+use chatgate::lifecycle::recovery::allowed;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::conformance::{drive, path_to};
+use crate::fake_graph::FakeServer;
+use crate::helpers::{CUSTOMER, Meta, TestApp, TestDb, on_both_backends, refund, spawn_app_with, tenant};
+
+on_both_backends!(
+    every_recovery_action_from_every_state_is_done_or_refused_with_the_allowed_list,
+    status_list_evidence_and_audit_stay_within_the_tenant,
+    a_failed_command_retried_by_an_operator_executes_once,
+);
+
+fn token(db: &TestDb, tenant: &str, scope: &str) -> String {
+    let settings = chatgate::config::Settings::with_shipped_registry(db.config.clone()).expect("settings");
+    chatgate::security::mint::api_token(
+        &settings.security.authenticator,
+        None,
+        tenant,
+        "ops-1",
+        scope,
+        Duration::from_secs(600),
+        time::OffsetDateTime::now_utc(),
+    )
+    .expect("token")
+}
+
+const SCOPES: &str = "commands:read recovery:write audit:read";
+
+async fn get(app: &TestApp, token: &str, path: &str) -> (StatusCode, Value) {
+    let response = app.client.get(app.url(path)).bearer_auth(token).send().await.expect("request");
+    (response.status(), response.json().await.unwrap_or(Value::Null))
+}
+
+async fn recover(app: &TestApp, token: &str, id: Uuid, body: Value, key: Option<&str>) -> (StatusCode, Value) {
+    let mut request = app.client.post(app.url(&format!("/v1/commands/{id}/recovery"))).bearer_auth(token).json(&body);
+    if let Some(key) = key {
+        request = request.header("idempotency-key", key);
+    }
+    let response = request.send().await.expect("request");
+    (response.status(), response.json().await.unwrap_or(Value::Null))
+}
+
+async fn every_recovery_action_from_every_state_is_done_or_refused_with_the_allowed_list(db: &TestDb) {
+    let app = spawn_app_with(db, db.config.clone()).await;
+    let ops = token(db, "demo", SCOPES);
+    let mut n = 0;
+    for state in State::ALL.iter().filter(|s| **s != State::Received) {
+        for action in ["retry", "cancel"] {
+            n += 1;
+            let id = drive(db, refund("demo", &format!("r{n}"), "1.00", &format!("m{n}")), path_to(*state)).await;
+            let (status, body) = recover(&app, &ops, id, json!({"action": action, "reason": "test"}), None).await;
+            let offered: Vec<&str> = allowed(*state).iter().map(|a| a.as_str()).collect();
+            if offered.contains(&action) {
+                assert_eq!(status, StatusCode::CREATED, "{action} from {state}: {body}");
+                assert_eq!(body["target_command_id"], id.to_string());
+                let after = db.store.command(&tenant("demo"), id).await.expect("read").expect("command");
+                match action {
+                    "cancel" => assert_eq!(after.lifecycle.state, State::Canceled, "{state}"),
+                    _ => assert_eq!(after.lifecycle.state, State::Failed, "a failed command stays failed"),
+                }
+                let recovery: Uuid = body["recovery_command_id"].as_str().expect("id").parse().expect("uuid");
+                let made = db.store.command(&tenant("demo"), recovery).await.expect("read").expect("recovery");
+                assert_eq!(made.envelope.target_command_id, Some(id), "it names its target");
+            } else {
+                assert_eq!(status, StatusCode::CONFLICT, "{action} from {state}");
+                assert_eq!(body["code"], "recovery_not_allowed");
+                assert_eq!(body["allowed"], json!(offered), "{action} from {state}");
+            }
+        }
+    }
+    let (status, body) = recover(&app, &ops, Uuid::now_v7(), json!({"action": "cancel"}), None).await;
+    assert_eq!((status, body["code"].as_str()), (StatusCode::NOT_FOUND, Some("not_found")));
+    let id = drive(db, refund("demo", "bad", "1.00", "mbad"), path_to(State::Started)).await;
+    assert_eq!(recover(&app, &ops, id, json!({"action": "explode"}), None).await.0, StatusCode::BAD_REQUEST);
+    app.stop().await.expect("stop");
+}
+
+async fn status_list_evidence_and_audit_stay_within_the_tenant(db: &TestDb) {
+    let app = spawn_app_with(db, db.config.clone()).await;
+    let meta = Meta::new(&app, db);
+    meta.text("wamid.L0", CUSTOMER, "refund 77 5").await;
+    for n in 1..=3 {
+        meta.text(&format!("wamid.L{n}"), CUSTOMER, &format!("order status {n}")).await;
+    }
+    let ops = token(db, "demo", SCOPES);
+    let (_, page) = get(&app, &ops, "/v1/commands?command=refund").await;
+    let refund_id = page["commands"][0]["command_id"].as_str().expect("the refund").to_owned();
+
+    let (status, doc) = get(&app, &ops, &format!("/v1/commands/{refund_id}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(doc["state"], "confirmation_required");
+    assert_eq!(doc["terminal"], false);
+    assert_eq!(doc["recovery_actions"], json!(["cancel"]));
+    assert_eq!(doc["envelope"]["actor_id"], "*******0001", "personal data masked");
+    assert!(!doc.to_string().contains(CUSTOMER), "the phone number appears nowhere");
+    assert_eq!(doc["links"]["evidence"], format!("/v1/commands/{refund_id}/evidence"));
+    assert!(doc["last_transition_at"].is_string() && doc["transitions"].is_array() && doc["deliveries"].is_array());
+
+    // Another tenant sees nothing, everywhere.
+    let stranger = token(db, "other", SCOPES);
+    assert_eq!(get(&app, &stranger, &format!("/v1/commands/{refund_id}")).await.0, StatusCode::NOT_FOUND);
+    assert_eq!(get(&app, &stranger, &format!("/v1/commands/{refund_id}/evidence")).await.0, StatusCode::NOT_FOUND);
+    let id: Uuid = refund_id.parse().expect("uuid");
+    assert_eq!(recover(&app, &stranger, id, json!({"action": "cancel"}), None).await.0, StatusCode::NOT_FOUND);
+    assert_eq!(get(&app, &stranger, "/v1/commands").await.1["commands"], json!([]));
+
+    // Pages stay stable while commands arrive.
+    let (status, first) = get(&app, &ops, "/v1/commands?limit=2").await;
+    assert_eq!(status, StatusCode::OK);
+    let cursor = first["next_cursor"].as_str().expect("more").to_owned();
+    for n in 4..=5 {
+        meta.text(&format!("wamid.L{n}"), CUSTOMER, &format!("order status {n}")).await;
+    }
+    let (_, second) = get(&app, &ops, &format!("/v1/commands?limit=2&cursor={cursor}")).await;
+    let ids = |page: &Value| {
+        page["commands"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|c| c["command_id"].as_str().unwrap_or_default().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let (a, b) = (ids(&first), ids(&second));
+    assert_eq!((a.len(), b.len()), (2, 2));
+    assert!(a.iter().all(|id| !b.contains(id)), "no item twice");
+    assert!(second["next_cursor"].is_null(), "the four older commands fill two pages exactly");
+    let (_, newest) = get(&app, &ops, "/v1/commands?limit=2").await;
+    assert!(ids(&newest).iter().all(|id| !a.contains(id)), "the new ones come first, on a new first page");
+
+    // Filters, and bad ones.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while get(&app, &ops, "/v1/commands?state=executed").await.1["commands"].as_array().map(Vec::len) != Some(5) {
+        assert!(std::time::Instant::now() < deadline, "the reads did not execute");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(get(&app, &ops, "/v1/commands?state=nonsense").await.0, StatusCode::BAD_REQUEST);
+    assert_eq!(get(&app, &ops, "/v1/commands?limit=0").await.0, StatusCode::BAD_REQUEST);
+    assert_eq!(get(&app, &ops, "/v1/commands?surprise=1").await.0, StatusCode::BAD_REQUEST);
+
+    // Evidence and audit.
+    let (status, evidence) = get(&app, &ops, &format!("/v1/commands/{refund_id}/evidence")).await;
+    assert_eq!(status, StatusCode::OK);
+    let kinds: Vec<&str> =
+        evidence["artifacts"].as_array().expect("artifacts").iter().filter_map(|a| a["kind"].as_str()).collect();
+    assert_eq!(kinds[..2], ["command.accepted", "command.confirmation.requested"]);
+    let (status, audit) = get(&app, &ops, "/v1/audit/verify").await;
+    assert_eq!((status, audit["intact"].clone()), (StatusCode::OK, json!(true)));
+    assert_eq!(get(&app, &token(db, "demo", "commands:read"), "/v1/audit/verify").await.0, StatusCode::FORBIDDEN);
+    app.stop().await.expect("stop");
+}
+
+async fn a_failed_command_retried_by_an_operator_executes_once(db: &TestDb) {
+    let executor = FakeServer::executor().await;
+    executor.answer_next(422, json!({"error": {"code": "order_locked"}}), None);
+    executor.answer_next(200, json!({"status": "succeeded", "result": {"state": "shipped"}}), None);
+    let mut config = db.config.clone();
+    config.outbound.poll_interval_ms = 20;
+    config.executors.get_mut("orders").expect("orders").url = executor.url.clone();
+    let app = spawn_app_with(db, config).await;
+    Meta::new(&app, db).text("wamid.F1", CUSTOMER, "order status 9").await;
+    let ops = token(db, "demo", SCOPES);
+    let wait_for = |path: String, state: &'static str| {
+        let (app, ops) = (&app, &ops);
+        async move {
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            loop {
+                let (_, doc) = get(app, ops, &path).await;
+                if doc["state"] == state {
+                    return doc;
+                }
+                assert!(std::time::Instant::now() < deadline, "{path} is {}", doc["state"]);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    let (_, page) = get(&app, &ops, "/v1/commands").await;
+    let id = page["commands"][0]["command_id"].as_str().expect("the command").to_owned();
+    let failed = wait_for(format!("/v1/commands/{id}"), "failed").await;
+    assert_eq!(
+        (failed["reason_code"].as_str(), failed["recovery_actions"].clone()),
+        (Some("order_locked"), json!(["retry"]))
+    );
+
+    let target: Uuid = id.parse().expect("uuid");
+    let (status, first) =
+        recover(&app, &ops, target, json!({"action": "retry", "reason": "unlocked"}), Some("retry-9")).await;
+    assert_eq!(status, StatusCode::CREATED, "{first}");
+    // The same request again: the same answer, nothing new.
+    let (status, again) =
+        recover(&app, &ops, target, json!({"action": "retry", "reason": "unlocked"}), Some("retry-9")).await;
+    assert_eq!((status, &again), (StatusCode::CREATED, &first));
+    // The same key for another request: refused.
+    let (status, other) = recover(&app, &ops, target, json!({"action": "cancel"}), Some("retry-9")).await;
+    assert_eq!((status, other["code"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("idempotency_key_reused")));
+
+    let retry = first["recovery_command_id"].as_str().expect("retry id").to_owned();
+    wait_for(format!("/v1/commands/{retry}"), "executed").await;
+    let calls = executor.exactly(2).await;
+    assert_eq!(
+        calls[0].headers["idempotency-key"], calls[1].headers["idempotency-key"],
+        "the executor saw the same key"
+    );
+    let (_, target_doc) = get(&app, &ops, &format!("/v1/commands/{id}")).await;
+    assert_eq!(target_doc["state"], "failed", "the failed command stays failed");
+    assert_eq!(target_doc["recovery_commands"], json!([retry]));
+    let (_, evidence) = get(&app, &ops, &format!("/v1/commands/{id}/evidence")).await;
+    let linked =
+        evidence["artifacts"].as_array().expect("artifacts").iter().any(|a| {
+            a["kind"] == "recovery.requested" && a["body"]["decision"]["recovery_command_id"] == retry.as_str()
+        });
+    assert!(linked, "the failed command links to its retry");
+    let (_, retry_doc) = get(&app, &ops, &format!("/v1/commands/{retry}")).await;
+    assert_eq!(retry_doc["target_command_id"], id.as_str(), "and the retry to it");
+    app.stop().await.expect("stop");
+}
