@@ -187,7 +187,8 @@ async fn retry(
     };
     let (start, started) = dispatch::start(&spec.targets);
     // The operator's request is the confirmation a mutation needs; a read needs none.
-    let first = if e.command_kind == CommandKind::Mutation { Event::AutoConfirm } else { Event::SubmitForAuthorization };
+    let first =
+        if e.command_kind == CommandKind::Mutation { Event::AutoConfirm } else { Event::SubmitForAuthorization };
     let admission = Admission {
         then: &[first, Event::Allow, start],
         decision: Some(decision(RecoveryAction::Retry, operator, target)),

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::machine::{self, Applied, DeliveryEvent, DeliveryState, OutOfOrder};
+use super::machine::{self, Ack, Applied, DeliveryEvent, DeliveryState, OutOfOrder};
 use crate::engine::{Engine, MoveContext};
 use crate::lifecycle::Event;
 use crate::store::{
@@ -223,8 +223,26 @@ pub async fn conclude(
         outbox_row: settle,
         ..crate::store::StepWrite::new(e.tenant_id.clone(), Some(e.command_id), now)
     };
+    let acks: Vec<Ack> = step
+        .delivery
+        .iter()
+        .flat_map(|d| d.log.iter().filter(|l| l.outcome == "moved").filter_map(|l| l.ack))
+        .collect();
     if !matches!(store.commit_step(&step).await?, crate::store::StepOutcome::Committed { .. }) {
         return Ok(false);
+    }
+    // Latency from the command's receipt to its delivery ACK and to its result (Bloodbank OBS-1).
+    let since_receipt = (now - e.received_at).as_seconds_f64().max(0.0);
+    for ack in acks {
+        match ack {
+            Ack::Delivery => metrics::histogram!("chatgate_ack_latency_seconds", "executor" => target.to_owned())
+                .record(since_receipt),
+            Ack::Execution if done.is_some() => {
+                metrics::histogram!("chatgate_result_latency_seconds", "executor" => target.to_owned())
+                    .record(since_receipt)
+            }
+            _ => {}
+        }
     }
     if done.is_some() && !single {
         settle_command(engine, command, &targets, now).await?;

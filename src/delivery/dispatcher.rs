@@ -150,6 +150,16 @@ impl Dispatcher {
 
         let outcome = target.executor.call(&command.envelope, plan.id(), row.attempt).await;
         let now = OffsetDateTime::now_utc();
+        let label = match &outcome {
+            CallOutcome::Executed { succeeded: true, .. } => "executed",
+            CallOutcome::Executed { succeeded: false, .. } => "failed",
+            CallOutcome::Delivered { .. } => "delivered",
+            CallOutcome::Handed => "handed",
+            CallOutcome::Retry { .. } => "retry",
+            CallOutcome::Refused { .. } => "refused",
+        };
+        metrics::counter!("chatgate_dispatch_attempts_total", "executor" => target_name.to_owned(), "outcome" => label)
+            .increment(1);
         let settle = match outcome {
             // On the bus: the delivery stays routed until the agent's ACK comes back over it.
             CallOutcome::Handed => return settle_only(OutboxSettle::Done(row.id)).await,

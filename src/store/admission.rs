@@ -169,6 +169,7 @@ impl Store {
             insert_outbox(&mut tx, tenant, Some(envelope.command_id), message, write.at).await?;
         }
         tx.commit().await?;
+        super::count_moves(write.moves.iter().map(|(t, _)| t));
         Ok(Admitted::New { command_id: envelope.command_id, lifecycle, version })
     }
 }

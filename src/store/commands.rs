@@ -372,6 +372,7 @@ impl Store {
         let mut tx = self.begin().await?;
         if let Some(committed) = apply_transition(&mut tx, write).await? {
             tx.commit().await?;
+            super::count_moves([&write.transition]);
             return Ok(committed);
         }
         let current = load_command(&mut tx, &write.tenant_id, write.command_id).await?;

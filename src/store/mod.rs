@@ -22,6 +22,7 @@ mod outbound;
 mod outbox;
 mod postgres;
 mod rows;
+mod snapshot;
 mod sqlite;
 mod step;
 mod writer;
@@ -46,6 +47,7 @@ pub use evidence::{AuditReport, ChainReport, StoredArtifact};
 pub use inbound::{DeliveryStatus, InboundOutcome, NewInbound};
 pub use outbound::OutboundRecord;
 pub use outbox::{ClaimedMessage, NewOutboxMessage};
+pub use snapshot::Snapshot;
 pub use step::{ConsumedToken, OutboxSettle, StepOutcome, StepWrite};
 
 /// A write transaction. On SQLite it also holds the process's write gate: SQLite has one writer
@@ -188,5 +190,12 @@ impl Store {
 
     pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
+    }
+}
+
+/// Counts committed moves by the state they reached (`chatgate_transitions_total{to}`).
+pub(crate) fn count_moves<'a>(moves: impl IntoIterator<Item = &'a crate::lifecycle::Transition>) {
+    for transition in moves {
+        metrics::counter!("chatgate_transitions_total", "to" => transition.to.as_str()).increment(1);
     }
 }

@@ -187,6 +187,7 @@ impl Store {
             settle_outbox(&mut tx, row, step.at).await?;
         }
         tx.commit().await?;
+        super::count_moves(step.moves.iter().map(|m| &m.transition));
         Ok(StepOutcome::Committed { moves, evidence_ids })
     }
 }

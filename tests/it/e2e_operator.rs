@@ -222,3 +222,48 @@ async fn a_failed_command_retried_by_an_operator_executes_once(db: &TestDb) {
     assert_eq!(retry_doc["target_command_id"], id.as_str(), "and the retry to it");
     app.stop().await.expect("stop");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_metrics_scrape_parses_as_prometheus_text() {
+    let db = TestDb::new(crate::helpers::Backend::Sqlite).await.expect("sqlite");
+    let mut config = db.config.clone();
+    config.outbound.poll_interval_ms = 20;
+    let app = spawn_app_with(&db, config).await;
+    let meta = Meta::new(&app, &db);
+    meta.text("wamid.MX1", CUSTOMER, "order status 1").await;
+    assert_eq!(meta.post_raw(b"{}".to_vec(), Some("sha256=00".into())).await.status(), StatusCode::UNAUTHORIZED);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while db.count("SELECT COUNT(*) FROM commands WHERE state = $1", "executed").await < 1 {
+        assert!(std::time::Instant::now() < deadline, "the read did not execute");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let text = app.client.get(app.url("/metrics")).send().await.expect("scrape").text().await.expect("body");
+    let scrape =
+        prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).expect("Prometheus text format");
+    let has = |name: &str, label: Option<(&str, &str)>| {
+        scrape.samples.iter().any(|s| s.metric == name && label.is_none_or(|(k, v)| s.labels.get(k) == Some(v)))
+    };
+    for (name, label) in [
+        ("chatgate_webhooks_total", Some(("outcome", "accepted"))),
+        ("chatgate_webhooks_total", Some(("outcome", "bad_signature"))),
+        ("chatgate_inbound_messages_total", Some(("outcome", "command"))),
+        ("chatgate_transitions_total", Some(("to", "executed"))),
+        ("chatgate_dispatch_attempts_total", Some(("executor", "orders"))),
+        ("chatgate_outbox_pending", Some(("kind", "dispatch"))),
+        ("chatgate_outbox_oldest_age_seconds", Some(("kind", "message"))),
+        ("chatgate_agents", Some(("state", "paused"))),
+        ("chatgate_deliveries", Some(("state", "executed"))),
+        ("chatgate_completeness_ack_rate", None),
+        ("chatgate_completeness_result_rate", None),
+        ("chatgate_completeness_error_rate", None),
+        ("chatgate_orphaned_commands", None),
+        ("chatgate_ack_latency_seconds_count", None),
+        ("chatgate_result_latency_seconds_count", None),
+    ] {
+        assert!(has(name, label), "{name} {label:?} missing from the scrape");
+    }
+    let ack_rate =
+        scrape.samples.iter().find(|s| s.metric == "chatgate_completeness_ack_rate").map(|s| format!("{:?}", s.value));
+    assert!(ack_rate.as_deref().is_some_and(|v| v.contains('1')), "one command dispatched and acknowledged: {ack_rate:?}");
+    app.stop().await.expect("stop");
+}

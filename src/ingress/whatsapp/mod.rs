@@ -77,6 +77,24 @@ async fn receive_app(
 }
 
 async fn receive(state: &AppState, name: Option<&str>, headers: &HeaderMap, body: &[u8]) -> Result<Response, ApiError> {
+    let result = receive_counted(state, name, headers, body).await;
+    let outcome = match &result {
+        Ok(_) => "accepted",
+        Err(ApiError::Problem(p)) if p.code == "invalid_signature" => "bad_signature",
+        Err(ApiError::Problem(p)) if p.code == "invalid_payload" => "malformed",
+        Err(ApiError::Problem(p)) if p.code == "not_found" => "unknown_app",
+        Err(_) => "unavailable",
+    };
+    metrics::counter!("chatgate_webhooks_total", "channel" => "whatsapp", "outcome" => outcome).increment(1);
+    result
+}
+
+async fn receive_counted(
+    state: &AppState,
+    name: Option<&str>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Response, ApiError> {
     let app = app(&state.config, name)?;
     let signature = headers.get(signature::HEADER).map(|v| v.as_bytes());
     signature::verify(app.app_secret.expose().as_bytes(), signature, body).map_err(|e| {
