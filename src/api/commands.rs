@@ -31,6 +31,7 @@ pub fn router() -> Router<AppState> {
         .route("/v1/commands/{id}/evidence", get(evidence).route_layer(require("commands:read")))
         .route("/v1/commands/{id}/recovery", post(recovery_request).route_layer(require("recovery:write")))
         .route("/v1/audit/verify", get(audit).route_layer(require("audit:read")))
+        .route("/v1/traces/{correlation_id}", get(trace).route_layer(require("commands:read")))
         .route("/v1/commands/{id}/step-up", post(step_up).route_layer(require("stepup:verify")))
         .route("/v1/commands/{id}/acks", post(ack).route_layer(require("executions:write")))
 }
@@ -179,6 +180,24 @@ async fn audit(State(engine): State<Engine>, Extension(principal): Extension<Pri
     let intact = chains.iter().all(|c| c.intact);
     let body = json!({"intact": intact, "chains": chains});
     Ok(Json(body).into_response())
+}
+
+/// `GET /v1/traces/{correlation_id}`: what happened under one correlation id, as a timeline of
+/// nodes with their causes. Another tenant's trace is simply not found.
+async fn trace(
+    State(engine): State<Engine>,
+    Extension(principal): Extension<Principal>,
+    Path(correlation_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let nodes = engine.store().trace(&principal.tenant, &correlation_id).await?;
+    if nodes.is_empty() {
+        return Err(Problem::for_status(StatusCode::NOT_FOUND)
+            .detail("Nothing in your tenant carries this correlation id.")
+            .into());
+    }
+    let edges: Vec<Value> =
+        nodes.iter().filter_map(|n| n.caused_by.as_ref().map(|from| json!({"from": from, "to": n.id}))).collect();
+    Ok(Json(json!({"correlation_id": correlation_id, "nodes": nodes, "edges": edges})))
 }
 
 #[derive(Deserialize)]

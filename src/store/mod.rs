@@ -25,6 +25,7 @@ mod rows;
 mod snapshot;
 mod sqlite;
 mod step;
+mod trace;
 mod writer;
 
 use std::sync::Arc;
@@ -49,6 +50,7 @@ pub use outbound::OutboundRecord;
 pub use outbox::{ClaimedMessage, NewOutboxMessage};
 pub use snapshot::Snapshot;
 pub use step::{ConsumedToken, OutboxSettle, StepOutcome, StepWrite};
+pub use trace::TraceNode;
 
 /// A write transaction. On SQLite it also holds the process's write gate: SQLite has one writer
 /// at a time, and queueing writers here (first come, first served) is far steadier than letting

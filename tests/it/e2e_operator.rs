@@ -220,6 +220,22 @@ async fn a_failed_command_retried_by_an_operator_executes_once(db: &TestDb) {
     assert!(linked, "the failed command links to its retry");
     let (_, retry_doc) = get(&app, &ops, &format!("/v1/commands/{retry}")).await;
     assert_eq!(retry_doc["target_command_id"], id.as_str(), "and the retry to it");
+
+    // The trace: the message, both commands, their moves and dispatches, in time order.
+    let correlation = target_doc["envelope"]["correlation_id"].as_str().expect("correlation").to_owned();
+    let (status, trace) = get(&app, &ops, &format!("/v1/traces/{correlation}")).await;
+    assert_eq!(status, StatusCode::OK);
+    let nodes = trace["nodes"].as_array().expect("nodes");
+    let count = |kind: &str| nodes.iter().filter(|n| n["kind"] == kind).count();
+    assert_eq!((count("message"), count("command"), count("delivery")), (1, 2, 2), "{trace}");
+    assert!(count("transition") >= 8 && count("delivery_event") >= 6, "{trace}");
+    let retry_node = nodes.iter().find(|n| n["id"] == format!("command:{retry}")).expect("the retry node");
+    assert_eq!(retry_node["caused_by"], format!("command:{id}"), "the retry was caused by the failed command");
+    let times: Vec<&str> = nodes.iter().filter_map(|n| n["at"].as_str()).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "a timeline");
+    assert!(trace["edges"].as_array().is_some_and(|e| e.len() + 1 >= nodes.len()));
+    let stranger = token(db, "other", SCOPES);
+    assert_eq!(get(&app, &stranger, &format!("/v1/traces/{correlation}")).await.0, StatusCode::NOT_FOUND);
     app.stop().await.expect("stop");
 }
 
@@ -264,6 +280,9 @@ async fn the_metrics_scrape_parses_as_prometheus_text() {
     }
     let ack_rate =
         scrape.samples.iter().find(|s| s.metric == "chatgate_completeness_ack_rate").map(|s| format!("{:?}", s.value));
-    assert!(ack_rate.as_deref().is_some_and(|v| v.contains('1')), "one command dispatched and acknowledged: {ack_rate:?}");
+    assert!(
+        ack_rate.as_deref().is_some_and(|v| v.contains('1')),
+        "one command dispatched and acknowledged: {ack_rate:?}"
+    );
     app.stop().await.expect("stop");
 }
