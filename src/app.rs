@@ -33,6 +33,8 @@ pub struct AppState {
     pub ingress: Ingress,
     pub templates: Arc<Templates>,
     pub policy: Policy,
+    /// Cancelled when the server begins to stop: long-lived responses (event streams) end then.
+    pub stopping: CancellationToken,
 }
 
 impl AppState {
@@ -44,7 +46,8 @@ impl AppState {
         let engine = Engine::new(store.clone(), pseudonymizer);
         let policy = Policy { registry: Arc::new(registry), directory: Arc::new(directory), security };
         let ingress = Ingress::new(engine.clone(), policy.clone());
-        Self { config: Arc::new(config), store, engine, ingress, templates: Arc::new(templates), policy }
+        let stopping = CancellationToken::new();
+        Self { config: Arc::new(config), store, engine, ingress, templates: Arc::new(templates), policy, stopping }
     }
 }
 
@@ -134,7 +137,7 @@ pub async fn run_router(
 ) -> anyhow::Result<()> {
     let addr: SocketAddr = listener.local_addr()?;
     let grace = state.config.server.shutdown_grace();
-    let stopping = CancellationToken::new();
+    let stopping = state.stopping.clone();
     let workers = tasks::spawn(&state, stopping.clone());
     let store = state.store.clone();
     tracing::info!(%addr, backend = store.backend_name(), "chatgate listening");

@@ -3,6 +3,7 @@
 pub mod agents;
 pub mod commands;
 pub mod error;
+pub mod events;
 pub mod health;
 pub mod metrics;
 pub mod problem;
@@ -21,5 +22,6 @@ pub fn router() -> Router<AppState> {
         .merge(crate::ingress::whatsapp::router())
         .merge(commands::router())
         .merge(agents::router())
+        .merge(events::router())
 }
 pub use problem::Problem;

@@ -344,6 +344,45 @@ impl Store {
         rows.iter().map(|row| uuid(row, "command_id")).collect()
     }
 
+    /// A tenant's moves after the move `after` (their ids only grow), oldest first: the event
+    /// stream, resumable from any id a client saw.
+    pub async fn moves_after(
+        &self,
+        tenant_id: &TenantId,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<(i64, Uuid, TransitionRecord)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT t.id, t.command_id, t.version, t.from_state, t.to_state, t.event, t.reason_code, t.at
+             FROM command_transitions t JOIN commands c ON c.command_id = t.command_id
+             WHERE c.tenant_id = $1 AND t.id > $2 ORDER BY t.id LIMIT $3",
+        )
+        .bind(tenant_id.as_str())
+        .bind(after)
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let record = TransitionRecord {
+                    version: int(row, "version")?,
+                    from: parsed(row, "from_state")?,
+                    to: parsed(row, "to_state")?,
+                    event: parsed(row, "event")?,
+                    reason_code: opt_text(row, "reason_code")?,
+                    at: from_ms(int(row, "at")?)?,
+                };
+                Ok((int(row, "id")?, uuid(row, "command_id")?, record))
+            })
+            .collect()
+    }
+
+    /// The id of the newest move of all (where a stream without `Last-Event-ID` starts).
+    pub async fn last_move_id(&self) -> Result<i64, StoreError> {
+        let row = sqlx::query("SELECT MAX(id) AS n FROM command_transitions").fetch_one(self.pool()).await?;
+        Ok(opt_int(&row, "n")?.unwrap_or(0))
+    }
+
     /// The command's moves, oldest first.
     pub async fn transitions(&self, command_id: Uuid) -> Result<Vec<TransitionRecord>, StoreError> {
         let rows = sqlx::query(

@@ -286,3 +286,88 @@ async fn the_metrics_scrape_parses_as_prometheus_text() {
     );
     app.stop().await.expect("stop");
 }
+
+/// Reads an SSE response until `n` events came (or the deadline passes): (id, data) pairs.
+async fn read_events(response: &mut reqwest::Response, n: usize) -> Vec<(i64, Value)> {
+    let mut buffer = String::new();
+    let mut events = vec![];
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while events.len() < n {
+        let remaining = deadline.saturating_duration_since(std::time::Instant::now());
+        let chunk = tokio::time::timeout(remaining, response.chunk()).await.expect("events in time").expect("chunk");
+        let Some(chunk) = chunk else { break };
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            let field = |name: &str| block.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.trim().to_owned());
+            if let (Some(id), Some(data)) = (field("id:"), field("data:")) {
+                events.push((id.parse().expect("numeric id"), serde_json::from_str(&data).expect("json data")));
+            }
+        }
+    }
+    events
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn transitions_stream_as_server_sent_events_and_resume_from_the_last_id() {
+    let db = TestDb::new(crate::helpers::Backend::Sqlite).await.expect("sqlite");
+    let mut config = db.config.clone();
+    config.outbound.poll_interval_ms = 20;
+    let app = spawn_app_with(&db, config).await;
+    let ops = token(&db, "demo", "commands:read");
+    let mut stream = app.client.get(app.url("/v1/events")).bearer_auth(&ops).send().await.expect("stream");
+    assert_eq!(stream.status(), StatusCode::OK);
+    assert!(stream.headers()["content-type"].to_str().expect("ascii").starts_with("text/event-stream"));
+    let mut stranger = app
+        .client
+        .get(app.url("/v1/events"))
+        .bearer_auth(token(&db, "other", "commands:read"))
+        .send()
+        .await
+        .expect("stream");
+
+    Meta::new(&app, &db).text("wamid.EV1", CUSTOMER, "order status 1").await;
+    // canonicalize, submit, allow, start, succeed
+    let events = read_events(&mut stream, 5).await;
+    let states: Vec<&str> = events.iter().filter_map(|(_, d)| d["transition"]["to"].as_str()).collect();
+    assert_eq!(states, ["canonicalized", "authz_pending", "authorized", "started", "executed"]);
+    assert!(events.windows(2).all(|w| w[0].0 < w[1].0), "ids only grow");
+
+    // Reconnecting after the second event gets the rest, and nothing twice.
+    let mut resumed = app
+        .client
+        .get(app.url("/v1/events"))
+        .bearer_auth(&ops)
+        .header("last-event-id", events[1].0.to_string())
+        .send()
+        .await
+        .expect("stream");
+    let rest = read_events(&mut resumed, 3).await;
+    assert_eq!(
+        rest.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+        events[2..].iter().map(|(id, _)| *id).collect::<Vec<_>>()
+    );
+
+    // Another tenant's stream carries none of it.
+    let nothing = tokio::time::timeout(Duration::from_millis(500), stranger.chunk()).await;
+    assert!(
+        nothing.is_err()
+            || nothing
+                .is_ok_and(|c| c.ok().flatten().is_none_or(|c| !String::from_utf8_lossy(&c).contains("transition")))
+    );
+    assert_eq!(
+        app.client
+            .get(app.url("/v1/events"))
+            .bearer_auth(&ops)
+            .header("last-event-id", "yesterday")
+            .send()
+            .await
+            .expect("bad")
+            .status(),
+        StatusCode::BAD_REQUEST
+    );
+    // Open streams end when the server stops (no waiting out the grace period).
+    let started = std::time::Instant::now();
+    app.stop().await.expect("stop");
+    assert!(started.elapsed() < Duration::from_secs(5), "stopped in {:?}", started.elapsed());
+}
