@@ -67,13 +67,14 @@ pub async fn recover(
 ) -> Result<Recovered, RecoveryError> {
     let target = engine.store().command(operator.tenant, target_id).await?.ok_or(RecoveryError::NotFound)?;
     let state = target.lifecycle.state;
-    let actions = allowed(state);
+    let actions = allowed(state, policy.compensation_of(&target).is_some());
     if !actions.contains(&action) {
         return Err(RecoveryError::NotAllowed { action, state, allowed: actions });
     }
     match action {
         RecoveryAction::Cancel => cancel(engine, operator, &target, now).await,
         RecoveryAction::Retry => retry(engine, policy, operator, &target, now).await,
+        RecoveryAction::Compensate => compensate(engine, policy, operator, &target, now).await,
     }
 }
 
@@ -205,6 +206,61 @@ async fn retry(
     let link = EvidenceDraft::new(EvidenceKind::RecoveryRequested, e.command_id, trace)
         .stage(target.lifecycle.state)
         .decision(json!({"recovery": "retry", "recovery_command_id": command_id, "by": operator.id, "reason": operator.reason, "idempotency_key": envelope.idempotency_key}));
+    engine.store().record_evidence(e.tenant_id.as_str(), &[link], now).await?;
+    status_of(engine, operator.tenant, command_id, e.command_id).await
+}
+
+/// Runs the registry's compensation command for the target, with the target's arguments; the
+/// target becomes `compensated` only when that command has executed (see `delivery::dispatch`).
+async fn compensate(
+    engine: &Engine,
+    policy: &Policy,
+    operator: &Operator<'_>,
+    target: &StoredCommand,
+    now: OffsetDateTime,
+) -> Result<Recovered, RecoveryError> {
+    let e = &target.envelope;
+    let Some(spec) = policy.compensation_of(target) else {
+        return Err(RecoveryError::Conflict("the registry declares no compensation for this command".into()));
+    };
+    let invalid = |what: &str| RecoveryError::Conflict(format!("cannot build the compensation: {what}"));
+    let request = CommandRequest {
+        tenant_id: e.tenant_id.clone(),
+        actor_id: e.actor_id.clone(),
+        channel: e.channel.clone(),
+        conversation_id: e.conversation_id.clone(),
+        message_ids: vec![],
+        correlation_id: Some(e.correlation_id.clone()),
+        causation_id: Some(ExternalId::from_uuid(e.command_id)),
+        intent: Intent::parse(&spec.entity, &spec.action, e.intent.target.as_deref()).map_err(|_| invalid("intent"))?,
+        args: e.args.clone(),
+        command_kind: spec.kind,
+        // Its own key: compensating the same command twice is one compensation.
+        idempotency_class: spec.idempotency_class,
+        risk: spec.risk,
+        supplied_key: None,
+        ttl: Some(spec.ttl),
+        dedupe_window: spec.dedupe_window,
+        target_command_id: Some(e.command_id),
+    };
+    let (start, started) = dispatch::start(&spec.targets);
+    let admission = Admission {
+        then: &[Event::AutoConfirm, Event::Allow, start],
+        decision: Some(decision(RecoveryAction::Compensate, operator, target)),
+        outbox: started.outbox,
+        ..Admission::default()
+    };
+    let (_, admitted) = engine.accept_with(request, admission, now).await?;
+    let command_id = match admitted {
+        Admitted::New { command_id, .. } => command_id,
+        Admitted::Replayed(d) | Admitted::InProgress(d) => {
+            return status_of(engine, operator.tenant, d.command_id, e.command_id).await;
+        }
+        other => return Err(RecoveryError::Conflict(format!("the compensation was not created: {other:?}"))),
+    };
+    let link = EvidenceDraft::new(EvidenceKind::RecoveryRequested, e.command_id, engine.trace_for(e))
+        .stage(target.lifecycle.state)
+        .decision(json!({"recovery": "compensate", "recovery_command_id": command_id, "command": spec.name, "by": operator.id, "reason": operator.reason}));
     engine.store().record_evidence(e.tenant_id.as_str(), &[link], now).await?;
     status_of(engine, operator.tenant, command_id, e.command_id).await
 }

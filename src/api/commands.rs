@@ -42,18 +42,20 @@ fn command_id(raw: &str) -> Result<Uuid, ApiError> {
 }
 
 async fn status(
-    State(engine): State<Engine>,
+    State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let id = command_id(&id)?;
-    let command = engine.store().command(&principal.tenant, id).await?.ok_or_else(|| not_found(id))?;
-    Ok(Json(status_document(&engine, &command, true).await?))
+    let command = state.engine.store().command(&principal.tenant, id).await?.ok_or_else(|| not_found(id))?;
+    Ok(Json(status_document(&state, &command, true).await?))
 }
 
 /// The OoC view of a command (SMCL §X): where it is, since when, how it ended and why, what an
 /// operator may do next, its deliveries, and where to look further. Personal data is masked.
-async fn status_document(engine: &Engine, command: &StoredCommand, full: bool) -> Result<Value, ApiError> {
+async fn status_document(app: &AppState, command: &StoredCommand, full: bool) -> Result<Value, ApiError> {
+    let engine = &app.engine;
+    let compensable = app.policy.compensation_of(command).is_some();
     let id = command.envelope.command_id;
     let state = command.lifecycle.state;
     let mut envelope = serde_json::to_value(&command.envelope).unwrap_or(Value::Null);
@@ -69,7 +71,7 @@ async fn status_document(engine: &Engine, command: &StoredCommand, full: bool) -
         "created_at": rfc3339(command.created_at),
         "version": command.version,
         "confirmation": command.lifecycle.confirmation,
-        "recovery_actions": recovery::allowed(state),
+        "recovery_actions": recovery::allowed(state, compensable),
         "target_command_id": command.envelope.target_command_id,
         "envelope": envelope,
         "links": {
@@ -151,7 +153,7 @@ async fn list(
     page.truncate(usize::try_from(limit).unwrap_or(0));
     let mut items = Vec::with_capacity(page.len());
     for command in &page {
-        items.push(status_document(&state.engine, command, false).await?);
+        items.push(status_document(&state, command, false).await?);
     }
     let next = if more { page.last().map(|c| c.envelope.command_id.to_string()) } else { None };
     Ok(Json(json!({"commands": items, "next_cursor": next})))
@@ -275,7 +277,8 @@ async fn run_recovery(
     body: &[u8],
 ) -> Result<(StatusCode, Value), ApiError> {
     let request: RecoveryBody = serde_json::from_slice(body).map_err(|e| invalid_body(&e.to_string()))?;
-    let action: RecoveryAction = request.action.parse().map_err(|_| invalid_body("`action` is `retry` or `cancel`"))?;
+    let action: RecoveryAction =
+        request.action.parse().map_err(|_| invalid_body("`action` is `retry`, `cancel` or `compensate`"))?;
     let operator_id = format!("{}|{}", principal.issuer, principal.subject);
     let operator = Operator { tenant: &principal.tenant, id: &operator_id, reason: &request.reason };
     match recover(&state.engine, &state.policy, &operator, id, action, OffsetDateTime::now_utc()).await {

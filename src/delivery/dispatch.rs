@@ -213,10 +213,11 @@ pub async fn conclude(
     let targets = store.dispatch_targets(e.command_id).await?;
     let done = finished(&plan);
     let single = targets.len() <= 1;
-    let moves = match (&done, single) {
+    let mut moves = match (&done, single) {
         (Some(done), true) => command_moves(engine, command, target, done.clone(), now),
         _ => vec![],
     };
+    moves.extend(compensated(engine, command, &moves, now).await?);
     let step = crate::store::StepWrite {
         delivery: Some(plan.change),
         moves,
@@ -248,6 +249,32 @@ pub async fn conclude(
         settle_command(engine, command, &targets, now).await?;
     }
     Ok(true)
+}
+
+/// When `moves` make a compensation command succeed, the move of the command it compensates to
+/// `compensated`, in the same step (SMCL §VIII.B: only once the compensation succeeded). A
+/// compensation is a recovery command with an intent other than its target's (a retry has the
+/// same intent).
+async fn compensated(
+    engine: &Engine,
+    command: &StoredCommand,
+    moves: &[TransitionWrite],
+    now: OffsetDateTime,
+) -> Result<Vec<TransitionWrite>, crate::engine::EngineError> {
+    let succeeded = moves
+        .iter()
+        .any(|m| m.command_id == command.envelope.command_id && m.transition.to == crate::lifecycle::State::Executed);
+    let Some(target_id) = command.envelope.target_command_id.filter(|_| succeeded) else { return Ok(vec![]) };
+    let Some(target) = engine.store().command(&command.envelope.tenant_id, target_id).await? else { return Ok(vec![]) };
+    if target.envelope.intent == command.envelope.intent {
+        return Ok(vec![]);
+    }
+    let context = MoveContext {
+        reason_code: Some("compensated".into()),
+        decision: Some(json!({"compensated_by": command.envelope.command_id, "compensation": command.envelope.intent})),
+        ..MoveContext::default()
+    };
+    Ok(engine.plan_moves(&target, vec![(Event::Compensate, context)], now).unwrap_or_default())
 }
 
 /// Moves a multi-target command once its targets' outcomes decide it (the seed's default policy).

@@ -9,18 +9,23 @@ named_enum! {
     RecoveryAction {
         Retry => "retry",
         Cancel => "cancel",
+        Compensate => "compensate",
     }
 }
 
 /// The actions `state` allows: `cancel` wherever the table lets a command be canceled, `retry`
-/// for a failed command (a new command with the same intent and key; the failed one stays failed).
-pub fn allowed(state: State) -> Vec<RecoveryAction> {
+/// for a failed command (a new command with the same intent and key; the failed one stays failed),
+/// `compensate` wherever the table allows compensation and the registry declares how (`compensable`).
+pub fn allowed(state: State, compensable: bool) -> Vec<RecoveryAction> {
     let mut actions = vec![];
     if state == State::Failed {
         actions.push(RecoveryAction::Retry);
     }
     if lookup(state, Event::Cancel).is_some() {
         actions.push(RecoveryAction::Cancel);
+    }
+    if compensable && lookup(state, Event::Compensate).is_some() {
+        actions.push(RecoveryAction::Compensate);
     }
     actions
 }
@@ -32,11 +37,20 @@ mod tests {
     #[test]
     fn every_state_offers_what_the_table_allows() {
         for state in State::ALL {
-            let actions = allowed(*state);
-            assert_eq!(actions.contains(&RecoveryAction::Cancel), lookup(*state, Event::Cancel).is_some(), "{state}");
-            assert_eq!(actions.contains(&RecoveryAction::Retry), *state == State::Failed, "{state}");
+            for compensable in [false, true] {
+                let actions = allowed(*state, compensable);
+                assert_eq!(
+                    actions.contains(&RecoveryAction::Cancel),
+                    lookup(*state, Event::Cancel).is_some(),
+                    "{state}"
+                );
+                assert_eq!(actions.contains(&RecoveryAction::Retry), *state == State::Failed, "{state}");
+                let compensates = compensable && lookup(*state, Event::Compensate).is_some();
+                assert_eq!(actions.contains(&RecoveryAction::Compensate), compensates, "{state}");
+            }
         }
-        assert_eq!(allowed(State::Executed), vec![]);
-        assert_eq!(allowed(State::Started), vec![RecoveryAction::Cancel]);
+        assert_eq!(allowed(State::Executed, false), vec![]);
+        assert_eq!(allowed(State::Executed, true), vec![RecoveryAction::Compensate]);
+        assert_eq!(allowed(State::Started, true), vec![RecoveryAction::Cancel]);
     }
 }

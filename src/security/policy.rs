@@ -32,6 +32,16 @@ impl Authorization<'_> {
 }
 
 impl Policy {
+    /// The registry's entry for a stored command.
+    pub fn spec_of(&self, command: &StoredCommand) -> Option<&CommandSpec> {
+        self.registry.by_intent(&command.envelope.intent.entity, &command.envelope.intent.action)
+    }
+
+    /// The command that compensates `command`, when the registry declares one.
+    pub fn compensation_of(&self, command: &StoredCommand) -> Option<&CommandSpec> {
+        self.spec_of(command).and_then(|spec| spec.compensation.as_deref()).and_then(|name| self.registry.get(name))
+    }
+
     /// Authorizes a stored command for its actor. `None` when the registry no longer knows the
     /// command (it was removed since): such a command cannot be authorized.
     pub fn authorize(&self, command: &StoredCommand, stepped_up: bool) -> Option<Authorization<'_>> {

@@ -188,7 +188,7 @@ fn check_config_names_the_line_of_a_registry_mistake_and_warns_about_demo_secret
     let ok = run(chatgate(&dir).args(["--config", "chatgate.toml", "check-config"]));
     assert!(ok.status.success(), "{}", stderr(&ok));
     let err = stderr(&ok);
-    assert!(err.contains("registry: 3 commands") && err.contains("templates: whatsapp/en, whatsapp/pt"), "{err}");
+    assert!(err.contains("registry: 4 commands") && err.contains("templates: whatsapp/en, whatsapp/pt"), "{err}");
     assert!(err.contains("warning: whatsapp.apps.default.app_secret is a demo value"), "{err}");
     let own = run(chatgate(&dir)
         .args(["--config", "chatgate.toml", "check-config"])
@@ -200,9 +200,10 @@ fn check_config_names_the_line_of_a_registry_mistake_and_warns_about_demo_secret
         "scopes = [\"accounts:close\"]\nexecutor = \"payments\"",
     );
     assert_ne!(broken, commands);
-    std::fs::write(dir.join("commands.toml"), broken).expect("write");
+    std::fs::write(dir.join("commands.toml"), &broken).expect("write");
     let refused = run(chatgate(&dir).args(["--config", "chatgate.toml", "check-config"]));
-    assert_one_line_failure(&refused, "commands.toml:53: command `close_account`");
+    let line = broken.lines().position(|l| l == "executor = \"payments\"").expect("the broken line") + 1;
+    assert_one_line_failure(&refused, &format!("commands.toml:{line}: command `close_account`"));
     assert!(stderr(&refused).contains("executor `payments` is not configured"), "{}", stderr(&refused));
 }
 

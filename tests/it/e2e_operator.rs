@@ -14,6 +14,7 @@ use crate::fake_graph::FakeServer;
 use crate::helpers::{CUSTOMER, Meta, TestApp, TestDb, on_both_backends, refund, spawn_app_with, tenant};
 
 on_both_backends!(
+    a_refund_is_compensated_and_both_commands_link_to_each_other,
     every_recovery_action_from_every_state_is_done_or_refused_with_the_allowed_list,
     status_list_evidence_and_audit_stay_within_the_tenant,
     a_failed_command_retried_by_an_operator_executes_once,
@@ -50,22 +51,35 @@ async fn recover(app: &TestApp, token: &str, id: Uuid, body: Value, key: Option<
 }
 
 async fn every_recovery_action_from_every_state_is_done_or_refused_with_the_allowed_list(db: &TestDb) {
-    let app = spawn_app_with(db, db.config.clone()).await;
+    let mut config = db.config.clone();
+    config.outbound.poll_interval_ms = 20;
+    let app = spawn_app_with(db, config).await;
     let ops = token(db, "demo", SCOPES);
     let mut n = 0;
     for state in State::ALL.iter().filter(|s| **s != State::Received) {
-        for action in ["retry", "cancel"] {
+        for action in ["retry", "cancel", "compensate"] {
             n += 1;
             let id = drive(db, refund("demo", &format!("r{n}"), "1.00", &format!("m{n}")), path_to(*state)).await;
             let (status, body) = recover(&app, &ops, id, json!({"action": action, "reason": "test"}), None).await;
-            let offered: Vec<&str> = allowed(*state).iter().map(|a| a.as_str()).collect();
+            // A refund is compensable: the registry declares `refund_reversal`.
+            let offered: Vec<&str> = allowed(*state, true).iter().map(|a| a.as_str()).collect();
             if offered.contains(&action) {
                 assert_eq!(status, StatusCode::CREATED, "{action} from {state}: {body}");
                 assert_eq!(body["target_command_id"], id.to_string());
                 let after = db.store.command(&tenant("demo"), id).await.expect("read").expect("command");
                 match action {
                     "cancel" => assert_eq!(after.lifecycle.state, State::Canceled, "{state}"),
-                    _ => assert_eq!(after.lifecycle.state, State::Failed, "a failed command stays failed"),
+                    "retry" => assert_eq!(after.lifecycle.state, State::Failed, "a failed command stays failed"),
+                    _ => {
+                        // Compensated once the compensation has executed (the demo executor runs it).
+                        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+                        while db.store.command(&tenant("demo"), id).await.expect("read").expect("c").lifecycle.state
+                            != State::Compensated
+                        {
+                            assert!(std::time::Instant::now() < deadline, "{state} was not compensated");
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                    }
                 }
                 let recovery: Uuid = body["recovery_command_id"].as_str().expect("id").parse().expect("uuid");
                 let made = db.store.command(&tenant("demo"), recovery).await.expect("read").expect("recovery");
@@ -370,4 +384,64 @@ async fn transitions_stream_as_server_sent_events_and_resume_from_the_last_id() 
     let started = std::time::Instant::now();
     app.stop().await.expect("stop");
     assert!(started.elapsed() < Duration::from_secs(5), "stopped in {:?}", started.elapsed());
+}
+
+async fn a_refund_is_compensated_and_both_commands_link_to_each_other(db: &TestDb) {
+    let mut config = db.config.clone();
+    config.outbound.poll_interval_ms = 20;
+    let app = spawn_app_with(db, config).await;
+    let meta = Meta::new(&app, db);
+    meta.text("wamid.CP1", CUSTOMER, "refund 1234 25.00").await;
+    meta.text("wamid.CP2", CUSTOMER, "yes").await;
+    let ops = token(db, "demo", SCOPES);
+    let (_, page) = get(&app, &ops, "/v1/commands?command=refund").await;
+    let id = page["commands"][0]["command_id"].as_str().expect("the refund").to_owned();
+    let wait = |id: String, state: &'static str| {
+        let (app, ops) = (&app, &ops);
+        async move {
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            loop {
+                let (_, doc) = get(app, ops, &format!("/v1/commands/{id}")).await;
+                if doc["state"] == state {
+                    return doc;
+                }
+                assert!(std::time::Instant::now() < deadline, "{id} is {}", doc["state"]);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    let executed = wait(id.clone(), "executed").await;
+    assert_eq!(executed["recovery_actions"], json!(["compensate"]));
+
+    let target: Uuid = id.parse().expect("uuid");
+    let (status, made) =
+        recover(&app, &ops, target, json!({"action": "compensate", "reason": "refunded twice"}), None).await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    let compensation = made["recovery_command_id"].as_str().expect("id").to_owned();
+    let done = wait(compensation.clone(), "executed").await;
+    assert_eq!(done["envelope"]["intent"]["action"], "reverse_refund");
+    assert_eq!(done["target_command_id"], id.as_str());
+    let original = wait(id.clone(), "compensated").await;
+    assert_eq!(original["recovery_actions"], json!([]), "nothing more to do");
+
+    // Both chains linked: the original names its compensation, the compensation its target.
+    let (_, evidence) = get(&app, &ops, &format!("/v1/commands/{id}/evidence")).await;
+    let artifacts = evidence["artifacts"].as_array().expect("artifacts");
+    let requested = artifacts.iter().find(|a| a["kind"] == "recovery.requested").expect("recovery.requested");
+    assert_eq!(requested["body"]["decision"]["recovery_command_id"], compensation.as_str());
+    let compensated =
+        artifacts.iter().find(|a| a["kind"] == "compensation.compensated").expect("compensation.compensated");
+    assert_eq!(compensated["body"]["decision"]["compensated_by"], compensation.as_str());
+    let (_, theirs) = get(&app, &ops, &format!("/v1/commands/{compensation}/evidence")).await;
+    let accepted = &theirs["artifacts"][0];
+    assert_eq!(accepted["kind"], "command.accepted");
+    let linked = theirs["artifacts"]
+        .as_array()
+        .expect("artifacts")
+        .iter()
+        .any(|a| a["body"]["decision"]["target_command_id"] == id.as_str());
+    assert!(linked, "the compensation's evidence names its target");
+    // Compensating again is one compensation: not allowed any more.
+    assert_eq!(recover(&app, &ops, target, json!({"action": "compensate"}), None).await.0, StatusCode::CONFLICT);
+    app.stop().await.expect("stop");
 }
