@@ -60,7 +60,7 @@ impl<'a> Chat<'a> {
 
     /// The next message sent to a person: (recipient, text, whole body).
     async fn next_reply(&mut self) -> (String, String, Value) {
-        let requests = self.graph.wait_for(self.seen + 1, Duration::from_secs(10)).await;
+        let requests = self.graph.wait_for(self.seen + 1, Duration::from_secs(20)).await;
         let body = requests[self.seen].body.clone();
         self.seen += 1;
         (body["to"].as_str().unwrap_or_default().to_owned(), text_of(&body), body)
@@ -124,7 +124,7 @@ impl<'a> Chat<'a> {
 
     /// Waits until the command reaches a terminal state, and returns it.
     async fn settled(&self, command_id: Uuid) -> String {
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
         loop {
             let command = self.db.store.command(&tenant("demo"), command_id).await.expect("read").expect("command");
             if command.lifecycle.state.is_terminal() {
@@ -320,7 +320,7 @@ async fn the_original_message_after_execution_replays_the_outcome_without_a_new_
     let (id, code, _) = chat.refund_prompted("wamid.O1", "refund 1234 25.00").await;
     chat.says("wamid.O2", CUSTOMER, &format!("YES {code}")).await;
     chat.next_reply().await;
-    let delivered = executor.wait_for(1, Duration::from_secs(10)).await;
+    let delivered = executor.wait_for(1, Duration::from_secs(20)).await;
     let key = db.store.command(&tenant("demo"), id).await.expect("read").expect("command").envelope.idempotency_key;
     assert_eq!(delivered[0].headers["idempotency-key"], key.as_str());
     assert_eq!(delivered[0].body["command_id"], id.to_string());

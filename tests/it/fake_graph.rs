@@ -111,7 +111,7 @@ impl FakeServer {
 
     /// Waits for `n` requests, then a little longer to see that no more come.
     pub async fn exactly(&self, n: usize) -> Vec<Recorded> {
-        self.wait_for(n, Duration::from_secs(10)).await;
+        self.wait_for(n, Duration::from_secs(20)).await;
         tokio::time::sleep(Duration::from_millis(300)).await;
         let requests = self.requests();
         assert_eq!(
