@@ -28,7 +28,14 @@ fn describe(name: &str, agent: &Agent) -> Value {
     json!({"agent": name, "state": agent.state, "version": agent.version, "pre_pause_state": agent.pre_pause})
 }
 
-async fn list(State(store): State<Store>, State(config): State<Arc<Config>>) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(get, path = "/v1/agents", tag = "agents", security(("bearer" = ["agents:read"])), responses((status = 200, description = "Every agent", content_type = "application/json", body = serde_json::Value), (status = 401, description = "Missing or invalid bearer token", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 403, description = "The token lacks the scope", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 429, description = "Over the client's rate limit", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
+pub(crate) async fn list(
+    State(store): State<Store>,
+    State(config): State<Arc<Config>>,
+) -> Result<Json<Value>, ApiError> {
     let mut agents = vec![];
     for name in config.executors.keys() {
         agents.push(describe(name, &store.agent(name).await?));
@@ -36,7 +43,12 @@ async fn list(State(store): State<Store>, State(config): State<Arc<Config>>) -> 
     Ok(Json(json!({"agents": agents})))
 }
 
-async fn pause(
+#[utoipa::path(post, path = "/v1/agents/{agent}/pause", tag = "agents", security(("bearer" = ["agents:write"])), params(("agent" = String, Path)),
+    responses((status = 200, description = "Paused", content_type = "application/json", body = serde_json::Value), (status = 404, description = "No such agent", content_type = "application/problem+json", body = serde_json::Value), (status = 409, description = "Already paused, or moved concurrently", content_type = "application/problem+json", body = serde_json::Value), (status = 401, description = "Missing or invalid bearer token", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 403, description = "The token lacks the scope", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 429, description = "Over the client's rate limit", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
+pub(crate) async fn pause(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(name): Path<String>,
@@ -44,7 +56,12 @@ async fn pause(
     change(&state, &principal, &name, AgentEvent::Pause).await
 }
 
-async fn resume(
+#[utoipa::path(post, path = "/v1/agents/{agent}/resume", tag = "agents", security(("bearer" = ["agents:write"])), params(("agent" = String, Path)),
+    responses((status = 200, description = "Resumed", content_type = "application/json", body = serde_json::Value), (status = 404, description = "No such agent", content_type = "application/problem+json", body = serde_json::Value), (status = 409, description = "Not paused, or moved concurrently", content_type = "application/problem+json", body = serde_json::Value), (status = 401, description = "Missing or invalid bearer token", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 403, description = "The token lacks the scope", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 429, description = "Over the client's rate limit", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
+pub(crate) async fn resume(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(name): Path<String>,

@@ -41,7 +41,12 @@ fn command_id(raw: &str) -> Result<Uuid, ApiError> {
     raw.parse().map_err(|_| Problem::for_status(StatusCode::NOT_FOUND).detail("No command has this id.").into())
 }
 
-async fn status(
+#[utoipa::path(get, path = "/v1/commands/{id}", tag = "commands", security(("bearer" = ["commands:read"])), params(("id" = String, Path, description = "The command id (a UUID)")),
+    responses((status = 200, description = "The command's status", content_type = "application/json", body = serde_json::Value), (status = 404, description = "No such command in the tenant", content_type = "application/problem+json", body = serde_json::Value), (status = 401, description = "Missing or invalid bearer token", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 403, description = "The token lacks the scope", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 429, description = "Over the client's rate limit", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
+pub(crate) async fn status(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
@@ -98,7 +103,7 @@ async fn status_document(app: &AppState, command: &StoredCommand, full: bool) ->
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ListQuery {
+pub(crate) struct ListQuery {
     state: Option<String>,
     actor: Option<String>,
     conversation: Option<String>,
@@ -111,7 +116,15 @@ struct ListQuery {
 
 /// `GET /v1/commands`: newest first, a page at a time; `next_cursor` continues where the page
 /// ended, whatever arrives meanwhile.
-async fn list(
+#[utoipa::path(get, path = "/v1/commands", tag = "commands", security(("bearer" = ["commands:read"])),
+    params(("state" = Option<String>, Query), ("actor" = Option<String>, Query), ("conversation" = Option<String>, Query),
+        ("command" = Option<String>, Query), ("since" = Option<String>, Query, format = DateTime), ("until" = Option<String>, Query, format = DateTime),
+        ("cursor" = Option<String>, Query), ("limit" = Option<i64>, Query, minimum = 1, maximum = 200)),
+    responses((status = 200, description = "A page of commands", content_type = "application/json", body = serde_json::Value), (status = 400, description = "A bad filter", content_type = "application/problem+json", body = serde_json::Value), (status = 401, description = "Missing or invalid bearer token", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 403, description = "The token lacks the scope", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 429, description = "Over the client's rate limit", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
+pub(crate) async fn list(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Query(query): Query<ListQuery>,
@@ -160,7 +173,12 @@ async fn list(
 }
 
 /// `GET /v1/commands/{id}/evidence`: its artifacts, in chain order.
-async fn evidence(
+#[utoipa::path(get, path = "/v1/commands/{id}/evidence", tag = "commands", security(("bearer" = ["commands:read"])), params(("id" = String, Path, description = "The command id (a UUID)")),
+    responses((status = 200, description = "The command's artifacts", content_type = "application/json", body = serde_json::Value), (status = 404, description = "No such command in the tenant", content_type = "application/problem+json", body = serde_json::Value), (status = 401, description = "Missing or invalid bearer token", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 403, description = "The token lacks the scope", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 429, description = "Over the client's rate limit", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
+pub(crate) async fn evidence(
     State(engine): State<Engine>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
@@ -176,7 +194,15 @@ async fn evidence(
 }
 
 /// `GET /v1/audit/verify`: the caller's tenant's evidence chain checked end to end.
-async fn audit(State(engine): State<Engine>, Extension(principal): Extension<Principal>) -> Result<Response, ApiError> {
+#[utoipa::path(get, path = "/v1/audit/verify", tag = "audit", security(("bearer" = ["audit:read"])),
+    responses((status = 200, description = "The tenant's evidence chain checked", content_type = "application/json", body = serde_json::Value), (status = 401, description = "Missing or invalid bearer token", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 403, description = "The token lacks the scope", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 429, description = "Over the client's rate limit", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
+pub(crate) async fn audit(
+    State(engine): State<Engine>,
+    Extension(principal): Extension<Principal>,
+) -> Result<Response, ApiError> {
     let report = engine.store().verify_evidence().await?;
     let chains: Vec<_> = report.chains.into_iter().filter(|c| c.chain_id == principal.tenant.as_str()).collect();
     let intact = chains.iter().all(|c| c.intact);
@@ -186,7 +212,13 @@ async fn audit(State(engine): State<Engine>, Extension(principal): Extension<Pri
 
 /// `GET /v1/traces/{correlation_id}`: what happened under one correlation id, as a timeline of
 /// nodes with their causes. Another tenant's trace is simply not found.
-async fn trace(
+#[utoipa::path(get, path = "/v1/traces/{correlation_id}", tag = "commands", security(("bearer" = ["commands:read"])),
+    params(("correlation_id" = String, Path)),
+    responses((status = 200, description = "The causation graph", content_type = "application/json", body = serde_json::Value), (status = 404, description = "Nothing carries this correlation id", content_type = "application/problem+json", body = serde_json::Value), (status = 401, description = "Missing or invalid bearer token", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 403, description = "The token lacks the scope", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 429, description = "Over the client's rate limit", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
+pub(crate) async fn trace(
     State(engine): State<Engine>,
     Extension(principal): Extension<Principal>,
     Path(correlation_id): Path<String>,
@@ -211,7 +243,15 @@ struct RecoveryBody {
 }
 
 /// `POST /v1/commands/{id}/recovery`, honouring `Idempotency-Key` (IETF httpapi draft).
-async fn recovery_request(
+#[utoipa::path(post, path = "/v1/commands/{id}/recovery", tag = "recovery", security(("bearer" = ["recovery:write"])),
+    params(("id" = String, Path, description = "The command id (a UUID)"), ("Idempotency-Key" = Option<String>, Header)),
+    request_body(content = serde_json::Value, content_type = "application/json", description = "{\"action\": \"retry\" | \"cancel\" | \"compensate\", \"reason\": \"...\"}"),
+    responses((status = 201, description = "The recovery command", content_type = "application/json", body = serde_json::Value), (status = 400, description = "A bad body", content_type = "application/problem+json", body = serde_json::Value), (status = 404, description = "No such command in the tenant", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 409, description = "Not allowed in this state, or a request with this key is running", content_type = "application/problem+json", body = serde_json::Value), (status = 422, description = "The key was used for another request", content_type = "application/problem+json", body = serde_json::Value), (status = 401, description = "Missing or invalid bearer token", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 403, description = "The token lacks the scope", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 429, description = "Over the client's rate limit", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
+pub(crate) async fn recovery_request(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
@@ -319,7 +359,14 @@ struct StepUpBody {
     token: String,
 }
 
-async fn step_up(
+#[utoipa::path(post, path = "/v1/commands/{id}/step-up", tag = "security", security(("bearer" = ["stepup:verify"])), params(("id" = String, Path, description = "The command id (a UUID)")),
+    request_body(content = serde_json::Value, content_type = "application/json", description = "{\"token\": \"<step-up JWT>\"}"),
+    responses((status = 200, description = "Authorized and started", content_type = "application/json", body = serde_json::Value), (status = 400, description = "A bad body", content_type = "application/problem+json", body = serde_json::Value), (status = 404, description = "No such command in the tenant", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 409, description = "Used token, or not waiting for a step-up", content_type = "application/problem+json", body = serde_json::Value), (status = 401, description = "Missing or invalid bearer token", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 403, description = "The token lacks the scope", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 429, description = "Over the client's rate limit", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
+pub(crate) async fn step_up(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
@@ -368,7 +415,14 @@ fn step_up_problem(state: &AppState, id: Uuid, failure: StepUpFailure) -> ApiErr
 }
 
 /// An executor's delivery or execution ACK.
-async fn ack(
+#[utoipa::path(post, path = "/v1/commands/{id}/acks", tag = "execution", security(("bearer" = ["executions:write"])), params(("id" = String, Path, description = "The command id (a UUID)")),
+    request_body(content = serde_json::Value, content_type = "application/json", description = "A delivery or execution ACK"),
+    responses((status = 200, description = "Applied, or a duplicate", content_type = "application/json", body = serde_json::Value), (status = 400, description = "A bad body", content_type = "application/problem+json", body = serde_json::Value), (status = 404, description = "No such command in the tenant", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 409, description = "Out of order, or nothing routed yet", content_type = "application/problem+json", body = serde_json::Value), (status = 401, description = "Missing or invalid bearer token", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 403, description = "The token lacks the scope", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 429, description = "Over the client's rate limit", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
+pub(crate) async fn ack(
     State(engine): State<Engine>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,

@@ -22,12 +22,14 @@ pub fn router() -> Router<AppState> {
 
 /// Alive: the process answers. It does not touch the database, so an orchestrator does not
 /// restart a healthy process because its database is down.
-async fn healthz() -> Json<serde_json::Value> {
+#[utoipa::path(get, path = "/healthz", tag = "health", responses((status = 200, description = "The process runs", content_type = "application/json", body = serde_json::Value)))]
+pub(crate) async fn healthz() -> Json<serde_json::Value> {
     Json(json!({"status": "ok"}))
 }
 
 /// Ready: the database answers within the deadline.
-async fn readyz(State(store): State<Store>) -> Response {
+#[utoipa::path(get, path = "/readyz", tag = "health", responses((status = 200, description = "The database answers", content_type = "application/json", body = serde_json::Value), (status = 503, description = "The database does not answer", content_type = "application/problem+json", body = serde_json::Value)))]
+pub(crate) async fn readyz(State(store): State<Store>) -> Response {
     match tokio::time::timeout(READINESS_DEADLINE, store.ping()).await {
         Ok(Ok(())) => Json(json!({"status": "ready", "database": store.backend_name()})).into_response(),
         Ok(Err(error)) => not_ready(&error.to_string()),

@@ -6,6 +6,7 @@ pub mod error;
 pub mod events;
 pub mod health;
 pub mod metrics;
+pub mod openapi;
 pub mod problem;
 
 use axum::Router;
@@ -23,5 +24,6 @@ pub fn router() -> Router<AppState> {
         .merge(commands::router())
         .merge(agents::router())
         .merge(events::router())
+        .merge(openapi::router())
 }
 pub use problem::Problem;

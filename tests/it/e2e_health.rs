@@ -92,3 +92,48 @@ async fn the_server_stops_when_told(db: &TestDb) {
     app.stop().await.expect("the server returns Ok after a graceful stop");
     assert!(client.get(&url).send().await.is_err(), "nothing listens after the stop");
 }
+
+#[tokio::test]
+async fn the_openapi_document_describes_every_route() {
+    let db = crate::helpers::TestDb::sqlite().await;
+    let app = crate::helpers::spawn_app(&db).await;
+    let response = app.client.get(app.url("/openapi.json")).send().await.expect("openapi");
+    assert_eq!(response.status(), reqwest::StatusCode::OK);
+    let doc: serde_json::Value = response.json().await.expect("json");
+    assert!(doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.1")), "{}", doc["openapi"]);
+    let routes = [
+        ("/healthz", "get"),
+        ("/readyz", "get"),
+        ("/metrics", "get"),
+        ("/openapi.json", "get"),
+        ("/webhooks/whatsapp", "get"),
+        ("/webhooks/whatsapp", "post"),
+        ("/webhooks/whatsapp/{app}", "get"),
+        ("/webhooks/whatsapp/{app}", "post"),
+        ("/v1/commands", "get"),
+        ("/v1/commands/{id}", "get"),
+        ("/v1/commands/{id}/evidence", "get"),
+        ("/v1/commands/{id}/recovery", "post"),
+        ("/v1/commands/{id}/step-up", "post"),
+        ("/v1/commands/{id}/acks", "post"),
+        ("/v1/audit/verify", "get"),
+        ("/v1/traces/{correlation_id}", "get"),
+        ("/v1/agents", "get"),
+        ("/v1/agents/{agent}/pause", "post"),
+        ("/v1/agents/{agent}/resume", "post"),
+        ("/v1/events", "get"),
+    ];
+    for (path, method) in routes {
+        let operation = &doc["paths"][path][method];
+        assert!(operation.is_object(), "{method} {path} is not documented");
+        if path.starts_with("/v1/") {
+            for status in ["401", "403", "429"] {
+                let problem = &operation["responses"][status]["content"]["application/problem+json"];
+                assert!(problem.is_object(), "{method} {path}: {status} problem document");
+            }
+            assert!(operation["security"][0]["bearer"].is_array(), "{method} {path}: bearer scopes");
+        }
+    }
+    assert_eq!(doc["components"]["securitySchemes"]["bearer"]["scheme"], "bearer");
+    app.stop().await.expect("stop");
+}

@@ -35,14 +35,18 @@ fn app<'a>(config: &'a Config, name: Option<&str>) -> Result<&'a WhatsAppApp, Ap
     })
 }
 
-async fn verify_default(
+#[utoipa::path(get, path = "/webhooks/whatsapp", tag = "webhooks", params(("hub.mode" = String, Query), ("hub.verify_token" = String, Query), ("hub.challenge" = String, Query)),
+    responses((status = 200, description = "The challenge", content_type = "text/plain", body = String), (status = 400, description = "A bad handshake", content_type = "application/problem+json", body = serde_json::Value), (status = 403, description = "Wrong verify token", content_type = "application/problem+json", body = serde_json::Value)))]
+pub(crate) async fn verify_default(
     state: State<Arc<Config>>,
     query: Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
     verify(&state, None, &query)
 }
 
-async fn verify_app(
+#[utoipa::path(get, path = "/webhooks/whatsapp/{app}", tag = "webhooks", params(("app" = String, Path), ("hub.mode" = String, Query), ("hub.verify_token" = String, Query), ("hub.challenge" = String, Query)),
+    responses((status = 200, description = "The challenge", content_type = "text/plain", body = String), (status = 400, description = "A bad handshake", content_type = "application/problem+json", body = serde_json::Value), (status = 403, description = "Wrong verify token", content_type = "application/problem+json", body = serde_json::Value), (status = 404, description = "No such app", content_type = "application/problem+json", body = serde_json::Value)))]
+pub(crate) async fn verify_app(
     state: State<Arc<Config>>,
     Path(name): Path<String>,
     query: Query<HashMap<String, String>>,
@@ -63,11 +67,19 @@ fn verify(config: &Config, name: Option<&str>, query: &HashMap<String, String>) 
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], param("hub.challenge").to_owned()).into_response())
 }
 
-async fn receive_default(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+#[utoipa::path(post, path = "/webhooks/whatsapp", tag = "webhooks", params(("X-Hub-Signature-256" = String, Header)),
+    request_body(content = serde_json::Value, content_type = "application/json", description = "A WhatsApp Business Account notification"), responses((status = 200, description = "Every message and status committed", content_type = "application/json", body = serde_json::Value), (status = 400, description = "Not a WhatsApp notification", content_type = "application/problem+json", body = serde_json::Value), (status = 401, description = "Missing or wrong signature", content_type = "application/problem+json", body = serde_json::Value), (status = 404, description = "No such app", content_type = "application/problem+json", body = serde_json::Value), (status = 413, description = "Body too large", content_type = "application/problem+json", body = serde_json::Value), (status = 503, description = "Storage unavailable; Meta retries", content_type = "application/problem+json", body = serde_json::Value)))]
+pub(crate) async fn receive_default(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     receive(&state, None, &headers, &body).await
 }
 
-async fn receive_app(
+#[utoipa::path(post, path = "/webhooks/whatsapp/{app}", tag = "webhooks", params(("app" = String, Path), ("X-Hub-Signature-256" = String, Header)),
+    request_body(content = serde_json::Value, content_type = "application/json", description = "A WhatsApp Business Account notification"), responses((status = 200, description = "Every message and status committed", content_type = "application/json", body = serde_json::Value), (status = 400, description = "Not a WhatsApp notification", content_type = "application/problem+json", body = serde_json::Value), (status = 401, description = "Missing or wrong signature", content_type = "application/problem+json", body = serde_json::Value), (status = 404, description = "No such app", content_type = "application/problem+json", body = serde_json::Value), (status = 413, description = "Body too large", content_type = "application/problem+json", body = serde_json::Value), (status = 503, description = "Storage unavailable; Meta retries", content_type = "application/problem+json", body = serde_json::Value)))]
+pub(crate) async fn receive_app(
     State(state): State<AppState>,
     Path(name): Path<String>,
     headers: HeaderMap,
