@@ -119,7 +119,7 @@ pub(crate) struct ListQuery {
 #[utoipa::path(get, path = "/v1/commands", tag = "commands", security(("bearer" = ["commands:read"])),
     params(("state" = Option<String>, Query), ("actor" = Option<String>, Query), ("conversation" = Option<String>, Query),
         ("command" = Option<String>, Query), ("since" = Option<String>, Query, format = DateTime), ("until" = Option<String>, Query, format = DateTime),
-        ("cursor" = Option<String>, Query), ("limit" = Option<i64>, Query, minimum = 1, maximum = 200)),
+        ("cursor" = Option<String>, Query, format = Uuid), ("limit" = Option<i64>, Query, minimum = 1, maximum = 200)),
     responses((status = 200, description = "A page of commands", content_type = "application/json", body = serde_json::Value), (status = 400, description = "A bad filter", content_type = "application/problem+json", body = serde_json::Value), (status = 401, description = "Missing or invalid bearer token", content_type = "application/problem+json", body = serde_json::Value),
         (status = 403, description = "The token lacks the scope", content_type = "application/problem+json", body = serde_json::Value),
         (status = 429, description = "Over the client's rate limit", content_type = "application/problem+json", body = serde_json::Value),
@@ -135,32 +135,33 @@ pub(crate) async fn list(
             .map(|t| OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).map_err(|_| bad(what)))
             .transpose()
     };
-    let intent = match &query.command {
-        None => None,
-        Some(name) => {
-            let spec =
-                state.policy.registry.get(name).ok_or_else(|| bad("`command` is not a command of the registry"))?;
-            Some((spec.entity.clone(), spec.action.clone()))
-        }
-    };
+    // Text filters narrow the list: an empty one is no filter, and a value nothing has (an
+    // unknown state or command name) matches nothing.
+    let given = |v: &Option<String>| v.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned);
+    let wanted_state = given(&query.state);
+    let intent = given(&query.command).map(|name| match state.policy.registry.get(&name) {
+        Some(spec) => (spec.entity.clone(), spec.action.clone()),
+        None => ("-".to_owned(), "-".to_owned()),
+    });
     let limit = query.limit.unwrap_or(50);
     if !(1..=200).contains(&limit) {
         return Err(bad("`limit` is between 1 and 200"));
     }
     let filter = CommandFilter {
-        state: query
-            .state
-            .as_deref()
-            .map(|s| s.parse().map_err(|_| bad("`state` is not a lifecycle state")))
-            .transpose()?,
-        actor: query.actor.clone(),
-        conversation: query.conversation.clone(),
+        state: wanted_state.as_deref().and_then(|s| s.parse().ok()),
+        actor: given(&query.actor),
+        conversation: given(&query.conversation),
         intent,
+        // Formatted values are formatted or refused, empty ones included.
         since: time(&query.since, "`since` is an RFC 3339 time")?,
         until: time(&query.until, "`until` is an RFC 3339 time")?,
         after: query.cursor.as_deref().map(|c| c.parse().map_err(|_| bad("`cursor` is not a cursor"))).transpose()?,
         limit: limit + 1,
     };
+    // Everything else was valid: a state no command can be in matches nothing.
+    if wanted_state.as_deref().is_some_and(|s| s.parse::<crate::lifecycle::State>().is_err()) {
+        return Ok(Json(json!({"commands": [], "next_cursor": null})));
+    }
     let mut page = state.engine.store().list_commands(&principal.tenant, &filter).await?;
     let more = page.len() as i64 > limit;
     page.truncate(usize::try_from(limit).unwrap_or(0));
