@@ -248,7 +248,13 @@ async fn a_failed_command_retried_by_an_operator_executes_once(db: &TestDb) {
     assert!(count("transition") >= 8 && count("delivery_event") >= 6, "{trace}");
     let retry_node = nodes.iter().find(|n| n["id"] == format!("command:{retry}")).expect("the retry node");
     assert_eq!(retry_node["caused_by"], format!("command:{id}"), "the retry was caused by the failed command");
-    let times: Vec<&str> = nodes.iter().filter_map(|n| n["at"].as_str()).collect();
+    let rfc3339 = &time::format_description::well_known::Rfc3339;
+    let times: Vec<time::OffsetDateTime> = nodes
+        .iter()
+        .filter_map(|n| n["at"].as_str())
+        .map(|t| time::OffsetDateTime::parse(t, rfc3339).expect("a time"))
+        .collect();
+    assert_eq!(times.len(), nodes.len());
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "a timeline");
     assert!(trace["edges"].as_array().is_some_and(|e| e.len() + 1 >= nodes.len()));
     let stranger = token(db, "other", SCOPES);
