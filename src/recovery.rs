@@ -17,6 +17,7 @@ use crate::command::{ActorId, Channel, CommandRequest, ExternalId, IdempotencyCl
 use crate::delivery::dispatch;
 use crate::engine::{Admission, Engine, EngineError, MoveContext};
 use crate::evidence::EvidenceDraft;
+use crate::ingress::{Ingress, Reprocessed};
 use crate::lifecycle::recovery::{RecoveryAction, allowed};
 use crate::lifecycle::{CommandKind, Event, EvidenceKind, State};
 use crate::security::Policy;
@@ -58,6 +59,7 @@ pub struct Operator<'a> {
 }
 
 pub async fn recover(
+    ingress: &Ingress,
     engine: &Engine,
     policy: &Policy,
     operator: &Operator<'_>,
@@ -67,7 +69,8 @@ pub async fn recover(
 ) -> Result<Recovered, RecoveryError> {
     let target = engine.store().command(operator.tenant, target_id).await?.ok_or(RecoveryError::NotFound)?;
     let state = target.lifecycle.state;
-    let actions = allowed(state, policy.compensation_of(&target).is_some());
+    let message = engine.store().message_of(target_id).await?;
+    let actions = allowed(state, policy.compensation_of(&target).is_some(), message.is_some());
     if !actions.contains(&action) {
         return Err(RecoveryError::NotAllowed { action, state, allowed: actions });
     }
@@ -75,6 +78,7 @@ pub async fn recover(
         RecoveryAction::Cancel => cancel(engine, operator, &target, now).await,
         RecoveryAction::Retry => retry(engine, policy, operator, &target, now).await,
         RecoveryAction::Compensate => compensate(engine, policy, operator, &target, now).await,
+        RecoveryAction::Reprocess => reprocess(ingress, engine, operator, &target, message, now).await,
     }
 }
 
@@ -263,6 +267,51 @@ async fn compensate(
         .decision(json!({"recovery": "compensate", "recovery_command_id": command_id, "command": spec.name, "by": operator.id, "reason": operator.reason}));
     engine.store().record_evidence(e.tenant_id.as_str(), &[link], now).await?;
     status_of(engine, operator.tenant, command_id, e.command_id).await
+}
+
+/// Interprets the target's stored message again (after a registry or directory fix, say) and
+/// admits what it now means as a new command naming the target.
+async fn reprocess(
+    ingress: &Ingress,
+    engine: &Engine,
+    operator: &Operator<'_>,
+    target: &StoredCommand,
+    message: Option<(String, Value)>,
+    now: OffsetDateTime,
+) -> Result<Recovered, RecoveryError> {
+    let e = &target.envelope;
+    let Some((channel, raw)) = message else {
+        return Err(RecoveryError::Conflict("the command did not come from a stored message".into()));
+    };
+    if engine.store().open_recoveries(e.command_id).await? > 0 {
+        return Err(RecoveryError::Conflict("a recovery of this command is under way".into()));
+    }
+    // The business number is the middle of the conversation id (`whatsapp:{number}:{wa_id}`).
+    let to = e.conversation_id.as_str().split(':').nth(1).unwrap_or_default();
+    let message = match channel.as_str() {
+        "whatsapp" => {
+            let notification = crate::ingress::whatsapp::simulate::notification(to, vec![raw], vec![]);
+            crate::ingress::whatsapp::payload::parse(notification.to_string().as_bytes())
+                .ok()
+                .and_then(|delivery| delivery.messages.into_iter().next())
+        }
+        _ => None,
+    };
+    let Some(message) = message else {
+        return Err(RecoveryError::Conflict(format!("the stored {channel} message cannot be read again")));
+    };
+    match ingress.reprocess(target, &message, now).await? {
+        Reprocessed::Command(command_id) => {
+            let link = EvidenceDraft::new(EvidenceKind::RecoveryRequested, e.command_id, engine.trace_for(e))
+                .stage(target.lifecycle.state)
+                .decision(json!({"recovery": "reprocess", "recovery_command_id": command_id, "by": operator.id, "reason": operator.reason}));
+            engine.store().record_evidence(e.tenant_id.as_str(), &[link], now).await?;
+            status_of(engine, operator.tenant, command_id, e.command_id).await
+        }
+        Reprocessed::NotACommand(why) => {
+            Err(RecoveryError::Conflict(format!("under the current registry the message starts no command ({why})")))
+        }
+    }
 }
 
 async fn status_of(

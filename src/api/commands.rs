@@ -61,6 +61,7 @@ pub(crate) async fn status(
 async fn status_document(app: &AppState, command: &StoredCommand, full: bool) -> Result<Value, ApiError> {
     let engine = &app.engine;
     let compensable = app.policy.compensation_of(command).is_some();
+    let from_message = engine.store().message_of(command.envelope.command_id).await?.is_some();
     let id = command.envelope.command_id;
     let state = command.lifecycle.state;
     let mut envelope = serde_json::to_value(&command.envelope).unwrap_or(Value::Null);
@@ -76,7 +77,7 @@ async fn status_document(app: &AppState, command: &StoredCommand, full: bool) ->
         "created_at": rfc3339(command.created_at),
         "version": command.version,
         "confirmation": command.lifecycle.confirmation,
-        "recovery_actions": recovery::allowed(state, compensable),
+        "recovery_actions": recovery::allowed(state, compensable, from_message),
         "target_command_id": command.envelope.target_command_id,
         "envelope": envelope,
         "links": {
@@ -318,11 +319,14 @@ async fn run_recovery(
     body: &[u8],
 ) -> Result<(StatusCode, Value), ApiError> {
     let request: RecoveryBody = serde_json::from_slice(body).map_err(|e| invalid_body(&e.to_string()))?;
-    let action: RecoveryAction =
-        request.action.parse().map_err(|_| invalid_body("`action` is `retry`, `cancel` or `compensate`"))?;
+    let action: RecoveryAction = request
+        .action
+        .parse()
+        .map_err(|_| invalid_body("`action` is `retry`, `cancel`, `compensate` or `reprocess`"))?;
     let operator_id = format!("{}|{}", principal.issuer, principal.subject);
     let operator = Operator { tenant: &principal.tenant, id: &operator_id, reason: &request.reason };
-    match recover(&state.engine, &state.policy, &operator, id, action, OffsetDateTime::now_utc()).await {
+    match recover(&state.ingress, &state.engine, &state.policy, &operator, id, action, OffsetDateTime::now_utc()).await
+    {
         Ok(done) => Ok((
             StatusCode::CREATED,
             json!({

@@ -12,7 +12,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::command::registry::{CommandSpec, Interpretation};
-use crate::command::{Args, CommandRequest, ExternalId, Intent};
+use crate::command::{Args, CommandRequest, ExternalId, IdempotencyClass, Intent};
 use crate::conversation::answers::{self, AnswerOutcome, Answering};
 use crate::conversation::confirm::{self, Answer};
 use crate::delivery::dispatch;
@@ -21,10 +21,19 @@ use crate::engine::{Admission, Engine, EngineError};
 use crate::lifecycle::{CommandKind, Event};
 use crate::security::Policy;
 use crate::security::authz::{self, AuthzDecision};
+use crate::store::StoredCommand;
 use crate::store::{
     Admitted, DeliveryStatus, InboundOutcome, NewConfirmation, NewInbound, NewOutboxMessage, ReplyTo, Store, StoreError,
 };
 use message::{Content, InboundMessage, StatusUpdate};
+
+/// What reprocessing a stored message came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reprocessed {
+    Command(Uuid),
+    /// Under the current registry and directory the message starts no command (why).
+    NotACommand(&'static str),
+}
 
 /// What became of one inbound message.
 #[derive(Debug, Clone, PartialEq)]
@@ -187,6 +196,24 @@ impl Ingress {
         reply_to: ReplyTo,
         now: OffsetDateTime,
     ) -> Result<Handled, EngineError> {
+        self.admit_as(message, tenant, actor, spec, args, reply_to, None, now).await
+    }
+
+    /// `admit`, or, with `reprocess_of`, the same message admitted again as a new command that
+    /// names the old one: no transport dedupe (the message is recorded already) and no key
+    /// reservation (the old command holds the key).
+    #[allow(clippy::too_many_arguments)]
+    async fn admit_as(
+        &self,
+        message: &InboundMessage,
+        tenant: &Tenant,
+        actor: &Actor,
+        spec: &CommandSpec,
+        args: Args,
+        reply_to: ReplyTo,
+        reprocess_of: Option<&StoredCommand>,
+        now: OffsetDateTime,
+    ) -> Result<Handled, EngineError> {
         let target =
             spec.target_arg.as_ref().and_then(|name| args.get(name)).and_then(Value::as_str).map(str::to_owned);
         let request = CommandRequest {
@@ -195,17 +222,17 @@ impl Ingress {
             channel: message.channel.clone(),
             conversation_id: conversation_id(message),
             message_ids: vec![message.provider_message_id.clone()],
-            correlation_id: None,
-            causation_id: None,
+            correlation_id: reprocess_of.map(|t| t.envelope.correlation_id.clone()),
+            causation_id: reprocess_of.map(|t| ExternalId::from_uuid(t.envelope.command_id)),
             intent: Intent { entity: spec.entity.clone(), action: spec.action.clone(), target },
             args: args.clone(),
             command_kind: spec.kind,
-            idempotency_class: spec.idempotency_class,
+            idempotency_class: if reprocess_of.is_some() { IdempotencyClass::I0 } else { spec.idempotency_class },
             risk: spec.risk,
             supplied_key: None,
             ttl: Some(spec.ttl),
             dedupe_window: spec.dedupe_window,
-            target_command_id: None,
+            target_command_id: reprocess_of.map(|t| t.envelope.command_id),
         };
         let reply_to = ReplyTo { command: Some(spec.name.clone()), ..reply_to };
         let first = first_moves(spec, &actor.scopes, &args, &reply_to, now);
@@ -213,7 +240,7 @@ impl Ingress {
             then: first.events,
             decision: first.decision,
             reason_code: first.reason_code.map(str::to_owned),
-            inbound: Some(inbound_row(message, Some(tenant), "received", now)),
+            inbound: reprocess_of.is_none().then(|| inbound_row(message, Some(tenant), "received", now)),
             outbox: first.outbox,
             reply_to: Some(reply_to),
             confirmation: first.confirmation,
@@ -228,6 +255,35 @@ impl Ingress {
             Admitted::Conflict { .. } => Handled::Conflict,
             Admitted::Redelivered { .. } => Handled::Redelivered,
         })
+    }
+
+    /// Reprocessing (a recovery action): `target`'s stored message interpreted again under the
+    /// current registry and directory, and admitted as a new command naming `target`.
+    pub async fn reprocess(
+        &self,
+        target: &StoredCommand,
+        message: &InboundMessage,
+        now: OffsetDateTime,
+    ) -> Result<Reprocessed, EngineError> {
+        let Some(tenant) =
+            self.policy.directory.tenant_for_number(&message.to).filter(|t| t.id == target.envelope.tenant_id)
+        else {
+            return Ok(Reprocessed::NotACommand("unroutable"));
+        };
+        let Some(actor) = tenant.actor(&message.from) else { return Ok(Reprocessed::NotACommand("unknown_sender")) };
+        let interpretation = match &message.content {
+            Content::Text(text) => self.policy.registry.interpret_text(text),
+            Content::Reply { id, .. } => self.policy.registry.interpret_reply_id(id),
+            _ => return Ok(Reprocessed::NotACommand("not_a_command")),
+        };
+        let Interpretation::Command { spec, args } = interpretation else {
+            return Ok(Reprocessed::NotACommand("no_match"));
+        };
+        let reply_to = reply_address(message, tenant);
+        match self.admit_as(message, tenant, actor, spec, args, reply_to, Some(target), now).await? {
+            Handled::Command { command_id, .. } => Ok(Reprocessed::Command(command_id)),
+            _ => Ok(Reprocessed::NotACommand("not_admitted")),
+        }
     }
 
     /// A delivery status for a message we sent: updates its delivery record.

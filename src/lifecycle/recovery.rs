@@ -10,13 +10,16 @@ named_enum! {
         Retry => "retry",
         Cancel => "cancel",
         Compensate => "compensate",
+        Reprocess => "reprocess",
     }
 }
 
 /// The actions `state` allows: `cancel` wherever the table lets a command be canceled, `retry`
 /// for a failed command (a new command with the same intent and key; the failed one stays failed),
-/// `compensate` wherever the table allows compensation and the registry declares how (`compensable`).
-pub fn allowed(state: State, compensable: bool) -> Vec<RecoveryAction> {
+/// `compensate` wherever the table allows compensation and the registry declares how (`compensable`),
+/// `reprocess` for a command from a stored message that ended without doing anything (rejected,
+/// failed, canceled: after a registry or directory fix, say).
+pub fn allowed(state: State, compensable: bool, from_message: bool) -> Vec<RecoveryAction> {
     let mut actions = vec![];
     if state == State::Failed {
         actions.push(RecoveryAction::Retry);
@@ -26,6 +29,9 @@ pub fn allowed(state: State, compensable: bool) -> Vec<RecoveryAction> {
     }
     if compensable && lookup(state, Event::Compensate).is_some() {
         actions.push(RecoveryAction::Compensate);
+    }
+    if from_message && matches!(state, State::Rejected | State::Failed | State::Canceled) {
+        actions.push(RecoveryAction::Reprocess);
     }
     actions
 }
@@ -38,7 +44,7 @@ mod tests {
     fn every_state_offers_what_the_table_allows() {
         for state in State::ALL {
             for compensable in [false, true] {
-                let actions = allowed(*state, compensable);
+                let actions = allowed(*state, compensable, false);
                 assert_eq!(
                     actions.contains(&RecoveryAction::Cancel),
                     lookup(*state, Event::Cancel).is_some(),
@@ -49,8 +55,10 @@ mod tests {
                 assert_eq!(actions.contains(&RecoveryAction::Compensate), compensates, "{state}");
             }
         }
-        assert_eq!(allowed(State::Executed, false), vec![]);
-        assert_eq!(allowed(State::Executed, true), vec![RecoveryAction::Compensate]);
-        assert_eq!(allowed(State::Started, true), vec![RecoveryAction::Cancel]);
+        assert_eq!(allowed(State::Executed, false, true), vec![]);
+        assert_eq!(allowed(State::Executed, true, true), vec![RecoveryAction::Compensate]);
+        assert_eq!(allowed(State::Started, true, true), vec![RecoveryAction::Cancel]);
+        assert_eq!(allowed(State::Rejected, false, true), vec![RecoveryAction::Reprocess]);
+        assert_eq!(allowed(State::Rejected, false, false), vec![]);
     }
 }

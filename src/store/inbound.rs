@@ -87,6 +87,18 @@ impl Store {
         Ok(true)
     }
 
+    /// The first message that carried a command: (channel, the message as the provider sent it).
+    pub async fn message_of(&self, command_id: uuid::Uuid) -> Result<Option<(String, Value)>, StoreError> {
+        let row = sqlx::query(
+            "SELECT channel, payload FROM inbound_messages WHERE command_id = $1 AND status = 'command'
+             ORDER BY received_at LIMIT 1",
+        )
+        .bind(command_id.to_string())
+        .fetch_optional(self.pool())
+        .await?;
+        row.map(|row| Ok((text(&row, "channel")?, super::rows::json(&row, "payload")?))).transpose()
+    }
+
     /// The status of a message we sent, by its provider id.
     pub async fn delivery_status(
         &self,

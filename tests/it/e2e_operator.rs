@@ -14,6 +14,7 @@ use crate::fake_graph::FakeServer;
 use crate::helpers::{CUSTOMER, Meta, TestApp, TestDb, on_both_backends, refund, spawn_app_with, tenant};
 
 on_both_backends!(
+    a_declined_refund_is_reprocessed_from_its_stored_message,
     a_refund_is_compensated_and_both_commands_link_to_each_other,
     every_recovery_action_from_every_state_is_done_or_refused_with_the_allowed_list,
     status_list_evidence_and_audit_stay_within_the_tenant,
@@ -57,12 +58,13 @@ async fn every_recovery_action_from_every_state_is_done_or_refused_with_the_allo
     let ops = token(db, "demo", SCOPES);
     let mut n = 0;
     for state in State::ALL.iter().filter(|s| **s != State::Received) {
-        for action in ["retry", "cancel", "compensate"] {
+        for action in ["retry", "cancel", "compensate", "reprocess"] {
             n += 1;
             let id = drive(db, refund("demo", &format!("r{n}"), "1.00", &format!("m{n}")), path_to(*state)).await;
             let (status, body) = recover(&app, &ops, id, json!({"action": action, "reason": "test"}), None).await;
             // A refund is compensable: the registry declares `refund_reversal`.
-            let offered: Vec<&str> = allowed(*state, true).iter().map(|a| a.as_str()).collect();
+            // Driven through the engine, they carry no stored message: nothing to reprocess.
+            let offered: Vec<&str> = allowed(*state, true, false).iter().map(|a| a.as_str()).collect();
             if offered.contains(&action) {
                 assert_eq!(status, StatusCode::CREATED, "{action} from {state}: {body}");
                 assert_eq!(body["target_command_id"], id.to_string());
@@ -204,7 +206,7 @@ async fn a_failed_command_retried_by_an_operator_executes_once(db: &TestDb) {
     let failed = wait_for(format!("/v1/commands/{id}"), "failed").await;
     assert_eq!(
         (failed["reason_code"].as_str(), failed["recovery_actions"].clone()),
-        (Some("order_locked"), json!(["retry"]))
+        (Some("order_locked"), json!(["retry", "reprocess"]))
     );
 
     let target: Uuid = id.parse().expect("uuid");
@@ -452,5 +454,32 @@ async fn a_refund_is_compensated_and_both_commands_link_to_each_other(db: &TestD
     assert!(linked, "the compensation's evidence names its target");
     // Compensating again is one compensation: not allowed any more.
     assert_eq!(recover(&app, &ops, target, json!({"action": "compensate"}), None).await.0, StatusCode::CONFLICT);
+    app.stop().await.expect("stop");
+}
+
+async fn a_declined_refund_is_reprocessed_from_its_stored_message(db: &TestDb) {
+    let app = spawn_app_with(db, db.config.clone()).await;
+    let meta = Meta::new(&app, db);
+    meta.text("wamid.RP1", CUSTOMER, "refund 55 9.99").await;
+    meta.text("wamid.RP2", CUSTOMER, "no").await;
+    let ops = token(db, "demo", SCOPES);
+    let (_, page) = get(&app, &ops, "/v1/commands?command=refund").await;
+    let id = page["commands"][0]["command_id"].as_str().expect("the refund").to_owned();
+    let (_, doc) = get(&app, &ops, &format!("/v1/commands/{id}")).await;
+    assert_eq!((doc["state"].as_str(), doc["recovery_actions"].clone()), (Some("canceled"), json!(["reprocess"])));
+
+    let target: Uuid = id.parse().expect("uuid");
+    let (status, made) =
+        recover(&app, &ops, target, json!({"action": "reprocess", "reason": "asked again"}), None).await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    assert_eq!(made["state"], "confirmation_required", "interpreted again: a refund, to be confirmed again");
+    let again = made["recovery_command_id"].as_str().expect("id").to_owned();
+    let (_, new_doc) = get(&app, &ops, &format!("/v1/commands/{again}")).await;
+    assert_eq!(new_doc["target_command_id"], id.as_str());
+    assert_eq!(new_doc["envelope"]["args"], json!({"amount": "9.99", "order_id": "55"}));
+    let prompts = db.outbox().await.into_iter().filter(|(_, p)| p["template"] == "confirmation_prompt").count();
+    assert_eq!(prompts, 2, "the person is asked again");
+    // While it runs, no second reprocess.
+    assert_eq!(recover(&app, &ops, target, json!({"action": "reprocess"}), None).await.0, StatusCode::CONFLICT);
     app.stop().await.expect("stop");
 }
