@@ -31,6 +31,9 @@ pub enum RecoveryError {
     NotAllowed { action: RecoveryAction, state: State, allowed: Vec<RecoveryAction> },
     #[error("{0}")]
     Conflict(String),
+    /// The action is risky: a fresh step-up proof of the operator is needed (RFC 9470).
+    #[error("{0}")]
+    StepUpRequired(String),
     #[error(transparent)]
     Engine(#[from] EngineError),
 }
@@ -55,7 +58,11 @@ pub struct Operator<'a> {
     pub tenant: &'a TenantId,
     /// The token's issuer and subject.
     pub id: &'a str,
+    /// The token's subject, whom a step-up proof must name.
+    pub subject: &'a str,
     pub reason: &'a str,
+    /// A step-up token (the `Step-Up` header), for actions on risky commands.
+    pub step_up: Option<&'a str>,
 }
 
 pub async fn recover(
@@ -73,6 +80,30 @@ pub async fn recover(
     let actions = allowed(state, policy.compensation_of(&target).is_some(), message.is_some());
     if !actions.contains(&action) {
         return Err(RecoveryError::NotAllowed { action, state, allowed: actions });
+    }
+    // What the action would run is risky (the registry says `high`): the operator proves it is
+    // them, once (the proof names them, the target and its key).
+    let runs = match action {
+        RecoveryAction::Compensate => policy.compensation_of(&target),
+        RecoveryAction::Retry | RecoveryAction::Reprocess => policy.spec_of(&target),
+        RecoveryAction::Cancel => None,
+    };
+    if runs.is_some_and(|spec| spec.risk == Risk::High) {
+        let Some(token) = operator.step_up else {
+            return Err(RecoveryError::StepUpRequired(
+                "this action on a high-risk command needs a step-up proof".into(),
+            ));
+        };
+        let proof = policy
+            .security
+            .stepup
+            .verify_for(token, operator.subject, &target, now)
+            .map_err(|e| RecoveryError::StepUpRequired(e.to_string()))?;
+        let consumed =
+            crate::store::ConsumedToken { issuer: proof.issuer, jti: proof.jti, expires_at: proof.expires_at };
+        if !engine.store().consume(&consumed, target_id, now).await? {
+            return Err(RecoveryError::StepUpRequired("the step-up token was used before".into()));
+        }
     }
     match action {
         RecoveryAction::Cancel => cancel(engine, operator, &target, now).await,

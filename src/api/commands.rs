@@ -246,7 +246,8 @@ struct RecoveryBody {
 
 /// `POST /v1/commands/{id}/recovery`, honouring `Idempotency-Key` (IETF httpapi draft).
 #[utoipa::path(post, path = "/v1/commands/{id}/recovery", tag = "recovery", security(("bearer" = ["recovery:write"])),
-    params(("id" = String, Path, description = "The command id (a UUID)"), ("Idempotency-Key" = Option<String>, Header)),
+    params(("id" = String, Path, description = "The command id (a UUID)"), ("Idempotency-Key" = Option<String>, Header),
+        ("Step-Up" = Option<String>, Header, description = "A step-up JWT, for actions on high-risk commands")),
     request_body(content = serde_json::Value, content_type = "application/json", description = "{\"action\": \"retry\" | \"cancel\" | \"compensate\", \"reason\": \"...\"}"),
     responses((status = 201, description = "The recovery command", content_type = "application/json", body = serde_json::Value), (status = 400, description = "A bad body", content_type = "application/problem+json", body = serde_json::Value), (status = 404, description = "No such command in the tenant", content_type = "application/problem+json", body = serde_json::Value),
         (status = 409, description = "Not allowed in this state, or a request with this key is running", content_type = "application/problem+json", body = serde_json::Value), (status = 422, description = "The key was used for another request", content_type = "application/problem+json", body = serde_json::Value), (status = 401, description = "Missing or invalid bearer token", content_type = "application/problem+json", body = serde_json::Value),
@@ -292,7 +293,8 @@ pub(crate) async fn recovery_request(
             }
         }
     }
-    let response = run_recovery(&state, &principal, id, &body).await;
+    let step_up = headers.get("step-up").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let response = run_recovery(&state, &principal, id, &body, step_up.as_deref()).await;
     let (status, text) = match &response {
         Ok((status, value)) => (*status, value.to_string()),
         Err(error) => {
@@ -317,6 +319,7 @@ async fn run_recovery(
     principal: &Principal,
     id: Uuid,
     body: &[u8],
+    step_up: Option<&str>,
 ) -> Result<(StatusCode, Value), ApiError> {
     let request: RecoveryBody = serde_json::from_slice(body).map_err(|e| invalid_body(&e.to_string()))?;
     let action: RecoveryAction = request
@@ -324,7 +327,13 @@ async fn run_recovery(
         .parse()
         .map_err(|_| invalid_body("`action` is `retry`, `cancel`, `compensate` or `reprocess`"))?;
     let operator_id = format!("{}|{}", principal.issuer, principal.subject);
-    let operator = Operator { tenant: &principal.tenant, id: &operator_id, reason: &request.reason };
+    let operator = Operator {
+        tenant: &principal.tenant,
+        id: &operator_id,
+        subject: &principal.subject,
+        reason: &request.reason,
+        step_up,
+    };
     match recover(&state.ingress, &state.engine, &state.policy, &operator, id, action, OffsetDateTime::now_utc()).await
     {
         Ok(done) => Ok((
@@ -349,6 +358,12 @@ async fn run_recovery(
         Err(RecoveryError::Conflict(detail)) => {
             Err(Problem::new(StatusCode::CONFLICT, "recovery_conflict", "Recovery not possible now")
                 .detail(detail)
+                .into())
+        }
+        Err(RecoveryError::StepUpRequired(detail)) => {
+            Err(Problem::new(StatusCode::UNAUTHORIZED, "insufficient_user_authentication", "Step-up required")
+                .detail(format!("{detail}; send a step-up token for this command in the `Step-Up` header."))
+                .challenge(state.policy.security.stepup.challenge(&detail))
                 .into())
         }
         Err(RecoveryError::Engine(error)) => Err(error.into()),

@@ -73,6 +73,18 @@ impl StepUpVerifier {
         command: &StoredCommand,
         now: OffsetDateTime,
     ) -> Result<StepUpProof, StepUpError> {
+        self.verify_for(token, command.envelope.actor_id.as_str(), command, now)
+    }
+
+    /// `verify` for a proof of `subject` (an operator acting on the command, say) rather than of
+    /// the command's actor.
+    pub fn verify_for(
+        &self,
+        token: &str,
+        subject: &str,
+        command: &StoredCommand,
+        now: OffsetDateTime,
+    ) -> Result<StepUpProof, StepUpError> {
         let claims: StepUpClaims =
             self.issuer.verify(token, &self.config.audience, self.leeway_secs, &["exp", "iss", "aud", "sub"])?;
         let leeway = i64::try_from(self.leeway_secs).unwrap_or(0);
@@ -84,7 +96,7 @@ impl StepUpVerifier {
             return Err(TokenError::NotYetValid.into());
         }
         let e = &command.envelope;
-        if claims.sub != e.actor_id.as_str() {
+        if claims.sub != subject {
             return Err(StepUpError::Mismatch("actor"));
         }
         if claims.command_id != e.command_id {

@@ -126,6 +126,19 @@ impl Store {
         Ok(done.rows_affected())
     }
 
+    /// Uses a single-use token up on its own; `false` when it was used before.
+    pub async fn consume(
+        &self,
+        token: &ConsumedToken,
+        command_id: Uuid,
+        at: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.begin().await?;
+        let fresh = consume_token(&mut tx, token, Some(command_id), at).await?;
+        tx.commit().await?;
+        Ok(fresh)
+    }
+
     /// Whether a single-use token was used already.
     pub async fn token_used(&self, issuer: &str, jti: &str) -> Result<bool, StoreError> {
         let row = sqlx::query("SELECT jti FROM consumed_tokens WHERE issuer = $1 AND jti = $2")

@@ -21,6 +21,13 @@ on_both_backends!(
     a_failed_command_retried_by_an_operator_executes_once,
 );
 
+/// A step-up proof of the operator `ops-1` for acting on `id` (the development issuer).
+async fn operator_step_up(db: &TestDb, id: Uuid) -> String {
+    let settings = chatgate::config::Settings::with_shipped_registry(db.config.clone()).expect("settings");
+    let key = db.store.command(&tenant("demo"), id).await.expect("read").expect("command").envelope.idempotency_key;
+    settings.security.stepup.mint("ops-1", id, key.as_str(), time::OffsetDateTime::now_utc()).expect("mint")
+}
+
 fn token(db: &TestDb, tenant: &str, scope: &str) -> String {
     let settings = chatgate::config::Settings::with_shipped_registry(db.config.clone()).expect("settings");
     chatgate::security::mint::api_token(
@@ -43,9 +50,23 @@ async fn get(app: &TestApp, token: &str, path: &str) -> (StatusCode, Value) {
 }
 
 async fn recover(app: &TestApp, token: &str, id: Uuid, body: Value, key: Option<&str>) -> (StatusCode, Value) {
+    recover_with(app, token, id, body, key, None).await
+}
+
+async fn recover_with(
+    app: &TestApp,
+    token: &str,
+    id: Uuid,
+    body: Value,
+    key: Option<&str>,
+    step_up: Option<&str>,
+) -> (StatusCode, Value) {
     let mut request = app.client.post(app.url(&format!("/v1/commands/{id}/recovery"))).bearer_auth(token).json(&body);
     if let Some(key) = key {
         request = request.header("idempotency-key", key);
+    }
+    if let Some(step_up) = step_up {
+        request = request.header("step-up", step_up);
     }
     let response = request.send().await.expect("request");
     (response.status(), response.json().await.unwrap_or(Value::Null))
@@ -61,7 +82,11 @@ async fn every_recovery_action_from_every_state_is_done_or_refused_with_the_allo
         for action in ["retry", "cancel", "compensate", "reprocess"] {
             n += 1;
             let id = drive(db, refund("demo", &format!("r{n}"), "1.00", &format!("m{n}")), path_to(*state)).await;
-            let (status, body) = recover(&app, &ops, id, json!({"action": action, "reason": "test"}), None).await;
+            // Compensating a refund runs `refund_reversal`, a high-risk command: a step-up proof.
+            let proof = operator_step_up(db, id).await;
+            let step_up = (action == "compensate").then_some(proof.as_str());
+            let body = json!({"action": action, "reason": "test"});
+            let (status, body) = recover_with(&app, &ops, id, body, None, step_up).await;
             // A refund is compensable: the registry declares `refund_reversal`.
             // Driven through the engine, they carry no stored message: nothing to reprocess.
             let offered: Vec<&str> = allowed(*state, true, false).iter().map(|a| a.as_str()).collect();
@@ -425,9 +450,25 @@ async fn a_refund_is_compensated_and_both_commands_link_to_each_other(db: &TestD
     assert_eq!(executed["recovery_actions"], json!(["compensate"]));
 
     let target: Uuid = id.parse().expect("uuid");
-    let (status, made) =
-        recover(&app, &ops, target, json!({"action": "compensate", "reason": "refunded twice"}), None).await;
+    // The reversal is high risk: without a step-up proof, an RFC 9470 challenge.
+    let response = app
+        .client
+        .post(app.url(&format!("/v1/commands/{target}/recovery")))
+        .bearer_auth(&ops)
+        .json(&json!({"action": "compensate"}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    let challenge = response.headers()["www-authenticate"].to_str().expect("ascii").to_owned();
+    assert!(challenge.contains("insufficient_user_authentication") && challenge.contains("acr_values="), "{challenge}");
+    let proof = operator_step_up(db, target).await;
+    let body = json!({"action": "compensate", "reason": "refunded twice"});
+    let (status, made) = recover_with(&app, &ops, target, body.clone(), None, Some(&proof)).await;
     assert_eq!(status, StatusCode::CREATED, "{made}");
+    // The proof is used up.
+    let (status, used) = recover_with(&app, &ops, target, body, None, Some(&proof)).await;
+    assert_eq!((status, used["code"].as_str()), (StatusCode::UNAUTHORIZED, Some("insufficient_user_authentication")));
     let compensation = made["recovery_command_id"].as_str().expect("id").to_owned();
     let done = wait(compensation.clone(), "executed").await;
     assert_eq!(done["envelope"]["intent"]["action"], "reverse_refund");
@@ -453,7 +494,9 @@ async fn a_refund_is_compensated_and_both_commands_link_to_each_other(db: &TestD
         .any(|a| a["body"]["decision"]["target_command_id"] == id.as_str());
     assert!(linked, "the compensation's evidence names its target");
     // Compensating again is one compensation: not allowed any more.
-    assert_eq!(recover(&app, &ops, target, json!({"action": "compensate"}), None).await.0, StatusCode::CONFLICT);
+    let fresh = operator_step_up(db, target).await;
+    let again = recover_with(&app, &ops, target, json!({"action": "compensate"}), None, Some(&fresh)).await;
+    assert_eq!(again.0, StatusCode::CONFLICT);
     app.stop().await.expect("stop");
 }
 
