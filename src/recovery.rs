@@ -174,7 +174,14 @@ async fn cancel(
     };
     let mut moves = engine.plan_moves(target, vec![(Event::Cancel, stop)], now).unwrap_or_default();
     moves.extend(engine.plan_moves(&recovery, vec![(Event::Succeed, done)], now).unwrap_or_default());
-    let step = StepWrite { moves, ..StepWrite::new(e.tenant_id.clone(), Some(recovery_id), now) };
+    // A started command may be with its executors: they are told, those that can be.
+    let notices = if target.lifecycle.state == State::Started {
+        let targets = engine.store().dispatch_targets(e.command_id).await?;
+        dispatch::cancel_notices(&targets, e.command_id, operator.reason)
+    } else {
+        vec![]
+    };
+    let step = StepWrite { moves, outbox: notices, ..StepWrite::new(e.tenant_id.clone(), Some(recovery_id), now) };
     if !matches!(engine.store().commit_step(&step).await?, StepOutcome::Committed { .. }) {
         // The target moved on meanwhile (it finished): the recovery command says so.
         let failed = MoveContext { reason_code: Some("target_moved".into()), ..MoveContext::default() };

@@ -181,6 +181,13 @@ pub struct ExecutorConfig {
     pub agent: Option<String>,
     #[serde(default)]
     pub queue: Option<String>,
+    /// Where an HTTP executor is told that a command it has was canceled by an operator (POST,
+    /// signed like a dispatch); none means it is not told.
+    #[serde(default)]
+    pub cancel_url: Option<String>,
+    /// A RabbitMQ agent that understands `command.{agent}.{action}.cancel`.
+    #[serde(default)]
+    pub announce_cancel: bool,
 }
 
 impl ExecutorConfig {

@@ -15,6 +15,22 @@ use crate::store::{
 
 /// The outbox kind the dispatcher claims.
 pub const DISPATCH_KIND: &str = "dispatch";
+/// Telling an executor that an operator canceled a command it has.
+pub const CANCEL_NOTICE_KIND: &str = "cancel_notice";
+
+/// The notice to each target of a started command that an operator canceled it; the
+/// dispatcher sends it to the executors that support it and drops it for the others.
+pub fn cancel_notices(targets: &[String], command_id: Uuid, reason: &str) -> Vec<NewOutboxMessage> {
+    targets
+        .iter()
+        .map(|target| NewOutboxMessage {
+            kind: CANCEL_NOTICE_KIND.into(),
+            destination: target.clone(),
+            payload: json!({"target": target, "command_id": command_id, "reason": reason}),
+            not_before: None,
+        })
+        .collect()
+}
 
 /// `authorized → started`, with one dispatch row per target written in the same transaction.
 pub fn start(targets: &[String]) -> (Event, MoveContext) {

@@ -13,7 +13,7 @@ use time::OffsetDateTime;
 use tokio::task::JoinSet;
 
 use super::RetryPolicy;
-use super::dispatch::{DISPATCH_KIND, DeliveryPlan, conclude};
+use super::dispatch::{CANCEL_NOTICE_KIND, DISPATCH_KIND, DeliveryPlan, conclude};
 use super::executor::{CallOutcome, Executor};
 use super::machine::{DeliveryEvent, DeliveryState};
 use crate::command::TenantId;
@@ -64,7 +64,7 @@ impl Dispatcher {
     pub fn bus_listeners(&self) -> Vec<BusListener> {
         let mut listeners: BTreeMap<(String, String, String), BusListener> = BTreeMap::new();
         for (name, target) in self.targets.iter() {
-            if let Executor::Amqp { bus, agent } = &target.executor {
+            if let Executor::Amqp { bus, agent, .. } = &target.executor {
                 let key = (bus.url.clone(), bus.exchange.clone(), bus.queue.clone());
                 let entry = listeners.entry(key).or_insert_with(|| (bus.clone(), BTreeMap::new()));
                 entry.1.insert(agent.clone(), name.clone());
@@ -97,6 +97,52 @@ impl Dispatcher {
         }
         while running.join_next().await.is_some() {}
         Ok(count)
+    }
+
+    /// Claims and sends one batch of cancel notices (an operator canceled a started command);
+    /// returns how many were claimed.
+    pub async fn notify_due(&self, now: OffsetDateTime) -> Result<usize, EngineError> {
+        let lease = self.targets.values().map(|t| t.lease).max().unwrap_or(Duration::from_secs(30));
+        let claimed = self.engine.store().claim_outbox(CANCEL_NOTICE_KIND, self.batch, lease, now).await?;
+        for row in &claimed {
+            if let Err(error) = self.notify_one(row).await {
+                tracing::warn!(%error, id = %row.id, "cancel notice not recorded; it comes back when its lease ends");
+            }
+        }
+        Ok(claimed.len())
+    }
+
+    async fn notify_one(&self, row: &ClaimedMessage) -> Result<(), EngineError> {
+        let store = self.engine.store();
+        let target_name = row.payload["target"].as_str().unwrap_or_default();
+        let command_id = row.payload["command_id"].as_str().and_then(|c| c.parse().ok());
+        let (Ok(tenant), Some(command_id), Some(target)) =
+            (TenantId::parse(&row.tenant_id), command_id, self.targets.get(target_name))
+        else {
+            let dead = OutboxSettle::Dead { id: row.id, error: "a cancel notice without its command or target".into() };
+            return Ok(store.settle_claimed(&dead, OffsetDateTime::now_utc()).await?);
+        };
+        let Some(command) = store.command(&tenant, command_id).await? else {
+            let dead = OutboxSettle::Dead { id: row.id, error: "the command is gone".into() };
+            return Ok(store.settle_claimed(&dead, OffsetDateTime::now_utc()).await?);
+        };
+        let reason = row.payload["reason"].as_str().unwrap_or("operator_canceled");
+        let outcome = target.executor.notify_cancel(&command.envelope, reason, row.id).await;
+        let now = OffsetDateTime::now_utc();
+        let settle = match outcome {
+            CallOutcome::Retry { error, retry_after } => {
+                match target.policy.next_delay(u32::try_from(row.attempt).unwrap_or(u32::MAX), retry_after) {
+                    Some(delay) => OutboxSettle::Retry { id: row.id, at: now + delay, error },
+                    None => OutboxSettle::Dead { id: row.id, error },
+                }
+            }
+            CallOutcome::Refused { status, error } => {
+                OutboxSettle::Dead { id: row.id, error: format!("{status}: {error}") }
+            }
+            _ => OutboxSettle::Done(row.id),
+        };
+        tracing::info!(command = %command_id, target = target_name, ?settle, "cancel notice");
+        Ok(store.settle_claimed(&settle, now).await?)
     }
 
     async fn dispatch_one(&self, row: &ClaimedMessage) -> Result<(), EngineError> {

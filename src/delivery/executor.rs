@@ -40,8 +40,8 @@ pub enum CallOutcome {
 pub enum Executor {
     Echo,
     Fail { code: String },
-    Http { url: String, secret: Option<Vec<u8>>, client: reqwest::Client },
-    Amqp { bus: Arc<Bus>, agent: String },
+    Http { url: String, secret: Option<Vec<u8>>, client: reqwest::Client, cancel_url: Option<String> },
+    Amqp { bus: Arc<Bus>, agent: String, announce_cancel: bool },
 }
 
 /// The exchange RabbitMQ executors publish to unless configured otherwise.
@@ -66,7 +66,8 @@ impl Executor {
             if agent.is_empty() || agent.contains(['.', '*', '#']) {
                 return Err(format!("executors.{name}.agent `{agent}` cannot be a routing-key word"));
             }
-            return Ok(Self::Amqp { bus: Arc::new(Bus::new(url, exchange, queue)), agent });
+            let bus = Arc::new(Bus::new(url, exchange, queue));
+            return Ok(Self::Amqp { bus, agent, announce_cancel: config.announce_cancel });
         }
         if !matches!(parsed.scheme(), "http" | "https") {
             return Err(format!("executors.{name}.url: `{url}` is not http(s)://, amqp:// or builtin:echo|fail"));
@@ -83,7 +84,10 @@ impl Executor {
             .connect_timeout(timeout)
             .build()
             .map_err(|e| format!("executors.{name}: {e}"))?;
-        Ok(Self::Http { url: url.to_owned(), secret, client })
+        if let Some(cancel) = &config.cancel_url {
+            url::Url::parse(cancel).map_err(|e| format!("executors.{name}.cancel_url: {e}"))?;
+        }
+        Ok(Self::Http { url: url.to_owned(), secret, client, cancel_url: config.cancel_url.clone() })
     }
 
     /// Hands the command to the executor once. `delivery_id` is the Standard Webhooks message id:
@@ -95,7 +99,7 @@ impl Executor {
                 succeeded: false,
                 detail: json!({"code": code, "message": "the built-in failing executor always fails"}),
             },
-            Self::Amqp { bus, agent } => {
+            Self::Amqp { bus, agent, .. } => {
                 let now = OffsetDateTime::now_utc();
                 let body = amqp::wire_envelope(agent, envelope, now).to_string();
                 match bus
@@ -106,42 +110,94 @@ impl Executor {
                     Err(error) => CallOutcome::Retry { error, retry_after: None },
                 }
             }
-            Self::Http { url, secret, client } => {
+            Self::Http { url, secret, client, .. } => {
                 let body = match serde_json::to_vec(envelope) {
                     Ok(body) => body,
                     Err(e) => return CallOutcome::Refused { status: 0, error: json!({"message": e.to_string()}) },
                 };
-                let now = OffsetDateTime::now_utc();
                 let id = format!("msg_{}", delivery_id.simple());
-                let mut request = client
-                    .post(url)
-                    .header("content-type", "application/json")
-                    .header("idempotency-key", envelope.idempotency_key.as_str())
-                    .header("x-correlation-id", envelope.correlation_id.as_str())
-                    .header("x-chatgate-command-id", envelope.command_id.to_string())
-                    .header("x-chatgate-attempt", attempt.to_string())
-                    .header("webhook-id", &id)
-                    .header("webhook-timestamp", now.unix_timestamp().to_string());
-                if let Some(key) = secret {
-                    request = request.header("webhook-signature", sign(key, &id, now.unix_timestamp(), &body));
-                }
-                match request.body(body).send().await {
-                    Err(error) => CallOutcome::Retry { error: format!("network: {error}"), retry_after: None },
-                    Ok(response) => {
-                        let status = response.status();
-                        let retry_after = response
-                            .headers()
-                            .get(reqwest::header::RETRY_AFTER)
-                            .and_then(|v| v.to_str().ok())
-                            .and_then(|v| parse_retry_after(v, now));
-                        match response.text().await {
-                            Ok(text) => classify(status, retry_after, &text),
-                            Err(error) => {
-                                CallOutcome::Retry { error: format!("reading the answer: {error}"), retry_after }
-                            }
-                        }
+                let request = client.post(url).header("x-chatgate-attempt", attempt.to_string());
+                post_signed(request, secret.as_deref(), &id, envelope, body).await
+            }
+        }
+    }
+
+    /// Whether this executor can be told that an operator canceled a command it has.
+    pub fn supports_cancel(&self) -> bool {
+        match self {
+            Self::Http { cancel_url, .. } => cancel_url.is_some(),
+            Self::Amqp { announce_cancel, .. } => *announce_cancel,
+            Self::Echo | Self::Fail { .. } => false,
+        }
+    }
+
+    /// Tells the executor that `envelope`'s command was canceled (best effort, retried like a
+    /// dispatch): `Executed` when it took note, `Handed` when the bus took the notice.
+    pub async fn notify_cancel(&self, envelope: &CommandEnvelope, reason: &str, notice_id: Uuid) -> CallOutcome {
+        match self {
+            Self::Http { cancel_url: Some(url), secret, client, .. } => {
+                let body = json!({"command_id": envelope.command_id, "idempotency_key": envelope.idempotency_key, "reason": reason});
+                let id = format!("msg_{}", notice_id.simple());
+                match post_signed(client.post(url), secret.as_deref(), &id, envelope, body.to_string().into_bytes())
+                    .await
+                {
+                    CallOutcome::Delivered { .. } | CallOutcome::Executed { .. } => {
+                        CallOutcome::Executed { succeeded: true, detail: Value::Null }
                     }
+                    other => other,
                 }
+            }
+            Self::Amqp { bus, agent, announce_cancel: true } => {
+                let body = json!({
+                    "command_id": envelope.command_id, "causation_id": envelope.command_id, "target_agent": agent,
+                    "correlation_id": envelope.correlation_id, "reason": reason,
+                });
+                let key = format!("{}.cancel", amqp::routing_key(agent, envelope));
+                match bus.publish(&key, body.to_string().as_bytes(), &notice_id.to_string()).await {
+                    Ok(()) => CallOutcome::Handed,
+                    Err(error) => CallOutcome::Retry { error, retry_after: None },
+                }
+            }
+            _ => CallOutcome::Executed {
+                succeeded: true,
+                detail: json!({"skipped": "the executor is not told of cancels"}),
+            },
+        }
+    }
+}
+
+/// POSTs a JSON body with the command's idempotency key, correlation id and a Standard Webhooks
+/// signature, and reads the answer.
+async fn post_signed(
+    request: reqwest::RequestBuilder,
+    secret: Option<&[u8]>,
+    id: &str,
+    envelope: &CommandEnvelope,
+    body: Vec<u8>,
+) -> CallOutcome {
+    let now = OffsetDateTime::now_utc();
+    let mut request = request
+        .header("content-type", "application/json")
+        .header("idempotency-key", envelope.idempotency_key.as_str())
+        .header("x-correlation-id", envelope.correlation_id.as_str())
+        .header("x-chatgate-command-id", envelope.command_id.to_string())
+        .header("webhook-id", id)
+        .header("webhook-timestamp", now.unix_timestamp().to_string());
+    if let Some(key) = secret {
+        request = request.header("webhook-signature", sign(key, id, now.unix_timestamp(), &body));
+    }
+    match request.body(body).send().await {
+        Err(error) => CallOutcome::Retry { error: format!("network: {error}"), retry_after: None },
+        Ok(response) => {
+            let status = response.status();
+            let retry_after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| parse_retry_after(v, now));
+            match response.text().await {
+                Ok(text) => classify(status, retry_after, &text),
+                Err(error) => CallOutcome::Retry { error: format!("reading the answer: {error}"), retry_after },
             }
         }
     }

@@ -14,6 +14,9 @@ const TIMERS_PER_SWEEP: i64 = 100;
 pub(super) async fn run(dispatcher: Dispatcher, every: Duration, stopping: CancellationToken) {
     let draining = stopping.clone();
     super::periodically(every, stopping, || async {
+        if let Err(error) = dispatcher.notify_due(OffsetDateTime::now_utc()).await {
+            tracing::warn!(%error, "cancel notices cannot reach the database");
+        }
         loop {
             match dispatcher.dispatch_due(OffsetDateTime::now_utc()).await {
                 Ok(claimed) if claimed < dispatcher.batch() || draining.is_cancelled() => break,

@@ -14,6 +14,7 @@ use crate::fake_graph::FakeServer;
 use crate::helpers::{CUSTOMER, Meta, TestApp, TestDb, on_both_backends, refund, spawn_app_with, tenant};
 
 on_both_backends!(
+    a_canceled_started_command_is_announced_to_its_executor,
     a_declined_refund_is_reprocessed_from_its_stored_message,
     a_refund_is_compensated_and_both_commands_link_to_each_other,
     every_recovery_action_from_every_state_is_done_or_refused_with_the_allowed_list,
@@ -524,5 +525,29 @@ async fn a_declined_refund_is_reprocessed_from_its_stored_message(db: &TestDb) {
     assert_eq!(prompts, 2, "the person is asked again");
     // While it runs, no second reprocess.
     assert_eq!(recover(&app, &ops, target, json!({"action": "reprocess"}), None).await.0, StatusCode::CONFLICT);
+    app.stop().await.expect("stop");
+}
+
+async fn a_canceled_started_command_is_announced_to_its_executor(db: &TestDb) {
+    let executor = FakeServer::executor().await;
+    let mut config = db.config.clone();
+    config.outbound.poll_interval_ms = 20;
+    let orders = config.executors.get_mut("orders").expect("orders");
+    orders.url = executor.url.clone();
+    orders.cancel_url = Some(format!("{}/cancel", executor.url));
+    let app = spawn_app_with(db, config).await;
+    Meta::new(&app, db).text("wamid.CN1", CUSTOMER, "order status 3").await;
+    executor.wait_for(1, Duration::from_secs(20)).await;
+    let ops = token(db, "demo", SCOPES);
+    let (_, page) = get(&app, &ops, "/v1/commands").await;
+    let id: Uuid = page["commands"][0]["command_id"].as_str().expect("id").parse().expect("uuid");
+    let (status, made) = recover(&app, &ops, id, json!({"action": "cancel", "reason": "customer called"}), None).await;
+    assert_eq!((status, made["target_state"].as_str()), (StatusCode::CREATED, Some("canceled")), "{made}");
+    let calls = executor.wait_for(2, Duration::from_secs(20)).await;
+    assert_eq!(calls[1].path, "/cancel");
+    assert_eq!(calls[1].body["command_id"], id.to_string());
+    assert_eq!(calls[1].body["reason"], "customer called");
+    assert_eq!(calls[1].headers["idempotency-key"], calls[0].headers["idempotency-key"]);
+    assert!(calls[1].headers["webhook-signature"].starts_with("v1,"));
     app.stop().await.expect("stop");
 }
