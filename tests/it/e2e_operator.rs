@@ -154,6 +154,15 @@ async fn status_list_evidence_and_audit_stay_within_the_tenant(db: &TestDb) {
     let id: Uuid = refund_id.parse().expect("uuid");
     assert_eq!(recover(&app, &stranger, id, json!({"action": "cancel"}), None).await.0, StatusCode::NOT_FOUND);
     assert_eq!(get(&app, &stranger, "/v1/commands").await.1["commands"], json!([]));
+    let ack = app
+        .client
+        .post(app.url(&format!("/v1/commands/{id}/acks")))
+        .bearer_auth(token(db, "other", "executions:write"))
+        .json(&json!({"type": "delivery"}))
+        .send()
+        .await
+        .expect("ack");
+    assert_eq!(ack.status(), StatusCode::NOT_FOUND, "another tenant's executor cannot acknowledge it");
 
     // Pages stay stable while commands arrive.
     let (status, first) = get(&app, &ops, "/v1/commands?limit=2").await;
