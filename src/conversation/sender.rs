@@ -67,6 +67,7 @@ impl Sender {
     /// Claims and sends one batch; returns how many were claimed. Messages to one person go in
     /// order; different people's go at the same time.
     pub async fn send_due(&self, now: OffsetDateTime) -> Result<usize, StoreError> {
+        // In the order they were written (the store sorts what it claims).
         let claimed = self.engine.store().claim_outbox(MESSAGE_KIND, self.batch, self.lease, now).await?;
         let count = claimed.len();
         let mut by_person: BTreeMap<String, Vec<ClaimedMessage>> = BTreeMap::new();

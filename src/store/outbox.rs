@@ -141,7 +141,8 @@ impl Store {
             .fetch_all(&mut *tx)
             .await?;
         tx.commit().await?;
-        rows.iter()
+        let mut claimed = rows
+            .iter()
             .map(|row| {
                 Ok(ClaimedMessage {
                     id: uuid(row, "id")?,
@@ -153,7 +154,11 @@ impl Store {
                     attempt: int(row, "attempts")?,
                 })
             })
-            .collect()
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        // `UPDATE ... RETURNING` does not keep the subquery's order: restore it (UUIDv7 ids are
+        // in the order the rows were written).
+        claimed.sort_by_key(|m: &ClaimedMessage| m.id);
+        Ok(claimed)
     }
 
     /// The effect happened: the row is done.

@@ -15,8 +15,33 @@ conformance!(
     migrations_apply_twice_without_change,
     a_redelivered_provider_message_is_one_row,
     outbox_rows_are_written_with_their_move_and_claimed_by_one_worker,
+    claimed_rows_come_back_in_the_order_they_were_written,
     evidence_chains_are_per_tenant,
 );
+
+async fn claimed_rows_come_back_in_the_order_they_were_written(db: &TestDb) {
+    // Replies to one person must go out in order, whatever order the database returns them in.
+    let replies: Vec<NewOutboxMessage> = (0..40)
+        .map(|n| NewOutboxMessage {
+            kind: "message".into(),
+            destination: "whatsapp:1:2".into(),
+            payload: json!({"n": n}),
+            not_before: None,
+        })
+        .collect();
+    let inbound = NewInbound {
+        channel: Channel::parse("whatsapp").expect("channel"),
+        provider_message_id: ExternalId::parse("wamid.ORDER").expect("id"),
+        tenant_id: Some(tenant("demo")),
+        status: "help".into(),
+        payload: json!({}),
+        received_at: now(),
+    };
+    db.store.record_inbound(&inbound, &replies).await.expect("record");
+    let claimed = db.store.claim_outbox("message", 40, Duration::from_secs(30), now()).await.expect("claim");
+    let order: Vec<i64> = claimed.iter().filter_map(|m| m.payload["n"].as_i64()).collect();
+    assert_eq!(order, (0..40).collect::<Vec<_>>());
+}
 
 async fn migrations_apply_twice_without_change(db: &TestDb) {
     db.store.migrate().await.expect("second run is a no-op");
