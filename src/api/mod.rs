@@ -21,6 +21,7 @@ pub fn router() -> Router<AppState> {
         .merge(health::router())
         .merge(metrics::router())
         .merge(crate::ingress::whatsapp::router())
+        .merge(crate::ingress::hooks::router())
         .merge(commands::router())
         .merge(agents::router())
         .merge(events::router())

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 pub use interpolate::{InterpolationError, interpolate};
 pub use secret::{BackendKind, DatabaseUrl, Secret};
-pub use security::{AuthConfig, IssuerConfig, Rate, RateLimitConfig, StepUpConfig};
+pub use security::{AuthConfig, HookMapping, HooksConfig, IssuerConfig, Rate, RateLimitConfig, StepUpConfig};
 pub use settings::Settings;
 
 /// The shipped configuration files, used when the default path has no file (so that the binary
@@ -53,6 +53,8 @@ pub struct Config {
     pub stepup: StepUpConfig,
     #[serde(default)]
     pub rate_limits: RateLimitConfig,
+    #[serde(default)]
+    pub hooks: HooksConfig,
 }
 
 /// Where the registry and the directory are, relative to the configuration file's folder.
@@ -422,6 +424,15 @@ impl Config {
                 )));
             }
         }
+        let hooks = &self.hooks;
+        for agent in hooks.agents.iter().chain(hooks.mappings.values().map(|m| &m.agent)) {
+            if !self.executors.contains_key(agent) {
+                return Err(ConfigError::Invalid(format!("hooks: agent `{agent}` is not a configured executor")));
+            }
+        }
+        if !hooks.token.expose().is_empty() && hooks.agents.is_empty() {
+            return Err(ConfigError::Invalid("hooks.agents must name at least one executor".into()));
+        }
         if self.outbound.backoff_initial_ms > self.outbound.backoff_max_ms {
             return Err(ConfigError::Invalid("outbound.backoff_initial_ms is above outbound.backoff_max_ms".into()));
         }
@@ -462,6 +473,7 @@ impl Config {
         if let Some(secret) = &self.stepup.issuer.secret {
             check("stepup.secret".into(), secret);
         }
+        check("hooks.token".into(), &self.hooks.token);
         for (app, config) in &self.whatsapp.apps {
             check(format!("whatsapp.apps.{app}.app_secret"), &config.app_secret);
             check(format!("whatsapp.apps.{app}.verify_token"), &config.verify_token);

@@ -106,3 +106,44 @@ impl Default for RateLimitConfig {
         }
     }
 }
+
+/// The hookd-compatible bridge for legacy callers (`/hooks/wake`, `/hooks/agent`, `/hooks/{name}`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HooksConfig {
+    /// The bridge's token (`Authorization: Bearer` or `x-openclaw-token`); empty turns it off.
+    pub token: Secret,
+    /// The tenant the bridge's commands belong to, and its principal (the commands' actor).
+    pub tenant: String,
+    pub actor: String,
+    /// Executors `agentId` may name; the first is the default target.
+    pub agents: Vec<String>,
+    /// How long the same call (same body, or same `Idempotency-Key`) is answered with the same command.
+    pub dedupe_window_secs: u64,
+    /// `/hooks/{name}`: a name to a target agent, an intent, and which payload fields become the
+    /// command's arguments (argument name → JSON pointer into the body).
+    pub mappings: BTreeMap<String, HookMapping>,
+}
+
+impl Default for HooksConfig {
+    fn default() -> Self {
+        Self {
+            token: Secret::new(""),
+            tenant: "demo".into(),
+            actor: "hookd-bridge".into(),
+            agents: vec![],
+            dedupe_window_secs: 300,
+            mappings: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HookMapping {
+    pub agent: String,
+    pub entity: String,
+    pub action: String,
+    #[serde(default)]
+    pub args: BTreeMap<String, String>,
+}

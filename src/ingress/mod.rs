@@ -2,6 +2,7 @@
 //! each to its tenant and actor, interprets it through the registry and admits the command, all
 //! in one transaction per message. Adapters never touch the database themselves.
 
+pub mod hooks;
 pub mod message;
 pub mod whatsapp;
 
