@@ -22,6 +22,7 @@ pub fn router() -> Router<AppState> {
         .merge(metrics::router())
         .merge(crate::ingress::whatsapp::router())
         .merge(crate::ingress::hooks::router())
+        .merge(crate::ingress::standard::router())
         .merge(commands::router())
         .merge(agents::router())
         .merge(events::router())

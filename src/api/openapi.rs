@@ -23,6 +23,7 @@ use crate::app::AppState;
         crate::ingress::hooks::wake,
         crate::ingress::hooks::agent,
         crate::ingress::hooks::mapped,
+        crate::ingress::standard::receive,
         super::commands::list,
         super::commands::status,
         super::commands::evidence,

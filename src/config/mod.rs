@@ -15,7 +15,9 @@ use serde::{Deserialize, Serialize};
 
 pub use interpolate::{InterpolationError, interpolate};
 pub use secret::{BackendKind, DatabaseUrl, Secret};
-pub use security::{AuthConfig, HookMapping, HooksConfig, IssuerConfig, Rate, RateLimitConfig, StepUpConfig};
+pub use security::{
+    AuthConfig, HookMapping, HooksConfig, IssuerConfig, Rate, RateLimitConfig, StandardSource, StepUpConfig,
+};
 pub use settings::Settings;
 
 /// The shipped configuration files, used when the default path has no file (so that the binary
@@ -55,6 +57,9 @@ pub struct Config {
     pub rate_limits: RateLimitConfig,
     #[serde(default)]
     pub hooks: HooksConfig,
+    /// Standard Webhooks senders, by source name.
+    #[serde(default)]
+    pub standard_webhooks: BTreeMap<String, StandardSource>,
 }
 
 /// Where the registry and the directory are, relative to the configuration file's folder.
@@ -430,6 +435,20 @@ impl Config {
                 return Err(ConfigError::Invalid(format!("hooks: agent `{agent}` is not a configured executor")));
             }
         }
+        for (name, source) in &self.standard_webhooks {
+            if !self.executors.contains_key(&source.agent) {
+                return Err(ConfigError::Invalid(format!(
+                    "standard_webhooks.{name}.agent is not a configured executor"
+                )));
+            }
+            if source.secrets.is_empty() {
+                return Err(ConfigError::Invalid(format!("standard_webhooks.{name}.secrets is empty")));
+            }
+            for secret in &source.secrets {
+                crate::delivery::executor::standard_webhooks_key(secret.expose())
+                    .map_err(|e| ConfigError::Invalid(format!("standard_webhooks.{name}.secrets: {e}")))?;
+            }
+        }
         if !hooks.token.expose().is_empty() && hooks.agents.is_empty() {
             return Err(ConfigError::Invalid("hooks.agents must name at least one executor".into()));
         }
@@ -474,6 +493,11 @@ impl Config {
             check("stepup.secret".into(), secret);
         }
         check("hooks.token".into(), &self.hooks.token);
+        for (name, source) in &self.standard_webhooks {
+            for secret in &source.secrets {
+                check(format!("standard_webhooks.{name}.secrets"), secret);
+            }
+        }
         for (app, config) in &self.whatsapp.apps {
             check(format!("whatsapp.apps.{app}.app_secret"), &config.app_secret);
             check(format!("whatsapp.apps.{app}.verify_token"), &config.verify_token);

@@ -147,3 +147,28 @@ pub struct HookMapping {
     #[serde(default)]
     pub args: BTreeMap<String, String>,
 }
+
+/// A sender that signs with the Standard Webhooks scheme (`POST /webhooks/standard/{source}`);
+/// each delivery becomes a command for `agent`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StandardSource {
+    /// `whsec_` secrets; any of them verifies (several during a key rotation).
+    pub secrets: Vec<Secret>,
+    /// How far `webhook-timestamp` may be from now, either way.
+    #[serde(default = "default_tolerance")]
+    pub tolerance_secs: u64,
+    pub tenant: String,
+    /// The source's principal: the commands' actor.
+    pub actor: String,
+    pub agent: String,
+    pub entity: String,
+    pub action: String,
+    /// Argument name → JSON pointer into the payload.
+    #[serde(default)]
+    pub args: BTreeMap<String, String>,
+}
+
+fn default_tolerance() -> u64 {
+    300
+}

@@ -242,7 +242,7 @@ fn truncate(text: &str, max: usize) -> String {
 }
 
 /// A Standard Webhooks secret: `whsec_` followed by the base64 key.
-fn standard_webhooks_key(secret: &str) -> Result<Vec<u8>, String> {
+pub fn standard_webhooks_key(secret: &str) -> Result<Vec<u8>, String> {
     let encoded = secret.strip_prefix("whsec_").ok_or("a Standard Webhooks secret starts with `whsec_`")?;
     base64::engine::general_purpose::STANDARD.decode(encoded).map_err(|e| format!("not base64: {e}"))
 }

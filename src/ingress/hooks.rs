@@ -216,8 +216,56 @@ pub(crate) async fn mapped(
 /// authorization), started with its dispatch row — and answers 202 at once.
 async fn admit(state: &AppState, headers: &HeaderMap, call: HookCall) -> Result<Response, ApiError> {
     let hooks = &state.config.hooks;
+    let submission = Submission {
+        tenant: hooks.tenant.clone(),
+        actor: hooks.actor.clone(),
+        channel: "hooks",
+        conversation: call.conversation,
+        agent: call.agent,
+        intent: call.intent,
+        args: call.args,
+        dedupe_window: std::time::Duration::from_secs(hooks.dedupe_window_secs),
+        authorized_by: "hook token",
+        message: None,
+    };
+    let command_id = submit(state, headers, submission).await?;
+    metrics::counter!("chatgate_webhooks_total", "channel" => "hooks", "outcome" => "accepted").increment(1);
+    Ok(accepted(command_id))
+}
+
+/// 202 with the command's id and where to follow it.
+pub(crate) fn accepted(command_id: uuid::Uuid) -> Response {
+    let status_url = format!("/v1/commands/{command_id}");
+    (
+        StatusCode::ACCEPTED,
+        [(header::LOCATION, status_url.clone())],
+        Json(json!({"command_id": command_id, "status_url": status_url})),
+    )
+        .into_response()
+}
+
+/// A command a machine caller submits for an agent (the hook bridge, a Standard Webhooks source).
+pub(crate) struct Submission {
+    pub tenant: String,
+    pub actor: String,
+    pub channel: &'static str,
+    pub conversation: String,
+    pub agent: String,
+    pub intent: Intent,
+    pub args: Map<String, Value>,
+    pub dedupe_window: std::time::Duration,
+    /// What authorized it, for the evidence.
+    pub authorized_by: &'static str,
+    /// The carrying message, for transport dedupe (a sender's delivery id).
+    pub message: Option<crate::store::NewInbound>,
+}
+
+/// Admits a submission: the command, auto-confirmed and authorized by the caller's credential,
+/// started with its dispatch row, in one transaction. `Idempotency-Key` and `X-Correlation-Id`
+/// come from the headers. Returns the command's id — the existing one for a repeat.
+pub(crate) async fn submit(state: &AppState, headers: &HeaderMap, s: Submission) -> Result<uuid::Uuid, ApiError> {
     let config = |what: &str| -> ApiError {
-        tracing::error!(what, "the hook bridge is misconfigured");
+        tracing::error!(what, "a submission source is misconfigured");
         Problem::for_status(StatusCode::INTERNAL_SERVER_ERROR).into()
     };
     let supplied_key = headers
@@ -239,55 +287,45 @@ async fn admit(state: &AppState, headers: &HeaderMap, call: HookCall) -> Result<
         })
         .transpose()?;
     let request = CommandRequest {
-        tenant_id: TenantId::parse(&hooks.tenant).map_err(|_| config("tenant"))?,
-        actor_id: ActorId::parse(&hooks.actor).map_err(|_| config("actor"))?,
-        channel: Channel::parse("hooks").map_err(|_| config("channel"))?,
-        conversation_id: ExternalId::parse(&call.conversation)
-            .map_err(|_| bad("invalid_body", "`sessionKey` is visible ASCII"))?,
-        message_ids: vec![],
+        tenant_id: TenantId::parse(&s.tenant).map_err(|_| config("tenant"))?,
+        actor_id: ActorId::parse(&s.actor).map_err(|_| config("actor"))?,
+        channel: Channel::parse(s.channel).map_err(|_| config("channel"))?,
+        conversation_id: ExternalId::parse(&s.conversation)
+            .map_err(|_| bad("invalid_body", "the conversation (`sessionKey`) is visible ASCII"))?,
+        message_ids: s.message.iter().map(|m| m.provider_message_id.clone()).collect(),
         correlation_id,
         causation_id: None,
-        intent: call.intent,
-        args: call.args,
+        intent: s.intent,
+        args: s.args,
         command_kind: CommandKind::Mutation,
         idempotency_class: IdempotencyClass::I1,
         risk: Risk::Low,
         supplied_key,
         ttl: Some(std::time::Duration::from_secs(900)),
-        dedupe_window: std::time::Duration::from_secs(hooks.dedupe_window_secs),
+        dedupe_window: s.dedupe_window,
         target_command_id: None,
     };
-    let (start, started) = dispatch::start(std::slice::from_ref(&call.agent));
+    let (start, started) = dispatch::start(std::slice::from_ref(&s.agent));
     let admission = Admission {
         then: &[Event::AutoConfirm, Event::Allow, start],
-        decision: Some(
-            json!({"bridge": "hookd", "issued_by": hooks.actor, "target_agent": call.agent, "authorized_by": "hook token"}),
-        ),
+        decision: Some(json!({
+            "issued_by": s.actor, "channel": s.channel, "target_agent": s.agent, "authorized_by": s.authorized_by,
+        })),
         outbox: started.outbox,
+        inbound: s.message,
         ..Admission::default()
     };
     let (_, admitted) = state.engine.accept_with(request, admission, OffsetDateTime::now_utc()).await?;
-    let command_id = match admitted {
-        Admitted::New { command_id, .. } => command_id,
+    match admitted {
+        Admitted::New { command_id, .. } => Ok(command_id),
         // The same call again: the same command.
-        Admitted::Replayed(d) | Admitted::InProgress(d) => d.command_id,
+        Admitted::Replayed(d) | Admitted::InProgress(d) => Ok(d.command_id),
+        Admitted::Redelivered { command_id: Some(command_id), .. } => Ok(command_id),
+        Admitted::Redelivered { command_id: None, .. } => Err(config("a redelivered message without its command")),
         Admitted::Conflict { .. } => {
-            return Err(Problem::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "idempotency_key_reused",
-                "Idempotency-Key reused",
-            )
-            .detail("This Idempotency-Key was used for a different call.")
-            .into());
+            Err(Problem::new(StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused", "Idempotency-Key reused")
+                .detail("This Idempotency-Key was used for a different call.")
+                .into())
         }
-        Admitted::Redelivered { .. } => return Err(config("redelivered")),
-    };
-    let status_url = format!("/v1/commands/{command_id}");
-    metrics::counter!("chatgate_webhooks_total", "channel" => "hooks", "outcome" => "accepted").increment(1);
-    Ok((
-        StatusCode::ACCEPTED,
-        [(header::LOCATION, status_url.clone())],
-        Json(json!({"command_id": command_id, "status_url": status_url})),
-    )
-        .into_response())
+    }
 }

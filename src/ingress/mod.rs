@@ -4,6 +4,7 @@
 
 pub mod hooks;
 pub mod message;
+pub mod standard;
 pub mod whatsapp;
 
 use std::collections::BTreeSet;
