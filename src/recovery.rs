@@ -244,12 +244,8 @@ async fn retry(
         return Err(RecoveryError::Conflict(format!("the retry was not created: {admitted:?}")));
     };
     // The failed command's own record says a retry was made, and by whom.
-    let trace = engine.trace_for(e);
-    let link = EvidenceDraft::new(EvidenceKind::RecoveryRequested, e.command_id, trace)
-        .stage(target.lifecycle.state)
-        .decision(json!({"recovery": "retry", "recovery_command_id": command_id, "by": operator.id, "reason": operator.reason, "idempotency_key": envelope.idempotency_key}));
-    engine.store().record_evidence(e.tenant_id.as_str(), &[link], now).await?;
-    status_of(engine, operator.tenant, command_id, e.command_id).await
+    let extra = json!({"idempotency_key": envelope.idempotency_key});
+    linked(engine, operator, target, RecoveryAction::Retry, command_id, extra, now).await
 }
 
 /// Runs the registry's compensation command for the target, with the target's arguments; the
@@ -300,11 +296,8 @@ async fn compensate(
         }
         other => return Err(RecoveryError::Conflict(format!("the compensation was not created: {other:?}"))),
     };
-    let link = EvidenceDraft::new(EvidenceKind::RecoveryRequested, e.command_id, engine.trace_for(e))
-        .stage(target.lifecycle.state)
-        .decision(json!({"recovery": "compensate", "recovery_command_id": command_id, "command": spec.name, "by": operator.id, "reason": operator.reason}));
-    engine.store().record_evidence(e.tenant_id.as_str(), &[link], now).await?;
-    status_of(engine, operator.tenant, command_id, e.command_id).await
+    let extra = json!({"command": spec.name});
+    linked(engine, operator, target, RecoveryAction::Compensate, command_id, extra, now).await
 }
 
 /// Interprets the target's stored message again (after a registry or directory fix, say) and
@@ -340,16 +333,36 @@ async fn reprocess(
     };
     match ingress.reprocess(target, &message, now).await? {
         Reprocessed::Command(command_id) => {
-            let link = EvidenceDraft::new(EvidenceKind::RecoveryRequested, e.command_id, engine.trace_for(e))
-                .stage(target.lifecycle.state)
-                .decision(json!({"recovery": "reprocess", "recovery_command_id": command_id, "by": operator.id, "reason": operator.reason}));
-            engine.store().record_evidence(e.tenant_id.as_str(), &[link], now).await?;
-            status_of(engine, operator.tenant, command_id, e.command_id).await
+            linked(engine, operator, target, RecoveryAction::Reprocess, command_id, json!({}), now).await
         }
         Reprocessed::NotACommand(why) => {
             Err(RecoveryError::Conflict(format!("under the current registry the message starts no command ({why})")))
         }
     }
+}
+
+/// Writes `recovery.requested` on the target, naming the recovery command that acts on it (the
+/// recovery command's own evidence names the target), and answers with both states.
+async fn linked(
+    engine: &Engine,
+    operator: &Operator<'_>,
+    target: &StoredCommand,
+    action: RecoveryAction,
+    recovery_id: Uuid,
+    extra: Value,
+    now: OffsetDateTime,
+) -> Result<Recovered, RecoveryError> {
+    let e = &target.envelope;
+    let mut decision =
+        json!({"recovery": action, "recovery_command_id": recovery_id, "by": operator.id, "reason": operator.reason});
+    if let (Some(map), Value::Object(extra)) = (decision.as_object_mut(), extra) {
+        map.extend(extra);
+    }
+    let link = EvidenceDraft::new(EvidenceKind::RecoveryRequested, e.command_id, engine.trace_for(e))
+        .stage(target.lifecycle.state)
+        .decision(decision);
+    engine.store().record_evidence(e.tenant_id.as_str(), &[link], now).await?;
+    status_of(engine, operator.tenant, recovery_id, e.command_id).await
 }
 
 async fn status_of(
