@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use crate::command::registry::CommandSpec;
 use crate::command::{ActorId, Channel, CommandRequest, ExternalId, IdempotencyClass, Intent, Risk, TenantId};
 use crate::delivery::dispatch;
 use crate::engine::{Admission, Engine, EngineError, MoveContext};
@@ -149,7 +150,7 @@ async fn cancel(
         target_command_id: Some(e.command_id),
     };
     let admission = Admission {
-        then: &[Event::AutoConfirm, Event::Allow, Event::Start],
+        then: dispatch::authorized_at_once(CommandKind::Mutation),
         decision: Some(decision(RecoveryAction::Cancel, operator, target)),
         ..Admission::default()
     };
@@ -209,33 +210,13 @@ async fn retry(
     if engine.store().open_recoveries(e.command_id).await? > 0 {
         return Err(RecoveryError::Conflict("a recovery of this command is under way".into()));
     }
-    let request = CommandRequest {
-        tenant_id: e.tenant_id.clone(),
-        actor_id: e.actor_id.clone(),
-        channel: e.channel.clone(),
-        conversation_id: e.conversation_id.clone(),
-        message_ids: e.message_ids.clone(),
-        correlation_id: Some(e.correlation_id.clone()),
-        causation_id: Some(ExternalId::from_uuid(e.command_id)),
-        intent: e.intent.clone(),
-        args: e.args.clone(),
-        command_kind: e.command_kind,
-        // The failed command holds the key; this one carries it to the executor unreserved.
-        idempotency_class: IdempotencyClass::I0,
-        risk: e.risk,
-        supplied_key: None,
-        ttl: Some(spec.ttl),
-        dedupe_window: spec.dedupe_window,
-        target_command_id: Some(e.command_id),
-    };
-    let (start, started) = dispatch::start(&spec.targets);
-    // The operator's request is the confirmation a mutation needs; a read needs none.
-    let first =
-        if e.command_kind == CommandKind::Mutation { Event::AutoConfirm } else { Event::SubmitForAuthorization };
+    // The failed command holds the key; this one carries it to the executor unreserved.
+    let mut request = follow_up(target, e.intent.clone(), e.command_kind, IdempotencyClass::I0, e.risk, spec);
+    request.message_ids = e.message_ids.clone();
     let admission = Admission {
-        then: &[first, Event::Allow, start],
+        then: dispatch::authorized_at_once(e.command_kind),
         decision: Some(decision(RecoveryAction::Retry, operator, target)),
-        outbox: started.outbox,
+        outbox: dispatch::dispatch_rows(&spec.targets),
         reply_to: target.reply_to.clone(),
         ..Admission::default()
     };
@@ -261,31 +242,14 @@ async fn compensate(
     let Some(spec) = policy.compensation_of(target) else {
         return Err(RecoveryError::Conflict("the registry declares no compensation for this command".into()));
     };
-    let invalid = |what: &str| RecoveryError::Conflict(format!("cannot build the compensation: {what}"));
-    let request = CommandRequest {
-        tenant_id: e.tenant_id.clone(),
-        actor_id: e.actor_id.clone(),
-        channel: e.channel.clone(),
-        conversation_id: e.conversation_id.clone(),
-        message_ids: vec![],
-        correlation_id: Some(e.correlation_id.clone()),
-        causation_id: Some(ExternalId::from_uuid(e.command_id)),
-        intent: Intent::parse(&spec.entity, &spec.action, e.intent.target.as_deref()).map_err(|_| invalid("intent"))?,
-        args: e.args.clone(),
-        command_kind: spec.kind,
-        // Its own key: compensating the same command twice is one compensation.
-        idempotency_class: spec.idempotency_class,
-        risk: spec.risk,
-        supplied_key: None,
-        ttl: Some(spec.ttl),
-        dedupe_window: spec.dedupe_window,
-        target_command_id: Some(e.command_id),
-    };
-    let (start, started) = dispatch::start(&spec.targets);
+    let intent = Intent::parse(&spec.entity, &spec.action, e.intent.target.as_deref())
+        .map_err(|_| RecoveryError::Conflict("cannot build the compensation's intent".into()))?;
+    // Its own key: compensating the same command twice is one compensation.
+    let request = follow_up(target, intent, spec.kind, spec.idempotency_class, spec.risk, spec);
     let admission = Admission {
-        then: &[Event::AutoConfirm, Event::Allow, start],
+        then: dispatch::authorized_at_once(spec.kind),
         decision: Some(decision(RecoveryAction::Compensate, operator, target)),
-        outbox: started.outbox,
+        outbox: dispatch::dispatch_rows(&spec.targets),
         ..Admission::default()
     };
     let (_, admitted) = engine.accept_with(request, admission, now).await?;
@@ -338,6 +302,37 @@ async fn reprocess(
         Reprocessed::NotACommand(why) => {
             Err(RecoveryError::Conflict(format!("under the current registry the message starts no command ({why})")))
         }
+    }
+}
+
+/// A command that follows `target` (its retry, its compensation): the same tenant, actor,
+/// conversation and correlation, caused by the target and naming it, with the target's arguments.
+fn follow_up(
+    target: &StoredCommand,
+    intent: Intent,
+    kind: CommandKind,
+    idempotency_class: IdempotencyClass,
+    risk: Risk,
+    spec: &CommandSpec,
+) -> CommandRequest {
+    let e = &target.envelope;
+    CommandRequest {
+        tenant_id: e.tenant_id.clone(),
+        actor_id: e.actor_id.clone(),
+        channel: e.channel.clone(),
+        conversation_id: e.conversation_id.clone(),
+        message_ids: vec![],
+        correlation_id: Some(e.correlation_id.clone()),
+        causation_id: Some(ExternalId::from_uuid(e.command_id)),
+        intent,
+        args: e.args.clone(),
+        command_kind: kind,
+        idempotency_class,
+        risk,
+        supplied_key: None,
+        ttl: Some(spec.ttl),
+        dedupe_window: spec.dedupe_window,
+        target_command_id: Some(e.command_id),
     }
 }
 

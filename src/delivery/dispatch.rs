@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::machine::{self, Ack, Applied, DeliveryEvent, DeliveryState, OutOfOrder};
 use crate::engine::{Engine, MoveContext};
-use crate::lifecycle::Event;
+use crate::lifecycle::{CommandKind, Event};
 use crate::store::{
     Delivery, DeliveryChange, DeliveryLogEntry, NewDelivery, NewOutboxMessage, StoredCommand, TransitionWrite,
 };
@@ -34,7 +34,13 @@ pub fn cancel_notices(targets: &[String], command_id: Uuid, reason: &str) -> Vec
 
 /// `authorized → started`, with one dispatch row per target written in the same transaction.
 pub fn start(targets: &[String]) -> (Event, MoveContext) {
-    let rows = targets
+    let decision = Some(json!({"dispatch": targets}));
+    (Event::Start, MoveContext { decision, outbox: dispatch_rows(targets), ..MoveContext::default() })
+}
+
+/// One dispatch row per target (the outbox of the `start` move).
+pub fn dispatch_rows(targets: &[String]) -> Vec<NewOutboxMessage> {
+    targets
         .iter()
         .map(|target| NewOutboxMessage {
             kind: DISPATCH_KIND.into(),
@@ -42,8 +48,17 @@ pub fn start(targets: &[String]) -> (Event, MoveContext) {
             payload: json!({"target": target}),
             not_before: None,
         })
-        .collect();
-    (Event::Start, MoveContext { decision: Some(json!({"dispatch": targets})), outbox: rows, ..MoveContext::default() })
+        .collect()
+}
+
+/// The moves after `canonicalize` of a command authorized the moment it is admitted (a read, a
+/// mutation the registry lets through, an operator's or a machine caller's request), up to
+/// `started`: a mutation passes its confirmation gate by `auto_confirm`, a read has none.
+pub fn authorized_at_once(kind: CommandKind) -> &'static [Event] {
+    match kind {
+        CommandKind::Read => &[Event::SubmitForAuthorization, Event::Allow, Event::Start],
+        CommandKind::Mutation => &[Event::AutoConfirm, Event::Allow, Event::Start],
+    }
 }
 
 /// A delivery's events, decided one after another on the state each leaves.
@@ -121,10 +136,6 @@ impl DeliveryPlan {
 
     pub fn id(&self) -> Uuid {
         self.change.delivery_id
-    }
-
-    pub fn is_new(&self) -> bool {
-        self.change.create.is_some()
     }
 }
 

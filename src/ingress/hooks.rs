@@ -21,7 +21,7 @@ use crate::command::{
 };
 use crate::delivery::dispatch;
 use crate::engine::Admission;
-use crate::lifecycle::{CommandKind, Event};
+use crate::lifecycle::CommandKind;
 use crate::store::Admitted;
 
 pub fn router() -> Router<AppState> {
@@ -305,13 +305,12 @@ pub(crate) async fn submit(state: &AppState, headers: &HeaderMap, s: Submission)
         dedupe_window: s.dedupe_window,
         target_command_id: None,
     };
-    let (start, started) = dispatch::start(std::slice::from_ref(&s.agent));
     let admission = Admission {
-        then: &[Event::AutoConfirm, Event::Allow, start],
+        then: dispatch::authorized_at_once(CommandKind::Mutation),
         decision: Some(json!({
             "issued_by": s.actor, "channel": s.channel, "target_agent": s.agent, "authorized_by": s.authorized_by,
         })),
-        outbox: started.outbox,
+        outbox: dispatch::dispatch_rows(std::slice::from_ref(&s.agent)),
         inbound: s.message,
         ..Admission::default()
     };

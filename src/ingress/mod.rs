@@ -336,7 +336,7 @@ fn first_moves(
         confirmation: None,
     };
     // Authorized at once: started too, with the dispatch row in the same transaction.
-    let dispatch = || dispatch::start(&spec.targets).1.outbox;
+    let dispatch = || dispatch::dispatch_rows(&spec.targets);
     match (&decision, spec.kind, spec.confirmation) {
         // Refused before anyone is asked to confirm: canonicalized → authz_pending → rejected
         // (the engine queues the refusal as the command's outcome reply).
@@ -358,12 +358,7 @@ fn first_moves(
         }
         // A read, or a mutation the registry lets through without confirmation (and so without
         // step-up, which the registry only allows after a confirmation): authorized at once.
-        (_, CommandKind::Read, _) => {
-            moves(&[Event::SubmitForAuthorization, Event::Allow, Event::Start], &AuthzDecision::Allow, dispatch())
-        }
-        (_, CommandKind::Mutation, false) => {
-            moves(&[Event::AutoConfirm, Event::Allow, Event::Start], &AuthzDecision::Allow, dispatch())
-        }
+        (_, kind, _) => moves(dispatch::authorized_at_once(kind), &AuthzDecision::Allow, dispatch()),
     }
 }
 

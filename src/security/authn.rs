@@ -62,10 +62,6 @@ impl Authenticator {
         Ok(Principal { issuer: iss, subject: claims.sub, tenant, scopes })
     }
 
-    pub fn issuer(&self, iss: &str) -> Option<&Issuer> {
-        self.issuers.iter().find(|i| i.iss == iss)
-    }
-
     pub fn issuers(&self) -> &[Issuer] {
         &self.issuers
     }

@@ -157,12 +157,4 @@ impl StepUpVerifier {
         });
         self.issuer.sign(&claims)
     }
-
-    pub fn issuer(&self) -> &Issuer {
-        &self.issuer
-    }
-
-    pub fn audience(&self) -> &str {
-        &self.config.audience
-    }
 }

@@ -3,7 +3,7 @@
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::rows::{from_ms, int, opt_parsed, parsed, text, to_ms, uuid};
+use super::rows::{int, opt_parsed, parsed, text, to_ms, uuid};
 use super::{Store, StoreError};
 use crate::command::TenantId;
 use crate::delivery::agent::Agent;
@@ -23,23 +23,6 @@ impl Store {
                 pre_pause: opt_parsed(&row, "pre_pause_state")?,
             }),
         }
-    }
-
-    /// Every agent that ever moved: (name, agent, when it entered its state).
-    pub async fn agents(&self) -> Result<Vec<(String, Agent, OffsetDateTime)>, StoreError> {
-        let rows = sqlx::query("SELECT name, state, version, pre_pause_state, entered_at FROM agents ORDER BY name")
-            .fetch_all(self.pool())
-            .await?;
-        rows.iter()
-            .map(|row| {
-                let agent = Agent {
-                    state: parsed(row, "state")?,
-                    version: int(row, "version")?,
-                    pre_pause: opt_parsed(row, "pre_pause_state")?,
-                };
-                Ok((text(row, "name")?, agent, from_ms(int(row, "entered_at")?)?))
-            })
-            .collect()
     }
 
     /// Moves an agent from `from` (as read) to `to`; `false` when it moved meanwhile.

@@ -262,6 +262,17 @@ fn decode_command(row: &AnyRow) -> Result<StoredCommand, StoreError> {
     })
 }
 
+fn decode_transition(row: &AnyRow) -> Result<TransitionRecord, StoreError> {
+    Ok(TransitionRecord {
+        version: int(row, "version")?,
+        from: parsed(row, "from_state")?,
+        to: parsed(row, "to_state")?,
+        event: parsed(row, "event")?,
+        reason_code: opt_text(row, "reason_code")?,
+        at: from_ms(int(row, "at")?)?,
+    })
+}
+
 fn parsed_id<T, E: std::fmt::Display>(
     row: &AnyRow,
     column: &str,
@@ -362,19 +373,7 @@ impl Store {
         .bind(limit)
         .fetch_all(self.pool())
         .await?;
-        rows.iter()
-            .map(|row| {
-                let record = TransitionRecord {
-                    version: int(row, "version")?,
-                    from: parsed(row, "from_state")?,
-                    to: parsed(row, "to_state")?,
-                    event: parsed(row, "event")?,
-                    reason_code: opt_text(row, "reason_code")?,
-                    at: from_ms(int(row, "at")?)?,
-                };
-                Ok((int(row, "id")?, uuid(row, "command_id")?, record))
-            })
-            .collect()
+        rows.iter().map(|row| Ok((int(row, "id")?, uuid(row, "command_id")?, decode_transition(row)?))).collect()
     }
 
     /// The id of the newest move of all (where a stream without `Last-Event-ID` starts).
@@ -392,18 +391,7 @@ impl Store {
         .bind(command_id.to_string())
         .fetch_all(self.pool())
         .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(TransitionRecord {
-                    version: int(row, "version")?,
-                    from: parsed(row, "from_state")?,
-                    to: parsed(row, "to_state")?,
-                    event: parsed(row, "event")?,
-                    reason_code: opt_text(row, "reason_code")?,
-                    at: from_ms(int(row, "at")?)?,
-                })
-            })
-            .collect()
+        rows.iter().map(decode_transition).collect()
     }
 
     /// Persists a decided move, or reports that the command moved on since it was read.

@@ -199,11 +199,4 @@ impl Store {
         let rows = sqlx::query(sql).bind(to_ms(now)).bind(limit).fetch_all(self.pool()).await?;
         rows.iter().map(decode).collect()
     }
-
-    /// The confirmation of a command, whatever its status.
-    pub async fn confirmation_for(&self, command_id: Uuid) -> Result<Option<Confirmation>, StoreError> {
-        let sql = concat!(confirmation_select!(), " WHERE command_id = $1");
-        let row = sqlx::query(sql).bind(command_id.to_string()).fetch_optional(self.pool()).await?;
-        row.as_ref().map(decode).transpose()
-    }
 }
