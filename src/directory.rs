@@ -83,9 +83,9 @@ impl Directory {
                 let actor = Actor { id: actor_id, name: raw_actor.name, roles: raw_actor.roles, scopes };
                 actors.insert(actor_name, actor);
             }
-            for number in &raw.phone_number_ids {
+            for number in raw.phone_number_ids.iter().chain(&raw.twilio_numbers) {
                 if let Some(other) = directory.by_phone_number_id.insert(number.clone(), name.clone()) {
-                    problems.push(format!("phone number id {number} belongs to both `{other}` and `{name}`"));
+                    problems.push(format!("number {number} belongs to both `{other}` and `{name}`"));
                 }
             }
             let tenant = Tenant {
@@ -101,7 +101,7 @@ impl Directory {
         if problems.is_empty() { Ok(directory) } else { Err(problems.join("; ")) }
     }
 
-    /// The tenant a provider number (WhatsApp `phone_number_id`) belongs to.
+    /// The tenant a provider number (WhatsApp `phone_number_id`, a Twilio number) belongs to.
     pub fn tenant_for_number(&self, phone_number_id: &str) -> Option<&Tenant> {
         self.by_phone_number_id.get(phone_number_id).and_then(|name| self.tenants.get(name))
     }
@@ -129,6 +129,10 @@ pub struct RawTenant {
     display_name: Option<String>,
     #[serde(default)]
     phone_number_ids: Vec<String>,
+    /// Twilio numbers (`+14155238886`, without `whatsapp:`) that reach this tenant, for
+    /// WhatsApp and SMS alike.
+    #[serde(default)]
+    twilio_numbers: Vec<String>,
     #[serde(default)]
     unknown_sender: UnknownSenderPolicy,
     locale: Option<String>,

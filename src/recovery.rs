@@ -290,6 +290,7 @@ async fn reprocess(
                 .ok()
                 .and_then(|delivery| delivery.messages.into_iter().next())
         }
+        "twilio" => crate::ingress::twilio::form::read(&raw, None).ok(),
         _ => None,
     };
     let Some(message) = message else {

@@ -23,6 +23,7 @@ pub fn router() -> Router<AppState> {
         .merge(crate::ingress::whatsapp::router())
         .merge(crate::ingress::hooks::router())
         .merge(crate::ingress::standard::router())
+        .merge(crate::ingress::twilio::router())
         .merge(commands::router())
         .merge(agents::router())
         .merge(events::router())

@@ -24,6 +24,7 @@ use crate::app::AppState;
         crate::ingress::hooks::agent,
         crate::ingress::hooks::mapped,
         crate::ingress::standard::receive,
+        crate::ingress::twilio::receive,
         super::commands::list,
         super::commands::status,
         super::commands::evidence,

@@ -44,6 +44,8 @@ pub struct Config {
     pub registry: RegistryFiles,
     #[serde(default)]
     pub whatsapp: WhatsAppConfig,
+    #[serde(default)]
+    pub twilio: TwilioConfig,
     /// The systems that do the work, by name; the registry routes each command to one.
     #[serde(default)]
     pub executors: BTreeMap<String, ExecutorConfig>,
@@ -100,6 +102,34 @@ impl Default for WhatsAppConfig {
             api_base: "https://graph.facebook.com".into(),
             api_version: "v21.0".into(),
             access_token: Secret::new(""),
+        }
+    }
+}
+
+/// Twilio Messaging (WhatsApp and SMS): `POST /webhooks/twilio` and the Messages API.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TwilioConfig {
+    /// Checks `X-Twilio-Signature` and, with the account SID, authenticates sends
+    /// (`CHATGATE_TWILIO_AUTH_TOKEN`). Empty turns the webhook off (404).
+    pub auth_token: Secret,
+    /// The account replies are sent from (`CHATGATE_TWILIO_ACCOUNT_SID`). Empty: replies that
+    /// the webhook's TwiML answer does not carry wait in the outbox until it is set.
+    pub account_sid: String,
+    /// Where the Messages API is (`CHATGATE_TWILIO_API_BASE`; a stand-in in tests).
+    pub api_base: String,
+    /// How long replies queued while Twilio waits for the webhook's answer are held for that
+    /// answer (TwiML) before the outbox sends them through the Messages API instead.
+    pub inline_hold_ms: u64,
+}
+
+impl Default for TwilioConfig {
+    fn default() -> Self {
+        Self {
+            auth_token: Secret::new(""),
+            account_sid: String::new(),
+            api_base: "https://api.twilio.com".into(),
+            inline_hold_ms: 5_000,
         }
     }
 }
@@ -236,6 +266,9 @@ pub struct ServerConfig {
     pub body_limit_bytes: usize,
     /// How long in-flight requests and workers get to finish after SIGTERM.
     pub shutdown_grace_ms: u64,
+    /// The URL callers see (`CHATGATE_PUBLIC_BASE_URL`): behind a proxy it differs from the
+    /// listening address, and Twilio signs the URL it called.
+    pub public_base_url: String,
 }
 
 impl Default for ServerConfig {
@@ -245,6 +278,7 @@ impl Default for ServerConfig {
             request_timeout_ms: 15_000,
             body_limit_bytes: 1024 * 1024,
             shutdown_grace_ms: 20_000,
+            public_base_url: "http://127.0.0.1:8080".into(),
         }
     }
 }
@@ -493,6 +527,7 @@ impl Config {
             check("stepup.secret".into(), secret);
         }
         check("hooks.token".into(), &self.hooks.token);
+        check("twilio.auth_token".into(), &self.twilio.auth_token);
         for (name, source) in &self.standard_webhooks {
             for secret in &source.secrets {
                 check(format!("standard_webhooks.{name}.secrets"), secret);

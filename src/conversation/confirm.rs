@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 
 use crate::ingress::message::Content;
-use crate::store::{MESSAGE_KIND, NewConfirmation, NewOutboxMessage, ReplyTo};
+use crate::store::{NewConfirmation, NewOutboxMessage, ReplyTo};
 
 /// Letters and digits nobody confuses when reading them off a phone (no 0/O, 1/I/L).
 const CODE_ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
@@ -135,12 +135,7 @@ pub fn prompt(reply_to: &ReplyTo, mut vars: Value, ttl: std::time::Duration, now
 
 /// The prompt as an outbox message.
 pub fn prompt_message(reply_to: &ReplyTo, confirmation: &NewConfirmation) -> NewOutboxMessage {
-    NewOutboxMessage {
-        kind: MESSAGE_KIND.into(),
-        destination: reply_to.destination.clone(),
-        payload: confirmation.prompt.clone(),
-        not_before: None,
-    }
+    reply_to.outbox(confirmation.prompt.clone())
 }
 
 #[cfg(test)]
@@ -198,7 +193,8 @@ mod tests {
 
     #[test]
     fn a_prompt_carries_code_expiry_and_buttons_with_the_nonce() {
-        let reply_to = ReplyTo { destination: "whatsapp:1:2".into(), base: json!({"to": "2"}), command: None };
+        let reply_to =
+            ReplyTo { destination: "whatsapp:1:2".into(), base: json!({"to": "2"}), command: None, hold: None };
         let now = OffsetDateTime::UNIX_EPOCH;
         let c = prompt(&reply_to, json!({"command": "refund"}), std::time::Duration::from_secs(300), now);
         assert_eq!(c.expires_at, now + std::time::Duration::from_secs(300));
@@ -207,6 +203,6 @@ mod tests {
         assert_eq!(c.prompt["purpose"], "prompt");
         assert_eq!(c.prompt["buttons"][0]["id"], button_id(Verdict::Yes, &c.nonce));
         assert_eq!(c.prompt["buttons"][1]["id"], button_id(Verdict::No, &c.nonce));
-        assert_eq!(prompt_message(&reply_to, &c).kind, MESSAGE_KIND);
+        assert_eq!(prompt_message(&reply_to, &c).kind, crate::store::MESSAGE_KIND);
     }
 }

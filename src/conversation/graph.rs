@@ -60,7 +60,7 @@ pub fn whatsapp_body(to: &str, text: &str, buttons: &[Button], in_reply_to: Opti
 #[derive(Debug, Clone, PartialEq)]
 pub enum SendResult {
     /// Accepted: the provider's id for the message.
-    Sent { wamid: String },
+    Sent { id: String },
     /// Worth another attempt (5xx, 429, a throttling error code, the network), after
     /// `retry_after` if the provider said.
     Retry { error: String, retry_after: Option<Duration> },
@@ -77,7 +77,7 @@ pub fn classify(status: StatusCode, retry_after: Option<&str>, body: &str, now: 
     let parsed: Value = serde_json::from_str(body).unwrap_or(Value::Null);
     if status.is_success() {
         return match parsed["messages"][0]["id"].as_str() {
-            Some(wamid) => SendResult::Sent { wamid: wamid.to_owned() },
+            Some(wamid) => SendResult::Sent { id: wamid.to_owned() },
             // A 2xx without an id cannot be tracked; Meta always sends one, so treat it as a
             // transient fault rather than guess.
             None => SendResult::Retry { error: format!("{status} without a message id"), retry_after: None },
@@ -86,11 +86,7 @@ pub fn classify(status: StatusCode, retry_after: Option<&str>, body: &str, now: 
     let error =
         if parsed["error"].is_object() { parsed["error"].clone() } else { json!({"body": truncate(body, 500)}) };
     let code = error["code"].as_i64();
-    let retryable = status.is_server_error()
-        || status == StatusCode::TOO_MANY_REQUESTS
-        || status == StatusCode::REQUEST_TIMEOUT
-        || code.is_some_and(|c| RETRYABLE_CODES.contains(&c));
-    if retryable {
+    if transient(status) || code.is_some_and(|c| RETRYABLE_CODES.contains(&c)) {
         let retry_after = retry_after.and_then(|v| parse_retry_after(v, now));
         SendResult::Retry { error: format!("{status}: {error}"), retry_after }
     } else {
@@ -98,7 +94,13 @@ pub fn classify(status: StatusCode, retry_after: Option<&str>, body: &str, now: 
     }
 }
 
-fn truncate(text: &str, max: usize) -> String {
+/// Statuses worth another attempt with any provider: theirs (5xx), "slow down" (429) and a
+/// timeout (408).
+pub(crate) fn transient(status: StatusCode) -> bool {
+    status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::REQUEST_TIMEOUT
+}
+
+pub(crate) fn truncate(text: &str, max: usize) -> String {
     text.chars().take(max).collect()
 }
 
@@ -156,7 +158,7 @@ mod tests {
     fn answers_are_classified_as_sent_retry_or_refused() {
         let now = OffsetDateTime::UNIX_EPOCH;
         let ok = r#"{"messaging_product":"whatsapp","messages":[{"id":"wamid.OUT"}]}"#;
-        assert_eq!(classify(StatusCode::OK, None, ok, now), SendResult::Sent { wamid: "wamid.OUT".into() });
+        assert_eq!(classify(StatusCode::OK, None, ok, now), SendResult::Sent { id: "wamid.OUT".into() });
         assert!(matches!(classify(StatusCode::INTERNAL_SERVER_ERROR, None, "", now), SendResult::Retry { .. }));
         assert!(matches!(
             classify(StatusCode::TOO_MANY_REQUESTS, Some("3"), "{}", now),

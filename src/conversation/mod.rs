@@ -4,8 +4,10 @@
 pub mod answers;
 pub mod confirm;
 pub mod graph;
+pub mod inline;
 pub mod outcome;
 pub mod sender;
 pub mod templates;
+pub mod twilio;
 
 pub use templates::{FALLBACK_LOCALE, REQUIRED, TemplateError, Templates};

@@ -49,7 +49,12 @@ mod tests {
     use super::*;
 
     fn address() -> ReplyTo {
-        ReplyTo { destination: "whatsapp:1:2".into(), base: json!({"to": "2"}), command: Some("refund".into()) }
+        ReplyTo {
+            destination: "whatsapp:1:2".into(),
+            base: json!({"to": "2"}),
+            command: Some("refund".into()),
+            hold: None,
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@ use tokio::task::JoinSet;
 
 use super::graph::{Button, GraphClient, SendResult, whatsapp_body};
 use super::templates::Templates;
+use super::twilio::TwilioClient;
 use crate::command::Channel;
 use crate::config::OutboundConfig;
 use crate::delivery::RetryPolicy;
@@ -25,22 +26,59 @@ use crate::evidence::{EvidenceDraft, TraceBindings};
 use crate::lifecycle::EvidenceKind;
 use crate::store::{ClaimedMessage, MESSAGE_KIND, OutboundRecord, StoreError};
 
+/// The providers messages leave through, by channel.
+#[derive(Clone, Debug, Default)]
+pub struct Providers {
+    pub whatsapp: Option<GraphClient>,
+    pub twilio: Option<TwilioClient>,
+}
+
+/// The channels a message can be sent on.
+const CHANNELS: &[&str] = &["whatsapp", "twilio"];
+
+/// How long a message for a provider without credentials waits before it is looked at again.
+const NO_CREDENTIALS_WAIT: Duration = Duration::from_secs(60);
+
+impl Providers {
+    pub fn is_empty(&self) -> bool {
+        self.whatsapp.is_none() && self.twilio.is_none()
+    }
+
+    /// Sends through the message's provider; `None` when it has no credentials here.
+    async fn send(&self, outgoing: &Outgoing) -> Option<SendResult> {
+        match outgoing.channel.as_str() {
+            "whatsapp" => {
+                let client = self.whatsapp.as_ref()?;
+                let o = outgoing;
+                let body = whatsapp_body(&o.to, &o.text, &o.buttons, o.in_reply_to.as_deref());
+                Some(client.send(&o.from, &body).await)
+            }
+            // Buttons need a pre-approved content template on Twilio; the prompt's text always
+            // says how to answer by typing.
+            "twilio" => Some(self.twilio.as_ref()?.send(&outgoing.from, &outgoing.to, &outgoing.text).await),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct Sender {
     engine: Engine,
     templates: Arc<Templates>,
-    client: GraphClient,
+    providers: Providers,
     policy: RetryPolicy,
     lease: Duration,
     batch: i64,
 }
 
-/// A claimed message, read: where it goes and what it says.
-struct Outgoing {
+/// A claimed message, rendered: where it goes and what it says.
+pub(crate) struct Outgoing {
     channel: Channel,
-    phone_number_id: String,
+    /// Ours: WhatsApp's `phone_number_id`, Twilio's `From` address.
+    from: String,
+    /// Theirs: a `wa_id`, Twilio's `To` address.
     to: String,
-    text: String,
+    pub(crate) text: String,
     buttons: Vec<Button>,
     in_reply_to: Option<String>,
     purpose: String,
@@ -48,11 +86,11 @@ struct Outgoing {
 }
 
 impl Sender {
-    pub fn new(engine: Engine, templates: Arc<Templates>, client: GraphClient, config: &OutboundConfig) -> Self {
+    pub fn new(engine: Engine, templates: Arc<Templates>, providers: Providers, config: &OutboundConfig) -> Self {
         Self {
             engine,
             templates,
-            client,
+            providers,
             policy: config.retry_policy(),
             lease: Duration::from_millis(config.lease_ms),
             batch: config.batch,
@@ -92,20 +130,25 @@ impl Sender {
 
     async fn send_one(&self, message: &ClaimedMessage) -> Result<(), StoreError> {
         let now = OffsetDateTime::now_utc();
-        let outgoing = match self.read(message) {
+        let outgoing = match render(&self.templates, message) {
             Ok(outgoing) => outgoing,
             Err(problem) => {
                 // Nothing to retry: the same row renders the same way next time.
                 tracing::error!(id = %message.id, %problem, "a message cannot be rendered; giving it up");
-                let record = self.record(message, None, None, &problem, Some(json!({"render": problem})));
+                let record = record(&self.engine, message, None, None, &problem, Some(json!({"render": problem})));
                 return self.give_up(&record, &problem, now).await;
             }
         };
-        let body = whatsapp_body(&outgoing.to, &outgoing.text, &outgoing.buttons, outgoing.in_reply_to.as_deref());
-        match self.client.send(&outgoing.phone_number_id, &body).await {
-            SendResult::Sent { wamid } => {
+        let Some(result) = self.providers.send(&outgoing).await else {
+            // Not a failure of the message: it goes once the provider's credentials are set.
+            tracing::warn!(id = %message.id, channel = %outgoing.channel, "no credentials for this channel; the message waits");
+            let error = format!("no credentials for {}", outgoing.channel);
+            return self.engine.store().fail_outbox(message.id, &error, Some(now + NO_CREDENTIALS_WAIT), now).await;
+        };
+        match result {
+            SendResult::Sent { id } => {
                 count(outgoing.channel.as_str(), "sent");
-                let record = self.record(message, Some(&outgoing), Some(wamid), "sent", None);
+                let record = record(&self.engine, message, Some(&outgoing), Some(id), "sent", None);
                 self.engine.store().record_sent(&record, OffsetDateTime::now_utc()).await
             }
             SendResult::Retry { error, retry_after } => {
@@ -116,20 +159,15 @@ impl Sender {
                         self.engine.store().fail_outbox(message.id, &error, Some(now + delay), now).await
                     }
                     None => {
-                        let record = self.record(
-                            message,
-                            Some(&outgoing),
-                            None,
-                            "attempts_exhausted",
-                            Some(json!({"last_error": error})),
-                        );
+                        let errors = Some(json!({"last_error": error}));
+                        let record = record(&self.engine, message, Some(&outgoing), None, "attempts_exhausted", errors);
                         self.give_up(&record, &error, now).await
                     }
                 }
             }
             SendResult::Refused { status, error } => {
                 let text = format!("{status}: {error}");
-                let record = self.record(message, Some(&outgoing), None, "refused", Some(error));
+                let record = record(&self.engine, message, Some(&outgoing), None, "refused", Some(error));
                 self.give_up(&record, &text, now).await
             }
         }
@@ -140,86 +178,92 @@ impl Sender {
         tracing::warn!(id = %record.outbox_id, %error, "message given up");
         self.engine.store().record_given_up(record, error, now).await
     }
+}
 
-    /// Renders a claimed row into what the provider gets.
-    fn read(&self, message: &ClaimedMessage) -> Result<Outgoing, String> {
-        let p = &message.payload;
-        let field =
-            |name: &str| p[name].as_str().map(str::to_owned).ok_or_else(|| format!("the message has no `{name}`"));
-        let channel = Channel::parse(&field("channel")?).map_err(|e| e.to_string())?;
-        if channel.as_str() != "whatsapp" {
-            return Err(format!("no sender for channel `{channel}`"));
-        }
-        let locale = p["locale"].as_str().unwrap_or(super::FALLBACK_LOCALE);
-        let template = field("template")?;
-        let vars = p.get("vars").cloned().unwrap_or_else(|| json!({}));
-        let text = self.templates.render(channel.as_str(), locale, &template, &vars).map_err(|e| e.to_string())?;
-        let mut buttons = vec![];
-        for button in p["buttons"].as_array().into_iter().flatten() {
-            let id = button["id"].as_str().ok_or("a button has no id")?.to_owned();
-            let name = button["template"].as_str().ok_or("a button has no title template")?;
-            let title = self.templates.render(channel.as_str(), locale, name, &vars).map_err(|e| e.to_string())?;
-            buttons.push(Button { id, title });
-        }
-        Ok(Outgoing {
-            channel,
-            phone_number_id: field("phone_number_id")?,
-            to: field("to")?,
-            text,
-            buttons,
-            in_reply_to: p["in_reply_to"].as_str().map(str::to_owned),
-            purpose: p["purpose"].as_str().unwrap_or("reply").to_owned(),
-            template,
-        })
+/// Renders a claimed row into what the provider gets.
+pub(crate) fn render(templates: &Templates, message: &ClaimedMessage) -> Result<Outgoing, String> {
+    let p = &message.payload;
+    let field = |name: &str| p[name].as_str().map(str::to_owned).ok_or_else(|| format!("the message has no `{name}`"));
+    let channel = Channel::parse(&field("channel")?).map_err(|e| e.to_string())?;
+    if !CHANNELS.contains(&channel.as_str()) {
+        return Err(format!("no sender for channel `{channel}`"));
     }
+    let locale = p["locale"].as_str().unwrap_or(super::FALLBACK_LOCALE);
+    let template = field("template")?;
+    let vars = p.get("vars").cloned().unwrap_or_else(|| json!({}));
+    let text = templates.render(channel.as_str(), locale, &template, &vars).map_err(|e| e.to_string())?;
+    let mut buttons = vec![];
+    for button in p["buttons"].as_array().into_iter().flatten() {
+        let id = button["id"].as_str().ok_or("a button has no id")?.to_owned();
+        let name = button["template"].as_str().ok_or("a button has no title template")?;
+        let title = templates.render(channel.as_str(), locale, name, &vars).map_err(|e| e.to_string())?;
+        buttons.push(Button { id, title });
+    }
+    // The provider's own addresses when the conversation has them, else Meta's ids.
+    let (from, to) = match (field("from_address"), field("to_address")) {
+        (Ok(from), Ok(to)) => (from, to),
+        _ => (field("phone_number_id")?, field("to")?),
+    };
+    Ok(Outgoing {
+        channel,
+        from,
+        to,
+        text,
+        buttons,
+        in_reply_to: p["in_reply_to"].as_str().map(str::to_owned),
+        purpose: p["purpose"].as_str().unwrap_or("reply").to_owned(),
+        template,
+    })
+}
 
-    /// What is kept of a send: the row for status webhooks and the evidence.
-    fn record(
-        &self,
-        message: &ClaimedMessage,
-        outgoing: Option<&Outgoing>,
-        wamid: Option<String>,
-        outcome: &str,
-        errors: Option<Value>,
-    ) -> OutboundRecord {
-        let p = &message.payload;
-        let kind = if wamid.is_some() { EvidenceKind::MessageSent } else { EvidenceKind::MessageFailed };
-        let trace = TraceBindings {
-            conversation: Some(self.engine.pseudonym(&message.destination)),
-            message_ids: wamid.iter().cloned().chain(p["in_reply_to"].as_str().map(str::to_owned)).collect(),
-            ..TraceBindings::default()
-        };
-        let decision = json!({
-            "outcome": outcome,
-            "purpose": outgoing.map(|o| o.purpose.as_str()).or(p["purpose"].as_str()),
-            "template": outgoing.map(|o| o.template.as_str()).or(p["template"].as_str()),
-            "attempt": message.attempt,
-            "provider_message_id": wamid,
-            "error": errors,
-        });
-        let evidence = EvidenceDraft {
-            kind,
-            command_id: message.command_id,
-            stage: None,
-            from: None,
-            event: None,
-            trace,
-            decision: Some(decision),
-            reason_code: (kind == EvidenceKind::MessageFailed).then(|| outcome.to_owned()),
-        };
-        OutboundRecord {
-            outbox_id: message.id,
-            tenant_id: message.tenant_id.clone(),
-            channel: outgoing
-                .map(|o| o.channel.to_string())
-                .or_else(|| p["channel"].as_str().map(str::to_owned))
-                .unwrap_or_else(|| "unknown".into()),
-            command_id: message.command_id,
-            recipient: p["to"].as_str().unwrap_or_default().to_owned(),
-            provider_message_id: wamid,
-            errors,
-            evidence,
-        }
+/// What is kept of a send: the row for status webhooks and the evidence. `outcome` is `sent`
+/// (through the provider's API), `sent_inline` (in the answer to its webhook) or why it failed.
+pub(crate) fn record(
+    engine: &Engine,
+    message: &ClaimedMessage,
+    outgoing: Option<&Outgoing>,
+    provider_id: Option<String>,
+    outcome: &str,
+    errors: Option<Value>,
+) -> OutboundRecord {
+    let p = &message.payload;
+    let sent = outcome.starts_with("sent");
+    let kind = if sent { EvidenceKind::MessageSent } else { EvidenceKind::MessageFailed };
+    let trace = TraceBindings {
+        conversation: Some(engine.pseudonym(&message.destination)),
+        message_ids: provider_id.iter().cloned().chain(p["in_reply_to"].as_str().map(str::to_owned)).collect(),
+        ..TraceBindings::default()
+    };
+    let decision = json!({
+        "outcome": outcome,
+        "purpose": outgoing.map(|o| o.purpose.as_str()).or(p["purpose"].as_str()),
+        "template": outgoing.map(|o| o.template.as_str()).or(p["template"].as_str()),
+        "attempt": message.attempt,
+        "provider_message_id": provider_id,
+        "error": errors,
+    });
+    let evidence = EvidenceDraft {
+        kind,
+        command_id: message.command_id,
+        stage: None,
+        from: None,
+        event: None,
+        trace,
+        decision: Some(decision),
+        reason_code: (!sent).then(|| outcome.to_owned()),
+    };
+    OutboundRecord {
+        outbox_id: message.id,
+        tenant_id: message.tenant_id.clone(),
+        channel: outgoing
+            .map(|o| o.channel.to_string())
+            .or_else(|| p["channel"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| "unknown".into()),
+        command_id: message.command_id,
+        recipient: p["to"].as_str().unwrap_or_default().to_owned(),
+        provider_message_id: provider_id,
+        errors,
+        evidence,
     }
 }
 

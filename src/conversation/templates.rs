@@ -13,6 +13,10 @@ use serde_json::json;
 /// The locale every channel must have in full; others may leave templates out.
 pub const FALLBACK_LOCALE: &str = "en";
 
+/// The set a channel without its own folder uses: Twilio carries WhatsApp and SMS text, which
+/// reads the same; a `twilio/` folder makes it differ.
+pub const SHARED_CHANNEL: &str = "whatsapp";
+
 /// The templates every channel needs, with the variables each is rendered with.
 pub const REQUIRED: &[&str] = &[
     "confirmation_prompt",
@@ -147,6 +151,7 @@ impl Templates {
         name: &str,
         vars: &serde_json::Value,
     ) -> Result<String, TemplateError> {
+        let channel = if self.locales.iter().any(|(c, _)| c == channel) { channel } else { SHARED_CHANNEL };
         let candidates = [format!("{channel}/{locale}/{name}"), format!("{channel}/{FALLBACK_LOCALE}/{name}")];
         let template = candidates.iter().find_map(|n| self.env.get_template(n).ok()).ok_or_else(|| {
             TemplateError::Missing { channel: channel.to_owned(), locale: locale.to_owned(), name: name.to_owned() }
@@ -243,7 +248,17 @@ mod tests {
         let en = templates.render("whatsapp", "en", "declined", &sample_vars("declined")).expect("en");
         assert_eq!(templates.render("whatsapp", "fr", "declined", &sample_vars("declined")).expect("fallback"), en);
         assert!(matches!(templates.render("whatsapp", "en", "nope", &json!({})), Err(TemplateError::Missing { .. })));
-        assert!(matches!(templates.render("sms", "en", "help", &json!({})), Err(TemplateError::Missing { .. })));
+    }
+
+    #[test]
+    fn a_channel_without_its_own_folder_uses_the_shared_set_and_one_with_a_folder_its_own() {
+        let templates = Templates::shipped().expect("shipped");
+        let vars = sample_vars("help");
+        let shared = templates.render(SHARED_CHANNEL, "pt", "help", &vars).expect("whatsapp");
+        assert_eq!(templates.render("twilio", "pt", "help", &vars).expect("shared"), shared);
+        let own = Templates::from_sources([("twilio/en/help".to_owned(), "sms help".to_owned())]).expect("parses");
+        assert_eq!(own.render("twilio", "pt", "help", &vars).expect("own fallback locale"), "sms help");
+        assert!(matches!(own.render("twilio", "en", "declined", &json!({})), Err(TemplateError::Missing { .. })));
     }
 
     #[test]

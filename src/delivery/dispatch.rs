@@ -27,7 +27,7 @@ pub fn cancel_notices(targets: &[String], command_id: Uuid, reason: &str) -> Vec
             kind: CANCEL_NOTICE_KIND.into(),
             destination: target.clone(),
             payload: json!({"target": target, "command_id": command_id, "reason": reason}),
-            not_before: None,
+            hold: None,
         })
         .collect()
 }
@@ -46,7 +46,7 @@ pub fn dispatch_rows(targets: &[String]) -> Vec<NewOutboxMessage> {
             kind: DISPATCH_KIND.into(),
             destination: target.clone(),
             payload: json!({"target": target}),
-            not_before: None,
+            hold: None,
         })
         .collect()
 }

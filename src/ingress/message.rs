@@ -1,5 +1,7 @@
 //! What every channel's message becomes before it is interpreted: one shape for all providers.
 
+use std::time::Duration;
+
 use serde_json::Value;
 
 use crate::command::{Channel, ExternalId};
@@ -22,6 +24,22 @@ pub struct InboundMessage {
     pub in_reply_to: Option<String>,
     /// The message as the provider sent it, kept for reprocessing.
     pub raw: Value,
+    /// The provider's own addresses, between which replies travel, when they are not `to` and
+    /// `from` (Twilio writes `whatsapp:+14155238886`; routing uses the bare numbers).
+    pub addresses: Option<Addresses>,
+    /// The provider waits for our HTTP answer, which can carry the replies queued while this
+    /// message is handled (Twilio's TwiML): they are held this long for it before the outbox
+    /// sends them the usual way.
+    pub answered_inline: Option<Duration>,
+}
+
+/// Where replies go from and to, in the provider's own terms.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Addresses {
+    /// Ours: the number the person wrote to.
+    pub business: String,
+    /// Theirs.
+    pub person: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]

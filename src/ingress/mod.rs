@@ -5,6 +5,7 @@
 pub mod hooks;
 pub mod message;
 pub mod standard;
+pub mod twilio;
 pub mod whatsapp;
 
 use std::collections::BTreeSet;
@@ -375,20 +376,26 @@ fn inbound_row(message: &InboundMessage, tenant: Option<&Tenant>, status: &str, 
 
 /// One conversation per business number and person.
 fn conversation_id(message: &InboundMessage) -> ExternalId {
-    let raw = format!("{}:{}:{}", message.channel, message.to, message.from);
-    ExternalId::parse(&raw).unwrap_or_else(|_| message.provider_message_id.clone())
+    ExternalId::parse(&reply_destination(message)).unwrap_or_else(|_| message.provider_message_id.clone())
+}
+
+/// The outbox destination of replies to `message`'s sender: one per channel, business number and
+/// person, so that messages to one person leave in order.
+pub fn reply_destination(message: &InboundMessage) -> String {
+    format!("{}:{}:{}", message.channel, message.to, message.from)
 }
 
 fn reply_address(message: &InboundMessage, tenant: &Tenant) -> ReplyTo {
-    ReplyTo {
-        command: None,
-        destination: format!("{}:{}:{}", message.channel, message.to, message.from),
-        base: json!({
-            "channel": message.channel,
-            "phone_number_id": message.to,
-            "to": message.from,
-            "in_reply_to": message.provider_message_id,
-            "locale": tenant.locale,
-        }),
+    let mut base = json!({
+        "channel": message.channel,
+        "phone_number_id": message.to,
+        "to": message.from,
+        "in_reply_to": message.provider_message_id,
+        "locale": tenant.locale,
+    });
+    if let (Some(addresses), Some(map)) = (&message.addresses, base.as_object_mut()) {
+        map.insert("from_address".into(), addresses.business.clone().into());
+        map.insert("to_address".into(), addresses.person.clone().into());
     }
+    ReplyTo { command: None, destination: reply_destination(message), base, hold: message.answered_inline }
 }

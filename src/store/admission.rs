@@ -57,6 +57,10 @@ pub struct ReplyTo {
     /// The name the person knows the command by (the registry's), for the replies about it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// How long replies queued now wait for the provider's HTTP answer to carry them (Twilio's
+    /// TwiML). Never stored: replies made later, from the stored address, go out at once.
+    #[serde(skip)]
+    pub hold: Option<std::time::Duration>,
 }
 
 impl ReplyTo {
@@ -68,7 +72,12 @@ impl ReplyTo {
             map.insert("template".into(), template.into());
             map.insert("vars".into(), vars);
         }
-        NewOutboxMessage { kind: MESSAGE_KIND.into(), destination: self.destination.clone(), payload, not_before: None }
+        self.outbox(payload)
+    }
+
+    /// An outbox message with `payload` to this address.
+    pub fn outbox(&self, payload: serde_json::Value) -> NewOutboxMessage {
+        NewOutboxMessage { kind: MESSAGE_KIND.into(), destination: self.destination.clone(), payload, hold: self.hold }
     }
 }
 
@@ -206,12 +215,7 @@ async fn answer_duplicate_in_chat(
         && d.state == State::ConfirmationRequired
         && let Some(prompt) = pending_prompt(conn, d.command_id).await?
     {
-        let again = NewOutboxMessage {
-            kind: MESSAGE_KIND.into(),
-            destination: reply_to.destination.clone(),
-            payload: prompt,
-            not_before: None,
-        };
+        let again = reply_to.outbox(prompt);
         insert_outbox(conn, tenant, Some(d.command_id), &again, at).await?;
         return Ok(());
     }

@@ -20,7 +20,8 @@ pub struct NewOutboxMessage {
     /// Where it goes: a channel address, an executor name.
     pub destination: String,
     pub payload: Value,
-    pub not_before: Option<OffsetDateTime>,
+    /// Due this long after it is written rather than at once (see [`super::ReplyTo::hold`]).
+    pub hold: Option<Duration>,
 }
 
 /// A row a worker now holds until its lease ends.
@@ -76,7 +77,7 @@ pub(crate) fn outbox_row(
         message.payload.to_string().into(),
         "pending".into(),
         0.into(),
-        to_ms(message.not_before.unwrap_or(at)).into(),
+        to_ms(at + message.hold.unwrap_or_default()).into(),
         to_ms(at).into(),
         to_ms(at).into(),
     ];
@@ -141,24 +142,34 @@ impl Store {
             .fetch_all(&mut *tx)
             .await?;
         tx.commit().await?;
-        let mut claimed = rows
-            .iter()
-            .map(|row| {
-                Ok(ClaimedMessage {
-                    id: uuid(row, "id")?,
-                    tenant_id: text(row, "tenant_id")?,
-                    command_id: opt_parsed(row, "command_id")?,
-                    kind: text(row, "kind")?,
-                    destination: text(row, "destination")?,
-                    payload: json(row, "payload")?,
-                    attempt: int(row, "attempts")?,
-                })
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        // `UPDATE ... RETURNING` does not keep the subquery's order: restore it (UUIDv7 ids are
-        // in the order the rows were written).
-        claimed.sort_by_key(|m: &ClaimedMessage| m.id);
-        Ok(claimed)
+        claimed(&rows)
+    }
+
+    /// Claims the messages to `destination` still held for a provider's HTTP answer (written
+    /// with a [`NewOutboxMessage::hold`], never tried, not yet due), so that the answer carries
+    /// them. The sender never sees them before they are due; one that is claimed here and then
+    /// not recorded is sent the usual way when its lease ends.
+    pub async fn claim_held_messages(
+        &self,
+        destination: &str,
+        lease: Duration,
+        now: OffsetDateTime,
+    ) -> Result<Vec<ClaimedMessage>, StoreError> {
+        // The conditions sit on the UPDATE itself (no subquery), so PostgreSQL checks them again
+        // on a row another claimer held: a row is claimed once.
+        let rows = sqlx::query(
+            "UPDATE outbox SET locked_until = $1, attempts = attempts + 1, updated_at = $2
+             WHERE kind = $3 AND destination = $4 AND status = 'pending' AND attempts = 0
+               AND locked_until IS NULL AND next_attempt_at > $2
+             RETURNING id, tenant_id, command_id, kind, destination, payload, attempts",
+        )
+        .bind(to_ms(now + lease))
+        .bind(to_ms(now))
+        .bind(super::MESSAGE_KIND)
+        .bind(destination)
+        .fetch_all(self.pool())
+        .await?;
+        claimed(&rows)
     }
 
     /// The effect happened: the row is done.
@@ -186,4 +197,25 @@ impl Store {
         let mut conn = self.pool().acquire().await?;
         settle_outbox(&mut conn, settle, now).await
     }
+}
+
+/// Claimed rows, in the order they were written (`UPDATE ... RETURNING` keeps no order; UUIDv7
+/// ids sort by creation).
+fn claimed(rows: &[sqlx::any::AnyRow]) -> Result<Vec<ClaimedMessage>, StoreError> {
+    let mut claimed = rows
+        .iter()
+        .map(|row| {
+            Ok(ClaimedMessage {
+                id: uuid(row, "id")?,
+                tenant_id: text(row, "tenant_id")?,
+                command_id: opt_parsed(row, "command_id")?,
+                kind: text(row, "kind")?,
+                destination: text(row, "destination")?,
+                payload: json(row, "payload")?,
+                attempt: int(row, "attempts")?,
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    claimed.sort_by_key(|m: &ClaimedMessage| m.id);
+    Ok(claimed)
 }

@@ -12,20 +12,28 @@ use std::time::Duration;
 
 use crate::app::AppState;
 use crate::conversation::graph::GraphClient;
-use crate::conversation::sender::Sender;
+use crate::conversation::sender::{Providers, Sender};
+use crate::conversation::twilio::TwilioClient;
 use crate::delivery::dispatcher::Dispatcher;
 
-/// The sender of prompts and replies, when there is a token to send with.
+/// The sender of prompts and replies, when some provider has credentials to send with.
 fn outbound_sender(state: &AppState) -> Result<Option<Sender>, reqwest::Error> {
-    let whatsapp = &state.config.whatsapp;
+    let config = &state.config;
+    let timeout = Duration::from_millis(config.outbound.request_timeout_ms);
+    let mut providers = Providers::default();
+    let (whatsapp, twilio) = (&config.whatsapp, &config.twilio);
     let token = whatsapp.access_token.expose();
-    if token.is_empty() {
+    if !token.is_empty() {
+        providers.whatsapp = Some(GraphClient::new(&whatsapp.api_base, &whatsapp.api_version, token, timeout)?);
+    }
+    let auth_token = twilio.auth_token.expose();
+    if !twilio.account_sid.is_empty() && !auth_token.is_empty() {
+        providers.twilio = Some(TwilioClient::new(&twilio.api_base, &twilio.account_sid, auth_token, timeout)?);
+    }
+    if providers.is_empty() {
         return Ok(None);
     }
-    let outbound = &state.config.outbound;
-    let timeout = Duration::from_millis(outbound.request_timeout_ms);
-    let client = GraphClient::new(&whatsapp.api_base, &whatsapp.api_version, token, timeout)?;
-    Ok(Some(Sender::new(state.engine.clone(), state.templates.clone(), client, outbound)))
+    Ok(Some(Sender::new(state.engine.clone(), state.templates.clone(), providers, &config.outbound)))
 }
 
 /// The running workers; `wait` returns when all have stopped.
@@ -62,9 +70,10 @@ pub fn spawn(state: &AppState, stopping: CancellationToken) -> Workers {
             tracker.spawn(outbound::run(sender, Duration::from_millis(config.outbound.poll_interval_ms), stopping));
         }
         Ok(None) => tracing::warn!(
-            "no WhatsApp access token (CHATGATE_WHATSAPP_ACCESS_TOKEN): prompts and replies stay queued until one is set"
+            "no provider credentials (CHATGATE_WHATSAPP_ACCESS_TOKEN, CHATGATE_TWILIO_ACCOUNT_SID): prompts and \
+             replies stay queued until they are set"
         ),
-        Err(error) => tracing::error!(%error, "cannot build the WhatsApp client: prompts and replies stay queued"),
+        Err(error) => tracing::error!(%error, "cannot build the provider clients: prompts and replies stay queued"),
     }
     tracker.close();
     Workers { tracker }

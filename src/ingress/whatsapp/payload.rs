@@ -218,6 +218,8 @@ fn message(channel: &Channel, to: &str, contacts: &[Contact], raw: Value) -> Res
         content,
         in_reply_to: m.context.and_then(|c| c.id),
         raw,
+        addresses: None,
+        answered_inline: None,
     })
 }
 
