@@ -1,6 +1,7 @@
 //! Stand-ins for the servers chatgate calls: real HTTP servers on free ports that record every
 //! request and answer from a script the test sets, else with their default — Meta's Graph API
-//! (200 with a new `wamid`) or an executor (a test-chosen answer, 202 "result later" unless set).
+//! (200 with a new `wamid`), Twilio's Messages API (201 with a new sid) or an executor (a
+//! test-chosen answer, 202 "result later" unless set).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -62,6 +63,10 @@ fn graph_default(n: usize) -> Answer {
     }
 }
 
+fn twilio_default(n: usize) -> Answer {
+    Answer { status: 201, body: json!({"sid": format!("SMOUT{n}"), "status": "queued"}), retry_after: None }
+}
+
 fn executor_default(_: usize) -> Answer {
     Answer { status: 202, body: json!({}), retry_after: None }
 }
@@ -70,6 +75,11 @@ impl FakeServer {
     /// A stand-in for the Graph API.
     pub async fn start() -> Self {
         Self::start_with(graph_default).await
+    }
+
+    /// A stand-in for Twilio's Messages API: 201 with a new message sid.
+    pub async fn twilio() -> Self {
+        Self::start_with(twilio_default).await
     }
 
     /// A stand-in for an HTTP executor: "accepted, the result comes later" unless scripted.

@@ -15,6 +15,7 @@ mod e2e_outbound;
 mod e2e_security;
 mod e2e_server;
 mod e2e_standard;
+mod e2e_twilio;
 mod e2e_whatsapp;
 mod fake_executor;
 mod fake_graph;

@@ -31,7 +31,7 @@ fn plan(db: &TestDb, request: CommandRequest, message_id: &str) -> AdmissionWrit
         kind: "prompt".into(),
         destination: "whatsapp:1:15550000001".into(),
         payload: json!({"template": "confirmation_prompt"}),
-        not_before: None,
+        hold: None,
     };
     let admission = Admission {
         then: &[Event::RequestConfirmation],

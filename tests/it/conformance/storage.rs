@@ -26,7 +26,7 @@ async fn claimed_rows_come_back_in_the_order_they_were_written(db: &TestDb) {
             kind: "message".into(),
             destination: "whatsapp:1:2".into(),
             payload: json!({"n": n}),
-            not_before: None,
+            hold: None,
         })
         .collect();
     let inbound = NewInbound {
@@ -72,7 +72,7 @@ async fn outbox_rows_are_written_with_their_move_and_claimed_by_one_worker(db: &
         kind: "prompt".into(),
         destination: "whatsapp:15550000001".into(),
         payload: json!({"text": "Refund order ob of 1.00? Reply YES or NO"}),
-        not_before: None,
+        hold: None,
     };
     let context = MoveContext { outbox: vec![prompt.clone()], ..MoveContext::default() };
     db.engine.advance(&demo, id, Event::RequestConfirmation, context, now()).await.expect("move");
