@@ -79,7 +79,7 @@ impl FromRef<AppState> for Arc<Config> {
 /// the innermost (body limit) to the outermost (request id): the problem-body layer sits outside
 /// the timeout and the body limit, so that their bare errors become problem documents too.
 pub fn router(state: AppState) -> Router {
-    with_layers(api::router(), state)
+    with_layers(api::router(&state.config), state)
 }
 
 /// Serves `routes` behind the same fallback and layers as the real router; `router` uses it,

@@ -12,16 +12,17 @@ pub mod problem;
 use axum::Router;
 
 use crate::app::AppState;
+use crate::config::Config;
 
 pub use error::ApiError;
 
 /// Every resource's routes.
-pub fn router() -> Router<AppState> {
+pub fn router(config: &Config) -> Router<AppState> {
     Router::new()
         .merge(health::router())
         .merge(metrics::router())
         .merge(crate::ingress::whatsapp::router())
-        .merge(crate::ingress::hooks::router())
+        .merge(crate::ingress::hooks::router(&config.hooks.base_path))
         .merge(crate::ingress::standard::router())
         .merge(crate::ingress::twilio::router())
         .merge(commands::router())

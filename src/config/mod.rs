@@ -16,7 +16,8 @@ use serde::{Deserialize, Serialize};
 pub use interpolate::{InterpolationError, interpolate};
 pub use secret::{BackendKind, DatabaseUrl, Secret};
 pub use security::{
-    AuthConfig, HookMapping, HooksConfig, IssuerConfig, Rate, RateLimitConfig, StandardSource, StepUpConfig,
+    AuthConfig, HookMapping, HooksConfig, IssuerConfig, Rate, RateLimitConfig, StandardMessage, StandardSource,
+    StepUpConfig,
 };
 pub use settings::Settings;
 
@@ -464,16 +465,29 @@ impl Config {
             }
         }
         let hooks = &self.hooks;
+        crate::ingress::hooks::valid_base_path(&hooks.base_path)
+            .map_err(|e| ConfigError::Invalid(format!("hooks.base_path `{}` {e}", hooks.base_path)))?;
         for agent in hooks.agents.iter().chain(hooks.mappings.values().map(|m| &m.agent)) {
             if !self.executors.contains_key(agent) {
                 return Err(ConfigError::Invalid(format!("hooks: agent `{agent}` is not a configured executor")));
             }
         }
         for (name, source) in &self.standard_webhooks {
-            if !self.executors.contains_key(&source.agent) {
-                return Err(ConfigError::Invalid(format!(
-                    "standard_webhooks.{name}.agent is not a configured executor"
-                )));
+            match &source.message {
+                Some(message) => {
+                    let url = message.reply_url.as_deref().unwrap_or("http://unset");
+                    if url::Url::parse(url).map_or(true, |u| !matches!(u.scheme(), "http" | "https")) {
+                        return Err(ConfigError::Invalid(format!(
+                            "standard_webhooks.{name}.message.reply_url is not an http(s) URL"
+                        )));
+                    }
+                }
+                None if !self.executors.contains_key(&source.agent) => {
+                    return Err(ConfigError::Invalid(format!(
+                        "standard_webhooks.{name}.agent is not a configured executor (or set `message`)"
+                    )));
+                }
+                None => {}
             }
             if source.secrets.is_empty() {
                 return Err(ConfigError::Invalid(format!("standard_webhooks.{name}.secrets is empty")));

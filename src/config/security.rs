@@ -111,6 +111,8 @@ impl Default for RateLimitConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HooksConfig {
+    /// Where the bridge listens: `{base_path}/wake`, `{base_path}/agent`, `{base_path}/{name}`.
+    pub base_path: String,
     /// The bridge's token (`Authorization: Bearer` or `x-openclaw-token`); empty turns it off.
     pub token: Secret,
     /// The tenant the bridge's commands belong to, and its principal (the commands' actor).
@@ -128,6 +130,7 @@ pub struct HooksConfig {
 impl Default for HooksConfig {
     fn default() -> Self {
         Self {
+            base_path: "/hooks".into(),
             token: Secret::new(""),
             tenant: "demo".into(),
             actor: "hookd-bridge".into(),
@@ -148,8 +151,9 @@ pub struct HookMapping {
     pub args: BTreeMap<String, String>,
 }
 
-/// A sender that signs with the Standard Webhooks scheme (`POST /webhooks/standard/{source}`);
-/// each delivery becomes a command for `agent`.
+/// A sender that signs with the Standard Webhooks scheme (`POST /webhooks/standard/{source}`):
+/// each delivery becomes a command for `agent`, or, with `message`, a chat message that goes
+/// through the conversation like a WhatsApp one.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StandardSource {
@@ -158,15 +162,45 @@ pub struct StandardSource {
     /// How far `webhook-timestamp` may be from now, either way.
     #[serde(default = "default_tolerance")]
     pub tolerance_secs: u64,
+    /// Commands: the tenant, the source's principal (the commands' actor), the target agent and
+    /// the intent.
+    #[serde(default)]
     pub tenant: String,
-    /// The source's principal: the commands' actor.
+    #[serde(default)]
     pub actor: String,
+    #[serde(default)]
     pub agent: String,
+    #[serde(default)]
     pub entity: String,
+    #[serde(default)]
     pub action: String,
     /// Argument name → JSON pointer into the payload.
     #[serde(default)]
     pub args: BTreeMap<String, String>,
+    /// Chat messages instead of commands.
+    #[serde(default)]
+    pub message: Option<StandardMessage>,
+}
+
+/// How a Standard Webhooks payload becomes a chat message (JSON pointers into it), and where
+/// the replies go.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StandardMessage {
+    /// The business number the messages are addressed to: the directory routes it to a tenant.
+    pub number: String,
+    /// The sender: their id is an actor of that tenant.
+    pub from: String,
+    pub text: String,
+    /// The sender system's conversation, handed back with every reply.
+    #[serde(default)]
+    pub conversation: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Replies are POSTed here as JSON, signed with the source's first secret the Standard
+    /// Webhooks way; without it they are kept in the outbox, not sent.
+    #[serde(default)]
+    pub reply_url: Option<String>,
 }
 
 fn default_tolerance() -> u64 {

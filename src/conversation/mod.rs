@@ -7,6 +7,7 @@ pub mod graph;
 pub mod inline;
 pub mod outcome;
 pub mod sender;
+pub mod standard;
 pub mod templates;
 pub mod twilio;
 

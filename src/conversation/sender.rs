@@ -16,6 +16,7 @@ use time::OffsetDateTime;
 use tokio::task::JoinSet;
 
 use super::graph::{Button, GraphClient, SendResult, whatsapp_body};
+use super::standard::{Reply, StandardReplies};
 use super::templates::Templates;
 use super::twilio::TwilioClient;
 use crate::command::Channel;
@@ -31,17 +32,18 @@ use crate::store::{ClaimedMessage, MESSAGE_KIND, OutboundRecord, StoreError};
 pub struct Providers {
     pub whatsapp: Option<GraphClient>,
     pub twilio: Option<TwilioClient>,
+    pub standard: Option<StandardReplies>,
 }
 
 /// The channels a message can be sent on.
-const CHANNELS: &[&str] = &["whatsapp", "twilio"];
+const CHANNELS: &[&str] = &["whatsapp", "twilio", "standard"];
 
 /// How long a message for a provider without credentials waits before it is looked at again.
 const NO_CREDENTIALS_WAIT: Duration = Duration::from_secs(60);
 
 impl Providers {
     pub fn is_empty(&self) -> bool {
-        self.whatsapp.is_none() && self.twilio.is_none()
+        self.whatsapp.is_none() && self.twilio.is_none() && self.standard.is_none()
     }
 
     /// Sends through the message's provider; `None` when it has no credentials here.
@@ -56,6 +58,18 @@ impl Providers {
             // Buttons need a pre-approved content template on Twilio; the prompt's text always
             // says how to answer by typing.
             "twilio" => Some(self.twilio.as_ref()?.send(&outgoing.from, &outgoing.to, &outgoing.text).await),
+            "standard" => {
+                let o = outgoing;
+                let reply = Reply {
+                    id: &o.id.to_string(),
+                    source: &o.from,
+                    to: &o.to,
+                    conversation: o.conversation.as_deref(),
+                    in_reply_to: o.in_reply_to.as_deref(),
+                    text: &o.text,
+                };
+                self.standard.as_ref()?.send(&reply).await
+            }
             _ => None,
         }
     }
@@ -73,6 +87,8 @@ pub struct Sender {
 
 /// A claimed message, rendered: where it goes and what it says.
 pub(crate) struct Outgoing {
+    /// The outbox row's id.
+    id: uuid::Uuid,
     channel: Channel,
     /// Ours: WhatsApp's `phone_number_id`, Twilio's `From` address.
     from: String,
@@ -81,6 +97,8 @@ pub(crate) struct Outgoing {
     pub(crate) text: String,
     buttons: Vec<Button>,
     in_reply_to: Option<String>,
+    /// The sender system's own conversation id, when it gave one.
+    conversation: Option<String>,
     purpose: String,
     template: String,
 }
@@ -205,12 +223,14 @@ pub(crate) fn render(templates: &Templates, message: &ClaimedMessage) -> Result<
         _ => (field("phone_number_id")?, field("to")?),
     };
     Ok(Outgoing {
+        id: message.id,
         channel,
         from,
         to,
         text,
         buttons,
         in_reply_to: p["in_reply_to"].as_str().map(str::to_owned),
+        conversation: p["conversation"].as_str().map(str::to_owned),
         purpose: p["purpose"].as_str().unwrap_or("reply").to_owned(),
         template,
     })

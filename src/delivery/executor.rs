@@ -176,17 +176,12 @@ async fn post_signed(
     body: Vec<u8>,
 ) -> CallOutcome {
     let now = OffsetDateTime::now_utc();
-    let mut request = request
+    let request = request
         .header("content-type", "application/json")
         .header("idempotency-key", envelope.idempotency_key.as_str())
         .header("x-correlation-id", envelope.correlation_id.as_str())
-        .header("x-chatgate-command-id", envelope.command_id.to_string())
-        .header("webhook-id", id)
-        .header("webhook-timestamp", now.unix_timestamp().to_string());
-    if let Some(key) = secret {
-        request = request.header("webhook-signature", sign(key, id, now.unix_timestamp(), &body));
-    }
-    match request.body(body).send().await {
+        .header("x-chatgate-command-id", envelope.command_id.to_string());
+    match signed(request, secret, id, now, body).send().await {
         Err(error) => CallOutcome::Retry { error: format!("network: {error}"), retry_after: None },
         Ok(response) => {
             let status = response.status();
@@ -248,6 +243,23 @@ pub fn standard_webhooks_key(secret: &str) -> Result<Vec<u8>, String> {
 }
 
 /// `v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">` (Standard Webhooks).
+/// `request` with `body` and its Standard Webhooks headers (`webhook-id`, `webhook-timestamp`,
+/// and `webhook-signature` when there is a key).
+pub fn signed(
+    request: reqwest::RequestBuilder,
+    key: Option<&[u8]>,
+    id: &str,
+    now: OffsetDateTime,
+    body: Vec<u8>,
+) -> reqwest::RequestBuilder {
+    let timestamp = now.unix_timestamp();
+    let mut request = request.header("webhook-id", id).header("webhook-timestamp", timestamp.to_string());
+    if let Some(key) = key {
+        request = request.header("webhook-signature", sign(key, id, timestamp, &body));
+    }
+    request.body(body)
+}
+
 pub fn sign(key: &[u8], id: &str, timestamp: i64, body: &[u8]) -> String {
     let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key) else {
         return String::new();

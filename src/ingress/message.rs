@@ -40,6 +40,9 @@ pub struct Addresses {
     pub business: String,
     /// Theirs.
     pub person: String,
+    /// The sender system's own conversation id (a Standard Webhooks source's), handed back with
+    /// every reply.
+    pub conversation: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -396,6 +396,9 @@ fn reply_address(message: &InboundMessage, tenant: &Tenant) -> ReplyTo {
     if let (Some(addresses), Some(map)) = (&message.addresses, base.as_object_mut()) {
         map.insert("from_address".into(), addresses.business.clone().into());
         map.insert("to_address".into(), addresses.person.clone().into());
+        if let Some(conversation) = &addresses.conversation {
+            map.insert("conversation".into(), conversation.clone().into());
+        }
     }
     ReplyTo { command: None, destination: reply_destination(message), base, hold: message.answered_inline }
 }

@@ -2,15 +2,18 @@
 //! `{webhook-id}.{webhook-timestamp}.{body}` with any of the source's `whsec_` secrets (several
 //! during a rotation) against any `v1,` entry of `webhook-signature`; a timestamp outside the
 //! tolerance is refused; `webhook-id` is the transport dedupe key. Each delivery becomes a
-//! command for the source's agent.
+//! command for the source's agent, or, for a source with a `message` mapping, a chat message
+//! that the ingress handles like a WhatsApp one (confirmation, replies to the source's
+//! `reply_url`).
 
+use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use subtle::ConstantTimeEq;
 use time::OffsetDateTime;
 
@@ -18,8 +21,10 @@ use super::hooks::{Submission, accepted, submit};
 use crate::api::{ApiError, Problem};
 use crate::app::AppState;
 use crate::command::{Channel, ExternalId, Intent, TenantId};
-use crate::config::StandardSource;
+use crate::config::{StandardMessage, StandardSource};
 use crate::delivery::executor::{sign, standard_webhooks_key};
+use crate::ingress::Handled;
+use crate::ingress::message::{Addresses, Content, InboundMessage};
 use crate::store::NewInbound;
 
 pub fn router() -> Router<AppState> {
@@ -66,6 +71,7 @@ pub fn verify(
         ("webhook-signature" = String, Header)),
     request_body(content = serde_json::Value, content_type = "application/json"),
     responses(
+        (status = 200, description = "A chat message (a source with a `message` mapping), handled: its outcome", content_type = "application/json", body = serde_json::Value),
         (status = 202, description = "Accepted: the command's id and where to follow it", content_type = "application/json", body = serde_json::Value),
         (status = 400, description = "The payload lacks what the source's mapping needs", content_type = "application/problem+json", body = serde_json::Value),
         (status = 401, description = "Missing or wrong signature, or a stale timestamp", content_type = "application/problem+json", body = serde_json::Value),
@@ -85,6 +91,16 @@ pub(crate) async fn receive(
         Problem::new(StatusCode::BAD_REQUEST, "invalid_payload", "Bad Request").detail(detail).into()
     };
     let payload: Value = serde_json::from_slice(&body).map_err(|e| bad(format!("The body is not JSON: {e}")))?;
+    if let Some(mapping) = &source.message {
+        let message = chat_message(&name, &id, mapping, &payload).map_err(bad)?;
+        let handled = state.ingress.handle(&message, OffsetDateTime::now_utc()).await?;
+        metrics::counter!("chatgate_webhooks_total", "channel" => "standard", "outcome" => "accepted").increment(1);
+        let command_id = match &handled {
+            Handled::Command { command_id, .. } => Some(command_id.to_string()),
+            _ => None,
+        };
+        return Ok(Json(json!({"outcome": handled.outcome(), "command_id": command_id})).into_response());
+    }
     let mut args = Map::new();
     for (arg, pointer) in &source.args {
         match payload.pointer(pointer) {
@@ -96,9 +112,8 @@ pub(crate) async fn receive(
     }
     let internal = || -> ApiError { Problem::for_status(StatusCode::INTERNAL_SERVER_ERROR).into() };
     let message = NewInbound {
-        channel: Channel::parse("standard").map_err(|_| internal())?,
-        provider_message_id: ExternalId::parse(&format!("{name}:{id}"))
-            .map_err(|_| bad("webhook-id is visible ASCII".into()))?,
+        channel: Channel::parse(CHANNEL).map_err(|_| internal())?,
+        provider_message_id: message_id(&name, &id).map_err(bad)?,
         tenant_id: Some(TenantId::parse(&source.tenant).map_err(|_| internal())?),
         status: "received".into(),
         payload: payload.clone(),
@@ -119,4 +134,81 @@ pub(crate) async fn receive(
     let command_id = submit(&state, &headers, submission).await?;
     metrics::counter!("chatgate_webhooks_total", "channel" => "standard", "outcome" => "accepted").increment(1);
     Ok(accepted(command_id))
+}
+
+/// The channel of everything a Standard Webhooks source sends.
+const CHANNEL: &str = "standard";
+
+/// The transport dedupe key of a delivery: its `webhook-id`, within its source.
+fn message_id(source: &str, webhook_id: &str) -> Result<ExternalId, String> {
+    ExternalId::parse(&format!("{source}:{webhook_id}")).map_err(|_| "webhook-id is visible ASCII".to_owned())
+}
+
+/// A delivery of a `message` source as a chat message: sender and text (and optionally a name
+/// and the sender system's conversation) read from the payload; replies go back to the source.
+pub fn chat_message(
+    source: &str,
+    webhook_id: &str,
+    mapping: &StandardMessage,
+    payload: &Value,
+) -> Result<InboundMessage, String> {
+    let text_at = |pointer: &str| match payload.pointer(pointer) {
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.trim().to_owned()),
+        Some(Value::Number(n)) => Ok(n.to_string()),
+        _ => Err(format!("`{pointer}` is required (a non-empty string)")),
+    };
+    let optional = |pointer: &Option<String>| pointer.as_deref().and_then(|p| text_at(p).ok());
+    let from = text_at(&mapping.from)?;
+    Ok(InboundMessage {
+        channel: Channel::parse(CHANNEL).map_err(|e| e.to_string())?,
+        provider_message_id: message_id(source, webhook_id)?,
+        to: mapping.number.clone(),
+        from: from.clone(),
+        sender_name: optional(&mapping.name),
+        sent_at: None,
+        content: Content::Text(text_at(&mapping.text)?),
+        in_reply_to: None,
+        raw: payload.clone(),
+        addresses: Some(Addresses {
+            business: source.to_owned(),
+            person: from,
+            conversation: optional(&mapping.conversation),
+        }),
+        answered_inline: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mapping() -> StandardMessage {
+        StandardMessage {
+            number: "100000000000001".into(),
+            from: "/data/sender".into(),
+            text: "/data/text".into(),
+            conversation: Some("/data/thread".into()),
+            name: None,
+            reply_url: None,
+        }
+    }
+
+    #[test]
+    fn a_payload_becomes_a_chat_message_from_its_sender_to_the_sources_number() {
+        let payload = json!({"data": {"sender": "15550000001", "text": " refund 1234 25.00 ", "thread": "t-9"}});
+        let message = chat_message("chat", "msg_1", &mapping(), &payload).expect("a message");
+        assert_eq!((message.to.as_str(), message.from.as_str()), ("100000000000001", "15550000001"));
+        assert_eq!(message.content, Content::Text("refund 1234 25.00".into()));
+        assert_eq!(message.provider_message_id.as_str(), "chat:msg_1");
+        let addresses = message.addresses.expect("addresses");
+        assert_eq!((addresses.business.as_str(), addresses.conversation.as_deref()), ("chat", Some("t-9")));
+    }
+
+    #[test]
+    fn a_payload_without_sender_or_text_is_refused() {
+        let no_text = json!({"data": {"sender": "15550000001"}});
+        assert!(chat_message("chat", "msg_1", &mapping(), &no_text).unwrap_err().contains("/data/text"));
+        let empty_sender = json!({"data": {"sender": "", "text": "hi"}});
+        assert!(chat_message("chat", "msg_1", &mapping(), &empty_sender).is_err());
+    }
 }

@@ -13,6 +13,7 @@ use std::time::Duration;
 use crate::app::AppState;
 use crate::conversation::graph::GraphClient;
 use crate::conversation::sender::{Providers, Sender};
+use crate::conversation::standard::StandardReplies;
 use crate::conversation::twilio::TwilioClient;
 use crate::delivery::dispatcher::Dispatcher;
 
@@ -30,6 +31,7 @@ fn outbound_sender(state: &AppState) -> Result<Option<Sender>, reqwest::Error> {
     if !twilio.account_sid.is_empty() && !auth_token.is_empty() {
         providers.twilio = Some(TwilioClient::new(&twilio.api_base, &twilio.account_sid, auth_token, timeout)?);
     }
+    providers.standard = StandardReplies::from_config(config, timeout)?;
     if providers.is_empty() {
         return Ok(None);
     }

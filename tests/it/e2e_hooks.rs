@@ -15,6 +15,7 @@ on_both_backends!(
     bad_calls_are_refused_and_store_nothing,
     a_mapped_hook_and_an_idempotency_key,
     the_202_comes_before_a_slow_executor_answers,
+    the_bridge_listens_under_its_configured_base_path,
 );
 
 const TOKEN: &str = "demo-hooks-token-change-me";
@@ -222,4 +223,18 @@ async fn the_202_comes_before_a_slow_executor_answers(db: &TestDb) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     app.stop().await.expect("stop");
+}
+
+async fn the_bridge_listens_under_its_configured_base_path(db: &TestDb) {
+    let mut config = db.config.clone();
+    config.hooks.base_path = "/legacy/openclaw".into();
+    let app = spawn_app_with(db, config).await;
+    let wake = json!({"text": "New email received"});
+    let (status, body, _) = call(&app, "/legacy/openclaw/wake", wake.clone(), bearer(), None).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let mapped = json!({"order": {"id": "A-1"}});
+    let (status, body, _) = call(&app, "/legacy/openclaw/order-shipped", mapped, bearer(), None).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    // The default path is not served any more.
+    assert_eq!(call(&app, "/hooks/wake", wake, bearer(), None).await.0, StatusCode::NOT_FOUND);
 }

@@ -19,7 +19,7 @@ on_both_backends!(
 
 /// The real routes plus one that takes `delay` to answer.
 fn with_slow_route(delay: Duration) -> axum::Router<chatgate::app::AppState> {
-    chatgate::api::router().route(
+    chatgate::api::router(&chatgate::config::Config::default()).route(
         "/test/slow",
         get(move || async move {
             tokio::time::sleep(delay).await;

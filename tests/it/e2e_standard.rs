@@ -11,9 +11,14 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sha2::Sha256;
 
+use crate::fake_graph::FakeServer;
 use crate::helpers::{TestApp, TestDb, on_both_backends, spawn_app_with, tenant};
 
-on_both_backends!(signed_deliveries_become_commands_once, bad_deliveries_are_refused_and_store_nothing);
+on_both_backends!(
+    signed_deliveries_become_commands_once,
+    bad_deliveries_are_refused_and_store_nothing,
+    a_message_source_chats_and_its_replies_come_back_signed,
+);
 
 const OLD: &str = "whsec_b2xkLXNlY3JldC1vZi10aGUtZGVtby1zb3VyY2U=";
 const NEW: &str = "whsec_bmV3LXNlY3JldC1vZi10aGUtZGVtby1zb3VyY2U=";
@@ -176,4 +181,63 @@ async fn bad_deliveries_are_refused_and_store_nothing(db: &TestDb) {
         "nothing stored"
     );
     app.stop().await.expect("stop");
+}
+
+/// A source whose deliveries are chat messages: the customer asks for a refund through it,
+/// confirms through it, and every reply (prompt, confirmation, outcome) comes back to the
+/// source's `reply_url`, signed with its secret as the specification says.
+async fn a_message_source_chats_and_its_replies_come_back_signed(db: &TestDb) {
+    let receiver = FakeServer::executor().await;
+    let mut config = db.config.clone();
+    config.outbound.poll_interval_ms = 20;
+    let mut chat = config.standard_webhooks.get("demo").expect("the demo source").clone();
+    chat.secrets = vec![Secret::new(NEW)];
+    chat.message = Some(chatgate::config::StandardMessage {
+        number: "100000000000001".into(),
+        from: "/data/sender".into(),
+        text: "/data/text".into(),
+        conversation: Some("/data/thread".into()),
+        name: None,
+        reply_url: Some(format!("{}/replies", receiver.url)),
+    });
+    config.standard_webhooks.insert("chat".into(), chat);
+    let app = spawn_app_with(db, config).await;
+    let say = |text: &str| {
+        json!({"type": "message.received", "data": {"sender": "15550000001", "text": text, "thread": "T-7"}})
+            .to_string()
+    };
+    let ts = now();
+    let body = say("refund 1234 25.00");
+    let (status, first) = deliver(&app, "chat", "m1", ts, &body, &signature(NEW, "m1", ts, &body)).await;
+    assert_eq!((status, first["outcome"].as_str()), (StatusCode::OK, Some("command")), "{first}");
+
+    // The prompt comes back, signed: verify it as the source would.
+    let replies = receiver.wait_for(1, Duration::from_secs(20)).await;
+    let prompt = &replies[0];
+    assert_eq!(prompt.path, "/replies");
+    let (id, sent_at) =
+        (&prompt.headers["webhook-id"], prompt.headers["webhook-timestamp"].parse::<i64>().expect("ts"));
+    assert_eq!(prompt.headers["webhook-signature"], signature(NEW, id, sent_at, &prompt.raw));
+    assert_eq!((prompt.body["to"].as_str(), prompt.body["conversation"].as_str()), (Some("15550000001"), Some("T-7")));
+    assert_eq!(prompt.body["in_reply_to"], "chat:m1");
+    let text = prompt.body["text"].as_str().expect("text");
+    let code = text.split("YES ").nth(1).and_then(|rest| rest.get(..6)).expect("a code").to_owned();
+
+    let body = say(&format!("YES {code}"));
+    let (status, answer) = deliver(&app, "chat", "m2", ts, &body, &signature(NEW, "m2", ts, &body)).await;
+    assert_eq!((status, answer["outcome"].as_str()), (StatusCode::OK, Some("answer")), "{answer}");
+    // Confirmed, then executed by the demo executor: two more replies, and the command is done.
+    let replies = receiver.wait_for(3, Duration::from_secs(20)).await;
+    assert!(replies[2].body["text"].as_str().is_some_and(|t| !t.is_empty()));
+    let mut conn = db.raw().await;
+    let row = sqlx::query("SELECT state, channel FROM commands").fetch_one(&mut conn).await.expect("the command");
+    let (state, channel): (String, String) =
+        (sqlx::Row::try_get(&row, "state").expect("state"), sqlx::Row::try_get(&row, "channel").expect("channel"));
+    assert_eq!((state.as_str(), channel.as_str()), ("executed", "standard"));
+
+    // The same delivery again: nothing new, nothing said.
+    let body = say(&format!("YES {code}"));
+    let (status, again) = deliver(&app, "chat", "m2", ts, &body, &signature(NEW, "m2", ts, &body)).await;
+    assert_eq!((status, again["outcome"].as_str()), (StatusCode::OK, Some("redelivered")), "{again}");
+    receiver.exactly(3).await;
 }

@@ -246,14 +246,16 @@ pub async fn spawn_app(db: &TestDb) -> TestApp {
 }
 
 pub async fn spawn_app_with(db: &TestDb, config: Config) -> TestApp {
-    spawn_app_with_routes(db, config, chatgate::api::router()).await
+    let routes = chatgate::api::router(&config);
+    spawn_app_with_routes(db, config, routes).await
 }
 
 /// Another life of the gateway on the same database: its own store (a stopped gateway closes
 /// the one it had), as a restarted process would open.
 pub async fn respawn_app_with(config: Config) -> TestApp {
     let store = Store::connect(&config.storage).await.expect("the database opens again");
-    spawn_on(store, config, chatgate::api::router()).await
+    let routes = chatgate::api::router(&config);
+    spawn_on(store, config, routes).await
 }
 
 /// The real layers, shutdown and workers around `routes` (the real ones plus a test's own).
@@ -264,7 +266,8 @@ pub async fn spawn_app_with_routes(db: &TestDb, config: Config, routes: axum::Ro
 /// The real application with a registry of the test's own.
 pub async fn spawn_app_with_registry(db: &TestDb, config: Config, commands: &str) -> TestApp {
     let settings = chatgate::config::Settings::with_registry(config, commands).expect("the test registry");
-    spawn_settings(db.store.clone(), settings, chatgate::api::router()).await
+    let routes = chatgate::api::router(&settings.config);
+    spawn_settings(db.store.clone(), settings, routes).await
 }
 
 async fn spawn_on(store: Store, config: Config, routes: axum::Router<AppState>) -> TestApp {

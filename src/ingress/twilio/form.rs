@@ -72,7 +72,7 @@ pub fn read(raw: &Value, hold: Option<Duration>) -> Result<InboundMessage, FormE
         content,
         in_reply_to: field("OriginalRepliedMessageSid").map(str::to_owned),
         raw: raw.clone(),
-        addresses: Some(Addresses { business: to.to_owned(), person: from.to_owned() }),
+        addresses: Some(Addresses { business: to.to_owned(), person: from.to_owned(), conversation: None }),
         answered_inline: hold,
     })
 }
