@@ -121,17 +121,26 @@ impl GraphClient {
 
     pub async fn send(&self, phone_number_id: &str, body: &Value) -> SendResult {
         let url = format!("{}/{phone_number_id}/messages", self.messages_base);
-        let response = match self.http.post(&url).bearer_auth(&self.token).json(body).send().await {
-            Ok(response) => response,
-            Err(error) => return SendResult::Retry { error: format!("network: {error}"), retry_after: None },
-        };
-        let status = response.status();
-        let retry_after =
-            response.headers().get(reqwest::header::RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        match response.text().await {
-            Ok(text) => classify(status, retry_after.as_deref(), &text, OffsetDateTime::now_utc()),
-            Err(error) => SendResult::Retry { error: format!("reading the answer: {error}"), retry_after: None },
-        }
+        send_with(self.http.post(&url).bearer_auth(&self.token).json(body), classify).await
+    }
+}
+
+/// Sends `request` and reads the provider's answer with `classify` (status, `Retry-After`, body,
+/// now); the network failing, or the answer not arriving whole, is worth another attempt.
+pub(crate) async fn send_with(
+    request: reqwest::RequestBuilder,
+    classify: impl FnOnce(StatusCode, Option<&str>, &str, OffsetDateTime) -> SendResult,
+) -> SendResult {
+    let response = match request.send().await {
+        Ok(response) => response,
+        Err(error) => return SendResult::Retry { error: format!("network: {error}"), retry_after: None },
+    };
+    let status = response.status();
+    let retry_after =
+        response.headers().get(reqwest::header::RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    match response.text().await {
+        Ok(text) => classify(status, retry_after.as_deref(), &text, OffsetDateTime::now_utc()),
+        Err(error) => SendResult::Retry { error: format!("reading the answer: {error}"), retry_after: None },
     }
 }
 

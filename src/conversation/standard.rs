@@ -8,7 +8,9 @@ use std::time::Duration;
 use serde_json::json;
 use time::OffsetDateTime;
 
-use super::graph::{SendResult, transient, truncate};
+use reqwest::StatusCode;
+
+use super::graph::{SendResult, send_with, transient, truncate};
 use crate::config::Config;
 use crate::delivery::backoff::parse_retry_after;
 use crate::delivery::executor::{signed, standard_webhooks_key};
@@ -69,23 +71,42 @@ impl StandardReplies {
         let now = OffsetDateTime::now_utc();
         let request = self.http.post(&destination.url).header(reqwest::header::CONTENT_TYPE, "application/json");
         let request = signed(request, destination.key.as_deref(), reply.id, now, body.to_string().into_bytes());
-        let response = match request.send().await {
-            Ok(response) => response,
-            Err(error) => return Some(SendResult::Retry { error: format!("network: {error}"), retry_after: None }),
-        };
-        let status = response.status();
-        let retry_after = response
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| parse_retry_after(v, now));
-        let text = response.text().await.unwrap_or_default();
-        Some(if status.is_success() {
-            SendResult::Sent { id: reply.id.to_owned() }
-        } else if transient(status) {
-            SendResult::Retry { error: format!("{status}: {}", truncate(&text, 500)), retry_after }
-        } else {
-            SendResult::Refused { status: status.as_u16(), error: json!({"body": truncate(&text, 500)}) }
-        })
+        let id = reply.id.to_owned();
+        Some(send_with(request, |status, retry_after, text, now| classify(status, retry_after, text, now, id)).await)
+    }
+}
+
+/// Any 2xx is taken (the reply's id is ours); 5xx, 429 and 408 are worth another attempt.
+fn classify(status: StatusCode, retry_after: Option<&str>, body: &str, now: OffsetDateTime, id: String) -> SendResult {
+    if status.is_success() {
+        SendResult::Sent { id }
+    } else if transient(status) {
+        let retry_after = retry_after.and_then(|v| parse_retry_after(v, now));
+        SendResult::Retry { error: format!("{status}: {}", truncate(body, 500)), retry_after }
+    } else {
+        SendResult::Refused { status: status.as_u16(), error: json!({"body": truncate(body, 500)}) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn any_2xx_is_sent_with_our_id_5xx_and_429_are_retried_and_other_4xx_refused() {
+        let now = OffsetDateTime::UNIX_EPOCH;
+        let sent = classify(StatusCode::NO_CONTENT, None, "", now, "r1".into());
+        assert_eq!(sent, SendResult::Sent { id: "r1".into() });
+        assert!(matches!(classify(StatusCode::BAD_GATEWAY, None, "", now, "r1".into()), SendResult::Retry { .. }));
+        assert!(matches!(
+            classify(StatusCode::TOO_MANY_REQUESTS, Some("4"), "", now, "r1".into()),
+            SendResult::Retry { retry_after: Some(d), .. } if d == Duration::from_secs(4)
+        ));
+        match classify(StatusCode::GONE, None, "no such conversation", now, "r1".into()) {
+            SendResult::Refused { status, error } => {
+                assert_eq!((status, error["body"].as_str()), (410, Some("no such conversation")))
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

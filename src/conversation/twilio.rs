@@ -8,7 +8,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
-use super::graph::{SendResult, transient, truncate};
+use super::graph::{SendResult, send_with, transient, truncate};
 use crate::delivery::backoff::parse_retry_after;
 
 /// Twilio's longest message body (longer ones are refused, not split).
@@ -58,17 +58,7 @@ impl TwilioClient {
         let request = self.http.post(&self.messages_url).basic_auth(&self.account_sid, Some(&self.auth_token));
         let encoded = form_urlencoded::Serializer::new(String::new()).extend_pairs(form).finish();
         let request = request.header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded").body(encoded);
-        let response = match request.send().await {
-            Ok(response) => response,
-            Err(error) => return SendResult::Retry { error: format!("network: {error}"), retry_after: None },
-        };
-        let status = response.status();
-        let retry_after =
-            response.headers().get(reqwest::header::RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        match response.text().await {
-            Ok(text) => classify(status, retry_after.as_deref(), &text, OffsetDateTime::now_utc()),
-            Err(error) => SendResult::Retry { error: format!("reading the answer: {error}"), retry_after: None },
-        }
+        send_with(request, classify).await
     }
 }
 
