@@ -5,6 +5,7 @@
 //! state machine), `evidence` (artifacts and their chain), `engine` (driving commands through the
 //! lifecycle against the store), `store` (SQLite and PostgreSQL), `api` and `app` (HTTP).
 
+pub mod agents;
 pub mod api;
 pub mod app;
 pub mod command;
@@ -16,6 +17,7 @@ pub mod engine;
 pub mod evidence;
 pub mod ingress;
 pub mod lifecycle;
+pub mod ooc;
 pub(crate) mod names;
 pub mod recovery;
 pub mod security;

@@ -62,8 +62,19 @@ pub struct Operator<'a> {
     /// The token's subject, whom a step-up proof must name.
     pub subject: &'a str,
     pub reason: &'a str,
-    /// A step-up token (the `Step-Up` header), for actions on risky commands.
-    pub step_up: Option<&'a str>,
+    /// How the operator proved who they are, for actions on risky commands.
+    pub step_up: StepUp<'a>,
+}
+
+/// The operator's proof of identity for a risky action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepUp<'a> {
+    None,
+    /// A step-up token (the API's `Step-Up` header), checked and used up here.
+    Token(&'a str),
+    /// Proved already for this very request: the chat command asking for the action went
+    /// through its own single-use step-up before it was authorized.
+    Proved,
 }
 
 pub async fn recover(
@@ -89,8 +100,8 @@ pub async fn recover(
         RecoveryAction::Retry | RecoveryAction::Reprocess => policy.spec_of(&target),
         RecoveryAction::Cancel => None,
     };
-    if runs.is_some_and(|spec| spec.risk == Risk::High) {
-        let Some(token) = operator.step_up else {
+    if runs.is_some_and(|spec| spec.risk == Risk::High) && operator.step_up != StepUp::Proved {
+        let StepUp::Token(token) = operator.step_up else {
             return Err(RecoveryError::StepUpRequired(
                 "this action on a high-risk command needs a step-up proof".into(),
             ));

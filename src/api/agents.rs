@@ -13,7 +13,8 @@ use time::OffsetDateTime;
 use super::{ApiError, Problem};
 use crate::app::AppState;
 use crate::config::Config;
-use crate::delivery::agent::{self, Agent, AgentEvent};
+use crate::agents::AgentChangeError;
+use crate::delivery::agent::{Agent, AgentEvent};
 use crate::security::{Principal, require};
 use crate::store::Store;
 
@@ -36,10 +37,8 @@ pub(crate) async fn list(
     State(store): State<Store>,
     State(config): State<Arc<Config>>,
 ) -> Result<Json<Value>, ApiError> {
-    let mut agents = vec![];
-    for name in config.executors.keys() {
-        agents.push(describe(name, &store.agent(name).await?));
-    }
+    let agents: Vec<Value> =
+        crate::agents::list(&store, &config).await?.iter().map(|(name, agent)| describe(name, agent)).collect();
     Ok(Json(json!({"agents": agents})))
 }
 
@@ -76,22 +75,23 @@ async fn change(
     name: &str,
     event: AgentEvent,
 ) -> Result<Json<Value>, ApiError> {
-    if !state.config.executors.contains_key(name) {
-        return Err(Problem::for_status(StatusCode::NOT_FOUND).detail(format!("No agent `{name}`.")).into());
-    }
-    let store = &state.store;
-    let current = store.agent(name).await?;
-    let next = agent::apply(&current, event).map_err(|refused| {
-        Problem::new(StatusCode::CONFLICT, "invalid_agent_transition", "Agent transition not allowed")
-            .detail(refused.to_string())
-            .with("state", current.state.as_str())
-    })?;
     let by = format!("{}|{}", principal.issuer, principal.subject);
-    if !store.move_agent(name, &current, &next, &by, OffsetDateTime::now_utc()).await? {
-        return Err(Problem::new(StatusCode::CONFLICT, "concurrent_update", "The agent changed concurrently")
-            .detail("Read it again and retry.")
-            .into());
+    match crate::agents::change(&state.store, &state.config, name, event, &by, OffsetDateTime::now_utc()).await {
+        Ok(next) => Ok(Json(describe(name, &next))),
+        Err(AgentChangeError::Unknown(_)) => {
+            Err(Problem::for_status(StatusCode::NOT_FOUND).detail(format!("No agent `{name}`.")).into())
+        }
+        Err(AgentChangeError::NotAllowed { state, reason }) => {
+            Err(Problem::new(StatusCode::CONFLICT, "invalid_agent_transition", "Agent transition not allowed")
+                .detail(reason)
+                .with("state", state.as_str())
+                .into())
+        }
+        Err(AgentChangeError::Concurrent) => {
+            Err(Problem::new(StatusCode::CONFLICT, "concurrent_update", "The agent changed concurrently")
+                .detail("Read it again and retry.")
+                .into())
+        }
+        Err(AgentChangeError::Store(error)) => Err(error.into()),
     }
-    tracing::info!(agent = name, state = %next.state, by, "agent moved");
-    Ok(Json(describe(name, &next)))
 }

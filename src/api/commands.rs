@@ -18,9 +18,8 @@ use crate::app::AppState;
 use crate::command::IdempotencyKey;
 use crate::delivery::acks::{AckError, AckOutcome, AckRequest, apply_ack};
 use crate::engine::Engine;
-use crate::evidence::mask;
-use crate::lifecycle::recovery::{self, RecoveryAction};
-use crate::recovery::{Operator, RecoveryError, recover};
+use crate::lifecycle::recovery::RecoveryAction;
+use crate::recovery::{Operator, RecoveryError, StepUp, recover};
 use crate::security::{Principal, StepUpError, StepUpFailure, complete_step_up, require};
 use crate::store::{CommandFilter, KeyClaim, StoredCommand};
 
@@ -56,50 +55,9 @@ pub(crate) async fn status(
     Ok(Json(status_document(&state, &command, true).await?))
 }
 
-/// The OoC view of a command (SMCL §X): where it is, since when, how it ended and why, what an
-/// operator may do next, its deliveries, and where to look further. Personal data is masked.
+/// The shared status view (the chat's `status <ref>` reads the same).
 async fn status_document(app: &AppState, command: &StoredCommand, full: bool) -> Result<Value, ApiError> {
-    let engine = &app.engine;
-    let compensable = app.policy.compensation_of(command).is_some();
-    let from_message = engine.store().message_of(command.envelope.command_id).await?.is_some();
-    let id = command.envelope.command_id;
-    let state = command.lifecycle.state;
-    let mut envelope = serde_json::to_value(&command.envelope).unwrap_or(Value::Null);
-    envelope["actor_id"] = mask(command.envelope.actor_id.as_str()).into();
-    envelope["conversation_id"] = mask(command.envelope.conversation_id.as_str()).into();
-    let mut document = json!({
-        "command_id": id,
-        "state": state,
-        "terminal": state.is_terminal(),
-        "outcome": state.is_terminal().then_some(state),
-        "reason_code": command.reason_code,
-        "last_transition_at": rfc3339(command.updated_at),
-        "created_at": rfc3339(command.created_at),
-        "version": command.version,
-        "confirmation": command.lifecycle.confirmation,
-        "recovery_actions": recovery::allowed(state, compensable, from_message),
-        "target_command_id": command.envelope.target_command_id,
-        "envelope": envelope,
-        "links": {
-            "self": format!("/v1/commands/{id}"),
-            "evidence": format!("/v1/commands/{id}/evidence"),
-            "recovery": format!("/v1/commands/{id}/recovery"),
-            "trace": format!("/v1/traces/{}", command.envelope.correlation_id),
-        },
-    });
-    if full {
-        let store = engine.store();
-        let deliveries: Vec<Value> = store
-            .deliveries_of(id)
-            .await?
-            .iter()
-            .map(|d| json!({"target": d.target, "state": d.state, "outcome": d.outcome, "failure_class": d.failure_class}))
-            .collect();
-        document["deliveries"] = deliveries.into();
-        document["transitions"] = serde_json::to_value(store.transitions(id).await?).unwrap_or(Value::Null);
-        document["recovery_commands"] = serde_json::to_value(store.recoveries_of(id).await?).unwrap_or(Value::Null);
-    }
-    Ok(document)
+    Ok(crate::ooc::view::status(&app.engine, &app.policy, command, full).await?)
 }
 
 #[derive(Deserialize)]
@@ -332,7 +290,7 @@ async fn run_recovery(
         id: &operator_id,
         subject: &principal.subject,
         reason: &request.reason,
-        step_up,
+        step_up: step_up.map_or(StepUp::None, StepUp::Token),
     };
     match recover(&state.ingress, &state.engine, &state.policy, &operator, id, action, OffsetDateTime::now_utc()).await
     {
@@ -480,8 +438,4 @@ fn invalid_body(detail: &str) -> ApiError {
 
 fn not_found(id: Uuid) -> ApiError {
     Problem::for_status(StatusCode::NOT_FOUND).detail(format!("No command {id} in your tenant.")).into()
-}
-
-fn rfc3339(at: OffsetDateTime) -> String {
-    at.format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
 }

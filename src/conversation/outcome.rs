@@ -23,7 +23,7 @@ pub fn outcome_reply(
 ) -> Option<NewOutboxMessage> {
     let reason = reason_code.unwrap_or(state.as_str());
     let template = match state {
-        State::Executed => "executed",
+        State::Executed => reply_to.executed_template.as_deref().unwrap_or("executed"),
         State::Failed => "failed",
         State::Rejected => "rejected",
         State::Canceled if reason == DECLINED => "declined",

@@ -197,6 +197,7 @@ pub fn command_moves(
             MoveContext {
                 reason_code: Some(reason),
                 decision: Some(json!({"target": target, "error": detail})),
+                reply_vars: Some(json!({"error": detail})),
                 ..MoveContext::default()
             },
         ),

@@ -41,6 +41,8 @@ pub type BusListener = (Arc<super::amqp::Bus>, BTreeMap<String, String>);
 pub struct Dispatcher {
     engine: Engine,
     policy: Policy,
+    /// Runs the registry's built-in chat commands (`builtin:gateway`).
+    gateway: crate::ooc::Gateway,
     targets: Arc<BTreeMap<String, Target>>,
     batch: i64,
 }
@@ -57,7 +59,8 @@ impl Dispatcher {
             };
             targets.insert(name.clone(), target);
         }
-        Ok(Self { engine, policy, targets: Arc::new(targets), batch: 16 })
+        let gateway = crate::ooc::Gateway::new(engine.clone(), policy.clone(), Arc::new(config.clone()));
+        Ok(Self { engine, policy, gateway, targets: Arc::new(targets), batch: 16 })
     }
 
     /// The bus listeners to run: one per broker queue, with the agents it serves.
@@ -194,7 +197,10 @@ impl Dispatcher {
             }
         }
 
-        let outcome = target.executor.call(&command.envelope, plan.id(), row.attempt).await;
+        let outcome = match &target.executor {
+            Executor::Gateway => self.gateway.call(&command).await,
+            executor => executor.call(&command.envelope, plan.id(), row.attempt).await,
+        };
         let now = OffsetDateTime::now_utc();
         let label = match &outcome {
             CallOutcome::Executed { succeeded: true, .. } => "executed",

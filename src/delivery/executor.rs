@@ -39,6 +39,9 @@ pub enum CallOutcome {
 #[derive(Debug, Clone)]
 pub enum Executor {
     Echo,
+    /// The gateway itself: the registry's built-in chat commands (`status`, `why`, recovery
+    /// actions, ...), which the dispatcher runs through [`crate::ooc::Gateway`].
+    Gateway,
     Fail { code: String },
     Http { url: String, secret: Option<Vec<u8>>, client: reqwest::Client, cancel_url: Option<String> },
     Amqp { bus: Arc<Bus>, agent: String, announce_cancel: bool },
@@ -53,6 +56,9 @@ impl Executor {
         let url = config.url.trim();
         if url == "builtin:echo" {
             return Ok(Self::Echo);
+        }
+        if url == "builtin:gateway" {
+            return Ok(Self::Gateway);
         }
         if let Some(rest) = url.strip_prefix("builtin:fail") {
             let code = rest.strip_prefix(':').filter(|c| !c.is_empty()).unwrap_or("builtin_failure");
@@ -70,7 +76,7 @@ impl Executor {
             return Ok(Self::Amqp { bus, agent, announce_cancel: config.announce_cancel });
         }
         if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(format!("executors.{name}.url: `{url}` is not http(s)://, amqp:// or builtin:echo|fail"));
+            return Err(format!("executors.{name}.url: `{url}` is not http(s)://, amqp:// or builtin:echo|fail|gateway"));
         }
         let secret = config
             .secret
@@ -95,6 +101,11 @@ impl Executor {
     pub async fn call(&self, envelope: &CommandEnvelope, delivery_id: Uuid, attempt: i64) -> CallOutcome {
         match self {
             Self::Echo => CallOutcome::Executed { succeeded: true, detail: json!(envelope.args) },
+            // The dispatcher runs the gateway's commands itself (they read the store).
+            Self::Gateway => CallOutcome::Refused {
+                status: 500,
+                error: json!({"error": {"code": "gateway_not_wired", "message": "built-in commands run in the dispatcher"}}),
+            },
             Self::Fail { code } => CallOutcome::Executed {
                 succeeded: false,
                 detail: json!({"code": code, "message": "the built-in failing executor always fails"}),
@@ -127,7 +138,7 @@ impl Executor {
         match self {
             Self::Http { cancel_url, .. } => cancel_url.is_some(),
             Self::Amqp { announce_cancel, .. } => *announce_cancel,
-            Self::Echo | Self::Fail { .. } => false,
+            Self::Echo | Self::Fail { .. } | Self::Gateway => false,
         }
     }
 

@@ -237,7 +237,8 @@ impl Ingress {
             dedupe_window: spec.dedupe_window,
             target_command_id: reprocess_of.map(|t| t.envelope.command_id),
         };
-        let reply_to = ReplyTo { command: Some(spec.name.clone()), ..reply_to };
+        let reply_to =
+            ReplyTo { command: Some(spec.name.clone()), executed_template: spec.reply.clone(), ..reply_to };
         let first = first_moves(spec, &actor.scopes, &args, &reply_to, now);
         let admission = Admission {
             then: first.events,
@@ -400,5 +401,11 @@ fn reply_address(message: &InboundMessage, tenant: &Tenant) -> ReplyTo {
             map.insert("conversation".into(), conversation.clone().into());
         }
     }
-    ReplyTo { command: None, destination: reply_destination(message), base, hold: message.answered_inline }
+    ReplyTo {
+        command: None,
+        destination: reply_destination(message),
+        base,
+        executed_template: None,
+        hold: message.answered_inline,
+    }
 }

@@ -57,6 +57,9 @@ pub struct ReplyTo {
     /// The name the person knows the command by (the registry's), for the replies about it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// The template of the reply when the command executed (the registry's `reply`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executed_template: Option<String>,
     /// How long replies queued now wait for the provider's HTTP answer to carry them (Twilio's
     /// TwiML). Never stored: replies made later, from the stored address, go out at once.
     #[serde(skip)]
@@ -220,7 +223,11 @@ async fn answer_duplicate_in_chat(
         return Ok(());
     }
     if let Some((template, vars)) = duplicate_reply(answer) {
-        insert_outbox(conn, tenant, None, &reply_to.message(template, vars), at).await?;
+        let about = match answer {
+            Admitted::Replayed(d) | Admitted::InProgress(d) => Some(d.command_id),
+            _ => None,
+        };
+        insert_outbox(conn, tenant, about, &reply_to.message(template, vars), at).await?;
     }
     Ok(())
 }

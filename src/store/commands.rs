@@ -92,8 +92,8 @@ macro_rules! command_columns {
 pub(crate) const COMMAND_INSERT: &str = "INSERT INTO commands (command_id, tenant_id, actor_id, channel, \
      conversation_id, message_ids, correlation_id, causation_id, intent_entity, intent_action, intent_target, args, \
      command_kind, idempotency_class, idempotency_key, fingerprint, risk, target_command_id, state, confirmation, \
-     version, reason_code, received_at, expires_at, created_at, updated_at, reply_to)";
-pub(crate) const COMMAND_COLUMNS: usize = 27;
+     version, reason_code, received_at, expires_at, created_at, updated_at, reply_to, short_ref)";
+pub(crate) const COMMAND_COLUMNS: usize = 28;
 
 /// A command row as [`COMMAND_INSERT`] takes it.
 pub(crate) fn command_row(
@@ -137,6 +137,7 @@ pub(crate) fn command_row(
         to_ms(at).into(),
         to_ms(at).into(),
         reply_to.into(),
+        crate::command::ShortRef::of(e.command_id).as_str().into(),
     ])
 }
 
@@ -329,6 +330,48 @@ impl Store {
         .bind(filter.until.map(to_ms))
         .bind(filter.after.map(|id| id.to_string()))
         .bind(filter.limit)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(decode_command).collect()
+    }
+
+    /// The tenant's commands with this short reference, newest first (two only by a one in a
+    /// billion chance; the caller says so rather than guess).
+    pub async fn commands_by_ref(
+        &self,
+        tenant_id: &TenantId,
+        short_ref: &crate::command::ShortRef,
+    ) -> Result<Vec<StoredCommand>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            command_columns!(),
+            " FROM commands WHERE tenant_id = $1 AND short_ref = $2 ORDER BY command_id DESC LIMIT 5"
+        ))
+        .bind(tenant_id.as_str())
+        .bind(short_ref.as_str())
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(decode_command).collect()
+    }
+
+    /// The tenant's recent failed commands and the ones stuck (started or authorized, unmoved
+    /// since `stuck_before`), newest first.
+    pub async fn failures(
+        &self,
+        tenant_id: &TenantId,
+        stuck_before: OffsetDateTime,
+        limit: i64,
+    ) -> Result<Vec<StoredCommand>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            command_columns!(),
+            " FROM commands WHERE tenant_id = $1
+               AND (state = 'failed' OR (state IN ('started', 'authorized') AND updated_at < $2))
+             ORDER BY command_id DESC LIMIT $3"
+        ))
+        .bind(tenant_id.as_str())
+        .bind(to_ms(stuck_before))
+        .bind(limit)
         .fetch_all(self.pool())
         .await?;
         rows.iter().map(decode_command).collect()

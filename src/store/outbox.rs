@@ -74,7 +74,7 @@ pub(crate) fn outbox_row(
         command_id.map(|c| c.to_string()).into(),
         message.kind.as_str().into(),
         message.destination.as_str().into(),
-        message.payload.to_string().into(),
+        with_reference(&message.payload, command_id).to_string().into(),
         "pending".into(),
         0.into(),
         to_ms(at + message.hold.unwrap_or_default()).into(),
@@ -82,6 +82,19 @@ pub(crate) fn outbox_row(
         to_ms(at).into(),
     ];
     (id, row)
+}
+
+/// Every message about a command names it by its short reference (`vars.ref`), which is what
+/// a person types to ask about it; this is the one place every such message passes.
+fn with_reference(payload: &Value, command_id: Option<Uuid>) -> std::borrow::Cow<'_, Value> {
+    match (command_id, payload.get("vars")) {
+        (Some(id), Some(Value::Object(vars))) if !vars.contains_key("ref") => {
+            let mut payload = payload.clone();
+            payload["vars"]["ref"] = crate::command::ShortRef::of(id).as_str().into();
+            std::borrow::Cow::Owned(payload)
+        }
+        _ => std::borrow::Cow::Borrowed(payload),
+    }
 }
 
 pub(crate) async fn insert_outbox(

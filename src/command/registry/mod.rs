@@ -45,6 +45,9 @@ pub struct CommandSpec {
     pub risk: Risk,
     pub compensation: Option<String>,
     pub description: String,
+    /// The template of the reply when it executed (`executed` when unset): built-in chat
+    /// commands answer with their own (`requests`, `why`, ...), rendered with the result.
+    pub reply: Option<String>,
 }
 
 impl CommandSpec {
@@ -250,6 +253,7 @@ struct RawCommand {
     compensation: Option<String>,
     #[serde(default)]
     description: String,
+    reply: Option<String>,
 }
 
 fn build(
@@ -351,6 +355,7 @@ fn build(
         risk: raw.risk.unwrap_or(if mutation { Risk::Medium } else { Risk::Low }),
         compensation: raw.compensation.clone(),
         description: raw.description.clone(),
+        reply: raw.reply.clone(),
     })
 }
 

@@ -1,0 +1,74 @@
+//! The built-in recovery actions and agent moves. Each is a mutating command (confirmed, with
+//! step-up where the registry says, authorized by scope) whose execution is the very call the
+//! operator API makes: `recovery::recover` and `agents::change`.
+
+use serde_json::json;
+use time::OffsetDateTime;
+
+use super::{Answer, Asker, Gateway, Refusal, arg, refused};
+use crate::agents::AgentChangeError;
+use crate::command::ShortRef;
+use crate::delivery::agent::AgentEvent;
+use crate::engine::EngineError;
+use crate::lifecycle::recovery::RecoveryAction;
+use crate::recovery::{Operator, RecoveryError, StepUp, recover as run};
+
+/// The operator id recorded for what a person does from the chat.
+fn operator_id(asker: &Asker<'_>) -> String {
+    format!("chat|{}", asker.actor)
+}
+
+/// `retry`, `cancel`, `reprocess`, `compensate <ref>`.
+pub(super) async fn recover(gateway: &Gateway, asker: &Asker<'_>, now: OffsetDateTime) -> Answer {
+    let intent = &asker.command.envelope.intent;
+    let action: RecoveryAction = intent
+        .action
+        .parse()
+        .map_err(|_| refused("unknown_operation", json!({"message": format!("no recovery `{}`", intent.action)})))?;
+    let target = gateway.resolve(asker, arg(asker.command, "ref").unwrap_or_default()).await?;
+    // A chat command the registry sends through step-up was proved before it was authorized.
+    let proved = gateway.policy.registry.by_intent(&intent.entity, &intent.action).is_some_and(|s| s.step_up);
+    let id = operator_id(asker);
+    let operator = Operator {
+        tenant: asker.tenant,
+        id: &id,
+        subject: asker.actor,
+        reason: "asked in the chat",
+        step_up: if proved { StepUp::Proved } else { StepUp::None },
+    };
+    let target_ref = ShortRef::of(target.envelope.command_id);
+    let outcome = run(&gateway.ingress, &gateway.engine, &gateway.policy, &operator, target.envelope.command_id, action, now);
+    match outcome.await {
+        Ok(done) => Ok(json!({
+            "action": action,
+            "target_ref": target_ref,
+            "target_state": done.target_state,
+            "recovery_ref": ShortRef::of(done.recovery_command_id),
+            "state": done.state,
+        })),
+        Err(RecoveryError::NotFound) => Err(refused("unknown_reference", json!({"ref": target_ref}))),
+        Err(RecoveryError::NotAllowed { state, allowed, .. }) => {
+            Err(refused("not_allowed", json!({"ref": target_ref, "state": state, "allowed": allowed})))
+        }
+        Err(RecoveryError::Conflict(message)) => Err(refused("conflict", json!({"message": message}))),
+        Err(RecoveryError::StepUpRequired(message)) => Err(refused("step_up_required", json!({"message": message}))),
+        Err(RecoveryError::Engine(EngineError::Store(error))) => Err(Refusal::Store(error)),
+        Err(RecoveryError::Engine(error)) => Err(refused("internal", json!({"message": error.to_string()}))),
+    }
+}
+
+/// `pause`, `resume <agent>`.
+pub(super) async fn agent(gateway: &Gateway, asker: &Asker<'_>, now: OffsetDateTime) -> Answer {
+    let event = if asker.command.envelope.intent.action == "pause" { AgentEvent::Pause } else { AgentEvent::Resume };
+    let name = arg(asker.command, "agent").unwrap_or_default();
+    let store = gateway.engine.store();
+    match crate::agents::change(store, &gateway.config, name, event, &operator_id(asker), now).await {
+        Ok(agent) => Ok(json!({"agent": name, "state": agent.state})),
+        Err(AgentChangeError::Unknown(_)) => Err(refused("unknown_agent", json!({"agent": name}))),
+        Err(AgentChangeError::NotAllowed { state, reason }) => {
+            Err(refused("not_allowed", json!({"agent": name, "state": state, "message": reason, "allowed": []})))
+        }
+        Err(AgentChangeError::Concurrent) => Err(refused("conflict", json!({"message": "the agent changed meanwhile"}))),
+        Err(AgentChangeError::Store(error)) => Err(Refusal::Store(error)),
+    }
+}
