@@ -11,9 +11,9 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 
 use super::{ApiError, Problem};
+use crate::agents::AgentChangeError;
 use crate::app::AppState;
 use crate::config::Config;
-use crate::agents::AgentChangeError;
 use crate::delivery::agent::{Agent, AgentEvent};
 use crate::security::{Principal, require};
 use crate::store::Store;

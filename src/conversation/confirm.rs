@@ -193,8 +193,13 @@ mod tests {
 
     #[test]
     fn a_prompt_carries_code_expiry_and_buttons_with_the_nonce() {
-        let reply_to =
-            ReplyTo { destination: "whatsapp:1:2".into(), base: json!({"to": "2"}), command: None, executed_template: None, hold: None };
+        let reply_to = ReplyTo {
+            destination: "whatsapp:1:2".into(),
+            base: json!({"to": "2"}),
+            command: None,
+            executed_template: None,
+            hold: None,
+        };
         let now = OffsetDateTime::UNIX_EPOCH;
         let c = prompt(&reply_to, json!({"command": "refund"}), std::time::Duration::from_secs(300), now);
         assert_eq!(c.expires_at, now + std::time::Duration::from_secs(300));

@@ -53,6 +53,7 @@ mod tests {
             destination: "whatsapp:1:2".into(),
             base: json!({"to": "2"}),
             command: Some("refund".into()),
+            executed_template: None,
             hold: None,
         }
     }

@@ -33,6 +33,15 @@ pub const REQUIRED: &[&str] = &[
     "canceled",
     "button_yes",
     "button_no",
+    // The built-in chat commands' replies (the registry's `reply`).
+    "requests",
+    "request_status",
+    "why",
+    "trace",
+    "evidence",
+    "agents",
+    "recovered",
+    "agent_changed",
 ];
 
 /// WhatsApp's limit on an interactive button's title; templates named `button_*` must fit.
@@ -68,6 +77,22 @@ const SHIPPED: &[(&str, &str)] = &[
     ("whatsapp/pt/canceled", include_str!("../../templates/whatsapp/pt/canceled.txt")),
     ("whatsapp/pt/button_yes", include_str!("../../templates/whatsapp/pt/button_yes.txt")),
     ("whatsapp/pt/button_no", include_str!("../../templates/whatsapp/pt/button_no.txt")),
+    ("whatsapp/en/requests", include_str!("../../templates/whatsapp/en/requests.txt")),
+    ("whatsapp/en/request_status", include_str!("../../templates/whatsapp/en/request_status.txt")),
+    ("whatsapp/en/why", include_str!("../../templates/whatsapp/en/why.txt")),
+    ("whatsapp/en/trace", include_str!("../../templates/whatsapp/en/trace.txt")),
+    ("whatsapp/en/evidence", include_str!("../../templates/whatsapp/en/evidence.txt")),
+    ("whatsapp/en/agents", include_str!("../../templates/whatsapp/en/agents.txt")),
+    ("whatsapp/en/recovered", include_str!("../../templates/whatsapp/en/recovered.txt")),
+    ("whatsapp/en/agent_changed", include_str!("../../templates/whatsapp/en/agent_changed.txt")),
+    ("whatsapp/pt/requests", include_str!("../../templates/whatsapp/pt/requests.txt")),
+    ("whatsapp/pt/request_status", include_str!("../../templates/whatsapp/pt/request_status.txt")),
+    ("whatsapp/pt/why", include_str!("../../templates/whatsapp/pt/why.txt")),
+    ("whatsapp/pt/trace", include_str!("../../templates/whatsapp/pt/trace.txt")),
+    ("whatsapp/pt/evidence", include_str!("../../templates/whatsapp/pt/evidence.txt")),
+    ("whatsapp/pt/agents", include_str!("../../templates/whatsapp/pt/agents.txt")),
+    ("whatsapp/pt/recovered", include_str!("../../templates/whatsapp/pt/recovered.txt")),
+    ("whatsapp/pt/agent_changed", include_str!("../../templates/whatsapp/pt/agent_changed.txt")),
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -201,7 +226,9 @@ impl Templates {
 /// The variables each template is rendered with: the contract between the code that queues a
 /// reply and the people who write templates.
 pub fn sample_vars(name: &str) -> serde_json::Value {
-    match name {
+    let line = json!({"ref": "R7K2QX", "command": "refund", "state": "failed", "at": "11-23 09:41 UTC",
+        "reason": "executor_timeout", "actor": "*******0001"});
+    let mut vars = match name {
         "confirmation_prompt" => json!({
             "command": "refund", "usage": "refund {order_id} {amount}",
             "args": {"order_id": "1234", "amount": "25"}, "code": "K7Q2", "expires_in_minutes": 5, "step_up": false,
@@ -217,11 +244,46 @@ pub fn sample_vars(name: &str) -> serde_json::Value {
             json!({"command_id": "0190f3a1-0000-7000-8000-000000000000", "state": "started"})
         }
         "executed" => json!({"command": "refund", "result": {"refund_id": "R-1"}}),
-        "failed" => json!({"command": "refund", "reason": "executor_unavailable"}),
+        "failed" => json!({"command": "retry", "reason": "not_allowed",
+            "error": {"code": "not_allowed", "ref": "R7K2QX", "state": "executed", "allowed": ["compensate"]}}),
         "step_up_required" => json!({"command": "close_account", "link": "https://chatgate.example/step-up/abc"}),
         "help" => json!({"commands": ["order status {order_id} — where an order is"], "unsupported": "image"}),
+        "requests" => {
+            json!({"command": "my_requests", "result": {"list": "failures", "page": 2, "items": [line], "more": true}})
+        }
+        "request_status" => json!({"command": "request_status", "result": {
+            "ref": "R7K2QX", "command": "refund", "state": "failed", "at": "11-23 09:41 UTC", "reason": "executor_timeout",
+            "actor": "*******0001", "terminal": true,
+            "next": [{"action": "retry", "say": "retry R7K2QX"}, {"action": "wait", "say": "why R7K2QX"}]}}),
+        "why" => json!({"command": "why", "result": {
+            "ref": "R7K2QX", "command": "refund", "state": "failed", "at": "11-23 09:41 UTC", "reason": "executor_timeout",
+            "steps": [{"step": "received", "at": "11-23 09:40 UTC", "reason": null, "outcome": null},
+                      {"step": "answered", "at": "11-23 09:40 UTC", "reason": null, "outcome": "accepted"},
+                      {"step": "failed", "at": "11-23 09:41 UTC", "reason": "executor_timeout", "outcome": null}],
+            "more_steps": 2,
+            "deliveries": [{"target": "orders", "state": "closed", "outcome": "failed", "failure_class": "executor_timeout"}]}}),
+        "trace" => json!({"command": "trace", "result": {
+            "ref": "R7K2QX", "command": "refund", "state": "failed", "at": "11-23 09:41 UTC", "reason": null,
+            "commands": 2, "messages": 1, "replies": 3, "more_lines": 1,
+            "lines": [{"at": "11-23 09:40 UTC", "kind": "command", "ref": "R7K2QX", "what": "order.refund", "state": "failed", "reason": null},
+                      {"at": "11-23 09:41 UTC", "kind": "transition", "ref": null, "what": null, "state": "failed", "reason": "executor_timeout"},
+                      {"at": "11-23 09:41 UTC", "kind": "delivery", "ref": null, "what": "orders", "state": "failed", "reason": null}]}}),
+        "evidence" => json!({"command": "evidence", "result": {
+            "ref": "R7K2QX", "command": "refund", "state": "failed", "at": "11-23 09:41 UTC", "reason": null,
+            "count": 9, "more_items": 1, "items": [{"seq": 3, "kind": "execution.failed", "reason": "executor_timeout", "hash": "9f2c1a0b7e"}]}}),
+        "agents" => json!({"command": "agents", "result": {"items": [{"agent": "orders", "state": "paused"}]}}),
+        "recovered" => json!({"command": "retry", "result": {
+            "action": "retry", "target_ref": "R7K2QX", "target_state": "failed", "recovery_ref": "P3XM9A", "state": "started"}}),
+        "agent_changed" => json!({"command": "pause", "result": {"agent": "orders", "state": "paused"}}),
         _ => json!({}),
+    };
+    // Every message about a command carries its short reference (see `store::outbox`).
+    if let Some(map) =
+        vars.as_object_mut().filter(|_| !matches!(name, "help" | "rejected" | "button_yes" | "button_no"))
+    {
+        map.insert("ref".into(), "R7K2QX".into());
     }
+    vars
 }
 
 #[cfg(test)]

@@ -42,9 +42,20 @@ pub enum Executor {
     /// The gateway itself: the registry's built-in chat commands (`status`, `why`, recovery
     /// actions, ...), which the dispatcher runs through [`crate::ooc::Gateway`].
     Gateway,
-    Fail { code: String },
-    Http { url: String, secret: Option<Vec<u8>>, client: reqwest::Client, cancel_url: Option<String> },
-    Amqp { bus: Arc<Bus>, agent: String, announce_cancel: bool },
+    Fail {
+        code: String,
+    },
+    Http {
+        url: String,
+        secret: Option<Vec<u8>>,
+        client: reqwest::Client,
+        cancel_url: Option<String>,
+    },
+    Amqp {
+        bus: Arc<Bus>,
+        agent: String,
+        announce_cancel: bool,
+    },
 }
 
 /// The exchange RabbitMQ executors publish to unless configured otherwise.
@@ -76,7 +87,9 @@ impl Executor {
             return Ok(Self::Amqp { bus, agent, announce_cancel: config.announce_cancel });
         }
         if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(format!("executors.{name}.url: `{url}` is not http(s)://, amqp:// or builtin:echo|fail|gateway"));
+            return Err(format!(
+                "executors.{name}.url: `{url}` is not http(s)://, amqp:// or builtin:echo|fail|gateway"
+            ));
         }
         let secret = config
             .secret

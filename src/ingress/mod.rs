@@ -237,8 +237,7 @@ impl Ingress {
             dedupe_window: spec.dedupe_window,
             target_command_id: reprocess_of.map(|t| t.envelope.command_id),
         };
-        let reply_to =
-            ReplyTo { command: Some(spec.name.clone()), executed_template: spec.reply.clone(), ..reply_to };
+        let reply_to = ReplyTo { command: Some(spec.name.clone()), executed_template: spec.reply.clone(), ..reply_to };
         let first = first_moves(spec, &actor.scopes, &args, &reply_to, now);
         let admission = Admission {
             then: first.events,

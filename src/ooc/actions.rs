@@ -37,7 +37,8 @@ pub(super) async fn recover(gateway: &Gateway, asker: &Asker<'_>, now: OffsetDat
         step_up: if proved { StepUp::Proved } else { StepUp::None },
     };
     let target_ref = ShortRef::of(target.envelope.command_id);
-    let outcome = run(&gateway.ingress, &gateway.engine, &gateway.policy, &operator, target.envelope.command_id, action, now);
+    let outcome =
+        run(&gateway.ingress, &gateway.engine, &gateway.policy, &operator, target.envelope.command_id, action, now);
     match outcome.await {
         Ok(done) => Ok(json!({
             "action": action,
@@ -68,7 +69,9 @@ pub(super) async fn agent(gateway: &Gateway, asker: &Asker<'_>, now: OffsetDateT
         Err(AgentChangeError::NotAllowed { state, reason }) => {
             Err(refused("not_allowed", json!({"agent": name, "state": state, "message": reason, "allowed": []})))
         }
-        Err(AgentChangeError::Concurrent) => Err(refused("conflict", json!({"message": "the agent changed meanwhile"}))),
+        Err(AgentChangeError::Concurrent) => {
+            Err(refused("conflict", json!({"message": "the agent changed meanwhile"})))
+        }
         Err(AgentChangeError::Store(error)) => Err(Refusal::Store(error)),
     }
 }

@@ -113,9 +113,7 @@ impl Gateway {
                 detail["code"] = code.into();
                 CallOutcome::Executed { succeeded: false, detail }
             }
-            Err(Refusal::Store(error)) => {
-                CallOutcome::Retry { error: format!("storage: {error}"), retry_after: None }
-            }
+            Err(Refusal::Store(error)) => CallOutcome::Retry { error: format!("storage: {error}"), retry_after: None },
         }
     }
 
@@ -124,10 +122,8 @@ impl Gateway {
         let unknown = || refused("unknown_reference", json!({"ref": reference}));
         let short = ShortRef::parse(reference).map_err(|_| unknown())?;
         let found = self.engine.store().commands_by_ref(asker.tenant, &short).await?;
-        let mut visible: Vec<StoredCommand> = found
-            .into_iter()
-            .filter(|c| asker.sees_all() || c.envelope.actor_id.as_str() == asker.actor)
-            .collect();
+        let mut visible: Vec<StoredCommand> =
+            found.into_iter().filter(|c| asker.sees_all() || c.envelope.actor_id.as_str() == asker.actor).collect();
         match visible.len() {
             0 => Err(unknown()),
             1 => Ok(visible.remove(0)),

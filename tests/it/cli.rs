@@ -188,7 +188,7 @@ fn check_config_names_the_line_of_a_registry_mistake_and_warns_about_demo_secret
     let ok = run(chatgate(&dir).args(["--config", "chatgate.toml", "check-config"]));
     assert!(ok.status.success(), "{}", stderr(&ok));
     let err = stderr(&ok);
-    assert!(err.contains("registry: 4 commands") && err.contains("templates: whatsapp/en, whatsapp/pt"), "{err}");
+    assert!(err.contains("registry: 18 commands") && err.contains("templates: whatsapp/en, whatsapp/pt"), "{err}");
     assert!(err.contains("warning: whatsapp.apps.default.app_secret is a demo value"), "{err}");
     let own = run(chatgate(&dir)
         .args(["--config", "chatgate.toml", "check-config"])

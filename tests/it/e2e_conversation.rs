@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use chatgate::command::ShortRef;
 use chatgate::ingress::whatsapp::simulate;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -149,7 +150,7 @@ async fn a_button_tap_confirms_and_the_command_goes_on_to_authorization(db: &Tes
     assert!(text.starts_with("Thanks, confirmed"), "{text}");
     // Confirmed, authorized, dispatched to the demo's `orders` executor (builtin:echo), done.
     let (_, done, _) = chat.next_reply().await;
-    assert_eq!(done, "Done: refund.\n• amount: 25\n• order_id: 1234");
+    assert_eq!(done, format!("Done: refund.\n• amount: 25\n• order_id: 1234\nRef {}", ShortRef::of(id)));
     assert_eq!(chat.settled(id).await, "executed");
     assert_eq!(
         chat.events(id).await,
@@ -200,7 +201,7 @@ async fn no_declines_and_cancels_with_a_reply(db: &TestDb) {
     let (id, code, _) = chat.refund_prompted("wamid.N1", "refund 1234 25.00").await;
     chat.says("wamid.N2", CUSTOMER, &format!("NO {code}")).await;
     let (_, text, _) = chat.next_reply().await;
-    assert_eq!(text, "OK, I won't refund. Nothing was changed.");
+    assert_eq!(text, format!("OK, I won't refund. Nothing was changed.\nRef {}", ShortRef::of(id)));
     assert_eq!(chat.state(id).await, ("canceled".into(), Some("confirmation_declined".into())));
     assert_eq!(chat.answers().await[0].0, "declined");
     let canceled = db.store.evidence_for_command("demo", id).await.expect("evidence");
@@ -353,7 +354,7 @@ async fn the_original_message_after_execution_replays_the_outcome_without_a_new_
         .expect("ack");
     assert_eq!(response.status(), 200);
     let (_, done, _) = chat.next_reply().await;
-    assert_eq!(done, "Done: refund.\n• refund_id: R-77");
+    assert_eq!(done, format!("Done: refund.\n• refund_id: R-77\nRef {}", ShortRef::of(id)));
     assert_eq!(chat.settled(id).await, "executed");
 
     // The provider redelivers the original message: already recorded, nothing at all happens.
@@ -362,7 +363,7 @@ async fn the_original_message_after_execution_replays_the_outcome_without_a_new_
     chat.says("wamid.O3", CUSTOMER, "refund 1234 25.00").await;
     let (_, replayed, _) = chat.next_reply().await;
     assert!(replayed.starts_with("That request was already handled (it ended executed)"), "{replayed}");
-    assert!(replayed.contains(&id.to_string()));
+    assert!(replayed.contains(ShortRef::of(id).as_str()), "{replayed}");
     chat.nothing_more().await;
     assert_eq!(
         db.count("SELECT COUNT(*) FROM confirmations WHERE status <> $1", "none").await,
@@ -382,7 +383,7 @@ async fn a_read_only_command_is_answered_without_a_prompt(db: &TestDb) {
     // The first thing the person hears is the answer (the demo executor echoes the arguments).
     let (to, text, body) = chat.next_reply().await;
     assert_eq!((to.as_str(), body["type"].as_str()), (CUSTOMER, Some("text")));
-    assert_eq!(text, "Done: order status.\n• order_id: 1234");
+    assert_eq!(text, format!("Done: order status.\n• order_id: 1234\nRef {}", ShortRef::of(id)));
     assert_eq!(chat.settled(id).await, "executed");
     assert_eq!(chat.events(id).await, ["canonicalize", "submit_for_authorization", "allow", "start", "succeed"]);
     chat.nothing_more().await;

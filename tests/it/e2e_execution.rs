@@ -46,6 +46,8 @@ poll_interval_ms = 20
 [rate_limits]
 actor = {{ per_minute = 1000000, burst = 100000 }}
 tenant = {{ per_minute = 1000000, burst = 100000 }}
+[executors.gateway]
+url = "builtin:gateway"
 [executors.orders]
 url = "{executor_url}"
 request_timeout_ms = 500
@@ -545,7 +547,8 @@ mod agents {
             .json()
             .await
             .expect("json");
-        assert_eq!(listed["agents"][0]["state"], "paused");
+        let orders = listed["agents"].as_array().and_then(|a| a.iter().find(|a| a["agent"] == "orders")).cloned();
+        assert_eq!(orders.map(|o| o["state"].clone()), Some(Value::from("paused")));
 
         // Waits while paused, goes out on resume.
         let meta = Meta::new(&app, db);

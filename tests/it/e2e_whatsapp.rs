@@ -358,7 +358,9 @@ async fn reads_go_to_authorization_and_help_lists_the_actors_commands(db: &TestD
     let helps: Vec<&Value> = outbox.iter().filter(|(_, p)| p["template"] == "help").map(|(_, p)| p).collect();
     assert_eq!(helps.len(), 2);
     let lines = |p: &Value| p["vars"]["commands"].as_array().map(Vec::len);
-    assert_eq!((lines(helps[0]), lines(helps[1])), (Some(2), Some(3)), "the admin may also close accounts");
+    // The customer's two order commands and the four everyone may ask the gateway (status,
+    // status <ref>, why, more); the admin may also close accounts, and operates (ten more).
+    assert_eq!((lines(helps[0]), lines(helps[1])), (Some(6), Some(17)));
     app.stop().await.expect("stop");
 }
 

@@ -155,7 +155,7 @@ impl Registry {
     /// The shipped registry, for unit tests elsewhere in the crate.
     #[cfg(test)]
     pub(crate) fn shipped_for_tests() -> Self {
-        let executors = ["orders".to_owned()].into_iter().collect();
+        let executors = ["orders".to_owned(), "gateway".to_owned()].into_iter().collect();
         let text = include_str!("../../../config/commands.toml");
         Self::parse(Path::new("commands.toml"), text, &executors, std::time::Duration::from_secs(3_600))
             .unwrap_or_else(|e| panic!("the shipped registry is valid: {e}"))
@@ -204,9 +204,12 @@ impl Registry {
 
     /// The commands an actor holding `scopes` may ask for, as usage lines for a help reply.
     pub fn help_lines(&self, scopes: &BTreeSet<String>) -> Vec<String> {
-        self.commands
+        // What the tenant's systems do first, then the gateway's own (status, why, ...).
+        let mut commands: Vec<&CommandSpec> =
+            self.commands.iter().filter(|c| c.scopes.is_subset(scopes) && !c.patterns.is_empty()).collect();
+        commands.sort_by_key(|c| c.executor == crate::ooc::GATEWAY);
+        commands
             .iter()
-            .filter(|c| c.scopes.is_subset(scopes) && !c.patterns.is_empty())
             .map(|c| if c.description.is_empty() { c.usage() } else { format!("{} — {}", c.usage(), c.description) })
             .collect()
     }

@@ -1,7 +1,7 @@
 use super::*;
 
 fn executors() -> BTreeSet<String> {
-    ["orders".to_owned()].into_iter().collect()
+    ["orders".to_owned(), "gateway".to_owned()].into_iter().collect()
 }
 
 fn parse(text: &str) -> Result<Registry, RegistryError> {
@@ -60,10 +60,13 @@ fn help_lists_only_what_the_actor_may_ask() {
     let registry = shipped();
     let customer: BTreeSet<String> = ["orders:read".into(), "orders:refund".into()].into_iter().collect();
     let lines = registry.help_lines(&customer);
-    assert_eq!(lines.len(), 2, "{lines:?}");
-    assert!(lines.iter().any(|l| l.starts_with("refund {order_id} {amount}")));
-    assert!(!lines.iter().any(|l| l.contains("close account")));
-    assert!(registry.help_lines(&BTreeSet::new()).is_empty());
+    // The two order commands first, then what everyone may ask the gateway itself.
+    assert_eq!(lines.len(), 6, "{lines:?}");
+    assert!(lines[..2].iter().all(|l| l.starts_with("order status") || l.starts_with("refund {order_id}")));
+    assert!(lines.iter().any(|l| l.starts_with("status {ref}")) && lines.iter().any(|l| l.starts_with("why {ref}")));
+    assert!(!lines.iter().any(|l| l.contains("close account") || l.contains("retry") || l.contains("failures")));
+    let nobody = registry.help_lines(&BTreeSet::new());
+    assert!(nobody.iter().all(|l| ["status", "why", "more"].iter().any(|w| l.starts_with(w))), "{nobody:?}");
 }
 
 #[test]
