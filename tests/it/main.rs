@@ -10,6 +10,7 @@ mod e2e_conversation;
 mod e2e_execution;
 mod e2e_health;
 mod e2e_hooks;
+mod e2e_ooc;
 mod e2e_operator;
 mod e2e_outbound;
 mod e2e_security;
