@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use super::{ApiError, Problem};
 use crate::app::AppState;
-use crate::command::IdempotencyKey;
+use crate::command::{IdempotencyKey, ShortRef};
 use crate::delivery::acks::{AckError, AckOutcome, AckRequest, apply_ack};
 use crate::engine::Engine;
 use crate::lifecycle::recovery::RecoveryAction;
@@ -67,6 +67,8 @@ pub(crate) struct ListQuery {
     actor: Option<String>,
     conversation: Option<String>,
     command: Option<String>,
+    #[serde(rename = "ref")]
+    short_ref: Option<String>,
     since: Option<String>,
     until: Option<String>,
     cursor: Option<String>,
@@ -77,7 +79,7 @@ pub(crate) struct ListQuery {
 /// ended, whatever arrives meanwhile.
 #[utoipa::path(get, path = "/v1/commands", tag = "commands", security(("bearer" = ["commands:read"])),
     params(("state" = Option<String>, Query), ("actor" = Option<String>, Query), ("conversation" = Option<String>, Query),
-        ("command" = Option<String>, Query), ("since" = Option<String>, Query, format = DateTime), ("until" = Option<String>, Query, format = DateTime),
+        ("command" = Option<String>, Query), ("ref" = Option<String>, Query, description = "A short reference, as replies show it (R7K2QX)"), ("since" = Option<String>, Query, format = DateTime), ("until" = Option<String>, Query, format = DateTime),
         ("cursor" = Option<String>, Query, format = Uuid), ("limit" = Option<i64>, Query, minimum = 1, maximum = 200)),
     responses((status = 200, description = "A page of commands", content_type = "application/json", body = serde_json::Value), (status = 400, description = "A bad filter", content_type = "application/problem+json", body = serde_json::Value), (status = 401, description = "Missing or invalid bearer token", content_type = "application/problem+json", body = serde_json::Value),
         (status = 403, description = "The token lacks the scope", content_type = "application/problem+json", body = serde_json::Value),
@@ -115,6 +117,9 @@ pub(crate) async fn list(
         since: time(&query.since, "`since` is an RFC 3339 time")?,
         until: time(&query.until, "`until` is an RFC 3339 time")?,
         after: query.cursor.as_deref().map(|c| c.parse().map_err(|_| bad("`cursor` is not a cursor"))).transpose()?,
+        short_ref: given(&query.short_ref)
+            .map(|r| ShortRef::parse(&r).map_err(|_| bad("`ref` is a short reference (six letters and digits)")))
+            .transpose()?,
         limit: limit + 1,
     };
     // Everything else was valid: a state no command can be in matches nothing.

@@ -40,6 +40,8 @@ pub struct CommandFilter {
     pub intent: Option<(String, String)>,
     pub since: Option<OffsetDateTime>,
     pub until: Option<OffsetDateTime>,
+    /// A short reference (`R7K2QX`).
+    pub short_ref: Option<crate::command::ShortRef>,
     /// The cursor: only commands older than this one.
     pub after: Option<Uuid>,
     pub limit: i64,
@@ -318,6 +320,7 @@ impl Store {
                AND (CAST($7 AS BIGINT) IS NULL OR created_at >= $7)
                AND (CAST($8 AS BIGINT) IS NULL OR created_at < $8)
                AND (CAST($9 AS TEXT) IS NULL OR command_id < $9)
+               AND (CAST($11 AS TEXT) IS NULL OR short_ref = $11)
              ORDER BY command_id DESC LIMIT $10"
         ))
         .bind(tenant_id.as_str())
@@ -330,6 +333,7 @@ impl Store {
         .bind(filter.until.map(to_ms))
         .bind(filter.after.map(|id| id.to_string()))
         .bind(filter.limit)
+        .bind(filter.short_ref.as_ref().map(|r| r.as_str()))
         .fetch_all(self.pool())
         .await?;
         rows.iter().map(decode_command).collect()

@@ -132,7 +132,31 @@ impl Store {
             BackendKind::Sqlite => sqlx::migrate!("migrations/sqlite"),
             BackendKind::Postgres => sqlx::migrate!("migrations/postgres"),
         };
-        migrator.run(&self.pool).await.map_err(|e| StoreError::Migrate(e.to_string()))
+        migrator.run(&self.pool).await.map_err(|e| StoreError::Migrate(e.to_string()))?;
+        self.backfill_short_refs().await
+    }
+
+    /// Commands written before short references existed get theirs (a hash of the id, which
+    /// SQL cannot compute), a batch at a time; a no-op once done.
+    async fn backfill_short_refs(&self) -> Result<(), StoreError> {
+        loop {
+            let rows = sqlx::query("SELECT command_id FROM commands WHERE short_ref IS NULL LIMIT 500")
+                .fetch_all(&self.pool)
+                .await?;
+            if rows.is_empty() {
+                return Ok(());
+            }
+            let mut tx = self.begin().await?;
+            for row in &rows {
+                let id = rows::uuid(row, "command_id")?;
+                sqlx::query("UPDATE commands SET short_ref = $1 WHERE command_id = $2")
+                    .bind(crate::command::ShortRef::of(id).as_str())
+                    .bind(id.to_string())
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+        }
     }
 
     /// Answers when the database does (`/readyz`).
