@@ -99,26 +99,11 @@ impl<'a> Chat<'a> {
     }
 
     async fn command_of(&self, message_id: &str) -> Uuid {
-        let mut conn = self.db.raw().await;
-        let row = sqlx::query("SELECT command_id FROM inbound_messages WHERE provider_message_id = $1")
-            .bind(message_id)
-            .fetch_one(&mut conn)
-            .await
-            .expect("message row");
-        let id: String = sqlx::Row::try_get(&row, 0).expect("command id");
-        id.parse().expect("uuid")
+        crate::helpers::command_of_message(self.db, message_id).await
     }
 
     async fn settled(&self, id: Uuid) -> String {
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        loop {
-            let command = self.db.store.command(&tenant("demo"), id).await.expect("read").expect("command");
-            if command.lifecycle.state.is_terminal() {
-                return command.lifecycle.state.to_string();
-            }
-            assert!(std::time::Instant::now() < deadline, "still {}", command.lifecycle.state);
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        crate::helpers::settled(self.db, id).await
     }
 
     /// A customer's refund, confirmed and finished; its id and reference.

@@ -335,3 +335,28 @@ impl<'a> Meta<'a> {
         self.post(&simulate::notification(DEMO_NUMBER, vec![simulate::text(id, from, body)], vec![])).await
     }
 }
+
+/// The command a stored inbound message started.
+pub async fn command_of_message(db: &TestDb, message_id: &str) -> uuid::Uuid {
+    let mut conn = db.raw().await;
+    let row = sqlx::query("SELECT command_id FROM inbound_messages WHERE provider_message_id = $1")
+        .bind(message_id)
+        .fetch_one(&mut conn)
+        .await
+        .expect("message row");
+    let id: String = sqlx::Row::try_get(&row, 0).expect("command id");
+    id.parse().expect("uuid")
+}
+
+/// Waits until the command reaches a terminal state (20 s at most), and returns it.
+pub async fn settled(db: &TestDb, command_id: uuid::Uuid) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let command = db.store.command(&tenant("demo"), command_id).await.expect("read").expect("command");
+        if command.lifecycle.state.is_terminal() {
+            return command.lifecycle.state.to_string();
+        }
+        assert!(std::time::Instant::now() < deadline, "still {}", command.lifecycle.state);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
