@@ -261,7 +261,7 @@ pub fn sample_vars(name: &str) -> serde_json::Value {
                       {"step": "answered", "at": "11-23 09:40 UTC", "reason": null, "outcome": "accepted"},
                       {"step": "failed", "at": "11-23 09:41 UTC", "reason": "executor_timeout", "outcome": null}],
             "more_steps": 2,
-            "deliveries": [{"target": "orders", "state": "closed", "outcome": "failed", "failure_class": "executor_timeout"}]}}),
+            "deliveries": [{"target": "orders", "state": "failed", "failure_class": "executor_timeout", "attempts": 3}]}}),
         "trace" => json!({"command": "trace", "result": {
             "ref": "R7K2QX", "command": "refund", "state": "failed", "at": "11-23 09:41 UTC", "reason": null,
             "commands": 2, "messages": 1, "replies": 3, "more_lines": 1,

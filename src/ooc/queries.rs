@@ -155,12 +155,22 @@ pub(super) async fn why(gateway: &Gateway, asker: &Asker<'_>) -> Answer {
     let id = command.envelope.command_id;
     let artifacts = store.evidence_for_command(asker.tenant.as_str(), id).await?;
     let steps: Vec<Value> = artifacts.iter().filter_map(step).collect();
+    let attempts = store.dispatch_attempts(id).await?;
+    let attempts_of = |target: &str| attempts.iter().find(|(t, _)| t == target).map_or(0, |(_, n)| *n);
     let deliveries: Vec<Value> = store
         .deliveries_of(id)
         .await?
         .iter()
         .filter(|d| d.target != super::GATEWAY)
-        .map(|d| json!({"target": d.target, "state": d.state, "outcome": d.outcome, "failure_class": d.failure_class}))
+        .map(|d| {
+            // The executor's own error code when it refused, else the transport's failure class.
+            let reason = d
+                .failure_class
+                .clone()
+                .or_else(|| d.detail.as_ref().and_then(|detail| detail["code"].as_str().map(str::to_owned)));
+            json!({"target": d.target, "state": d.outcome.clone().unwrap_or_else(|| d.state.to_string()),
+                "failure_class": reason, "attempts": attempts_of(&d.target)})
+        })
         .collect();
     let mut answer = line(gateway, &command, false);
     answer["more_steps"] = steps.len().saturating_sub(DETAIL_LINES).into();

@@ -193,6 +193,17 @@ impl Store {
         rows.iter().map(|row| text(row, "destination")).collect()
     }
 
+    /// How many times each target of a command was called (its dispatch rows' attempts).
+    pub async fn dispatch_attempts(&self, command_id: Uuid) -> Result<Vec<(String, i64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT destination, attempts FROM outbox WHERE command_id = $1 AND kind = 'dispatch' ORDER BY destination",
+        )
+        .bind(command_id.to_string())
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(|row| Ok((text(row, "destination")?, super::rows::int(row, "attempts")?))).collect()
+    }
+
     /// Deliveries whose delivery, execution or TTL deadline has passed, oldest first.
     pub async fn overdue_deliveries(&self, now: OffsetDateTime, limit: i64) -> Result<Vec<Delivery>, StoreError> {
         let rows = sqlx::query(concat!(

@@ -166,7 +166,7 @@ async fn a_customer_asks_about_a_refused_a_confirmed_and_a_failed_command_and_se
     for step in ["confirmation asked", "answer: accepted", "allowed", "sent for execution", "failed: unknown order"] {
         assert!(why.contains(step), "{step} in {why}");
     }
-    assert!(why.contains("Delivery to orders"), "{why}");
+    assert!(why.contains("Delivery to orders: failed (unknown order), 1 attempt(s)"), "{why}");
     let why = chat.ask(CUSTOMER, &format!("why {refused_ref}")).await;
     assert!(why.contains("refused: missing scope"), "{why}");
     let why = chat.ask(CUSTOMER, &format!("why {confirmed_ref}")).await;
