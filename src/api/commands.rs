@@ -100,6 +100,8 @@ pub(crate) async fn list(
     // unknown state or command name) matches nothing.
     let given = |v: &Option<String>| v.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned);
     let wanted_state = given(&query.state);
+    // Like an unknown state, text that cannot be a reference matches nothing.
+    let wanted_ref = given(&query.short_ref);
     let intent = given(&query.command).map(|name| match state.policy.registry.get(&name) {
         Some(spec) => (spec.entity.clone(), spec.action.clone()),
         None => ("-".to_owned(), "-".to_owned()),
@@ -117,13 +119,13 @@ pub(crate) async fn list(
         since: time(&query.since, "`since` is an RFC 3339 time")?,
         until: time(&query.until, "`until` is an RFC 3339 time")?,
         after: query.cursor.as_deref().map(|c| c.parse().map_err(|_| bad("`cursor` is not a cursor"))).transpose()?,
-        short_ref: given(&query.short_ref)
-            .map(|r| ShortRef::parse(&r).map_err(|_| bad("`ref` is a short reference (six letters and digits)")))
-            .transpose()?,
+        short_ref: wanted_ref.as_deref().and_then(|r| ShortRef::parse(r).ok()),
         limit: limit + 1,
     };
     // Everything else was valid: a state no command can be in matches nothing.
-    if wanted_state.as_deref().is_some_and(|s| s.parse::<crate::lifecycle::State>().is_err()) {
+    if wanted_state.as_deref().is_some_and(|s| s.parse::<crate::lifecycle::State>().is_err())
+        || wanted_ref.as_deref().is_some_and(|r| ShortRef::parse(r).is_err())
+    {
         return Ok(Json(json!({"commands": [], "next_cursor": null})));
     }
     let mut page = state.engine.store().list_commands(&principal.tenant, &filter).await?;
