@@ -22,7 +22,7 @@ use crate::ingress::{Ingress, Reprocessed};
 use crate::lifecycle::recovery::{RecoveryAction, allowed};
 use crate::lifecycle::{CommandKind, Event, EvidenceKind, State};
 use crate::security::Policy;
-use crate::store::{Admitted, StepOutcome, StepWrite, StoredCommand};
+use crate::store::{Admitted, StepOutcome, StepWrite, Store, StoredCommand};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RecoveryError {
@@ -77,6 +77,43 @@ pub enum StepUp<'a> {
     Proved,
 }
 
+/// The stored message a command came from (what reprocessing reads again), if any.
+type SourceMessage = Option<(String, Value)>;
+
+/// Whether `action` may run on `target` now: its state allows it, and a high-risk command the
+/// action would run has a proof of the operator coming (`proving`). The chat asks this before it
+/// prompts for confirmation and `recover` when it runs, so both refuse alike. Returns the
+/// target's stored message.
+pub async fn admissible(
+    store: &Store,
+    policy: &Policy,
+    target: &StoredCommand,
+    action: RecoveryAction,
+    proving: bool,
+) -> Result<SourceMessage, RecoveryError> {
+    let state = target.lifecycle.state;
+    let message = store.message_of(target.envelope.command_id).await?;
+    let actions = allowed(state, policy.compensation_of(target).is_some(), message.is_some());
+    if !actions.contains(&action) {
+        return Err(RecoveryError::NotAllowed { action, state, allowed: actions });
+    }
+    if needs_step_up(policy, target, action) && !proving {
+        return Err(RecoveryError::StepUpRequired("this action on a high-risk command needs a step-up proof".into()));
+    }
+    Ok(message)
+}
+
+/// Whether what `action` would run is risky (the registry says `high`), so that the operator
+/// proves it is them, once (the proof names them, the target and its key).
+fn needs_step_up(policy: &Policy, target: &StoredCommand, action: RecoveryAction) -> bool {
+    let runs = match action {
+        RecoveryAction::Compensate => policy.compensation_of(target),
+        RecoveryAction::Retry | RecoveryAction::Reprocess => policy.spec_of(target),
+        RecoveryAction::Cancel => None,
+    };
+    runs.is_some_and(|spec| spec.risk == Risk::High)
+}
+
 pub async fn recover(
     ingress: &Ingress,
     engine: &Engine,
@@ -87,25 +124,11 @@ pub async fn recover(
     now: OffsetDateTime,
 ) -> Result<Recovered, RecoveryError> {
     let target = engine.store().command(operator.tenant, target_id).await?.ok_or(RecoveryError::NotFound)?;
-    let state = target.lifecycle.state;
-    let message = engine.store().message_of(target_id).await?;
-    let actions = allowed(state, policy.compensation_of(&target).is_some(), message.is_some());
-    if !actions.contains(&action) {
-        return Err(RecoveryError::NotAllowed { action, state, allowed: actions });
-    }
-    // What the action would run is risky (the registry says `high`): the operator proves it is
-    // them, once (the proof names them, the target and its key).
-    let runs = match action {
-        RecoveryAction::Compensate => policy.compensation_of(&target),
-        RecoveryAction::Retry | RecoveryAction::Reprocess => policy.spec_of(&target),
-        RecoveryAction::Cancel => None,
-    };
-    if runs.is_some_and(|spec| spec.risk == Risk::High) && operator.step_up != StepUp::Proved {
-        let StepUp::Token(token) = operator.step_up else {
-            return Err(RecoveryError::StepUpRequired(
-                "this action on a high-risk command needs a step-up proof".into(),
-            ));
-        };
+    let proving = operator.step_up != StepUp::None;
+    let message = admissible(engine.store(), policy, &target, action, proving).await?;
+    if let StepUp::Token(token) = operator.step_up
+        && needs_step_up(policy, &target, action)
+    {
         let proof = policy
             .security
             .stepup

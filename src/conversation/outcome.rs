@@ -25,6 +25,9 @@ pub fn outcome_reply(
     let template = match state {
         State::Executed => reply_to.executed_template.as_deref().unwrap_or("executed"),
         State::Failed => "failed",
+        // A refusal that explains itself (an `error` with what is allowed instead, say) reads
+        // the same whether it came before the confirmation or when the command ran.
+        State::Rejected if extra.is_some_and(|vars| vars.get("error").is_some()) => "failed",
         State::Rejected => "rejected",
         State::Canceled if reason == DECLINED => "declined",
         State::Canceled if reason == EXPIRED => "expired",
@@ -84,5 +87,8 @@ mod tests {
         assert_eq!(reply.payload["vars"]["result"]["refund_id"], "R-9");
         assert_eq!(reply.payload["vars"]["command"], "refund");
         assert_eq!(reply.payload["to"], "2");
+        let refusal = json!({"error": {"code": "not_allowed", "allowed": ["compensate"]}});
+        let refused = outcome_reply(&address(), Uuid::nil(), State::Rejected, Some("not_allowed"), Some(&refusal));
+        assert_eq!(refused.expect("reply").payload["template"], "failed", "explained like a refusal at execution");
     }
 }

@@ -49,6 +49,8 @@ pub struct Admission<'a> {
     pub reply_to: Option<ReplyTo>,
     /// The confirmation the first moves ask for.
     pub confirmation: Option<NewConfirmation>,
+    /// Variables for the outcome reply when the first moves end the command (a refusal's `error`).
+    pub reply_vars: Option<Value>,
 }
 
 /// What a move carries besides its event.
@@ -148,7 +150,8 @@ impl Engine {
         let mut outbox = admission.outbox;
         if let Some(reply_to) = &admission.reply_to {
             let reason = admission.reason_code.as_deref();
-            outbox.extend(outcome_reply(reply_to, envelope.command_id, current.state, reason, None));
+            let extra = admission.reply_vars.as_ref();
+            outbox.extend(outcome_reply(reply_to, envelope.command_id, current.state, reason, extra));
         }
         Ok(AdmissionWrite {
             envelope,

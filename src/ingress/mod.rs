@@ -22,6 +22,7 @@ use crate::delivery::dispatch;
 use crate::directory::{Actor, Tenant, UnknownSenderPolicy};
 use crate::engine::{Admission, Engine, EngineError};
 use crate::lifecycle::{CommandKind, Event};
+use crate::ooc;
 use crate::security::Policy;
 use crate::security::authz::{self, AuthzDecision};
 use crate::store::StoredCommand;
@@ -238,7 +239,12 @@ impl Ingress {
             target_command_id: reprocess_of.map(|t| t.envelope.command_id),
         };
         let reply_to = ReplyTo { command: Some(spec.name.clone()), executed_template: spec.reply.clone(), ..reply_to };
-        let first = first_moves(spec, &actor.scopes, &args, &reply_to, now);
+        // A reprocessed message is not asked anything: its command goes where the first one went.
+        let refused = match reprocess_of {
+            None => ooc::precheck(self.store(), &self.policy, &tenant.id, actor, spec, &args).await?,
+            Some(_) => None,
+        };
+        let first = first_moves(spec, &actor.scopes, &args, &reply_to, refused, now);
         let admission = Admission {
             then: first.events,
             decision: first.decision,
@@ -247,6 +253,7 @@ impl Ingress {
             outbox: first.outbox,
             reply_to: Some(reply_to),
             confirmation: first.confirmation,
+            reply_vars: first.reply_vars,
         };
         let (_, admitted) = self.engine.accept_with(request, admission, now).await?;
         Ok(match admitted {
@@ -319,6 +326,7 @@ struct FirstMoves {
     reason_code: Option<&'static str>,
     outbox: Vec<NewOutboxMessage>,
     confirmation: Option<NewConfirmation>,
+    reply_vars: Option<Value>,
 }
 
 fn first_moves(
@@ -326,6 +334,7 @@ fn first_moves(
     held: &BTreeSet<String>,
     args: &Args,
     reply_to: &ReplyTo,
+    refused: Option<ooc::Refused>,
     now: OffsetDateTime,
 ) -> FirstMoves {
     let decision = authz::decide(spec, held, false);
@@ -335,9 +344,22 @@ fn first_moves(
         reason_code: decision.reason_code(),
         outbox,
         confirmation: None,
+        reply_vars: None,
     };
     // Authorized at once: started too, with the dispatch row in the same transaction.
     let dispatch = || dispatch::dispatch_rows(&spec.targets);
+    // SMCL's "pre-confirm validation path": a recovery action that could not run now is refused
+    // before anyone is asked to confirm it (someone without the scope hears that instead).
+    if let Some(refused) = refused.filter(|_| !matches!(decision, AuthzDecision::Deny { .. })) {
+        return FirstMoves {
+            events: &[Event::SubmitForAuthorization, Event::Deny],
+            decision: Some(json!({"precheck": "refused", "error": refused.detail})),
+            reason_code: Some(refused.code),
+            outbox: vec![],
+            confirmation: None,
+            reply_vars: Some(json!({"error": refused.detail})),
+        };
+    }
     match (&decision, spec.kind, spec.confirmation) {
         // Refused before anyone is asked to confirm: canonicalized → authz_pending → rejected
         // (the engine queues the refusal as the command's outcome reply).
@@ -355,6 +377,7 @@ fn first_moves(
                 reason_code: None,
                 outbox: vec![confirm::prompt_message(reply_to, &confirmation)],
                 confirmation: Some(confirmation),
+                reply_vars: None,
             }
         }
         // A read, or a mutation the registry lets through without confirmation (and so without

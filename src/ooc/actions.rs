@@ -47,14 +47,22 @@ pub(super) async fn recover(gateway: &Gateway, asker: &Asker<'_>, now: OffsetDat
             "recovery_ref": ShortRef::of(done.recovery_command_id),
             "state": done.state,
         })),
-        Err(RecoveryError::NotFound) => Err(refused("unknown_reference", json!({"ref": target_ref}))),
-        Err(RecoveryError::NotAllowed { state, allowed, .. }) => {
-            Err(refused("not_allowed", json!({"ref": target_ref, "state": state, "allowed": allowed})))
+        Err(error) => Err(refusal(error, &target_ref)),
+    }
+}
+
+/// What the person hears when a recovery action on `target_ref` is refused, whether before the
+/// confirmation or when it runs.
+pub(super) fn refusal(error: RecoveryError, target_ref: &ShortRef) -> Refusal {
+    match error {
+        RecoveryError::NotFound => refused("unknown_reference", json!({"ref": target_ref})),
+        RecoveryError::NotAllowed { state, allowed, .. } => {
+            refused("not_allowed", json!({"ref": target_ref, "state": state, "allowed": allowed}))
         }
-        Err(RecoveryError::Conflict(message)) => Err(refused("conflict", json!({"message": message}))),
-        Err(RecoveryError::StepUpRequired(message)) => Err(refused("step_up_required", json!({"message": message}))),
-        Err(RecoveryError::Engine(EngineError::Store(error))) => Err(Refusal::Store(error)),
-        Err(RecoveryError::Engine(error)) => Err(refused("internal", json!({"message": error.to_string()}))),
+        RecoveryError::Conflict(message) => refused("conflict", json!({"message": message})),
+        RecoveryError::StepUpRequired(message) => refused("step_up_required", json!({"message": message})),
+        RecoveryError::Engine(EngineError::Store(error)) => Refusal::Store(error),
+        RecoveryError::Engine(error) => refused("internal", json!({"message": error.to_string()})),
     }
 }
 

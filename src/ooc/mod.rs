@@ -7,8 +7,11 @@
 //! calls; the status view is the API's too.
 
 mod actions;
+mod precheck;
 mod queries;
 pub mod view;
+
+pub use precheck::{Refused, precheck};
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -22,7 +25,7 @@ use crate::delivery::executor::CallOutcome;
 use crate::engine::Engine;
 use crate::ingress::Ingress;
 use crate::security::Policy;
-use crate::store::{StoreError, StoredCommand};
+use crate::store::{Store, StoreError, StoredCommand};
 
 /// The executor name the registry's built-in commands go to.
 pub const GATEWAY: &str = "gateway";
@@ -109,9 +112,8 @@ impl Gateway {
         };
         match answer {
             Ok(result) => CallOutcome::Executed { succeeded: true, detail: result },
-            Err(Refusal::Refused { code, mut detail }) => {
-                detail["code"] = code.into();
-                CallOutcome::Executed { succeeded: false, detail }
+            Err(Refusal::Refused { code, detail }) => {
+                CallOutcome::Executed { succeeded: false, detail: with_code(code, detail) }
             }
             Err(Refusal::Store(error)) => CallOutcome::Retry { error: format!("storage: {error}"), retry_after: None },
         }
@@ -119,16 +121,7 @@ impl Gateway {
 
     /// The one command `reference` names that the asker may see.
     pub(crate) async fn resolve(&self, asker: &Asker<'_>, reference: &str) -> Result<StoredCommand, Refusal> {
-        let unknown = || refused("unknown_reference", json!({"ref": reference}));
-        let short = ShortRef::parse(reference).map_err(|_| unknown())?;
-        let found = self.engine.store().commands_by_ref(asker.tenant, &short).await?;
-        let mut visible: Vec<StoredCommand> =
-            found.into_iter().filter(|c| asker.sees_all() || c.envelope.actor_id.as_str() == asker.actor).collect();
-        match visible.len() {
-            0 => Err(unknown()),
-            1 => Ok(visible.remove(0)),
-            _ => Err(refused("ambiguous_reference", json!({"ref": short}))),
-        }
+        resolve(self.engine.store(), asker.tenant, asker.actor, asker.sees_all(), reference).await
     }
 
     /// The registry's name for a command (what people typed), else its intent.
@@ -145,6 +138,33 @@ impl Gateway {
         let intent = &command.envelope.intent;
         self.policy.registry.by_intent(&intent.entity, &intent.action).is_some_and(|spec| spec.executor == GATEWAY)
     }
+}
+
+/// The one command of `tenant` that `reference` names and `actor` may see (their own, or any
+/// with `sees_all`).
+async fn resolve(
+    store: &Store,
+    tenant: &TenantId,
+    actor: &str,
+    sees_all: bool,
+    reference: &str,
+) -> Result<StoredCommand, Refusal> {
+    let unknown = || refused("unknown_reference", json!({"ref": reference}));
+    let short = ShortRef::parse(reference).map_err(|_| unknown())?;
+    let found = store.commands_by_ref(tenant, &short).await?;
+    let mut visible: Vec<StoredCommand> =
+        found.into_iter().filter(|c| sees_all || c.envelope.actor_id.as_str() == actor).collect();
+    match visible.len() {
+        0 => Err(unknown()),
+        1 => Ok(visible.remove(0)),
+        _ => Err(refused("ambiguous_reference", json!({"ref": short}))),
+    }
+}
+
+/// A refusal's detail with its code, as the `failed` reply reads it.
+fn with_code(code: &str, mut detail: Value) -> Value {
+    detail["code"] = code.into();
+    detail
 }
 
 /// A short time for a chat line: `11-23 09:41 UTC`.

@@ -230,13 +230,40 @@ async fn recovery_in_the_wrong_state_is_refused_with_what_is_allowed_and_custome
     // A customer may not recover anything: refused before any confirmation, with the reason.
     let refused = chat.ask(CUSTOMER, &format!("retry {executed_ref}")).await;
     assert!(refused.starts_with("Sorry, you are not allowed to retry. Ref "), "{refused}");
-    // An executed command cannot be canceled: the operator is told what can be done instead.
-    let answer = chat.confirmed(ADMIN, &format!("cancel {executed_ref}")).await;
+    // An executed command cannot be canceled: the operator is told what can be done instead, at
+    // once, not asked to confirm something that cannot run.
+    let asked = chat.says(ADMIN, &format!("cancel {executed_ref}")).await;
+    let answer = chat.reply(ADMIN).await.0;
     assert!(
         answer.starts_with(&format!("I couldn't cancel {executed_ref}: not while it is executed. What can be done: 1. compensate {executed_ref}.")),
         "{answer}"
     );
+    let cancel = chat.command_of(&asked).await;
+    assert_eq!(chat.settled(cancel).await, "rejected");
+    let evidence = db.store.evidence_for_command("demo", cancel).await.expect("evidence");
+    assert!(evidence.iter().all(|a| a.kind != "command.confirmation.requested"), "no prompt");
+    let rejected = evidence.iter().find(|a| a.kind == "execution.rejected").expect("the refusal");
+    assert_eq!(rejected.body["decision"]["error"]["allowed"], json!(["compensate"]));
     assert_eq!(chat.settled(executed).await, "executed", "untouched");
+    // A reference that names nothing the operator may see is refused at once too.
+    let unknown = chat.ask(ADMIN, "retry ZZZZZZ").await;
+    assert!(unknown.starts_with("I found no request ZZZZZZ that you can see."), "{unknown}");
+    // The state is checked again when the action runs: the customer declines their refund after
+    // the operator was asked to confirm canceling it, so the confirmed cancel finds it canceled.
+    let waiting = chat.says(CUSTOMER, "refund 4321 25.00").await;
+    let customer_prompt = chat.reply(CUSTOMER).await.0;
+    let waiting_ref = ShortRef::of(chat.command_of(&waiting).await).to_string();
+    let operator_prompt = chat.ask(ADMIN, &format!("cancel {waiting_ref}")).await;
+    assert!(operator_prompt.contains("YES "), "{operator_prompt}");
+    chat.ask(CUSTOMER, &format!("NO {}", code_in(&customer_prompt))).await;
+    chat.ask(ADMIN, &format!("YES {}", code_in(&operator_prompt))).await;
+    let late = chat.reply(ADMIN).await.0;
+    assert!(
+        late.starts_with(&format!(
+            "I couldn't cancel {waiting_ref}: not while it is canceled. What can be done: 1. reprocess {waiting_ref}."
+        )),
+        "{late}"
+    );
     // Pausing and resuming an agent from the chat.
     let paused = chat.confirmed(ADMIN, "pause orders").await;
     assert_eq!(paused, "orders is paused now.");
@@ -367,11 +394,16 @@ async fn the_api_and_the_chat_recover_through_the_same_code_with_the_same_outcom
             };
             let reference = ShortRef::of(*by_chat);
             let asked = chat.says(ADMIN, &format!("{action} {reference}")).await;
-            let code = code_in(&chat.reply(ADMIN).await.0);
-            chat.ask(ADMIN, &format!("YES {code}")).await;
+            let first = chat.reply(ADMIN).await.0;
+            // What would be refused is refused before the prompt; what may run is confirmed.
+            let prompted = first.contains("YES ");
+            assert_eq!(prompted, matches!(api, Outcome::Done { .. }), "{action} on a {state} command: {first}");
+            if prompted {
+                chat.ask(ADMIN, &format!("YES {}", code_in(&first))).await;
+                chat.reply(ADMIN).await;
+            }
             let id = chat.command_of(&asked).await;
             chat.settled(id).await;
-            chat.reply(ADMIN).await;
             let evidence = db.store.evidence_for_command("demo", id).await.expect("evidence");
             let ended = evidence.iter().rfind(|a| a.kind.starts_with("execution.")).expect("an outcome");
             let by_chat_outcome = if ended.kind == "execution.executed" {
