@@ -28,6 +28,6 @@ pub fn router(config: &Config) -> Router<AppState> {
         .merge(commands::router())
         .merge(agents::router())
         .merge(events::router())
-        .merge(openapi::router())
+        .merge(openapi::router(&config.hooks.base_path))
 }
 pub use problem::Problem;

@@ -237,4 +237,10 @@ async fn the_bridge_listens_under_its_configured_base_path(db: &TestDb) {
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     // The default path is not served any more.
     assert_eq!(call(&app, "/hooks/wake", wake, bearer(), None).await.0, StatusCode::NOT_FOUND);
+    // The OpenAPI document describes the paths the bridge listens on.
+    let document: Value =
+        app.client.get(app.url("/openapi.json")).send().await.expect("openapi").json().await.expect("json");
+    let paths = document["paths"].as_object().expect("paths");
+    assert!(paths.contains_key("/legacy/openclaw/wake") && paths.contains_key("/legacy/openclaw/{name}"), "{paths:?}");
+    assert!(!paths.keys().any(|p| p.starts_with("/hooks")), "{:?}", paths.keys());
 }
