@@ -16,7 +16,6 @@ use uuid::Uuid;
 use super::{ApiError, Problem};
 use crate::app::AppState;
 use crate::command::{IdempotencyKey, ShortRef};
-use crate::delivery::acks::{AckError, AckOutcome, AckRequest, apply_ack};
 use crate::engine::Engine;
 use crate::lifecycle::recovery::RecoveryAction;
 use crate::recovery::{Operator, RecoveryError, StepUp, recover};
@@ -32,11 +31,10 @@ pub fn router() -> Router<AppState> {
         .route("/v1/audit/verify", get(audit).route_layer(require("audit:read")))
         .route("/v1/traces/{correlation_id}", get(trace).route_layer(require("commands:read")))
         .route("/v1/commands/{id}/step-up", post(step_up).route_layer(require("stepup:verify")))
-        .route("/v1/commands/{id}/acks", post(ack).route_layer(require("executions:write")))
 }
 
 /// A path id that is not a UUID names no command.
-fn command_id(raw: &str) -> Result<Uuid, ApiError> {
+pub(super) fn command_id(raw: &str) -> Result<Uuid, ApiError> {
     raw.parse().map_err(|_| Problem::for_status(StatusCode::NOT_FOUND).detail("No command has this id.").into())
 }
 
@@ -399,50 +397,10 @@ fn step_up_problem(state: &AppState, id: Uuid, failure: StepUpFailure) -> ApiErr
     }
 }
 
-/// An executor's delivery or execution ACK.
-#[utoipa::path(post, path = "/v1/commands/{id}/acks", tag = "execution", security(("bearer" = ["executions:write"])), params(("id" = String, Path, description = "The command id (a UUID)")),
-    request_body(content = serde_json::Value, content_type = "application/json", description = "A delivery or execution ACK"),
-    responses((status = 200, description = "Applied, or a duplicate", content_type = "application/json", body = serde_json::Value), (status = 400, description = "A bad body", content_type = "application/problem+json", body = serde_json::Value), (status = 404, description = "No such command in the tenant", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 409, description = "Out of order, or nothing routed yet", content_type = "application/problem+json", body = serde_json::Value), (status = 401, description = "Missing or invalid bearer token", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 403, description = "The token lacks the scope", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 429, description = "Over the client's rate limit", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
-pub(crate) async fn ack(
-    State(engine): State<Engine>,
-    Extension(principal): Extension<Principal>,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Result<Json<Value>, ApiError> {
-    let id = command_id(&id)?;
-    let request: AckRequest = serde_json::from_slice(&body).map_err(|e| invalid_body(&e.to_string()))?;
-    match apply_ack(&engine, &principal.tenant, id, &request, OffsetDateTime::now_utc()).await {
-        Ok(AckOutcome::Applied { state }) => {
-            Ok(Json(json!({"command_id": id, "delivery_state": state, "duplicate": false})))
-        }
-        Ok(AckOutcome::Duplicate { state }) => {
-            Ok(Json(json!({"command_id": id, "delivery_state": state, "duplicate": true})))
-        }
-        Err(AckError::NotFound) => Err(not_found(id)),
-        Err(AckError::Invalid(message)) => Err(invalid_body(&message)),
-        Err(AckError::Engine(error)) => Err(error.into()),
-        Err(error @ AckError::NoDelivery(_)) => {
-            Err(Problem::new(StatusCode::CONFLICT, "no_delivery", "No delivery to acknowledge")
-                .detail(error.to_string())
-                .into())
-        }
-        Err(AckError::OutOfOrder(refused)) => {
-            Err(Problem::new(StatusCode::CONFLICT, "ack_out_of_order", "ACK out of order")
-                .detail(refused.to_string())
-                .with("delivery_state", refused.state.as_str())
-                .into())
-        }
-    }
-}
-
-fn invalid_body(detail: &str) -> ApiError {
+pub(super) fn invalid_body(detail: &str) -> ApiError {
     Problem::new(StatusCode::BAD_REQUEST, "invalid_body", "Bad Request").detail(detail.to_owned()).into()
 }
 
-fn not_found(id: Uuid) -> ApiError {
+pub(super) fn not_found(id: Uuid) -> ApiError {
     Problem::for_status(StatusCode::NOT_FOUND).detail(format!("No command {id} in your tenant.")).into()
 }

@@ -5,6 +5,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::problem::Problem;
 use crate::engine::EngineError;
+use crate::security::signed::SignatureRefusal;
 use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +64,12 @@ fn internal(detail: &str) -> Problem {
 impl From<Problem> for ApiError {
     fn from(problem: Problem) -> Self {
         Self::Problem(Box::new(problem))
+    }
+}
+
+impl From<SignatureRefusal> for ApiError {
+    fn from(refusal: SignatureRefusal) -> Self {
+        Problem::new(StatusCode::UNAUTHORIZED, refusal.code(), "Unauthorized").detail(refusal.to_string()).into()
     }
 }
 

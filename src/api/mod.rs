@@ -1,5 +1,6 @@
 //! The HTTP surface: one router per resource, merged in `app`.
 
+pub mod acks;
 pub mod agents;
 pub mod commands;
 pub mod error;
@@ -26,6 +27,7 @@ pub fn router(config: &Config) -> Router<AppState> {
         .merge(crate::ingress::standard::router())
         .merge(crate::ingress::twilio::router())
         .merge(commands::router())
+        .merge(acks::router())
         .merge(agents::router())
         .merge(events::router())
         .merge(openapi::router(&config.hooks.base_path))

@@ -14,7 +14,6 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Map, Value, json};
-use subtle::ConstantTimeEq;
 use time::OffsetDateTime;
 
 use super::hooks::{Submission, accepted, submit};
@@ -22,17 +21,13 @@ use crate::api::{ApiError, Problem};
 use crate::app::AppState;
 use crate::command::{Channel, ExternalId, Intent, TenantId};
 use crate::config::{StandardMessage, StandardSource};
-use crate::delivery::executor::{sign, standard_webhooks_key};
 use crate::ingress::Handled;
 use crate::ingress::message::{Addresses, Content, InboundMessage};
+use crate::security::signed;
 use crate::store::NewInbound;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/webhooks/standard/{source}", post(receive))
-}
-
-fn refused(code: &str, detail: &str) -> ApiError {
-    Problem::new(StatusCode::UNAUTHORIZED, code, "Unauthorized").detail(detail.to_owned()).into()
 }
 
 /// Checks a delivery's Standard Webhooks headers against the source's secrets at `now`.
@@ -42,28 +37,8 @@ pub fn verify(
     body: &[u8],
     now: OffsetDateTime,
 ) -> Result<String, ApiError> {
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty());
-    let (Some(id), Some(timestamp), Some(signatures)) =
-        (header("webhook-id"), header("webhook-timestamp"), header("webhook-signature"))
-    else {
-        return Err(refused("invalid_signature", "webhook-id, webhook-timestamp and webhook-signature are required"));
-    };
-    let Ok(timestamp) = timestamp.parse::<i64>() else {
-        return Err(refused("invalid_signature", "webhook-timestamp is seconds since the epoch"));
-    };
-    let tolerance = i64::try_from(source.tolerance_secs).unwrap_or(300);
-    if (now.unix_timestamp() - timestamp).abs() > tolerance {
-        return Err(refused("stale_timestamp", "webhook-timestamp is too far from now (a replay?)"));
-    }
-    let given: Vec<&str> = signatures.split(' ').filter(|s| s.starts_with("v1,")).collect();
-    let verified = source.secrets.iter().filter_map(|s| standard_webhooks_key(s.expose()).ok()).any(|key| {
-        let expected = sign(&key, id, timestamp, body);
-        given.iter().any(|g| bool::from(g.as_bytes().ct_eq(expected.as_bytes())))
-    });
-    if !verified {
-        return Err(refused("invalid_signature", "no signature verifies with this source's secrets"));
-    }
-    Ok(id.to_owned())
+    let secrets = source.secrets.iter().map(|s| s.expose());
+    Ok(signed::verify(secrets, source.tolerance_secs, headers, body, now)?)
 }
 
 #[utoipa::path(post, path = "/webhooks/standard/{source}", tag = "webhooks",

@@ -256,12 +256,15 @@ mod acks {
     use uuid::Uuid;
 
     use crate::fake_graph::FakeServer;
-    use crate::helpers::{CUSTOMER, Meta, TestApp, TestDb, on_both_backends, respawn_app_with, spawn_app_with, tenant};
+    use crate::helpers::{
+        CUSTOMER, Meta, TestApp, TestDb, on_both_backends, respawn_app_with, spawn_app_with, standard_signature, tenant,
+    };
 
     on_both_backends!(
         an_http_dispatch_is_signed_and_keyed_and_acks_follow_the_seed_rules,
         a_4xx_fails_the_command_without_a_retry,
         an_execution_timeout_fires_after_a_restart,
+        an_executor_acknowledges_with_its_own_signature,
     );
 
     fn executor_token(db: &TestDb, scope: &str) -> String {
@@ -312,6 +315,17 @@ mod acks {
         (response.status(), response.json().await.unwrap_or(Value::Null))
     }
 
+    /// Waits until the command's one delivery is `delivered` (the executor answered 202).
+    async fn delivered(db: &TestDb, id: Uuid) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while db.store.deliveries_of(id).await.expect("deliveries").first().map(|d| d.state.as_str())
+            != Some("delivered")
+        {
+            assert!(std::time::Instant::now() < deadline, "not delivered");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     async fn state(db: &TestDb, id: Uuid) -> (String, Option<String>) {
         let command = db.store.command(&tenant("demo"), id).await.expect("read").expect("command");
         (command.lifecycle.state.to_string(), command.reason_code)
@@ -340,13 +354,7 @@ mod acks {
         assert_eq!(call.headers["webhook-signature"], expected, "the signature verifies");
 
         let token = executor_token(db, "executions:write");
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while db.store.deliveries_of(id).await.expect("deliveries").first().map(|d| d.state.as_str())
-            != Some("delivered")
-        {
-            assert!(std::time::Instant::now() < deadline, "not delivered");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        delivered(db, id).await;
         // 202 was the delivery ACK: a second one is a duplicate and changes nothing.
         assert_eq!(
             ack(&app, &token, id, json!({"type": "delivery"})).await,
@@ -387,6 +395,76 @@ mod acks {
                 "execution_ack_failure:duplicate",
             ]
         );
+        app.stop().await.expect("stop");
+    }
+
+    /// An ACK signed the Standard Webhooks way by `executor` with `secret`, `age_secs` old.
+    async fn signed_ack(
+        app: &TestApp,
+        executor: &str,
+        secret: &str,
+        age_secs: i64,
+        id: Uuid,
+        body: Value,
+    ) -> (StatusCode, Value) {
+        let raw = body.to_string();
+        let timestamp = time::OffsetDateTime::now_utc().unix_timestamp() - age_secs;
+        let webhook_id = format!("ack_{}", Uuid::now_v7());
+        let response = app
+            .client
+            .post(app.url(&format!("/v1/executors/{executor}/commands/{id}/acks")))
+            .header("content-type", "application/json")
+            .header("webhook-id", &webhook_id)
+            .header("webhook-timestamp", timestamp.to_string())
+            .header("webhook-signature", standard_signature(secret, &webhook_id, timestamp, &raw))
+            .body(raw)
+            .send()
+            .await
+            .expect("ack");
+        (response.status(), response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn an_executor_acknowledges_with_its_own_signature(db: &TestDb) {
+        let executor = FakeServer::executor().await;
+        let app = with_executor(db, &executor).await;
+        Meta::new(&app, db).text("wamid.S1", CUSTOMER, "order status 44").await;
+        let id = command_for(db, "wamid.S1").await;
+        executor.wait_for(1, Duration::from_secs(10)).await;
+        delivered(db, id).await;
+        let secret = db.config.executors["orders"].secret.as_ref().expect("secret").expose().to_owned();
+        let other = "whsec_c29tZWJvZHktZWxzZXMtc2VjcmV0LXZhbHVl";
+        let done = json!({"type": "execution", "status": "succeeded", "result": {"eta": "today"}});
+
+        // Refused, and nothing changes: another secret, a stale timestamp, no signature, an
+        // executor without a secret or unknown, another executor's delivery.
+        let (status, body) = signed_ack(&app, "orders", other, 0, id, done.clone()).await;
+        assert_eq!((status, body["code"].clone()), (StatusCode::UNAUTHORIZED, json!("invalid_signature")));
+        let (status, body) = signed_ack(&app, "orders", &secret, 600, id, done.clone()).await;
+        assert_eq!((status, body["code"].clone()), (StatusCode::UNAUTHORIZED, json!("stale_timestamp")));
+        let unsigned = app
+            .client
+            .post(app.url(&format!("/v1/executors/orders/commands/{id}/acks")))
+            .json(&done)
+            .send()
+            .await
+            .expect("ack");
+        assert_eq!(unsigned.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(signed_ack(&app, "gateway", &secret, 0, id, done.clone()).await.0, StatusCode::NOT_FOUND);
+        assert_eq!(signed_ack(&app, "nobody", &secret, 0, id, done.clone()).await.0, StatusCode::NOT_FOUND);
+        let elsewhere = json!({"type": "execution", "status": "succeeded", "target": "billing"});
+        assert_eq!(signed_ack(&app, "orders", &secret, 0, id, elsewhere).await.0, StatusCode::BAD_REQUEST);
+        assert_eq!(signed_ack(&app, "orders", &secret, 0, Uuid::now_v7(), done.clone()).await.0, StatusCode::NOT_FOUND);
+        assert_eq!(state(db, id).await.0, "started", "nothing changed");
+
+        // Signed with the executor's secret (computed here from the specification): applied once.
+        let (status, body) = signed_ack(&app, "orders", &secret, 0, id, done.clone()).await;
+        assert_eq!(
+            (status, body),
+            (StatusCode::OK, json!({"command_id": id, "delivery_state": "executed", "duplicate": false}))
+        );
+        assert_eq!(state(db, id).await, ("executed".into(), None));
+        let (status, body) = signed_ack(&app, "orders", &secret, 0, id, done).await;
+        assert_eq!((status, body["duplicate"].clone()), (StatusCode::OK, json!(true)));
         app.stop().await.expect("stop");
     }
 

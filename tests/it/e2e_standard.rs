@@ -4,15 +4,12 @@
 
 use std::time::Duration;
 
-use base64::Engine as _;
 use chatgate::config::Secret;
-use hmac::{Hmac, Mac};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use sha2::Sha256;
 
 use crate::fake_graph::FakeServer;
-use crate::helpers::{TestApp, TestDb, on_both_backends, spawn_app_with, tenant};
+use crate::helpers::{TestApp, TestDb, on_both_backends, spawn_app_with, standard_signature as signature, tenant};
 
 on_both_backends!(
     signed_deliveries_become_commands_once,
@@ -23,15 +20,6 @@ on_both_backends!(
 const OLD: &str = "whsec_b2xkLXNlY3JldC1vZi10aGUtZGVtby1zb3VyY2U=";
 const NEW: &str = "whsec_bmV3LXNlY3JldC1vZi10aGUtZGVtby1zb3VyY2U=";
 const OTHER: &str = "whsec_c29tZWJvZHktZWxzZXMtc2VjcmV0LXZhbHVl";
-
-/// `v1,<base64(HMAC-SHA256(key, "{id}.{timestamp}.{body}"))>`, written from the specification.
-fn signature(secret: &str, id: &str, timestamp: i64, body: &str) -> String {
-    let key =
-        base64::engine::general_purpose::STANDARD.decode(secret.trim_start_matches("whsec_")).expect("base64 key");
-    let mut mac = Hmac::<Sha256>::new_from_slice(&key).expect("any key length");
-    mac.update(format!("{id}.{timestamp}.{body}").as_bytes());
-    format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes()))
-}
 
 fn now() -> i64 {
     time::OffsetDateTime::now_utc().unix_timestamp()

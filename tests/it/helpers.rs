@@ -360,3 +360,15 @@ pub async fn settled(db: &TestDb, command_id: uuid::Uuid) -> String {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
+
+/// A Standard Webhooks signature, `v1,<base64(HMAC-SHA256(key, "{id}.{timestamp}.{body}"))>`,
+/// written from the specification rather than with the code under test.
+pub fn standard_signature(secret: &str, id: &str, timestamp: i64, body: &str) -> String {
+    use base64::Engine as _;
+    use hmac::{Hmac, Mac};
+    let key =
+        base64::engine::general_purpose::STANDARD.decode(secret.trim_start_matches("whsec_")).expect("base64 key");
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(&key).expect("any key length");
+    mac.update(format!("{id}.{timestamp}.{body}").as_bytes());
+    format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes()))
+}
