@@ -27,6 +27,7 @@ use crate::app::AppState;
         crate::ingress::hooks::mapped,
         crate::ingress::standard::receive,
         crate::ingress::twilio::receive,
+        crate::ingress::twilio::status,
         super::commands::list,
         super::commands::status,
         super::commands::evidence,

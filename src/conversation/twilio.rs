@@ -1,5 +1,6 @@
 //! Twilio's Messages API: `POST {api_base}/2010-04-01/Accounts/{AccountSid}/Messages.json`, a form
-//! with `From`, `To` and `Body`, HTTP Basic with the account SID and auth token. How Twilio
+//! with `From`, `To`, `Body` and `StatusCallback` (this gateway's `/webhooks/twilio/status`, which
+//! records what became of the message), HTTP Basic with the account SID and auth token. How Twilio
 //! answered is classified in `classify` (pure), into the same outcomes as Meta's.
 
 use std::time::Duration;
@@ -41,20 +42,37 @@ pub struct TwilioClient {
     messages_url: String,
     account_sid: String,
     auth_token: String,
+    /// Where Twilio reports the message's fate (`sent`, `delivered`, `read`, `undelivered`).
+    status_callback: String,
 }
 
 impl TwilioClient {
-    pub fn new(api_base: &str, account_sid: &str, auth_token: &str, timeout: Duration) -> Result<Self, reqwest::Error> {
+    /// A client for the account; `public_base_url` is where Twilio reaches this gateway.
+    pub fn new(
+        api_base: &str,
+        account_sid: &str,
+        auth_token: &str,
+        public_base_url: &str,
+        timeout: Duration,
+    ) -> Result<Self, reqwest::Error> {
         let http = reqwest::Client::builder().timeout(timeout).connect_timeout(timeout).build()?;
         let messages_url =
             format!("{}/2010-04-01/Accounts/{account_sid}/Messages.json", api_base.trim_end_matches('/'));
-        Ok(Self { http, messages_url, account_sid: account_sid.to_owned(), auth_token: auth_token.to_owned() })
+        let status_callback =
+            format!("{}{}", public_base_url.trim_end_matches('/'), crate::ingress::twilio::STATUS_PATH);
+        Ok(Self {
+            http,
+            messages_url,
+            account_sid: account_sid.to_owned(),
+            auth_token: auth_token.to_owned(),
+            status_callback,
+        })
     }
 
     /// Sends `text` from our address to theirs (`whatsapp:+...` or a plain number).
     pub async fn send(&self, from: &str, to: &str, text: &str) -> SendResult {
         let body: String = text.chars().take(BODY_MAX).collect();
-        let form = [("From", from), ("To", to), ("Body", body.as_str())];
+        let form = [("From", from), ("To", to), ("Body", body.as_str()), ("StatusCallback", &self.status_callback)];
         let request = self.http.post(&self.messages_url).basic_auth(&self.account_sid, Some(&self.auth_token));
         let encoded = form_urlencoded::Serializer::new(String::new()).extend_pairs(form).finish();
         let request = request.header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded").body(encoded);

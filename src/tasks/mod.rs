@@ -29,7 +29,8 @@ fn outbound_sender(state: &AppState) -> Result<Option<Sender>, reqwest::Error> {
     }
     let auth_token = twilio.auth_token.expose();
     if !twilio.account_sid.is_empty() && !auth_token.is_empty() {
-        providers.twilio = Some(TwilioClient::new(&twilio.api_base, &twilio.account_sid, auth_token, timeout)?);
+        let public = &config.server.public_base_url;
+        providers.twilio = Some(TwilioClient::new(&twilio.api_base, &twilio.account_sid, auth_token, public, timeout)?);
     }
     providers.standard = StandardReplies::from_config(config, timeout)?;
     if providers.is_empty() {

@@ -111,6 +111,7 @@ async fn the_openapi_document_describes_every_route() {
         ("/webhooks/whatsapp/{app}", "get"),
         ("/webhooks/whatsapp/{app}", "post"),
         ("/webhooks/twilio", "post"),
+        ("/webhooks/twilio/status", "post"),
         ("/webhooks/standard/{source}", "post"),
         ("/hooks/wake", "post"),
         ("/hooks/agent", "post"),

@@ -18,6 +18,7 @@ on_both_backends!(
     a_whatsapp_refund_is_prompted_in_twiml_confirmed_with_yes_and_its_outcome_sent_through_the_api,
     a_button_payload_confirms,
     an_sms_gets_help_in_twiml_and_a_redelivery_an_empty_response,
+    status_callbacks_record_what_became_of_a_sent_message,
     bad_signatures_and_bodies_are_refused_and_store_nothing,
 );
 
@@ -100,11 +101,20 @@ impl Twilio {
 
     /// Posts `form` as Twilio does, with `signature`; answers (status, content type, body).
     async fn post(&self, form: &[(String, String)], signature: Option<&str>) -> (StatusCode, String, String) {
+        self.post_to("/webhooks/twilio", form, signature).await
+    }
+
+    async fn post_to(
+        &self,
+        path: &str,
+        form: &[(String, String)],
+        signature: Option<&str>,
+    ) -> (StatusCode, String, String) {
         let body = form_urlencoded::Serializer::new(String::new()).extend_pairs(form).finish();
         let mut request = self
             .app
             .client
-            .post(self.app.url("/webhooks/twilio"))
+            .post(self.app.url(path))
             .header("content-type", "application/x-www-form-urlencoded")
             .body(body);
         if let Some(signature) = signature {
@@ -274,4 +284,87 @@ async fn bad_signatures_and_bodies_are_refused_and_store_nothing(db: &TestDb) {
     assert_eq!(db.count("SELECT COUNT(*) FROM inbound_messages WHERE channel = $1", "twilio").await, 0);
     assert_eq!(db.count("SELECT COUNT(*) FROM commands WHERE channel = $1", "twilio").await, 0);
     twilio.api.exactly(0).await;
+}
+
+/// The delivery status of the one message sent through the Messages API, and its errors.
+async fn sent_status(db: &TestDb) -> (String, String, Option<String>) {
+    let mut conn = db.raw().await;
+    let row = sqlx::query(
+        "SELECT provider_message_id, status, errors FROM outbound_messages
+         WHERE channel = 'twilio' AND provider_message_id IS NOT NULL",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .expect("one message sent through the API");
+    let get = |name: &str| -> Option<String> { sqlx::Row::try_get(&row, name).expect(name) };
+    (get("provider_message_id").unwrap_or_default(), get("status").unwrap_or_default(), get("errors"))
+}
+
+async fn status_callbacks_record_what_became_of_a_sent_message(db: &TestDb) {
+    let twilio = Twilio::start(db).await;
+    let twiml = twilio.says(&owned(REFUND_FORM)).await;
+    let code = code_in(&messages(&twiml)[0]);
+    twilio.says(&message("SM44444444444444444444444444444444", PERSON, BUSINESS, &format!("YES {code}"), &[])).await;
+    assert_eq!(command_state(db, Duration::from_secs(20), "executed").await, "executed");
+    // The outcome went through the Messages API, asking Twilio to report back to the public URL.
+    let sent = twilio.api.exactly(1).await;
+    let form: std::collections::BTreeMap<String, String> =
+        form_urlencoded::parse(sent[0].raw.as_bytes()).into_owned().collect();
+    let callback = format!("{PUBLIC_BASE}/webhooks/twilio/status");
+    assert_eq!(form["StatusCallback"], callback);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let sid = loop {
+        let (sid, status, _) = sent_status(db).await;
+        if status == "queued" {
+            break sid;
+        }
+        assert!(std::time::Instant::now() < deadline, "not recorded as taken: {status}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let report = |status: &str, extra: &[(&str, &str)]| {
+        let mut form = vec![
+            ("MessageSid".to_owned(), sid.clone()),
+            ("AccountSid".to_owned(), ACCOUNT.to_owned()),
+            ("MessageStatus".to_owned(), status.to_owned()),
+            ("To".to_owned(), PERSON.to_owned()),
+        ];
+        form.extend(extra.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+        form
+    };
+    let signed = |form: &[(String, String)]| {
+        let pairs: Vec<(&str, &str)> = form.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        sign(&callback, &pairs)
+    };
+    let path = "/webhooks/twilio/status";
+    // Refused, and nothing recorded: a signature for the message URL, no signature, no status.
+    let delivered = report("delivered", &[]);
+    let for_messages = {
+        let pairs: Vec<(&str, &str)> = delivered.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        sign(&url(), &pairs)
+    };
+    assert_eq!(twilio.post_to(path, &delivered, Some(&for_messages)).await.0, StatusCode::UNAUTHORIZED);
+    assert_eq!(twilio.post_to(path, &delivered, None).await.0, StatusCode::UNAUTHORIZED);
+    let no_status: Vec<(String, String)> = delivered.iter().filter(|(k, _)| k != "MessageStatus").cloned().collect();
+    assert_eq!(twilio.post_to(path, &no_status, Some(&signed(&no_status))).await.0, StatusCode::BAD_REQUEST);
+    assert_eq!(sent_status(db).await.1, "queued");
+    // Twilio's reports, in order and out of order: each moves the record forward only (statuses
+    // before `sent` are not tracked).
+    let reports =
+        [("sending", "queued"), ("sent", "sent"), ("delivered", "delivered"), ("sent", "delivered"), ("read", "read")];
+    for (status, want) in reports {
+        let form = report(status, &[]);
+        assert_eq!(twilio.post_to(path, &form, Some(&signed(&form))).await.0, StatusCode::NO_CONTENT, "{status}");
+        assert_eq!(sent_status(db).await.1, want, "after {status}");
+    }
+    // A report about a message this gateway did not send is taken and changes nothing.
+    let mut other = report("delivered", &[]);
+    other[0].1 = "SMnotours".into();
+    assert_eq!(twilio.post_to(path, &other, Some(&signed(&other))).await.0, StatusCode::NO_CONTENT);
+    // Undelivered, with Twilio's error: the record says failed and keeps why.
+    let undelivered = report("undelivered", &[("ErrorCode", "63016"), ("ErrorMessage", "outside the window")]);
+    assert_eq!(twilio.post_to(path, &undelivered, Some(&signed(&undelivered))).await.0, StatusCode::NO_CONTENT);
+    let (_, status, errors) = sent_status(db).await;
+    assert_eq!(status, "failed");
+    let errors: Value = serde_json::from_str(&errors.expect("errors kept")).expect("json");
+    assert_eq!(errors[0]["code"], 63016);
 }

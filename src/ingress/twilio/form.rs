@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use crate::command::{Channel, ExternalId};
-use crate::ingress::message::{Addresses, Content, InboundMessage};
+use crate::ingress::message::{Addresses, Content, InboundMessage, StatusUpdate};
 
 /// The channel of every Twilio message (WhatsApp or SMS): its dedupe namespace and templates.
 pub const CHANNEL: &str = "twilio";
@@ -77,6 +77,31 @@ pub fn read(raw: &Value, hold: Option<Duration>) -> Result<InboundMessage, FormE
     })
 }
 
+/// Reads a status callback (`MessageSid`, `MessageStatus`, `ErrorCode`, `ErrorMessage`, `To`)
+/// about a message we sent. Twilio's statuses are mapped onto the delivery record's (WhatsApp's)
+/// names: `undelivered` is `failed`; those before `sent` (`accepted`, `queued`, `sending`, ...)
+/// are kept as Twilio wrote them and not tracked.
+pub fn status(params: &[(String, String)]) -> Result<StatusUpdate, FormError> {
+    let field = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.trim()).filter(|v| !v.is_empty());
+    let sid = field("MessageSid").or_else(|| field("SmsSid")).ok_or(FormError::Missing("MessageSid"))?;
+    let status = field("MessageStatus").or_else(|| field("SmsStatus")).ok_or(FormError::Missing("MessageStatus"))?;
+    let status = match status {
+        "undelivered" => "failed",
+        other => other,
+    };
+    let errors = field("ErrorCode").map(|code| {
+        let code = code.parse::<i64>().map_or_else(|_| Value::String(code.to_owned()), Value::from);
+        serde_json::json!([{"code": code, "message": field("ErrorMessage")}])
+    });
+    Ok(StatusUpdate {
+        channel: Channel::parse(CHANNEL).map_err(|e| FormError::Invalid("channel", e.to_string()))?,
+        provider_message_id: sid.to_owned(),
+        status: status.to_owned(),
+        recipient: field("To").map(str::to_owned),
+        errors,
+    })
+}
+
 fn bare(address: &str) -> &str {
     address.strip_prefix(WHATSAPP_PREFIX).unwrap_or(address)
 }
@@ -84,6 +109,30 @@ fn bare(address: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn status_callbacks_are_read_with_twilios_statuses_mapped() {
+        let delivered = status(&form(&[
+            ("MessageSid", "SMOUT1"),
+            ("MessageStatus", "delivered"),
+            ("To", "whatsapp:+15550000001"),
+            ("AccountSid", "AC1"),
+        ]))
+        .unwrap();
+        assert_eq!((delivered.provider_message_id.as_str(), delivered.status.as_str()), ("SMOUT1", "delivered"));
+        assert_eq!((delivered.recipient.as_deref(), delivered.errors), (Some("whatsapp:+15550000001"), None));
+        let failed = status(&form(&[
+            ("SmsSid", "SMOUT2"),
+            ("SmsStatus", "undelivered"),
+            ("ErrorCode", "63016"),
+            ("ErrorMessage", "outside the 24-hour window"),
+        ]))
+        .unwrap();
+        assert_eq!(failed.status, "failed");
+        assert_eq!(failed.errors, Some(serde_json::json!([{"code": 63016, "message": "outside the 24-hour window"}])));
+        assert_eq!(status(&form(&[("MessageStatus", "sent")])), Err(FormError::Missing("MessageSid")));
+        assert_eq!(status(&form(&[("MessageSid", "SM1")])), Err(FormError::Missing("MessageStatus")));
+    }
 
     fn form(raw: &[(&str, &str)]) -> Vec<(String, String)> {
         raw.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()

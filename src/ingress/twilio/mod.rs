@@ -22,8 +22,11 @@ use crate::app::AppState;
 use crate::conversation::inline;
 use crate::ingress::{Handled, reply_destination};
 
+/// Where Twilio reports what became of the messages we sent through its Messages API.
+pub const STATUS_PATH: &str = "/webhooks/twilio/status";
+
 pub fn router() -> Router<AppState> {
-    Router::new().route("/webhooks/twilio", post(receive))
+    Router::new().route("/webhooks/twilio", post(receive)).route(STATUS_PATH, post(status))
 }
 
 #[utoipa::path(post, path = "/webhooks/twilio", tag = "webhooks", params(("X-Twilio-Signature" = String, Header)),
@@ -41,7 +44,29 @@ pub(crate) async fn receive(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let result = receive_counted(&state, &uri, &headers, &body).await;
+    counted(receive_message(&state, &uri, &headers, &body).await)
+}
+
+#[utoipa::path(post, path = "/webhooks/twilio/status", tag = "webhooks", params(("X-Twilio-Signature" = String, Header)),
+    request_body(content = String, content_type = "application/x-www-form-urlencoded", description = "Twilio's status callback parameters (`MessageSid`, `MessageStatus`, `ErrorCode`, ...)"),
+    responses(
+        (status = 204, description = "Recorded (or about a message this gateway did not send)"),
+        (status = 400, description = "Not a status callback", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 401, description = "Missing or wrong signature", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 404, description = "Twilio is not configured", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 415, description = "Not a form", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 503, description = "Storage unavailable; Twilio may retry", content_type = "application/problem+json", body = serde_json::Value)))]
+pub(crate) async fn status(
+    State(state): State<AppState>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    counted(receive_status(&state, &uri, &headers, &body).await)
+}
+
+/// Counts a Twilio webhook in `chatgate_webhooks_total` by how it ended.
+fn counted(result: Result<Response, ApiError>) -> Result<Response, ApiError> {
     let outcome = match &result {
         Ok(_) => "accepted",
         Err(ApiError::Problem(p)) if p.code == "invalid_signature" => "bad_signature",
@@ -52,9 +77,14 @@ pub(crate) async fn receive(
     result
 }
 
-async fn receive_counted(state: &AppState, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Result<Response, ApiError> {
-    let twilio = &state.config.twilio;
-    let auth_token = twilio.auth_token.expose();
+/// The parameters of a form Twilio signed for this gateway's public URL.
+fn verified_form(
+    state: &AppState,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Vec<(String, String)>, ApiError> {
+    let auth_token = state.config.twilio.auth_token.expose();
     if auth_token.is_empty() {
         return Err(Problem::for_status(StatusCode::NOT_FOUND).detail("Twilio is not configured.").into());
     }
@@ -80,11 +110,25 @@ async fn receive_counted(state: &AppState, uri: &Uri, headers: &HeaderMap, body:
                 .detail(format!("{e} (signed URL: the public base URL followed by the request path)")),
         )
     })?;
-    let message = form::parse(&params, Duration::from_millis(twilio.inline_hold_ms)).map_err(|e| {
-        ApiError::from(
-            Problem::new(StatusCode::BAD_REQUEST, "invalid_payload", "Invalid payload").detail(e.to_string()),
-        )
-    })?;
+    Ok(params)
+}
+
+fn invalid_payload(error: &form::FormError) -> ApiError {
+    Problem::new(StatusCode::BAD_REQUEST, "invalid_payload", "Invalid payload").detail(error.to_string()).into()
+}
+
+async fn receive_status(state: &AppState, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Result<Response, ApiError> {
+    let params = verified_form(state, uri, headers, body)?;
+    let update = form::status(&params).map_err(|e| invalid_payload(&e))?;
+    state.ingress.handle_status(&update, OffsetDateTime::now_utc()).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn receive_message(state: &AppState, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Result<Response, ApiError> {
+    let twilio = &state.config.twilio;
+    let params = verified_form(state, uri, headers, body)?;
+    let message =
+        form::parse(&params, Duration::from_millis(twilio.inline_hold_ms)).map_err(|e| invalid_payload(&e))?;
     let handled = state.ingress.handle(&message, OffsetDateTime::now_utc()).await?;
     // A redelivered webhook wrote nothing, so nothing waits for this answer.
     let replies = if handled == Handled::Redelivered {
