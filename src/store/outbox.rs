@@ -43,11 +43,18 @@ macro_rules! claim_outbox_sql {
     ($lock:literal) => {
         concat!(
             "UPDATE outbox SET locked_until = $1, attempts = attempts + 1, updated_at = $2
-             WHERE id IN (SELECT id FROM outbox
+             WHERE id IN (SELECT id FROM outbox due
                           WHERE kind = $4 AND status = 'pending' AND next_attempt_at <= $2
                             AND (locked_until IS NULL OR locked_until <= $2)
                             AND NOT (kind = 'dispatch'
                                      AND destination IN (SELECT name FROM agents WHERE state = 'paused'))
+                            AND NOT (kind = 'message' AND EXISTS (
+                                SELECT 1 FROM outbox earlier
+                                WHERE earlier.destination = due.destination AND earlier.status = 'pending'
+                                  AND earlier.id < due.id AND earlier.kind = 'message'
+                                  AND ((earlier.attempts = 0 AND earlier.next_attempt_at > $2
+                                        AND earlier.next_attempt_at > earlier.created_at)
+                                       OR earlier.locked_until > $2)))
                           ORDER BY next_attempt_at, id LIMIT $3 ",
             $lock,
             ") RETURNING id, tenant_id, command_id, kind, destination, payload, attempts"
@@ -138,7 +145,10 @@ pub(crate) async fn settle_outbox(
 impl Store {
     /// Claims up to `limit` due rows of `kind` for `lease`. A worker that dies loses its lease and
     /// the row becomes due again: delivery is at least once, and the idempotency key makes it
-    /// once in effect.
+    /// once in effect. A message waits while an earlier one to the same person is held for a
+    /// provider's HTTP answer or in flight, so that a later reply (a command's outcome) cannot
+    /// overtake one the answer carries (the confirmation's thanks); one in retry backoff does
+    /// not hold the others up.
     pub async fn claim_outbox(
         &self,
         kind: &str,
@@ -169,11 +179,13 @@ impl Store {
         now: OffsetDateTime,
     ) -> Result<Vec<ClaimedMessage>, StoreError> {
         // The conditions sit on the UPDATE itself (no subquery), so PostgreSQL checks them again
-        // on a row another claimer held: a row is claimed once.
+        // on a row another claimer held: a row is claimed once. A held row was written due later
+        // than it was written; a reply queued meanwhile by another task (a command's outcome,
+        // stamped a moment after `now`) is not held and goes the usual way.
         let rows = sqlx::query(
             "UPDATE outbox SET locked_until = $1, attempts = attempts + 1, updated_at = $2
              WHERE kind = $3 AND destination = $4 AND status = 'pending' AND attempts = 0
-               AND locked_until IS NULL AND next_attempt_at > $2
+               AND locked_until IS NULL AND next_attempt_at > $2 AND next_attempt_at > created_at
              RETURNING id, tenant_id, command_id, kind, destination, payload, attempts",
         )
         .bind(to_ms(now + lease))

@@ -16,6 +16,7 @@ conformance!(
     a_redelivered_provider_message_is_one_row,
     outbox_rows_are_written_with_their_move_and_claimed_by_one_worker,
     claimed_rows_come_back_in_the_order_they_were_written,
+    a_message_waits_behind_an_earlier_one_held_for_an_answer_or_in_flight,
     evidence_chains_are_per_tenant,
 );
 
@@ -41,6 +42,53 @@ async fn claimed_rows_come_back_in_the_order_they_were_written(db: &TestDb) {
     let claimed = db.store.claim_outbox("message", 40, Duration::from_secs(30), now()).await.expect("claim");
     let order: Vec<i64> = claimed.iter().filter_map(|m| m.payload["n"].as_i64()).collect();
     assert_eq!(order, (0..40).collect::<Vec<_>>());
+}
+
+async fn a_message_waits_behind_an_earlier_one_held_for_an_answer_or_in_flight(db: &TestDb) {
+    let lease = Duration::from_secs(30);
+    let message = |destination: &str, n: i64, hold: Option<Duration>| NewOutboxMessage {
+        kind: "message".into(),
+        destination: destination.into(),
+        payload: json!({"n": n}),
+        hold,
+    };
+    let record = |id: &str, replies: Vec<NewOutboxMessage>| {
+        let inbound = NewInbound {
+            channel: Channel::parse("twilio").expect("channel"),
+            provider_message_id: ExternalId::parse(id).expect("id"),
+            tenant_id: Some(tenant("demo")),
+            status: "help".into(),
+            payload: json!({}),
+            received_at: now(),
+        };
+        let store = db.store.clone();
+        async move { store.record_inbound(&inbound, &replies).await.expect("record") }
+    };
+    let numbers = |claimed: &[chatgate::store::ClaimedMessage]| -> Vec<i64> {
+        claimed.iter().filter_map(|m| m.payload["n"].as_i64()).collect()
+    };
+    // A reply held for the provider's answer, then a later one to the same person, and one to
+    // somebody else.
+    record("SMHELD", vec![message("twilio:a:b", 1, Some(Duration::from_secs(5)))]).await;
+    record("SMLATER", vec![message("twilio:a:b", 2, None), message("twilio:a:c", 3, None)]).await;
+    let claimed = db.store.claim_outbox("message", 10, lease, now()).await.expect("claim");
+    assert_eq!(numbers(&claimed), [3], "the later reply waits behind the held one");
+    // The answer takes the held reply: while it is in flight the later one still waits.
+    let held = db.store.claim_held_messages("twilio:a:b", lease, now()).await.expect("claim held");
+    assert_eq!(numbers(&held), [1]);
+    assert!(db.store.claim_outbox("message", 10, lease, now()).await.expect("claim").is_empty());
+    // Once it is sent, the later one goes.
+    db.store.complete_outbox(held[0].id, now()).await.expect("complete");
+    let later = db.store.claim_outbox("message", 10, lease, now()).await.expect("claim");
+    assert_eq!(numbers(&later), [2]);
+    // A reply in retry backoff does not hold up the next one to the same person.
+    db.store
+        .fail_outbox(later[0].id, "provider 503", Some(now() + Duration::from_secs(60)), now())
+        .await
+        .expect("fail");
+    record("SMNEXT", vec![message("twilio:a:b", 4, None)]).await;
+    let next = db.store.claim_outbox("message", 10, lease, now()).await.expect("claim");
+    assert_eq!(numbers(&next), [4]);
 }
 
 async fn migrations_apply_twice_without_change(db: &TestDb) {
