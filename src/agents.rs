@@ -30,6 +30,26 @@ pub async fn list(store: &Store, config: &Config) -> Result<Vec<(String, Agent)>
     Ok(agents)
 }
 
+/// Whether `event` may move agent `name` now (`known`: the configuration declares it): its
+/// current state and the state it would move to. The chat asks this before it prompts for
+/// confirmation and `change` when it moves the agent.
+pub async fn admissible(
+    store: &Store,
+    known: bool,
+    name: &str,
+    event: AgentEvent,
+) -> Result<(Agent, Agent), AgentChangeError> {
+    if !known {
+        return Err(AgentChangeError::Unknown(name.to_owned()));
+    }
+    let current = store.agent(name).await?;
+    let next = agent::apply(&current, event).map_err(|refused| AgentChangeError::NotAllowed {
+        state: current.state.as_str().to_owned(),
+        reason: refused.to_string(),
+    })?;
+    Ok((current, next))
+}
+
 /// Applies `event` to agent `name` on behalf of `by`.
 pub async fn change(
     store: &Store,
@@ -39,14 +59,7 @@ pub async fn change(
     by: &str,
     now: OffsetDateTime,
 ) -> Result<Agent, AgentChangeError> {
-    if !config.executors.contains_key(name) {
-        return Err(AgentChangeError::Unknown(name.to_owned()));
-    }
-    let current = store.agent(name).await?;
-    let next = agent::apply(&current, event).map_err(|refused| AgentChangeError::NotAllowed {
-        state: current.state.as_str().to_owned(),
-        reason: refused.to_string(),
-    })?;
+    let (current, next) = admissible(store, config.executors.contains_key(name), name, event).await?;
     if !store.move_agent(name, &current, &next, by, now).await? {
         return Err(AgentChangeError::Concurrent);
     }

@@ -44,7 +44,8 @@ impl AppState {
         let Settings { config, registry, directory, templates, security } = settings;
         let pseudonymizer = Pseudonymizer::new(config.evidence.pseudonym_key.expose().as_bytes());
         let engine = Engine::new(store.clone(), pseudonymizer);
-        let policy = Policy { registry: Arc::new(registry), directory: Arc::new(directory), security };
+        let agents = Arc::new(config.executors.keys().cloned().collect());
+        let policy = Policy { registry: Arc::new(registry), directory: Arc::new(directory), security, agents };
         let ingress = Ingress::new(engine.clone(), policy.clone());
         let stopping = CancellationToken::new();
         Self { config: Arc::new(config), store, engine, ingress, templates: Arc::new(templates), policy, stopping }

@@ -68,18 +68,36 @@ pub(super) fn refusal(error: RecoveryError, target_ref: &ShortRef) -> Refusal {
 
 /// `pause`, `resume <agent>`.
 pub(super) async fn agent(gateway: &Gateway, asker: &Asker<'_>, now: OffsetDateTime) -> Answer {
-    let event = if asker.command.envelope.intent.action == "pause" { AgentEvent::Pause } else { AgentEvent::Resume };
+    let action = &asker.command.envelope.intent.action;
+    let Some(event) = agent_event(action) else {
+        return Err(refused("unknown_operation", json!({"message": format!("no agent move `{action}`")})));
+    };
     let name = arg(asker.command, "agent").unwrap_or_default();
     let store = gateway.engine.store();
     match crate::agents::change(store, &gateway.config, name, event, &operator_id(asker), now).await {
         Ok(agent) => Ok(json!({"agent": name, "state": agent.state})),
-        Err(AgentChangeError::Unknown(_)) => Err(refused("unknown_agent", json!({"agent": name}))),
-        Err(AgentChangeError::NotAllowed { state, reason }) => {
-            Err(refused("not_allowed", json!({"agent": name, "state": state, "message": reason, "allowed": []})))
+        Err(error) => Err(agent_refusal(error, name)),
+    }
+}
+
+/// The event `pause` or `resume` asks for.
+pub(super) fn agent_event(action: &str) -> Option<AgentEvent> {
+    match action {
+        "pause" => Some(AgentEvent::Pause),
+        "resume" => Some(AgentEvent::Resume),
+        _ => None,
+    }
+}
+
+/// What the person hears when moving agent `name` is refused, before the confirmation or when
+/// it runs.
+pub(super) fn agent_refusal(error: AgentChangeError, name: &str) -> Refusal {
+    match error {
+        AgentChangeError::Unknown(_) => refused("unknown_agent", json!({"agent": name})),
+        AgentChangeError::NotAllowed { state, reason } => {
+            refused("not_allowed", json!({"agent": name, "state": state, "message": reason, "allowed": []}))
         }
-        Err(AgentChangeError::Concurrent) => {
-            Err(refused("conflict", json!({"message": "the agent changed meanwhile"})))
-        }
-        Err(AgentChangeError::Store(error)) => Err(Refusal::Store(error)),
+        AgentChangeError::Concurrent => refused("conflict", json!({"message": "the agent changed meanwhile"})),
+        AgentChangeError::Store(error) => Refusal::Store(error),
     }
 }

@@ -1,12 +1,14 @@
-//! A recovery action asked in the chat is checked before the person is asked to confirm it: a
-//! reference that names nothing they may see, a target whose state does not allow the action, or
-//! a high-risk command the chat cannot prove for is refused at once, with what is allowed, rather
-//! than after a confirmation that could never lead anywhere. The check is `recovery::admissible`,
-//! which runs again when the action executes (the target may move meanwhile).
+//! A recovery action or agent move asked in the chat is checked before the person is asked to
+//! confirm it: a reference that names nothing they may see, a target whose state does not allow
+//! the action, a high-risk command the chat cannot prove for, an unknown agent or one the move
+//! does not apply to is refused at once, with what is allowed, rather than after a confirmation
+//! that could never lead anywhere. The checks are `recovery::admissible` and
+//! `agents::admissible`, which run again when the action executes (things may move meanwhile).
 
 use serde_json::Value;
 
 use super::{GATEWAY, Refusal, SEE_ALL, actions, resolve};
+use crate::agents;
 use crate::command::registry::CommandSpec;
 use crate::command::{Args, ShortRef, TenantId};
 use crate::directory::Actor;
@@ -24,9 +26,9 @@ pub struct Refused {
     pub detail: Value,
 }
 
-/// `None` when `spec` may go on to its confirmation (anything that is not a recovery action
-/// passes; someone without its scope is left to authorization, which reveals nothing about the
-/// target).
+/// `None` when `spec` may go on to its confirmation (anything that is not a recovery action or
+/// an agent move passes; someone without its scope is left to authorization, which reveals
+/// nothing about the target).
 pub async fn precheck(
     store: &Store,
     policy: &Policy,
@@ -35,25 +37,43 @@ pub async fn precheck(
     spec: &CommandSpec,
     args: &Args,
 ) -> Result<Option<Refused>, StoreError> {
-    if spec.executor != GATEWAY {
+    if spec.executor != GATEWAY || matches!(authz::decide(spec, &actor.scopes, false), AuthzDecision::Deny { .. }) {
         return Ok(None);
     }
-    let Ok(action) = spec.action.parse::<RecoveryAction>() else { return Ok(None) };
-    if matches!(authz::decide(spec, &actor.scopes, false), AuthzDecision::Deny { .. }) {
-        return Ok(None);
-    }
-    let reference = args.get("ref").and_then(Value::as_str).unwrap_or_default();
-    let sees_all = actor.scopes.contains(SEE_ALL);
-    let checked = match resolve(store, tenant, actor.id.as_str(), sees_all, reference).await {
-        Ok(target) => admissible(store, policy, &target, action, spec.step_up)
+    let checked = if let Ok(action) = spec.action.parse::<RecoveryAction>() {
+        recovery(store, policy, tenant, actor, action, spec.step_up, args).await
+    } else if let Some(event) = actions::agent_event(&spec.action) {
+        let name = args.get("agent").and_then(Value::as_str).unwrap_or_default();
+        agents::admissible(store, policy.agents.contains(name), name, event)
             .await
             .map(drop)
-            .map_err(|error| actions::refusal(error, &ShortRef::of(target.envelope.command_id))),
-        Err(refusal) => Err(refusal),
+            .map_err(|error| actions::agent_refusal(error, name))
+    } else {
+        return Ok(None);
     };
     match checked {
         Ok(()) => Ok(None),
         Err(Refusal::Refused { code, detail }) => Ok(Some(Refused { code, detail: super::with_code(code, detail) })),
         Err(Refusal::Store(error)) => Err(error),
     }
+}
+
+/// A recovery action: the reference resolves to a command the asker may see, whose state allows
+/// the action, with a proof coming when what it runs is risky.
+async fn recovery(
+    store: &Store,
+    policy: &Policy,
+    tenant: &TenantId,
+    actor: &Actor,
+    action: RecoveryAction,
+    proving: bool,
+    args: &Args,
+) -> Result<(), Refusal> {
+    let reference = args.get("ref").and_then(Value::as_str).unwrap_or_default();
+    let sees_all = actor.scopes.contains(SEE_ALL);
+    let target = resolve(store, tenant, actor.id.as_str(), sees_all, reference).await?;
+    admissible(store, policy, &target, action, proving)
+        .await
+        .map(drop)
+        .map_err(|error| actions::refusal(error, &ShortRef::of(target.envelope.command_id)))
 }

@@ -15,6 +15,8 @@ pub struct Policy {
     pub registry: Arc<Registry>,
     pub directory: Arc<Directory>,
     pub security: Arc<Security>,
+    /// The agents (executors) the configuration declares: what `pause` and `resume` may name.
+    pub agents: Arc<BTreeSet<String>>,
 }
 
 /// A decision about one stored command, with what it was decided on.

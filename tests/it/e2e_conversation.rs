@@ -317,16 +317,7 @@ async fn the_original_message_after_execution_replays_the_outcome_without_a_new_
     assert!(under_way.starts_with("I'm already working on that request (it is started)"), "{under_way}");
 
     // The executor reports the result.
-    let token = chatgate::security::mint::api_token(
-        &chatgate::config::Settings::with_shipped_registry(db.config.clone()).expect("settings").security.authenticator,
-        None,
-        "demo",
-        "orders-executor",
-        "executions:write",
-        Duration::from_secs(300),
-        time::OffsetDateTime::now_utc(),
-    )
-    .expect("token");
+    let token = crate::helpers::api_token(db, "demo", "orders-executor", "executions:write");
     let ack = json!({"type": "execution", "status": "succeeded", "result": {"refund_id": "R-77"}});
     let response = chat
         .app

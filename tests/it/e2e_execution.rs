@@ -268,17 +268,7 @@ mod acks {
     );
 
     fn executor_token(db: &TestDb, scope: &str) -> String {
-        let settings = chatgate::config::Settings::with_shipped_registry(db.config.clone()).expect("settings");
-        chatgate::security::mint::api_token(
-            &settings.security.authenticator,
-            None,
-            "demo",
-            "orders-executor",
-            scope,
-            Duration::from_secs(600),
-            time::OffsetDateTime::now_utc(),
-        )
-        .expect("token")
+        crate::helpers::api_token(db, "demo", "orders-executor", scope)
     }
 
     async fn with_executor(db: &TestDb, executor: &FakeServer) -> TestApp {
@@ -561,17 +551,7 @@ mod agents {
     on_both_backends!(a_paused_agent_holds_its_commands_until_resumed_or_expired);
 
     fn token(db: &TestDb, scope: &str) -> String {
-        let settings = chatgate::config::Settings::with_shipped_registry(db.config.clone()).expect("settings");
-        chatgate::security::mint::api_token(
-            &settings.security.authenticator,
-            None,
-            "demo",
-            "ops",
-            scope,
-            Duration::from_secs(600),
-            time::OffsetDateTime::now_utc(),
-        )
-        .expect("token")
+        crate::helpers::api_token(db, "demo", "ops", scope)
     }
 
     async fn post(app: &TestApp, token: &str, path: &str) -> (StatusCode, Value) {

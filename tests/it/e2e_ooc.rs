@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use crate::fake_executor::{FakeExecutor, Fault};
 use crate::fake_graph::{FakeGraph, sending_through, text_of};
-use crate::helpers::{ADMIN, CUSTOMER, Meta, TestApp, TestDb, on_both_backends, spawn_app_with, tenant};
+use crate::helpers::{ADMIN, CUSTOMER, Meta, TestApp, TestDb, api_token, on_both_backends, spawn_app_with, tenant};
 
 on_both_backends!(
     a_customer_asks_about_a_refused_a_confirmed_and_a_failed_command_and_sees_only_their_own,
@@ -26,6 +26,7 @@ on_both_backends!(
     the_api_and_the_chat_recover_through_the_same_code_with_the_same_outcomes,
     long_lists_continue_with_more_and_operators_read_trace_and_evidence,
     references_resolve_through_the_api_and_older_commands_get_theirs,
+    an_agent_move_is_checked_again_when_it_runs,
 );
 
 /// The first call of the executor fails (500), every later one succeeds; orders ending in 13
@@ -272,8 +273,12 @@ async fn recovery_in_the_wrong_state_is_refused_with_what_is_allowed_and_custome
     let resumed = chat.confirmed(ADMIN, "resume orders").await;
     assert_eq!(resumed, "orders is idle now.");
     // Resuming an agent that is not paused is refused by the agent machine.
-    let twice = chat.confirmed(ADMIN, "resume gateway").await;
+    // Resuming an agent that is not paused, or one that does not exist, is refused at once.
+    let twice = chat.ask(ADMIN, "resume gateway").await;
     assert!(twice.starts_with("I couldn't resume: not while it is idle."), "{twice}");
+    let nobody = chat.ask(ADMIN, "pause nobody").await;
+    assert!(nobody.starts_with("There is no agent nobody."), "{nobody}");
+
     chat.app.stop().await.expect("stop");
 }
 
@@ -294,16 +299,7 @@ async fn compensate_from_the_chat_ends_with_the_original_compensated(db: &TestDb
         db.store.command(&tenant("demo"), compensate).await.expect("read").expect("command").envelope.idempotency_key;
     let now = time::OffsetDateTime::now_utc();
     let proof = settings.security.stepup.mint(ADMIN, compensate, key.as_str(), now).expect("mint");
-    let operator = chatgate::security::mint::api_token(
-        &settings.security.authenticator,
-        None,
-        "demo",
-        "ops-1",
-        "stepup:verify",
-        Duration::from_secs(600),
-        now,
-    )
-    .expect("token");
+    let operator = api_token(db, "demo", "ops-1", "stepup:verify");
     let response = chat
         .app
         .client
@@ -340,17 +336,7 @@ enum Outcome {
 
 async fn the_api_and_the_chat_recover_through_the_same_code_with_the_same_outcomes(db: &TestDb) {
     let mut chat = Chat::start(db, |_| Fault::None).await;
-    let settings = chatgate::config::Settings::with_shipped_registry(db.config.clone()).expect("settings");
-    let token = chatgate::security::mint::api_token(
-        &settings.security.authenticator,
-        None,
-        "demo",
-        "ops-1",
-        "recovery:write",
-        Duration::from_secs(600),
-        time::OffsetDateTime::now_utc(),
-    )
-    .expect("token");
+    let token = api_token(db, "demo", "ops-1", "recovery:write");
     // Pairs of commands in the same states: one for the API, one for the chat.
     let mut pairs: Vec<(&str, Uuid, Uuid)> = vec![];
     for state in ["executed", "failed", "waiting"] {
@@ -463,19 +449,7 @@ async fn references_resolve_through_the_api_and_older_commands_get_theirs(db: &T
     chat.reply(CUSTOMER).await;
     let id = chat.command_of(&asked).await;
     let reference = ShortRef::of(id);
-    let settings = chatgate::config::Settings::with_shipped_registry(db.config.clone()).expect("settings");
-    let now = time::OffsetDateTime::now_utc();
-    let auth = &settings.security.authenticator;
-    let token = chatgate::security::mint::api_token(
-        auth,
-        None,
-        "demo",
-        "ops-1",
-        "commands:read",
-        Duration::from_secs(600),
-        now,
-    )
-    .expect("token");
+    let token = api_token(db, "demo", "ops-1", "commands:read");
     let list = |query: String| {
         let request = chat.app.client.get(chat.app.url(&format!("/v1/commands?{query}"))).bearer_auth(&token);
         async move { request.send().await.expect("list") }
@@ -497,5 +471,20 @@ async fn references_resolve_through_the_api_and_older_commands_get_theirs(db: &T
     db.store.migrate().await.expect("migrate again");
     let again = db.store.commands_by_ref(&tenant("demo"), &reference).await.expect("read");
     assert_eq!(again.iter().map(|c| c.envelope.command_id).collect::<Vec<_>>(), [id]);
+    chat.app.stop().await.expect("stop");
+}
+
+async fn an_agent_move_is_checked_again_when_it_runs(db: &TestDb) {
+    let mut chat = Chat::start(db, |_| Fault::None).await;
+    // Paused through the API between the prompt and the confirmation: the chat's pause finds it
+    // paused.
+    let prompt = chat.ask(ADMIN, "pause orders").await;
+    assert!(prompt.contains("YES "), "{prompt}");
+    let token = api_token(db, "demo", "ops-1", "agents:write");
+    let paused = chat.app.client.post(chat.app.url("/v1/agents/orders/pause")).bearer_auth(token).send().await;
+    assert_eq!(paused.expect("pause").status(), StatusCode::OK);
+    chat.ask(ADMIN, &format!("YES {}", code_in(&prompt))).await;
+    let late = chat.reply(ADMIN).await.0;
+    assert!(late.starts_with("I couldn't pause: not while it is paused."), "{late}");
     chat.app.stop().await.expect("stop");
 }

@@ -30,17 +30,7 @@ async fn operator_step_up(db: &TestDb, id: Uuid) -> String {
 }
 
 fn token(db: &TestDb, tenant: &str, scope: &str) -> String {
-    let settings = chatgate::config::Settings::with_shipped_registry(db.config.clone()).expect("settings");
-    chatgate::security::mint::api_token(
-        &settings.security.authenticator,
-        None,
-        tenant,
-        "ops-1",
-        scope,
-        Duration::from_secs(600),
-        time::OffsetDateTime::now_utc(),
-    )
-    .expect("token")
+    crate::helpers::api_token(db, tenant, "ops-1", scope)
 }
 
 const SCOPES: &str = "commands:read recovery:write audit:read";

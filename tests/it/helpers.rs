@@ -372,3 +372,21 @@ pub fn standard_signature(secret: &str, id: &str, timestamp: i64, body: &str) ->
     mac.update(format!("{id}.{timestamp}.{body}").as_bytes());
     format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes()))
 }
+
+/// An API token the test configuration's demo issuer signs: `subject` in `tenant`, with `scope`
+/// (space-separated), valid for ten minutes.
+pub fn api_token(db: &TestDb, tenant: &str, subject: &str, scope: &str) -> String {
+    let settings = chatgate::config::Settings::with_shipped_registry(db.config.clone()).expect("settings");
+    let ten_minutes = Duration::from_secs(600);
+    let now = time::OffsetDateTime::now_utc();
+    chatgate::security::mint::api_token(
+        &settings.security.authenticator,
+        None,
+        tenant,
+        subject,
+        scope,
+        ten_minutes,
+        now,
+    )
+    .expect("token")
+}
