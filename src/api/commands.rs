@@ -207,6 +207,17 @@ struct RecoveryBody {
     reason: String,
 }
 
+/// `RecoveryBody` as the OpenAPI document describes it.
+pub(super) fn recovery_body_schema() -> Value {
+    let actions: Vec<&str> = RecoveryAction::ALL.iter().map(|a| a.as_str()).collect();
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["action"],
+        "properties": {"action": {"type": "string", "enum": actions}, "reason": {"type": "string"}},
+    })
+}
+
 /// `POST /v1/commands/{id}/recovery`, honouring `Idempotency-Key` (IETF httpapi draft).
 #[utoipa::path(post, path = "/v1/commands/{id}/recovery", tag = "recovery", security(("bearer" = ["recovery:write"])),
     params(("id" = String, Path, description = "The command id (a UUID)"), ("Idempotency-Key" = Option<String>, Header),
@@ -340,6 +351,11 @@ fn invalid_query(detail: &str) -> ApiError {
 #[derive(Deserialize)]
 struct StepUpBody {
     token: String,
+}
+
+/// `StepUpBody` as the OpenAPI document describes it.
+pub(super) fn step_up_body_schema() -> Value {
+    json!({"type": "object", "required": ["token"], "properties": {"token": {"type": "string"}}})
 }
 
 #[utoipa::path(post, path = "/v1/commands/{id}/step-up", tag = "security", security(("bearer" = ["stepup:verify"])), params(("id" = String, Path, description = "The command id (a UUID)")),

@@ -30,6 +30,6 @@ pub fn router(config: &Config) -> Router<AppState> {
         .merge(acks::router())
         .merge(agents::router())
         .merge(events::router())
-        .merge(openapi::router(&config.hooks.base_path))
+        .merge(openapi::router(&config.hooks))
 }
 pub use problem::Problem;

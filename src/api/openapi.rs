@@ -5,10 +5,14 @@ use std::sync::Arc;
 
 use axum::routing::get;
 use axum::{Extension, Json, Router};
+use serde_json::Value;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::link::Link;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use crate::app::AppState;
+use crate::config::HooksConfig;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -42,7 +46,7 @@ use crate::app::AppState;
         super::agents::resume,
         super::events::events,
     ),
-    modifiers(&BearerTokens)
+    modifiers(&BearerTokens, &Links)
 )]
 pub struct ApiDoc;
 
@@ -59,13 +63,46 @@ impl Modify for BearerTokens {
 }
 
 /// The document as this gateway serves it: the hook bridge's paths under its configured base path
-/// (the annotations say the default, `/hooks`).
-pub fn document(hooks_base_path: &str) -> utoipa::openapi::OpenApi {
-    let mut document = ApiDoc::openapi();
-    let base = hooks_base_path.trim_end_matches('/');
-    if base != DEFAULT_HOOKS_BASE {
-        let paths = std::mem::take(&mut document.paths.paths);
-        document.paths.paths = paths
+/// (the annotations say the default, `/hooks`) and its bodies as `hooks::body_schemas` describes
+/// them for this configuration.
+pub fn document(hooks: &HooksConfig) -> Value {
+    let mut document = serde_json::to_value(ApiDoc::openapi()).unwrap_or(Value::Null);
+    // The JSON bodies, as the code that reads them describes them (the annotations say "JSON").
+    let mut bodies = vec![
+        ("/v1/commands/{id}/recovery".to_owned(), super::commands::recovery_body_schema()),
+        ("/v1/commands/{id}/step-up".to_owned(), super::commands::step_up_body_schema()),
+        ("/v1/commands/{id}/acks".to_owned(), crate::delivery::acks::ack_schema()),
+        ("/v1/executors/{executor}/commands/{id}/acks".to_owned(), crate::delivery::acks::ack_schema()),
+    ];
+    for (route, schema) in crate::ingress::hooks::body_schemas(&hooks.agents) {
+        bodies.push((format!("{DEFAULT_HOOKS_BASE}{route}"), schema));
+    }
+    let json = "application/json";
+    let mut bodies: Vec<(String, &str, Value)> =
+        bodies.into_iter().map(|(path, schema)| (path, json, schema)).collect();
+    let form = "application/x-www-form-urlencoded";
+    bodies.push(("/webhooks/twilio".into(), form, crate::ingress::twilio::form::message_schema()));
+    bodies.push(("/webhooks/twilio/status".into(), form, crate::ingress::twilio::form::status_schema()));
+    for (path, media_type, schema) in bodies {
+        if let Some(body) = document.pointer_mut(&format!("/paths/{}/post/requestBody", pointer_escape(&path))) {
+            body["content"][media_type]["schema"] = schema;
+        }
+    }
+    let headers = crate::ingress::hooks::header_schemas();
+    for item in document["paths"].as_object_mut().into_iter().flat_map(|paths| paths.values_mut()) {
+        let parameters = item.as_object_mut().into_iter().flat_map(|ops| ops.values_mut());
+        for parameter in parameters.filter_map(|op| op.get_mut("parameters").and_then(Value::as_array_mut)).flatten() {
+            let name = parameter["name"].as_str().unwrap_or_default().to_ascii_lowercase();
+            if let Some((_, schema)) = headers.iter().find(|(header, _)| *header == name) {
+                parameter["schema"] = schema.clone();
+            }
+        }
+    }
+    let base = hooks.base_path.trim_end_matches('/');
+    if base != DEFAULT_HOOKS_BASE
+        && let Some(paths) = document["paths"].as_object_mut()
+    {
+        *paths = std::mem::take(paths)
             .into_iter()
             .map(|(path, item)| match path.strip_prefix(DEFAULT_HOOKS_BASE).filter(|rest| rest.starts_with('/')) {
                 Some(rest) => (format!("{base}{rest}"), item),
@@ -79,16 +116,97 @@ pub fn document(hooks_base_path: &str) -> utoipa::openapi::OpenApi {
 /// Where the hook bridge's annotations put it.
 const DEFAULT_HOOKS_BASE: &str = "/hooks";
 
-pub fn router(hooks_base_path: &str) -> Router<AppState> {
-    let document = Arc::new(document(hooks_base_path));
+pub fn router(hooks: &HooksConfig) -> Router<AppState> {
+    let document = Arc::new(document(hooks));
     Router::new().route("/openapi.json", get(openapi_json)).layer(Extension(document))
 }
 
 #[utoipa::path(get, path = "/openapi.json", tag = "operations", responses((status = 200, description = "This document", content_type = "application/json", body = serde_json::Value)))]
-pub(crate) async fn openapi_json(
-    Extension(document): Extension<Arc<utoipa::openapi::OpenApi>>,
-) -> Json<utoipa::openapi::OpenApi> {
+pub(crate) async fn openapi_json(Extension(document): Extension<Arc<Value>>) -> Json<Value> {
     Json(document.as_ref().clone())
+}
+
+/// OpenAPI links (3.1 §4.8.20): where a response's ids lead. A client (or schemathesis's stateful
+/// phase) can follow an accepted hook call to its command's status, evidence, recovery, ACKs and
+/// step-up, a status to its trace, and the agent list to pausing and resuming.
+struct Links;
+
+/// A path as one JSON pointer segment.
+fn pointer_escape(path: &str) -> String {
+    path.replace('~', "~0").replace('/', "~1")
+}
+
+/// An operation by path and method, as a JSON pointer into this document.
+fn operation(path: &str, method: &str) -> String {
+    format!("#/paths/{}/{method}", pointer_escape(path))
+}
+
+fn link(path: &str, method: &str, parameter: &str, expression: &str) -> RefOr<Link> {
+    RefOr::T(Link::builder().operation_ref(operation(path, method)).parameter(parameter, expression).build())
+}
+
+/// Links by name.
+type NamedLinks = Vec<(&'static str, RefOr<Link>)>;
+
+/// The operations a command's id leads to.
+fn command_links(id: &str) -> NamedLinks {
+    vec![
+        ("status", link("/v1/commands/{id}", "get", "id", id)),
+        ("evidence", link("/v1/commands/{id}/evidence", "get", "id", id)),
+        ("recovery", link("/v1/commands/{id}/recovery", "post", "id", id)),
+        ("step_up", link("/v1/commands/{id}/step-up", "post", "id", id)),
+        ("ack", link("/v1/commands/{id}/acks", "post", "id", id)),
+    ]
+}
+
+impl Modify for Links {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let accepted = "$response.body#/command_id";
+        let first_listed = "$response.body#/commands/0/command_id";
+        let first_agent = "$response.body#/agents/0/agent";
+        let follows: Vec<(&str, &str, &str, NamedLinks)> = vec![
+            ("/hooks/wake", "post", "202", command_links(accepted)),
+            ("/hooks/agent", "post", "202", command_links(accepted)),
+            ("/hooks/{name}", "post", "202", command_links(accepted)),
+            ("/webhooks/standard/{source}", "post", "202", command_links(accepted)),
+            ("/v1/commands", "get", "200", command_links(first_listed)),
+            ("/v1/commands/{id}/recovery", "post", "201", command_links("$response.body#/recovery_command_id")),
+            (
+                "/v1/commands/{id}",
+                "get",
+                "200",
+                vec![(
+                    "trace",
+                    link(
+                        "/v1/traces/{correlation_id}",
+                        "get",
+                        "correlation_id",
+                        "$response.body#/envelope/correlation_id",
+                    ),
+                )],
+            ),
+            (
+                "/v1/agents",
+                "get",
+                "200",
+                vec![
+                    ("pause", link("/v1/agents/{agent}/pause", "post", "agent", first_agent)),
+                    ("resume", link("/v1/agents/{agent}/resume", "post", "agent", first_agent)),
+                ],
+            ),
+        ];
+        for (path, method, status, links) in follows {
+            let Some(item) = openapi.paths.paths.get_mut(path) else { continue };
+            let operation = match method {
+                "get" => item.get.as_mut(),
+                _ => item.post.as_mut(),
+            };
+            let Some(RefOr::T(response)) = operation.and_then(|o| o.responses.responses.get_mut(status)) else {
+                continue;
+            };
+            response.links.extend(links.into_iter().map(|(name, link)| (name.to_owned(), link)));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -96,14 +214,55 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_link_leads_to_an_operation_of_this_document_with_its_parameter() {
+        let document = document(&HooksConfig::default());
+        let mut links = 0;
+        for (path, item) in document["paths"].as_object().expect("paths") {
+            for (method, operation) in item.as_object().expect("item") {
+                let Some(responses) = operation["responses"].as_object() else { continue };
+                for (status, response) in responses {
+                    for (name, link) in response["links"].as_object().into_iter().flatten() {
+                        let reference = link["operationRef"].as_str().expect("operationRef");
+                        let target = document.pointer(reference.trim_start_matches('#'));
+                        let target = target.unwrap_or_else(|| panic!("{method} {path} {status} {name}: {reference}"));
+                        let parameters: Vec<&str> = target["parameters"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|p| p["name"].as_str())
+                            .collect();
+                        for parameter in link["parameters"].as_object().expect("parameters").keys() {
+                            assert!(parameters.contains(&parameter.as_str()), "{name}: {parameter} in {parameters:?}");
+                        }
+                        links += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(links, 4 * 5 + 5 + 5 + 1 + 2, "every link written is in the document");
+    }
+
+    #[test]
     fn the_hook_paths_follow_the_configured_base_path() {
-        let default = document("/hooks");
-        assert!(default.paths.paths.contains_key("/hooks/wake"));
-        let moved = document("/legacy/openclaw/");
-        let paths: Vec<&String> = moved.paths.paths.keys().collect();
+        let default = document(&HooksConfig::default());
+        assert!(default["paths"]["/hooks/wake"].is_object());
+        let moved = document(&HooksConfig { base_path: "/legacy/openclaw/".into(), ..HooksConfig::default() });
+        let paths: Vec<&String> = moved["paths"].as_object().expect("paths").keys().collect();
         assert!(paths.iter().any(|p| *p == "/legacy/openclaw/wake"), "{paths:?}");
         assert!(paths.iter().any(|p| *p == "/legacy/openclaw/agent"), "{paths:?}");
         assert!(!paths.iter().any(|p| p.starts_with("/hooks")), "{paths:?}");
-        assert_eq!(moved.paths.paths.len(), default.paths.paths.len(), "nothing else moved or lost");
+        assert_eq!(paths.len(), default["paths"].as_object().expect("paths").len(), "nothing else moved or lost");
+    }
+
+    #[test]
+    fn the_bridge_bodies_and_headers_are_described_as_they_are_checked() {
+        let hooks = HooksConfig { agents: vec!["orders".into(), "billing".into()], ..HooksConfig::default() };
+        let document = document(&hooks);
+        let agent = &document["paths"]["/hooks/agent"]["post"];
+        let schema = &agent["requestBody"]["content"]["application/json"]["schema"];
+        assert_eq!(schema["required"], serde_json::json!(["message"]));
+        assert_eq!(schema["properties"]["agentId"]["enum"], serde_json::json!(["orders", "billing", null]));
+        let key = agent["parameters"].as_array().expect("parameters").iter().find(|p| p["name"] == "Idempotency-Key");
+        assert_eq!(key.expect("documented")["schema"]["pattern"], "^[!-~]{1,255}$");
     }
 }

@@ -81,6 +81,27 @@ impl AckRequest {
     }
 }
 
+/// The body of an ACK as the OpenAPI document describes it, the rules of `AckRequest::event`
+/// spelled out: `type` is `delivery` or `execution`, and an execution ACK has a `status`.
+pub fn ack_schema() -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["type"],
+        "properties": {
+            "type": {"type": "string", "enum": ["delivery", "execution"]},
+            "target": {"type": ["string", "null"]},
+            "status": {"type": ["string", "null"], "enum": ["in_progress", "succeeded", "failed", null]},
+            "result": {},
+            "error": {},
+        },
+        "anyOf": [
+            {"properties": {"type": {"const": "delivery"}}},
+            {"properties": {"type": {"const": "execution"}, "status": {"type": "string"}}, "required": ["status"]},
+        ],
+    })
+}
+
 const ATTEMPTS: usize = 4;
 
 /// Applies one ACK to the command's delivery within `tenant`.

@@ -91,6 +91,67 @@ fn authenticate(state: &AppState, headers: &HeaderMap, query: Option<&str>) -> R
         .into())
 }
 
+/// A string with a character that is not Unicode White_Space (what `str::trim` removes).
+const NOT_ONLY_SPACE: &str =
+    "[^\\t\\n\\u000B\\u000C\\r \\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]";
+
+/// `hooks:{sessionKey}` is the conversation: visible ASCII, at most 256 bytes with the prefix.
+const SESSION_KEY: &str = "^[!-~]{1,250}$";
+
+/// The bridge's bodies as the OpenAPI document describes them, written next to the checks below
+/// so that the two say the same: a text is a string with something besides spaces, an optional
+/// field may be left out or `null`, `agentId` is one of `agents` (this gateway's allow-list).
+pub fn body_schemas(agents: &[String]) -> [(&'static str, Value); 3] {
+    // Something besides what `str::trim` removes (Unicode White_Space), spelled out so that any
+    // regex engine reads it alike.
+    let text = json!({"type": "string", "pattern": NOT_ONLY_SPACE});
+    let optional = |schema: &Value| {
+        let mut schema = schema.clone();
+        schema["type"] = json!([schema["type"], "null"]);
+        schema
+    };
+    let mode = json!({"type": "string", "enum": ["now", "next-heartbeat"]});
+    let mut mode_or_null = optional(&mode);
+    mode_or_null["enum"] = json!(["now", "next-heartbeat", null]);
+    let mut agent_ids: Vec<Value> = agents.iter().map(|a| Value::from(a.as_str())).collect();
+    agent_ids.push(Value::Null);
+    let session = json!({"type": ["string", "null"], "pattern": SESSION_KEY});
+    let optional_text = optional(&text);
+    let agent = json!({
+        "type": "object",
+        "required": ["message"],
+        "properties": {
+            "message": text,
+            "name": optional_text, "channel": optional_text, "to": optional_text,
+            "model": optional_text, "thinking": optional_text,
+            "agentId": {"type": ["string", "null"], "enum": agent_ids},
+            "sessionKey": session,
+            "wakeMode": mode_or_null,
+            "deliver": {"type": ["boolean", "null"]},
+            "timeoutSeconds": {"type": ["integer", "null"], "minimum": 1, "maximum": 86_400},
+        },
+    });
+    let wake = json!({
+        "type": "object",
+        "required": ["text"],
+        "properties": {"text": text, "mode": mode_or_null},
+    });
+    [("/wake", wake), ("/agent", agent), ("/{name}", json!({"type": "object"}))]
+}
+
+/// The headers a submission reads, as checked in `submit` (lower-case names).
+pub fn header_schemas() -> [(&'static str, Value); 2] {
+    [
+        ("idempotency-key", json!({"type": "string", "pattern": "^[!-~]{1,255}$"})),
+        ("x-correlation-id", json!({"type": "string", "pattern": "^[!-~]{1,256}$"})),
+    ]
+}
+
+fn whole_seconds(n: &serde_json::Number) -> Option<u64> {
+    n.as_u64()
+        .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && (0.0..=u64::MAX as f64).contains(f)).map(|f| f as u64))
+}
+
 fn body_object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
     match serde_json::from_slice::<Value>(body) {
         Ok(Value::Object(map)) => Ok(map),
@@ -180,8 +241,9 @@ pub(crate) async fn agent(
     }
     match body.get("timeoutSeconds") {
         None | Some(Value::Null) => {}
-        Some(Value::Number(n)) if n.as_u64().is_some_and(|s| (1..=86_400).contains(&s)) => {
-            args.insert("timeoutSeconds".into(), n.clone().into());
+        // A whole number, written `30` or `30.0` (JSON does not tell them apart).
+        Some(Value::Number(n)) if whole_seconds(n).is_some_and(|s| (1..=86_400).contains(&s)) => {
+            args.insert("timeoutSeconds".into(), whole_seconds(n).into());
         }
         Some(_) => return Err(bad("invalid_body", "`timeoutSeconds` is a whole number of seconds from 1 to 86400")),
     }
@@ -190,8 +252,11 @@ pub(crate) async fn agent(
         Some(id) if state.config.hooks.agents.iter().any(|a| a == id) => id.to_owned(),
         Some(id) => return Err(bad("unknown_agent", format!("`agentId` `{id}` is not an agent this bridge may call"))),
     };
-    let conversation =
-        args.get("sessionKey").and_then(Value::as_str).map_or_else(|| "hooks:agent".into(), |k| format!("hooks:{k}"));
+    let session = args.get("sessionKey").and_then(Value::as_str);
+    if session.is_some_and(|k| k.len() > 250 || !k.chars().all(|c| c.is_ascii_graphic())) {
+        return Err(bad("invalid_body", "`sessionKey` is 1 to 250 visible ASCII characters"));
+    }
+    let conversation = session.map_or_else(|| "hooks:agent".into(), |k| format!("hooks:{k}"));
     let call = HookCall { agent, intent: intent("agent", "run")?, args, conversation };
     admit(&state, &headers, call).await
 }

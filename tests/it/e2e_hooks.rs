@@ -72,6 +72,13 @@ async fn the_documented_payloads_are_accepted_with_202(db: &TestDb) {
     assert_eq!(command.envelope.actor_id.as_str(), "hookd-bridge");
     assert_eq!(command.envelope.args["sessionKey"], "hook:email:msg-123");
     assert_eq!(command.envelope.conversation_id.as_str(), "hooks:hook:email:msg-123");
+    // `120.0` is the same whole number of seconds as `120` (JSON does not tell them apart).
+    let whole = json!({"message": "Summarize inbox", "timeoutSeconds": 120.0});
+    let (status, body, _) = call(&app, "/hooks/agent", whole, bearer(), None).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let whole_id = body["command_id"].as_str().expect("command id").parse().expect("uuid");
+    let command = db.store.command(&tenant("demo"), whole_id).await.expect("read").expect("command");
+    assert_eq!(command.envelope.args["timeoutSeconds"], 120);
 
     // They follow the normal pipeline: dispatched to the agent and executed.
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -124,6 +131,22 @@ async fn bad_calls_are_refused_and_store_nothing(db: &TestDb) {
             "invalid_body",
         ),
         ("no message", "/hooks/agent", json!({"name": "x"}), bearer(), StatusCode::BAD_REQUEST, "invalid_body"),
+        (
+            "a session key with a space",
+            "/hooks/agent",
+            json!({"message": "x", "sessionKey": "hook email"}),
+            bearer(),
+            StatusCode::BAD_REQUEST,
+            "invalid_body",
+        ),
+        (
+            "a fractional timeout",
+            "/hooks/agent",
+            json!({"message": "x", "timeoutSeconds": 30.5}),
+            bearer(),
+            StatusCode::BAD_REQUEST,
+            "invalid_body",
+        ),
         (
             "unknown agent",
             "/hooks/agent",

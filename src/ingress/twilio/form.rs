@@ -26,6 +26,36 @@ pub enum FormError {
     Invalid(&'static str, String),
 }
 
+/// The message webhook's form as the OpenAPI document describes it: the fields `read` needs, and
+/// the ones it reads when present (Twilio sends more, which are kept and ignored).
+pub fn message_schema() -> Value {
+    let text = serde_json::json!({"type": "string"});
+    let fields = [
+        "MessageSid",
+        "AccountSid",
+        "From",
+        "To",
+        "Body",
+        "NumMedia",
+        "ProfileName",
+        "WaId",
+        "ButtonPayload",
+        "ButtonText",
+        "MediaContentType0",
+        "OriginalRepliedMessageSid",
+    ];
+    let properties: Map<String, Value> = fields.iter().map(|f| ((*f).to_owned(), text.clone())).collect();
+    serde_json::json!({"type": "object", "required": ["MessageSid", "AccountSid", "From", "To"], "properties": properties})
+}
+
+/// The status callback's form as the OpenAPI document describes it.
+pub fn status_schema() -> Value {
+    let text = serde_json::json!({"type": "string"});
+    let fields = ["MessageSid", "MessageStatus", "ErrorCode", "ErrorMessage", "To", "AccountSid"];
+    let properties: Map<String, Value> = fields.iter().map(|f| ((*f).to_owned(), text.clone())).collect();
+    serde_json::json!({"type": "object", "required": ["MessageSid", "MessageStatus"], "properties": properties})
+}
+
 /// The form as a JSON object (what is stored, and read again when a command is reprocessed).
 pub fn to_raw(params: &[(String, String)]) -> Value {
     let map: Map<String, Value> = params.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
