@@ -62,55 +62,61 @@ impl Modify for BearerTokens {
     }
 }
 
-/// The document as this gateway serves it: the hook bridge's paths under its configured base path
-/// (the annotations say the default, `/hooks`) and its bodies as `hooks::body_schemas` describes
-/// them for this configuration.
+/// The document as this gateway serves it: the annotations' document with the request bodies and
+/// header formats the code checks, and the hook bridge under its configured base path (the
+/// annotations say the default, `/hooks`).
 pub fn document(hooks: &HooksConfig) -> Value {
     let mut document = serde_json::to_value(ApiDoc::openapi()).unwrap_or(Value::Null);
-    // The JSON bodies, as the code that reads them describes them (the annotations say "JSON").
-    let mut bodies = vec![
-        ("/v1/commands/{id}/recovery".to_owned(), super::commands::recovery_body_schema()),
-        ("/v1/commands/{id}/step-up".to_owned(), super::commands::step_up_body_schema()),
-        ("/v1/commands/{id}/acks".to_owned(), crate::delivery::acks::ack_schema()),
-        ("/v1/executors/{executor}/commands/{id}/acks".to_owned(), crate::delivery::acks::ack_schema()),
+    describe_bodies(&mut document, hooks);
+    describe_headers(&mut document);
+    move_hooks(&mut document, hooks.base_path.trim_end_matches('/'));
+    document
+}
+
+/// The bodies as the code that reads them describes them (the annotations say "JSON" or "form").
+fn describe_bodies(document: &mut Value, hooks: &HooksConfig) {
+    let (json, form) = ("application/json", "application/x-www-form-urlencoded");
+    let mut bodies: Vec<(String, &str, Value)> = vec![
+        ("/v1/commands/{id}/recovery".into(), json, super::commands::recovery_body_schema()),
+        ("/v1/commands/{id}/step-up".into(), json, super::commands::step_up_body_schema()),
+        ("/v1/commands/{id}/acks".into(), json, crate::delivery::acks::ack_schema()),
+        ("/v1/executors/{executor}/commands/{id}/acks".into(), json, crate::delivery::acks::ack_schema()),
+        ("/webhooks/twilio".into(), form, crate::ingress::twilio::form::message_schema()),
+        ("/webhooks/twilio/status".into(), form, crate::ingress::twilio::form::status_schema()),
     ];
     for (route, schema) in crate::ingress::hooks::body_schemas(&hooks.agents) {
-        bodies.push((format!("{DEFAULT_HOOKS_BASE}{route}"), schema));
+        bodies.push((format!("{DEFAULT_HOOKS_BASE}{route}"), json, schema));
     }
-    let json = "application/json";
-    let mut bodies: Vec<(String, &str, Value)> =
-        bodies.into_iter().map(|(path, schema)| (path, json, schema)).collect();
-    let form = "application/x-www-form-urlencoded";
-    bodies.push(("/webhooks/twilio".into(), form, crate::ingress::twilio::form::message_schema()));
-    bodies.push(("/webhooks/twilio/status".into(), form, crate::ingress::twilio::form::status_schema()));
     for (path, media_type, schema) in bodies {
         if let Some(body) = document.pointer_mut(&format!("/paths/{}/post/requestBody", pointer_escape(&path))) {
             body["content"][media_type]["schema"] = schema;
         }
     }
+}
+
+/// The formats of the headers a submission checks, wherever they are documented.
+fn describe_headers(document: &mut Value) {
     let headers = crate::ingress::hooks::header_schemas();
-    for item in document["paths"].as_object_mut().into_iter().flat_map(|paths| paths.values_mut()) {
-        let parameters = item.as_object_mut().into_iter().flat_map(|ops| ops.values_mut());
-        for parameter in parameters.filter_map(|op| op.get_mut("parameters").and_then(Value::as_array_mut)).flatten() {
-            let name = parameter["name"].as_str().unwrap_or_default().to_ascii_lowercase();
-            if let Some((_, schema)) = headers.iter().find(|(header, _)| *header == name) {
-                parameter["schema"] = schema.clone();
-            }
+    let operations = document["paths"].as_object_mut().into_iter().flat_map(|paths| paths.values_mut());
+    let operations = operations.filter_map(Value::as_object_mut).flat_map(|item| item.values_mut());
+    for parameter in operations.filter_map(|op| op.get_mut("parameters").and_then(Value::as_array_mut)).flatten() {
+        let name = parameter["name"].as_str().unwrap_or_default().to_ascii_lowercase();
+        if let Some((_, schema)) = headers.iter().find(|(header, _)| *header == name) {
+            parameter["schema"] = schema.clone();
         }
     }
-    let base = hooks.base_path.trim_end_matches('/');
-    if base != DEFAULT_HOOKS_BASE
-        && let Some(paths) = document["paths"].as_object_mut()
-    {
-        *paths = std::mem::take(paths)
-            .into_iter()
-            .map(|(path, item)| match path.strip_prefix(DEFAULT_HOOKS_BASE).filter(|rest| rest.starts_with('/')) {
-                Some(rest) => (format!("{base}{rest}"), item),
-                None => (path, item),
-            })
-            .collect();
-    }
-    document
+}
+
+/// The hook bridge's paths under `base` (without a trailing slash).
+fn move_hooks(document: &mut Value, base: &str) {
+    let Some(paths) = document["paths"].as_object_mut().filter(|_| base != DEFAULT_HOOKS_BASE) else { return };
+    *paths = std::mem::take(paths)
+        .into_iter()
+        .map(|(path, item)| match path.strip_prefix(DEFAULT_HOOKS_BASE).filter(|rest| rest.starts_with('/')) {
+            Some(rest) => (format!("{base}{rest}"), item),
+            None => (path, item),
+        })
+        .collect();
 }
 
 /// Where the hook bridge's annotations put it.
