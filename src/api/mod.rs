@@ -9,6 +9,7 @@ pub mod health;
 pub mod metrics;
 pub mod openapi;
 pub mod problem;
+pub mod step_up_page;
 
 use axum::Router;
 
@@ -31,5 +32,6 @@ pub fn router(config: &Config) -> Router<AppState> {
         .merge(agents::router())
         .merge(events::router())
         .merge(openapi::router(&config.hooks))
+        .merge(step_up_page::router())
 }
 pub use problem::Problem;

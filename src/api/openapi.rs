@@ -37,6 +37,8 @@ use crate::config::HooksConfig;
         super::commands::evidence,
         super::commands::recovery_request,
         super::commands::step_up,
+        super::step_up_page::show,
+        super::step_up_page::submit,
         super::acks::ack,
         super::acks::signed_ack,
         super::commands::audit,
@@ -83,6 +85,7 @@ fn describe_bodies(document: &mut Value, hooks: &HooksConfig) {
         ("/v1/executors/{executor}/commands/{id}/acks".into(), json, crate::delivery::acks::ack_schema()),
         ("/webhooks/twilio".into(), form, crate::ingress::twilio::form::message_schema()),
         ("/webhooks/twilio/status".into(), form, crate::ingress::twilio::form::status_schema()),
+        ("/step-up".into(), form, super::step_up_page::form_schema()),
     ];
     for (route, schema) in crate::ingress::hooks::body_schemas(&hooks.agents) {
         bodies.push((format!("{DEFAULT_HOOKS_BASE}{route}"), json, schema));

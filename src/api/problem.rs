@@ -107,12 +107,17 @@ impl IntoResponse for Problem {
 
 /// Makes every error response a problem document that names the request id: a bare error from
 /// the router (404, 405), the body limit (413), the timeout (503) or an extractor's rejection is
-/// rebuilt as one, keeping its status and headers; a handler's problem gains the request id.
+/// rebuilt as one, keeping its status and headers; a handler's problem gains the request id. A
+/// page for people (the step-up page) stays a page for a browser that asked for HTML.
 pub async fn problem_bodies(request: Request, next: Next) -> Response {
     let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let wants_html = names(request.headers(), &header::ACCEPT, "text/html");
     let response = next.run(request).await;
     let status = response.status();
     if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    if wants_html && names(response.headers(), &header::CONTENT_TYPE, "text/html") {
         return response;
     }
     let is_problem =
@@ -145,6 +150,15 @@ pub async fn problem_bodies(request: Request, next: Next) -> Response {
         parts.headers.insert(header::RETRY_AFTER, HeaderValue::from(1));
     }
     Response::from_parts(parts, axum::body::Body::from(body))
+}
+
+/// Whether header `name` (`Accept`, `Content-Type`) names `media_type`.
+fn names(headers: &axum::http::HeaderMap, name: &header::HeaderName, media_type: &str) -> bool {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.split(',').any(|part| part.trim().to_ascii_lowercase().starts_with(media_type)))
 }
 
 /// The router's fallback: a 404 problem.

@@ -65,6 +65,10 @@ impl From<crate::store::StoreError> for AckError {
 impl AckRequest {
     fn event(&self) -> Result<(DeliveryEvent, Option<Value>), AckError> {
         let invalid = |m: &str| AckError::Invalid(m.to_owned());
+        const STATUSES: [&str; 3] = ["in_progress", "succeeded", "failed"];
+        if self.status.as_deref().is_some_and(|status| !STATUSES.contains(&status)) {
+            return Err(invalid("`status` is in_progress, succeeded or failed"));
+        }
         match (self.kind.as_str(), self.status.as_deref()) {
             ("delivery", _) => Ok((DeliveryEvent::DeliveryAck, None)),
             ("execution", Some("in_progress")) => Ok((DeliveryEvent::ExecutionInProgress, None)),

@@ -365,6 +365,8 @@ mod acks {
 
         // Bad requests and callers.
         assert_eq!(ack(&app, &token, id, json!({"type": "execution"})).await.0, StatusCode::BAD_REQUEST);
+        let unknown_status = json!({"type": "delivery", "status": "done"});
+        assert_eq!(ack(&app, &token, id, unknown_status).await.0, StatusCode::BAD_REQUEST);
         assert_eq!(ack(&app, &token, Uuid::now_v7(), json!({"type": "delivery"})).await.0, StatusCode::NOT_FOUND);
         assert_eq!(
             ack(&app, &executor_token(db, "commands:read"), id, json!({"type": "delivery"})).await.0,

@@ -18,6 +18,7 @@ on_both_backends!(
     bad_step_up_tokens_are_refused_each_with_its_status,
     a_step_up_token_is_used_once_even_concurrently,
     close_account_waits_for_step_up_and_moves_on_once,
+    the_step_up_link_opens_a_page_that_takes_the_proof_once,
     inbound_commands_are_rate_limited_per_actor,
     api_clients_are_rate_limited_with_retry_after,
 );
@@ -460,6 +461,58 @@ async fn close_account_waits_for_step_up_and_moves_on_once(db: &TestDb) {
         db.count("SELECT COUNT(*) FROM commands WHERE state = $1 AND reason_code = 'missing_scope'", "rejected").await;
     assert_eq!(refused, 1);
     assert_eq!(db.count("SELECT COUNT(*) FROM confirmations WHERE actor_id = $1", CUSTOMER).await, 0);
+    app.stop().await.expect("stop");
+}
+
+async fn the_step_up_link_opens_a_page_that_takes_the_proof_once(db: &TestDb) {
+    let config = db.config.clone();
+    let app = spawn_app_with(db, config.clone()).await;
+    let (id, key) = awaiting_step_up(db, &app, "78").await;
+    let outbox = db.outbox().await;
+    let link = outbox.iter().find(|(_, p)| p["template"] == "step_up_required").map(|(_, p)| p["vars"]["link"].clone());
+    let link = link.expect("a step-up reply").as_str().expect("link").to_owned();
+    let query = link.split_once('?').expect("a query").1.to_owned();
+    let nonce = query.split("nonce=").nth(1).expect("a nonce").to_owned();
+    // The link opens the page: which request, and the form.
+    let page = app.client.get(app.url(&format!("/step-up?{query}"))).send().await.expect("page");
+    assert_eq!(page.status(), StatusCode::OK);
+    assert!(page.headers()["content-type"].to_str().expect("type").starts_with("text/html"));
+    let html = page.text().await.expect("html");
+    let reference = chatgate::command::ShortRef::of(id).to_string();
+    assert!(html.contains("close_account") && html.contains(&reference) && html.contains(r#"name="token""#), "{html}");
+    // Another nonce: nothing to prove, and nothing said about the command; a browser gets a page,
+    // any other client a problem document.
+    let wrong = app.url(&format!("/step-up?command={id}&nonce=not-the-one"));
+    let browser = app.client.get(&wrong).header("accept", "text/html,*/*;q=0.8").send().await.expect("page");
+    assert_eq!(browser.status(), StatusCode::NOT_FOUND);
+    assert!(browser.headers()["content-type"].to_str().expect("type").starts_with("text/html"));
+    assert!(!browser.text().await.expect("html").contains(&reference));
+    let client = app.client.get(&wrong).send().await.expect("problem");
+    assert_eq!(client.status(), StatusCode::NOT_FOUND);
+    assert_eq!(client.headers()["content-type"], "application/problem+json");
+    let post = |token: String, nonce: String| {
+        let form = [("command", id.to_string()), ("nonce", nonce), ("token", token)];
+        app.client.post(app.url("/step-up")).form(&form).send()
+    };
+    // A token that is not a proof for this person and request is refused, and changes nothing.
+    let forged = hs256(&step_up_secret(&config), &step_up_claims(id, &key, json!({"sub": CUSTOMER})));
+    assert_eq!(post(forged, nonce.clone()).await.expect("post").status(), StatusCode::UNAUTHORIZED);
+    let settings = chatgate::config::Settings::with_shipped_registry(config.clone()).expect("settings");
+    let token = settings.security.stepup.mint(ADMIN, id, &key, OffsetDateTime::now_utc()).expect("mint");
+    assert_eq!(post(token.clone(), "not-the-one".into()).await.expect("post").status(), StatusCode::NOT_FOUND);
+    assert_eq!(
+        db.store.command(&tenant("demo"), id).await.expect("read").expect("command").lifecycle.state.as_str(),
+        "authz_pending"
+    );
+    // The proof: accepted once; the command moves on, and the link has nothing more to ask.
+    let done = post(token.clone(), nonce.clone()).await.expect("post");
+    assert_eq!(done.status(), StatusCode::OK);
+    assert!(done.text().await.expect("html").contains("return to the chat"));
+    let state = db.store.command(&tenant("demo"), id).await.expect("read").expect("command").lifecycle.state;
+    assert_ne!(state.as_str(), "authz_pending");
+    assert_eq!(post(token, nonce).await.expect("post").status(), StatusCode::NOT_FOUND);
+    let allows = db.store.transitions(id).await.expect("moves").iter().filter(|m| m.event.as_str() == "allow").count();
+    assert_eq!(allows, 1);
     app.stop().await.expect("stop");
 }
 
