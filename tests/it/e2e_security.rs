@@ -414,14 +414,19 @@ async fn a_step_up_token_is_used_once_even_concurrently(db: &TestDb) {
     app.stop().await.expect("stop");
 }
 
+/// The step-up link the one step-up reply in the outbox carries.
+async fn step_up_link(db: &TestDb) -> String {
+    let outbox = db.outbox().await;
+    let link = outbox.iter().find(|(_, p)| p["template"] == "step_up_required").map(|(_, p)| p["vars"]["link"].clone());
+    link.expect("a step-up reply").as_str().expect("link").to_owned()
+}
+
 async fn close_account_waits_for_step_up_and_moves_on_once(db: &TestDb) {
     let config = db.config.clone();
     let app = spawn_app_with(db, config.clone()).await;
     let (id, key) = awaiting_step_up(db, &app, "77").await;
     // The admin was sent the step-up link for this command.
-    let outbox = db.outbox().await;
-    let link = outbox.iter().find(|(_, p)| p["template"] == "step_up_required").map(|(_, p)| p["vars"]["link"].clone());
-    let link = link.expect("a step-up reply").as_str().expect("link").to_owned();
+    let link = step_up_link(db).await;
     assert!(link.contains(&id.to_string()) && link.starts_with("http://127.0.0.1:8080/step-up?command="), "{link}");
 
     // The development issuer's token (what `chatgate stepup mint` prints) is accepted.
@@ -468,9 +473,7 @@ async fn the_step_up_link_opens_a_page_that_takes_the_proof_once(db: &TestDb) {
     let config = db.config.clone();
     let app = spawn_app_with(db, config.clone()).await;
     let (id, key) = awaiting_step_up(db, &app, "78").await;
-    let outbox = db.outbox().await;
-    let link = outbox.iter().find(|(_, p)| p["template"] == "step_up_required").map(|(_, p)| p["vars"]["link"].clone());
-    let link = link.expect("a step-up reply").as_str().expect("link").to_owned();
+    let link = step_up_link(db).await;
     let query = link.split_once('?').expect("a query").1.to_owned();
     let nonce = query.split("nonce=").nth(1).expect("a nonce").to_owned();
     // The link opens the page: which request, and the form.
