@@ -481,10 +481,17 @@ async fn an_agent_move_is_checked_again_when_it_runs(db: &TestDb) {
     let prompt = chat.ask(ADMIN, "pause orders").await;
     assert!(prompt.contains("YES "), "{prompt}");
     let token = api_token(db, "demo", "ops-1", "agents:write");
-    let paused = chat.app.client.post(chat.app.url("/v1/agents/orders/pause")).bearer_auth(token).send().await;
+    let paused = chat.app.client.post(chat.app.url("/v1/agents/orders/pause")).bearer_auth(&token).send().await;
     assert_eq!(paused.expect("pause").status(), StatusCode::OK);
     chat.ask(ADMIN, &format!("YES {}", code_in(&prompt))).await;
     let late = chat.reply(ADMIN).await.0;
     assert!(late.starts_with("I couldn't pause: not while it is paused."), "{late}");
+    // Resumed through the API: once the 5-second dedupe window of agent moves is over, the same
+    // words are a new request (within it they would be the first one's outcome again).
+    let resumed = chat.app.client.post(chat.app.url("/v1/agents/orders/resume")).bearer_auth(&token).send().await;
+    assert_eq!(resumed.expect("resume").status(), StatusCode::OK);
+    tokio::time::sleep(Duration::from_millis(5_500)).await;
+    let fresh = chat.ask(ADMIN, "pause orders").await;
+    assert!(fresh.contains("YES "), "a new request, asking for confirmation: {fresh}");
     chat.app.stop().await.expect("stop");
 }
