@@ -325,6 +325,7 @@ async fn reprocess(
                 .and_then(|delivery| delivery.messages.into_iter().next())
         }
         "twilio" => crate::ingress::twilio::form::read(&raw, None).ok(),
+        "standard" => crate::ingress::standard::reread(&raw),
         _ => None,
     };
     let Some(message) = message else {

@@ -121,6 +121,8 @@ fn message_id(source: &str, webhook_id: &str) -> Result<ExternalId, String> {
 
 /// A delivery of a `message` source as a chat message: sender and text (and optionally a name
 /// and the sender system's conversation) read from the payload; replies go back to the source.
+/// What is stored (`raw`) keeps what was read with the payload, so that `reread` can build the
+/// same message again whatever the source's mapping has become.
 pub fn chat_message(
     source: &str,
     webhook_id: &str,
@@ -133,24 +135,53 @@ pub fn chat_message(
         _ => Err(format!("`{pointer}` is required (a non-empty string)")),
     };
     let optional = |pointer: &Option<String>| pointer.as_deref().and_then(|p| text_at(p).ok());
-    let from = text_at(&mapping.from)?;
-    Ok(InboundMessage {
-        channel: Channel::parse(CHANNEL).map_err(|e| e.to_string())?,
-        provider_message_id: message_id(source, webhook_id)?,
-        to: mapping.number.clone(),
-        from: from.clone(),
-        sender_name: optional(&mapping.name),
-        sent_at: None,
-        content: Content::Text(text_at(&mapping.text)?),
-        in_reply_to: None,
-        raw: payload.clone(),
-        addresses: Some(Addresses {
-            business: source.to_owned(),
-            person: from,
-            conversation: optional(&mapping.conversation),
-        }),
-        answered_inline: None,
-    })
+    let read = ReadMessage {
+        source: source.to_owned(),
+        webhook_id: webhook_id.to_owned(),
+        number: mapping.number.clone(),
+        from: text_at(&mapping.from)?,
+        text: text_at(&mapping.text)?,
+        conversation: optional(&mapping.conversation),
+        name: optional(&mapping.name),
+        payload: payload.clone(),
+    };
+    read.into_message()
+}
+
+/// A stored `message`-source delivery read again (reprocessing a command it started).
+pub fn reread(raw: &Value) -> Option<InboundMessage> {
+    serde_json::from_value::<ReadMessage>(raw.clone()).ok()?.into_message().ok()
+}
+
+/// What a `message` source's delivery said, as read with its mapping.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct ReadMessage {
+    source: String,
+    webhook_id: String,
+    number: String,
+    from: String,
+    text: String,
+    conversation: Option<String>,
+    name: Option<String>,
+    payload: Value,
+}
+
+impl ReadMessage {
+    fn into_message(self) -> Result<InboundMessage, String> {
+        Ok(InboundMessage {
+            channel: Channel::parse(CHANNEL).map_err(|e| e.to_string())?,
+            provider_message_id: message_id(&self.source, &self.webhook_id)?,
+            to: self.number.clone(),
+            from: self.from.clone(),
+            sender_name: self.name.clone(),
+            sent_at: None,
+            content: Content::Text(self.text.clone()),
+            in_reply_to: None,
+            raw: serde_json::to_value(&self).map_err(|e| e.to_string())?,
+            addresses: Some(Addresses { business: self.source, person: self.from, conversation: self.conversation }),
+            answered_inline: None,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -175,8 +206,13 @@ mod tests {
         assert_eq!((message.to.as_str(), message.from.as_str()), ("100000000000001", "15550000001"));
         assert_eq!(message.content, Content::Text("refund 1234 25.00".into()));
         assert_eq!(message.provider_message_id.as_str(), "chat:msg_1");
+        assert_eq!(message.raw["payload"], payload, "the delivery is kept with what was read from it");
+        // Read again from what was stored, it is the same message.
+        let again = reread(&message.raw).expect("read again");
+        assert_eq!(again, message);
         let addresses = message.addresses.expect("addresses");
         assert_eq!((addresses.business.as_str(), addresses.conversation.as_deref()), ("chat", Some("t-9")));
+        assert_eq!(reread(&json!({"data": {}})), None, "not a stored message-source delivery");
     }
 
     #[test]

@@ -228,4 +228,32 @@ async fn a_message_source_chats_and_its_replies_come_back_signed(db: &TestDb) {
     let (status, again) = deliver(&app, "chat", "m2", ts, &body, &signature(NEW, "m2", ts, &body)).await;
     assert_eq!((status, again["outcome"].as_str()), (StatusCode::OK, Some("redelivered")), "{again}");
     receiver.exactly(3).await;
+
+    // Another request, declined: an operator reprocesses its stored message, and the person is
+    // asked again, through the source.
+    let body = say("refund 99 1.00");
+    let (_, asked) = deliver(&app, "chat", "m3", ts, &body, &signature(NEW, "m3", ts, &body)).await;
+    let declined_id = asked["command_id"].as_str().expect("a command").to_owned();
+    let replies = receiver.wait_for(4, Duration::from_secs(20)).await;
+    let text = replies[3].body["text"].as_str().expect("text");
+    let code = text.split("YES ").nth(1).and_then(|rest| rest.get(..6)).expect("a code").to_owned();
+    let body = say(&format!("NO {code}"));
+    deliver(&app, "chat", "m4", ts, &body, &signature(NEW, "m4", ts, &body)).await;
+    receiver.wait_for(5, Duration::from_secs(20)).await;
+    let token = crate::helpers::api_token(db, "demo", "ops-1", "recovery:write");
+    let response = app
+        .client
+        .post(app.url(&format!("/v1/commands/{declined_id}/recovery")))
+        .bearer_auth(token)
+        .json(&json!({"action": "reprocess", "reason": "asked again"}))
+        .send()
+        .await
+        .expect("recovery");
+    let status = response.status();
+    let recovered: Value = response.json().await.expect("json");
+    assert_eq!(status, StatusCode::CREATED, "{recovered}");
+    let replies = receiver.wait_for(6, Duration::from_secs(20)).await;
+    let again = replies[5].body["text"].as_str().expect("text");
+    assert!(again.contains("YES ") && again.contains("99"), "the request asked again: {again}");
+    assert_eq!(replies[5].body["conversation"], "T-7");
 }
