@@ -33,6 +33,9 @@ pub struct Bus {
     pub exchange: String,
     /// The gateway's own queue for responses.
     pub queue: String,
+    /// How long connecting, publishing and waiting for the confirm may take: a broker that is
+    /// half up (restarting, overloaded) must not hold every publish behind it.
+    pub timeout: Duration,
     publisher: Mutex<Option<(Connection, Channel)>>,
 }
 
@@ -46,11 +49,12 @@ impl std::fmt::Debug for Bus {
 pub type PublishError = String;
 
 impl Bus {
-    pub fn new(url: &str, exchange: &str, queue: &str) -> Self {
+    pub fn new(url: &str, exchange: &str, queue: &str, timeout: Duration) -> Self {
         Self {
             url: url.to_owned(),
             exchange: exchange.to_owned(),
             queue: queue.to_owned(),
+            timeout,
             publisher: Mutex::new(None),
         }
     }
@@ -84,10 +88,29 @@ impl Bus {
         Ok(())
     }
 
-    /// Publishes one command and waits for the broker's confirm. A message no queue is bound for
-    /// comes back (mandatory) and counts as not delivered.
+    /// Publishes one command and waits for the broker's confirm, within `timeout`. A message no
+    /// queue is bound for comes back (mandatory) and counts as not delivered; a broker that does
+    /// not answer in time counts as not delivered too (the next publish connects again, and the
+    /// agent's replay rule makes a second copy harmless).
     pub async fn publish(&self, routing_key: &str, body: &[u8], message_id: &str) -> Result<(), PublishError> {
         let mut publisher = self.publisher.lock().await;
+        let attempt = self.publish_on(&mut publisher, routing_key, body, message_id);
+        match tokio::time::timeout(self.timeout, attempt).await {
+            Ok(result) => result,
+            Err(_) => {
+                *publisher = None;
+                Err(format!("the broker did not confirm within {} ms", self.timeout.as_millis()))
+            }
+        }
+    }
+
+    async fn publish_on(
+        &self,
+        publisher: &mut Option<(Connection, Channel)>,
+        routing_key: &str,
+        body: &[u8],
+        message_id: &str,
+    ) -> Result<(), PublishError> {
         if publisher.as_ref().is_none_or(|(c, ch)| !c.status().connected() || !ch.status().connected()) {
             *publisher = Some(self.open().await.map_err(|e| format!("cannot reach the broker: {e}"))?);
         }
@@ -189,17 +212,27 @@ pub fn response_ack(routing_key: &str, body: &Value, target: &str) -> Option<(Uu
     Some((command_id, request))
 }
 
+/// How often a listener waiting for deliveries checks that its connection is still up.
+const LIVENESS_CHECK: Duration = Duration::from_secs(1);
+
 /// Listens on the gateway's queue until `stopping`, connecting again after any failure.
 /// `targets` maps an agent name to the executor (target) it is configured as.
 pub async fn listen(bus: Arc<Bus>, targets: BTreeMap<String, String>, engine: Engine, stopping: CancellationToken) {
-    let mut backoff = Duration::from_millis(200);
+    const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+    let mut backoff = FIRST_BACKOFF;
     loop {
+        let started = std::time::Instant::now();
         let session = consume(&bus, &targets, &engine, &stopping);
         tokio::select! {
             () = stopping.cancelled() => return,
             result = session => if let Err(error) = result {
                 tracing::warn!(%error, exchange = %bus.exchange, "bus listener lost the broker; connecting again");
             },
+        }
+        // A session that ran a while was a working connection: the broker went away since, so
+        // start again from a short wait; quick failures back off up to 10 s.
+        if started.elapsed() > Duration::from_secs(5) {
+            backoff = FIRST_BACKOFF;
         }
         tokio::select! {
             () = stopping.cancelled() => return,
@@ -215,20 +248,41 @@ async fn consume(
     engine: &Engine,
     stopping: &CancellationToken,
 ) -> Result<(), lapin::Error> {
-    let connection = Connection::connect(&bus.url, ConnectionProperties::default()).await?;
-    let channel = connection.create_channel().await?;
-    bus.declare(&channel).await?;
-    channel.basic_qos(32, BasicQosOptions::default()).await?;
-    let mut consumer = channel
-        .basic_consume(
-            bus.queue.as_str().into(),
-            "chatgate".into(),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
-        .await?;
+    let setup = async {
+        let connection = Connection::connect(&bus.url, ConnectionProperties::default()).await?;
+        let channel = connection.create_channel().await?;
+        bus.declare(&channel).await?;
+        channel.basic_qos(32, BasicQosOptions::default()).await?;
+        let consumer = channel
+            .basic_consume(
+                bus.queue.as_str().into(),
+                "chatgate".into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await?;
+        Ok::<_, lapin::Error>((connection, channel, consumer))
+    };
+    let Ok(setup) = tokio::time::timeout(bus.timeout, setup).await else {
+        tracing::warn!(exchange = %bus.exchange, "the broker did not answer in time; connecting again");
+        return Ok(());
+    };
+    let (connection, channel, mut consumer) = setup?;
     tracing::info!(exchange = %bus.exchange, queue = %bus.queue, "listening to the bus");
-    while let Some(delivery) = consumer.next().await {
+    loop {
+        // A connection the broker dropped without a word ends the session too, so that the
+        // listener connects again rather than waiting on a consumer that will never deliver.
+        let next = tokio::select! {
+            next = consumer.next() => next,
+            () = tokio::time::sleep(LIVENESS_CHECK) => {
+                if connection.status().connected() && channel.status().connected() {
+                    continue;
+                }
+                tracing::warn!(exchange = %bus.exchange, "the bus connection is gone; connecting again");
+                return Ok(());
+            }
+        };
+        let Some(delivery) = next else { break };
         let delivery = delivery?;
         if stopping.is_cancelled() {
             delivery.nack(BasicNackOptions { requeue: true, ..BasicNackOptions::default() }).await?;
@@ -307,6 +361,38 @@ async fn handle_response(engine: &Engine, routing_key: &str, body: &Value, targe
         Err(error) => {
             tracing::info!(%command_id, %error, "agent response refused");
             Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A "broker" that takes connections and never says a word (half up, or a wrong port).
+    async fn silent_broker() -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a free port");
+        let address = listener.local_addr().expect("address");
+        tokio::spawn(async move {
+            let mut held = vec![];
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+            }
+        });
+        format!("amqp://guest:guest@{address}/%2f")
+    }
+
+    #[tokio::test]
+    async fn a_broker_that_does_not_answer_fails_the_publish_instead_of_holding_it() {
+        let bus =
+            Bus::new(&silent_broker().await, "bloodbank.events.v1", "chatgate.responses", Duration::from_millis(300));
+        // Far longer than the bus's own limit: the publish must give up by itself, and the next
+        // one (which connects again) too, so that no publish waits behind a dead one forever.
+        for attempt in 0..2 {
+            let outcome =
+                tokio::time::timeout(Duration::from_secs(10), bus.publish("command.orders.ship", b"{}", "m-1"));
+            let error = outcome.await.expect("the publish gave up on its own").expect_err("not delivered");
+            assert!(error.contains("did not confirm within 300 ms"), "attempt {attempt}: {error}");
         }
     }
 }

@@ -83,7 +83,8 @@ impl Executor {
             if agent.is_empty() || agent.contains(['.', '*', '#']) {
                 return Err(format!("executors.{name}.agent `{agent}` cannot be a routing-key word"));
             }
-            let bus = Arc::new(Bus::new(url, exchange, queue));
+            let timeout = Duration::from_millis(config.request_timeout_ms);
+            let bus = Arc::new(Bus::new(url, exchange, queue, timeout));
             return Ok(Self::Amqp { bus, agent, announce_cancel: config.announce_cancel });
         }
         if !matches!(parsed.scheme(), "http" | "https") {
