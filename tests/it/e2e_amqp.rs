@@ -32,8 +32,12 @@ struct Ledger {
 async fn agent(url: String, exchange: String, queue: String, ledger: Ledger, stopping: CancellationToken) {
     while !stopping.is_cancelled() {
         let session = serve_agent(&url, &exchange, &queue, &ledger, &stopping);
-        if let Err(error) = session.await {
-            eprintln!("test agent: {error}; connecting again");
+        // A broker half up may leave a session waiting on it forever: give each one a bound
+        // (every command of the test fits in it many times over).
+        match tokio::time::timeout(Duration::from_secs(20), session).await {
+            Ok(Err(error)) => eprintln!("test agent: {error}; connecting again"),
+            Err(_) => eprintln!("test agent: a session ran out of time; connecting again"),
+            Ok(Ok(())) => {}
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
@@ -66,9 +70,16 @@ async fn serve_agent(
         .basic_consume(queue.into(), "test-agent".into(), BasicConsumeOptions::default(), FieldTable::default())
         .await?;
     loop {
+        // Like the gateway's listener, the agent notices a connection the broker dropped.
         let next = tokio::select! {
             () = stopping.cancelled() => return Ok(()),
             next = consumer.next() => next,
+            () = tokio::time::sleep(Duration::from_secs(1)) => {
+                if connection.status().connected() && channel.status().connected() {
+                    continue;
+                }
+                return Ok(());
+            }
         };
         let Some(delivery) = next else { return Ok(()) };
         let delivery = delivery?;
