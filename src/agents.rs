@@ -1,9 +1,10 @@
 //! Pausing and resuming agents (the executors, seen as agents): one versioned move, for the
 //! operator API and the chat's `pause` and `resume` alike.
 
+use std::collections::BTreeSet;
+
 use time::OffsetDateTime;
 
-use crate::config::Config;
 use crate::delivery::agent::{self, Agent, AgentEvent};
 use crate::store::{Store, StoreError};
 
@@ -21,25 +22,25 @@ pub enum AgentChangeError {
     Store(#[from] StoreError),
 }
 
-/// Every configured agent and its state, by name.
-pub async fn list(store: &Store, config: &Config) -> Result<Vec<(String, Agent)>, StoreError> {
-    let mut agents = vec![];
-    for name in config.executors.keys() {
-        agents.push((name.clone(), store.agent(name).await?));
+/// Every agent in `agents` (the configured ones, `Policy::agents`) and its state, by name.
+pub async fn list(store: &Store, agents: &BTreeSet<String>) -> Result<Vec<(String, Agent)>, StoreError> {
+    let mut states = vec![];
+    for name in agents {
+        states.push((name.clone(), store.agent(name).await?));
     }
-    Ok(agents)
+    Ok(states)
 }
 
-/// Whether `event` may move agent `name` now (`known`: the configuration declares it): its
-/// current state and the state it would move to. The chat asks this before it prompts for
-/// confirmation and `change` when it moves the agent.
+/// Whether `event` may move agent `name`, one of `agents`, now: its current state and the
+/// state it would move to. The chat asks this before it prompts for confirmation and `change`
+/// when it moves the agent.
 pub async fn admissible(
     store: &Store,
-    known: bool,
+    agents: &BTreeSet<String>,
     name: &str,
     event: AgentEvent,
 ) -> Result<(Agent, Agent), AgentChangeError> {
-    if !known {
+    if !agents.contains(name) {
         return Err(AgentChangeError::Unknown(name.to_owned()));
     }
     let current = store.agent(name).await?;
@@ -53,13 +54,13 @@ pub async fn admissible(
 /// Applies `event` to agent `name` on behalf of `by`.
 pub async fn change(
     store: &Store,
-    config: &Config,
+    agents: &BTreeSet<String>,
     name: &str,
     event: AgentEvent,
     by: &str,
     now: OffsetDateTime,
 ) -> Result<Agent, AgentChangeError> {
-    let (current, next) = admissible(store, config.executors.contains_key(name), name, event).await?;
+    let (current, next) = admissible(store, agents, name, event).await?;
     if !store.move_agent(name, &current, &next, by, now).await? {
         return Err(AgentChangeError::Concurrent);
     }

@@ -22,7 +22,7 @@ use crate::ingress::{Ingress, Reprocessed};
 use crate::lifecycle::recovery::{RecoveryAction, allowed};
 use crate::lifecycle::{CommandKind, Event, EvidenceKind, State};
 use crate::security::Policy;
-use crate::store::{Admitted, StepOutcome, StepWrite, Store, StoredCommand};
+use crate::store::{Admitted, StepOutcome, StepWrite, Store, StoreError, StoredCommand};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RecoveryError {
@@ -80,6 +80,18 @@ pub enum StepUp<'a> {
 /// The stored message a command came from (what reprocessing reads again), if any.
 type SourceMessage = Option<(String, Value)>;
 
+/// The recovery actions `target`'s state allows now (the status view shows them), with the
+/// stored message it came from (what reprocessing reads again).
+pub async fn allowed_actions(
+    store: &Store,
+    policy: &Policy,
+    target: &StoredCommand,
+) -> Result<(Vec<RecoveryAction>, SourceMessage), StoreError> {
+    let message = store.message_of(target.envelope.command_id).await?;
+    let actions = allowed(target.lifecycle.state, policy.compensation_of(target).is_some(), message.is_some());
+    Ok((actions, message))
+}
+
 /// Whether `action` may run on `target` now: its state allows it, and a high-risk command the
 /// action would run has a proof of the operator coming (`proving`). The chat asks this before it
 /// prompts for confirmation and `recover` when it runs, so both refuse alike. Returns the
@@ -91,11 +103,9 @@ pub async fn admissible(
     action: RecoveryAction,
     proving: bool,
 ) -> Result<SourceMessage, RecoveryError> {
-    let state = target.lifecycle.state;
-    let message = store.message_of(target.envelope.command_id).await?;
-    let actions = allowed(state, policy.compensation_of(target).is_some(), message.is_some());
+    let (actions, message) = allowed_actions(store, policy, target).await?;
     if !actions.contains(&action) {
-        return Err(RecoveryError::NotAllowed { action, state, allowed: actions });
+        return Err(RecoveryError::NotAllowed { action, state: target.lifecycle.state, allowed: actions });
     }
     if needs_step_up(policy, target, action) && !proving {
         return Err(RecoveryError::StepUpRequired("this action on a high-risk command needs a step-up proof".into()));
@@ -315,20 +325,7 @@ async fn reprocess(
     if engine.store().open_recoveries(e.command_id).await? > 0 {
         return Err(RecoveryError::Conflict("a recovery of this command is under way".into()));
     }
-    // The business number is the middle of the conversation id (`whatsapp:{number}:{wa_id}`).
-    let to = e.conversation_id.as_str().split(':').nth(1).unwrap_or_default();
-    let message = match channel.as_str() {
-        "whatsapp" => {
-            let notification = crate::ingress::whatsapp::simulate::notification(to, vec![raw], vec![]);
-            crate::ingress::whatsapp::payload::parse(notification.to_string().as_bytes())
-                .ok()
-                .and_then(|delivery| delivery.messages.into_iter().next())
-        }
-        "twilio" => crate::ingress::twilio::form::read(&raw, None).ok(),
-        "standard" => crate::ingress::standard::reread(&raw),
-        _ => None,
-    };
-    let Some(message) = message else {
+    let Some(message) = crate::ingress::reread(&channel, &raw, &e.conversation_id) else {
         return Err(RecoveryError::Conflict(format!("the stored {channel} message cannot be read again")));
     };
     match ingress.reprocess(target, &message, now).await? {

@@ -1,8 +1,6 @@
 //! `/v1/agents`: the dispatch targets as agents, and pausing and resuming them. A paused agent's
 //! commands wait (their dispatch rows are not claimed) and go out on resume, or expire by TTL.
 
-use std::sync::Arc;
-
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
@@ -13,10 +11,8 @@ use time::OffsetDateTime;
 use super::{ApiError, Problem};
 use crate::agents::AgentChangeError;
 use crate::app::AppState;
-use crate::config::Config;
 use crate::delivery::agent::{Agent, AgentEvent};
 use crate::security::{Principal, require};
-use crate::store::Store;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -33,12 +29,12 @@ fn describe(name: &str, agent: &Agent) -> Value {
         (status = 403, description = "The token lacks the scope", content_type = "application/problem+json", body = serde_json::Value),
         (status = 429, description = "Over the client's rate limit", content_type = "application/problem+json", body = serde_json::Value),
         (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
-pub(crate) async fn list(
-    State(store): State<Store>,
-    State(config): State<Arc<Config>>,
-) -> Result<Json<Value>, ApiError> {
-    let agents: Vec<Value> =
-        crate::agents::list(&store, &config).await?.iter().map(|(name, agent)| describe(name, agent)).collect();
+pub(crate) async fn list(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let agents: Vec<Value> = crate::agents::list(&state.store, &state.policy.agents)
+        .await?
+        .iter()
+        .map(|(name, agent)| describe(name, agent))
+        .collect();
     Ok(Json(json!({"agents": agents})))
 }
 
@@ -76,7 +72,7 @@ async fn change(
     event: AgentEvent,
 ) -> Result<Json<Value>, ApiError> {
     let by = format!("{}|{}", principal.issuer, principal.subject);
-    match crate::agents::change(&state.store, &state.config, name, event, &by, OffsetDateTime::now_utc()).await {
+    match crate::agents::change(&state.store, &state.policy.agents, name, event, &by, OffsetDateTime::now_utc()).await {
         Ok(next) => Ok(Json(describe(name, &next))),
         Err(AgentChangeError::Unknown(_)) => {
             Err(Problem::for_status(StatusCode::NOT_FOUND).detail(format!("No agent `{name}`.")).into())

@@ -59,7 +59,7 @@ impl Dispatcher {
             };
             targets.insert(name.clone(), target);
         }
-        let gateway = crate::ooc::Gateway::new(engine.clone(), policy.clone(), Arc::new(config.clone()));
+        let gateway = crate::ooc::Gateway::new(engine.clone(), policy.clone());
         Ok(Self { engine, policy, gateway, targets: Arc::new(targets), batch: 16 })
     }
 

@@ -349,8 +349,9 @@ fn first_moves(
     // Authorized at once: started too, with the dispatch row in the same transaction.
     let dispatch = || dispatch::dispatch_rows(&spec.targets);
     // SMCL's "pre-confirm validation path": a recovery action that could not run now is refused
-    // before anyone is asked to confirm it (someone without the scope hears that instead).
-    if let Some(refused) = refused.filter(|_| !matches!(decision, AuthzDecision::Deny { .. })) {
+    // before anyone is asked to confirm it (`ooc::precheck` leaves someone without the scope to
+    // the authorization refusal below).
+    if let Some(refused) = refused {
         return FirstMoves {
             events: &[Event::SubmitForAuthorization, Event::Deny],
             decision: Some(json!({"precheck": "refused", "error": refused.detail})),
@@ -394,6 +395,24 @@ fn inbound_row(message: &InboundMessage, tenant: Option<&Tenant>, status: &str, 
         status: status.to_owned(),
         payload: message.raw.clone(),
         received_at: now,
+    }
+}
+
+/// A stored message (as `Store::message_of` returns it) read again, for reprocessing: each
+/// channel reads its own stored form. `conversation` is the command's
+/// (`{channel}:{business number}:{person}`), which names the number a WhatsApp message went to.
+pub fn reread(channel: &str, raw: &Value, conversation: &ExternalId) -> Option<InboundMessage> {
+    match channel {
+        "whatsapp" => {
+            let to = conversation.as_str().split(':').nth(1).unwrap_or_default();
+            let notification = whatsapp::simulate::notification(to, vec![raw.clone()], vec![]);
+            whatsapp::payload::parse(notification.to_string().as_bytes())
+                .ok()
+                .and_then(|delivery| delivery.messages.into_iter().next())
+        }
+        "twilio" => twilio::form::read(raw, None).ok(),
+        "standard" => standard::reread(raw),
+        _ => None,
     }
 }
 

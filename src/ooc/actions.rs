@@ -27,7 +27,7 @@ pub(super) async fn recover(gateway: &Gateway, asker: &Asker<'_>, now: OffsetDat
         .map_err(|_| refused("unknown_operation", json!({"message": format!("no recovery `{}`", intent.action)})))?;
     let target = gateway.resolve(asker, arg(asker.command, "ref").unwrap_or_default()).await?;
     // A chat command the registry sends through step-up was proved before it was authorized.
-    let proved = gateway.policy.registry.by_intent(&intent.entity, &intent.action).is_some_and(|s| s.step_up);
+    let proved = gateway.policy.spec_of(asker.command).is_some_and(|spec| spec.step_up);
     let id = operator_id(asker);
     let operator = Operator {
         tenant: asker.tenant,
@@ -74,7 +74,7 @@ pub(super) async fn agent(gateway: &Gateway, asker: &Asker<'_>, now: OffsetDateT
     };
     let name = arg(asker.command, "agent").unwrap_or_default();
     let store = gateway.engine.store();
-    match crate::agents::change(store, &gateway.config, name, event, &operator_id(asker), now).await {
+    match crate::agents::change(store, &gateway.policy.agents, name, event, &operator_id(asker), now).await {
         Ok(agent) => Ok(json!({"agent": name, "state": agent.state})),
         Err(error) => Err(agent_refusal(error, name)),
     }

@@ -14,13 +14,11 @@ pub mod view;
 pub use precheck::{Refused, precheck};
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
 use crate::command::{ShortRef, TenantId};
-use crate::config::Config;
 use crate::delivery::executor::CallOutcome;
 use crate::engine::Engine;
 use crate::ingress::Ingress;
@@ -42,7 +40,6 @@ pub struct Gateway {
     engine: Engine,
     policy: Policy,
     ingress: Ingress,
-    config: Arc<Config>,
 }
 
 /// Who asked, with the scopes the directory gives them now.
@@ -80,21 +77,15 @@ pub(crate) fn refused(code: &'static str, detail: Value) -> Refusal {
 pub(crate) type Answer = Result<Value, Refusal>;
 
 impl Gateway {
-    pub fn new(engine: Engine, policy: Policy, config: Arc<Config>) -> Self {
+    pub fn new(engine: Engine, policy: Policy) -> Self {
         let ingress = Ingress::new(engine.clone(), policy.clone());
-        Self { engine, policy, ingress, config }
+        Self { engine, policy, ingress }
     }
 
     /// Executes `command`; a storage failure is worth another attempt, like an executor's 503.
     pub async fn call(&self, command: &StoredCommand) -> CallOutcome {
         let e = &command.envelope;
-        let scopes = self
-            .policy
-            .directory
-            .tenant(e.tenant_id.as_str())
-            .and_then(|t| t.actor(e.actor_id.as_str()))
-            .map(|a| a.scopes.clone())
-            .unwrap_or_default();
+        let scopes = self.policy.scopes_of(command);
         let asker = Asker { tenant: &e.tenant_id, actor: e.actor_id.as_str(), scopes, command };
         let now = OffsetDateTime::now_utc();
         let answer = match e.intent.action.as_str() {
@@ -128,15 +119,13 @@ impl Gateway {
     pub(crate) fn name_of(&self, command: &StoredCommand) -> String {
         let intent = &command.envelope.intent;
         self.policy
-            .registry
-            .by_intent(&intent.entity, &intent.action)
+            .spec_of(command)
             .map_or_else(|| format!("{}.{}", intent.entity, intent.action), |spec| spec.name.clone())
     }
 
     /// Whether a command is one of these built-ins (left out of the lists people ask for).
     pub(crate) fn is_builtin(&self, command: &StoredCommand) -> bool {
-        let intent = &command.envelope.intent;
-        self.policy.registry.by_intent(&intent.entity, &intent.action).is_some_and(|spec| spec.executor == GATEWAY)
+        self.policy.spec_of(command).is_some_and(|spec| spec.executor == GATEWAY)
     }
 }
 

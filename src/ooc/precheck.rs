@@ -44,7 +44,7 @@ pub async fn precheck(
         recovery(store, policy, tenant, actor, action, spec.step_up, args).await
     } else if let Some(event) = actions::agent_event(&spec.action) {
         let name = args.get("agent").and_then(Value::as_str).unwrap_or_default();
-        agents::admissible(store, policy.agents.contains(name), name, event)
+        agents::admissible(store, &policy.agents, name, event)
             .await
             .map(drop)
             .map_err(|error| actions::agent_refusal(error, name))

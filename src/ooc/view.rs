@@ -7,7 +7,6 @@ use time::OffsetDateTime;
 use crate::command::ShortRef;
 use crate::engine::Engine;
 use crate::evidence::mask;
-use crate::lifecycle::recovery;
 use crate::security::Policy;
 use crate::store::{StoreError, StoredCommand};
 
@@ -23,8 +22,7 @@ pub async fn status(
     full: bool,
 ) -> Result<Value, StoreError> {
     let store = engine.store();
-    let compensable = policy.compensation_of(command).is_some();
-    let from_message = store.message_of(command.envelope.command_id).await?.is_some();
+    let (recovery_actions, _) = crate::recovery::allowed_actions(store, policy, command).await?;
     let id = command.envelope.command_id;
     let state = command.lifecycle.state;
     let mut envelope = serde_json::to_value(&command.envelope).unwrap_or(Value::Null);
@@ -41,7 +39,7 @@ pub async fn status(
         "created_at": rfc3339(command.created_at),
         "version": command.version,
         "confirmation": command.lifecycle.confirmation,
-        "recovery_actions": recovery::allowed(state, compensable, from_message),
+        "recovery_actions": recovery_actions,
         "target_command_id": command.envelope.target_command_id,
         "envelope": envelope,
         "links": {

@@ -47,14 +47,19 @@ impl Policy {
     /// Authorizes a stored command for its actor. `None` when the registry no longer knows the
     /// command (it was removed since): such a command cannot be authorized.
     pub fn authorize(&self, command: &StoredCommand, stepped_up: bool) -> Option<Authorization<'_>> {
+        let spec = self.spec_of(command)?;
+        let held = self.scopes_of(command);
+        Some(Authorization { decision: authz::decide(spec, &held, stepped_up), spec, held })
+    }
+
+    /// The scopes the directory gives the command's actor now (none for an actor it no longer
+    /// lists).
+    pub fn scopes_of(&self, command: &StoredCommand) -> BTreeSet<String> {
         let e = &command.envelope;
-        let spec = self.registry.by_intent(&e.intent.entity, &e.intent.action)?;
-        let held = self
-            .directory
+        self.directory
             .tenant(e.tenant_id.as_str())
             .and_then(|t| t.actor(e.actor_id.as_str()))
             .map(|a| a.scopes.clone())
-            .unwrap_or_default();
-        Some(Authorization { decision: authz::decide(spec, &held, stepped_up), spec, held })
+            .unwrap_or_default()
     }
 }

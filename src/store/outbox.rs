@@ -37,6 +37,26 @@ pub struct ClaimedMessage {
     pub attempt: i64,
 }
 
+/// A message row held for a provider's HTTP answer (`NewOutboxMessage::hold`): never tried and
+/// written due later than it was written, not yet due at `$2` (now). `$row` is the table's alias
+/// and a dot, or nothing.
+macro_rules! held_row {
+    ($row:literal) => {
+        concat!(
+            $row,
+            "attempts = 0 AND ",
+            $row,
+            "next_attempt_at > $2 AND ",
+            $row,
+            "next_attempt_at > ",
+            $row,
+            "created_at"
+        )
+    };
+}
+
+pub(crate) use held_row;
+
 /// The claim statement, with `$lock` the dialect's row-locking clause (written once so that the
 /// two backends cannot drift apart).
 macro_rules! claim_outbox_sql {
@@ -52,9 +72,9 @@ macro_rules! claim_outbox_sql {
                                 SELECT 1 FROM outbox earlier
                                 WHERE earlier.destination = due.destination AND earlier.status = 'pending'
                                   AND earlier.id < due.id AND earlier.kind = 'message'
-                                  AND ((earlier.attempts = 0 AND earlier.next_attempt_at > $2
-                                        AND earlier.next_attempt_at > earlier.created_at)
-                                       OR earlier.locked_until > $2)))
+                                  AND ((",
+            $crate::store::outbox::held_row!("earlier."),
+            ") OR earlier.locked_until > $2)))
                           ORDER BY next_attempt_at, id LIMIT $3 ",
             $lock,
             ") RETURNING id, tenant_id, command_id, kind, destination, payload, attempts"
@@ -182,12 +202,12 @@ impl Store {
         // on a row another claimer held: a row is claimed once. A held row was written due later
         // than it was written; a reply queued meanwhile by another task (a command's outcome,
         // stamped a moment after `now`) is not held and goes the usual way.
-        let rows = sqlx::query(
+        let rows = sqlx::query(concat!(
             "UPDATE outbox SET locked_until = $1, attempts = attempts + 1, updated_at = $2
-             WHERE kind = $3 AND destination = $4 AND status = 'pending' AND attempts = 0
-               AND locked_until IS NULL AND next_attempt_at > $2 AND next_attempt_at > created_at
-             RETURNING id, tenant_id, command_id, kind, destination, payload, attempts",
-        )
+             WHERE kind = $3 AND destination = $4 AND status = 'pending' AND locked_until IS NULL AND ",
+            held_row!(""),
+            " RETURNING id, tenant_id, command_id, kind, destination, payload, attempts"
+        ))
         .bind(to_ms(now + lease))
         .bind(to_ms(now))
         .bind(super::MESSAGE_KIND)

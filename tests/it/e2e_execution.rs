@@ -257,7 +257,8 @@ mod acks {
 
     use crate::fake_graph::FakeServer;
     use crate::helpers::{
-        CUSTOMER, Meta, TestApp, TestDb, on_both_backends, respawn_app_with, spawn_app_with, standard_signature, tenant,
+        CUSTOMER, Meta, TestApp, TestDb, command_of_message, on_both_backends, respawn_app_with, spawn_app_with,
+        standard_signature, tenant,
     };
 
     on_both_backends!(
@@ -280,17 +281,6 @@ mod acks {
         orders.backoff_initial_ms = 20;
         orders.backoff_max_ms = 50;
         spawn_app_with(db, config).await
-    }
-
-    async fn command_for(db: &TestDb, message_id: &str) -> Uuid {
-        let mut conn = db.raw().await;
-        let row = sqlx::query("SELECT command_id FROM inbound_messages WHERE provider_message_id = $1")
-            .bind(message_id)
-            .fetch_one(&mut conn)
-            .await
-            .expect("message");
-        let id: String = sqlx::Row::try_get(&row, 0).expect("id");
-        id.parse().expect("uuid")
     }
 
     async fn ack(app: &TestApp, token: &str, id: Uuid, body: Value) -> (StatusCode, Value) {
@@ -325,7 +315,7 @@ mod acks {
         let executor = FakeServer::executor().await;
         let app = with_executor(db, &executor).await;
         Meta::new(&app, db).text("wamid.K1", CUSTOMER, "order status 41").await;
-        let id = command_for(db, "wamid.K1").await;
+        let id = command_of_message(db, "wamid.K1").await;
         let call = executor.wait_for(1, Duration::from_secs(10)).await.remove(0);
 
         // The envelope, its idempotency key, a correlation id and a Standard Webhooks signature.
@@ -420,7 +410,7 @@ mod acks {
         let executor = FakeServer::executor().await;
         let app = with_executor(db, &executor).await;
         Meta::new(&app, db).text("wamid.S1", CUSTOMER, "order status 44").await;
-        let id = command_for(db, "wamid.S1").await;
+        let id = command_of_message(db, "wamid.S1").await;
         executor.wait_for(1, Duration::from_secs(10)).await;
         delivered(db, id).await;
         let secret = db.config.executors["orders"].secret.as_ref().expect("secret").expose().to_owned();
@@ -465,7 +455,7 @@ mod acks {
         executor.answer_next(422, json!({"error": {"code": "order_locked", "message": "try tomorrow"}}), None);
         let app = with_executor(db, &executor).await;
         Meta::new(&app, db).text("wamid.Q1", CUSTOMER, "order status 42").await;
-        let id = command_for(db, "wamid.Q1").await;
+        let id = command_of_message(db, "wamid.Q1").await;
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while state(db, id).await.0 != "failed" {
             assert!(std::time::Instant::now() < deadline, "the command did not fail");
@@ -485,15 +475,9 @@ mod acks {
         let executor = FakeServer::executor().await;
         let app = with_executor(db, &executor).await;
         Meta::new(&app, db).text("wamid.X1", CUSTOMER, "order status 43").await;
-        let id = command_for(db, "wamid.X1").await;
+        let id = command_of_message(db, "wamid.X1").await;
         executor.wait_for(1, Duration::from_secs(10)).await;
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while db.store.deliveries_of(id).await.expect("deliveries").first().map(|d| d.state.as_str())
-            != Some("delivered")
-        {
-            assert!(std::time::Instant::now() < deadline, "not delivered");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        delivered(db, id).await;
         app.stop().await.expect("stop");
         // While the gateway is down, the execution deadline passes.
         let mut conn = db.raw().await;
