@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use axum::routing::get;
 use axum::response::{IntoResponse, Response};
+use axum::routing::get;
 use axum::{Extension, Json, Router};
 use serde_json::Value;
 use utoipa::openapi::RefOr;
