@@ -11,11 +11,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chatgate::command::{CommandRequest, Intent};
+use chatgate::domain::command::CommandRequest;
+
 use chatgate::config::{DatabaseUrl, StorageConfig};
-use chatgate::engine::{Engine, MoveContext};
-use chatgate::evidence::Pseudonymizer;
-use chatgate::lifecycle::Event;
+use chatgate::domain::command::Intent;
+use chatgate::domain::evidence::Pseudonymizer;
+use chatgate::domain::lifecycle::Event;
+use chatgate::service::engine::Engine;
+use chatgate::service::engine::MoveContext;
 use chatgate::store::{Admitted, Store};
 use clap::Parser;
 use time::OffsetDateTime;
@@ -33,7 +36,7 @@ struct Args {
 }
 
 fn request(n: usize, message: &str) -> anyhow::Result<CommandRequest> {
-    Ok(chatgate::command::demo::refund("bench", &n.to_string(), "25.00", message)?)
+    Ok(chatgate::domain::command::demo::refund("bench", &n.to_string(), "25.00", message)?)
 }
 
 /// Runs `count` jobs with at most `concurrency` at once; returns each job's latency.

@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use chatgate::ingress::whatsapp::{signature, simulate};
+use chatgate::channels::whatsapp::signature;
+
+use chatgate::channels::whatsapp::simulate;
 use clap::Parser;
 
 #[derive(Parser)]

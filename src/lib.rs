@@ -1,26 +1,17 @@
 //! chatgate: an HTTP gateway that turns chat webhooks into verified, confirmed, authorized
 //! commands and hands each to its executor exactly once.
 //!
-//! The modules follow the pipeline: `command` (the envelope and its key), `lifecycle` (the pure
-//! state machine), `evidence` (artifacts and their chain), `engine` (driving commands through the
-//! lifecycle against the store), `store` (SQLite and PostgreSQL), `api` and `app` (HTTP).
+//! The modules are layers, and each imports only the layers below it (docs/ARCHITECTURE.md;
+//! `tests/it/architecture.rs` keeps it so):
+//!
+//! `domain` ← `config` ← `store` ← `service` ← `channels` / `executors` ← `workers` ← `http` ← `cli`
 
-pub mod agents;
-pub mod api;
-pub mod app;
-pub mod command;
+pub mod channels;
+pub mod cli;
 pub mod config;
-pub mod conversation;
-pub mod delivery;
-pub mod directory;
-pub mod engine;
-pub mod evidence;
-pub mod ingress;
-pub mod lifecycle;
-pub(crate) mod names;
-pub mod ooc;
-pub mod recovery;
-pub mod security;
-pub mod simulate;
+pub mod domain;
+pub mod executors;
+pub mod http;
+pub mod service;
 pub mod store;
-pub mod tasks;
+pub mod workers;

@@ -3,8 +3,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use chatgate::config::{Config, ConfigSource, Settings};
-use chatgate::security::mint;
+use chatgate::config::Config;
+
+use chatgate::config::ConfigSource;
+
+use chatgate::service::Settings;
+use chatgate::service::security::mint;
 use chatgate::store::Store;
 use clap::{Parser, Subcommand};
 
@@ -87,7 +91,7 @@ enum StepupCommand {
 #[derive(Subcommand)]
 enum SimulateChannel {
     /// A WhatsApp Cloud API delivery, signed with the configured app secret
-    Whatsapp(chatgate::simulate::WhatsAppArgs),
+    Whatsapp(chatgate::cli::simulate::WhatsAppArgs),
 }
 
 #[derive(Subcommand)]
@@ -125,7 +129,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let source = cli.config.map_or(ConfigSource::Default, ConfigSource::Explicit);
     let env = |name: &str| std::env::var(name).ok();
     match cli.command {
-        Command::Serve => chatgate::app::serve(Settings::load(&source, &env)?).await?,
+        Command::Serve => chatgate::http::server::serve(Settings::load(&source, &env)?).await?,
         Command::Migrate => {
             let config = Config::load(&source, &env)?;
             let store = Store::connect(&config.storage).await?;
@@ -144,7 +148,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Simulate { channel: SimulateChannel::Whatsapp(args) } => {
             let config = Config::load(&source, &env)?;
-            return chatgate::simulate::whatsapp(&config, &args).await;
+            return chatgate::cli::simulate::whatsapp(&config, &args).await;
         }
         Command::Token { command: TokenCommand::Mint { tenant, scope, subject, issuer, ttl } } => {
             let settings = Settings::load(&source, &env)?;

@@ -4,7 +4,6 @@
 mod interpolate;
 mod secret;
 mod security;
-mod settings;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -19,7 +18,6 @@ pub use security::{
     AuthConfig, HookMapping, HooksConfig, IssuerConfig, Rate, RateLimitConfig, StandardMessage, StandardSource,
     StepUpConfig,
 };
-pub use settings::Settings;
 
 /// The shipped configuration files, used when the default path has no file (so that the binary
 /// runs the demo from any folder).
@@ -171,8 +169,8 @@ impl Default for OutboundConfig {
 }
 
 impl OutboundConfig {
-    pub fn retry_policy(&self) -> crate::delivery::RetryPolicy {
-        crate::delivery::RetryPolicy {
+    pub fn retry_policy(&self) -> crate::domain::retry::RetryPolicy {
+        crate::domain::retry::RetryPolicy {
             max_attempts: self.max_attempts,
             initial: Duration::from_millis(self.backoff_initial_ms),
             max: Duration::from_millis(self.backoff_max_ms),
@@ -229,8 +227,8 @@ pub struct ExecutorConfig {
 }
 
 impl ExecutorConfig {
-    pub fn retry_policy(&self) -> crate::delivery::RetryPolicy {
-        crate::delivery::RetryPolicy {
+    pub fn retry_policy(&self) -> crate::domain::retry::RetryPolicy {
+        crate::domain::retry::RetryPolicy {
             max_attempts: self.max_attempts,
             initial: Duration::from_millis(self.backoff_initial_ms),
             max: Duration::from_millis(self.backoff_max_ms),
@@ -457,7 +455,7 @@ impl Config {
             return Err(ConfigError::Invalid(format!("whatsapp.api_base `{base}` is not an http(s) URL")));
         }
         for (name, executor) in &self.executors {
-            crate::delivery::executor::Executor::from_config(name, executor).map_err(ConfigError::Invalid)?;
+            crate::executors::executor::Executor::from_config(name, executor).map_err(ConfigError::Invalid)?;
             if executor.max_attempts == 0 || executor.backoff_initial_ms > executor.backoff_max_ms {
                 return Err(ConfigError::Invalid(format!(
                     "executors.{name}: max_attempts must be at least 1 and backoff_initial_ms at most backoff_max_ms"
@@ -465,7 +463,7 @@ impl Config {
             }
         }
         let hooks = &self.hooks;
-        crate::ingress::hooks::valid_base_path(&hooks.base_path)
+        crate::channels::hooks::valid_base_path(&hooks.base_path)
             .map_err(|e| ConfigError::Invalid(format!("hooks.base_path `{}` {e}", hooks.base_path)))?;
         for agent in hooks.agents.iter().chain(hooks.mappings.values().map(|m| &m.agent)) {
             if !self.executors.contains_key(agent) {
@@ -493,7 +491,7 @@ impl Config {
                 return Err(ConfigError::Invalid(format!("standard_webhooks.{name}.secrets is empty")));
             }
             for secret in &source.secrets {
-                crate::delivery::executor::standard_webhooks_key(secret.expose())
+                crate::executors::executor::standard_webhooks_key(secret.expose())
                     .map_err(|e| ConfigError::Invalid(format!("standard_webhooks.{name}.secrets: {e}")))?;
             }
         }

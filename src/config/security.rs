@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::Secret;
+use crate::config::Secret;
 
 /// API bearer tokens: the audience every token must name, and the issuers trusted to sign them.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -1,4 +1,4 @@
-use super::*;
+use crate::config::*;
 
 fn no_env(_: &str) -> Option<String> {
     None

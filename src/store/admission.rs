@@ -12,17 +12,22 @@ use sqlx::AnyConnection;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::commands::{insert_command, insert_transitions, settle_dedupe, transition_row};
-use super::confirmations::{NewConfirmation, confirmation_row, insert_confirmation, pending_prompt};
-use super::evidence::append_all;
-use super::inbound::{InboundOutcome, NewInbound, insert_inbound, link_inbound};
-use super::outbox::{NewOutboxMessage, insert_outbox};
-use super::rows::{Param, multi_insert};
-use super::rows::{opt_parsed, parsed, text, to_ms, uuid};
-use super::{Store, StoreError};
-use crate::command::{CommandEnvelope, Fingerprint};
-use crate::evidence::{EvidenceDraft, TraceBindings};
-use crate::lifecycle::{EvidenceKind, Lifecycle, State, Transition};
+use crate::domain::command::CommandEnvelope;
+use crate::domain::command::Fingerprint;
+use crate::domain::evidence::EvidenceDraft;
+use crate::domain::evidence::TraceBindings;
+use crate::domain::lifecycle::EvidenceKind;
+use crate::domain::lifecycle::Lifecycle;
+use crate::domain::lifecycle::State;
+use crate::domain::lifecycle::Transition;
+use crate::store::commands::{insert_command, insert_transitions, settle_dedupe, transition_row};
+use crate::store::confirmations::{NewConfirmation, confirmation_row, insert_confirmation, pending_prompt};
+use crate::store::evidence::append_all;
+use crate::store::inbound::{InboundOutcome, NewInbound, insert_inbound, link_inbound};
+use crate::store::outbox::{NewOutboxMessage, insert_outbox};
+use crate::store::rows::{Param, multi_insert};
+use crate::store::rows::{opt_parsed, parsed, text, to_ms, uuid};
+use crate::store::{Store, StoreError};
 
 /// A new command with its first moves, decided by the engine.
 #[derive(Debug, Clone)]
@@ -119,16 +124,16 @@ impl Store {
         let Some(queue) = self.admission_writer() else {
             return self.admit_now(&write).await;
         };
-        match super::writer::submit(queue, write).await {
+        match crate::store::writer::submit(queue, write).await {
             Ok(answer) => answer,
             // Never a 503 forever because of one bug: without a writer, admit alone.
-            Err(super::writer::WriterGone::Before(write)) => {
+            Err(crate::store::writer::WriterGone::Before(write)) => {
                 tracing::error!("the admission writer stopped; admitting one at a time");
                 self.admit_now(&write).await
             }
             // It took the write and died: whether it committed is unknown, so the caller retries
             // (and the message row turns a committed write into a redelivery).
-            Err(super::writer::WriterGone::During) => {
+            Err(crate::store::writer::WriterGone::During) => {
                 Err(StoreError::Unavailable("the admission writer stopped during the write".into()))
             }
         }
@@ -181,7 +186,7 @@ impl Store {
             insert_outbox(&mut tx, tenant, Some(envelope.command_id), message, write.at).await?;
         }
         tx.commit().await?;
-        super::count_moves(write.moves.iter().map(|(t, _)| t));
+        crate::store::count_moves(write.moves.iter().map(|(t, _)| t));
         Ok(Admitted::New { command_id: envelope.command_id, lifecycle, version })
     }
 }

@@ -3,10 +3,10 @@
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::rows::{int, opt_parsed, parsed, text, to_ms, uuid};
-use super::{Store, StoreError};
-use crate::command::TenantId;
-use crate::delivery::agent::Agent;
+use crate::domain::agent::Agent;
+use crate::domain::command::TenantId;
+use crate::store::rows::{int, opt_parsed, parsed, text, to_ms, uuid};
+use crate::store::{Store, StoreError};
 
 impl Store {
     /// An agent's state; one that never moved is idle at version 0.

@@ -2,8 +2,8 @@
 
 use time::OffsetDateTime;
 
-use super::rows::{opt_int, opt_text, text, to_ms};
-use super::{Store, StoreError};
+use crate::store::rows::{opt_int, opt_text, text, to_ms};
+use crate::store::{Store, StoreError};
 
 /// What a request with an idempotency key may do.
 #[derive(Debug, Clone, PartialEq)]

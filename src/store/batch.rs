@@ -12,18 +12,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use sqlx::AnyConnection;
 use uuid::Uuid;
 
-use super::admission::{
+use crate::domain::evidence::EvidenceDraft;
+use crate::store::admission::{
     AdmissionWrite, Admitted, RESERVE_COLUMNS, RESERVE_INSERT, RESERVE_TAIL, confirmation_row_of, reservation_row,
     transition_rows,
 };
-use super::commands::{COMMAND_COLUMNS, COMMAND_INSERT, command_row, insert_transitions, settle_dedupe};
-use super::confirmations::{CONFIRMATION_COLUMNS, CONFIRMATION_INSERT};
-use super::evidence::append_all;
-use super::inbound::{INBOUND_COLUMNS, INBOUND_INSERT, INBOUND_TAIL, inbound_row};
-use super::outbox::{OUTBOX_COLUMNS, OUTBOX_INSERT, outbox_row};
-use super::rows::{Marks, Param, insert_rows, int, placeholder_list};
-use super::{Store, StoreError};
-use crate::evidence::EvidenceDraft;
+use crate::store::commands::{COMMAND_COLUMNS, COMMAND_INSERT, command_row, insert_transitions, settle_dedupe};
+use crate::store::confirmations::{CONFIRMATION_COLUMNS, CONFIRMATION_INSERT};
+use crate::store::evidence::append_all;
+use crate::store::inbound::{INBOUND_COLUMNS, INBOUND_INSERT, INBOUND_TAIL, inbound_row};
+use crate::store::outbox::{OUTBOX_COLUMNS, OUTBOX_INSERT, outbox_row};
+use crate::store::rows::{Marks, Param, insert_rows, int, placeholder_list};
+use crate::store::{Store, StoreError};
 
 impl Store {
     /// Admits `writes`, one result each, in order: as one batch when it can, else one by one.
@@ -134,7 +134,7 @@ impl Store {
         }
         insert_rows(&mut tx, OUTBOX_INSERT, OUTBOX_COLUMNS, outbox, "").await?;
         tx.commit().await?;
-        super::count_moves(writes.iter().flat_map(|w| w.moves.iter().map(|(t, _)| t)));
+        crate::store::count_moves(writes.iter().flat_map(|w| w.moves.iter().map(|(t, _)| t)));
         Ok(Some(
             writes
                 .iter()

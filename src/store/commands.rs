@@ -7,15 +7,25 @@ use sqlx::any::AnyRow;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::evidence::append_all;
-use super::outbox::{NewOutboxMessage, insert_outbox};
-use super::rows::{
+use crate::domain::command::ActorId;
+use crate::domain::command::Channel;
+use crate::domain::command::CommandEnvelope;
+use crate::domain::command::ExternalId;
+use crate::domain::command::Fingerprint;
+use crate::domain::command::IdempotencyKey;
+use crate::domain::command::Intent;
+use crate::domain::command::TenantId;
+use crate::domain::evidence::EvidenceDraft;
+use crate::domain::lifecycle::Event;
+use crate::domain::lifecycle::Lifecycle;
+use crate::domain::lifecycle::State;
+use crate::domain::lifecycle::Transition;
+use crate::store::evidence::append_all;
+use crate::store::outbox::{NewOutboxMessage, insert_outbox};
+use crate::store::rows::{
     Param, from_ms, insert_rows, int, json, multi_insert, opt_int, opt_parsed, opt_text, parsed, text, to_ms, uuid,
 };
-use super::{ReplyTo, Store, StoreError};
-use crate::command::{ActorId, Channel, CommandEnvelope, ExternalId, Fingerprint, IdempotencyKey, Intent, TenantId};
-use crate::evidence::EvidenceDraft;
-use crate::lifecycle::{Event, Lifecycle, State, Transition};
+use crate::store::{ReplyTo, Store, StoreError};
 
 /// A command as stored: its envelope and where it stands.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,7 +51,7 @@ pub struct CommandFilter {
     pub since: Option<OffsetDateTime>,
     pub until: Option<OffsetDateTime>,
     /// A short reference (`R7K2QX`).
-    pub short_ref: Option<crate::command::ShortRef>,
+    pub short_ref: Option<crate::domain::command::ShortRef>,
     /// The cursor: only commands older than this one.
     pub after: Option<Uuid>,
     pub limit: i64,
@@ -139,7 +149,7 @@ pub(crate) fn command_row(
         to_ms(at).into(),
         to_ms(at).into(),
         reply_to.into(),
-        crate::command::ShortRef::of(e.command_id).as_str().into(),
+        crate::domain::command::ShortRef::of(e.command_id).as_str().into(),
     ])
 }
 
@@ -344,7 +354,7 @@ impl Store {
     pub async fn commands_by_ref(
         &self,
         tenant_id: &TenantId,
-        short_ref: &crate::command::ShortRef,
+        short_ref: &crate::domain::command::ShortRef,
     ) -> Result<Vec<StoredCommand>, StoreError> {
         let rows = sqlx::query(concat!(
             "SELECT ",
@@ -446,7 +456,7 @@ impl Store {
         let mut tx = self.begin().await?;
         if let Some(committed) = apply_transition(&mut tx, write).await? {
             tx.commit().await?;
-            super::count_moves([&write.transition]);
+            crate::store::count_moves([&write.transition]);
             return Ok(committed);
         }
         let current = load_command(&mut tx, &write.tenant_id, write.command_id).await?;

@@ -7,10 +7,12 @@ use sqlx::any::AnyRow;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::rows::{Param, from_ms, int, json, multi_insert, opt_int, opt_text, parsed, text, to_ms, uuid};
-use super::{Store, StoreError};
-use crate::command::{ActorId, IdempotencyKey, TenantId};
-use crate::names::named_enum;
+use crate::domain::command::ActorId;
+use crate::domain::command::IdempotencyKey;
+use crate::domain::command::TenantId;
+use crate::domain::names::named_enum;
+use crate::store::rows::{Param, from_ms, int, json, multi_insert, opt_int, opt_text, parsed, text, to_ms, uuid};
+use crate::store::{Store, StoreError};
 
 named_enum! {
     /// Where a confirmation stands; only `pending` can be answered.

@@ -2,8 +2,8 @@
 
 use time::OffsetDateTime;
 
-use super::rows::to_ms;
-use super::{Store, StoreError};
+use crate::store::rows::to_ms;
+use crate::store::{Store, StoreError};
 
 impl Store {
     /// Deletes expired records of finished commands; a command still under way keeps its
@@ -23,6 +23,6 @@ impl Store {
             .bind(idempotency_key)
             .fetch_one(self.pool())
             .await?;
-        super::rows::int(&row, "n")
+        crate::store::rows::int(&row, "n")
     }
 }

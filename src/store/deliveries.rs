@@ -8,9 +8,11 @@ use sqlx::any::AnyRow;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::rows::{from_ms, int, opt_int, opt_text, parsed, text, to_ms, uuid};
-use super::{Store, StoreError};
-use crate::delivery::machine::{Ack, DeliveryEvent, DeliveryState};
+use crate::domain::delivery::Ack;
+use crate::domain::delivery::DeliveryEvent;
+use crate::domain::delivery::DeliveryState;
+use crate::store::rows::{from_ms, int, opt_int, opt_text, parsed, text, to_ms, uuid};
+use crate::store::{Store, StoreError};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Delivery {
@@ -201,7 +203,7 @@ impl Store {
         .bind(command_id.to_string())
         .fetch_all(self.pool())
         .await?;
-        rows.iter().map(|row| Ok((text(row, "destination")?, super::rows::int(row, "attempts")?))).collect()
+        rows.iter().map(|row| Ok((text(row, "destination")?, crate::store::rows::int(row, "attempts")?))).collect()
     }
 
     /// Deliveries whose delivery, execution or TTL deadline has passed, oldest first.

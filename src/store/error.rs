@@ -3,7 +3,7 @@
 
 use uuid::Uuid;
 
-use crate::lifecycle::State;
+use crate::domain::lifecycle::State;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

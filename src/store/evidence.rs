@@ -5,9 +5,15 @@ use sqlx::AnyConnection;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::rows::{Param, insert_rows, int, json, text, to_ms, uuid};
-use super::{Store, StoreError};
-use crate::evidence::{ChainBreak, ChainHead, ChainVerifier, EvidenceDraft, GENESIS_HASH, StoredLink, hash_canonical};
+use crate::domain::evidence::ChainBreak;
+use crate::domain::evidence::ChainHead;
+use crate::domain::evidence::ChainVerifier;
+use crate::domain::evidence::EvidenceDraft;
+use crate::domain::evidence::GENESIS_HASH;
+use crate::domain::evidence::StoredLink;
+use crate::domain::evidence::hash_canonical;
+use crate::store::rows::{Param, insert_rows, int, json, text, to_ms, uuid};
+use crate::store::{Store, StoreError};
 
 /// Appends artifacts, in order, to one chain inside the caller's transaction, in three
 /// statements whatever their number: one reserves their sequence numbers (and locks the chain

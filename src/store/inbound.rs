@@ -6,10 +6,12 @@ use uuid::Uuid;
 
 use sqlx::AnyConnection;
 
-use super::outbox::{NewOutboxMessage, insert_outbox};
-use super::rows::{Param, multi_insert, opt_parsed, text, to_ms, uuid};
-use super::{Store, StoreError};
-use crate::command::{Channel, ExternalId, TenantId};
+use crate::domain::command::Channel;
+use crate::domain::command::ExternalId;
+use crate::domain::command::TenantId;
+use crate::store::outbox::{NewOutboxMessage, insert_outbox};
+use crate::store::rows::{Param, multi_insert, opt_parsed, text, to_ms, uuid};
+use crate::store::{Store, StoreError};
 
 /// An inbound message as a channel adapter parsed it.
 #[derive(Debug, Clone)]
@@ -96,7 +98,7 @@ impl Store {
         .bind(command_id.to_string())
         .fetch_optional(self.pool())
         .await?;
-        row.map(|row| Ok((text(&row, "channel")?, super::rows::json(&row, "payload")?))).transpose()
+        row.map(|row| Ok((text(&row, "channel")?, crate::store::rows::json(&row, "payload")?))).transpose()
     }
 
     /// The status of a message we sent, by its provider id.

@@ -150,7 +150,7 @@ impl Store {
             for row in &rows {
                 let id = rows::uuid(row, "command_id")?;
                 sqlx::query("UPDATE commands SET short_ref = $1 WHERE command_id = $2")
-                    .bind(crate::command::ShortRef::of(id).as_str())
+                    .bind(crate::domain::command::ShortRef::of(id).as_str())
                     .bind(id.to_string())
                     .execute(&mut *tx)
                     .await?;
@@ -220,7 +220,7 @@ impl Store {
 }
 
 /// Counts committed moves by the state they reached (`chatgate_transitions_total{to}`).
-pub(crate) fn count_moves<'a>(moves: impl IntoIterator<Item = &'a crate::lifecycle::Transition>) {
+pub(crate) fn count_moves<'a>(moves: impl IntoIterator<Item = &'a crate::domain::lifecycle::Transition>) {
     for transition in moves {
         metrics::counter!("chatgate_transitions_total", "to" => transition.to.as_str()).increment(1);
     }

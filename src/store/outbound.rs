@@ -6,10 +6,10 @@ use serde_json::Value;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::evidence::append_all;
-use super::rows::to_ms;
-use super::{Store, StoreError};
-use crate::evidence::EvidenceDraft;
+use crate::domain::evidence::EvidenceDraft;
+use crate::store::evidence::append_all;
+use crate::store::rows::to_ms;
+use crate::store::{Store, StoreError};
 
 /// A message the provider took or refused for good.
 #[derive(Debug, Clone)]

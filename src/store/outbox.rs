@@ -8,9 +8,9 @@ use sqlx::AnyConnection;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::rows::{Param, int, json, multi_insert, opt_parsed, text, to_ms, uuid};
-use super::step::OutboxSettle;
-use super::{Store, StoreError};
+use crate::store::rows::{Param, int, json, multi_insert, opt_parsed, text, to_ms, uuid};
+use crate::store::step::OutboxSettle;
+use crate::store::{Store, StoreError};
 
 /// An effect to perform once the transaction that decided it has committed.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,7 +20,7 @@ pub struct NewOutboxMessage {
     /// Where it goes: a channel address, an executor name.
     pub destination: String,
     pub payload: Value,
-    /// Due this long after it is written rather than at once (see [`super::ReplyTo::hold`]).
+    /// Due this long after it is written rather than at once (see [`crate::store::ReplyTo::hold`]).
     pub hold: Option<Duration>,
 }
 
@@ -117,7 +117,7 @@ fn with_reference(payload: &Value, command_id: Option<Uuid>) -> std::borrow::Cow
     match (command_id, payload.get("vars")) {
         (Some(id), Some(Value::Object(vars))) if !vars.contains_key("ref") => {
             let mut payload = payload.clone();
-            payload["vars"]["ref"] = crate::command::ShortRef::of(id).as_str().into();
+            payload["vars"]["ref"] = crate::domain::command::ShortRef::of(id).as_str().into();
             std::borrow::Cow::Owned(payload)
         }
         _ => std::borrow::Cow::Borrowed(payload),
@@ -210,7 +210,7 @@ impl Store {
         ))
         .bind(to_ms(now + lease))
         .bind(to_ms(now))
-        .bind(super::MESSAGE_KIND)
+        .bind(crate::store::MESSAGE_KIND)
         .bind(destination)
         .fetch_all(self.pool())
         .await?;

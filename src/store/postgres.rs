@@ -6,9 +6,9 @@ use std::time::Duration;
 use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyConnection, AnyPool, Connection};
 
-use super::outbox::claim_outbox_sql;
-use super::{Dialect, StoreError};
 use crate::config::StorageConfig;
+use crate::store::outbox::claim_outbox_sql;
+use crate::store::{Dialect, StoreError};
 
 pub(super) struct PostgresDialect;
 

@@ -7,7 +7,7 @@ use sqlx::any::AnyRow;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::StoreError;
+use crate::store::StoreError;
 
 /// Times are stored as epoch milliseconds: the one temporal type both backends read through `Any`.
 pub(crate) fn to_ms(at: OffsetDateTime) -> i64 {
@@ -186,7 +186,7 @@ pub(crate) async fn insert_rows(
     columns: usize,
     rows: Vec<Vec<Param>>,
     tail: &str,
-) -> Result<Vec<AnyRow>, super::StoreError> {
+) -> Result<Vec<AnyRow>, crate::store::StoreError> {
     let per_statement = (PARAMS_PER_STATEMENT / columns).max(1);
     let marks = Marks::for_connection(conn);
     let mut returned = vec![];

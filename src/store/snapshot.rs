@@ -3,8 +3,8 @@
 
 use time::OffsetDateTime;
 
-use super::rows::{int, opt_int, text, to_ms};
-use super::{Store, StoreError};
+use crate::store::rows::{int, opt_int, text, to_ms};
+use crate::store::{Store, StoreError};
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Snapshot {

@@ -5,9 +5,9 @@ use std::path::Path;
 use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, AssertSqlSafe, Executor};
 
-use super::outbox::claim_outbox_sql;
-use super::{Dialect, StoreError};
 use crate::config::StorageConfig;
+use crate::store::outbox::claim_outbox_sql;
+use crate::store::{Dialect, StoreError};
 
 pub(super) struct SqliteDialect;
 

@@ -6,16 +6,16 @@
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::commands::{CommittedTransition, TransitionWrite, apply_transition};
-use super::confirmations::{SettleConfirmation, settle_confirmation};
-use super::deliveries::{DeliveryChange, apply_delivery};
-use super::evidence::append_all;
-use super::inbound::{InboundOutcome, NewInbound, insert_inbound, link_inbound};
-use super::outbox::{NewOutboxMessage, insert_outbox, settle_outbox};
-use super::rows::to_ms;
-use super::{Store, StoreError};
-use crate::command::TenantId;
-use crate::evidence::EvidenceDraft;
+use crate::domain::command::TenantId;
+use crate::domain::evidence::EvidenceDraft;
+use crate::store::commands::{CommittedTransition, TransitionWrite, apply_transition};
+use crate::store::confirmations::{SettleConfirmation, settle_confirmation};
+use crate::store::deliveries::{DeliveryChange, apply_delivery};
+use crate::store::evidence::append_all;
+use crate::store::inbound::{InboundOutcome, NewInbound, insert_inbound, link_inbound};
+use crate::store::outbox::{NewOutboxMessage, insert_outbox, settle_outbox};
+use crate::store::rows::to_ms;
+use crate::store::{Store, StoreError};
 
 #[derive(Debug, Clone)]
 pub struct StepWrite {
@@ -200,7 +200,7 @@ impl Store {
             settle_outbox(&mut tx, row, step.at).await?;
         }
         tx.commit().await?;
-        super::count_moves(step.moves.iter().map(|m| &m.transition));
+        crate::store::count_moves(step.moves.iter().map(|m| &m.transition));
         Ok(StepOutcome::Committed { moves, evidence_ids })
     }
 }

@@ -6,9 +6,9 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::rows::{from_ms, int, opt_text, text, uuid};
-use super::{Store, StoreError};
-use crate::command::TenantId;
+use crate::domain::command::TenantId;
+use crate::store::rows::{from_ms, int, opt_text, text, uuid};
+use crate::store::{Store, StoreError};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TraceNode {

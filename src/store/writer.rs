@@ -4,7 +4,7 @@
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::{AdmissionWrite, Admitted, Store, StoreError};
+use crate::store::{AdmissionWrite, Admitted, Store, StoreError};
 
 /// The most admissions one transaction carries.
 const MAX_BATCH: usize = 128;

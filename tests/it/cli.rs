@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use chatgate::lifecycle::State;
+use chatgate::domain::lifecycle::State;
 use sqlx::Executor;
 
 use crate::conformance::{drive, path_to};
@@ -302,7 +302,7 @@ fn token_mint_and_stepup_mint_print_tokens_the_gateway_accepts() {
     let config =
         chatgate::config::Config::parse(Path::new("chatgate.toml"), chatgate::config::SHIPPED_CONFIG, &|_| None)
             .expect("shipped configuration");
-    let settings = chatgate::config::Settings::with_shipped_registry(config).expect("settings");
+    let settings = chatgate::service::Settings::with_shipped_registry(config).expect("settings");
     let principal = settings.security.authenticator.authenticate(&token).expect("the gateway accepts it");
     assert_eq!(principal.tenant.as_str(), "demo");
     assert_eq!(principal.scopes.iter().map(String::as_str).collect::<Vec<_>>(), ["commands:read", "recovery:write"]);
@@ -320,7 +320,7 @@ fn token_mint_and_stepup_mint_print_tokens_the_gateway_accepts() {
     ]));
     assert!(output.status.success(), "{}", stderr(&output));
     let token = String::from_utf8(output.stdout).expect("utf-8").trim().to_owned();
-    let claims = chatgate::security::keys::unverified_claims(&token);
+    let claims = chatgate::service::security::keys::unverified_claims(&token);
     assert_eq!(
         (claims["sub"].as_str(), claims["command_id"].as_str(), claims["idempotency_key"].as_str()),
         (Some("15550000002"), Some(command.as_str()), Some("k1"))

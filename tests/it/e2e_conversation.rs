@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use chatgate::command::ShortRef;
-use chatgate::ingress::whatsapp::simulate;
+use chatgate::channels::whatsapp::simulate;
+use chatgate::domain::command::ShortRef;
 use serde_json::{Value, json};
 use uuid::Uuid;
 

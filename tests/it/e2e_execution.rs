@@ -89,7 +89,8 @@ backoff_max_ms = 100
     }
 
     async fn ask(&self, id: &str, text: &str) {
-        use chatgate::ingress::whatsapp::{signature, simulate};
+        use chatgate::channels::whatsapp::signature;
+        use chatgate::channels::whatsapp::simulate;
         let body = simulate::notification(DEMO_NUMBER, vec![simulate::text(id, CUSTOMER, text)], vec![]).to_string();
         let signature = signature::sign(APP_SECRET.as_bytes(), body.as_bytes());
         let response = self
@@ -330,7 +331,7 @@ mod acks {
         };
         let timestamp: i64 = call.headers["webhook-timestamp"].parse().expect("timestamp");
         let expected =
-            chatgate::delivery::executor::sign(&key, &call.headers["webhook-id"], timestamp, call.raw.as_bytes());
+            chatgate::executors::executor::sign(&key, &call.headers["webhook-id"], timestamp, call.raw.as_bytes());
         assert_eq!(call.headers["webhook-signature"], expected, "the signature verifies");
 
         let token = executor_token(db, "executions:write");

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use chatgate::command::ShortRef;
+use chatgate::domain::command::ShortRef;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -294,7 +294,7 @@ async fn compensate_from_the_chat_ends_with_the_original_compensated(db: &TestDb
     let link = chat.ask(ADMIN, &format!("YES {code}")).await;
     assert!(link.contains("/step-up?command="), "{link}");
     let compensate = chat.command_of(&asked).await;
-    let settings = chatgate::config::Settings::with_shipped_registry(db.config.clone()).expect("settings");
+    let settings = chatgate::service::Settings::with_shipped_registry(db.config.clone()).expect("settings");
     let key =
         db.store.command(&tenant("demo"), compensate).await.expect("read").expect("command").envelope.idempotency_key;
     let now = time::OffsetDateTime::now_utc();

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use chatgate::lifecycle::State;
-use chatgate::lifecycle::recovery::allowed;
+use chatgate::domain::lifecycle::State;
+use chatgate::domain::lifecycle::recovery::allowed;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -24,7 +24,7 @@ on_both_backends!(
 
 /// A step-up proof of the operator `ops-1` for acting on `id` (the development issuer).
 async fn operator_step_up(db: &TestDb, id: Uuid) -> String {
-    let settings = chatgate::config::Settings::with_shipped_registry(db.config.clone()).expect("settings");
+    let settings = chatgate::service::Settings::with_shipped_registry(db.config.clone()).expect("settings");
     let key = db.store.command(&tenant("demo"), id).await.expect("read").expect("command").envelope.idempotency_key;
     settings.security.stepup.mint("ops-1", id, key.as_str(), time::OffsetDateTime::now_utc()).expect("mint")
 }

@@ -62,17 +62,17 @@ async fn a_prompt_is_an_interactive_message_whose_buttons_carry_the_nonce(db: &T
     let wamid = request.wamid.clone().expect("wamid");
     assert_eq!(
         db.store
-            .delivery_status(&chatgate::command::Channel::parse("whatsapp").expect("channel"), &wamid)
+            .delivery_status(&chatgate::domain::command::Channel::parse("whatsapp").expect("channel"), &wamid)
             .await
             .expect("status"),
         Some("queued".into())
     );
-    use chatgate::ingress::whatsapp::simulate;
+    use chatgate::channels::whatsapp::simulate;
     let delivered = simulate::notification(DEMO_NUMBER, vec![], vec![simulate::status(&wamid, CUSTOMER, "delivered")]);
     assert_eq!(meta.post(&delivered).await.status(), 200);
     assert_eq!(
         db.store
-            .delivery_status(&chatgate::command::Channel::parse("whatsapp").expect("channel"), &wamid)
+            .delivery_status(&chatgate::domain::command::Channel::parse("whatsapp").expect("channel"), &wamid)
             .await
             .expect("status"),
         Some("delivered".into())

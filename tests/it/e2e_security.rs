@@ -430,7 +430,7 @@ async fn close_account_waits_for_step_up_and_moves_on_once(db: &TestDb) {
     assert!(link.contains(&id.to_string()) && link.starts_with("http://127.0.0.1:8080/step-up?command="), "{link}");
 
     // The development issuer's token (what `chatgate stepup mint` prints) is accepted.
-    let settings = chatgate::config::Settings::with_shipped_registry(config.clone()).expect("settings");
+    let settings = chatgate::service::Settings::with_shipped_registry(config.clone()).expect("settings");
     let token = settings.security.stepup.mint(ADMIN, id, &key, OffsetDateTime::now_utc()).expect("mint");
     let operator = operator_token(&config, "ops-77");
     let response = post_step_up(&app, &operator, id, &token).await;
@@ -481,7 +481,7 @@ async fn the_step_up_link_opens_a_page_that_takes_the_proof_once(db: &TestDb) {
     assert_eq!(page.status(), StatusCode::OK);
     assert!(page.headers()["content-type"].to_str().expect("type").starts_with("text/html"));
     let html = page.text().await.expect("html");
-    let reference = chatgate::command::ShortRef::of(id).to_string();
+    let reference = chatgate::domain::command::ShortRef::of(id).to_string();
     assert!(html.contains("close_account") && html.contains(&reference) && html.contains(r#"name="token""#), "{html}");
     // Another nonce: nothing to prove, and nothing said about the command; a browser gets a page,
     // any other client a problem document.
@@ -500,7 +500,7 @@ async fn the_step_up_link_opens_a_page_that_takes_the_proof_once(db: &TestDb) {
     // A token that is not a proof for this person and request is refused, and changes nothing.
     let forged = hs256(&step_up_secret(&config), &step_up_claims(id, &key, json!({"sub": CUSTOMER})));
     assert_eq!(post(forged, nonce.clone()).await.expect("post").status(), StatusCode::UNAUTHORIZED);
-    let settings = chatgate::config::Settings::with_shipped_registry(config.clone()).expect("settings");
+    let settings = chatgate::service::Settings::with_shipped_registry(config.clone()).expect("settings");
     let token = settings.security.stepup.mint(ADMIN, id, &key, OffsetDateTime::now_utc()).expect("mint");
     assert_eq!(post(token.clone(), "not-the-one".into()).await.expect("post").status(), StatusCode::NOT_FOUND);
     assert_eq!(

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use axum::routing::get;
-use chatgate::lifecycle::State;
+use chatgate::domain::lifecycle::State;
 use reqwest::StatusCode;
 use serde_json::Value;
 
@@ -18,8 +18,8 @@ on_both_backends!(
 );
 
 /// The real routes plus one that takes `delay` to answer.
-fn with_slow_route(delay: Duration) -> axum::Router<chatgate::app::AppState> {
-    chatgate::api::router(&chatgate::config::Config::default()).route(
+fn with_slow_route(delay: Duration) -> axum::Router<chatgate::http::AppState> {
+    chatgate::http::routes::router(&chatgate::config::Config::default()).route(
         "/test/slow",
         get(move || async move {
             tokio::time::sleep(delay).await;
@@ -57,7 +57,7 @@ async fn shutdown_lets_an_in_flight_request_finish(db: &TestDb) {
 }
 
 async fn the_cleanup_worker_removes_expired_dedupe_records(db: &TestDb) {
-    let short = chatgate::command::CommandRequest {
+    let short = chatgate::domain::command::CommandRequest {
         dedupe_window: Duration::from_millis(1),
         ..refund("demo", "gc", "1.00", "m")
     };

@@ -1,6 +1,10 @@
 //! WhatsApp ingress over real HTTP with Meta-shaped payloads, on both backends.
 
-use chatgate::ingress::whatsapp::simulate::{self, notification, text};
+use chatgate::channels::whatsapp::simulate;
+
+use chatgate::channels::whatsapp::simulate::notification;
+
+use chatgate::channels::whatsapp::simulate::text;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sqlx::Executor;
@@ -138,8 +142,10 @@ async fn several_messages_and_statuses_in_one_delivery_are_each_handled(db: &Tes
         (Some(4), Some(4), Some(3))
     );
     assert_eq!(stored(db).await, (4, 3));
-    let status =
-        db.store.delivery_status(&chatgate::command::Channel::parse("whatsapp").expect("channel"), "wamid.OUT1").await;
+    let status = db
+        .store
+        .delivery_status(&chatgate::domain::command::Channel::parse("whatsapp").expect("channel"), "wamid.OUT1")
+        .await;
     assert_eq!(status.expect("status").as_deref(), Some("read"), "a late `delivered` does not undo `read`");
     app.stop().await.expect("stop");
 }
@@ -183,7 +189,7 @@ async fn a_changed_byte_or_a_bad_signature_is_401_and_stores_nothing(db: &TestDb
     let meta = Meta::new(&app, db);
     let body =
         notification(DEMO_NUMBER, vec![text("wamid.S1", CUSTOMER, "refund 9 9.00")], vec![]).to_string().into_bytes();
-    let signature = chatgate::ingress::whatsapp::signature::sign(meta.secret.as_bytes(), &body);
+    let signature = chatgate::channels::whatsapp::signature::sign(meta.secret.as_bytes(), &body);
     let mut changed = body.clone();
     let at = changed.iter().position(|b| *b == b'9').expect("a digit");
     changed[at] = b'8';
@@ -200,7 +206,7 @@ async fn a_changed_byte_or_a_bad_signature_is_401_and_stores_nothing(db: &TestDb
         "invalid_signature",
     )
     .await;
-    let other_secret = chatgate::ingress::whatsapp::signature::sign(b"not-the-secret", &body);
+    let other_secret = chatgate::channels::whatsapp::signature::sign(b"not-the-secret", &body);
     assert_problem(
         meta.post_raw(body.clone(), Some(other_secret)).await,
         StatusCode::UNAUTHORIZED,
@@ -234,7 +240,7 @@ async fn malformed_bodies_are_400_and_store_nothing(db: &TestDb) {
             .into_bytes(),
     ];
     for body in bodies {
-        let signature = chatgate::ingress::whatsapp::signature::sign(meta.secret.as_bytes(), &body);
+        let signature = chatgate::channels::whatsapp::signature::sign(meta.secret.as_bytes(), &body);
         let response = meta.post_raw(body, Some(signature)).await;
         assert_problem(response, StatusCode::BAD_REQUEST, "invalid_payload").await;
     }
@@ -257,7 +263,7 @@ async fn twenty_concurrent_copies_of_one_delivery_make_exactly_one_command(db: &
     let meta = Meta::new(&app, db);
     let body = notification(DEMO_NUMBER, vec![text("wamid.C1", CUSTOMER, "refund 4242 99.90")], vec![]);
     let bytes = body.to_string().into_bytes();
-    let signature = chatgate::ingress::whatsapp::signature::sign(meta.secret.as_bytes(), &bytes);
+    let signature = chatgate::channels::whatsapp::signature::sign(meta.secret.as_bytes(), &bytes);
     let copies: Vec<_> = (0..20)
         .map(|_| {
             let request = app
@@ -377,7 +383,7 @@ async fn named_apps_verify_with_their_own_secret(db: &TestDb) {
     let body =
         notification(DEMO_NUMBER, vec![text("wamid.N1", CUSTOMER, "order status 1")], vec![]).to_string().into_bytes();
     let post = |path: &str, secret: &[u8]| {
-        let signature = chatgate::ingress::whatsapp::signature::sign(secret, &body);
+        let signature = chatgate::channels::whatsapp::signature::sign(secret, &body);
         app.client.post(app.url(path)).header("x-hub-signature-256", signature).body(body.clone()).send()
     };
     let default_secret = db.config.whatsapp.apps["default"].app_secret.expose().as_bytes().to_vec();

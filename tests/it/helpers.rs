@@ -4,12 +4,18 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use chatgate::app::{AppState, run_router};
-use chatgate::command::{CommandRequest, IdempotencyClass, Intent, Risk, TenantId};
+use chatgate::http::AppState;
+
 use chatgate::config::{Config, DatabaseUrl};
-use chatgate::engine::Engine;
-use chatgate::evidence::Pseudonymizer;
-use chatgate::lifecycle::CommandKind;
+use chatgate::domain::command::CommandRequest;
+use chatgate::domain::command::IdempotencyClass;
+use chatgate::domain::command::Intent;
+use chatgate::domain::command::Risk;
+use chatgate::domain::command::TenantId;
+use chatgate::domain::evidence::Pseudonymizer;
+use chatgate::domain::lifecycle::CommandKind;
+use chatgate::http::server::run_router;
+use chatgate::service::engine::Engine;
 use chatgate::store::Store;
 use sqlx::{AnyConnection, AssertSqlSafe, Connection, Executor};
 use tokio::sync::oneshot;
@@ -195,7 +201,7 @@ impl Drop for TestDb {
 
 /// "refund {order} {amount}" from the demo customer, as canonicalization would produce it.
 pub fn refund(tenant: &str, order: &str, amount: &str, message_id: &str) -> CommandRequest {
-    chatgate::command::demo::refund(tenant, order, amount, message_id).expect("demo refund")
+    chatgate::domain::command::demo::refund(tenant, order, amount, message_id).expect("demo refund")
 }
 
 /// "order status {order}": a read-only command (I0).
@@ -246,7 +252,7 @@ pub async fn spawn_app(db: &TestDb) -> TestApp {
 }
 
 pub async fn spawn_app_with(db: &TestDb, config: Config) -> TestApp {
-    let routes = chatgate::api::router(&config);
+    let routes = chatgate::http::routes::router(&config);
     spawn_app_with_routes(db, config, routes).await
 }
 
@@ -254,7 +260,7 @@ pub async fn spawn_app_with(db: &TestDb, config: Config) -> TestApp {
 /// the one it had), as a restarted process would open.
 pub async fn respawn_app_with(config: Config) -> TestApp {
     let store = Store::connect(&config.storage).await.expect("the database opens again");
-    let routes = chatgate::api::router(&config);
+    let routes = chatgate::http::routes::router(&config);
     spawn_on(store, config, routes).await
 }
 
@@ -265,22 +271,26 @@ pub async fn spawn_app_with_routes(db: &TestDb, config: Config, routes: axum::Ro
 
 /// The real application with a registry of the test's own.
 pub async fn spawn_app_with_registry(db: &TestDb, config: Config, commands: &str) -> TestApp {
-    let settings = chatgate::config::Settings::with_registry(config, commands).expect("the test registry");
-    let routes = chatgate::api::router(&settings.config);
+    let settings = chatgate::service::Settings::with_registry(config, commands).expect("the test registry");
+    let routes = chatgate::http::routes::router(&settings.config);
     spawn_settings(db.store.clone(), settings, routes).await
 }
 
 async fn spawn_on(store: Store, config: Config, routes: axum::Router<AppState>) -> TestApp {
-    let settings = chatgate::config::Settings::with_shipped_registry(config).expect("shipped registry");
+    let settings = chatgate::service::Settings::with_shipped_registry(config).expect("shipped registry");
     spawn_settings(store, settings, routes).await
 }
 
-async fn spawn_settings(store: Store, settings: chatgate::config::Settings, routes: axum::Router<AppState>) -> TestApp {
+async fn spawn_settings(
+    store: Store,
+    settings: chatgate::service::Settings,
+    routes: axum::Router<AppState>,
+) -> TestApp {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("free port");
     let addr = listener.local_addr().expect("bound address");
     let (stop, stopped) = oneshot::channel::<()>();
     let state = AppState::new(settings, store);
-    let app = chatgate::app::with_layers(routes, state.clone());
+    let app = chatgate::http::server::with_layers(routes, state.clone());
     let task = tokio::spawn(run_router(listener, app, state, async move {
         let _ = stopped.await;
     }));
@@ -320,7 +330,7 @@ impl<'a> Meta<'a> {
     /// A signed delivery, ready to send (from a task of its own, say).
     pub fn request(&self, body: &serde_json::Value) -> reqwest::RequestBuilder {
         let bytes = body.to_string().into_bytes();
-        let signature = chatgate::ingress::whatsapp::signature::sign(self.secret.as_bytes(), &bytes);
+        let signature = chatgate::channels::whatsapp::signature::sign(self.secret.as_bytes(), &bytes);
         self.app
             .client
             .post(self.app.url("/webhooks/whatsapp"))
@@ -331,7 +341,7 @@ impl<'a> Meta<'a> {
 
     /// One text message from `from` to the demo number.
     pub async fn text(&self, id: &str, from: &str, body: &str) -> reqwest::Response {
-        use chatgate::ingress::whatsapp::simulate;
+        use chatgate::channels::whatsapp::simulate;
         self.post(&simulate::notification(DEMO_NUMBER, vec![simulate::text(id, from, body)], vec![])).await
     }
 }
@@ -376,10 +386,10 @@ pub fn standard_signature(secret: &str, id: &str, timestamp: i64, body: &str) ->
 /// An API token the test configuration's demo issuer signs: `subject` in `tenant`, with `scope`
 /// (space-separated), valid for ten minutes.
 pub fn api_token(db: &TestDb, tenant: &str, subject: &str, scope: &str) -> String {
-    let settings = chatgate::config::Settings::with_shipped_registry(db.config.clone()).expect("settings");
+    let settings = chatgate::service::Settings::with_shipped_registry(db.config.clone()).expect("settings");
     let ten_minutes = Duration::from_secs(600);
     let now = time::OffsetDateTime::now_utc();
-    chatgate::security::mint::api_token(
+    chatgate::service::security::mint::api_token(
         &settings.security.authenticator,
         None,
         tenant,

@@ -1,8 +1,8 @@
 //! The evidence chain: append-only in the database, and `audit verify` names the first broken
 //! link when someone with enough rights alters, removes or reorders artifacts anyway.
 
-use chatgate::evidence::LinkProblem;
-use chatgate::lifecycle::State;
+use chatgate::domain::evidence::LinkProblem;
+use chatgate::domain::lifecycle::State;
 use sqlx::Executor;
 
 use super::{conformance, drive, path_to};

@@ -1,9 +1,14 @@
 //! Group commit: a batch of admissions gets exactly the answers each would get alone, and writes
 //! everything each would write.
 
-use chatgate::command::{Channel, CommandRequest, ExternalId};
-use chatgate::engine::Admission;
-use chatgate::lifecycle::{Event, State};
+use chatgate::domain::command::Channel;
+
+use chatgate::domain::command::CommandRequest;
+
+use chatgate::domain::command::ExternalId;
+use chatgate::domain::lifecycle::Event;
+use chatgate::domain::lifecycle::State;
+use chatgate::service::engine::Admission;
 use chatgate::store::{AdmissionWrite, Admitted, NewInbound, NewOutboxMessage};
 use serde_json::json;
 

@@ -4,9 +4,11 @@
 
 use std::time::Duration;
 
-use chatgate::command::IdempotencyKey;
-use chatgate::engine::{EngineError, MoveContext};
-use chatgate::lifecycle::{Event, State};
+use chatgate::domain::command::IdempotencyKey;
+use chatgate::domain::lifecycle::Event;
+use chatgate::domain::lifecycle::State;
+use chatgate::service::engine::EngineError;
+use chatgate::service::engine::MoveContext;
 use chatgate::store::Admitted;
 
 use super::{admit_new, conformance, drive, evidence, kinds, now, path_to, step};
@@ -144,13 +146,14 @@ async fn a_reused_key_with_a_different_command_is_rejected_with_both_fingerprint
     let demo = tenant("demo");
     let key = IdempotencyKey::parse("client-key-7").expect("key");
     let original = refund("demo", "700", "70.00", "m1");
-    let first = admit_new(db, chatgate::command::CommandRequest { supplied_key: Some(key.clone()), ..original }).await;
+    let first =
+        admit_new(db, chatgate::domain::command::CommandRequest { supplied_key: Some(key.clone()), ..original }).await;
     let first_fp = db.engine.command(&demo, first).await.expect("command").envelope.fingerprint;
 
     let different = refund("demo", "700", "7000.00", "m2");
     let (attempted, outcome) = db
         .engine
-        .accept(chatgate::command::CommandRequest { supplied_key: Some(key.clone()), ..different }, &[], now())
+        .accept(chatgate::domain::command::CommandRequest { supplied_key: Some(key.clone()), ..different }, &[], now())
         .await
         .expect("accept");
     let evidence_id = match outcome {
@@ -184,7 +187,7 @@ async fn keys_are_scoped_by_tenant(db: &TestDb) {
 }
 
 async fn expired_records_are_purged_and_the_key_can_be_used_again(db: &TestDb) {
-    let short = |m: &str| chatgate::command::CommandRequest {
+    let short = |m: &str| chatgate::domain::command::CommandRequest {
         dedupe_window: Duration::from_millis(1),
         ..refund("demo", "900", "9.00", m)
     };
@@ -204,7 +207,7 @@ async fn expired_records_are_purged_and_the_key_can_be_used_again(db: &TestDb) {
 }
 
 async fn a_command_still_running_keeps_its_reservation_past_its_window(db: &TestDb) {
-    let short = |m: &str| chatgate::command::CommandRequest {
+    let short = |m: &str| chatgate::domain::command::CommandRequest {
         dedupe_window: Duration::from_millis(1),
         ..refund("demo", "901", "9.00", m)
     };

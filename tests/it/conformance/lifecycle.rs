@@ -3,8 +3,13 @@
 
 use std::collections::BTreeSet;
 
-use chatgate::engine::{EngineError, MoveContext};
-use chatgate::lifecycle::{self, Event, EvidenceKind, State};
+use chatgate::service::engine::EngineError;
+
+use chatgate::domain::lifecycle;
+use chatgate::domain::lifecycle::Event;
+use chatgate::domain::lifecycle::EvidenceKind;
+use chatgate::domain::lifecycle::State;
+use chatgate::service::engine::MoveContext;
 use chatgate::store::StoreError;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -188,7 +193,7 @@ async fn a_lost_compare_and_swap_is_reported_never_overwritten(db: &TestDb) {
 
     // Deterministically: a write decided on an old version is refused and changes nothing.
     let stale = lifecycle::apply(
-        chatgate::lifecycle::Lifecycle { state: State::ConfirmationRequired, ..command.lifecycle },
+        chatgate::domain::lifecycle::Lifecycle { state: State::ConfirmationRequired, ..command.lifecycle },
         Event::Cancel,
     )
     .expect("allowed from confirmation_required");

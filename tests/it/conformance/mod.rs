@@ -9,9 +9,13 @@ mod idempotency;
 mod lifecycle;
 mod storage;
 
-use chatgate::command::{CommandRequest, TenantId};
-use chatgate::engine::{MoveContext, Moved};
-use chatgate::lifecycle::{Event, State};
+use chatgate::domain::command::CommandRequest;
+
+use chatgate::domain::command::TenantId;
+use chatgate::domain::lifecycle::Event;
+use chatgate::domain::lifecycle::State;
+use chatgate::service::engine::MoveContext;
+use chatgate::service::engine::Moved;
 use chatgate::store::{Admitted, StoredArtifact};
 use time::OffsetDateTime;
 use uuid::Uuid;

@@ -2,9 +2,12 @@
 
 use std::time::Duration;
 
-use chatgate::command::{Channel, ExternalId};
-use chatgate::engine::MoveContext;
-use chatgate::lifecycle::{Event, State};
+use chatgate::domain::command::Channel;
+
+use chatgate::domain::command::ExternalId;
+use chatgate::domain::lifecycle::Event;
+use chatgate::domain::lifecycle::State;
+use chatgate::service::engine::MoveContext;
 use chatgate::store::{InboundOutcome, NewInbound, NewOutboxMessage};
 use serde_json::json;
 

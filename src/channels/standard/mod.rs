@@ -1,0 +1,237 @@
+//! Standard Webhooks senders (`POST /webhooks/standard/{source}`): the signature is checked over
+//! `{webhook-id}.{webhook-timestamp}.{body}` with any of the source's `whsec_` secrets (several
+//! during a rotation) against any `v1,` entry of `webhook-signature`; a timestamp outside the
+//! tolerance is refused; `webhook-id` is the transport dedupe key. Each delivery becomes a
+//! command for the source's agent, or, for a source with a `message` mapping, a chat message
+//! that the ingress handles like a WhatsApp one (confirmation, replies to the source's
+//! `reply_url`).
+
+pub mod client;
+
+use axum::Json;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::{Map, Value, json};
+use time::OffsetDateTime;
+
+use crate::channels::hooks::Submission;
+
+use crate::channels::hooks::accepted;
+
+use crate::channels::hooks::submit;
+use crate::config::{StandardMessage, StandardSource};
+use crate::domain::command::Channel;
+use crate::domain::command::ExternalId;
+use crate::domain::command::Intent;
+use crate::domain::command::TenantId;
+use crate::domain::message::Addresses;
+use crate::domain::message::Content;
+use crate::domain::message::InboundMessage;
+use crate::http::ApiError;
+use crate::http::AppState;
+use crate::http::Problem;
+use crate::service::intake::Handled;
+use crate::service::security::signed;
+use crate::store::NewInbound;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/webhooks/standard/{source}", post(receive))
+}
+
+/// Checks a delivery's Standard Webhooks headers against the source's secrets at `now`.
+pub fn verify(
+    source: &StandardSource,
+    headers: &HeaderMap,
+    body: &[u8],
+    now: OffsetDateTime,
+) -> Result<String, ApiError> {
+    let secrets = source.secrets.iter().map(|s| s.expose());
+    Ok(signed::verify(secrets, source.tolerance_secs, headers, body, now)?)
+}
+
+#[utoipa::path(post, path = "/webhooks/standard/{source}", tag = "webhooks",
+    params(("source" = String, Path), ("webhook-id" = String, Header), ("webhook-timestamp" = String, Header),
+        ("webhook-signature" = String, Header)),
+    request_body(content = serde_json::Value, content_type = "application/json"),
+    responses(
+        (status = 200, description = "A chat message (a source with a `message` mapping), handled: its outcome", content_type = "application/json", body = serde_json::Value),
+        (status = 202, description = "Accepted: the command's id and where to follow it", content_type = "application/json", body = serde_json::Value),
+        (status = 400, description = "The payload lacks what the source's mapping needs", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 401, description = "Missing or wrong signature, or a stale timestamp", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 404, description = "No such source", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
+pub(crate) async fn receive(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let Some(source) = state.config.standard_webhooks.get(&name) else {
+        return Err(Problem::for_status(StatusCode::NOT_FOUND).detail(format!("No source `{name}`.")).into());
+    };
+    let id = verify(source, &headers, &body, OffsetDateTime::now_utc())?;
+    let bad = |detail: String| -> ApiError {
+        Problem::new(StatusCode::BAD_REQUEST, "invalid_payload", "Bad Request").detail(detail).into()
+    };
+    let payload: Value = serde_json::from_slice(&body).map_err(|e| bad(format!("The body is not JSON: {e}")))?;
+    if let Some(mapping) = &source.message {
+        let message = chat_message(&name, &id, mapping, &payload).map_err(bad)?;
+        let handled = state.ingress.handle(&message, OffsetDateTime::now_utc()).await?;
+        metrics::counter!("chatgate_webhooks_total", "channel" => "standard", "outcome" => "accepted").increment(1);
+        let command_id = match &handled {
+            Handled::Command { command_id, .. } => Some(command_id.to_string()),
+            _ => None,
+        };
+        return Ok(Json(json!({"outcome": handled.outcome(), "command_id": command_id})).into_response());
+    }
+    let mut args = Map::new();
+    for (arg, pointer) in &source.args {
+        match payload.pointer(pointer) {
+            Some(value @ (Value::String(_) | Value::Number(_) | Value::Bool(_))) => {
+                args.insert(arg.clone(), value.clone());
+            }
+            _ => return Err(bad(format!("`{pointer}` is required (a string, a number or a boolean)"))),
+        }
+    }
+    let internal = || -> ApiError { Problem::for_status(StatusCode::INTERNAL_SERVER_ERROR).into() };
+    let message = NewInbound {
+        channel: Channel::parse(CHANNEL).map_err(|_| internal())?,
+        provider_message_id: message_id(&name, &id).map_err(bad)?,
+        tenant_id: Some(TenantId::parse(&source.tenant).map_err(|_| internal())?),
+        status: "received".into(),
+        payload: payload.clone(),
+        received_at: OffsetDateTime::now_utc(),
+    };
+    let submission = Submission {
+        tenant: source.tenant.clone(),
+        actor: source.actor.clone(),
+        channel: "standard",
+        conversation: format!("standard:{name}"),
+        agent: source.agent.clone(),
+        intent: Intent::parse(&source.entity, &source.action, None).map_err(|e| bad(e.to_string()))?,
+        args,
+        dedupe_window: std::time::Duration::from_secs(86_400),
+        authorized_by: "standard webhooks signature",
+        message: Some(message),
+    };
+    let command_id = submit(&state, &headers, submission).await?;
+    metrics::counter!("chatgate_webhooks_total", "channel" => "standard", "outcome" => "accepted").increment(1);
+    Ok(accepted(command_id))
+}
+
+/// The channel of everything a Standard Webhooks source sends.
+const CHANNEL: &str = "standard";
+
+/// The transport dedupe key of a delivery: its `webhook-id`, within its source.
+fn message_id(source: &str, webhook_id: &str) -> Result<ExternalId, String> {
+    ExternalId::parse(&format!("{source}:{webhook_id}")).map_err(|_| "webhook-id is visible ASCII".to_owned())
+}
+
+/// A delivery of a `message` source as a chat message: sender and text (and optionally a name
+/// and the sender system's conversation) read from the payload; replies go back to the source.
+/// What is stored (`raw`) keeps what was read with the payload, so that `reread` can build the
+/// same message again whatever the source's mapping has become.
+pub fn chat_message(
+    source: &str,
+    webhook_id: &str,
+    mapping: &StandardMessage,
+    payload: &Value,
+) -> Result<InboundMessage, String> {
+    let text_at = |pointer: &str| match payload.pointer(pointer) {
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.trim().to_owned()),
+        Some(Value::Number(n)) => Ok(n.to_string()),
+        _ => Err(format!("`{pointer}` is required (a non-empty string)")),
+    };
+    let optional = |pointer: &Option<String>| pointer.as_deref().and_then(|p| text_at(p).ok());
+    let read = ReadMessage {
+        source: source.to_owned(),
+        webhook_id: webhook_id.to_owned(),
+        number: mapping.number.clone(),
+        from: text_at(&mapping.from)?,
+        text: text_at(&mapping.text)?,
+        conversation: optional(&mapping.conversation),
+        name: optional(&mapping.name),
+        payload: payload.clone(),
+    };
+    read.into_message()
+}
+
+/// A stored `message`-source delivery read again (reprocessing a command it started).
+pub fn reread(raw: &Value) -> Option<InboundMessage> {
+    serde_json::from_value::<ReadMessage>(raw.clone()).ok()?.into_message().ok()
+}
+
+/// What a `message` source's delivery said, as read with its mapping.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct ReadMessage {
+    source: String,
+    webhook_id: String,
+    number: String,
+    from: String,
+    text: String,
+    conversation: Option<String>,
+    name: Option<String>,
+    payload: Value,
+}
+
+impl ReadMessage {
+    fn into_message(self) -> Result<InboundMessage, String> {
+        Ok(InboundMessage {
+            channel: Channel::parse(CHANNEL).map_err(|e| e.to_string())?,
+            provider_message_id: message_id(&self.source, &self.webhook_id)?,
+            to: self.number.clone(),
+            from: self.from.clone(),
+            sender_name: self.name.clone(),
+            sent_at: None,
+            content: Content::Text(self.text.clone()),
+            in_reply_to: None,
+            raw: serde_json::to_value(&self).map_err(|e| e.to_string())?,
+            addresses: Some(Addresses { business: self.source, person: self.from, conversation: self.conversation }),
+            answered_inline: None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mapping() -> StandardMessage {
+        StandardMessage {
+            number: "100000000000001".into(),
+            from: "/data/sender".into(),
+            text: "/data/text".into(),
+            conversation: Some("/data/thread".into()),
+            name: None,
+            reply_url: None,
+        }
+    }
+
+    #[test]
+    fn a_payload_becomes_a_chat_message_from_its_sender_to_the_sources_number() {
+        let payload = json!({"data": {"sender": "15550000001", "text": " refund 1234 25.00 ", "thread": "t-9"}});
+        let message = chat_message("chat", "msg_1", &mapping(), &payload).expect("a message");
+        assert_eq!((message.to.as_str(), message.from.as_str()), ("100000000000001", "15550000001"));
+        assert_eq!(message.content, Content::Text("refund 1234 25.00".into()));
+        assert_eq!(message.provider_message_id.as_str(), "chat:msg_1");
+        assert_eq!(message.raw["payload"], payload, "the delivery is kept with what was read from it");
+        // Read again from what was stored, it is the same message.
+        let again = reread(&message.raw).expect("read again");
+        assert_eq!(again, message);
+        let addresses = message.addresses.expect("addresses");
+        assert_eq!((addresses.business.as_str(), addresses.conversation.as_deref()), ("chat", Some("t-9")));
+        assert_eq!(reread(&json!({"data": {}})), None, "not a stored message-source delivery");
+    }
+
+    #[test]
+    fn a_payload_without_sender_or_text_is_refused() {
+        let no_text = json!({"data": {"sender": "15550000001"}});
+        assert!(chat_message("chat", "msg_1", &mapping(), &no_text).unwrap_err().contains("/data/text"));
+        let empty_sender = json!({"data": {"sender": "", "text": "hi"}});
+        assert!(chat_message("chat", "msg_1", &mapping(), &empty_sender).is_err());
+    }
+}

@@ -1,0 +1,259 @@
+//! A Twilio Messaging webhook's form (`MessageSid`, `AccountSid`, `From`, `To`, `Body`,
+//! `NumMedia`, `ProfileName`, `WaId`, `ButtonPayload`, ...) read as an [`InboundMessage`]. Pure.
+//!
+//! One adapter serves WhatsApp (`From=whatsapp:+15550000001`) and SMS (`From=+15550000001`):
+//! routing uses the business number without its `whatsapp:` prefix, the sender is known by
+//! their digits (`WaId` when Twilio sends it) as on Meta's side, and replies go between the
+//! addresses exactly as Twilio wrote them.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::domain::command::Channel;
+
+use crate::domain::command::ExternalId;
+use crate::domain::message::Addresses;
+use crate::domain::message::Content;
+use crate::domain::message::InboundMessage;
+use crate::domain::message::StatusUpdate;
+
+/// The channel of every Twilio message (WhatsApp or SMS): its dedupe namespace and templates.
+pub const CHANNEL: &str = "twilio";
+
+const WHATSAPP_PREFIX: &str = "whatsapp:";
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FormError {
+    #[error("a Twilio message needs `{0}`")]
+    Missing(&'static str),
+    #[error("`{0}` is not valid: {1}")]
+    Invalid(&'static str, String),
+}
+
+/// The message webhook's form as the OpenAPI document describes it: the fields `read` needs, and
+/// the ones it reads when present (Twilio sends more, which are kept and ignored).
+pub fn message_schema() -> Value {
+    let text = serde_json::json!({"type": "string"});
+    let fields = [
+        "MessageSid",
+        "AccountSid",
+        "From",
+        "To",
+        "Body",
+        "NumMedia",
+        "ProfileName",
+        "WaId",
+        "ButtonPayload",
+        "ButtonText",
+        "MediaContentType0",
+        "OriginalRepliedMessageSid",
+    ];
+    let properties: Map<String, Value> = fields.iter().map(|f| ((*f).to_owned(), text.clone())).collect();
+    serde_json::json!({"type": "object", "required": ["MessageSid", "AccountSid", "From", "To"], "properties": properties})
+}
+
+/// The status callback's form as the OpenAPI document describes it.
+pub fn status_schema() -> Value {
+    let text = serde_json::json!({"type": "string"});
+    let fields = ["MessageSid", "MessageStatus", "ErrorCode", "ErrorMessage", "To", "AccountSid"];
+    let properties: Map<String, Value> = fields.iter().map(|f| ((*f).to_owned(), text.clone())).collect();
+    serde_json::json!({"type": "object", "required": ["MessageSid", "MessageStatus"], "properties": properties})
+}
+
+/// The form as a JSON object (what is stored, and read again when a command is reprocessed).
+pub fn to_raw(params: &[(String, String)]) -> Value {
+    let map: Map<String, Value> = params.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
+    Value::Object(map)
+}
+
+/// Reads the form of a webhook; `hold` is how long replies wait for its TwiML answer.
+pub fn parse(params: &[(String, String)], hold: Duration) -> Result<InboundMessage, FormError> {
+    read(&to_raw(params), Some(hold))
+}
+
+/// Reads a form (see [`to_raw`]); a stored one is read again with no answer waiting (`None`).
+pub fn read(raw: &Value, hold: Option<Duration>) -> Result<InboundMessage, FormError> {
+    let field = |name: &str| raw.get(name).and_then(Value::as_str).map(str::trim).filter(|v| !v.is_empty());
+    let required = |name: &'static str| field(name).ok_or(FormError::Missing(name));
+    let sid = field("MessageSid").or_else(|| field("SmsMessageSid")).ok_or(FormError::Missing("MessageSid"))?;
+    required("AccountSid")?;
+    let (from, to) = (required("From")?, required("To")?);
+    let person = field("WaId").map(str::to_owned).unwrap_or_else(|| bare(from).trim_start_matches('+').to_owned());
+    let media: u32 = match field("NumMedia") {
+        Some(n) => n.parse().map_err(|_| FormError::Invalid("NumMedia", n.to_owned()))?,
+        None => 0,
+    };
+    let body = field("Body");
+    let content = if let Some(payload) = field("ButtonPayload") {
+        Content::Reply { id: payload.to_owned(), title: field("ButtonText").unwrap_or(payload).to_owned() }
+    } else if media > 0 {
+        let kind = field("MediaContentType0").and_then(|t| t.split('/').next()).unwrap_or("media");
+        Content::Media { kind: kind.to_owned(), caption: body.map(str::to_owned) }
+    } else if field("Latitude").is_some() {
+        Content::Location
+    } else if let Some(text) = body {
+        Content::Text(text.to_owned())
+    } else {
+        Content::Unsupported { kind: "empty".into() }
+    };
+    Ok(InboundMessage {
+        channel: Channel::parse(CHANNEL).map_err(|e| FormError::Invalid("channel", e.to_string()))?,
+        provider_message_id: ExternalId::parse(sid).map_err(|e| FormError::Invalid("MessageSid", e.to_string()))?,
+        to: bare(to).to_owned(),
+        from: person,
+        sender_name: field("ProfileName").map(str::to_owned),
+        sent_at: None,
+        content,
+        in_reply_to: field("OriginalRepliedMessageSid").map(str::to_owned),
+        raw: raw.clone(),
+        addresses: Some(Addresses { business: to.to_owned(), person: from.to_owned(), conversation: None }),
+        answered_inline: hold,
+    })
+}
+
+/// Reads a status callback (`MessageSid`, `MessageStatus`, `ErrorCode`, `ErrorMessage`, `To`)
+/// about a message we sent. Twilio's statuses are mapped onto the delivery record's (WhatsApp's)
+/// names: `undelivered` is `failed`; those before `sent` (`accepted`, `queued`, `sending`, ...)
+/// are kept as Twilio wrote them and not tracked.
+pub fn status(params: &[(String, String)]) -> Result<StatusUpdate, FormError> {
+    let field = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.trim()).filter(|v| !v.is_empty());
+    let sid = field("MessageSid").or_else(|| field("SmsSid")).ok_or(FormError::Missing("MessageSid"))?;
+    let status = field("MessageStatus").or_else(|| field("SmsStatus")).ok_or(FormError::Missing("MessageStatus"))?;
+    let status = match status {
+        "undelivered" => "failed",
+        other => other,
+    };
+    let errors = field("ErrorCode").map(|code| {
+        let code = code.parse::<i64>().map_or_else(|_| Value::String(code.to_owned()), Value::from);
+        serde_json::json!([{"code": code, "message": field("ErrorMessage")}])
+    });
+    Ok(StatusUpdate {
+        channel: Channel::parse(CHANNEL).map_err(|e| FormError::Invalid("channel", e.to_string()))?,
+        provider_message_id: sid.to_owned(),
+        status: status.to_owned(),
+        recipient: field("To").map(str::to_owned),
+        errors,
+    })
+}
+
+fn bare(address: &str) -> &str {
+    address.strip_prefix(WHATSAPP_PREFIX).unwrap_or(address)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_callbacks_are_read_with_twilios_statuses_mapped() {
+        let delivered = status(&form(&[
+            ("MessageSid", "SMOUT1"),
+            ("MessageStatus", "delivered"),
+            ("To", "whatsapp:+15550000001"),
+            ("AccountSid", "AC1"),
+        ]))
+        .unwrap();
+        assert_eq!((delivered.provider_message_id.as_str(), delivered.status.as_str()), ("SMOUT1", "delivered"));
+        assert_eq!((delivered.recipient.as_deref(), delivered.errors), (Some("whatsapp:+15550000001"), None));
+        let failed = status(&form(&[
+            ("SmsSid", "SMOUT2"),
+            ("SmsStatus", "undelivered"),
+            ("ErrorCode", "63016"),
+            ("ErrorMessage", "outside the 24-hour window"),
+        ]))
+        .unwrap();
+        assert_eq!(failed.status, "failed");
+        assert_eq!(failed.errors, Some(serde_json::json!([{"code": 63016, "message": "outside the 24-hour window"}])));
+        assert_eq!(status(&form(&[("MessageStatus", "sent")])), Err(FormError::Missing("MessageSid")));
+        assert_eq!(status(&form(&[("MessageSid", "SM1")])), Err(FormError::Missing("MessageStatus")));
+    }
+
+    fn form(raw: &[(&str, &str)]) -> Vec<(String, String)> {
+        raw.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    const HOLD: Duration = Duration::from_secs(5);
+
+    #[test]
+    fn a_whatsapp_text_routes_by_the_bare_numbers_and_answers_between_twilios_addresses() {
+        let message = parse(
+            &form(&[
+                ("MessageSid", "SM0123456789abcdef0123456789abcdef"),
+                ("AccountSid", "AC0123456789abcdef0123456789abcdef"),
+                ("From", "whatsapp:+15550000001"),
+                ("To", "whatsapp:+14155238886"),
+                ("Body", "refund 1234 25.00"),
+                ("NumMedia", "0"),
+                ("ProfileName", "Ana"),
+                ("WaId", "15550000001"),
+            ]),
+            HOLD,
+        )
+        .unwrap();
+        assert_eq!((message.to.as_str(), message.from.as_str()), ("+14155238886", "15550000001"));
+        assert_eq!(message.content, Content::Text("refund 1234 25.00".into()));
+        assert_eq!(message.sender_name.as_deref(), Some("Ana"));
+        let addresses = message.addresses.unwrap();
+        assert_eq!(
+            (addresses.business.as_str(), addresses.person.as_str()),
+            ("whatsapp:+14155238886", "whatsapp:+15550000001")
+        );
+        assert_eq!(message.raw["Body"], "refund 1234 25.00");
+    }
+
+    #[test]
+    fn an_sms_sender_is_known_by_their_digits() {
+        let message = parse(
+            &form(&[
+                ("MessageSid", "SM1"),
+                ("AccountSid", "AC1"),
+                ("From", "+15550000001"),
+                ("To", "+14155238886"),
+                ("Body", "help"),
+            ]),
+            HOLD,
+        )
+        .unwrap();
+        assert_eq!((message.to.as_str(), message.from.as_str()), ("+14155238886", "15550000001"));
+        assert_eq!(message.addresses.unwrap().person, "+15550000001");
+    }
+
+    #[test]
+    fn button_payloads_media_and_empty_bodies_are_read() {
+        let base = [("MessageSid", "SM1"), ("AccountSid", "AC1"), ("From", "+1555"), ("To", "+1415")];
+        let with = |extra: &[(&'static str, &'static str)]| {
+            let mut all = base.to_vec();
+            all.extend_from_slice(extra);
+            parse(&form(&all), HOLD).unwrap().content
+        };
+        assert_eq!(
+            with(&[("Body", "Yes"), ("ButtonPayload", "cg:yes:n1"), ("ButtonText", "Yes")]),
+            Content::Reply { id: "cg:yes:n1".into(), title: "Yes".into() }
+        );
+        assert_eq!(
+            with(&[("NumMedia", "1"), ("MediaContentType0", "image/jpeg"), ("Body", "receipt")]),
+            Content::Media { kind: "image".into(), caption: Some("receipt".into()) }
+        );
+        assert_eq!(with(&[("Body", "")]), Content::Unsupported { kind: "empty".into() });
+    }
+
+    #[test]
+    fn a_form_without_its_ids_or_with_a_bad_count_is_refused() {
+        assert_eq!(
+            parse(&form(&[("AccountSid", "AC1"), ("From", "+1"), ("To", "+2")]), HOLD),
+            Err(FormError::Missing("MessageSid"))
+        );
+        assert_eq!(
+            parse(&form(&[("MessageSid", "SM1"), ("From", "+1"), ("To", "+2")]), HOLD),
+            Err(FormError::Missing("AccountSid"))
+        );
+        assert_eq!(
+            parse(&form(&[("MessageSid", "SM1"), ("AccountSid", "AC1"), ("To", "+2")]), HOLD),
+            Err(FormError::Missing("From"))
+        );
+        let bad =
+            form(&[("MessageSid", "SM1"), ("AccountSid", "AC1"), ("From", "+1"), ("To", "+2"), ("NumMedia", "x")]);
+        assert!(matches!(parse(&bad, HOLD), Err(FormError::Invalid("NumMedia", _))));
+    }
+}

@@ -1,0 +1,3 @@
+//! The command line: `serve`, `migrate`, `check-config`, `audit`, `token`, `stepup`, `simulate`.
+
+pub mod simulate;

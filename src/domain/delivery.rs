@@ -1,0 +1,232 @@
+//! The transport state machine of one dispatch to one target (CMB seed): `received, validated,
+//! routed, delivered, executed, closed`. Pure: the transition table is data, and the store
+//! persists what `apply` decides. Duplicate ACKs change nothing; ACKs out of order are refused.
+
+use crate::domain::names::named_enum;
+
+named_enum! {
+    /// Where one dispatch to one target stands.
+    DeliveryState {
+        Received => "received",
+        Validated => "validated",
+        Routed => "routed",
+        Delivered => "delivered",
+        Executed => "executed",
+        Closed => "closed",
+    }
+}
+
+named_enum! {
+    /// What happens to a dispatch (the seed's EVT_* events).
+    DeliveryEvent {
+        ValidateOk => "validate_ok",
+        ValidateFail => "validate_fail",
+        RouteOk => "route_ok",
+        RouteFail => "route_fail",
+        DeliveryAck => "delivery_ack",
+        DeliveryTimeout => "delivery_timeout",
+        ExecutionSucceeded => "execution_ack_success",
+        ExecutionFailed => "execution_ack_failure",
+        ExecutionInProgress => "execution_ack_in_progress",
+        ExecutionTimeout => "execution_timeout",
+        TtlExpired => "ttl_expired",
+        ForceClose => "force_close",
+    }
+}
+
+named_enum! {
+    /// Why a dispatch closed without an execution result (the seed's §10).
+    FailureClass {
+        ValidationFailure => "VALIDATION_FAILURE",
+        RouteFailure => "ROUTE_FAILURE",
+        DeliveryTimeout => "DELIVERY_TIMEOUT",
+        ExecutionTimeout => "EXECUTION_TIMEOUT",
+        TtlExpired => "TTL_EXPIRED",
+        Unknown => "UNKNOWN_TRANSPORT_ERROR",
+    }
+}
+
+named_enum! {
+    /// The acknowledgements a transition emits or records.
+    Ack {
+        Router => "ROUTER_ACK",
+        Delivery => "DELIVERY_ACK",
+        Execution => "EXECUTION_ACK",
+        Failure => "FAILURE_ACK",
+    }
+}
+
+use DeliveryEvent as E;
+use DeliveryState as S;
+
+/// One row of the seed's table (§5.1): from, event, to, the ACK it carries.
+pub const TRANSITIONS: &[(DeliveryState, DeliveryEvent, DeliveryState, Option<Ack>)] = &[
+    (S::Received, E::ValidateOk, S::Validated, Some(Ack::Router)),
+    (S::Received, E::ValidateFail, S::Closed, Some(Ack::Failure)),
+    (S::Validated, E::RouteOk, S::Routed, None),
+    (S::Validated, E::RouteFail, S::Closed, Some(Ack::Failure)),
+    (S::Routed, E::DeliveryAck, S::Delivered, Some(Ack::Delivery)),
+    (S::Routed, E::DeliveryTimeout, S::Closed, Some(Ack::Failure)),
+    (S::Delivered, E::ExecutionSucceeded, S::Executed, Some(Ack::Execution)),
+    (S::Delivered, E::ExecutionFailed, S::Executed, Some(Ack::Execution)),
+    (S::Delivered, E::ExecutionInProgress, S::Delivered, Some(Ack::Execution)),
+    (S::Delivered, E::ExecutionTimeout, S::Closed, Some(Ack::Failure)),
+    (S::Executed, E::ForceClose, S::Closed, None),
+];
+
+/// What applying an event to a dispatch means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// A move (possibly to the same state, for `in_progress`), with the ACK it records.
+    Moved { from: DeliveryState, to: DeliveryState, ack: Option<Ack> },
+    /// The same ACK again: nothing changes (§8.1).
+    Duplicate,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{event} is not valid in {state}")]
+pub struct OutOfOrder {
+    pub state: DeliveryState,
+    pub event: DeliveryEvent,
+}
+
+/// Decides an event for a dispatch in `state`. TTL expiry and a forced close apply in every
+/// state but `closed`; an ACK repeated after it moved the dispatch is a duplicate; anything else
+/// not in the table is out of order and changes nothing.
+pub fn apply(state: DeliveryState, event: DeliveryEvent) -> Result<Applied, OutOfOrder> {
+    if let Some((from, _, to, ack)) = TRANSITIONS.iter().find(|(f, e, _, _)| *f == state && *e == event) {
+        return Ok(Applied::Moved { from: *from, to: *to, ack: *ack });
+    }
+    match (state, event) {
+        (S::Closed, _) => {}
+        (_, E::TtlExpired) => return Ok(Applied::Moved { from: state, to: S::Closed, ack: Some(Ack::Failure) }),
+        (_, E::ForceClose) => return Ok(Applied::Moved { from: state, to: S::Closed, ack: None }),
+        _ => {}
+    }
+    if is_duplicate(state, event) {
+        return Ok(Applied::Duplicate);
+    }
+    Err(OutOfOrder { state, event })
+}
+
+/// An ACK that already moved the dispatch past it (a delivery ACK once delivered, a terminal
+/// execution ACK once executed).
+fn is_duplicate(state: DeliveryState, event: DeliveryEvent) -> bool {
+    match event {
+        E::DeliveryAck => matches!(state, S::Delivered | S::Executed),
+        E::ExecutionSucceeded | E::ExecutionFailed | E::ExecutionInProgress => state == S::Executed,
+        _ => false,
+    }
+}
+
+impl DeliveryEvent {
+    /// The failure class of an event that closes a dispatch without a result.
+    pub fn failure_class(self) -> Option<FailureClass> {
+        Some(match self {
+            E::ValidateFail => FailureClass::ValidationFailure,
+            E::RouteFail => FailureClass::RouteFailure,
+            E::DeliveryTimeout => FailureClass::DeliveryTimeout,
+            E::ExecutionTimeout => FailureClass::ExecutionTimeout,
+            E::TtlExpired => FailureClass::TtlExpired,
+            _ => return None,
+        })
+    }
+}
+
+/// The seed's default multi-target policy (§7.2): every target must deliver and execute; the
+/// whole closes when all are terminal or any fails non-recoverably.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overall {
+    Pending,
+    Succeeded,
+    /// At least one target failed or closed without a result.
+    Failed,
+}
+
+/// Aggregates per-target outcomes: `Some(true)` succeeded, `Some(false)` failed or closed without
+/// a result, `None` still under way.
+pub fn aggregate(targets: &[Option<bool>]) -> Overall {
+    if targets.contains(&Some(false)) {
+        Overall::Failed
+    } else if !targets.is_empty() && targets.iter().all(|t| *t == Some(true)) {
+        Overall::Succeeded
+    } else {
+        Overall::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The seed's table, written out again independently, to walk every pair against.
+    fn seed(state: DeliveryState, event: DeliveryEvent) -> Option<DeliveryState> {
+        Some(match (state, event) {
+            (S::Received, E::ValidateOk) => S::Validated,
+            (S::Received, E::ValidateFail) => S::Closed,
+            (S::Validated, E::RouteOk) => S::Routed,
+            (S::Validated, E::RouteFail) => S::Closed,
+            (S::Routed, E::DeliveryAck) => S::Delivered,
+            (S::Routed, E::DeliveryTimeout) => S::Closed,
+            (S::Delivered, E::ExecutionSucceeded | E::ExecutionFailed) => S::Executed,
+            (S::Delivered, E::ExecutionInProgress) => S::Delivered,
+            (S::Delivered, E::ExecutionTimeout) => S::Closed,
+            (S::Closed, _) => return None,
+            (_, E::TtlExpired | E::ForceClose) => S::Closed,
+            _ => return None,
+        })
+    }
+
+    #[test]
+    fn every_state_and_event_pair_follows_the_seed() {
+        for state in DeliveryState::ALL {
+            for event in DeliveryEvent::ALL {
+                match (apply(*state, *event), seed(*state, *event)) {
+                    (Ok(Applied::Moved { to, .. }), Some(expected)) => assert_eq!(to, expected, "{state} {event}"),
+                    (Ok(Applied::Duplicate), None) | (Err(_), None) => {}
+                    (got, expected) => panic!("{state} + {event}: got {got:?}, the seed says {expected:?}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn nothing_moves_backwards_and_closed_is_final() {
+        let order = |s: DeliveryState| DeliveryState::ALL.iter().position(|x| *x == s).unwrap_or(usize::MAX);
+        for state in DeliveryState::ALL {
+            for event in DeliveryEvent::ALL {
+                if let Ok(Applied::Moved { from, to, .. }) = apply(*state, *event) {
+                    assert!(order(to) >= order(from), "{from} -> {to} on {event}");
+                }
+            }
+            assert!(apply(S::Closed, E::TtlExpired).is_err());
+        }
+    }
+
+    #[test]
+    fn duplicate_acks_change_nothing_and_early_ones_are_refused() {
+        assert_eq!(apply(S::Delivered, E::DeliveryAck), Ok(Applied::Duplicate));
+        assert_eq!(apply(S::Executed, E::ExecutionSucceeded), Ok(Applied::Duplicate));
+        assert_eq!(apply(S::Executed, E::ExecutionInProgress), Ok(Applied::Duplicate));
+        assert_eq!(
+            apply(S::Delivered, E::ExecutionInProgress),
+            Ok(Applied::Moved { from: S::Delivered, to: S::Delivered, ack: Some(Ack::Execution) })
+        );
+        assert_eq!(
+            apply(S::Routed, E::ExecutionSucceeded),
+            Err(OutOfOrder { state: S::Routed, event: E::ExecutionSucceeded })
+        );
+        assert!(apply(S::Validated, E::DeliveryAck).is_err(), "a delivery ACK before routing");
+        assert!(apply(S::Closed, E::DeliveryAck).is_err(), "any ACK for a closed delivery");
+    }
+
+    #[test]
+    fn targets_aggregate_by_the_default_policy() {
+        assert_eq!(aggregate(&[Some(true), Some(true)]), Overall::Succeeded);
+        assert_eq!(aggregate(&[Some(true), None]), Overall::Pending);
+        assert_eq!(aggregate(&[None, Some(false)]), Overall::Failed);
+        assert_eq!(aggregate(&[]), Overall::Pending);
+        assert_eq!(E::ExecutionTimeout.failure_class(), Some(FailureClass::ExecutionTimeout));
+        assert_eq!(E::DeliveryAck.failure_class(), None);
+    }
+}

@@ -1,0 +1,96 @@
+//! What every channel's message becomes before it is interpreted: one shape for all providers.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::domain::command::Channel;
+
+use crate::domain::command::ExternalId;
+
+/// A message a person sent, as a channel adapter parsed it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InboundMessage {
+    pub channel: Channel,
+    /// The provider's id (`wamid...`, `SM...`): the transport dedupe key.
+    pub provider_message_id: ExternalId,
+    /// The business number it was sent to (WhatsApp `phone_number_id`): the routing key.
+    pub to: String,
+    /// The sender (WhatsApp `wa_id`, a phone number).
+    pub from: String,
+    pub sender_name: Option<String>,
+    /// The provider's timestamp, seconds since the epoch.
+    pub sent_at: Option<i64>,
+    pub content: Content,
+    /// The message this one answers (WhatsApp `context.id`).
+    pub in_reply_to: Option<String>,
+    /// The message as the provider sent it, kept for reprocessing.
+    pub raw: Value,
+    /// The provider's own addresses, between which replies travel, when they are not `to` and
+    /// `from` (Twilio writes `whatsapp:+14155238886`; routing uses the bare numbers).
+    pub addresses: Option<Addresses>,
+    /// The provider waits for our HTTP answer, which can carry the replies queued while this
+    /// message is handled (Twilio's TwiML): they are held this long for it before the outbox
+    /// sends them the usual way.
+    pub answered_inline: Option<Duration>,
+}
+
+/// Where replies go from and to, in the provider's own terms.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Addresses {
+    /// Ours: the number the person wrote to.
+    pub business: String,
+    /// Theirs.
+    pub person: String,
+    /// The sender system's own conversation id (a Standard Webhooks source's), handed back with
+    /// every reply.
+    pub conversation: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Content {
+    Text(String),
+    /// A tap on an interactive button or list row, or on a template's quick-reply button.
+    Reply {
+        id: String,
+        title: String,
+    },
+    Reaction {
+        emoji: String,
+        to_message: String,
+    },
+    Media {
+        kind: String,
+        caption: Option<String>,
+    },
+    Location,
+    Contacts,
+    /// A type this gateway does not know (yet): stored and answered, never an error.
+    Unsupported {
+        kind: String,
+    },
+}
+
+impl Content {
+    /// A short name for logs and the inbound row's status.
+    pub fn kind(&self) -> &str {
+        match self {
+            Self::Text(_) => "text",
+            Self::Reply { .. } => "reply",
+            Self::Reaction { .. } => "reaction",
+            Self::Media { kind, .. } | Self::Unsupported { kind } => kind,
+            Self::Location => "location",
+            Self::Contacts => "contacts",
+        }
+    }
+}
+
+/// A provider's report about a message we sent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusUpdate {
+    pub channel: Channel,
+    pub provider_message_id: String,
+    pub status: String,
+    pub recipient: Option<String>,
+    pub errors: Option<Value>,
+}

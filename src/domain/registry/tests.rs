@@ -1,0 +1,154 @@
+use crate::domain::registry::*;
+
+fn executors() -> BTreeSet<String> {
+    ["orders".to_owned(), "gateway".to_owned()].into_iter().collect()
+}
+
+fn parse(text: &str) -> Result<Registry, RegistryError> {
+    Registry::parse(Path::new("commands.toml"), text, &executors(), Duration::from_secs(3_600))
+}
+
+fn shipped() -> Registry {
+    Registry::shipped_for_tests()
+}
+
+#[test]
+fn the_shipped_registry_interprets_the_demo_commands() {
+    let registry = shipped();
+    match registry.interpret_text("Refund  1234   25.00") {
+        Interpretation::Command { spec, args } => {
+            assert_eq!((spec.name.as_str(), spec.kind, spec.confirmation), ("refund", CommandKind::Mutation, true));
+            assert_eq!(serde_json::Value::Object(args), serde_json::json!({"order_id": "1234", "amount": "25"}));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        matches!(registry.interpret_text("order status A-17"), Interpretation::Command { spec, .. } if spec.name == "order_status")
+    );
+    assert!(
+        matches!(registry.interpret_text("close account 99"), Interpretation::Command { spec, .. } if spec.step_up)
+    );
+    assert!(
+        matches!(registry.interpret_reply_id("order_status:42"), Interpretation::Command { spec, .. } if spec.name == "order_status")
+    );
+    assert_eq!(registry.interpret_text("HELP"), Interpretation::Help);
+    assert_eq!(registry.interpret_text("what's up"), Interpretation::NoMatch);
+    assert_eq!(registry.interpret_text("   "), Interpretation::NoMatch);
+}
+
+#[test]
+fn equal_amounts_in_different_forms_are_one_argument() {
+    let registry = shipped();
+    let amount = |text| match registry.interpret_text(text) {
+        Interpretation::Command { args, .. } => args["amount"].clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(amount("refund 1234 25"), amount("refund 1234 25.0"));
+    assert_eq!(amount("refund 1234 25.0"), amount("refund 1234 25.00"));
+    assert_ne!(amount("refund 1234 25"), amount("refund 1234 25.01"));
+}
+
+#[test]
+fn a_command_without_a_window_gets_the_configured_default() {
+    let registry = shipped();
+    assert_eq!(registry.get("order_status").map(|c| c.dedupe_window), Some(Duration::from_secs(3_600)));
+    assert_eq!(registry.get("refund").map(|c| c.dedupe_window), Some(Duration::from_secs(86_400)), "declared 24h");
+}
+
+#[test]
+fn help_lists_only_what_the_actor_may_ask() {
+    let registry = shipped();
+    let customer: BTreeSet<String> = ["orders:read".into(), "orders:refund".into()].into_iter().collect();
+    let lines = registry.help_lines(&customer);
+    // The two order commands first, then what everyone may ask the gateway itself.
+    assert_eq!(lines.len(), 6, "{lines:?}");
+    assert!(lines[..2].iter().all(|l| l.starts_with("order status") || l.starts_with("refund {order_id}")));
+    assert!(lines.iter().any(|l| l.starts_with("status {ref}")) && lines.iter().any(|l| l.starts_with("why {ref}")));
+    assert!(!lines.iter().any(|l| l.contains("close account") || l.contains("retry") || l.contains("failures")));
+    let nobody = registry.help_lines(&BTreeSet::new());
+    assert!(nobody.iter().all(|l| ["status", "why", "more"].iter().any(|w| l.starts_with(w))), "{nobody:?}");
+}
+
+#[test]
+fn overlapping_patterns_are_refused_naming_both_lines() {
+    let err = parse(
+        r#"
+[commands.a]
+entity = "order"
+action = "status"
+patterns = ["order {what:word} {id:id}"]
+kind = "read"
+executor = "orders"
+
+[commands.b]
+entity = "order"
+action = "cancel"
+patterns = ["order cancel {id:id}"]
+kind = "mutation"
+executor = "orders"
+"#,
+    )
+    .expect_err("overlap");
+    assert_eq!(err.0.len(), 1, "{err}");
+    assert!(err.0[0].starts_with("commands.toml:9:") && err.0[0].contains("commands.toml:2"), "{err}");
+    assert!(err.0[0].contains("overlaps"), "{err}");
+}
+
+#[test]
+fn every_problem_is_reported_with_its_line() {
+    let err = parse(
+        r#"[commands.broken]
+entity = "order"
+action = "refund"
+target = "order_id"
+patterns = ["refund {order_id:money}"]
+kind = "mutation"
+idempotency = "I0"
+dedupe_window = "a while"
+executor = "payments"
+compensation = "nope"
+"#,
+    )
+    .expect_err("invalid");
+    let text = err.to_string();
+    for expected in [
+        "commands.toml:5: command `broken`: pattern `refund {order_id:money}`",
+        "commands.toml:8: command `broken`: dedupe_window `a while` is not a duration",
+        "commands.toml:9: command `broken`: executor `payments` is not configured",
+        "a mutation cannot be I0",
+    ] {
+        assert!(text.contains(expected), "missing `{expected}` in {text}");
+    }
+}
+
+#[test]
+fn structural_mistakes_are_refused() {
+    assert!(parse("[commands.x]\nentity = \"a\"\n").is_err(), "missing fields");
+    assert!(
+        parse("[commands.x]\nentity = \"a\"\naction = \"b\"\nkind = \"read\"\nexecutor = \"orders\"\nsurprise = 1\n")
+            .is_err()
+    );
+    let read_with_confirmation = "[commands.x]\nentity = \"a\"\naction = \"b\"\npatterns = [\"x\"]\nkind = \"read\"\nconfirmation = true\nexecutor = \"orders\"\n";
+    assert!(parse(read_with_confirmation).expect_err("read").to_string().contains("neither confirmation"));
+    let step_up_unconfirmed = "[commands.x]\nentity = \"a\"\naction = \"b\"\npatterns = [\"x\"]\nkind = \"mutation\"\nconfirmation = false\nstep_up = true\nexecutor = \"orders\"\n";
+    assert!(parse(step_up_unconfirmed).expect_err("step-up").to_string().contains("step_up needs confirmation"));
+    let unknown_target = "[commands.x]\nentity = \"a\"\naction = \"b\"\npatterns = [\"x\"]\nkind = \"read\"\nexecutor = \"orders\"\nalso_executors = [\"ledger\"]\n";
+    assert!(parse(unknown_target).expect_err("unknown target").to_string().contains("also_executors: `ledger`"));
+    let bad_comp = "[commands.x]\nentity = \"a\"\naction = \"b\"\npatterns = [\"x\"]\nkind = \"mutation\"\nexecutor = \"orders\"\ncompensation = \"y\"\n";
+    assert!(parse(bad_comp).expect_err("compensation").to_string().contains("compensation `y` is not a command"));
+    let err = parse("[commands\n").expect_err("syntax");
+    assert!(err.to_string().starts_with("commands.toml:1"), "{err}");
+}
+
+#[test]
+fn a_message_matching_two_commands_is_ambiguous_at_run_time() {
+    // `check-config` refuses such a registry; the runtime guard is still there.
+    let shipped = shipped();
+    let mut twin = shipped.get("refund").expect("refund").clone();
+    twin.name = "refund_twin".into();
+    let registry = Registry::from_specs(vec![shipped.get("refund").expect("refund").clone(), twin]);
+    match registry.interpret_text("refund 1 2") {
+        Interpretation::Ambiguous(specs) => assert_eq!(specs.len(), 2),
+        other => panic!("{other:?}"),
+    }
+}

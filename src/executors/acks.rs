@@ -1,0 +1,227 @@
+//! ACKs from executors (`POST /v1/commands/{id}/acks`) and the durable timers (delivery,
+//! execution, TTL): both are events of a delivery, applied by the machine, written with the
+//! command's move when they end it. Duplicates change nothing; out-of-order ACKs are refused;
+//! both are kept in the delivery's log.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::service::dispatch::DeliveryPlan;
+
+use crate::domain::command::TenantId;
+use crate::domain::delivery::Applied;
+use crate::domain::delivery::DeliveryEvent;
+use crate::domain::delivery::DeliveryState;
+use crate::domain::delivery::OutOfOrder;
+use crate::executors::executor::error_of;
+use crate::service::dispatch::conclude;
+use crate::service::engine::Engine;
+use crate::service::engine::EngineError;
+use crate::store::{Delivery, StepOutcome, StepWrite};
+
+/// An executor's report.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AckRequest {
+    /// The target it is about; may be left out when the command has one.
+    #[serde(default)]
+    pub target: Option<String>,
+    /// `delivery` or `execution`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// For an execution ACK: `in_progress`, `succeeded` or `failed`.
+    #[serde(default)]
+    pub status: Option<String>,
+    #[serde(default)]
+    pub result: Option<Value>,
+    /// For a failure: `{code, message, retryable}`.
+    #[serde(default)]
+    pub error: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum AckOutcome {
+    Applied { state: DeliveryState },
+    Duplicate { state: DeliveryState },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AckError {
+    #[error("command not found")]
+    NotFound,
+    #[error("{0}")]
+    Invalid(String),
+    /// No dispatch of this command (to this target) has been routed yet.
+    #[error("no delivery of this command to `{0}` exists yet")]
+    NoDelivery(String),
+    #[error(transparent)]
+    OutOfOrder(OutOfOrder),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+impl From<crate::store::StoreError> for AckError {
+    fn from(error: crate::store::StoreError) -> Self {
+        Self::Engine(error.into())
+    }
+}
+
+impl AckRequest {
+    fn event(&self) -> Result<(DeliveryEvent, Option<Value>), AckError> {
+        let invalid = |m: &str| AckError::Invalid(m.to_owned());
+        const STATUSES: [&str; 3] = ["in_progress", "succeeded", "failed"];
+        if self.status.as_deref().is_some_and(|status| !STATUSES.contains(&status)) {
+            return Err(invalid("`status` is in_progress, succeeded or failed"));
+        }
+        match (self.kind.as_str(), self.status.as_deref()) {
+            ("delivery", _) => Ok((DeliveryEvent::DeliveryAck, None)),
+            ("execution", Some("in_progress")) => Ok((DeliveryEvent::ExecutionInProgress, None)),
+            ("execution", Some("succeeded")) => {
+                Ok((DeliveryEvent::ExecutionSucceeded, Some(self.result.clone().unwrap_or(Value::Null))))
+            }
+            ("execution", Some("failed")) => {
+                let error = error_of(&json!({"error": self.error.clone().unwrap_or(Value::Null)}));
+                Ok((DeliveryEvent::ExecutionFailed, Some(error)))
+            }
+            ("execution", _) => Err(invalid("an execution ACK has `status`: in_progress, succeeded or failed")),
+            _ => Err(invalid("`type` is `delivery` or `execution`")),
+        }
+    }
+}
+
+/// The body of an ACK as the OpenAPI document describes it, the rules of `AckRequest::event`
+/// spelled out: `type` is `delivery` or `execution`, and an execution ACK has a `status`.
+pub fn ack_schema() -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["type"],
+        "properties": {
+            "type": {"type": "string", "enum": ["delivery", "execution"]},
+            "target": {"type": ["string", "null"]},
+            "status": {"type": ["string", "null"], "enum": ["in_progress", "succeeded", "failed", null]},
+            "result": {},
+            "error": {},
+        },
+        "anyOf": [
+            {"properties": {"type": {"const": "delivery"}}},
+            {"properties": {"type": {"const": "execution"}, "status": {"type": "string"}}, "required": ["status"]},
+        ],
+    })
+}
+
+const ATTEMPTS: usize = 4;
+
+/// Applies one ACK to the command's delivery within `tenant`.
+pub async fn apply_ack(
+    engine: &Engine,
+    tenant: &TenantId,
+    command_id: Uuid,
+    ack: &AckRequest,
+    now: OffsetDateTime,
+) -> Result<AckOutcome, AckError> {
+    let (event, detail) = ack.event()?;
+    for _ in 0..ATTEMPTS {
+        let command = engine.store().command(tenant, command_id).await?.ok_or(AckError::NotFound)?;
+        let deliveries = engine.store().deliveries_of(command_id).await?;
+        let delivery = match &ack.target {
+            Some(target) => deliveries.into_iter().find(|d| &d.target == target),
+            None if deliveries.len() == 1 => deliveries.into_iter().next(),
+            None => None,
+        };
+        let Some(delivery) = delivery else {
+            return Err(AckError::NoDelivery(ack.target.clone().unwrap_or_else(|| "its target".into())));
+        };
+        let mut plan = DeliveryPlan::existing(&delivery);
+        match plan.apply(event, detail.clone()) {
+            Err(refused) => {
+                let entry = crate::store::DeliveryLogEntry {
+                    event,
+                    from: delivery.state,
+                    to: delivery.state,
+                    ack: None,
+                    outcome: "refused",
+                    detail: detail.clone(),
+                };
+                engine.store().log_delivery_events(delivery.id, &[entry], now).await?;
+                return Err(AckError::OutOfOrder(refused));
+            }
+            Ok(Applied::Duplicate) => {
+                engine.store().log_delivery_events(delivery.id, &plan.change.log, now).await?;
+                return Ok(AckOutcome::Duplicate { state: delivery.state });
+            }
+            Ok(Applied::Moved { to, .. }) => {
+                if commit(engine, &command, &delivery, plan, now).await? {
+                    return Ok(AckOutcome::Applied { state: to });
+                }
+            }
+        }
+    }
+    Err(AckError::Engine(EngineError::Store(crate::store::StoreError::Unavailable(
+        "the delivery kept changing while the ACK was written".into(),
+    ))))
+}
+
+/// Writes a delivery's moves and, when they end it, the command's; `false` if it lost a race.
+async fn commit(
+    engine: &Engine,
+    command: &crate::store::StoredCommand,
+    delivery: &Delivery,
+    plan: DeliveryPlan,
+    now: OffsetDateTime,
+) -> Result<bool, EngineError> {
+    conclude(engine, command, &delivery.target, plan, None, now).await
+}
+
+/// Fires the delivery, execution and TTL timers that are due (after a restart too: they are
+/// columns). Returns how many deliveries closed.
+pub async fn fire_timers(engine: &Engine, now: OffsetDateTime, limit: i64) -> Result<usize, EngineError> {
+    let mut fired = 0;
+    for delivery in engine.store().overdue_deliveries(now, limit).await? {
+        let Ok(tenant) = TenantId::parse(&delivery.tenant_id) else { continue };
+        let Some(command) = engine.store().command(&tenant, delivery.command_id).await? else { continue };
+        let ttl_passed = delivery.ttl_deadline.is_some_and(|t| t <= now);
+        let event = match delivery.state {
+            _ if ttl_passed => DeliveryEvent::TtlExpired,
+            DeliveryState::Routed => DeliveryEvent::DeliveryTimeout,
+            _ => DeliveryEvent::ExecutionTimeout,
+        };
+        let mut plan = DeliveryPlan::existing(&delivery);
+        let detail = json!({"timer": event.as_str(), "fired_at": now.unix_timestamp()});
+        if plan.apply(event, Some(detail)).is_err() {
+            continue;
+        }
+        if commit(engine, &command, &delivery, plan, now).await? {
+            fired += 1;
+            metrics::counter!("chatgate_delivery_timeouts_total", "class" => event.as_str()).increment(1);
+        }
+    }
+    Ok(fired)
+}
+
+/// Cancels started commands whose TTL ran out before any executor got them (their agent is
+/// paused, say): `started → canceled` with reason `TTL_EXPIRED`, and the person is told.
+pub async fn expire_undispatched(engine: &Engine, now: OffsetDateTime, limit: i64) -> Result<usize, EngineError> {
+    let mut canceled = 0;
+    for (tenant, command_id) in engine.store().expired_undispatched(now, limit).await? {
+        let command = engine.command(&tenant, command_id).await?;
+        let context = crate::service::engine::MoveContext {
+            reason_code: Some(crate::domain::delivery::FailureClass::TtlExpired.as_str().to_owned()),
+            decision: Some(
+                json!({"ttl": "expired before dispatch", "expires_at": command.envelope.expires_at.map(|t| t.unix_timestamp())}),
+            ),
+            ..crate::service::engine::MoveContext::default()
+        };
+        let Ok(moves) = engine.plan_moves(&command, vec![(crate::domain::lifecycle::Event::Cancel, context)], now)
+        else {
+            continue;
+        };
+        let step = StepWrite { moves, ..StepWrite::new(tenant, Some(command_id), now) };
+        if matches!(engine.store().commit_step(&step).await?, StepOutcome::Committed { .. }) {
+            canceled += 1;
+        }
+    }
+    Ok(canceled)
+}

@@ -1,0 +1,286 @@
+//! The dispatcher: claims due dispatch rows (a lease, and `FOR UPDATE SKIP LOCKED` on PostgreSQL,
+//! so no row is worked on twice at once), hands each command to its executor and writes what
+//! happened — the delivery's moves and ACKs, the command's outcome, the row's fate — as one step.
+//! A crash between the call and that step leaves the row to be claimed again when the lease
+//! ends: the executor then sees the same idempotency key and the same `webhook-id`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use time::OffsetDateTime;
+use tokio::task::JoinSet;
+
+use crate::config::Config;
+use crate::domain::command::TenantId;
+use crate::domain::delivery::DeliveryEvent;
+use crate::domain::delivery::DeliveryState;
+use crate::domain::lifecycle::State;
+use crate::domain::retry::RetryPolicy;
+use crate::executors::executor::CallOutcome;
+use crate::executors::executor::Executor;
+use crate::service::dispatch::CANCEL_NOTICE_KIND;
+use crate::service::dispatch::DISPATCH_KIND;
+use crate::service::dispatch::DeliveryPlan;
+use crate::service::dispatch::conclude;
+use crate::service::engine::Engine;
+use crate::service::engine::EngineError;
+use crate::service::intake::Ingress;
+use crate::service::security::Policy;
+use crate::store::{ClaimedMessage, OutboxSettle, StepOutcome, StepWrite, StoredCommand};
+
+/// One configured executor with its retry policy.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub executor: Executor,
+    pub policy: RetryPolicy,
+    /// How long a claimed row is held: longer than one call can take.
+    pub lease: Duration,
+    /// How long a dispatch may stay undelivered, retries included, before `DELIVERY_TIMEOUT`.
+    pub delivery_timeout: Duration,
+}
+
+/// A broker queue to listen on, and which executor each agent on it is.
+pub type BusListener = (Arc<crate::executors::amqp::Bus>, BTreeMap<String, String>);
+
+#[derive(Clone)]
+pub struct Dispatcher {
+    engine: Engine,
+    policy: Policy,
+    /// Runs the registry's built-in chat commands (`builtin:gateway`).
+    gateway: crate::service::ooc::Gateway,
+    targets: Arc<BTreeMap<String, Target>>,
+    batch: i64,
+}
+
+impl Dispatcher {
+    pub fn new(ingress: Ingress, config: &Config) -> Result<Self, String> {
+        let (engine, policy) = (ingress.engine().clone(), ingress.policy().clone());
+        let mut targets = BTreeMap::new();
+        for (name, executor) in &config.executors {
+            let target = Target {
+                executor: Executor::from_config(name, executor)?,
+                policy: executor.retry_policy(),
+                lease: Duration::from_millis(executor.request_timeout_ms.saturating_mul(2).max(1_000)),
+                delivery_timeout: Duration::from_millis(executor.delivery_timeout_ms),
+            };
+            targets.insert(name.clone(), target);
+        }
+        let gateway = crate::service::ooc::Gateway::new(ingress);
+        Ok(Self { engine, policy, gateway, targets: Arc::new(targets), batch: 16 })
+    }
+
+    /// The bus listeners to run: one per broker queue, with the agents it serves.
+    pub fn bus_listeners(&self) -> Vec<BusListener> {
+        let mut listeners: BTreeMap<(String, String, String), BusListener> = BTreeMap::new();
+        for (name, target) in self.targets.iter() {
+            if let Executor::Amqp { bus, agent, .. } = &target.executor {
+                let key = (bus.url.clone(), bus.exchange.clone(), bus.queue.clone());
+                let entry = listeners.entry(key).or_insert_with(|| (bus.clone(), BTreeMap::new()));
+                entry.1.insert(agent.clone(), name.clone());
+            }
+        }
+        listeners.into_values().collect()
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn batch(&self) -> usize {
+        usize::try_from(self.batch).unwrap_or(0)
+    }
+
+    /// Claims and dispatches one batch, each row on its own task; returns how many were claimed.
+    pub async fn dispatch_due(&self, now: OffsetDateTime) -> Result<usize, EngineError> {
+        let lease = self.targets.values().map(|t| t.lease).max().unwrap_or(Duration::from_secs(30));
+        let claimed = self.engine.store().claim_outbox(DISPATCH_KIND, self.batch, lease, now).await?;
+        let count = claimed.len();
+        let mut running = JoinSet::new();
+        for row in claimed {
+            let dispatcher = self.clone();
+            running.spawn(async move {
+                if let Err(error) = dispatcher.dispatch_one(&row).await {
+                    tracing::warn!(%error, id = %row.id, "dispatch not recorded; the row comes back when its lease ends");
+                }
+            });
+        }
+        while running.join_next().await.is_some() {}
+        Ok(count)
+    }
+
+    /// Claims and sends one batch of cancel notices (an operator canceled a started command);
+    /// returns how many were claimed.
+    pub async fn notify_due(&self, now: OffsetDateTime) -> Result<usize, EngineError> {
+        let lease = self.targets.values().map(|t| t.lease).max().unwrap_or(Duration::from_secs(30));
+        let claimed = self.engine.store().claim_outbox(CANCEL_NOTICE_KIND, self.batch, lease, now).await?;
+        for row in &claimed {
+            if let Err(error) = self.notify_one(row).await {
+                tracing::warn!(%error, id = %row.id, "cancel notice not recorded; it comes back when its lease ends");
+            }
+        }
+        Ok(claimed.len())
+    }
+
+    async fn notify_one(&self, row: &ClaimedMessage) -> Result<(), EngineError> {
+        let store = self.engine.store();
+        let target_name = row.payload["target"].as_str().unwrap_or_default();
+        let command_id = row.payload["command_id"].as_str().and_then(|c| c.parse().ok());
+        let (Ok(tenant), Some(command_id), Some(target)) =
+            (TenantId::parse(&row.tenant_id), command_id, self.targets.get(target_name))
+        else {
+            let dead = OutboxSettle::Dead { id: row.id, error: "a cancel notice without its command or target".into() };
+            return Ok(store.settle_claimed(&dead, OffsetDateTime::now_utc()).await?);
+        };
+        let Some(command) = store.command(&tenant, command_id).await? else {
+            let dead = OutboxSettle::Dead { id: row.id, error: "the command is gone".into() };
+            return Ok(store.settle_claimed(&dead, OffsetDateTime::now_utc()).await?);
+        };
+        let reason = row.payload["reason"].as_str().unwrap_or("operator_canceled");
+        let outcome = target.executor.notify_cancel(&command.envelope, reason, row.id).await;
+        let now = OffsetDateTime::now_utc();
+        let settle = match outcome {
+            CallOutcome::Retry { error, retry_after } => {
+                match target.policy.next_delay(u32::try_from(row.attempt).unwrap_or(u32::MAX), retry_after) {
+                    Some(delay) => OutboxSettle::Retry { id: row.id, at: now + delay, error },
+                    None => OutboxSettle::Dead { id: row.id, error },
+                }
+            }
+            CallOutcome::Refused { status, error } => {
+                OutboxSettle::Dead { id: row.id, error: format!("{status}: {error}") }
+            }
+            _ => OutboxSettle::Done(row.id),
+        };
+        tracing::info!(command = %command_id, target = target_name, ?settle, "cancel notice");
+        Ok(store.settle_claimed(&settle, now).await?)
+    }
+
+    async fn dispatch_one(&self, row: &ClaimedMessage) -> Result<(), EngineError> {
+        let now = OffsetDateTime::now_utc();
+        let store = self.engine.store();
+        let settle_only = |settle| async move { store.settle_claimed(&settle, now).await.map_err(EngineError::from) };
+        let (Ok(tenant), Some(command_id)) = (TenantId::parse(&row.tenant_id), row.command_id) else {
+            return settle_only(OutboxSettle::Dead { id: row.id, error: "a dispatch row without a command".into() })
+                .await;
+        };
+        let Some(command) = store.command(&tenant, command_id).await? else {
+            return settle_only(OutboxSettle::Dead { id: row.id, error: "the command is gone".into() }).await;
+        };
+        let target_name = row.destination.as_str();
+        let mut plan = match store.delivery(command_id, target_name).await? {
+            Some(delivery) => DeliveryPlan::existing(&delivery),
+            None => DeliveryPlan::create(&command, target_name),
+        };
+        // Nothing (more) to hand over: the command moved on, or this dispatch already delivered.
+        if command.lifecycle.state != State::Started
+            || matches!(plan.state(), DeliveryState::Delivered | DeliveryState::Executed | DeliveryState::Closed)
+        {
+            return settle_only(OutboxSettle::Done(row.id)).await;
+        }
+        if plan.state() == DeliveryState::Received {
+            let _ = plan.apply(DeliveryEvent::ValidateOk, None);
+        }
+        let Some(target) = self.targets.get(target_name) else {
+            let _ =
+                plan.apply(DeliveryEvent::RouteFail, Some(json!({"message": format!("no executor `{target_name}`")})));
+            return self.commit(&command, target_name, plan, OutboxSettle::Done(row.id), now).await;
+        };
+        if plan.state() == DeliveryState::Validated {
+            let _ = plan.apply(DeliveryEvent::RouteOk, None);
+            plan.expect_delivery_by(now + target.delivery_timeout);
+        }
+        // Routed is on record before the call, so an executor that acknowledges at once finds
+        // the delivery it acknowledges.
+        if !plan.change.log.is_empty() {
+            let e = &command.envelope;
+            let step =
+                StepWrite { delivery: Some(plan.change), ..StepWrite::new(e.tenant_id.clone(), Some(command_id), now) };
+            if !matches!(store.commit_step(&step).await?, StepOutcome::Committed { .. }) {
+                return Ok(()); // another worker took it; this row's lease runs out
+            }
+            match store.delivery(command_id, target_name).await? {
+                Some(delivery) => plan = DeliveryPlan::existing(&delivery),
+                None => return Ok(()),
+            }
+        }
+
+        let outcome = match &target.executor {
+            Executor::Gateway => self.gateway.call(&command).await,
+            executor => executor.call(&command.envelope, plan.id(), row.attempt).await,
+        };
+        let now = OffsetDateTime::now_utc();
+        let label = match &outcome {
+            CallOutcome::Executed { succeeded: true, .. } => "executed",
+            CallOutcome::Executed { succeeded: false, .. } => "failed",
+            CallOutcome::Delivered { .. } => "delivered",
+            CallOutcome::Handed => "handed",
+            CallOutcome::Retry { .. } => "retry",
+            CallOutcome::Refused { .. } => "refused",
+        };
+        metrics::counter!("chatgate_dispatch_attempts_total", "executor" => target_name.to_owned(), "outcome" => label)
+            .increment(1);
+        let settle = match outcome {
+            // On the bus: the delivery stays routed until the agent's ACK comes back over it.
+            CallOutcome::Handed => return settle_only(OutboxSettle::Done(row.id)).await,
+            CallOutcome::Executed { succeeded, detail } => {
+                let _ = plan.apply(DeliveryEvent::DeliveryAck, None);
+                let event = if succeeded { DeliveryEvent::ExecutionSucceeded } else { DeliveryEvent::ExecutionFailed };
+                let _ = plan.apply(event, Some(detail));
+                OutboxSettle::Done(row.id)
+            }
+            CallOutcome::Delivered { working } => {
+                let _ = plan.apply(DeliveryEvent::DeliveryAck, None);
+                if working {
+                    let _ = plan.apply(DeliveryEvent::ExecutionInProgress, None);
+                }
+                plan.expect_execution_by(now + self.execution_timeout(&command));
+                OutboxSettle::Done(row.id)
+            }
+            CallOutcome::Refused { status, error } => {
+                let _ = plan.apply(DeliveryEvent::DeliveryAck, None);
+                let code = error["error"]["code"].as_str().unwrap_or("executor_rejected").to_owned();
+                let detail = json!({"code": code, "status": status, "error": error});
+                let _ = plan.apply(DeliveryEvent::ExecutionFailed, Some(detail));
+                OutboxSettle::Done(row.id)
+            }
+            CallOutcome::Retry { error, retry_after } => {
+                let attempt = u32::try_from(row.attempt).unwrap_or(u32::MAX);
+                match target.policy.next_delay(attempt, retry_after) {
+                    Some(delay) => {
+                        tracing::info!(command = %command_id, attempt, ?delay, %error, "executor not reached; retrying");
+                        OutboxSettle::Retry { id: row.id, at: now + delay, error }
+                    }
+                    None => {
+                        let detail = json!({"message": error, "attempts": row.attempt});
+                        let _ = plan.apply(DeliveryEvent::DeliveryTimeout, Some(detail));
+                        OutboxSettle::Dead { id: row.id, error }
+                    }
+                }
+            }
+        };
+        self.commit(&command, target_name, plan, settle, now).await
+    }
+
+    /// The registry's `timeout` for the command (how long its execution may take).
+    fn execution_timeout(&self, command: &StoredCommand) -> Duration {
+        let intent = &command.envelope.intent;
+        self.policy.registry.by_intent(&intent.entity, &intent.action).map_or(Duration::from_secs(30), |s| s.timeout)
+    }
+
+    async fn commit(
+        &self,
+        command: &StoredCommand,
+        target: &str,
+        plan: DeliveryPlan,
+        settle: OutboxSettle,
+        now: OffsetDateTime,
+    ) -> Result<(), EngineError> {
+        if !conclude(&self.engine, command, target, plan, Some(settle), now).await? {
+            // Another worker or an ACK moved it meanwhile: the lease ends and the row is looked
+            // at again on fresh state.
+            tracing::info!(command = %command.envelope.command_id, "dispatch lost a race; it is looked at again");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,344 @@
+//! The systems that do the work. An HTTP executor gets the command envelope as JSON, with the
+//! command's idempotency key (the same on every attempt, so an executor that honours it applies
+//! the effect once), a correlation id and a Standard Webhooks signature; its answer is read as a
+//! delivery ACK, possibly with the execution ACK. Built-in executors serve demos and tests.
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use hmac::{Hmac, Mac};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sha2::Sha256;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use std::sync::Arc;
+
+use crate::executors::amqp;
+
+use crate::config::ExecutorConfig;
+use crate::domain::command::CommandEnvelope;
+use crate::domain::retry::parse_retry_after;
+use crate::executors::amqp::Bus;
+
+/// What one call to an executor came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallOutcome {
+    /// Delivered and executed: the result (or the error) is known.
+    Executed { succeeded: bool, detail: Value },
+    /// Delivered; the execution ACK comes later (`POST /v1/commands/{id}/acks`). `working` says
+    /// the executor reported it in progress.
+    Delivered { working: bool },
+    /// Not delivered, worth another attempt (408, 429, 5xx, a timeout, a broken connection).
+    Retry { error: String, retry_after: Option<Duration> },
+    /// Delivered and refused for good (another 4xx): the command fails without a retry.
+    Refused { status: u16, error: Value },
+    /// Handed to the bus (the broker confirmed it); the agent's ACKs come back over the bus.
+    Handed,
+}
+
+#[derive(Debug, Clone)]
+pub enum Executor {
+    Echo,
+    /// The gateway itself: the registry's built-in chat commands (`status`, `why`, recovery
+    /// actions, ...), which the dispatcher runs through [`crate::service::ooc::Gateway`].
+    Gateway,
+    Fail {
+        code: String,
+    },
+    Http {
+        url: String,
+        secret: Option<Vec<u8>>,
+        client: reqwest::Client,
+        cancel_url: Option<String>,
+    },
+    Amqp {
+        bus: Arc<Bus>,
+        agent: String,
+        announce_cancel: bool,
+    },
+}
+
+/// The exchange RabbitMQ executors publish to unless configured otherwise.
+pub const DEFAULT_EXCHANGE: &str = "bloodbank.events.v1";
+pub const DEFAULT_RESPONSE_QUEUE: &str = "chatgate.responses";
+
+impl Executor {
+    pub fn from_config(name: &str, config: &ExecutorConfig) -> Result<Self, String> {
+        let url = config.url.trim();
+        if url == "builtin:echo" {
+            return Ok(Self::Echo);
+        }
+        if url == "builtin:gateway" {
+            return Ok(Self::Gateway);
+        }
+        if let Some(rest) = url.strip_prefix("builtin:fail") {
+            let code = rest.strip_prefix(':').filter(|c| !c.is_empty()).unwrap_or("builtin_failure");
+            return Ok(Self::Fail { code: code.to_owned() });
+        }
+        let parsed = url::Url::parse(url).map_err(|e| format!("executors.{name}.url: {e}"))?;
+        if parsed.scheme() == "amqp" {
+            let exchange = config.exchange.as_deref().unwrap_or(DEFAULT_EXCHANGE);
+            let queue = config.queue.as_deref().unwrap_or(DEFAULT_RESPONSE_QUEUE);
+            let agent = config.agent.clone().unwrap_or_else(|| name.to_owned());
+            if agent.is_empty() || agent.contains(['.', '*', '#']) {
+                return Err(format!("executors.{name}.agent `{agent}` cannot be a routing-key word"));
+            }
+            let timeout = Duration::from_millis(config.request_timeout_ms);
+            let bus = Arc::new(Bus::new(url, exchange, queue, timeout));
+            return Ok(Self::Amqp { bus, agent, announce_cancel: config.announce_cancel });
+        }
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(format!(
+                "executors.{name}.url: `{url}` is not http(s)://, amqp:// or builtin:echo|fail|gateway"
+            ));
+        }
+        let secret = config
+            .secret
+            .as_ref()
+            .map(|s| standard_webhooks_key(s.expose()))
+            .transpose()
+            .map_err(|e| format!("executors.{name}.secret: {e}"))?;
+        let timeout = Duration::from_millis(config.request_timeout_ms);
+        let client = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout)
+            .build()
+            .map_err(|e| format!("executors.{name}: {e}"))?;
+        if let Some(cancel) = &config.cancel_url {
+            url::Url::parse(cancel).map_err(|e| format!("executors.{name}.cancel_url: {e}"))?;
+        }
+        Ok(Self::Http { url: url.to_owned(), secret, client, cancel_url: config.cancel_url.clone() })
+    }
+
+    /// Hands the command to the executor once. `delivery_id` is the Standard Webhooks message id:
+    /// the same on every attempt of this dispatch.
+    pub async fn call(&self, envelope: &CommandEnvelope, delivery_id: Uuid, attempt: i64) -> CallOutcome {
+        match self {
+            Self::Echo => CallOutcome::Executed { succeeded: true, detail: json!(envelope.args) },
+            // The dispatcher runs the gateway's commands itself (they read the store).
+            Self::Gateway => CallOutcome::Refused {
+                status: 500,
+                error: json!({"error": {"code": "gateway_not_wired", "message": "built-in commands run in the dispatcher"}}),
+            },
+            Self::Fail { code } => CallOutcome::Executed {
+                succeeded: false,
+                detail: json!({"code": code, "message": "the built-in failing executor always fails"}),
+            },
+            Self::Amqp { bus, agent, .. } => {
+                let now = OffsetDateTime::now_utc();
+                let body = amqp::wire_envelope(agent, envelope, now).to_string();
+                match bus
+                    .publish(&amqp::routing_key(agent, envelope), body.as_bytes(), &envelope.command_id.to_string())
+                    .await
+                {
+                    Ok(()) => CallOutcome::Handed,
+                    Err(error) => CallOutcome::Retry { error, retry_after: None },
+                }
+            }
+            Self::Http { url, secret, client, .. } => {
+                let body = match serde_json::to_vec(envelope) {
+                    Ok(body) => body,
+                    Err(e) => return CallOutcome::Refused { status: 0, error: json!({"message": e.to_string()}) },
+                };
+                let id = format!("msg_{}", delivery_id.simple());
+                let request = client.post(url).header("x-chatgate-attempt", attempt.to_string());
+                post_signed(request, secret.as_deref(), &id, envelope, body).await
+            }
+        }
+    }
+
+    /// Whether this executor can be told that an operator canceled a command it has.
+    pub fn supports_cancel(&self) -> bool {
+        match self {
+            Self::Http { cancel_url, .. } => cancel_url.is_some(),
+            Self::Amqp { announce_cancel, .. } => *announce_cancel,
+            Self::Echo | Self::Fail { .. } | Self::Gateway => false,
+        }
+    }
+
+    /// Tells the executor that `envelope`'s command was canceled (best effort, retried like a
+    /// dispatch): `Executed` when it took note, `Handed` when the bus took the notice.
+    pub async fn notify_cancel(&self, envelope: &CommandEnvelope, reason: &str, notice_id: Uuid) -> CallOutcome {
+        match self {
+            Self::Http { cancel_url: Some(url), secret, client, .. } => {
+                let body = json!({"command_id": envelope.command_id, "idempotency_key": envelope.idempotency_key, "reason": reason});
+                let id = format!("msg_{}", notice_id.simple());
+                match post_signed(client.post(url), secret.as_deref(), &id, envelope, body.to_string().into_bytes())
+                    .await
+                {
+                    CallOutcome::Delivered { .. } | CallOutcome::Executed { .. } => {
+                        CallOutcome::Executed { succeeded: true, detail: Value::Null }
+                    }
+                    other => other,
+                }
+            }
+            Self::Amqp { bus, agent, announce_cancel: true } => {
+                let body = json!({
+                    "command_id": envelope.command_id, "causation_id": envelope.command_id, "target_agent": agent,
+                    "correlation_id": envelope.correlation_id, "reason": reason,
+                });
+                let key = format!("{}.cancel", amqp::routing_key(agent, envelope));
+                match bus.publish(&key, body.to_string().as_bytes(), &notice_id.to_string()).await {
+                    Ok(()) => CallOutcome::Handed,
+                    Err(error) => CallOutcome::Retry { error, retry_after: None },
+                }
+            }
+            _ => CallOutcome::Executed {
+                succeeded: true,
+                detail: json!({"skipped": "the executor is not told of cancels"}),
+            },
+        }
+    }
+}
+
+/// POSTs a JSON body with the command's idempotency key, correlation id and a Standard Webhooks
+/// signature, and reads the answer.
+async fn post_signed(
+    request: reqwest::RequestBuilder,
+    secret: Option<&[u8]>,
+    id: &str,
+    envelope: &CommandEnvelope,
+    body: Vec<u8>,
+) -> CallOutcome {
+    let now = OffsetDateTime::now_utc();
+    let request = request
+        .header("content-type", "application/json")
+        .header("idempotency-key", envelope.idempotency_key.as_str())
+        .header("x-correlation-id", envelope.correlation_id.as_str())
+        .header("x-chatgate-command-id", envelope.command_id.to_string());
+    match signed(request, secret, id, now, body).send().await {
+        Err(error) => CallOutcome::Retry { error: format!("network: {error}"), retry_after: None },
+        Ok(response) => {
+            let status = response.status();
+            let retry_after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| parse_retry_after(v, now));
+            match response.text().await {
+                Ok(text) => classify(status, retry_after, &text),
+                Err(error) => CallOutcome::Retry { error: format!("reading the answer: {error}"), retry_after },
+            }
+        }
+    }
+}
+
+/// Reads an executor's HTTP answer.
+pub fn classify(status: StatusCode, retry_after: Option<Duration>, body: &str) -> CallOutcome {
+    let parsed: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    if status.is_success() {
+        if status == StatusCode::ACCEPTED {
+            return CallOutcome::Delivered { working: false };
+        }
+        return match parsed["status"].as_str() {
+            Some("succeeded") => CallOutcome::Executed { succeeded: true, detail: parsed["result"].clone() },
+            Some("failed") => CallOutcome::Executed { succeeded: false, detail: error_of(&parsed) },
+            Some("in_progress") => CallOutcome::Delivered { working: true },
+            _ => CallOutcome::Delivered { working: false },
+        };
+    }
+    let retryable =
+        status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::REQUEST_TIMEOUT;
+    if retryable {
+        CallOutcome::Retry { error: format!("{status}: {}", truncate(body, 300)), retry_after }
+    } else {
+        let error = if parsed.is_object() { parsed } else { json!({"body": truncate(body, 300)}) };
+        CallOutcome::Refused { status: status.as_u16(), error }
+    }
+}
+
+/// The error an executor reported, with a code (`executor_error` when it gave none).
+pub fn error_of(body: &Value) -> Value {
+    let error = &body["error"];
+    json!({
+        "code": error["code"].as_str().unwrap_or("executor_error"),
+        "message": error["message"].as_str().unwrap_or(""),
+        "retryable": error["retryable"].as_bool().unwrap_or(false),
+    })
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    text.chars().take(max).collect()
+}
+
+/// A Standard Webhooks secret: `whsec_` followed by the base64 key.
+pub fn standard_webhooks_key(secret: &str) -> Result<Vec<u8>, String> {
+    let encoded = secret.strip_prefix("whsec_").ok_or("a Standard Webhooks secret starts with `whsec_`")?;
+    base64::engine::general_purpose::STANDARD.decode(encoded).map_err(|e| format!("not base64: {e}"))
+}
+
+/// `v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">` (Standard Webhooks).
+/// `request` with `body` and its Standard Webhooks headers (`webhook-id`, `webhook-timestamp`,
+/// and `webhook-signature` when there is a key).
+pub fn signed(
+    request: reqwest::RequestBuilder,
+    key: Option<&[u8]>,
+    id: &str,
+    now: OffsetDateTime,
+    body: Vec<u8>,
+) -> reqwest::RequestBuilder {
+    let timestamp = now.unix_timestamp();
+    let mut request = request.header("webhook-id", id).header("webhook-timestamp", timestamp.to_string());
+    if let Some(key) = key {
+        request = request.header("webhook-signature", sign(key, id, timestamp, &body));
+    }
+    request.body(body)
+}
+
+pub fn sign(key: &[u8], id: &str, timestamp: i64, body: &[u8]) -> String {
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key) else {
+        return String::new();
+    };
+    mac.update(id.as_bytes());
+    mac.update(b".");
+    mac.update(timestamp.to_string().as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_are_read_as_the_seed_acks() {
+        let ok = |body: &str| classify(StatusCode::OK, None, body);
+        assert_eq!(
+            ok(r#"{"status":"succeeded","result":{"id":1}}"#),
+            CallOutcome::Executed { succeeded: true, detail: json!({"id": 1}) }
+        );
+        assert!(
+            matches!(ok(r#"{"status":"failed","error":{"code":"nope"}}"#), CallOutcome::Executed { succeeded: false, detail } if detail["code"] == "nope")
+        );
+        assert_eq!(ok(r#"{"status":"in_progress"}"#), CallOutcome::Delivered { working: true });
+        assert_eq!(ok(""), CallOutcome::Delivered { working: false });
+        assert_eq!(classify(StatusCode::ACCEPTED, None, "{}"), CallOutcome::Delivered { working: false });
+        for status in [
+            StatusCode::REQUEST_TIMEOUT,
+            StatusCode::TOO_MANY_REQUESTS,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            StatusCode::BAD_GATEWAY,
+        ] {
+            assert!(matches!(classify(status, None, ""), CallOutcome::Retry { .. }), "{status}");
+        }
+        assert!(matches!(
+            classify(StatusCode::UNPROCESSABLE_ENTITY, None, "{}"),
+            CallOutcome::Refused { status: 422, .. }
+        ));
+    }
+
+    #[test]
+    fn the_signature_is_standard_webhooks() {
+        // The Standard Webhooks specification's own example.
+        let key = standard_webhooks_key("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").expect("key");
+        let body = br#"{"test": 2432232314}"#;
+        assert_eq!(
+            sign(&key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1_614_265_330, body),
+            "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+        );
+        assert!(standard_webhooks_key("plain").is_err());
+    }
+}

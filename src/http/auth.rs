@@ -1,0 +1,78 @@
+//! API authentication and scopes as tower layers: a route says which scope it needs with
+//! `.route_layer(require("commands:read"))`, and its handler receives the caller as a
+//! [`Principal`] extension. Nothing inside a handler decides who may call it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::Request;
+use axum::http::{StatusCode, header};
+use axum::middleware::{FromFnLayer, Next};
+use axum::response::{IntoResponse, Response};
+
+use crate::http::Problem;
+use crate::service::security::{Security, TokenError};
+
+pub use crate::service::security::Principal;
+
+/// What the scope layer's function returns.
+type Admitted = std::pin::Pin<Box<dyn Future<Output = Response> + Send>>;
+
+/// The layer that admits a request only with a valid token carrying `scope`, within the
+/// caller's rate limit.
+pub fn require(scope: &'static str) -> FromFnLayer<impl Fn(Request, Next) -> Admitted + Clone, (), (Request,)> {
+    axum::middleware::from_fn(move |request: Request, next: Next| Box::pin(admit(scope, request, next)) as Admitted)
+}
+
+async fn admit(scope: &'static str, mut request: Request, next: Next) -> Response {
+    let Some(security) = request.extensions().get::<Arc<Security>>().cloned() else {
+        tracing::error!("the security extension is missing; refusing");
+        return Problem::for_status(StatusCode::INTERNAL_SERVER_ERROR).into_response();
+    };
+    let bearer = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(|t| t.trim().to_owned());
+    let Some(token) = bearer else {
+        return unauthorized(None, "A bearer token is required.");
+    };
+    let principal = match security.authenticator.authenticate(&token) {
+        Ok(principal) => principal,
+        Err(error) => return unauthorized(Some(&error), &error.to_string()),
+    };
+    if let Err(wait) = security.limits.api_client(&format!("{}|{}", principal.issuer, principal.subject)) {
+        return too_many(wait, "Too many requests from this client.");
+    }
+    if !principal.scopes.contains(scope) {
+        let challenge = format!("Bearer realm=\"chatgate\", error=\"insufficient_scope\", scope=\"{scope}\"");
+        return Problem::new(StatusCode::FORBIDDEN, "insufficient_scope", "Forbidden")
+            .detail(format!("This operation needs the scope `{scope}`."))
+            .with("required_scope", scope)
+            .challenge(challenge)
+            .into_response();
+    }
+    request.extensions_mut().insert(principal);
+    next.run(request).await
+}
+
+fn unauthorized(error: Option<&TokenError>, detail: &str) -> Response {
+    let challenge = match error {
+        None => "Bearer realm=\"chatgate\"".to_owned(),
+        Some(e) => format!("Bearer realm=\"chatgate\", error=\"invalid_token\", error_description=\"{e}\""),
+    };
+    Problem::new(StatusCode::UNAUTHORIZED, "unauthorized", "Unauthorized")
+        .detail(detail)
+        .challenge(challenge)
+        .into_response()
+}
+
+/// The 429 problem with `Retry-After` (whole seconds, rounded up).
+pub fn too_many(wait: Duration, detail: &str) -> Response {
+    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    Problem::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "Too Many Requests")
+        .detail(detail)
+        .retry_after(secs.max(1))
+        .into_response()
+}

@@ -1,0 +1,80 @@
+//! The API layer's one error type, mapped to a problem document once, here.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+use crate::http::problem::Problem;
+use crate::service::engine::EngineError;
+use crate::service::security::signed::SignatureRefusal;
+use crate::store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A refusal the handler phrased itself (bad signature, bad payload, ...).
+    #[error("{}", .0.title)]
+    Problem(Box<Problem>),
+}
+
+impl ApiError {
+    pub fn problem(&self) -> Problem {
+        match self {
+            Self::Store(error) | Self::Engine(EngineError::Store(error)) => store_problem(error),
+            Self::Engine(EngineError::NotFound(_)) => Problem::for_status(StatusCode::NOT_FOUND),
+            Self::Engine(EngineError::InvalidTransition { error, state, evidence_id }) => {
+                Problem::new(StatusCode::CONFLICT, "invalid_transition", "Transition not allowed")
+                    .detail(error.to_string())
+                    .with("state", state.as_str())
+                    .with("reason_code", error.reason_code())
+                    .with("evidence_id", evidence_id.to_string())
+            }
+            Self::Engine(EngineError::InvalidPlan(error)) => internal(&error.to_string()),
+            Self::Problem(problem) => (**problem).clone(),
+        }
+    }
+}
+
+fn store_problem(error: &StoreError) -> Problem {
+    match error {
+        // The caller should come back: the database is down or busy, or the command moved.
+        StoreError::Unavailable(_) => {
+            Problem::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", "Storage unavailable")
+                .detail("The database cannot be reached right now; nothing was stored. Retry later.")
+                .retry_after(1)
+        }
+        StoreError::StaleVersion { state, .. } => {
+            Problem::new(StatusCode::CONFLICT, "concurrent_update", "The command changed concurrently")
+                .detail("The command moved on while this request was decided; read it again and retry.")
+                .with("state", state.as_str())
+        }
+        StoreError::CommandNotFound(_) => Problem::for_status(StatusCode::NOT_FOUND),
+        other => internal(&other.to_string()),
+    }
+}
+
+fn internal(detail: &str) -> Problem {
+    // The detail goes to the log, not to the caller.
+    tracing::error!(detail, "internal error");
+    Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "Internal Server Error")
+}
+
+impl From<Problem> for ApiError {
+    fn from(problem: Problem) -> Self {
+        Self::Problem(Box::new(problem))
+    }
+}
+
+impl From<SignatureRefusal> for ApiError {
+    fn from(refusal: SignatureRefusal) -> Self {
+        Problem::new(StatusCode::UNAUTHORIZED, refusal.code(), "Unauthorized").detail(refusal.to_string()).into()
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        self.problem().into_response()
+    }
+}

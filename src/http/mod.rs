@@ -1,0 +1,14 @@
+//! The HTTP edge: shared state, the router and its layers, problem documents (the only place
+//! errors become responses), the OpenAPI document, authentication and the routes. Imports every
+//! layer below it.
+
+pub mod auth;
+pub mod error;
+pub mod openapi;
+pub mod problem;
+pub mod routes;
+pub mod server;
+
+pub use error::ApiError;
+pub use problem::Problem;
+pub use server::AppState;

@@ -1,0 +1,127 @@
+//! Executors' ACKs (the CMB delivery machine's DELIVERY and EXECUTION ACKs), two ways in:
+//!
+//! - `POST /v1/commands/{id}/acks` with a bearer token holding `executions:write` (the token's
+//!   tenant is the command's);
+//! - `POST /v1/executors/{executor}/commands/{id}/acks` signed with the executor's own Standard
+//!   Webhooks secret, the one its dispatches are signed with, so that an executor needs no token
+//!   issuer to answer: it acknowledges only its own deliveries, in any tenant it serves.
+//!
+//! Both apply the ACK through `delivery::acks::apply_ack` and answer alike.
+
+use axum::body::Bytes;
+use axum::extract::{Extension, Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::http::routes::commands::command_id;
+
+use crate::http::routes::commands::invalid_body;
+
+use crate::executors::acks::AckError;
+use crate::executors::acks::AckOutcome;
+use crate::executors::acks::AckRequest;
+use crate::executors::acks::apply_ack;
+use crate::http::ApiError;
+use crate::http::AppState;
+use crate::http::Problem;
+use crate::http::auth::Principal;
+use crate::http::auth::require;
+use crate::http::routes::commands::not_found;
+use crate::service::engine::Engine;
+use crate::service::security::signed;
+
+/// How far an executor's `webhook-timestamp` may be from now.
+const TOLERANCE_SECS: u64 = 300;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/commands/{id}/acks", post(ack).route_layer(require("executions:write")))
+        .route("/v1/executors/{executor}/commands/{id}/acks", post(signed_ack))
+}
+
+/// An executor's delivery or execution ACK, with a token.
+#[utoipa::path(post, path = "/v1/commands/{id}/acks", tag = "execution", security(("bearer" = ["executions:write"])), params(("id" = String, Path, description = "The command id (a UUID)")),
+    request_body(content = serde_json::Value, content_type = "application/json", description = "A delivery or execution ACK"),
+    responses((status = 200, description = "Applied, or a duplicate", content_type = "application/json", body = serde_json::Value), (status = 400, description = "A bad body", content_type = "application/problem+json", body = serde_json::Value), (status = 404, description = "No such command in the tenant", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 409, description = "Out of order, or nothing routed yet", content_type = "application/problem+json", body = serde_json::Value), (status = 401, description = "Missing or invalid bearer token", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 403, description = "The token lacks the scope", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 429, description = "Over the client's rate limit", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
+pub(crate) async fn ack(
+    State(engine): State<Engine>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let id = command_id(&id)?;
+    let request: AckRequest = serde_json::from_slice(&body).map_err(|e| invalid_body(&e.to_string()))?;
+    answer(id, apply_ack(&engine, &principal.tenant, id, &request, OffsetDateTime::now_utc()).await)
+}
+
+/// An executor's delivery or execution ACK, signed with its secret.
+#[utoipa::path(post, path = "/v1/executors/{executor}/commands/{id}/acks", tag = "execution",
+    params(("executor" = String, Path, description = "The executor's name in the configuration"), ("id" = String, Path, description = "The command id (a UUID)"),
+        ("webhook-id" = String, Header), ("webhook-timestamp" = String, Header), ("webhook-signature" = String, Header)),
+    request_body(content = serde_json::Value, content_type = "application/json", description = "A delivery or execution ACK; `target`, if given, is the executor"),
+    responses((status = 200, description = "Applied, or a duplicate", content_type = "application/json", body = serde_json::Value), (status = 400, description = "A bad body", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 401, description = "Missing or wrong signature, or a stale timestamp", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 404, description = "No such executor with a secret, or no such command", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 409, description = "Out of order, or nothing routed to this executor", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 429, description = "Over the executor's rate limit", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
+pub(crate) async fn signed_ack(
+    State(state): State<AppState>,
+    Path((executor, id)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let Some(secret) = state.config.executors.get(&executor).and_then(|e| e.secret.as_ref()) else {
+        let detail = format!("No executor `{executor}` with a signing secret.");
+        return Err(Problem::for_status(StatusCode::NOT_FOUND).detail(detail).into());
+    };
+    let now = OffsetDateTime::now_utc();
+    signed::verify([secret.expose()], TOLERANCE_SECS, &headers, &body, now)?;
+    if let Err(wait) = state.policy.security.limits.api_client(&format!("executor|{executor}")) {
+        return Ok(crate::http::auth::too_many(wait, "Too many ACKs from this executor."));
+    }
+    let id = command_id(&id)?;
+    let mut request: AckRequest = serde_json::from_slice(&body).map_err(|e| invalid_body(&e.to_string()))?;
+    if request.target.as_ref().is_some_and(|target| *target != executor) {
+        return Err(invalid_body("An executor acknowledges its own deliveries: `target` is the executor or left out."));
+    }
+    request.target = Some(executor);
+    let command = state.engine.store().command_by_id(id).await?.ok_or_else(|| not_found(id))?;
+    let tenant = command.envelope.tenant_id;
+    Ok(answer(id, apply_ack(&state.engine, &tenant, id, &request, now).await)?.into_response())
+}
+
+/// The answer to an ACK, whichever way it came.
+fn answer(id: Uuid, outcome: Result<AckOutcome, AckError>) -> Result<Json<Value>, ApiError> {
+    match outcome {
+        Ok(AckOutcome::Applied { state }) => {
+            Ok(Json(json!({"command_id": id, "delivery_state": state, "duplicate": false})))
+        }
+        Ok(AckOutcome::Duplicate { state }) => {
+            Ok(Json(json!({"command_id": id, "delivery_state": state, "duplicate": true})))
+        }
+        Err(AckError::NotFound) => Err(not_found(id)),
+        Err(AckError::Invalid(message)) => Err(invalid_body(&message)),
+        Err(AckError::Engine(error)) => Err(error.into()),
+        Err(error @ AckError::NoDelivery(_)) => {
+            Err(Problem::new(StatusCode::CONFLICT, "no_delivery", "No delivery to acknowledge")
+                .detail(error.to_string())
+                .into())
+        }
+        Err(AckError::OutOfOrder(refused)) => {
+            Err(Problem::new(StatusCode::CONFLICT, "ack_out_of_order", "ACK out of order")
+                .detail(refused.to_string())
+                .with("delivery_state", refused.state.as_str())
+                .into())
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! `/v1/agents`: the dispatch targets as agents, and pausing and resuming them. A paused agent's
+//! commands wait (their dispatch rows are not claimed) and go out on resume, or expire by TTL.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+
+use crate::http::ApiError;
+
+use crate::domain::agent::Agent;
+use crate::domain::agent::AgentEvent;
+use crate::http::AppState;
+use crate::http::Problem;
+use crate::http::auth::Principal;
+use crate::http::auth::require;
+use crate::service::agents::AgentChangeError;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/agents", get(list).route_layer(require("agents:read")))
+        .route("/v1/agents/{agent}/pause", post(pause).route_layer(require("agents:write")))
+        .route("/v1/agents/{agent}/resume", post(resume).route_layer(require("agents:write")))
+}
+
+fn describe(name: &str, agent: &Agent) -> Value {
+    json!({"agent": name, "state": agent.state, "version": agent.version, "pre_pause_state": agent.pre_pause})
+}
+
+#[utoipa::path(get, path = "/v1/agents", tag = "agents", security(("bearer" = ["agents:read"])), responses((status = 200, description = "Every agent", content_type = "application/json", body = serde_json::Value), (status = 401, description = "Missing or invalid bearer token", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 403, description = "The token lacks the scope", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 429, description = "Over the client's rate limit", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
+pub(crate) async fn list(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let agents: Vec<Value> = crate::service::agents::list(&state.store, &state.policy.agents)
+        .await?
+        .iter()
+        .map(|(name, agent)| describe(name, agent))
+        .collect();
+    Ok(Json(json!({"agents": agents})))
+}
+
+#[utoipa::path(post, path = "/v1/agents/{agent}/pause", tag = "agents", security(("bearer" = ["agents:write"])), params(("agent" = String, Path)),
+    responses((status = 200, description = "Paused", content_type = "application/json", body = serde_json::Value), (status = 404, description = "No such agent", content_type = "application/problem+json", body = serde_json::Value), (status = 409, description = "Already paused, or moved concurrently", content_type = "application/problem+json", body = serde_json::Value), (status = 401, description = "Missing or invalid bearer token", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 403, description = "The token lacks the scope", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 429, description = "Over the client's rate limit", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
+pub(crate) async fn pause(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    change(&state, &principal, &name, AgentEvent::Pause).await
+}
+
+#[utoipa::path(post, path = "/v1/agents/{agent}/resume", tag = "agents", security(("bearer" = ["agents:write"])), params(("agent" = String, Path)),
+    responses((status = 200, description = "Resumed", content_type = "application/json", body = serde_json::Value), (status = 404, description = "No such agent", content_type = "application/problem+json", body = serde_json::Value), (status = 409, description = "Not paused, or moved concurrently", content_type = "application/problem+json", body = serde_json::Value), (status = 401, description = "Missing or invalid bearer token", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 403, description = "The token lacks the scope", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 429, description = "Over the client's rate limit", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
+pub(crate) async fn resume(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    change(&state, &principal, &name, AgentEvent::Resume).await
+}
+
+/// One versioned move; a concurrent one makes this a 409, never a lost update.
+async fn change(
+    state: &AppState,
+    principal: &Principal,
+    name: &str,
+    event: AgentEvent,
+) -> Result<Json<Value>, ApiError> {
+    let by = format!("{}|{}", principal.issuer, principal.subject);
+    match crate::service::agents::change(
+        &state.store,
+        &state.policy.agents,
+        name,
+        event,
+        &by,
+        OffsetDateTime::now_utc(),
+    )
+    .await
+    {
+        Ok(next) => Ok(Json(describe(name, &next))),
+        Err(AgentChangeError::Unknown(_)) => {
+            Err(Problem::for_status(StatusCode::NOT_FOUND).detail(format!("No agent `{name}`.")).into())
+        }
+        Err(AgentChangeError::NotAllowed { state, reason }) => {
+            Err(Problem::new(StatusCode::CONFLICT, "invalid_agent_transition", "Agent transition not allowed")
+                .detail(reason)
+                .with("state", state.as_str())
+                .into())
+        }
+        Err(AgentChangeError::Concurrent) => {
+            Err(Problem::new(StatusCode::CONFLICT, "concurrent_update", "The agent changed concurrently")
+                .detail("Read it again and retry.")
+                .into())
+        }
+        Err(AgentChangeError::Store(error)) => Err(error.into()),
+    }
+}

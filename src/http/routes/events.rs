@@ -1,0 +1,87 @@
+//! `GET /v1/events`: the caller's tenant's transitions as Server-Sent Events. Each event's id is
+//! the move's id, which only grows, so a client that reconnects with `Last-Event-ID` misses
+//! nothing and sees nothing twice.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Extension, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::routing::get;
+use futures_util::Stream;
+use serde_json::json;
+
+use crate::http::ApiError;
+
+use crate::http::AppState;
+use crate::http::Problem;
+use crate::http::auth::Principal;
+use crate::http::auth::require;
+
+const POLL: Duration = Duration::from_millis(250);
+const BATCH: i64 = 100;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/v1/events", get(events).route_layer(require("commands:read")))
+}
+
+#[utoipa::path(get, path = "/v1/events", tag = "commands", security(("bearer" = ["commands:read"])), params(("Last-Event-ID" = Option<i64>, Header)),
+    responses((status = 200, description = "Transitions as Server-Sent Events", content_type = "text/event-stream", body = String), (status = 400, description = "A bad Last-Event-ID", content_type = "application/problem+json", body = serde_json::Value), (status = 401, description = "Missing or invalid bearer token", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 403, description = "The token lacks the scope", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 429, description = "Over the client's rate limit", content_type = "application/problem+json", body = serde_json::Value),
+        (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
+pub(crate) async fn events(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    headers: HeaderMap,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let resume = headers.get("last-event-id").map(|v| v.to_str().ok().and_then(|v| v.trim().parse::<i64>().ok()));
+    let after = match resume {
+        Some(Some(id)) => id,
+        Some(None) => {
+            return Err(Problem::new(StatusCode::BAD_REQUEST, "invalid_last_event_id", "Bad Request")
+                .detail("Last-Event-ID is the id of an event this stream sent.")
+                .into());
+        }
+        None => state.store.last_move_id().await?,
+    };
+    let tenant = principal.tenant.clone();
+    let store = state.store.clone();
+    let stopping = state.stopping.clone();
+    // (position, events still to send)
+    let stream = futures_util::stream::unfold((after, Vec::<Event>::new()), move |(mut after, mut pending)| {
+        let (store, tenant, stopping) = (store.clone(), tenant.clone(), stopping.clone());
+        async move {
+            loop {
+                if let Some(event) = pending.pop() {
+                    return Some((Ok(event), (after, pending)));
+                }
+                if stopping.is_cancelled() {
+                    return None;
+                }
+                match store.moves_after(&tenant, after, BATCH).await {
+                    Ok(moves) if !moves.is_empty() => {
+                        // Sent oldest first: `pending` is popped from the end.
+                        for (id, command_id, record) in moves.into_iter().rev() {
+                            after = after.max(id);
+                            let data = json!({"command_id": command_id, "transition": record});
+                            pending
+                                .push(Event::default().id(id.to_string()).event("transition").data(data.to_string()));
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(error) => tracing::warn!(%error, "event stream cannot read the database"),
+                }
+                if pending.is_empty() {
+                    tokio::select! {
+                        () = stopping.cancelled() => return None,
+                        () = tokio::time::sleep(POLL) => {}
+                    }
+                }
+            }
+        }
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}

@@ -1,0 +1,46 @@
+//! Liveness and readiness.
+
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::json;
+
+use crate::http::AppState;
+use crate::http::problem::Problem;
+use crate::store::Store;
+
+/// A readiness probe that waits longer than this is itself a failure.
+const READINESS_DEADLINE: Duration = Duration::from_secs(2);
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz))
+}
+
+/// Alive: the process answers. It does not touch the database, so an orchestrator does not
+/// restart a healthy process because its database is down.
+#[utoipa::path(get, path = "/healthz", tag = "health", responses((status = 200, description = "The process runs", content_type = "application/json", body = serde_json::Value)))]
+pub(crate) async fn healthz() -> Json<serde_json::Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// Ready: the database answers within the deadline.
+#[utoipa::path(get, path = "/readyz", tag = "health", responses((status = 200, description = "The database answers", content_type = "application/json", body = serde_json::Value), (status = 503, description = "The database does not answer", content_type = "application/problem+json", body = serde_json::Value)))]
+pub(crate) async fn readyz(State(store): State<Store>) -> Response {
+    match tokio::time::timeout(READINESS_DEADLINE, store.ping()).await {
+        Ok(Ok(())) => Json(json!({"status": "ready", "database": store.backend_name()})).into_response(),
+        Ok(Err(error)) => not_ready(&error.to_string()),
+        Err(_) => not_ready("the database did not answer in time"),
+    }
+}
+
+fn not_ready(detail: &str) -> Response {
+    tracing::warn!(detail, "not ready");
+    Problem::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", "Not ready")
+        .detail(format!("database unavailable: {detail}"))
+        .retry_after(5)
+        .into_response()
+}

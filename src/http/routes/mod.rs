@@ -1,0 +1,31 @@
+//! The HTTP surface: one router per resource, merged in `app`.
+
+pub mod acks;
+pub mod agents;
+pub mod commands;
+pub mod events;
+pub mod health;
+pub mod metrics;
+pub mod step_up_page;
+
+use axum::Router;
+
+use crate::config::Config;
+use crate::http::AppState;
+
+/// Every resource's routes.
+pub fn router(config: &Config) -> Router<AppState> {
+    Router::new()
+        .merge(health::router())
+        .merge(metrics::router())
+        .merge(crate::channels::whatsapp::router())
+        .merge(crate::channels::hooks::router(&config.hooks.base_path))
+        .merge(crate::channels::standard::router())
+        .merge(crate::channels::twilio::router())
+        .merge(commands::router())
+        .merge(acks::router())
+        .merge(agents::router())
+        .merge(events::router())
+        .merge(crate::http::openapi::router(&config.hooks))
+        .merge(step_up_page::router())
+}

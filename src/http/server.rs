@@ -1,0 +1,196 @@
+//! The application: shared state, the router with its tower layers, and the server's life from
+//! binding to a graceful stop.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, FromRef};
+use axum::http::{Request, StatusCode};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::config::Config;
+
+use crate::channels::StoredMessageReader;
+use crate::http::routes;
+use crate::service::engine::Engine;
+use crate::service::intake::Ingress;
+use crate::service::{Services, Settings};
+use crate::store::Store;
+use crate::workers;
+
+/// What handlers share: the service layer and the server's stop signal. Handlers take the part
+/// they need through `State<T>` (`FromRef`).
+#[derive(Clone)]
+pub struct AppState {
+    pub services: Services,
+    /// Cancelled when the server begins to stop: long-lived responses (event streams) end then.
+    pub stopping: CancellationToken,
+}
+
+/// Handlers read the services as the state's own fields (`state.engine`, `state.config`).
+impl std::ops::Deref for AppState {
+    type Target = Services;
+
+    fn deref(&self) -> &Services {
+        &self.services
+    }
+}
+
+impl AppState {
+    pub fn new(settings: Settings, store: Store) -> Self {
+        // Before anything counts: counts made without a recorder are lost.
+        crate::http::routes::metrics::install();
+        let services = Services::new(settings, store, Arc::new(StoredMessageReader));
+        Self { services, stopping: CancellationToken::new() }
+    }
+}
+
+impl FromRef<AppState> for Ingress {
+    fn from_ref(state: &AppState) -> Self {
+        state.ingress.clone()
+    }
+}
+
+impl FromRef<AppState> for Store {
+    fn from_ref(state: &AppState) -> Self {
+        state.store.clone()
+    }
+}
+
+impl FromRef<AppState> for Engine {
+    fn from_ref(state: &AppState) -> Self {
+        state.engine.clone()
+    }
+}
+
+impl FromRef<AppState> for Arc<Config> {
+    fn from_ref(state: &AppState) -> Self {
+        state.config.clone()
+    }
+}
+
+/// The whole HTTP surface with its layers. `Router::layer` wraps outward, so they read here from
+/// the innermost (body limit) to the outermost (request id): the problem-body layer sits outside
+/// the timeout and the body limit, so that their bare errors become problem documents too.
+pub fn router(state: AppState) -> Router {
+    with_layers(routes::router(&state.config), state)
+}
+
+/// Serves `routes` behind the same fallback and layers as the real router; `router` uses it,
+/// and tests use it to put a route of their own behind the real layers.
+pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
+    let server = state.config.server.clone();
+    let security = state.policy.security.clone();
+    routes
+        .fallback(crate::http::problem::not_found)
+        .with_state(state)
+        // What the scope layers of the routes need (`security::require`).
+        .layer(axum::Extension(security))
+        .layer(DefaultBodyLimit::max(server.body_limit_bytes))
+        .layer(RequestBodyLimitLayer::new(server.body_limit_bytes))
+        // A request that outlives its budget is our failure, and a retry may succeed: 503.
+        .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, server.request_timeout()))
+        .layer(axum::middleware::from_fn(crate::http::problem::problem_bodies))
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
+            let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("-");
+            tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id)
+        }))
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+}
+
+/// Connects to the database, applies migrations and serves until SIGTERM or SIGINT.
+pub async fn serve(settings: Settings) -> anyhow::Result<()> {
+    let store = Store::connect(&settings.config.storage).await?;
+    store.migrate().await?;
+    let addr = settings.config.server.listen_addr()?;
+    let listener = TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+    for name in settings.config.demo_secrets() {
+        tracing::warn!(setting = %name, "a demo secret is in use; set your own before production");
+    }
+    run(listener, AppState::new(settings, store), shutdown_signal()).await
+}
+
+/// Serves on `listener` until `shutdown` completes, then lets in-flight requests and workers
+/// finish within the configured grace period and closes the database.
+pub async fn run(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let app = router(state.clone());
+    run_router(listener, app, state, shutdown).await
+}
+
+/// `run` with a router the caller built (see [`with_layers`]).
+pub async fn run_router(
+    listener: TcpListener,
+    app: Router,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let addr: SocketAddr = listener.local_addr()?;
+    let grace = state.config.server.shutdown_grace();
+    let stopping = state.stopping.clone();
+    let workers = workers::spawn(&state.services, stopping.clone());
+    let store = state.store.clone();
+    tracing::info!(%addr, backend = store.backend_name(), "chatgate listening");
+
+    let on_signal = stopping.clone();
+    drop(state);
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        shutdown.await;
+        tracing::info!("shutting down: finishing in-flight requests");
+        on_signal.cancel();
+    });
+    let deadline = async {
+        stopping.cancelled().await;
+        tokio::time::sleep(grace).await;
+    };
+    tokio::select! {
+        result = server => result?,
+        () = deadline => tracing::warn!(?grace, "in-flight requests did not finish in time; stopping anyway"),
+    }
+    stopping.cancel();
+    if tokio::time::timeout(grace, workers.wait()).await.is_err() {
+        tracing::warn!("background workers did not stop in time");
+    }
+    store.close().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Completes on SIGTERM (how orchestrators stop a process) or SIGINT (Ctrl-C).
+pub async fn shutdown_signal() {
+    let interrupt = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %e, "cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
+}

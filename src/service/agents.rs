@@ -1,0 +1,73 @@
+//! Pausing and resuming agents (the executors, seen as agents): one versioned move, for the
+//! operator API and the chat's `pause` and `resume` alike.
+
+use std::collections::BTreeSet;
+
+use time::OffsetDateTime;
+
+use crate::domain::agent;
+
+use crate::domain::agent::Agent;
+
+use crate::domain::agent::AgentEvent;
+use crate::store::{Store, StoreError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentChangeError {
+    #[error("no agent `{0}`")]
+    Unknown(String),
+    /// The machine refuses the move in this state (pausing a paused agent).
+    #[error("{reason}")]
+    NotAllowed { state: String, reason: String },
+    /// Another move won the race; read again and retry.
+    #[error("the agent changed concurrently")]
+    Concurrent,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Every agent in `agents` (the configured ones, `Policy::agents`) and its state, by name.
+pub async fn list(store: &Store, agents: &BTreeSet<String>) -> Result<Vec<(String, Agent)>, StoreError> {
+    let mut states = vec![];
+    for name in agents {
+        states.push((name.clone(), store.agent(name).await?));
+    }
+    Ok(states)
+}
+
+/// Whether `event` may move agent `name`, one of `agents`, now: its current state and the
+/// state it would move to. The chat asks this before it prompts for confirmation and `change`
+/// when it moves the agent.
+pub async fn admissible(
+    store: &Store,
+    agents: &BTreeSet<String>,
+    name: &str,
+    event: AgentEvent,
+) -> Result<(Agent, Agent), AgentChangeError> {
+    if !agents.contains(name) {
+        return Err(AgentChangeError::Unknown(name.to_owned()));
+    }
+    let current = store.agent(name).await?;
+    let next = agent::apply(&current, event).map_err(|refused| AgentChangeError::NotAllowed {
+        state: current.state.as_str().to_owned(),
+        reason: refused.to_string(),
+    })?;
+    Ok((current, next))
+}
+
+/// Applies `event` to agent `name` on behalf of `by`.
+pub async fn change(
+    store: &Store,
+    agents: &BTreeSet<String>,
+    name: &str,
+    event: AgentEvent,
+    by: &str,
+    now: OffsetDateTime,
+) -> Result<Agent, AgentChangeError> {
+    let (current, next) = admissible(store, agents, name, event).await?;
+    if !store.move_agent(name, &current, &next, by, now).await? {
+        return Err(AgentChangeError::Concurrent);
+    }
+    tracing::info!(agent = name, state = %next.state, by, "agent moved");
+    Ok(next)
+}

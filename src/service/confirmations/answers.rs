@@ -1,0 +1,367 @@
+//! Answers to confirmations, and confirmations that run out.
+//!
+//! An answer is read (`confirm::Answer`), matched to the confirmation it names, judged against
+//! IDS §X (the right actor, the right command and key, still pending, still in time) and written
+//! as one step: the message, the settled confirmation, the command's moves, the evidence of the
+//! answer and the replies. A step that lost a race (the same answer twice at once, the sweeper
+//! expiring it meanwhile) is decided again on fresh state, so one confirmation has one effect.
+
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::service::confirmations::confirm::Answer;
+
+use crate::service::confirmations::confirm::Named;
+
+use crate::domain::command::ActorId;
+use crate::domain::command::TenantId;
+use crate::domain::evidence::EvidenceDraft;
+use crate::domain::evidence::TraceBindings;
+use crate::domain::lifecycle::Event;
+use crate::domain::lifecycle::EvidenceKind;
+use crate::domain::lifecycle::State;
+use crate::service::confirmations::confirm::Verdict;
+use crate::service::dispatch;
+use crate::service::engine::Engine;
+use crate::service::engine::EngineError;
+use crate::service::engine::MoveContext;
+use crate::service::replies::outcome::DECLINED;
+use crate::service::replies::outcome::EXPIRED;
+use crate::service::security::AuthzDecision;
+use crate::service::security::Policy;
+use crate::store::{
+    Confirmation, ConfirmationStatus, NewInbound, NewOutboxMessage, ReplyTo, SettleConfirmation, StepOutcome,
+    StepWrite, StoredCommand,
+};
+
+/// How many times a step that lost a race is decided again before giving up (the provider's
+/// redelivery then tries once more).
+const ATTEMPTS: usize = 4;
+
+/// What became of an answer; the label of `chatgate_confirmation_answers_total{outcome}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerOutcome {
+    Accepted,
+    Declined,
+    TooLate,
+    /// Names a confirmation of someone else: confirms nothing.
+    WrongActor,
+    /// The confirmation was used already.
+    AlreadyAnswered,
+    /// Names nothing this actor could answer (unknown code, nothing pending, several pending).
+    Unmatched,
+    Redelivered,
+}
+
+impl AnswerOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Accepted => "accepted",
+            Self::Declined => "declined",
+            Self::TooLate => "too_late",
+            Self::WrongActor => "wrong_actor",
+            Self::AlreadyAnswered => "already_answered",
+            Self::Unmatched => "unmatched",
+            Self::Redelivered => "redelivered",
+        }
+    }
+}
+
+/// Who answered, from where, and with what message.
+#[derive(Debug, Clone)]
+pub struct Answering<'a> {
+    pub tenant_id: &'a TenantId,
+    pub actor_id: &'a ActorId,
+    pub reply_to: &'a ReplyTo,
+    /// The message carrying the answer (recorded with the step: transport dedupe).
+    pub inbound: &'a NewInbound,
+    /// What decides the command's authorization once it is confirmed.
+    pub policy: &'a Policy,
+}
+
+/// Handles one answer, at most one committed step.
+pub async fn handle(
+    engine: &Engine,
+    who: &Answering<'_>,
+    answer: &Answer,
+    now: OffsetDateTime,
+) -> Result<AnswerOutcome, EngineError> {
+    for _ in 0..ATTEMPTS {
+        let (outcome, step) = decide(engine, who, answer, now).await?;
+        match engine.store().commit_step(&step).await? {
+            StepOutcome::Committed { .. } => {
+                metrics::counter!("chatgate_confirmation_answers_total", "outcome" => outcome.as_str()).increment(1);
+                return Ok(outcome);
+            }
+            StepOutcome::Redelivered { .. } => return Ok(AnswerOutcome::Redelivered),
+            StepOutcome::Stale | StepOutcome::TokenUsed => continue,
+        }
+    }
+    Err(EngineError::Store(crate::store::StoreError::Unavailable(
+        "the confirmation kept changing while its answer was written".into(),
+    )))
+}
+
+/// Which confirmation the answer names, among those the tenant has.
+enum Matched {
+    One(Box<Confirmation>),
+    Nothing { reason: &'static str, codes: Vec<String> },
+}
+
+async fn find(
+    engine: &Engine,
+    who: &Answering<'_>,
+    answer: &Answer,
+    now: OffsetDateTime,
+) -> Result<Matched, EngineError> {
+    let store = engine.store();
+    let nothing = |reason| Matched::Nothing { reason, codes: vec![] };
+    Ok(match &answer.named {
+        Named::Nonce(nonce) => match store.confirmation_by_nonce(nonce).await? {
+            Some(c) if &c.tenant_id == who.tenant_id => Matched::One(Box::new(c)),
+            _ => nothing("unknown_confirmation"),
+        },
+        Named::Code(code) => {
+            let all = store.confirmations_by_code(who.tenant_id, code).await?;
+            // The actor's own (a pending one first); else someone else's, which is refused.
+            let own = |pending: bool| {
+                all.iter()
+                    .find(|c| &c.actor_id == who.actor_id && (!pending || c.status == ConfirmationStatus::Pending))
+            };
+            match own(true).or_else(|| own(false)).or_else(|| all.first()) {
+                Some(c) => Matched::One(Box::new(c.clone())),
+                None => nothing("unknown_confirmation"),
+            }
+        }
+        Named::Bare => {
+            let pending = store.pending_confirmations(who.tenant_id, who.actor_id).await?;
+            let (live, late): (Vec<_>, Vec<_>) = pending.into_iter().partition(|c| !c.is_expired_at(now));
+            match (live.as_slice(), late.last()) {
+                ([one], _) => Matched::One(Box::new(one.clone())),
+                ([], Some(late)) => Matched::One(Box::new(late.clone())),
+                ([], None) => nothing("nothing_to_confirm"),
+                _ => Matched::Nothing { reason: "several_pending", codes: live.into_iter().map(|c| c.code).collect() },
+            }
+        }
+    })
+}
+
+async fn decide(
+    engine: &Engine,
+    who: &Answering<'_>,
+    answer: &Answer,
+    now: OffsetDateTime,
+) -> Result<(AnswerOutcome, StepWrite), EngineError> {
+    let mut step = StepWrite { inbound: Some(who.inbound.clone()), ..StepWrite::new(who.tenant_id.clone(), None, now) };
+    let via = match answer.named {
+        Named::Nonce(_) => "button",
+        Named::Code(_) => "code",
+        Named::Bare => "bare",
+    };
+    let mut decision =
+        json!({"answer": answer.verdict.as_str(), "via": via, "from": engine.pseudonym(who.actor_id.as_str())});
+    let mut trace = TraceBindings {
+        actor: Some(engine.pseudonym(who.actor_id.as_str())),
+        message_ids: vec![who.inbound.provider_message_id.as_str().to_owned()],
+        ..TraceBindings::default()
+    };
+
+    let confirmation = match find(engine, who, answer, now).await? {
+        Matched::One(c) => *c,
+        Matched::Nothing { reason, codes } => {
+            decision["outcome"] = "unmatched".into();
+            step.evidence.push(answer_evidence(None, None, trace, decision, Some(reason)));
+            step.outbox.push(who.reply_to.message("rejected", json!({"reason": reason, "codes": codes})));
+            return Ok((AnswerOutcome::Unmatched, step));
+        }
+    };
+    let command = engine.command(who.tenant_id, confirmation.command_id).await?;
+    step.command_id = Some(command.envelope.command_id);
+    trace.conversation = Some(engine.pseudonym(command.envelope.conversation_id.as_str()));
+    trace.correlation_id = Some(command.envelope.correlation_id.as_str().to_owned());
+    decision["confirmation_id"] = confirmation.id.to_string().into();
+    let stage = Some(command.lifecycle.state);
+    // Every answer ends here: its evidence (with the outcome, and why when it was refused) and
+    // the reply it gets, if the moves do not bring their own.
+    let conclude = |mut step: StepWrite, mut decision: Value, outcome: AnswerOutcome, reason: Option<&str>, reply| {
+        decision["outcome"] = outcome.as_str().into();
+        step.evidence.push(answer_evidence(Some(confirmation.command_id), stage, trace.clone(), decision, reason));
+        step.outbox.extend(reply);
+        (outcome, step)
+    };
+
+    // IDS §X: another person's answer confirms nothing. The reply does not say whose it was.
+    if &confirmation.actor_id != who.actor_id {
+        let reply = who.reply_to.message("rejected", json!({"reason": "unknown_confirmation", "codes": []}));
+        return Ok(conclude(step, decision, AnswerOutcome::WrongActor, Some("wrong_actor"), Some(reply)));
+    }
+    // Bound to the command's key as well as its id: a confirmation never carries over.
+    if confirmation.idempotency_key != command.envelope.idempotency_key {
+        let reply = who.reply_to.message("rejected", json!({"reason": "unknown_confirmation", "codes": []}));
+        return Ok(conclude(step, decision, AnswerOutcome::Unmatched, Some("binding_mismatch"), Some(reply)));
+    }
+    let name = command.reply_to.as_ref().and_then(|r| r.command.clone()).unwrap_or_else(|| "request".into());
+    match confirmation.status {
+        ConfirmationStatus::Accepted | ConfirmationStatus::Declined => {
+            let reply = where_it_stands(who.reply_to, &command);
+            return Ok(conclude(step, decision, AnswerOutcome::AlreadyAnswered, Some("already_answered"), Some(reply)));
+        }
+        ConfirmationStatus::Expired => {
+            let reply = who.reply_to.message("expired", json!({"command": name, "code": confirmation.code}));
+            return Ok(conclude(step, decision, AnswerOutcome::TooLate, Some(EXPIRED), Some(reply)));
+        }
+        ConfirmationStatus::Pending => {}
+    }
+
+    let (outcome, status, moves) = if confirmation.is_expired_at(now) {
+        // Late, and the sweeper has not got to it: expire it now (the expired reply is the
+        // command's outcome reply).
+        let cancel = expiry_move(&confirmation);
+        (AnswerOutcome::TooLate, ConfirmationStatus::Expired, vec![cancel])
+    } else {
+        let bound = json!({
+            "confirmation_id": confirmation.id, "code": confirmation.code, "via": via,
+            "idempotency_key": confirmation.idempotency_key.as_str(),
+        });
+        match answer.verdict {
+            Verdict::Yes => {
+                let confirm = MoveContext { decision: Some(bound), ..MoveContext::default() };
+                let mut moves = vec![(Event::Confirm, confirm)];
+                moves.extend(authorization_moves(who, &command, &name));
+                (AnswerOutcome::Accepted, ConfirmationStatus::Accepted, moves)
+            }
+            Verdict::No => {
+                let cancel =
+                    MoveContext { reason_code: Some(DECLINED.into()), decision: Some(bound), ..MoveContext::default() };
+                (AnswerOutcome::Declined, ConfirmationStatus::Declined, vec![(Event::Cancel, cancel)])
+            }
+        }
+    };
+    let Ok(writes) = engine.plan_moves(&command, moves, now) else {
+        // The command moved on without this confirmation (an operator canceled it, say).
+        let reply = where_it_stands(who.reply_to, &command);
+        return Ok(conclude(step, decision, AnswerOutcome::AlreadyAnswered, Some("command_moved"), Some(reply)));
+    };
+    step.settle = Some(SettleConfirmation {
+        id: confirmation.id,
+        status,
+        answered_by: (outcome != AnswerOutcome::TooLate).then(|| who.actor_id.clone()),
+    });
+    step.moves = writes;
+    let reason = match outcome {
+        AnswerOutcome::TooLate => Some(EXPIRED),
+        AnswerOutcome::Declined => Some(DECLINED),
+        _ => None,
+    };
+    Ok(conclude(step, decision, outcome, reason, None))
+}
+
+/// What follows a confirmation: `authz_pending`, then the decision — allowed (and the person
+/// told it is confirmed), waiting for a step-up proof (and the person sent the link), or refused
+/// (the refusal is the command's outcome reply).
+fn authorization_moves(who: &Answering<'_>, command: &StoredCommand, name: &str) -> Vec<(Event, MoveContext)> {
+    let command_id = command.envelope.command_id;
+    let context = |reason: Option<&str>, decision: &Value, outbox| MoveContext {
+        reason_code: reason.map(str::to_owned),
+        decision: Some(decision.clone()),
+        outbox,
+        reply_vars: None,
+    };
+    let Some(authorization) = who.policy.authorize(command, false) else {
+        let decision = json!({"authz": "deny", "reason": "the registry no longer has this command"});
+        return vec![
+            (Event::SubmitForAuthorization, context(None, &decision, vec![])),
+            (Event::Deny, context(Some("unknown_command"), &decision, vec![])),
+        ];
+    };
+    let evidence = authorization.evidence();
+    match authorization.decision {
+        AuthzDecision::Allow => {
+            let confirmed = who.reply_to.message("confirmed", json!({"command": name, "command_id": command_id}));
+            vec![
+                (Event::SubmitForAuthorization, context(None, &evidence, vec![confirmed])),
+                (Event::Allow, context(None, &evidence, vec![])),
+                dispatch::start(&authorization.spec.targets),
+            ]
+        }
+        AuthzDecision::StepUp => {
+            let nonce = crate::service::confirmations::confirm::new_nonce();
+            let link = who.policy.security.stepup.link(command_id, &nonce);
+            let mut decision = evidence;
+            decision["step_up_nonce"] = nonce.into();
+            let reply = who
+                .reply_to
+                .message("step_up_required", json!({"command": name, "command_id": command_id, "link": link}));
+            vec![(Event::SubmitForAuthorization, context(Some("step_up_required"), &decision, vec![reply]))]
+        }
+        AuthzDecision::Deny { .. } => vec![
+            (Event::SubmitForAuthorization, context(None, &evidence, vec![])),
+            (Event::Deny, context(Some("missing_scope"), &evidence, vec![])),
+        ],
+    }
+}
+
+/// The cancel move of a confirmation that ran out; its outcome reply says so with the code.
+fn expiry_move(confirmation: &Confirmation) -> (Event, MoveContext) {
+    (
+        Event::Cancel,
+        MoveContext {
+            reason_code: Some(EXPIRED.into()),
+            decision: Some(
+                json!({"confirmation_id": confirmation.id, "expired_at": confirmation.expires_at.unix_timestamp()}),
+            ),
+            reply_vars: Some(json!({"code": confirmation.code})),
+            ..MoveContext::default()
+        },
+    )
+}
+
+/// What a person is told when their answer comes after the command moved on.
+fn where_it_stands(reply_to: &ReplyTo, command: &StoredCommand) -> NewOutboxMessage {
+    let state = command.lifecycle.state;
+    let vars = json!({"command_id": command.envelope.command_id, "state": state});
+    reply_to.message(if state.is_terminal() { "already_done" } else { "in_progress" }, vars)
+}
+
+fn answer_evidence(
+    command_id: Option<Uuid>,
+    stage: Option<State>,
+    trace: TraceBindings,
+    decision: Value,
+    reason: Option<&str>,
+) -> EvidenceDraft {
+    EvidenceDraft {
+        kind: EvidenceKind::ConfirmationAnswered,
+        command_id,
+        stage,
+        from: None,
+        event: None,
+        trace,
+        decision: Some(decision),
+        reason_code: reason.map(str::to_owned),
+    }
+}
+
+/// Cancels the commands whose confirmations ran out unanswered (each with its expired reply);
+/// returns how many. Run periodically: expiry must not wait for someone to answer.
+pub async fn expire_due(engine: &Engine, now: OffsetDateTime, limit: i64) -> Result<usize, EngineError> {
+    let mut expired = 0;
+    for confirmation in engine.store().expired_confirmations(now, limit).await? {
+        let command = engine.command(&confirmation.tenant_id, confirmation.command_id).await?;
+        // A command that already left `confirmation_required` only needs its confirmation closed.
+        let moves = engine.plan_moves(&command, vec![expiry_move(&confirmation)], now).unwrap_or_default();
+        let settle = SettleConfirmation { id: confirmation.id, status: ConfirmationStatus::Expired, answered_by: None };
+        let step = StepWrite {
+            settle: Some(settle),
+            moves,
+            ..StepWrite::new(confirmation.tenant_id.clone(), Some(confirmation.command_id), now)
+        };
+        // Stale: answered or moved meanwhile; the next sweep sees the new state.
+        if let StepOutcome::Committed { .. } = engine.store().commit_step(&step).await? {
+            expired += 1;
+            metrics::counter!("chatgate_confirmations_expired_total").increment(1);
+        }
+    }
+    Ok(expired)
+}

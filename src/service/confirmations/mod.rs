@@ -1,0 +1,5 @@
+//! Confirmations: the prompt a mutating command asks, and how an answer to it is read and bound
+//! to its command, its key and its actor.
+
+pub mod answers;
+pub mod confirm;

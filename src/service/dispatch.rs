@@ -1,0 +1,363 @@
+//! Dispatch, the parts every door shares: the `start` move that queues a dispatch row in the
+//! same transaction (IDS shielding S2), a delivery's events decided on its state, and the
+//! command's move when a delivery ends.
+
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::domain::delivery::{self as machine};
+
+use crate::domain::delivery::Ack;
+
+use crate::domain::delivery::Applied;
+
+use crate::domain::delivery::DeliveryEvent;
+
+use crate::domain::delivery::DeliveryState;
+
+use crate::domain::delivery::OutOfOrder;
+use crate::domain::lifecycle::CommandKind;
+use crate::domain::lifecycle::Event;
+use crate::service::engine::Engine;
+use crate::service::engine::MoveContext;
+use crate::store::{
+    Delivery, DeliveryChange, DeliveryLogEntry, NewDelivery, NewOutboxMessage, StoredCommand, TransitionWrite,
+};
+
+/// The outbox kind the dispatcher claims.
+pub const DISPATCH_KIND: &str = "dispatch";
+/// Telling an executor that an operator canceled a command it has.
+pub const CANCEL_NOTICE_KIND: &str = "cancel_notice";
+
+/// The notice to each target of a started command that an operator canceled it; the
+/// dispatcher sends it to the executors that support it and drops it for the others.
+pub fn cancel_notices(targets: &[String], command_id: Uuid, reason: &str) -> Vec<NewOutboxMessage> {
+    targets
+        .iter()
+        .map(|target| NewOutboxMessage {
+            kind: CANCEL_NOTICE_KIND.into(),
+            destination: target.clone(),
+            payload: json!({"target": target, "command_id": command_id, "reason": reason}),
+            hold: None,
+        })
+        .collect()
+}
+
+/// `authorized → started`, with one dispatch row per target written in the same transaction.
+pub fn start(targets: &[String]) -> (Event, MoveContext) {
+    let decision = Some(json!({"dispatch": targets}));
+    (Event::Start, MoveContext { decision, outbox: dispatch_rows(targets), ..MoveContext::default() })
+}
+
+/// One dispatch row per target (the outbox of the `start` move).
+pub fn dispatch_rows(targets: &[String]) -> Vec<NewOutboxMessage> {
+    targets
+        .iter()
+        .map(|target| NewOutboxMessage {
+            kind: DISPATCH_KIND.into(),
+            destination: target.clone(),
+            payload: json!({"target": target}),
+            hold: None,
+        })
+        .collect()
+}
+
+/// The moves after `canonicalize` of a command authorized the moment it is admitted (a read, a
+/// mutation the registry lets through, an operator's or a machine caller's request), up to
+/// `started`: a mutation passes its confirmation gate by `auto_confirm`, a read has none.
+pub fn authorized_at_once(kind: CommandKind) -> &'static [Event] {
+    match kind {
+        CommandKind::Read => &[Event::SubmitForAuthorization, Event::Allow, Event::Start],
+        CommandKind::Mutation => &[Event::AutoConfirm, Event::Allow, Event::Start],
+    }
+}
+
+/// A delivery's events, decided one after another on the state each leaves.
+#[derive(Debug, Clone)]
+pub struct DeliveryPlan {
+    pub change: DeliveryChange,
+}
+
+impl DeliveryPlan {
+    /// A delivery that does not exist yet: it starts `received`.
+    pub fn create(command: &StoredCommand, target: &str) -> Self {
+        let e = &command.envelope;
+        let new = NewDelivery {
+            tenant_id: e.tenant_id.as_str().to_owned(),
+            command_id: e.command_id,
+            target: target.to_owned(),
+            ttl_deadline: e.expires_at,
+        };
+        Self { change: change(Uuid::now_v7(), Some(new), 0, DeliveryState::Received, None, None) }
+    }
+
+    pub fn existing(delivery: &Delivery) -> Self {
+        let change = change(
+            delivery.id,
+            None,
+            delivery.version,
+            delivery.state,
+            delivery.delivery_deadline,
+            delivery.execution_deadline,
+        );
+        Self { change }
+    }
+
+    pub fn state(&self) -> DeliveryState {
+        self.change.state
+    }
+
+    /// Applies one event; a refused one changes nothing and is reported.
+    pub fn apply(&mut self, event: DeliveryEvent, detail: Option<Value>) -> Result<Applied, OutOfOrder> {
+        let from = self.change.state;
+        let applied = machine::apply(from, event)?;
+        let (to, ack, outcome) = match applied {
+            Applied::Moved { to, ack, .. } => (to, ack, "moved"),
+            Applied::Duplicate => (from, None, "duplicate"),
+        };
+        self.change.log.push(DeliveryLogEntry { event, from, to, ack, outcome, detail: detail.clone() });
+        self.change.state = to;
+        match event {
+            DeliveryEvent::ExecutionSucceeded => self.finish(Some("succeeded"), None, detail),
+            DeliveryEvent::ExecutionFailed => self.finish(Some("failed"), None, detail),
+            _ => {
+                if let Some(class) = event.failure_class().filter(|_| to == DeliveryState::Closed) {
+                    self.finish(Some("failed"), Some(class.as_str().to_owned()), detail);
+                }
+            }
+        }
+        Ok(applied)
+    }
+
+    fn finish(&mut self, outcome: Option<&'static str>, class: Option<String>, detail: Option<Value>) {
+        self.change.outcome = outcome;
+        self.change.failure_class = class;
+        self.change.detail = detail;
+        self.change.delivery_deadline = None;
+        self.change.execution_deadline = None;
+    }
+
+    pub fn expect_execution_by(&mut self, deadline: OffsetDateTime) {
+        self.change.execution_deadline = Some(deadline);
+    }
+
+    pub fn expect_delivery_by(&mut self, deadline: OffsetDateTime) {
+        self.change.delivery_deadline = Some(deadline);
+    }
+
+    pub fn id(&self) -> Uuid {
+        self.change.delivery_id
+    }
+}
+
+fn change(
+    id: Uuid,
+    create: Option<NewDelivery>,
+    version: i64,
+    state: DeliveryState,
+    delivery_deadline: Option<OffsetDateTime>,
+    execution_deadline: Option<OffsetDateTime>,
+) -> DeliveryChange {
+    DeliveryChange {
+        delivery_id: id,
+        create,
+        expected_version: version,
+        state,
+        outcome: None,
+        failure_class: None,
+        detail: None,
+        delivery_deadline,
+        execution_deadline,
+        log: vec![],
+    }
+}
+
+/// How a command's execution ended, as its delivery says.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Finished {
+    Succeeded {
+        result: Value,
+    },
+    /// `reason` is the executor's error code or the transport's failure class.
+    Failed {
+        reason: String,
+        detail: Value,
+    },
+}
+
+/// The command's move for a finished delivery; none when the command is no longer `started`
+/// (canceled meanwhile, or already ended by another target).
+pub fn command_moves(
+    engine: &Engine,
+    command: &StoredCommand,
+    target: &str,
+    finished: Finished,
+    now: OffsetDateTime,
+) -> Vec<TransitionWrite> {
+    let (event, context) = match finished {
+        Finished::Succeeded { result } => (
+            Event::Succeed,
+            MoveContext {
+                decision: Some(json!({"target": target, "result": result})),
+                reply_vars: Some(json!({"result": result})),
+                ..MoveContext::default()
+            },
+        ),
+        Finished::Failed { reason, detail } => (
+            Event::Fail,
+            MoveContext {
+                reason_code: Some(reason),
+                decision: Some(json!({"target": target, "error": detail})),
+                reply_vars: Some(json!({"error": detail})),
+                ..MoveContext::default()
+            },
+        ),
+    };
+    engine.plan_moves(command, vec![(event, context)], now).unwrap_or_default()
+}
+
+/// What a closed or executed delivery means for its command.
+pub fn finished(plan: &DeliveryPlan) -> Option<Finished> {
+    let change = &plan.change;
+    match (change.outcome, change.state) {
+        (Some("succeeded"), _) => Some(Finished::Succeeded { result: change.detail.clone().unwrap_or(Value::Null) }),
+        (Some("failed"), _) => {
+            let detail = change.detail.clone().unwrap_or(Value::Null);
+            let reason = change
+                .failure_class
+                .clone()
+                .or_else(|| detail["code"].as_str().map(str::to_owned))
+                .unwrap_or_else(|| "executor_error".into());
+            Some(Finished::Failed { reason, detail })
+        }
+        _ => None,
+    }
+}
+
+/// Writes a delivery's change with, when it decides the command, the command's move — one step,
+/// together with the claimed row's fate. With several targets the command moves once every
+/// target has ended (or one has failed): each finisher checks again after its own commit, so the
+/// last one to commit always sees them all, and the command's version makes the move happen once.
+/// Returns whether the delivery's change was written.
+pub async fn conclude(
+    engine: &Engine,
+    command: &StoredCommand,
+    target: &str,
+    plan: DeliveryPlan,
+    settle: Option<crate::store::OutboxSettle>,
+    now: OffsetDateTime,
+) -> Result<bool, crate::service::engine::EngineError> {
+    let store = engine.store();
+    let e = &command.envelope;
+    let targets = store.dispatch_targets(e.command_id).await?;
+    let done = finished(&plan);
+    let single = targets.len() <= 1;
+    let mut moves = match (&done, single) {
+        (Some(done), true) => command_moves(engine, command, target, done.clone(), now),
+        _ => vec![],
+    };
+    moves.extend(compensated(engine, command, &moves, now).await?);
+    let step = crate::store::StepWrite {
+        delivery: Some(plan.change),
+        moves,
+        outbox_row: settle,
+        ..crate::store::StepWrite::new(e.tenant_id.clone(), Some(e.command_id), now)
+    };
+    let acks: Vec<Ack> = step
+        .delivery
+        .iter()
+        .flat_map(|d| d.log.iter().filter(|l| l.outcome == "moved").filter_map(|l| l.ack))
+        .collect();
+    if !matches!(store.commit_step(&step).await?, crate::store::StepOutcome::Committed { .. }) {
+        return Ok(false);
+    }
+    // Latency from the command's receipt to its delivery ACK and to its result (Bloodbank OBS-1).
+    let since_receipt = (now - e.received_at).as_seconds_f64().max(0.0);
+    for ack in acks {
+        match ack {
+            Ack::Delivery => metrics::histogram!("chatgate_ack_latency_seconds", "executor" => target.to_owned())
+                .record(since_receipt),
+            Ack::Execution if done.is_some() => {
+                metrics::histogram!("chatgate_result_latency_seconds", "executor" => target.to_owned())
+                    .record(since_receipt)
+            }
+            _ => {}
+        }
+    }
+    if done.is_some() && !single {
+        settle_command(engine, command, &targets, now).await?;
+    }
+    Ok(true)
+}
+
+/// When `moves` make a compensation command succeed, the move of the command it compensates to
+/// `compensated`, in the same step (SMCL §VIII.B: only once the compensation succeeded). A
+/// compensation is a recovery command with an intent other than its target's (a retry has the
+/// same intent).
+async fn compensated(
+    engine: &Engine,
+    command: &StoredCommand,
+    moves: &[TransitionWrite],
+    now: OffsetDateTime,
+) -> Result<Vec<TransitionWrite>, crate::service::engine::EngineError> {
+    let succeeded = moves.iter().any(|m| {
+        m.command_id == command.envelope.command_id && m.transition.to == crate::domain::lifecycle::State::Executed
+    });
+    let Some(target_id) = command.envelope.target_command_id.filter(|_| succeeded) else { return Ok(vec![]) };
+    let Some(target) = engine.store().command(&command.envelope.tenant_id, target_id).await? else { return Ok(vec![]) };
+    if target.envelope.intent == command.envelope.intent {
+        return Ok(vec![]);
+    }
+    let context = MoveContext {
+        reason_code: Some("compensated".into()),
+        decision: Some(json!({"compensated_by": command.envelope.command_id, "compensation": command.envelope.intent})),
+        ..MoveContext::default()
+    };
+    Ok(engine.plan_moves(&target, vec![(Event::Compensate, context)], now).unwrap_or_default())
+}
+
+/// Moves a multi-target command once its targets' outcomes decide it (the seed's default policy).
+async fn settle_command(
+    engine: &Engine,
+    command: &StoredCommand,
+    targets: &[String],
+    now: OffsetDateTime,
+) -> Result<(), crate::service::engine::EngineError> {
+    let deliveries = engine.store().deliveries_of(command.envelope.command_id).await?;
+    let outcome_of = |target: &String| {
+        deliveries.iter().find(|d| &d.target == target).and_then(|d| match d.outcome.as_deref() {
+            Some("succeeded") => Some(true),
+            Some("failed") => Some(false),
+            _ => None,
+        })
+    };
+    let outcomes: Vec<Option<bool>> = targets.iter().map(outcome_of).collect();
+    let finished = match crate::domain::delivery::aggregate(&outcomes) {
+        crate::domain::delivery::Overall::Pending => return Ok(()),
+        crate::domain::delivery::Overall::Succeeded => {
+            let results: serde_json::Map<String, Value> =
+                deliveries.iter().map(|d| (d.target.clone(), d.detail.clone().unwrap_or(Value::Null))).collect();
+            Finished::Succeeded { result: Value::Object(results) }
+        }
+        crate::domain::delivery::Overall::Failed => {
+            let failed = deliveries.iter().find(|d| d.outcome.as_deref() == Some("failed"));
+            let detail = failed.and_then(|d| d.detail.clone()).unwrap_or(Value::Null);
+            let reason = failed
+                .and_then(|d| d.failure_class.clone().or_else(|| detail["code"].as_str().map(str::to_owned)))
+                .unwrap_or_else(|| "executor_error".into());
+            Finished::Failed { reason, detail }
+        }
+    };
+    // Read again: another finisher may have moved it already (then there is nothing to do).
+    let current = engine.command(&command.envelope.tenant_id, command.envelope.command_id).await?;
+    let moves = command_moves(engine, &current, "all targets", finished, now);
+    if moves.is_empty() {
+        return Ok(());
+    }
+    let e = &current.envelope;
+    let step =
+        crate::store::StepWrite { moves, ..crate::store::StepWrite::new(e.tenant_id.clone(), Some(e.command_id), now) };
+    engine.store().commit_step(&step).await?;
+    Ok(())
+}

@@ -1,0 +1,128 @@
+//! The evidence each kind of step writes: one place, so every door records the same thing.
+
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::domain::command::CommandEnvelope;
+use crate::domain::evidence::EvidenceDraft;
+use crate::domain::evidence::TraceBindings;
+use crate::domain::lifecycle::Event;
+use crate::domain::lifecycle::EvidenceKind;
+use crate::domain::lifecycle::InvalidTransition;
+use crate::domain::lifecycle::Transition;
+use crate::store::StoredCommand;
+
+/// The artifacts of a move: one per kind SMCL §IX names for the new state, each carrying the
+/// stage, the move, the trace bindings and the decision.
+pub fn transition_evidence(
+    transition: &Transition,
+    command_id: Uuid,
+    trace: &TraceBindings,
+    decision: Option<Value>,
+    reason_code: Option<String>,
+) -> Vec<EvidenceDraft> {
+    let decision = merge(implied_decision(transition.event), decision);
+    transition
+        .evidence_kinds()
+        .iter()
+        .map(|&kind| {
+            let mut draft = EvidenceDraft::new(kind, command_id, trace.clone())
+                .stage(transition.to)
+                .moved(transition.from, transition.event);
+            draft.decision = decision.clone();
+            draft.reason_code = reason_code.clone();
+            draft
+        })
+        .collect()
+}
+
+/// The decision a security event always records, whatever else the caller adds.
+fn implied_decision(event: Event) -> Option<Value> {
+    match event {
+        Event::Allow => Some(json!({"authz": "allow"})),
+        Event::Deny => Some(json!({"authz": "deny"})),
+        Event::Confirm => Some(json!({"confirmation": "satisfied"})),
+        // §VI.C: an auto-confirmed mutation must be auditable as such.
+        Event::AutoConfirm => Some(json!({"confirmation": "auto_confirmed"})),
+        _ => None,
+    }
+}
+
+fn merge(base: Option<Value>, extra: Option<Value>) -> Option<Value> {
+    match (base, extra) {
+        (Some(Value::Object(mut base)), Some(Value::Object(extra))) => {
+            // The implied fields win: a caller cannot record an "allow" as something else.
+            for (key, value) in extra {
+                base.entry(key).or_insert(value);
+            }
+            Some(Value::Object(base))
+        }
+        (Some(base), _) => Some(base),
+        (None, extra) => extra,
+    }
+}
+
+/// IDS §XII: the accepted command records that its key was seen for the first time.
+pub(super) fn first_seen(envelope: &CommandEnvelope) -> Value {
+    let dedupe = if envelope.idempotency_class.reserves_key() { "first_seen" } else { "not_reserved" };
+    json!({
+        "dedupe": dedupe,
+        "idempotency_key": envelope.idempotency_key,
+        "idempotency_class": envelope.idempotency_class,
+        "fingerprint": envelope.fingerprint,
+    })
+}
+
+/// SMCL §VI.B: a refused move is recorded with what was attempted and why.
+pub(super) fn invalid_attempt(
+    command: &StoredCommand,
+    event: Event,
+    error: &InvalidTransition,
+    trace: TraceBindings,
+) -> EvidenceDraft {
+    EvidenceDraft::new(EvidenceKind::InvalidTransitionAttempt, command.envelope.command_id, trace)
+        .stage(command.lifecycle.state)
+        .moved(command.lifecycle.state, event)
+        .reason(error.reason_code())
+        .decision(json!({
+            "refused": true,
+            "attempted_event": event,
+            "from": command.lifecycle.state,
+            "version": command.version,
+            "detail": error.to_string(),
+        }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::lifecycle::CommandKind;
+    use crate::domain::lifecycle::ConfirmationGate;
+    use crate::domain::lifecycle::Lifecycle;
+    use crate::domain::lifecycle::State;
+    use crate::domain::lifecycle::apply;
+
+    #[test]
+    fn a_rejection_writes_both_kinds_with_the_deny_decision() {
+        let current = Lifecycle {
+            state: State::AuthzPending,
+            kind: CommandKind::Mutation,
+            confirmation: ConfirmationGate::Pending,
+        };
+        let t = apply(current, Event::Deny).expect("allowed");
+        let drafts = transition_evidence(
+            &t,
+            Uuid::nil(),
+            &TraceBindings::default(),
+            Some(json!({"authz": "allow", "scope": "x"})),
+            Some("missing_scope".into()),
+        );
+        let kinds: Vec<_> = drafts.iter().map(|d| d.kind).collect();
+        assert_eq!(kinds, vec![EvidenceKind::AuthzDecided, EvidenceKind::ExecutionRejected]);
+        for d in &drafts {
+            assert_eq!(d.decision, Some(json!({"authz": "deny", "scope": "x"})));
+            assert_eq!(d.stage, Some(State::Rejected));
+            assert_eq!(d.reason_code.as_deref(), Some("missing_scope"));
+        }
+    }
+}

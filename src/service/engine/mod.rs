@@ -1,0 +1,253 @@
+//! The engine drives commands through the lifecycle: it asks the pure machine what a move
+//! means, builds the evidence SMCL §IX requires for it, and has the store persist both in one
+//! transaction. Every caller (channels, the API, workers) moves commands through here, so the
+//! rules hold whichever door a command came in by.
+
+mod evidence;
+
+use serde_json::Value;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::domain::command::CommandEnvelope;
+
+use crate::domain::command::CommandRequest;
+
+use crate::domain::command::TenantId;
+use crate::domain::evidence::Pseudonymizer;
+use crate::domain::evidence::TraceBindings;
+use crate::domain::lifecycle;
+use crate::domain::lifecycle::ConfirmationGate;
+use crate::domain::lifecycle::Event;
+use crate::domain::lifecycle::InvalidTransition;
+use crate::domain::lifecycle::Lifecycle;
+use crate::domain::lifecycle::State;
+use crate::domain::lifecycle::Transition;
+use crate::service::replies::outcome::outcome_reply;
+use crate::store::{
+    AdmissionWrite, Admitted, NewConfirmation, NewInbound, NewOutboxMessage, ReplyTo, Store, StoreError, StoredCommand,
+    TransitionWrite,
+};
+
+pub use evidence::transition_evidence;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("command {0} not found")]
+    NotFound(Uuid),
+    /// The move was refused and recorded as `invalid_transition_attempt`; nothing changed.
+    #[error("{error}")]
+    InvalidTransition { error: InvalidTransition, state: State, evidence_id: Uuid },
+    /// The caller asked to admit a command with moves the machine refuses: a programming error,
+    /// reported without touching the store.
+    #[error("invalid admission plan: {0}")]
+    InvalidPlan(InvalidTransition),
+}
+
+/// What a channel writes together with a new command.
+#[derive(Debug, Clone, Default)]
+pub struct Admission<'a> {
+    /// Moves after `canonicalize`, in the same transaction.
+    pub then: &'a [Event],
+    /// The decision behind those moves (an early authorization refusal, say).
+    pub decision: Option<Value>,
+    /// The reason code of the last move, and of the command (a refusal's reason).
+    pub reason_code: Option<String>,
+    pub inbound: Option<NewInbound>,
+    pub outbox: Vec<NewOutboxMessage>,
+    pub reply_to: Option<ReplyTo>,
+    /// The confirmation the first moves ask for.
+    pub confirmation: Option<NewConfirmation>,
+    /// Variables for the outcome reply when the first moves end the command (a refusal's `error`).
+    pub reply_vars: Option<Value>,
+}
+
+/// What a move carries besides its event.
+#[derive(Debug, Clone, Default)]
+pub struct MoveContext {
+    pub reason_code: Option<String>,
+    /// The decision behind the move (authz scopes compared, confirmation nonce, ...).
+    pub decision: Option<Value>,
+    /// Effects to perform once the move is committed.
+    pub outbox: Vec<NewOutboxMessage>,
+    /// Variables for the outcome reply when the move ends the command (`result`, `code`).
+    pub reply_vars: Option<Value>,
+}
+
+/// A committed move.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Moved {
+    pub transition: Transition,
+    pub version: i64,
+    pub evidence_ids: Vec<Uuid>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Engine {
+    store: Store,
+    pseudonymizer: Pseudonymizer,
+}
+
+impl Engine {
+    pub fn new(store: Store, pseudonymizer: Pseudonymizer) -> Self {
+        Self { store, pseudonymizer }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The keyed hash that stands for a person (or any identifier) in evidence.
+    pub fn pseudonym(&self, value: &str) -> String {
+        self.pseudonymizer.pseudonym(value)
+    }
+
+    pub fn trace_for(&self, envelope: &CommandEnvelope) -> TraceBindings {
+        TraceBindings::for_envelope(envelope, &self.pseudonymizer)
+    }
+
+    /// Canonicalizes a request and admits it once per idempotency key, applying `then` (for
+    /// example `request_confirmation`) in the same transaction. A duplicate is answered from the
+    /// command that holds the key, with its decision recorded; a different command under a taken
+    /// key is refused as `idempotency_conflict`.
+    pub async fn accept(
+        &self,
+        request: CommandRequest,
+        then: &[Event],
+        now: OffsetDateTime,
+    ) -> Result<(CommandEnvelope, Admitted), EngineError> {
+        self.accept_with(request, Admission { then, ..Admission::default() }, now).await
+    }
+
+    /// `accept` with everything a channel writes in the same transaction: the carrying message,
+    /// the first moves' decision and effects, and where to answer a duplicate.
+    pub async fn accept_with(
+        &self,
+        request: CommandRequest,
+        admission: Admission<'_>,
+        now: OffsetDateTime,
+    ) -> Result<(CommandEnvelope, Admitted), EngineError> {
+        let write = self.plan(request, admission, now)?;
+        let envelope = write.envelope.clone();
+        let admitted = self.store.admit(write).await?;
+        Ok((envelope, admitted))
+    }
+
+    /// Everything an admission writes, decided without I/O: the envelope, its moves and their
+    /// evidence, the message and the effects.
+    pub fn plan(
+        &self,
+        request: CommandRequest,
+        admission: Admission<'_>,
+        now: OffsetDateTime,
+    ) -> Result<AdmissionWrite, EngineError> {
+        let dedupe_window = request.dedupe_window;
+        let envelope = CommandEnvelope::canonicalize(request, now);
+        let trace = self.trace_for(&envelope);
+        let then = admission.then;
+        let mut current =
+            Lifecycle { state: State::Received, kind: envelope.command_kind, confirmation: ConfirmationGate::Pending };
+        let mut moves = Vec::with_capacity(then.len() + 1);
+        for (i, &event) in std::iter::once(&Event::Canonicalize).chain(then).enumerate() {
+            let transition = lifecycle::apply(current, event).map_err(EngineError::InvalidPlan)?;
+            let last = i == then.len();
+            let decision = if i == 0 { Some(evidence::first_seen(&envelope)) } else { admission.decision.clone() };
+            let reason = if last && i > 0 { admission.reason_code.clone() } else { None };
+            moves.push((transition, transition_evidence(&transition, envelope.command_id, &trace, decision, reason)));
+            current = transition.after(envelope.command_kind);
+        }
+        let mut outbox = admission.outbox;
+        if let Some(reply_to) = &admission.reply_to {
+            let reason = admission.reason_code.as_deref();
+            let extra = admission.reply_vars.as_ref();
+            outbox.extend(outcome_reply(reply_to, envelope.command_id, current.state, reason, extra));
+        }
+        Ok(AdmissionWrite {
+            envelope,
+            moves,
+            reason_code: admission.reason_code,
+            dedupe_window,
+            trace,
+            inbound: admission.inbound,
+            outbox,
+            reply_to: admission.reply_to,
+            confirmation: admission.confirmation,
+            at: now,
+        })
+    }
+
+    /// Applies one event to a stored command. A refused event changes nothing and leaves
+    /// `invalid_transition_attempt` evidence; a command that moved concurrently is reported as
+    /// `StaleVersion`, never overwritten.
+    pub async fn advance(
+        &self,
+        tenant_id: &TenantId,
+        command_id: Uuid,
+        event: Event,
+        context: MoveContext,
+        now: OffsetDateTime,
+    ) -> Result<Moved, EngineError> {
+        let command = self.command(tenant_id, command_id).await?;
+        let write = match self.plan_moves(&command, vec![(event, context)], now) {
+            Ok(mut writes) => writes.remove(0),
+            Err(error) => {
+                let draft = evidence::invalid_attempt(&command, event, &error, self.trace_for(&command.envelope));
+                let ids = self.store.record_evidence(tenant_id.as_str(), &[draft], now).await?;
+                let evidence_id = ids.first().copied().unwrap_or_default();
+                return Err(EngineError::InvalidTransition { error, state: command.lifecycle.state, evidence_id });
+            }
+        };
+        let transition = write.transition;
+        let committed = self.store.commit_transition(&write).await?;
+        Ok(Moved { transition, version: committed.version, evidence_ids: committed.evidence_ids })
+    }
+
+    /// Decides moves of a stored command, in order, each on the version the one before leaves,
+    /// without I/O: their evidence and effects, and the outcome reply when one ends the command
+    /// (so that the person hears the outcome once, in the transaction that decides it).
+    pub fn plan_moves(
+        &self,
+        command: &StoredCommand,
+        moves: Vec<(Event, MoveContext)>,
+        now: OffsetDateTime,
+    ) -> Result<Vec<TransitionWrite>, InvalidTransition> {
+        let trace = self.trace_for(&command.envelope);
+        let (mut current, mut version) = (command.lifecycle, command.version);
+        let mut writes = Vec::with_capacity(moves.len());
+        for (event, context) in moves {
+            let transition = lifecycle::apply(current, event)?;
+            let evidence = transition_evidence(
+                &transition,
+                command.envelope.command_id,
+                &trace,
+                context.decision,
+                context.reason_code.clone(),
+            );
+            let mut outbox = context.outbox;
+            if let Some(reply_to) = &command.reply_to {
+                let reason = context.reason_code.as_deref();
+                let extra = context.reply_vars.as_ref();
+                outbox.extend(outcome_reply(reply_to, command.envelope.command_id, transition.to, reason, extra));
+            }
+            writes.push(TransitionWrite {
+                tenant_id: command.envelope.tenant_id.clone(),
+                command_id: command.envelope.command_id,
+                expected_version: version,
+                transition,
+                reason_code: context.reason_code,
+                evidence,
+                outbox,
+                at: now,
+            });
+            current = transition.after(command.envelope.command_kind);
+            version += 1;
+        }
+        Ok(writes)
+    }
+
+    pub async fn command(&self, tenant_id: &TenantId, command_id: Uuid) -> Result<StoredCommand, EngineError> {
+        self.store.command(tenant_id, command_id).await?.ok_or(EngineError::NotFound(command_id))
+    }
+}

@@ -1,0 +1,472 @@
+//! Ingress: channel adapters turn provider webhooks into [`InboundMessage`]s; [`Ingress`] routes
+//! each to its tenant and actor, interprets it through the registry and admits the command, all
+//! in one transaction per message. Adapters never touch the database themselves.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::domain::registry::CommandSpec;
+
+use crate::domain::command::Args;
+use crate::domain::command::CommandRequest;
+use crate::domain::command::ExternalId;
+use crate::domain::command::IdempotencyClass;
+use crate::domain::command::Intent;
+use crate::domain::directory::Actor;
+use crate::domain::directory::Tenant;
+use crate::domain::directory::UnknownSenderPolicy;
+use crate::domain::lifecycle::CommandKind;
+use crate::domain::lifecycle::Event;
+use crate::domain::message::{Content, InboundMessage, StatusUpdate};
+use crate::domain::registry::Interpretation;
+use crate::service::confirmations::answers;
+use crate::service::confirmations::answers::AnswerOutcome;
+use crate::service::confirmations::answers::Answering;
+use crate::service::confirmations::confirm;
+use crate::service::confirmations::confirm::Answer;
+use crate::service::dispatch;
+use crate::service::engine::Admission;
+use crate::service::engine::Engine;
+use crate::service::engine::EngineError;
+use crate::service::ooc;
+use crate::service::security::Policy;
+use crate::service::security::authz;
+use crate::service::security::authz::AuthzDecision;
+use crate::store::StoredCommand;
+use crate::store::{
+    Admitted, DeliveryStatus, InboundOutcome, NewConfirmation, NewInbound, NewOutboxMessage, ReplyTo, Store, StoreError,
+};
+
+/// What reprocessing a stored message came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reprocessed {
+    Command(Uuid),
+    /// Under the current registry and directory the message starts no command (why).
+    NotACommand(&'static str),
+}
+
+/// What became of one inbound message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Handled {
+    /// Seen before (a redelivered webhook): nothing new was written.
+    Redelivered,
+    /// Sent to a number no tenant owns: stored as unroutable.
+    Unroutable,
+    /// From someone the tenant does not list: refused (with a reply) or ignored, per policy.
+    UnknownSender,
+    /// Not a command (help, no match, ambiguous, media, reactions): stored, answered when useful.
+    NotACommand { status: &'static str },
+    /// A command was admitted, or the message repeated one (IDS replay / in progress).
+    Command { command_id: Uuid, outcome: &'static str },
+    /// A different command under a taken key (only possible with caller-supplied keys).
+    Conflict,
+    /// An answer to a confirmation.
+    Answer(AnswerOutcome),
+    /// Over the actor's or the tenant's rate limit: stored, not acted on.
+    RateLimited,
+}
+
+impl Handled {
+    /// The `outcome` label of `chatgate_inbound_messages_total`.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            Self::Redelivered => "redelivered",
+            Self::Unroutable => "unroutable",
+            Self::UnknownSender => "unknown_sender",
+            Self::NotACommand { status } => status,
+            Self::Command { outcome, .. } if outcome.starts_with("duplicate") => "duplicate",
+            Self::Command { .. } => "command",
+            Self::Conflict => "conflict",
+            Self::Answer(AnswerOutcome::Redelivered) => "redelivered",
+            Self::Answer(_) => "answer",
+            Self::RateLimited => "rate_limited",
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct Ingress {
+    engine: Engine,
+    policy: Policy,
+    stored: Arc<dyn StoredMessages>,
+}
+
+impl std::fmt::Debug for Ingress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ingress").finish_non_exhaustive()
+    }
+}
+
+impl Ingress {
+    pub fn new(engine: Engine, policy: Policy, stored: Arc<dyn StoredMessages>) -> Self {
+        Self { engine, policy, stored }
+    }
+
+    /// A stored message read again (see [`StoredMessages`]).
+    pub fn reread(&self, channel: &str, raw: &Value, conversation: &ExternalId) -> Option<InboundMessage> {
+        self.stored.reread(channel, raw, conversation)
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    fn store(&self) -> &Store {
+        self.engine.store()
+    }
+
+    /// Handles one message: at most one transaction, so a redelivery finds it done or not done.
+    /// Every outcome is counted in `chatgate_inbound_messages_total{channel, outcome}`.
+    pub async fn handle(&self, message: &InboundMessage, now: OffsetDateTime) -> Result<Handled, EngineError> {
+        let handled = self.handle_uncounted(message, now).await?;
+        let labels = [("channel", message.channel.to_string()), ("outcome", handled.outcome().to_owned())];
+        metrics::counter!("chatgate_inbound_messages_total", &labels).increment(1);
+        Ok(handled)
+    }
+
+    async fn handle_uncounted(&self, message: &InboundMessage, now: OffsetDateTime) -> Result<Handled, EngineError> {
+        let Some(tenant) = self.policy.directory.tenant_for_number(&message.to) else {
+            tracing::warn!(to = %message.to, id = %message.provider_message_id, "message to an unknown number stored as unroutable");
+            return self.record(message, None, "unroutable", &[], Handled::Unroutable, now).await;
+        };
+        let reply_to = reply_address(message, tenant);
+        let Some(actor) = tenant.actor(&message.from) else {
+            let (status, replies) = match tenant.unknown_sender {
+                UnknownSenderPolicy::Refuse => {
+                    ("refused_unknown_sender", vec![reply_to.message("rejected", json!({"reason": "unknown_sender"}))])
+                }
+                UnknownSenderPolicy::Ignore => ("ignored_unknown_sender", vec![]),
+            };
+            return self.record(message, Some(tenant), status, &replies, Handled::UnknownSender, now).await;
+        };
+        // IDS §XV: every message counts, repeats included; over the limit it is kept, not acted
+        // on, and not answered (answering a flood would only double it).
+        if let Err(wait) = self.policy.security.limits.inbound(tenant.id.as_str(), actor.id.as_str()) {
+            tracing::warn!(tenant = %tenant.id, ?wait, "inbound rate limit reached");
+            return self.record(message, Some(tenant), "rate_limited", &[], Handled::RateLimited, now).await;
+        }
+        if let Some(answer) = Answer::parse(&message.content) {
+            let inbound = inbound_row(message, Some(tenant), "answer", now);
+            let who = Answering {
+                tenant_id: &tenant.id,
+                actor_id: &actor.id,
+                reply_to: &reply_to,
+                inbound: &inbound,
+                policy: &self.policy,
+            };
+            return Ok(Handled::Answer(answers::handle(&self.engine, &who, &answer, now).await?));
+        }
+        let interpretation = match &message.content {
+            Content::Text(text) => self.policy.registry.interpret_text(text),
+            Content::Reply { id, .. } => self.policy.registry.interpret_reply_id(id),
+            // A reaction is not a request; answering it would only be noise.
+            Content::Reaction { .. } => {
+                let handled = Handled::NotACommand { status: "reaction" };
+                return self.record(message, Some(tenant), "reaction", &[], handled, now).await;
+            }
+            other => {
+                let vars = json!({"unsupported": other.kind(), "commands": self.help(actor)});
+                let replies = [reply_to.message("help", vars)];
+                let handled = Handled::NotACommand { status: "not_a_command" };
+                return self.record(message, Some(tenant), "not_a_command", &replies, handled, now).await;
+            }
+        };
+        match interpretation {
+            Interpretation::Command { spec, args } => {
+                self.admit(message, tenant, actor, spec, args, reply_to, now).await
+            }
+            Interpretation::Help | Interpretation::NoMatch => {
+                let status = if interpretation == Interpretation::Help { "help" } else { "no_match" };
+                let replies = [reply_to.message("help", json!({"commands": self.help(actor)}))];
+                self.record(message, Some(tenant), status, &replies, Handled::NotACommand { status }, now).await
+            }
+            Interpretation::Ambiguous(specs) => {
+                let candidates: Vec<String> = specs.iter().map(|s| s.usage()).collect();
+                let vars = json!({"reason": "ambiguous", "candidates": candidates});
+                let replies = [reply_to.message("rejected", vars)];
+                let handled = Handled::NotACommand { status: "ambiguous" };
+                self.record(message, Some(tenant), "ambiguous", &replies, handled, now).await
+            }
+        }
+    }
+
+    fn help(&self, actor: &Actor) -> Vec<String> {
+        self.policy.registry.help_lines(&actor.scopes)
+    }
+
+    /// Stores a message that starts no command, with its replies, once.
+    async fn record(
+        &self,
+        message: &InboundMessage,
+        tenant: Option<&Tenant>,
+        status: &str,
+        replies: &[NewOutboxMessage],
+        handled: Handled,
+        now: OffsetDateTime,
+    ) -> Result<Handled, EngineError> {
+        let inbound = inbound_row(message, tenant, status, now);
+        match self.store().record_inbound(&inbound, replies).await? {
+            InboundOutcome::FirstSeen { .. } => Ok(handled),
+            InboundOutcome::Duplicate { .. } => Ok(Handled::Redelivered),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn admit(
+        &self,
+        message: &InboundMessage,
+        tenant: &Tenant,
+        actor: &Actor,
+        spec: &CommandSpec,
+        args: Args,
+        reply_to: ReplyTo,
+        now: OffsetDateTime,
+    ) -> Result<Handled, EngineError> {
+        self.admit_as(message, tenant, actor, spec, args, reply_to, None, now).await
+    }
+
+    /// `admit`, or, with `reprocess_of`, the same message admitted again as a new command that
+    /// names the old one: no transport dedupe (the message is recorded already) and no key
+    /// reservation (the old command holds the key).
+    #[allow(clippy::too_many_arguments)]
+    async fn admit_as(
+        &self,
+        message: &InboundMessage,
+        tenant: &Tenant,
+        actor: &Actor,
+        spec: &CommandSpec,
+        args: Args,
+        reply_to: ReplyTo,
+        reprocess_of: Option<&StoredCommand>,
+        now: OffsetDateTime,
+    ) -> Result<Handled, EngineError> {
+        let target =
+            spec.target_arg.as_ref().and_then(|name| args.get(name)).and_then(Value::as_str).map(str::to_owned);
+        let request = CommandRequest {
+            tenant_id: tenant.id.clone(),
+            actor_id: actor.id.clone(),
+            channel: message.channel.clone(),
+            conversation_id: conversation_id(message),
+            message_ids: vec![message.provider_message_id.clone()],
+            correlation_id: reprocess_of.map(|t| t.envelope.correlation_id.clone()),
+            causation_id: reprocess_of.map(|t| ExternalId::from_uuid(t.envelope.command_id)),
+            intent: Intent { entity: spec.entity.clone(), action: spec.action.clone(), target },
+            args: args.clone(),
+            command_kind: spec.kind,
+            idempotency_class: if reprocess_of.is_some() { IdempotencyClass::I0 } else { spec.idempotency_class },
+            risk: spec.risk,
+            supplied_key: None,
+            ttl: Some(spec.ttl),
+            dedupe_window: spec.dedupe_window,
+            target_command_id: reprocess_of.map(|t| t.envelope.command_id),
+        };
+        let reply_to = ReplyTo { command: Some(spec.name.clone()), executed_template: spec.reply.clone(), ..reply_to };
+        // A reprocessed message is not asked anything: its command goes where the first one went.
+        let refused = match reprocess_of {
+            None => ooc::precheck(self.store(), &self.policy, &tenant.id, actor, spec, &args).await?,
+            Some(_) => None,
+        };
+        let first = first_moves(spec, &actor.scopes, &args, &reply_to, refused, now);
+        let admission = Admission {
+            then: first.events,
+            decision: first.decision,
+            reason_code: first.reason_code.map(str::to_owned),
+            inbound: reprocess_of.is_none().then(|| inbound_row(message, Some(tenant), "received", now)),
+            outbox: first.outbox,
+            reply_to: Some(reply_to),
+            confirmation: first.confirmation,
+            reply_vars: first.reply_vars,
+        };
+        let (_, admitted) = self.engine.accept_with(request, admission, now).await?;
+        Ok(match admitted {
+            Admitted::New { command_id, lifecycle, .. } => {
+                Handled::Command { command_id, outcome: lifecycle.state.as_str() }
+            }
+            Admitted::Replayed(d) => Handled::Command { command_id: d.command_id, outcome: "duplicate_replayed" },
+            Admitted::InProgress(d) => Handled::Command { command_id: d.command_id, outcome: "duplicate_in_progress" },
+            Admitted::Conflict { .. } => Handled::Conflict,
+            Admitted::Redelivered { .. } => Handled::Redelivered,
+        })
+    }
+
+    /// Reprocessing (a recovery action): `target`'s stored message interpreted again under the
+    /// current registry and directory, and admitted as a new command naming `target`.
+    pub async fn reprocess(
+        &self,
+        target: &StoredCommand,
+        message: &InboundMessage,
+        now: OffsetDateTime,
+    ) -> Result<Reprocessed, EngineError> {
+        let Some(tenant) =
+            self.policy.directory.tenant_for_number(&message.to).filter(|t| t.id == target.envelope.tenant_id)
+        else {
+            return Ok(Reprocessed::NotACommand("unroutable"));
+        };
+        let Some(actor) = tenant.actor(&message.from) else { return Ok(Reprocessed::NotACommand("unknown_sender")) };
+        let interpretation = match &message.content {
+            Content::Text(text) => self.policy.registry.interpret_text(text),
+            Content::Reply { id, .. } => self.policy.registry.interpret_reply_id(id),
+            _ => return Ok(Reprocessed::NotACommand("not_a_command")),
+        };
+        let Interpretation::Command { spec, args } = interpretation else {
+            return Ok(Reprocessed::NotACommand("no_match"));
+        };
+        let reply_to = reply_address(message, tenant);
+        match self.admit_as(message, tenant, actor, spec, args, reply_to, Some(target), now).await? {
+            Handled::Command { command_id, .. } => Ok(Reprocessed::Command(command_id)),
+            _ => Ok(Reprocessed::NotACommand("not_admitted")),
+        }
+    }
+
+    /// A delivery status for a message we sent: updates its delivery record.
+    pub async fn handle_status(&self, status: &StatusUpdate, now: OffsetDateTime) -> Result<(), StoreError> {
+        let Some(delivery) = DeliveryStatus::parse(&status.status) else {
+            tracing::debug!(status = %status.status, "status not tracked");
+            return Ok(());
+        };
+        let found = self
+            .store()
+            .record_delivery_status(&status.channel, &status.provider_message_id, delivery, status.errors.as_ref(), now)
+            .await?;
+        let labels = [
+            ("channel", status.channel.to_string()),
+            ("status", delivery.as_str().to_owned()),
+            ("matched", found.to_string()),
+        ];
+        metrics::counter!("chatgate_delivery_statuses_total", &labels).increment(1);
+        if !found {
+            tracing::debug!(id = %status.provider_message_id, "status for a message this gateway did not send");
+        }
+        Ok(())
+    }
+}
+
+/// What a new command does right after `canonicalized`, decided from the registry and the actor.
+struct FirstMoves {
+    events: &'static [Event],
+    decision: Option<Value>,
+    reason_code: Option<&'static str>,
+    outbox: Vec<NewOutboxMessage>,
+    confirmation: Option<NewConfirmation>,
+    reply_vars: Option<Value>,
+}
+
+fn first_moves(
+    spec: &CommandSpec,
+    held: &BTreeSet<String>,
+    args: &Args,
+    reply_to: &ReplyTo,
+    refused: Option<ooc::Refused>,
+    now: OffsetDateTime,
+) -> FirstMoves {
+    let decision = authz::decide(spec, held, false);
+    let moves = |events, decision: &AuthzDecision, outbox| FirstMoves {
+        events,
+        decision: Some(decision.evidence(spec, held)),
+        reason_code: decision.reason_code(),
+        outbox,
+        confirmation: None,
+        reply_vars: None,
+    };
+    // Authorized at once: started too, with the dispatch row in the same transaction.
+    let dispatch = || dispatch::dispatch_rows(&spec.targets);
+    // SMCL's "pre-confirm validation path": a recovery action that could not run now is refused
+    // before anyone is asked to confirm it (`ooc::precheck` leaves someone without the scope to
+    // the authorization refusal below).
+    if let Some(refused) = refused {
+        return FirstMoves {
+            events: &[Event::SubmitForAuthorization, Event::Deny],
+            decision: Some(json!({"precheck": "refused", "error": refused.detail})),
+            reason_code: Some(refused.code),
+            outbox: vec![],
+            confirmation: None,
+            reply_vars: Some(json!({"error": refused.detail})),
+        };
+    }
+    match (&decision, spec.kind, spec.confirmation) {
+        // Refused before anyone is asked to confirm: canonicalized → authz_pending → rejected
+        // (the engine queues the refusal as the command's outcome reply).
+        (AuthzDecision::Deny { .. }, _, _) => moves(&[Event::SubmitForAuthorization, Event::Deny], &decision, vec![]),
+        (_, CommandKind::Mutation, true) => {
+            let vars = json!({"command": spec.name, "usage": spec.usage(), "args": args, "step_up": spec.step_up});
+            let confirmation = confirm::prompt(reply_to, vars, spec.confirmation_ttl, now);
+            FirstMoves {
+                events: &[Event::RequestConfirmation],
+                decision: Some(json!({
+                    "confirmation": "requested",
+                    "code": confirmation.code,
+                    "expires_at": confirmation.expires_at.unix_timestamp(),
+                })),
+                reason_code: None,
+                outbox: vec![confirm::prompt_message(reply_to, &confirmation)],
+                confirmation: Some(confirmation),
+                reply_vars: None,
+            }
+        }
+        // A read, or a mutation the registry lets through without confirmation (and so without
+        // step-up, which the registry only allows after a confirmation): authorized at once.
+        (_, kind, _) => moves(dispatch::authorized_at_once(kind), &AuthzDecision::Allow, dispatch()),
+    }
+}
+
+fn inbound_row(message: &InboundMessage, tenant: Option<&Tenant>, status: &str, now: OffsetDateTime) -> NewInbound {
+    NewInbound {
+        channel: message.channel.clone(),
+        provider_message_id: message.provider_message_id.clone(),
+        tenant_id: tenant.map(|t| t.id.clone()),
+        status: status.to_owned(),
+        payload: message.raw.clone(),
+        received_at: now,
+    }
+}
+
+/// Reads a stored message (as `Store::message_of` returns it) back into the message it was, for
+/// reprocessing. Each channel knows its own stored form, and channels sit above this layer, so
+/// the composition root hands intake a reader (`channels::StoredMessageReader`).
+/// `conversation` is the command's (`{channel}:{business number}:{person}`).
+pub trait StoredMessages: Send + Sync {
+    fn reread(&self, channel: &str, raw: &Value, conversation: &ExternalId) -> Option<InboundMessage>;
+}
+
+/// One conversation per business number and person.
+fn conversation_id(message: &InboundMessage) -> ExternalId {
+    ExternalId::parse(&reply_destination(message)).unwrap_or_else(|_| message.provider_message_id.clone())
+}
+
+/// The outbox destination of replies to `message`'s sender: one per channel, business number and
+/// person, so that messages to one person leave in order.
+pub fn reply_destination(message: &InboundMessage) -> String {
+    format!("{}:{}:{}", message.channel, message.to, message.from)
+}
+
+fn reply_address(message: &InboundMessage, tenant: &Tenant) -> ReplyTo {
+    let mut base = json!({
+        "channel": message.channel,
+        "phone_number_id": message.to,
+        "to": message.from,
+        "in_reply_to": message.provider_message_id,
+        "locale": tenant.locale,
+    });
+    if let (Some(addresses), Some(map)) = (&message.addresses, base.as_object_mut()) {
+        map.insert("from_address".into(), addresses.business.clone().into());
+        map.insert("to_address".into(), addresses.person.clone().into());
+        if let Some(conversation) = &addresses.conversation {
+            map.insert("conversation".into(), conversation.clone().into());
+        }
+    }
+    ReplyTo {
+        command: None,
+        destination: reply_destination(message),
+        base,
+        executed_template: None,
+        hold: message.answered_inline,
+    }
+}

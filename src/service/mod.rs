@@ -1,0 +1,19 @@
+//! The service: what the gateway does, independent of any provider or transport. The engine
+//! (moves and their evidence), intake (a channel-neutral message to a command), confirmations,
+//! replies, dispatch planning, recovery, chat operations (OoC), agents and the security gates.
+//! Imports `domain`, `config` and `store`.
+
+pub mod agents;
+pub mod confirmations;
+pub mod dispatch;
+pub mod engine;
+pub mod intake;
+pub mod ooc;
+pub mod recovery;
+pub mod replies;
+pub mod security;
+pub mod services;
+pub mod settings;
+
+pub use services::Services;
+pub use settings::Settings;

@@ -1,0 +1,92 @@
+//! A recovery action or agent move asked in the chat is checked before the person is asked to
+//! confirm it: a reference that names nothing they may see, a target whose state does not allow
+//! the action, a high-risk command the chat cannot prove for, an unknown agent or one the move
+//! does not apply to is refused at once, with what is allowed, rather than after a confirmation
+//! that could never lead anywhere. The checks are `recovery::admissible` and
+//! `agents::admissible`, which run again when the action executes (things may move meanwhile).
+
+use serde_json::Value;
+
+use crate::service::ooc::GATEWAY;
+
+use crate::service::ooc::Refusal;
+
+use crate::service::ooc::SEE_ALL;
+
+use crate::service::ooc::actions;
+
+use crate::domain::command::Args;
+use crate::domain::command::ShortRef;
+use crate::domain::command::TenantId;
+use crate::domain::directory::Actor;
+use crate::domain::lifecycle::recovery::RecoveryAction;
+use crate::domain::registry::CommandSpec;
+use crate::service::agents;
+use crate::service::ooc::resolve;
+use crate::service::recovery::admissible;
+use crate::service::security::Policy;
+use crate::service::security::authz;
+use crate::service::security::authz::AuthzDecision;
+use crate::store::{Store, StoreError};
+
+/// Why a command is refused before its confirmation: its reason code and what the person hears
+/// (the `error` of the `failed` reply).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refused {
+    pub code: &'static str,
+    pub detail: Value,
+}
+
+/// `None` when `spec` may go on to its confirmation (anything that is not a recovery action or
+/// an agent move passes; someone without its scope is left to authorization, which reveals
+/// nothing about the target).
+pub async fn precheck(
+    store: &Store,
+    policy: &Policy,
+    tenant: &TenantId,
+    actor: &Actor,
+    spec: &CommandSpec,
+    args: &Args,
+) -> Result<Option<Refused>, StoreError> {
+    if spec.executor != GATEWAY || matches!(authz::decide(spec, &actor.scopes, false), AuthzDecision::Deny { .. }) {
+        return Ok(None);
+    }
+    let checked = if let Ok(action) = spec.action.parse::<RecoveryAction>() {
+        recovery(store, policy, tenant, actor, action, spec.step_up, args).await
+    } else if let Some(event) = actions::agent_event(&spec.action) {
+        let name = args.get("agent").and_then(Value::as_str).unwrap_or_default();
+        agents::admissible(store, &policy.agents, name, event)
+            .await
+            .map(drop)
+            .map_err(|error| actions::agent_refusal(error, name))
+    } else {
+        return Ok(None);
+    };
+    match checked {
+        Ok(()) => Ok(None),
+        Err(Refusal::Refused { code, detail }) => {
+            Ok(Some(Refused { code, detail: crate::service::ooc::with_code(code, detail) }))
+        }
+        Err(Refusal::Store(error)) => Err(error),
+    }
+}
+
+/// A recovery action: the reference resolves to a command the asker may see, whose state allows
+/// the action, with a proof coming when what it runs is risky.
+async fn recovery(
+    store: &Store,
+    policy: &Policy,
+    tenant: &TenantId,
+    actor: &Actor,
+    action: RecoveryAction,
+    proving: bool,
+    args: &Args,
+) -> Result<(), Refusal> {
+    let reference = args.get("ref").and_then(Value::as_str).unwrap_or_default();
+    let sees_all = actor.scopes.contains(SEE_ALL);
+    let target = resolve(store, tenant, actor.id.as_str(), sees_all, reference).await?;
+    admissible(store, policy, &target, action, proving)
+        .await
+        .map(drop)
+        .map_err(|error| actions::refusal(error, &ShortRef::of(target.envelope.command_id)))
+}

@@ -1,0 +1,257 @@
+//! The built-in questions: what happened to my requests, and (for operators) to the tenant's.
+//! Each answers structured values; the templates (`templates/{channel}/{locale}/`) say them.
+
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+
+use crate::service::ooc::Answer;
+
+use crate::service::ooc::Asker;
+
+use crate::service::ooc::Gateway;
+
+use crate::service::ooc::PAGE;
+
+use crate::service::ooc::arg;
+
+use crate::service::ooc::refused;
+
+use crate::service::ooc::view;
+
+use crate::domain::command::ShortRef;
+use crate::domain::evidence::mask;
+use crate::domain::lifecycle::State;
+use crate::service::ooc::when;
+use crate::store::{CommandFilter, StoredCommand};
+
+/// How long a started or authorized command may sit still before `failures` calls it stuck.
+const STUCK_AFTER: time::Duration = time::Duration::minutes(5);
+
+/// How many artifacts or trace lines a reply shows.
+const DETAIL_LINES: usize = 8;
+
+/// One line about a command: its reference, what it is, where it is and since when.
+fn line(gateway: &Gateway, command: &StoredCommand, with_actor: bool) -> Value {
+    let mut line = json!({
+        "ref": ShortRef::of(command.envelope.command_id),
+        "command": gateway.name_of(command),
+        "state": command.lifecycle.state,
+        "at": when(command.updated_at),
+        "reason": command.reason_code,
+    });
+    if with_actor {
+        line["actor"] = mask(command.envelope.actor_id.as_str()).into();
+    }
+    line
+}
+
+/// Page `page` (from 1) of `commands`, as lines.
+fn page_of(gateway: &Gateway, commands: &[StoredCommand], page: usize, with_actor: bool, list: &str) -> Value {
+    let start = (page.max(1) - 1) * PAGE;
+    let items: Vec<Value> = commands.iter().skip(start).take(PAGE).map(|c| line(gateway, c, with_actor)).collect();
+    json!({"list": list, "page": page, "items": items, "more": commands.len() > start + PAGE})
+}
+
+/// This asker's own commands, newest first, built-ins left out.
+async fn own_commands(
+    gateway: &Gateway,
+    asker: &Asker<'_>,
+) -> Result<Vec<StoredCommand>, crate::service::ooc::Refusal> {
+    let filter = CommandFilter { actor: Some(asker.actor.to_owned()), limit: 200, ..CommandFilter::default() };
+    let commands = gateway.engine.store().list_commands(asker.tenant, &filter).await?;
+    Ok(commands.into_iter().filter(|c| !gateway.is_builtin(c)).collect())
+}
+
+/// `status`: the asker's recent commands.
+pub(super) async fn requests(gateway: &Gateway, asker: &Asker<'_>, page: usize) -> Answer {
+    let commands = own_commands(gateway, asker).await?;
+    Ok(page_of(gateway, &commands, page, false, "requests"))
+}
+
+/// `failures`: the tenant's failed and stuck commands.
+pub(super) async fn failures(gateway: &Gateway, asker: &Asker<'_>, page: usize, now: OffsetDateTime) -> Answer {
+    let commands = gateway.engine.store().failures(asker.tenant, now - STUCK_AFTER, 200).await?;
+    let commands: Vec<StoredCommand> = commands.into_iter().filter(|c| !gateway.is_builtin(c)).collect();
+    Ok(page_of(gateway, &commands, page, true, "failures"))
+}
+
+/// `more`: the next page of the list this asker asked for last (`status` or `failures`).
+pub(super) async fn more(gateway: &Gateway, asker: &Asker<'_>) -> Answer {
+    let filter = CommandFilter { actor: Some(asker.actor.to_owned()), limit: 50, ..CommandFilter::default() };
+    let history = gateway.engine.store().list_commands(asker.tenant, &filter).await?;
+    let mut pages = 1;
+    for command in history.iter().filter(|c| c.envelope.command_id != asker.command.envelope.command_id) {
+        match command.envelope.intent.action.as_str() {
+            "more" if gateway.is_builtin(command) => pages += 1,
+            "list" if gateway.is_builtin(command) && command.envelope.intent.entity != "agent" => {
+                return requests(gateway, asker, pages + 1).await;
+            }
+            "failures" if gateway.is_builtin(command) => {
+                return failures(gateway, asker, pages + 1, OffsetDateTime::now_utc()).await;
+            }
+            _ if gateway.is_builtin(command) => break,
+            _ => {}
+        }
+    }
+    Err(refused("nothing_more", json!({})))
+}
+
+/// What the asker can do next about `command`: the recovery actions for an operator, else what
+/// a person can do from the chat.
+fn next_steps(asker: &Asker<'_>, document: &Value, reference: &ShortRef) -> Vec<Value> {
+    if asker.scopes.contains("recovery:write") {
+        let actions = document["recovery_actions"].as_array().cloned().unwrap_or_default();
+        return actions
+            .iter()
+            .filter_map(Value::as_str)
+            .map(|a| json!({"action": a, "say": format!("{a} {reference}")}))
+            .collect();
+    }
+    let state: State = document["state"].as_str().and_then(|s| s.parse().ok()).unwrap_or(State::Received);
+    let hint = match state {
+        State::ConfirmationRequired => "confirm",
+        State::Failed | State::Rejected | State::Canceled => "ask_again",
+        State::Executed | State::Compensated => "nothing",
+        _ => "wait",
+    };
+    vec![json!({"action": hint, "say": format!("why {reference}")})]
+}
+
+/// `status <ref>`: one command in plain words.
+pub(super) async fn status(gateway: &Gateway, asker: &Asker<'_>) -> Answer {
+    let command = gateway.resolve(asker, arg(asker.command, "ref").unwrap_or_default()).await?;
+    let document = view::status(&gateway.engine, &gateway.policy, &command, false).await?;
+    let reference = ShortRef::of(command.envelope.command_id);
+    let mut answer = line(gateway, &command, asker.sees_all() && command.envelope.actor_id.as_str() != asker.actor);
+    answer["terminal"] = document["terminal"].clone();
+    answer["next"] = next_steps(asker, &document, &reference).into();
+    Ok(answer)
+}
+
+/// One step of a decision trail, from one artifact; none for artifacts that say nothing new
+/// (messages sent, refused transition attempts).
+fn step(artifact: &crate::store::StoredArtifact) -> Option<Value> {
+    let body = &artifact.body;
+    let decision = &body["decision"];
+    let reason = body["reason_code"].as_str();
+    let step = match artifact.kind.as_str() {
+        "command.accepted" => "received",
+        "command.confirmation.requested" => "confirmation_asked",
+        "command.confirmation.answered" => "answered",
+        "command.confirmation.satisfied" => "confirmed",
+        "authz.decided" if decision.get("step_up_proof").is_some() => "stepped_up",
+        "authz.decided" if reason == Some("step_up_required") => "step_up_asked",
+        "authz.decided" if reason.is_some() => "denied",
+        "authz.decided" => "authorized",
+        "execution.started" => "started",
+        "execution.executed" => "executed",
+        "execution.failed" => "failed",
+        "execution.rejected" => "rejected",
+        "command.canceled" => "canceled",
+        "compensation.compensated" => "compensated",
+        "recovery.requested" => "recovery",
+        "dedupe.decided" => "duplicate",
+        _ => return None,
+    };
+    let at = body["recorded_at"]
+        .as_str()
+        .and_then(|t| OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok())
+        .map(when);
+    Some(json!({
+        "step": step,
+        "at": at,
+        "reason": reason,
+        "outcome": decision["outcome"].as_str().or(decision["action"].as_str()),
+    }))
+}
+
+/// `why <ref>`: the decision trail, from the evidence, summary first.
+pub(super) async fn why(gateway: &Gateway, asker: &Asker<'_>) -> Answer {
+    let command = gateway.resolve(asker, arg(asker.command, "ref").unwrap_or_default()).await?;
+    let store = gateway.engine.store();
+    let id = command.envelope.command_id;
+    let artifacts = store.evidence_for_command(asker.tenant.as_str(), id).await?;
+    let steps: Vec<Value> = artifacts.iter().filter_map(step).collect();
+    let attempts = store.dispatch_attempts(id).await?;
+    let attempts_of = |target: &str| attempts.iter().find(|(t, _)| t == target).map_or(0, |(_, n)| *n);
+    let deliveries: Vec<Value> = store
+        .deliveries_of(id)
+        .await?
+        .iter()
+        .filter(|d| d.target != crate::service::ooc::GATEWAY)
+        .map(|d| {
+            // The executor's own error code when it refused, else the transport's failure class.
+            let reason = d
+                .failure_class
+                .clone()
+                .or_else(|| d.detail.as_ref().and_then(|detail| detail["code"].as_str().map(str::to_owned)));
+            json!({"target": d.target, "state": d.outcome.clone().unwrap_or_else(|| d.state.to_string()),
+                "failure_class": reason, "attempts": attempts_of(&d.target)})
+        })
+        .collect();
+    let mut answer = line(gateway, &command, false);
+    answer["more_steps"] = steps.len().saturating_sub(DETAIL_LINES).into();
+    answer["steps"] = steps.into_iter().take(DETAIL_LINES).collect::<Vec<_>>().into();
+    answer["deliveries"] = deliveries.into();
+    Ok(answer)
+}
+
+/// `trace <ref>`: the causation timeline of the command's correlation, summarized.
+pub(super) async fn trace(gateway: &Gateway, asker: &Asker<'_>) -> Answer {
+    let command = gateway.resolve(asker, arg(asker.command, "ref").unwrap_or_default()).await?;
+    let nodes = gateway.engine.store().trace(asker.tenant, command.envelope.correlation_id.as_str()).await?;
+    let count = |kind: &str| nodes.iter().filter(|n| n.kind == kind).count();
+    let lines: Vec<Value> = nodes
+        .iter()
+        .filter(|n| matches!(n.kind, "command" | "transition" | "delivery"))
+        .map(|n| {
+            let reference = n.id.parse::<uuid::Uuid>().ok().map(ShortRef::of);
+            json!({
+                "at": when(n.at),
+                "kind": n.kind,
+                "ref": reference,
+                "what": n.detail["intent"].as_str().or(n.detail["target"].as_str()),
+                "state": n.detail["state"].as_str().or(n.detail["to"].as_str()).or(n.detail["outcome"].as_str()),
+                "reason": n.detail["reason_code"].as_str().or(n.detail["failure_class"].as_str()),
+            })
+        })
+        .collect();
+    let mut answer = line(gateway, &command, false);
+    answer["commands"] = count("command").into();
+    answer["messages"] = count("message").into();
+    answer["replies"] = count("reply").into();
+    answer["more_lines"] = lines.len().saturating_sub(DETAIL_LINES).into();
+    answer["lines"] = lines.into_iter().take(DETAIL_LINES).collect::<Vec<_>>().into();
+    Ok(answer)
+}
+
+/// `evidence <ref>`: the artifacts, masked to kind, time, reason and the start of their hash.
+pub(super) async fn evidence(gateway: &Gateway, asker: &Asker<'_>) -> Answer {
+    let command = gateway.resolve(asker, arg(asker.command, "ref").unwrap_or_default()).await?;
+    let id = command.envelope.command_id;
+    let artifacts = gateway.engine.store().evidence_for_command(asker.tenant.as_str(), id).await?;
+    let items: Vec<Value> = artifacts
+        .iter()
+        .take(DETAIL_LINES)
+        .map(|a| {
+            json!({
+                "seq": a.seq,
+                "kind": a.kind,
+                "reason": a.body["reason_code"],
+                "hash": a.hash.chars().take(10).collect::<String>(),
+            })
+        })
+        .collect();
+    let mut answer = line(gateway, &command, false);
+    answer["count"] = artifacts.len().into();
+    answer["more_items"] = artifacts.len().saturating_sub(DETAIL_LINES).into();
+    answer["items"] = items.into();
+    Ok(answer)
+}
+
+/// `agents`: every agent and its state.
+pub(super) async fn agents(gateway: &Gateway, _asker: &Asker<'_>) -> Answer {
+    let agents = crate::service::agents::list(gateway.engine.store(), &gateway.policy.agents).await?;
+    let items: Vec<Value> = agents.iter().map(|(name, agent)| json!({"agent": name, "state": agent.state})).collect();
+    Ok(json!({"items": items}))
+}

@@ -1,0 +1,428 @@
+//! Recovery commands (SMCL §VIII, RCP): first-class commands with `target_command_id`, their own
+//! lifecycle and evidence that links both ways.
+//!
+//! - `cancel` stops a command that has not finished: the recovery command and the target's
+//!   `cancel` move are written in one step.
+//! - `retry` re-dispatches a failed command's intent as a new command with the same actor,
+//!   arguments and therefore the same idempotency key (the executor sees the key it saw before;
+//!   one that honours it does the work once). The failed command stays failed: SMCL never moves a
+//!   failed command back into execution. The new command reserves no key (the failed one holds
+//!   it), so a retry is refused while another retry of the same command is under way.
+
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::domain::command::ActorId;
+use crate::domain::command::Channel;
+use crate::domain::command::CommandRequest;
+use crate::domain::command::ExternalId;
+use crate::domain::command::IdempotencyClass;
+use crate::domain::command::Intent;
+use crate::domain::command::Risk;
+use crate::domain::command::TenantId;
+use crate::domain::evidence::EvidenceDraft;
+use crate::domain::lifecycle::CommandKind;
+use crate::domain::lifecycle::Event;
+use crate::domain::lifecycle::EvidenceKind;
+use crate::domain::lifecycle::State;
+use crate::domain::lifecycle::recovery::RecoveryAction;
+use crate::domain::lifecycle::recovery::allowed;
+use crate::domain::registry::CommandSpec;
+use crate::service::dispatch;
+use crate::service::engine::Admission;
+use crate::service::engine::Engine;
+use crate::service::engine::EngineError;
+use crate::service::engine::MoveContext;
+use crate::service::intake::Ingress;
+use crate::service::intake::Reprocessed;
+use crate::service::security::Policy;
+use crate::store::{Admitted, StepOutcome, StepWrite, Store, StoreError, StoredCommand};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecoveryError {
+    #[error("command not found")]
+    NotFound,
+    #[error("{action} is not allowed while the command is {state}")]
+    NotAllowed { action: RecoveryAction, state: State, allowed: Vec<RecoveryAction> },
+    #[error("{0}")]
+    Conflict(String),
+    /// The action is risky: a fresh step-up proof of the operator is needed (RFC 9470).
+    #[error("{0}")]
+    StepUpRequired(String),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+impl From<crate::store::StoreError> for RecoveryError {
+    fn from(error: crate::store::StoreError) -> Self {
+        Self::Engine(error.into())
+    }
+}
+
+/// What a recovery did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recovered {
+    pub recovery_command_id: Uuid,
+    pub state: State,
+    pub target_state: State,
+}
+
+/// Who asked, and why.
+#[derive(Debug, Clone)]
+pub struct Operator<'a> {
+    pub tenant: &'a TenantId,
+    /// The token's issuer and subject.
+    pub id: &'a str,
+    /// The token's subject, whom a step-up proof must name.
+    pub subject: &'a str,
+    pub reason: &'a str,
+    /// How the operator proved who they are, for actions on risky commands.
+    pub step_up: StepUp<'a>,
+}
+
+/// The operator's proof of identity for a risky action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepUp<'a> {
+    None,
+    /// A step-up token (the API's `Step-Up` header), checked and used up here.
+    Token(&'a str),
+    /// Proved already for this very request: the chat command asking for the action went
+    /// through its own single-use step-up before it was authorized.
+    Proved,
+}
+
+/// The stored message a command came from (what reprocessing reads again), if any.
+type SourceMessage = Option<(String, Value)>;
+
+/// The recovery actions `target`'s state allows now (the status view shows them), with the
+/// stored message it came from (what reprocessing reads again).
+pub async fn allowed_actions(
+    store: &Store,
+    policy: &Policy,
+    target: &StoredCommand,
+) -> Result<(Vec<RecoveryAction>, SourceMessage), StoreError> {
+    let message = store.message_of(target.envelope.command_id).await?;
+    let actions = allowed(target.lifecycle.state, policy.compensation_of(target).is_some(), message.is_some());
+    Ok((actions, message))
+}
+
+/// Whether `action` may run on `target` now: its state allows it, and a high-risk command the
+/// action would run has a proof of the operator coming (`proving`). The chat asks this before it
+/// prompts for confirmation and `recover` when it runs, so both refuse alike. Returns the
+/// target's stored message.
+pub async fn admissible(
+    store: &Store,
+    policy: &Policy,
+    target: &StoredCommand,
+    action: RecoveryAction,
+    proving: bool,
+) -> Result<SourceMessage, RecoveryError> {
+    let (actions, message) = allowed_actions(store, policy, target).await?;
+    if !actions.contains(&action) {
+        return Err(RecoveryError::NotAllowed { action, state: target.lifecycle.state, allowed: actions });
+    }
+    if needs_step_up(policy, target, action) && !proving {
+        return Err(RecoveryError::StepUpRequired("this action on a high-risk command needs a step-up proof".into()));
+    }
+    Ok(message)
+}
+
+/// Whether what `action` would run is risky (the registry says `high`), so that the operator
+/// proves it is them, once (the proof names them, the target and its key).
+fn needs_step_up(policy: &Policy, target: &StoredCommand, action: RecoveryAction) -> bool {
+    let runs = match action {
+        RecoveryAction::Compensate => policy.compensation_of(target),
+        RecoveryAction::Retry | RecoveryAction::Reprocess => policy.spec_of(target),
+        RecoveryAction::Cancel => None,
+    };
+    runs.is_some_and(|spec| spec.risk == Risk::High)
+}
+
+pub async fn recover(
+    ingress: &Ingress,
+    engine: &Engine,
+    policy: &Policy,
+    operator: &Operator<'_>,
+    target_id: Uuid,
+    action: RecoveryAction,
+    now: OffsetDateTime,
+) -> Result<Recovered, RecoveryError> {
+    let target = engine.store().command(operator.tenant, target_id).await?.ok_or(RecoveryError::NotFound)?;
+    let proving = operator.step_up != StepUp::None;
+    let message = admissible(engine.store(), policy, &target, action, proving).await?;
+    if let StepUp::Token(token) = operator.step_up
+        && needs_step_up(policy, &target, action)
+    {
+        let proof = policy
+            .security
+            .stepup
+            .verify_for(token, operator.subject, &target, now)
+            .map_err(|e| RecoveryError::StepUpRequired(e.to_string()))?;
+        let consumed =
+            crate::store::ConsumedToken { issuer: proof.issuer, jti: proof.jti, expires_at: proof.expires_at };
+        if !engine.store().consume(&consumed, target_id, now).await? {
+            return Err(RecoveryError::StepUpRequired("the step-up token was used before".into()));
+        }
+    }
+    match action {
+        RecoveryAction::Cancel => cancel(engine, operator, &target, now).await,
+        RecoveryAction::Retry => retry(engine, policy, operator, &target, now).await,
+        RecoveryAction::Compensate => compensate(engine, policy, operator, &target, now).await,
+        RecoveryAction::Reprocess => reprocess(ingress, engine, operator, &target, message, now).await,
+    }
+}
+
+fn decision(action: RecoveryAction, operator: &Operator<'_>, target: &StoredCommand) -> Value {
+    json!({
+        "recovery": action,
+        "by": operator.id,
+        "reason": operator.reason,
+        "target_command_id": target.envelope.command_id,
+    })
+}
+
+async fn cancel(
+    engine: &Engine,
+    operator: &Operator<'_>,
+    target: &StoredCommand,
+    now: OffsetDateTime,
+) -> Result<Recovered, RecoveryError> {
+    let e = &target.envelope;
+    let invalid = |what: &str| RecoveryError::Conflict(format!("cannot build the recovery command: {what}"));
+    let request = CommandRequest {
+        tenant_id: e.tenant_id.clone(),
+        actor_id: ActorId::parse(&format!("operator:{}", slug(operator.id))).map_err(|_| invalid("operator id"))?,
+        channel: Channel::parse("api").map_err(|_| invalid("channel"))?,
+        conversation_id: ExternalId::parse(&format!("api:{}", operator.id)).map_err(|_| invalid("conversation"))?,
+        message_ids: vec![],
+        correlation_id: Some(e.correlation_id.clone()),
+        causation_id: Some(ExternalId::from_uuid(e.command_id)),
+        intent: Intent::parse("command", "cancel", Some(&e.command_id.to_string())).map_err(|_| invalid("intent"))?,
+        args: serde_json::from_value(json!({"reason": operator.reason})).unwrap_or_default(),
+        command_kind: CommandKind::Mutation,
+        idempotency_class: IdempotencyClass::I1,
+        risk: Risk::Low,
+        supplied_key: None,
+        ttl: None,
+        dedupe_window: std::time::Duration::from_secs(86_400),
+        target_command_id: Some(e.command_id),
+    };
+    let admission = Admission {
+        then: dispatch::authorized_at_once(CommandKind::Mutation),
+        decision: Some(decision(RecoveryAction::Cancel, operator, target)),
+        ..Admission::default()
+    };
+    let (_, admitted) = engine.accept_with(request, admission, now).await?;
+    let recovery_id = match admitted {
+        Admitted::New { command_id, .. } => command_id,
+        // The same cancel again: its outcome.
+        Admitted::Replayed(d) | Admitted::InProgress(d) => {
+            return status_of(engine, operator.tenant, d.command_id, e.command_id).await;
+        }
+        other => return Err(RecoveryError::Conflict(format!("the recovery command was not created: {other:?}"))),
+    };
+    let recovery = engine.command(operator.tenant, recovery_id).await?;
+    let stop = MoveContext {
+        reason_code: Some("operator_canceled".into()),
+        decision: Some(json!({"recovery_command_id": recovery_id, "by": operator.id, "reason": operator.reason})),
+        ..MoveContext::default()
+    };
+    let done = MoveContext {
+        decision: Some(json!({"target_command_id": e.command_id, "target_state": "canceled"})),
+        ..MoveContext::default()
+    };
+    let mut moves = engine.plan_moves(target, vec![(Event::Cancel, stop)], now).unwrap_or_default();
+    moves.extend(engine.plan_moves(&recovery, vec![(Event::Succeed, done)], now).unwrap_or_default());
+    // A started command may be with its executors: they are told, those that can be.
+    let notices = if target.lifecycle.state == State::Started {
+        let targets = engine.store().dispatch_targets(e.command_id).await?;
+        dispatch::cancel_notices(&targets, e.command_id, operator.reason)
+    } else {
+        vec![]
+    };
+    let step = StepWrite { moves, outbox: notices, ..StepWrite::new(e.tenant_id.clone(), Some(recovery_id), now) };
+    if !matches!(engine.store().commit_step(&step).await?, StepOutcome::Committed { .. }) {
+        // The target moved on meanwhile (it finished): the recovery command says so.
+        let failed = MoveContext { reason_code: Some("target_moved".into()), ..MoveContext::default() };
+        let recovery = engine.command(operator.tenant, recovery_id).await?;
+        let moves = engine.plan_moves(&recovery, vec![(Event::Fail, failed)], now).unwrap_or_default();
+        engine
+            .store()
+            .commit_step(&StepWrite { moves, ..StepWrite::new(e.tenant_id.clone(), Some(recovery_id), now) })
+            .await?;
+    }
+    status_of(engine, operator.tenant, recovery_id, e.command_id).await
+}
+
+async fn retry(
+    engine: &Engine,
+    policy: &Policy,
+    operator: &Operator<'_>,
+    target: &StoredCommand,
+    now: OffsetDateTime,
+) -> Result<Recovered, RecoveryError> {
+    let e = &target.envelope;
+    let Some(spec) = policy.registry.by_intent(&e.intent.entity, &e.intent.action) else {
+        return Err(RecoveryError::Conflict("the registry no longer has this command".into()));
+    };
+    if engine.store().open_recoveries(e.command_id).await? > 0 {
+        return Err(RecoveryError::Conflict("a recovery of this command is under way".into()));
+    }
+    // The failed command holds the key; this one carries it to the executor unreserved.
+    let mut request = follow_up(target, e.intent.clone(), e.command_kind, IdempotencyClass::I0, e.risk, spec);
+    request.message_ids = e.message_ids.clone();
+    let admission = Admission {
+        then: dispatch::authorized_at_once(e.command_kind),
+        decision: Some(decision(RecoveryAction::Retry, operator, target)),
+        outbox: dispatch::dispatch_rows(&spec.targets),
+        reply_to: target.reply_to.clone(),
+        ..Admission::default()
+    };
+    let (envelope, admitted) = engine.accept_with(request, admission, now).await?;
+    let Admitted::New { command_id, .. } = admitted else {
+        return Err(RecoveryError::Conflict(format!("the retry was not created: {admitted:?}")));
+    };
+    // The failed command's own record says a retry was made, and by whom.
+    let extra = json!({"idempotency_key": envelope.idempotency_key});
+    linked(engine, operator, target, RecoveryAction::Retry, command_id, extra, now).await
+}
+
+/// Runs the registry's compensation command for the target, with the target's arguments; the
+/// target becomes `compensated` only when that command has executed (see `delivery::dispatch`).
+async fn compensate(
+    engine: &Engine,
+    policy: &Policy,
+    operator: &Operator<'_>,
+    target: &StoredCommand,
+    now: OffsetDateTime,
+) -> Result<Recovered, RecoveryError> {
+    let e = &target.envelope;
+    let Some(spec) = policy.compensation_of(target) else {
+        return Err(RecoveryError::Conflict("the registry declares no compensation for this command".into()));
+    };
+    let intent = Intent::parse(&spec.entity, &spec.action, e.intent.target.as_deref())
+        .map_err(|_| RecoveryError::Conflict("cannot build the compensation's intent".into()))?;
+    // Its own key: compensating the same command twice is one compensation.
+    let request = follow_up(target, intent, spec.kind, spec.idempotency_class, spec.risk, spec);
+    let admission = Admission {
+        then: dispatch::authorized_at_once(spec.kind),
+        decision: Some(decision(RecoveryAction::Compensate, operator, target)),
+        outbox: dispatch::dispatch_rows(&spec.targets),
+        ..Admission::default()
+    };
+    let (_, admitted) = engine.accept_with(request, admission, now).await?;
+    let command_id = match admitted {
+        Admitted::New { command_id, .. } => command_id,
+        Admitted::Replayed(d) | Admitted::InProgress(d) => {
+            return status_of(engine, operator.tenant, d.command_id, e.command_id).await;
+        }
+        other => return Err(RecoveryError::Conflict(format!("the compensation was not created: {other:?}"))),
+    };
+    let extra = json!({"command": spec.name});
+    linked(engine, operator, target, RecoveryAction::Compensate, command_id, extra, now).await
+}
+
+/// Interprets the target's stored message again (after a registry or directory fix, say) and
+/// admits what it now means as a new command naming the target.
+async fn reprocess(
+    ingress: &Ingress,
+    engine: &Engine,
+    operator: &Operator<'_>,
+    target: &StoredCommand,
+    message: Option<(String, Value)>,
+    now: OffsetDateTime,
+) -> Result<Recovered, RecoveryError> {
+    let e = &target.envelope;
+    let Some((channel, raw)) = message else {
+        return Err(RecoveryError::Conflict("the command did not come from a stored message".into()));
+    };
+    if engine.store().open_recoveries(e.command_id).await? > 0 {
+        return Err(RecoveryError::Conflict("a recovery of this command is under way".into()));
+    }
+    let Some(message) = ingress.reread(&channel, &raw, &e.conversation_id) else {
+        return Err(RecoveryError::Conflict(format!("the stored {channel} message cannot be read again")));
+    };
+    match ingress.reprocess(target, &message, now).await? {
+        Reprocessed::Command(command_id) => {
+            linked(engine, operator, target, RecoveryAction::Reprocess, command_id, json!({}), now).await
+        }
+        Reprocessed::NotACommand(why) => {
+            Err(RecoveryError::Conflict(format!("under the current registry the message starts no command ({why})")))
+        }
+    }
+}
+
+/// A command that follows `target` (its retry, its compensation): the same tenant, actor,
+/// conversation and correlation, caused by the target and naming it, with the target's arguments.
+fn follow_up(
+    target: &StoredCommand,
+    intent: Intent,
+    kind: CommandKind,
+    idempotency_class: IdempotencyClass,
+    risk: Risk,
+    spec: &CommandSpec,
+) -> CommandRequest {
+    let e = &target.envelope;
+    CommandRequest {
+        tenant_id: e.tenant_id.clone(),
+        actor_id: e.actor_id.clone(),
+        channel: e.channel.clone(),
+        conversation_id: e.conversation_id.clone(),
+        message_ids: vec![],
+        correlation_id: Some(e.correlation_id.clone()),
+        causation_id: Some(ExternalId::from_uuid(e.command_id)),
+        intent,
+        args: e.args.clone(),
+        command_kind: kind,
+        idempotency_class,
+        risk,
+        supplied_key: None,
+        ttl: Some(spec.ttl),
+        dedupe_window: spec.dedupe_window,
+        target_command_id: Some(e.command_id),
+    }
+}
+
+/// Writes `recovery.requested` on the target, naming the recovery command that acts on it (the
+/// recovery command's own evidence names the target), and answers with both states.
+async fn linked(
+    engine: &Engine,
+    operator: &Operator<'_>,
+    target: &StoredCommand,
+    action: RecoveryAction,
+    recovery_id: Uuid,
+    extra: Value,
+    now: OffsetDateTime,
+) -> Result<Recovered, RecoveryError> {
+    let e = &target.envelope;
+    let mut decision =
+        json!({"recovery": action, "recovery_command_id": recovery_id, "by": operator.id, "reason": operator.reason});
+    if let (Some(map), Value::Object(extra)) = (decision.as_object_mut(), extra) {
+        map.extend(extra);
+    }
+    let link = EvidenceDraft::new(EvidenceKind::RecoveryRequested, e.command_id, engine.trace_for(e))
+        .stage(target.lifecycle.state)
+        .decision(decision);
+    engine.store().record_evidence(e.tenant_id.as_str(), &[link], now).await?;
+    status_of(engine, operator.tenant, recovery_id, e.command_id).await
+}
+
+async fn status_of(
+    engine: &Engine,
+    tenant: &TenantId,
+    recovery: Uuid,
+    target: Uuid,
+) -> Result<Recovered, RecoveryError> {
+    let state = engine.command(tenant, recovery).await?.lifecycle.state;
+    let target_state = engine.command(tenant, target).await?.lifecycle.state;
+    Ok(Recovered { recovery_command_id: recovery, state, target_state })
+}
+
+/// An operator id as an actor id: letters, digits and a few separators; anything else becomes `-`.
+fn slug(raw: &str) -> String {
+    raw.chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '-' })
+        .take(100)
+        .collect()
+}

@@ -1,0 +1,6 @@
+//! Replies: the templates per channel and locale, and which reply each outcome gets.
+
+pub mod outcome;
+pub mod templates;
+
+pub use templates::{FALLBACK_LOCALE, REQUIRED, TemplateError, Templates};

@@ -1,0 +1,94 @@
+//! What the person hears when their command ends: one reply per terminal state, chosen here
+//! and queued by the engine in the same transaction as the move, so it is sent once.
+
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::domain::lifecycle::State;
+use crate::store::{NewOutboxMessage, ReplyTo};
+
+/// The reason codes of a confirmation that ends its command.
+pub const DECLINED: &str = "confirmation_declined";
+pub const EXPIRED: &str = "confirmation_expired";
+
+/// The reply for a command that reached `state`, or none (a non-terminal state, or
+/// `compensated`, which follows an outcome already reported). `extra` adds variables the mover
+/// knows (the executor's `result`, the expired confirmation's `code`).
+pub fn outcome_reply(
+    reply_to: &ReplyTo,
+    command_id: Uuid,
+    state: State,
+    reason_code: Option<&str>,
+    extra: Option<&Value>,
+) -> Option<NewOutboxMessage> {
+    let reason = reason_code.unwrap_or(state.as_str());
+    let template = match state {
+        State::Executed => reply_to.executed_template.as_deref().unwrap_or("executed"),
+        State::Failed => "failed",
+        // A refusal that explains itself (an `error` with what is allowed instead, say) reads
+        // the same whether it came before the confirmation or when the command ran.
+        State::Rejected if extra.is_some_and(|vars| vars.get("error").is_some()) => "failed",
+        State::Rejected => "rejected",
+        State::Canceled if reason == DECLINED => "declined",
+        State::Canceled if reason == EXPIRED => "expired",
+        State::Canceled => "canceled",
+        _ => return None,
+    };
+    let mut vars = json!({
+        "command": reply_to.command.as_deref().unwrap_or("request"),
+        "command_id": command_id,
+        "state": state,
+        "reason": reason,
+        "result": null,
+    });
+    if let (Some(map), Some(Value::Object(extra))) = (vars.as_object_mut(), extra) {
+        map.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    Some(reply_to.message(template, vars))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn address() -> ReplyTo {
+        ReplyTo {
+            destination: "whatsapp:1:2".into(),
+            base: json!({"to": "2"}),
+            command: Some("refund".into()),
+            executed_template: None,
+            hold: None,
+        }
+    }
+
+    #[test]
+    fn each_terminal_state_has_its_reply_and_the_others_none() {
+        let id = Uuid::nil();
+        let template = |state, reason| {
+            outcome_reply(&address(), id, state, reason, None)
+                .map(|m| m.payload["template"].as_str().map(str::to_owned))
+        };
+        assert_eq!(template(State::Executed, None), Some(Some("executed".into())));
+        assert_eq!(template(State::Failed, Some("executor_error")), Some(Some("failed".into())));
+        assert_eq!(template(State::Rejected, Some("missing_scope")), Some(Some("rejected".into())));
+        assert_eq!(template(State::Canceled, Some(DECLINED)), Some(Some("declined".into())));
+        assert_eq!(template(State::Canceled, Some(EXPIRED)), Some(Some("expired".into())));
+        assert_eq!(template(State::Canceled, Some("ttl_expired")), Some(Some("canceled".into())));
+        for state in State::ALL.iter().filter(|s| !s.is_terminal()) {
+            assert_eq!(template(*state, None), None, "{state}");
+        }
+        assert_eq!(template(State::Compensated, None), None);
+    }
+
+    #[test]
+    fn the_mover_adds_what_it_knows() {
+        let extra = json!({"result": {"refund_id": "R-9"}});
+        let reply = outcome_reply(&address(), Uuid::nil(), State::Executed, None, Some(&extra)).expect("reply");
+        assert_eq!(reply.payload["vars"]["result"]["refund_id"], "R-9");
+        assert_eq!(reply.payload["vars"]["command"], "refund");
+        assert_eq!(reply.payload["to"], "2");
+        let refusal = json!({"error": {"code": "not_allowed", "allowed": ["compensate"]}});
+        let refused = outcome_reply(&address(), Uuid::nil(), State::Rejected, Some("not_allowed"), Some(&refusal));
+        assert_eq!(refused.expect("reply").payload["template"], "failed", "explained like a refusal at execution");
+    }
+}

@@ -1,0 +1,64 @@
+//! API authentication: a bearer token verified against the issuer it names, read into the
+//! [`Principal`] that calls. The HTTP layer (`http::auth`) asks this for every scoped route.
+
+use std::collections::BTreeSet;
+
+use serde::Deserialize;
+
+use super::keys::{Issuer, TokenError, claimed_issuer};
+use crate::domain::command::TenantId;
+
+/// Who is calling: from a verified token.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Principal {
+    pub issuer: String,
+    pub subject: String,
+    pub tenant: TenantId,
+    pub scopes: BTreeSet<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ApiClaims {
+    sub: String,
+    tenant: String,
+    /// OAuth style: space-separated.
+    #[serde(default)]
+    scope: Option<String>,
+    /// Azure/Okta style: an array.
+    #[serde(default)]
+    scp: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Authenticator {
+    audience: String,
+    leeway_secs: u64,
+    issuers: Vec<Issuer>,
+}
+
+impl Authenticator {
+    pub fn new(audience: String, leeway_secs: u64, issuers: Vec<Issuer>) -> Self {
+        Self { audience, leeway_secs, issuers }
+    }
+
+    /// Verifies a bearer token against the issuer it names.
+    pub fn authenticate(&self, token: &str) -> Result<Principal, TokenError> {
+        let iss = claimed_issuer(token).ok_or(TokenError::Malformed)?;
+        let issuer = self.issuers.iter().find(|i| i.iss == iss).ok_or(TokenError::Issuer)?;
+        let claims: ApiClaims =
+            issuer.verify(token, &self.audience, self.leeway_secs, &["exp", "iss", "aud", "sub"])?;
+        let tenant = TenantId::parse(&claims.tenant).map_err(|_| TokenError::MissingClaim)?;
+        let mut scopes: BTreeSet<String> =
+            claims.scope.iter().flat_map(|s| s.split_whitespace()).map(str::to_owned).collect();
+        scopes.extend(claims.scp.into_iter().flatten());
+        Ok(Principal { issuer: iss, subject: claims.sub, tenant, scopes })
+    }
+
+    pub fn issuers(&self) -> &[Issuer] {
+        &self.issuers
+    }
+
+    pub fn audience(&self) -> &str {
+        &self.audience
+    }
+}

@@ -1,0 +1,111 @@
+//! Completing a step-up: a valid, unused proof for a command waiting in `authz_pending` lets it
+//! be authorized, and the proof's `jti` is used up in the same transaction as that move.
+
+use serde_json::json;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::domain::command::TenantId;
+use crate::domain::lifecycle::Event;
+use crate::domain::lifecycle::State;
+use crate::service::dispatch;
+use crate::service::engine::Engine;
+use crate::service::engine::EngineError;
+use crate::service::engine::MoveContext;
+use crate::service::security::Policy;
+use crate::service::security::StepUpError;
+use crate::service::security::authz::AuthzDecision;
+use crate::store::{ConsumedToken, StepOutcome, StepWrite, StoredCommand};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StepUpFailure {
+    /// No such command in the caller's tenant (another tenant's looks the same).
+    #[error("command not found")]
+    NotFound,
+    #[error(transparent)]
+    Proof(#[from] StepUpError),
+    #[error("the step-up token was used before")]
+    Used,
+    #[error("the command is not waiting for a step-up (it is {0})")]
+    NotAwaiting(State),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+impl From<crate::store::StoreError> for StepUpFailure {
+    fn from(error: crate::store::StoreError) -> Self {
+        Self::Engine(error.into())
+    }
+}
+
+/// Verifies `token` for the command and, if it holds, authorizes the command (or refuses it, if
+/// the actor no longer has the scopes). Returns the state the command is in afterwards.
+pub async fn complete_step_up(
+    engine: &Engine,
+    policy: &Policy,
+    tenant: &TenantId,
+    command_id: Uuid,
+    token: &str,
+    now: OffsetDateTime,
+) -> Result<State, StepUpFailure> {
+    let command = engine.store().command(tenant, command_id).await?.ok_or(StepUpFailure::NotFound)?;
+    let proof = policy.security.stepup.verify(token, &command, now)?;
+    if engine.store().token_used(&proof.issuer, &proof.jti).await? {
+        return Err(StepUpFailure::Used);
+    }
+    if command.lifecycle.state != State::AuthzPending {
+        return Err(StepUpFailure::NotAwaiting(command.lifecycle.state));
+    }
+    let consume = ConsumedToken { issuer: proof.issuer.clone(), jti: proof.jti.clone(), expires_at: proof.expires_at };
+    let step = StepWrite {
+        moves: decided_moves(engine, policy, &command, &proof.evidence(), now)?,
+        consume: Some(consume),
+        ..StepWrite::new(tenant.clone(), Some(command_id), now)
+    };
+    match engine.store().commit_step(&step).await? {
+        StepOutcome::Committed { .. } => {
+            Ok(step.moves.last().map(|m| m.transition.to).unwrap_or(command.lifecycle.state))
+        }
+        StepOutcome::TokenUsed => Err(StepUpFailure::Used),
+        // Moved meanwhile (another proof won, or an operator canceled it).
+        StepOutcome::Stale | StepOutcome::Redelivered { .. } => {
+            let now_state = engine.command(tenant, command_id).await?.lifecycle.state;
+            Err(StepUpFailure::NotAwaiting(now_state))
+        }
+    }
+}
+
+/// The decision with the proof in hand: allow (and tell the person), or deny.
+fn decided_moves(
+    engine: &Engine,
+    policy: &Policy,
+    command: &StoredCommand,
+    proof: &serde_json::Value,
+    now: OffsetDateTime,
+) -> Result<Vec<crate::store::TransitionWrite>, StepUpFailure> {
+    let name = command.reply_to.as_ref().and_then(|r| r.command.clone()).unwrap_or_else(|| "request".into());
+    let (event, reason, mut decision, outbox, targets) = match policy.authorize(command, true) {
+        Some(authorization) if authorization.decision == AuthzDecision::Allow => {
+            let told = command
+                .reply_to
+                .iter()
+                .map(|r| r.message("confirmed", json!({"command": name, "command_id": command.envelope.command_id})));
+            let targets = Some(authorization.spec.targets.clone());
+            (Event::Allow, None, authorization.evidence(), told.collect(), targets)
+        }
+        Some(authorization) => (Event::Deny, Some("missing_scope"), authorization.evidence(), vec![], None),
+        None => (Event::Deny, Some("unknown_command"), json!({"authz": "deny"}), vec![], None),
+    };
+    decision["step_up_proof"] = proof.clone();
+    let context =
+        MoveContext { reason_code: reason.map(str::to_owned), decision: Some(decision), outbox, reply_vars: None };
+    // Allowed: started at once, with its dispatch row.
+    let moves = std::iter::once((event, context)).chain(targets.as_deref().map(dispatch::start)).collect();
+    engine.plan_moves(command, moves, now).map_err(|error| {
+        StepUpFailure::Engine(EngineError::InvalidTransition {
+            error,
+            state: command.lifecycle.state,
+            evidence_id: Uuid::nil(),
+        })
+    })
+}

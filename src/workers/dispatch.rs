@@ -1,0 +1,49 @@
+//! Dispatches authorized commands to their executors, and fires the deliveries' timers.
+
+use std::time::Duration;
+
+use time::OffsetDateTime;
+use tokio_util::sync::CancellationToken;
+
+use crate::executors::acks;
+use crate::executors::dispatcher::Dispatcher;
+use crate::service::engine::Engine;
+
+const TIMERS_PER_SWEEP: i64 = 100;
+
+pub(super) async fn run(dispatcher: Dispatcher, every: Duration, stopping: CancellationToken) {
+    let draining = stopping.clone();
+    crate::workers::periodically(every, stopping, || async {
+        if let Err(error) = dispatcher.notify_due(OffsetDateTime::now_utc()).await {
+            tracing::warn!(%error, "cancel notices cannot reach the database");
+        }
+        loop {
+            match dispatcher.dispatch_due(OffsetDateTime::now_utc()).await {
+                Ok(claimed) if claimed < dispatcher.batch() || draining.is_cancelled() => break,
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(%error, "dispatcher cannot reach the database");
+                    break;
+                }
+            }
+        }
+    })
+    .await;
+}
+
+pub(super) async fn timers(engine: Engine, every: Duration, stopping: CancellationToken) {
+    crate::workers::periodically(every, stopping, || async {
+        let now = OffsetDateTime::now_utc();
+        match acks::fire_timers(&engine, now, TIMERS_PER_SWEEP).await {
+            Ok(0) => {}
+            Ok(fired) => tracing::info!(fired, "delivery timers fired"),
+            Err(error) => tracing::warn!(%error, "delivery timer sweep failed"),
+        }
+        match acks::expire_undispatched(&engine, now, TIMERS_PER_SWEEP).await {
+            Ok(0) => {}
+            Ok(canceled) => tracing::info!(canceled, "commands expired before dispatch"),
+            Err(error) => tracing::warn!(%error, "TTL sweep failed"),
+        }
+    })
+    .await;
+}

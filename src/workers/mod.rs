@@ -1,0 +1,103 @@
+//! Background workers fed by the database. Each stops when the token is cancelled.
+
+mod cleanup;
+mod confirmations;
+mod dispatch;
+mod outbound;
+pub mod sender;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use std::time::Duration;
+
+use crate::channels::standard::client::StandardReplies;
+use crate::channels::twilio::client::TwilioClient;
+use crate::channels::whatsapp::client::GraphClient;
+use crate::executors::dispatcher::Dispatcher;
+use crate::service::Services;
+use crate::workers::sender::Providers;
+use crate::workers::sender::Sender;
+
+/// The sender of prompts and replies, when some provider has credentials to send with.
+fn outbound_sender(state: &Services) -> Result<Option<Sender>, reqwest::Error> {
+    let config = &state.config;
+    let timeout = Duration::from_millis(config.outbound.request_timeout_ms);
+    let mut providers = Providers::default();
+    let (whatsapp, twilio) = (&config.whatsapp, &config.twilio);
+    let token = whatsapp.access_token.expose();
+    if !token.is_empty() {
+        providers.whatsapp = Some(GraphClient::new(&whatsapp.api_base, &whatsapp.api_version, token, timeout)?);
+    }
+    let auth_token = twilio.auth_token.expose();
+    if !twilio.account_sid.is_empty() && !auth_token.is_empty() {
+        let public = &config.server.public_base_url;
+        providers.twilio = Some(TwilioClient::new(&twilio.api_base, &twilio.account_sid, auth_token, public, timeout)?);
+    }
+    providers.standard = StandardReplies::from_config(config, timeout)?;
+    if providers.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Sender::new(state.engine.clone(), state.templates.clone(), providers, &config.outbound)))
+}
+
+/// The running workers; `wait` returns when all have stopped.
+pub struct Workers {
+    tracker: TaskTracker,
+}
+
+impl Workers {
+    pub async fn wait(self) {
+        self.tracker.wait().await;
+    }
+}
+
+pub fn spawn(state: &Services, stopping: CancellationToken) -> Workers {
+    let tracker = TaskTracker::new();
+    let config = &state.config;
+    tracker.spawn(cleanup::run(state.store.clone(), config.idempotency.cleanup_interval(), stopping.clone()));
+    let sweep = Duration::from_millis(config.outbound.confirmation_sweep_ms);
+    tracker.spawn(confirmations::run(state.engine.clone(), sweep, stopping.clone()));
+    let poll = Duration::from_millis(config.outbound.poll_interval_ms);
+    match Dispatcher::new(state.ingress.clone(), config) {
+        Ok(dispatcher) => {
+            for (bus, agents) in dispatcher.bus_listeners() {
+                let engine = dispatcher.engine().clone();
+                tracker.spawn(crate::executors::amqp::listen(bus, agents, engine, stopping.clone()));
+            }
+            tracker.spawn(dispatch::run(dispatcher, poll, stopping.clone()));
+        }
+        Err(error) => tracing::error!(%error, "cannot build the executors: commands stay queued for dispatch"),
+    }
+    tracker.spawn(dispatch::timers(state.engine.clone(), sweep, stopping.clone()));
+    match outbound_sender(state) {
+        Ok(Some(sender)) => {
+            tracker.spawn(outbound::run(sender, Duration::from_millis(config.outbound.poll_interval_ms), stopping));
+        }
+        Ok(None) => tracing::warn!(
+            "no provider credentials (CHATGATE_WHATSAPP_ACCESS_TOKEN, CHATGATE_TWILIO_ACCOUNT_SID): prompts and \
+             replies stay queued until they are set"
+        ),
+        Err(error) => tracing::error!(%error, "cannot build the provider clients: prompts and replies stay queued"),
+    }
+    tracker.close();
+    Workers { tracker }
+}
+
+/// Runs `tick` every `every` (the first at once) until `stopping`; a tick that overruns delays
+/// the next instead of bunching them up.
+async fn periodically<F, Fut>(every: Duration, stopping: CancellationToken, mut tick: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = stopping.cancelled() => return,
+            _ = ticks.tick() => {}
+        }
+        tick().await;
+    }
+}
