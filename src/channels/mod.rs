@@ -2,10 +2,13 @@
 //! into channel-neutral messages, and its client for sending replies. Imports `domain`, `config`,
 //! `store` and `service`.
 
+pub mod error;
 pub mod hooks;
 pub mod standard;
 pub mod twilio;
 pub mod whatsapp;
+
+pub use error::{ChannelError, Refusal, WebhookOutcome, counted};
 
 use serde_json::Value;
 

@@ -206,3 +206,33 @@ pub struct StandardMessage {
 fn default_tolerance() -> u64 {
     300
 }
+
+/// Whether `base` can carry the bridge: `/` and segments of letters, digits, `.`, `_` and `-`,
+/// its first not one the gateway's own routes begin with.
+pub fn valid_base_path(base: &str) -> Result<(), String> {
+    const TAKEN: &[&str] = &["v1", "webhooks", "healthz", "readyz", "metrics", "openapi.json"];
+    let segments: Vec<&str> = base.strip_prefix('/').ok_or("starts with `/`")?.split('/').collect();
+    let fine = |s: &&str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+    if !segments.iter().all(fine) {
+        return Err("is `/` followed by segments of letters, digits, `.`, `_` and `-`".into());
+    }
+    if TAKEN.contains(&segments[0]) {
+        return Err(format!("cannot begin with `/{}`, which the gateway's own routes use", segments[0]));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid_base_path;
+
+    #[test]
+    fn a_base_path_is_slash_separated_segments_clear_of_the_gateways_routes() {
+        for good in ["/hooks", "/legacy/openclaw", "/a.b_c-d"] {
+            assert_eq!(valid_base_path(good), Ok(()), "{good}");
+        }
+        for bad in ["hooks", "/", "/hooks/", "/a//b", "/{name}", "/v1", "/v1/hooks", "/webhooks/x", "/metrics"] {
+            assert!(valid_base_path(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -2,6 +2,10 @@
 //! routed, delivered, executed, closed`. Pure: the transition table is data, and the store
 //! persists what `apply` decides. Duplicate ACKs change nothing; ACKs out of order are refused.
 
+use std::time::Duration;
+
+use serde_json::Value;
+
 use crate::domain::names::named_enum;
 
 named_enum! {
@@ -153,6 +157,22 @@ pub fn aggregate(targets: &[Option<bool>]) -> Overall {
     } else {
         Overall::Pending
     }
+}
+
+/// What one call to an executor came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallOutcome {
+    /// Delivered and executed: the result (or the error) is known.
+    Executed { succeeded: bool, detail: Value },
+    /// Delivered; the execution ACK comes later (`POST /v1/commands/{id}/acks`). `working` says
+    /// the executor reported it in progress.
+    Delivered { working: bool },
+    /// Not delivered, worth another attempt (408, 429, 5xx, a timeout, a broken connection).
+    Retry { error: String, retry_after: Option<Duration> },
+    /// Delivered and refused for good (another 4xx): the command fails without a retry.
+    Refused { status: u16, error: Value },
+    /// Handed to the bus (the broker confirmed it); the agent's ACKs come back over the bus.
+    Handed,
 }
 
 #[cfg(test)]

@@ -12,3 +12,4 @@ pub mod message;
 pub(crate) mod names;
 pub mod registry;
 pub mod retry;
+pub mod standard_webhooks;

@@ -5,11 +5,8 @@
 
 use std::time::Duration;
 
-use base64::Engine as _;
-use hmac::{Hmac, Mac};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use sha2::Sha256;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -17,26 +14,13 @@ use std::sync::Arc;
 
 use crate::executors::amqp;
 
-use crate::config::ExecutorConfig;
+use crate::config::{ExecutorConfig, ExecutorTarget};
 use crate::domain::command::CommandEnvelope;
 use crate::domain::retry::parse_retry_after;
+use crate::domain::standard_webhooks;
 use crate::executors::amqp::Bus;
 
-/// What one call to an executor came to.
-#[derive(Debug, Clone, PartialEq)]
-pub enum CallOutcome {
-    /// Delivered and executed: the result (or the error) is known.
-    Executed { succeeded: bool, detail: Value },
-    /// Delivered; the execution ACK comes later (`POST /v1/commands/{id}/acks`). `working` says
-    /// the executor reported it in progress.
-    Delivered { working: bool },
-    /// Not delivered, worth another attempt (408, 429, 5xx, a timeout, a broken connection).
-    Retry { error: String, retry_after: Option<Duration> },
-    /// Delivered and refused for good (another 4xx): the command fails without a retry.
-    Refused { status: u16, error: Value },
-    /// Handed to the bus (the broker confirmed it); the agent's ACKs come back over the bus.
-    Handed,
-}
+pub use crate::domain::delivery::CallOutcome;
 
 #[derive(Debug, Clone)]
 pub enum Executor {
@@ -60,56 +44,27 @@ pub enum Executor {
     },
 }
 
-/// The exchange RabbitMQ executors publish to unless configured otherwise.
-pub const DEFAULT_EXCHANGE: &str = "bloodbank.events.v1";
-pub const DEFAULT_RESPONSE_QUEUE: &str = "chatgate.responses";
-
 impl Executor {
+    /// The executor `name` as configured, with its HTTP client or its bus.
     pub fn from_config(name: &str, config: &ExecutorConfig) -> Result<Self, String> {
-        let url = config.url.trim();
-        if url == "builtin:echo" {
-            return Ok(Self::Echo);
-        }
-        if url == "builtin:gateway" {
-            return Ok(Self::Gateway);
-        }
-        if let Some(rest) = url.strip_prefix("builtin:fail") {
-            let code = rest.strip_prefix(':').filter(|c| !c.is_empty()).unwrap_or("builtin_failure");
-            return Ok(Self::Fail { code: code.to_owned() });
-        }
-        let parsed = url::Url::parse(url).map_err(|e| format!("executors.{name}.url: {e}"))?;
-        if parsed.scheme() == "amqp" {
-            let exchange = config.exchange.as_deref().unwrap_or(DEFAULT_EXCHANGE);
-            let queue = config.queue.as_deref().unwrap_or(DEFAULT_RESPONSE_QUEUE);
-            let agent = config.agent.clone().unwrap_or_else(|| name.to_owned());
-            if agent.is_empty() || agent.contains(['.', '*', '#']) {
-                return Err(format!("executors.{name}.agent `{agent}` cannot be a routing-key word"));
-            }
-            let timeout = Duration::from_millis(config.request_timeout_ms);
-            let bus = Arc::new(Bus::new(url, exchange, queue, timeout));
-            return Ok(Self::Amqp { bus, agent, announce_cancel: config.announce_cancel });
-        }
-        if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(format!(
-                "executors.{name}.url: `{url}` is not http(s)://, amqp:// or builtin:echo|fail|gateway"
-            ));
-        }
-        let secret = config
-            .secret
-            .as_ref()
-            .map(|s| standard_webhooks_key(s.expose()))
-            .transpose()
-            .map_err(|e| format!("executors.{name}.secret: {e}"))?;
         let timeout = Duration::from_millis(config.request_timeout_ms);
-        let client = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout)
-            .build()
-            .map_err(|e| format!("executors.{name}: {e}"))?;
-        if let Some(cancel) = &config.cancel_url {
-            url::Url::parse(cancel).map_err(|e| format!("executors.{name}.cancel_url: {e}"))?;
-        }
-        Ok(Self::Http { url: url.to_owned(), secret, client, cancel_url: config.cancel_url.clone() })
+        Ok(match config.target(name)? {
+            ExecutorTarget::Echo => Self::Echo,
+            ExecutorTarget::Gateway => Self::Gateway,
+            ExecutorTarget::Fail { code } => Self::Fail { code },
+            ExecutorTarget::Amqp { url, exchange, queue, agent } => {
+                let bus = Arc::new(Bus::new(&url, &exchange, &queue, timeout));
+                Self::Amqp { bus, agent, announce_cancel: config.announce_cancel }
+            }
+            ExecutorTarget::Http { url, secret, cancel_url } => {
+                let client = reqwest::Client::builder()
+                    .timeout(timeout)
+                    .connect_timeout(timeout)
+                    .build()
+                    .map_err(|e| format!("executors.{name}: {e}"))?;
+                Self::Http { url, secret, client, cancel_url }
+            }
+        })
     }
 
     /// Hands the command to the executor once. `delivery_id` is the Standard Webhooks message id:
@@ -263,15 +218,7 @@ fn truncate(text: &str, max: usize) -> String {
     text.chars().take(max).collect()
 }
 
-/// A Standard Webhooks secret: `whsec_` followed by the base64 key.
-pub fn standard_webhooks_key(secret: &str) -> Result<Vec<u8>, String> {
-    let encoded = secret.strip_prefix("whsec_").ok_or("a Standard Webhooks secret starts with `whsec_`")?;
-    base64::engine::general_purpose::STANDARD.decode(encoded).map_err(|e| format!("not base64: {e}"))
-}
-
-/// `v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">` (Standard Webhooks).
-/// `request` with `body` and its Standard Webhooks headers (`webhook-id`, `webhook-timestamp`,
-/// and `webhook-signature` when there is a key).
+/// `request` with `body` and its Standard Webhooks headers.
 pub fn signed(
     request: reqwest::RequestBuilder,
     key: Option<&[u8]>,
@@ -279,24 +226,8 @@ pub fn signed(
     now: OffsetDateTime,
     body: Vec<u8>,
 ) -> reqwest::RequestBuilder {
-    let timestamp = now.unix_timestamp();
-    let mut request = request.header("webhook-id", id).header("webhook-timestamp", timestamp.to_string());
-    if let Some(key) = key {
-        request = request.header("webhook-signature", sign(key, id, timestamp, &body));
-    }
-    request.body(body)
-}
-
-pub fn sign(key: &[u8], id: &str, timestamp: i64, body: &[u8]) -> String {
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key) else {
-        return String::new();
-    };
-    mac.update(id.as_bytes());
-    mac.update(b".");
-    mac.update(timestamp.to_string().as_bytes());
-    mac.update(b".");
-    mac.update(body);
-    format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes()))
+    let headers = standard_webhooks::headers(key, id, now.unix_timestamp(), &body);
+    headers.into_iter().fold(request, |request, (name, value)| request.header(name, value)).body(body)
 }
 
 #[cfg(test)]
@@ -328,17 +259,5 @@ mod tests {
             classify(StatusCode::UNPROCESSABLE_ENTITY, None, "{}"),
             CallOutcome::Refused { status: 422, .. }
         ));
-    }
-
-    #[test]
-    fn the_signature_is_standard_webhooks() {
-        // The Standard Webhooks specification's own example.
-        let key = standard_webhooks_key("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").expect("key");
-        let body = br#"{"test": 2432232314}"#;
-        assert_eq!(
-            sign(&key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1_614_265_330, body),
-            "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
-        );
-        assert!(standard_webhooks_key("plain").is_err());
     }
 }

@@ -3,9 +3,10 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
+use crate::channels::ChannelError;
+use crate::domain::standard_webhooks::SignatureRefusal;
 use crate::http::problem::Problem;
 use crate::service::engine::EngineError;
-use crate::service::security::signed::SignatureRefusal;
 use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
@@ -14,6 +15,8 @@ pub enum ApiError {
     Engine(#[from] EngineError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Channel(#[from] ChannelError),
     /// A refusal the handler phrased itself (bad signature, bad payload, ...).
     #[error("{}", .0.title)]
     Problem(Box<Problem>),
@@ -22,18 +25,45 @@ pub enum ApiError {
 impl ApiError {
     pub fn problem(&self) -> Problem {
         match self {
-            Self::Store(error) | Self::Engine(EngineError::Store(error)) => store_problem(error),
-            Self::Engine(EngineError::NotFound(_)) => Problem::for_status(StatusCode::NOT_FOUND),
-            Self::Engine(EngineError::InvalidTransition { error, state, evidence_id }) => {
-                Problem::new(StatusCode::CONFLICT, "invalid_transition", "Transition not allowed")
-                    .detail(error.to_string())
-                    .with("state", state.as_str())
-                    .with("reason_code", error.reason_code())
-                    .with("evidence_id", evidence_id.to_string())
-            }
-            Self::Engine(EngineError::InvalidPlan(error)) => internal(&error.to_string()),
+            Self::Store(error) => store_problem(error),
+            Self::Engine(error) => engine_problem(error),
             Self::Problem(problem) => (**problem).clone(),
+            Self::Channel(error) => channel_problem(error),
         }
+    }
+}
+
+fn engine_problem(error: &EngineError) -> Problem {
+    match error {
+        EngineError::Store(error) => store_problem(error),
+        EngineError::NotFound(_) => Problem::for_status(StatusCode::NOT_FOUND),
+        EngineError::InvalidTransition { error, state, evidence_id } => {
+            Problem::new(StatusCode::CONFLICT, "invalid_transition", "Transition not allowed")
+                .detail(error.to_string())
+                .with("state", state.as_str())
+                .with("reason_code", error.reason_code())
+                .with("evidence_id", evidence_id.to_string())
+        }
+        EngineError::InvalidPlan(error) => internal(&error.to_string()),
+    }
+}
+
+fn channel_problem(error: &ChannelError) -> Problem {
+    match error {
+        ChannelError::Refused(refusal) => {
+            let problem = Problem::new(refusal.status, refusal.code, refusal.title);
+            let problem = match &refusal.detail {
+                Some(detail) => problem.detail(detail.clone()),
+                None => problem,
+            };
+            match refusal.challenge {
+                Some(challenge) => problem.challenge(challenge),
+                None => problem,
+            }
+        }
+        ChannelError::Misconfigured(what) => internal(&format!("misconfigured: {what}")),
+        ChannelError::Engine(error) => engine_problem(error),
+        ChannelError::Store(error) => store_problem(error),
     }
 }
 

@@ -6,6 +6,7 @@ pub mod auth;
 pub mod error;
 pub mod openapi;
 pub mod problem;
+pub mod responses;
 pub mod routes;
 pub mod server;
 

@@ -21,6 +21,7 @@ use crate::domain::directory::Tenant;
 use crate::domain::directory::UnknownSenderPolicy;
 use crate::domain::lifecycle::CommandKind;
 use crate::domain::lifecycle::Event;
+use crate::domain::lifecycle::State;
 use crate::domain::message::{Content, InboundMessage, StatusUpdate};
 use crate::domain::registry::Interpretation;
 use crate::service::confirmations::answers;
@@ -61,13 +62,30 @@ pub enum Handled {
     /// Not a command (help, no match, ambiguous, media, reactions): stored, answered when useful.
     NotACommand { status: &'static str },
     /// A command was admitted, or the message repeated one (IDS replay / in progress).
-    Command { command_id: Uuid, outcome: &'static str },
+    Command { command_id: Uuid, outcome: CommandOutcome },
     /// A different command under a taken key (only possible with caller-supplied keys).
     Conflict,
     /// An answer to a confirmation.
     Answer(AnswerOutcome),
     /// Over the actor's or the tenant's rate limit: stored, not acted on.
     RateLimited,
+}
+
+/// What a message that names a command came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommandOutcome {
+    /// A new command, in the state its first moves left it.
+    Admitted(State),
+    /// The same command again after it ended: its outcome is replayed (IDS).
+    Replayed,
+    /// The same command again while it runs: "in progress" (IDS).
+    InProgress,
+}
+
+impl CommandOutcome {
+    pub fn is_duplicate(self) -> bool {
+        !matches!(self, Self::Admitted(_))
+    }
 }
 
 impl Handled {
@@ -78,7 +96,7 @@ impl Handled {
             Self::Unroutable => "unroutable",
             Self::UnknownSender => "unknown_sender",
             Self::NotACommand { status } => status,
-            Self::Command { outcome, .. } if outcome.starts_with("duplicate") => "duplicate",
+            Self::Command { outcome, .. } if outcome.is_duplicate() => "duplicate",
             Self::Command { .. } => "command",
             Self::Conflict => "conflict",
             Self::Answer(AnswerOutcome::Redelivered) => "redelivered",
@@ -288,10 +306,12 @@ impl Ingress {
         let (_, admitted) = self.engine.accept_with(request, admission, now).await?;
         Ok(match admitted {
             Admitted::New { command_id, lifecycle, .. } => {
-                Handled::Command { command_id, outcome: lifecycle.state.as_str() }
+                Handled::Command { command_id, outcome: CommandOutcome::Admitted(lifecycle.state) }
             }
-            Admitted::Replayed(d) => Handled::Command { command_id: d.command_id, outcome: "duplicate_replayed" },
-            Admitted::InProgress(d) => Handled::Command { command_id: d.command_id, outcome: "duplicate_in_progress" },
+            Admitted::Replayed(d) => Handled::Command { command_id: d.command_id, outcome: CommandOutcome::Replayed },
+            Admitted::InProgress(d) => {
+                Handled::Command { command_id: d.command_id, outcome: CommandOutcome::InProgress }
+            }
             Admitted::Conflict { .. } => Handled::Conflict,
             Admitted::Redelivered { .. } => Handled::Redelivered,
         })

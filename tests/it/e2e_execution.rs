@@ -330,8 +330,12 @@ mod acks {
             base64::engine::general_purpose::STANDARD.decode(secret.trim_start_matches("whsec_")).expect("base64")
         };
         let timestamp: i64 = call.headers["webhook-timestamp"].parse().expect("timestamp");
-        let expected =
-            chatgate::executors::executor::sign(&key, &call.headers["webhook-id"], timestamp, call.raw.as_bytes());
+        let expected = chatgate::domain::standard_webhooks::sign(
+            &key,
+            &call.headers["webhook-id"],
+            timestamp,
+            call.raw.as_bytes(),
+        );
         assert_eq!(call.headers["webhook-signature"], expected, "the signature verifies");
 
         let token = executor_token(db, "executions:write");

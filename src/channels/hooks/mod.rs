@@ -4,18 +4,13 @@
 //! becomes a command for the target agent, stored with its evidence and dispatch row in one
 //! transaction; the caller never waits for the executor.
 
-use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use axum::{Json, Router};
 use serde_json::{Map, Value, json};
 use subtle::ConstantTimeEq;
 use time::OffsetDateTime;
+use uuid::Uuid;
 
-use crate::http::ApiError;
-
+use crate::channels::{ChannelError, Refusal};
 use crate::domain::command::ActorId;
 use crate::domain::command::Channel;
 use crate::domain::command::CommandRequest;
@@ -26,36 +21,10 @@ use crate::domain::command::Intent;
 use crate::domain::command::Risk;
 use crate::domain::command::TenantId;
 use crate::domain::lifecycle::CommandKind;
-use crate::http::AppState;
-use crate::http::Problem;
+use crate::service::Services;
 use crate::service::dispatch;
 use crate::service::engine::Admission;
 use crate::store::Admitted;
-
-/// The bridge's routes under `base` (`hooks.base_path`, `/hooks` by default; the configuration
-/// check keeps it clear of every other route).
-pub fn router(base: &str) -> Router<AppState> {
-    let base = base.trim_end_matches('/');
-    Router::new()
-        .route(&format!("{base}/wake"), post(wake))
-        .route(&format!("{base}/agent"), post(agent))
-        .route(&format!("{base}/{{name}}"), post(mapped))
-}
-
-/// Whether `base` can carry the bridge: `/` and segments of letters, digits, `.`, `_` and `-`,
-/// its first not one the gateway's own routes begin with.
-pub fn valid_base_path(base: &str) -> Result<(), String> {
-    const TAKEN: &[&str] = &["v1", "webhooks", "healthz", "readyz", "metrics", "openapi.json"];
-    let segments: Vec<&str> = base.strip_prefix('/').ok_or("starts with `/`")?.split('/').collect();
-    let fine = |s: &&str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
-    if !segments.iter().all(fine) {
-        return Err("is `/` followed by segments of letters, digits, `.`, `_` and `-`".into());
-    }
-    if TAKEN.contains(&segments[0]) {
-        return Err(format!("cannot begin with `/{}`, which the gateway's own routes use", segments[0]));
-    }
-    Ok(())
-}
 
 /// What a hook call asks for, once read and checked.
 struct HookCall {
@@ -65,16 +34,16 @@ struct HookCall {
     conversation: String,
 }
 
-fn bad(code: &str, detail: impl Into<String>) -> ApiError {
-    Problem::new(StatusCode::BAD_REQUEST, code, "Bad Request").detail(detail).into()
+fn bad(code: &'static str, detail: impl Into<String>) -> ChannelError {
+    Refusal::bad_request(code, detail).into()
 }
 
 /// The hook token, from `Authorization: Bearer` or `x-openclaw-token`, compared in constant time;
 /// a token in the query string is refused (it ends up in logs and proxies).
-fn authenticate(state: &AppState, headers: &HeaderMap, query: Option<&str>) -> Result<(), ApiError> {
+fn authenticate(state: &Services, headers: &HeaderMap, query: Option<&str>) -> Result<(), ChannelError> {
     let expected = state.config.hooks.token.expose();
     if expected.is_empty() {
-        return Err(Problem::for_status(StatusCode::NOT_FOUND).detail("The hook bridge is not configured.").into());
+        return Err(Refusal::not_configured("The hook bridge is not configured.").into());
     }
     if query.is_some_and(|q| q.split('&').any(|p| p.split('=').next().is_some_and(|k| k.eq_ignore_ascii_case("token"))))
     {
@@ -93,7 +62,7 @@ fn authenticate(state: &AppState, headers: &HeaderMap, query: Option<&str>) -> R
     if ok {
         return Ok(());
     }
-    Err(Problem::new(StatusCode::UNAUTHORIZED, "unauthorized", "Unauthorized")
+    Err(Refusal::new(StatusCode::UNAUTHORIZED, "unauthorized", "Unauthorized")
         .detail("A valid hook token is required.")
         .challenge("Bearer realm=\"chatgate-hooks\"")
         .into())
@@ -160,7 +129,7 @@ fn whole_seconds(n: &serde_json::Number) -> Option<u64> {
         .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && (0.0..=u64::MAX as f64).contains(f)).map(|f| f as u64))
 }
 
-fn body_object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
+fn body_object(body: &[u8]) -> Result<Map<String, Value>, ChannelError> {
     match serde_json::from_slice::<Value>(body) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(_) => Err(bad("invalid_body", "The body is a JSON object.")),
@@ -169,7 +138,7 @@ fn body_object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
 }
 
 /// A field that must be a non-empty string when present (`required`: and present).
-fn text_field(body: &Map<String, Value>, name: &str, required: bool) -> Result<Option<String>, ApiError> {
+fn text_field(body: &Map<String, Value>, name: &str, required: bool) -> Result<Option<String>, ChannelError> {
     match body.get(name) {
         None | Some(Value::Null) if !required => Ok(None),
         Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.clone())),
@@ -178,7 +147,7 @@ fn text_field(body: &Map<String, Value>, name: &str, required: bool) -> Result<O
     }
 }
 
-fn mode_field(body: &Map<String, Value>, name: &str) -> Result<Option<String>, ApiError> {
+fn mode_field(body: &Map<String, Value>, name: &str) -> Result<Option<String>, ChannelError> {
     let mode = text_field(body, name, false)?;
     match mode.as_deref() {
         None | Some("now" | "next-heartbeat") => Ok(mode),
@@ -186,50 +155,46 @@ fn mode_field(body: &Map<String, Value>, name: &str) -> Result<Option<String>, A
     }
 }
 
-fn default_agent(state: &AppState) -> Result<String, ApiError> {
+fn default_agent(state: &Services) -> Result<String, ChannelError> {
     state.config.hooks.agents.first().cloned().ok_or_else(|| bad("no_agent", "No agent is configured for hooks."))
 }
 
-fn intent(entity: &str, action: &str) -> Result<Intent, ApiError> {
+fn intent(entity: &str, action: &str) -> Result<Intent, ChannelError> {
     Intent::parse(entity, action, None).map_err(|e| bad("invalid_hook", e.to_string()))
 }
 
 /// `POST /hooks/wake`: `{"text": "...", "mode": "now" | "next-heartbeat"}`.
-#[utoipa::path(post, path = "/hooks/wake", tag = "hooks", params(("Idempotency-Key" = Option<String>, Header), ("X-Correlation-Id" = Option<String>, Header), ("x-openclaw-token" = Option<String>, Header)),
-    request_body(content = serde_json::Value, content_type = "application/json"), responses((status = 202, description = "Accepted: the command's id and where to follow it", content_type = "application/json", body = serde_json::Value), (status = 400, description = "A bad body, header or a token in the URL", content_type = "application/problem+json", body = serde_json::Value), (status = 401, description = "Missing or wrong hook token", content_type = "application/problem+json", body = serde_json::Value), (status = 404, description = "The bridge or this hook is not configured", content_type = "application/problem+json", body = serde_json::Value), (status = 422, description = "The Idempotency-Key was used for another call", content_type = "application/problem+json", body = serde_json::Value), (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
-pub(crate) async fn wake(
-    State(state): State<AppState>,
-    RawQuery(query): RawQuery,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    authenticate(&state, &headers, query.as_deref())?;
-    let body = body_object(&body)?;
+pub async fn wake(
+    state: &Services,
+    query: Option<&str>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Uuid, ChannelError> {
+    authenticate(state, headers, query)?;
+    let body = body_object(body)?;
     let text = text_field(&body, "text", true)?.unwrap_or_default();
     let mode = mode_field(&body, "mode")?.unwrap_or_else(|| "now".into());
     let mut args = Map::new();
     args.insert("text".into(), text.into());
     args.insert("mode".into(), mode.into());
     let call = HookCall {
-        agent: default_agent(&state)?,
+        agent: default_agent(state)?,
         intent: intent("agent", "wake")?,
         args,
         conversation: "hooks:wake".into(),
     };
-    admit(&state, &headers, call).await
+    admit(state, headers, call).await
 }
 
 /// `POST /hooks/agent`: `{"message": "..."}` and the optional OpenClaw fields, each checked.
-#[utoipa::path(post, path = "/hooks/agent", tag = "hooks", params(("Idempotency-Key" = Option<String>, Header), ("X-Correlation-Id" = Option<String>, Header), ("x-openclaw-token" = Option<String>, Header)),
-    request_body(content = serde_json::Value, content_type = "application/json"), responses((status = 202, description = "Accepted: the command's id and where to follow it", content_type = "application/json", body = serde_json::Value), (status = 400, description = "A bad body, header or a token in the URL", content_type = "application/problem+json", body = serde_json::Value), (status = 401, description = "Missing or wrong hook token", content_type = "application/problem+json", body = serde_json::Value), (status = 404, description = "The bridge or this hook is not configured", content_type = "application/problem+json", body = serde_json::Value), (status = 422, description = "The Idempotency-Key was used for another call", content_type = "application/problem+json", body = serde_json::Value), (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
-pub(crate) async fn agent(
-    State(state): State<AppState>,
-    RawQuery(query): RawQuery,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    authenticate(&state, &headers, query.as_deref())?;
-    let body = body_object(&body)?;
+pub async fn agent(
+    state: &Services,
+    query: Option<&str>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Uuid, ChannelError> {
+    authenticate(state, headers, query)?;
+    let body = body_object(body)?;
     let mut args = Map::new();
     args.insert("message".into(), text_field(&body, "message", true)?.into());
     for name in ["name", "agentId", "sessionKey", "channel", "to", "model", "thinking"] {
@@ -256,7 +221,7 @@ pub(crate) async fn agent(
         Some(_) => return Err(bad("invalid_body", "`timeoutSeconds` is a whole number of seconds from 1 to 86400")),
     }
     let agent = match args.get("agentId").and_then(Value::as_str) {
-        None => default_agent(&state)?,
+        None => default_agent(state)?,
         Some(id) if state.config.hooks.agents.iter().any(|a| a == id) => id.to_owned(),
         Some(id) => return Err(bad("unknown_agent", format!("`agentId` `{id}` is not an agent this bridge may call"))),
     };
@@ -266,24 +231,22 @@ pub(crate) async fn agent(
     }
     let conversation = session.map_or_else(|| "hooks:agent".into(), |k| format!("hooks:{k}"));
     let call = HookCall { agent, intent: intent("agent", "run")?, args, conversation };
-    admit(&state, &headers, call).await
+    admit(state, headers, call).await
 }
 
 /// `POST /hooks/{name}`: a mapped hook; its fields become the command's arguments.
-#[utoipa::path(post, path = "/hooks/{name}", tag = "hooks", params(("name" = String, Path), ("Idempotency-Key" = Option<String>, Header), ("X-Correlation-Id" = Option<String>, Header), ("x-openclaw-token" = Option<String>, Header)),
-    request_body(content = serde_json::Value, content_type = "application/json"), responses((status = 202, description = "Accepted: the command's id and where to follow it", content_type = "application/json", body = serde_json::Value), (status = 400, description = "A bad body, header or a token in the URL", content_type = "application/problem+json", body = serde_json::Value), (status = 401, description = "Missing or wrong hook token", content_type = "application/problem+json", body = serde_json::Value), (status = 404, description = "The bridge or this hook is not configured", content_type = "application/problem+json", body = serde_json::Value), (status = 422, description = "The Idempotency-Key was used for another call", content_type = "application/problem+json", body = serde_json::Value), (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
-pub(crate) async fn mapped(
-    State(state): State<AppState>,
-    Path(name): Path<String>,
-    RawQuery(query): RawQuery,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    authenticate(&state, &headers, query.as_deref())?;
-    let Some(mapping) = state.config.hooks.mappings.get(&name) else {
-        return Err(Problem::for_status(StatusCode::NOT_FOUND).detail(format!("No hook `{name}`.")).into());
+pub async fn mapped(
+    state: &Services,
+    name: &str,
+    query: Option<&str>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Uuid, ChannelError> {
+    authenticate(state, headers, query)?;
+    let Some(mapping) = state.config.hooks.mappings.get(name) else {
+        return Err(Refusal::not_configured(format!("No hook `{name}`.")).into());
     };
-    let body = Value::Object(body_object(&body)?);
+    let body = Value::Object(body_object(body)?);
     let mut args = Map::new();
     for (arg, pointer) in &mapping.args {
         match body.pointer(pointer) {
@@ -300,12 +263,12 @@ pub(crate) async fn mapped(
         args,
         conversation: format!("hooks:{name}"),
     };
-    admit(&state, &headers, call).await
+    admit(state, headers, call).await
 }
 
 /// Admits the call as a command of the bridge's principal — authorized (the token is the
 /// authorization), started with its dispatch row — and answers 202 at once.
-async fn admit(state: &AppState, headers: &HeaderMap, call: HookCall) -> Result<Response, ApiError> {
+async fn admit(state: &Services, headers: &HeaderMap, call: HookCall) -> Result<Uuid, ChannelError> {
     let hooks = &state.config.hooks;
     let submission = Submission {
         tenant: hooks.tenant.clone(),
@@ -321,22 +284,11 @@ async fn admit(state: &AppState, headers: &HeaderMap, call: HookCall) -> Result<
     };
     let command_id = submit(state, headers, submission).await?;
     metrics::counter!("chatgate_webhooks_total", "channel" => "hooks", "outcome" => "accepted").increment(1);
-    Ok(accepted(command_id))
-}
-
-/// 202 with the command's id and where to follow it.
-pub(crate) fn accepted(command_id: uuid::Uuid) -> Response {
-    let status_url = format!("/v1/commands/{command_id}");
-    (
-        StatusCode::ACCEPTED,
-        [(header::LOCATION, status_url.clone())],
-        Json(json!({"command_id": command_id, "status_url": status_url})),
-    )
-        .into_response()
+    Ok(command_id)
 }
 
 /// A command a machine caller submits for an agent (the hook bridge, a Standard Webhooks source).
-pub(crate) struct Submission {
+pub struct Submission {
     pub tenant: String,
     pub actor: String,
     pub channel: &'static str,
@@ -354,10 +306,10 @@ pub(crate) struct Submission {
 /// Admits a submission: the command, auto-confirmed and authorized by the caller's credential,
 /// started with its dispatch row, in one transaction. `Idempotency-Key` and `X-Correlation-Id`
 /// come from the headers. Returns the command's id — the existing one for a repeat.
-pub(crate) async fn submit(state: &AppState, headers: &HeaderMap, s: Submission) -> Result<uuid::Uuid, ApiError> {
-    let config = |what: &str| -> ApiError {
+pub async fn submit(state: &Services, headers: &HeaderMap, s: Submission) -> Result<Uuid, ChannelError> {
+    let config = |what: &'static str| -> ChannelError {
         tracing::error!(what, "a submission source is misconfigured");
-        Problem::for_status(StatusCode::INTERNAL_SERVER_ERROR).into()
+        ChannelError::Misconfigured(what)
     };
     let supplied_key = headers
         .get("idempotency-key")
@@ -413,24 +365,9 @@ pub(crate) async fn submit(state: &AppState, headers: &HeaderMap, s: Submission)
         Admitted::Redelivered { command_id: Some(command_id), .. } => Ok(command_id),
         Admitted::Redelivered { command_id: None, .. } => Err(config("a redelivered message without its command")),
         Admitted::Conflict { .. } => {
-            Err(Problem::new(StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused", "Idempotency-Key reused")
+            Err(Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused", "Idempotency-Key reused")
                 .detail("This Idempotency-Key was used for a different call.")
                 .into())
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::valid_base_path;
-
-    #[test]
-    fn a_base_path_is_slash_separated_segments_clear_of_the_gateways_routes() {
-        for good in ["/hooks", "/legacy/openclaw", "/a.b_c-d"] {
-            assert_eq!(valid_base_path(good), Ok(()), "{good}");
-        }
-        for bad in ["hooks", "/", "/hooks/", "/a//b", "/{name}", "/v1", "/v1/hooks", "/webhooks/x", "/metrics"] {
-            assert!(valid_base_path(bad).is_err(), "{bad}");
         }
     }
 }

@@ -19,8 +19,7 @@ use crate::channels::whatsapp::client::transient;
 use crate::channels::whatsapp::client::truncate;
 use crate::config::Config;
 use crate::domain::retry::parse_retry_after;
-use crate::executors::executor::signed;
-use crate::executors::executor::standard_webhooks_key;
+use crate::domain::standard_webhooks;
 
 /// What a reply is sent with: where, and the key it is signed with.
 #[derive(Debug, Clone)]
@@ -53,7 +52,7 @@ impl StandardReplies {
             .iter()
             .filter_map(|(name, source)| {
                 let url = source.message.as_ref()?.reply_url.clone()?;
-                let key = source.secrets.first().and_then(|s| standard_webhooks_key(s.expose()).ok());
+                let key = source.secrets.first().and_then(|s| standard_webhooks::key(s.expose()).ok());
                 Some((name.clone(), Destination { url, key }))
             })
             .collect();
@@ -77,7 +76,10 @@ impl StandardReplies {
         });
         let now = OffsetDateTime::now_utc();
         let request = self.http.post(&destination.url).header(reqwest::header::CONTENT_TYPE, "application/json");
-        let request = signed(request, destination.key.as_deref(), reply.id, now, body.to_string().into_bytes());
+        let body = body.to_string().into_bytes();
+        let headers = standard_webhooks::headers(destination.key.as_deref(), reply.id, now.unix_timestamp(), &body);
+        let request =
+            headers.into_iter().fold(request, |request, (name, value)| request.header(name, value)).body(body);
         let id = reply.id.to_owned();
         Some(send_with(request, |status, retry_after, text, now| classify(status, retry_after, text, now, id)).await)
     }

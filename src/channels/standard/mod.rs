@@ -8,21 +8,13 @@
 
 pub mod client;
 
-use axum::Json;
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use serde_json::{Map, Value, json};
+use axum::http::HeaderMap;
+use serde_json::{Map, Value};
 use time::OffsetDateTime;
+use uuid::Uuid;
 
-use crate::channels::hooks::Submission;
-
-use crate::channels::hooks::accepted;
-
-use crate::channels::hooks::submit;
+use crate::channels::hooks::{Submission, submit};
+use crate::channels::{ChannelError, Refusal};
 use crate::config::{StandardMessage, StandardSource};
 use crate::domain::command::Channel;
 use crate::domain::command::ExternalId;
@@ -31,63 +23,59 @@ use crate::domain::command::TenantId;
 use crate::domain::message::Addresses;
 use crate::domain::message::Content;
 use crate::domain::message::InboundMessage;
-use crate::http::ApiError;
-use crate::http::AppState;
-use crate::http::Problem;
+use crate::domain::standard_webhooks::{self, Signed};
+use crate::service::Services;
 use crate::service::intake::Handled;
-use crate::service::security::signed;
 use crate::store::NewInbound;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/webhooks/standard/{source}", post(receive))
+/// What a delivery came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Delivered {
+    /// A `message` source's delivery, handled as a chat message.
+    Handled { outcome: &'static str, command_id: Option<Uuid> },
+    /// A command for the source's agent, accepted.
+    Accepted(Uuid),
 }
 
-/// Checks a delivery's Standard Webhooks headers against the source's secrets at `now`.
-pub fn verify(
-    source: &StandardSource,
+/// A delivery from source `name`: checked against its secrets, then a chat message or a command.
+pub async fn receive(
+    state: &Services,
+    name: &str,
     headers: &HeaderMap,
     body: &[u8],
-    now: OffsetDateTime,
-) -> Result<String, ApiError> {
+) -> Result<Delivered, ChannelError> {
+    let Some(source) = state.config.standard_webhooks.get(name) else {
+        return Err(Refusal::not_configured(format!("No source `{name}`.")).into());
+    };
     let secrets = source.secrets.iter().map(|s| s.expose());
-    Ok(signed::verify(secrets, source.tolerance_secs, headers, body, now)?)
-}
-
-#[utoipa::path(post, path = "/webhooks/standard/{source}", tag = "webhooks",
-    params(("source" = String, Path), ("webhook-id" = String, Header), ("webhook-timestamp" = String, Header),
-        ("webhook-signature" = String, Header)),
-    request_body(content = serde_json::Value, content_type = "application/json"),
-    responses(
-        (status = 200, description = "A chat message (a source with a `message` mapping), handled: its outcome", content_type = "application/json", body = serde_json::Value),
-        (status = 202, description = "Accepted: the command's id and where to follow it", content_type = "application/json", body = serde_json::Value),
-        (status = 400, description = "The payload lacks what the source's mapping needs", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 401, description = "Missing or wrong signature, or a stale timestamp", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 404, description = "No such source", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
-pub(crate) async fn receive(
-    State(state): State<AppState>,
-    Path(name): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let Some(source) = state.config.standard_webhooks.get(&name) else {
-        return Err(Problem::for_status(StatusCode::NOT_FOUND).detail(format!("No source `{name}`.")).into());
-    };
-    let id = verify(source, &headers, &body, OffsetDateTime::now_utc())?;
-    let bad = |detail: String| -> ApiError {
-        Problem::new(StatusCode::BAD_REQUEST, "invalid_payload", "Bad Request").detail(detail).into()
-    };
-    let payload: Value = serde_json::from_slice(&body).map_err(|e| bad(format!("The body is not JSON: {e}")))?;
+    let now = OffsetDateTime::now_utc();
+    let id = standard_webhooks::verify(secrets, source.tolerance_secs, signed(headers), body, now.unix_timestamp())?;
+    let bad = |detail: String| -> ChannelError { Refusal::bad_request("invalid_payload", detail).into() };
+    let payload: Value = serde_json::from_slice(body).map_err(|e| bad(format!("The body is not JSON: {e}")))?;
     if let Some(mapping) = &source.message {
-        let message = chat_message(&name, &id, mapping, &payload).map_err(bad)?;
+        let message = chat_message(name, &id, mapping, &payload).map_err(bad)?;
         let handled = state.ingress.handle(&message, OffsetDateTime::now_utc()).await?;
         metrics::counter!("chatgate_webhooks_total", "channel" => "standard", "outcome" => "accepted").increment(1);
         let command_id = match &handled {
-            Handled::Command { command_id, .. } => Some(command_id.to_string()),
+            Handled::Command { command_id, .. } => Some(*command_id),
             _ => None,
         };
-        return Ok(Json(json!({"outcome": handled.outcome(), "command_id": command_id})).into_response());
+        return Ok(Delivered::Handled { outcome: handled.outcome(), command_id });
     }
+    let command_id = submit(state, headers, command(name, &id, source, payload)?).await?;
+    metrics::counter!("chatgate_webhooks_total", "channel" => "standard", "outcome" => "accepted").increment(1);
+    Ok(Delivered::Accepted(command_id))
+}
+
+/// The three Standard Webhooks headers of a request.
+pub fn signed(headers: &HeaderMap) -> Signed<'_> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    Signed { id: header("webhook-id"), timestamp: header("webhook-timestamp"), signature: header("webhook-signature") }
+}
+
+/// A delivery of a command source as the submission of a command for its agent.
+fn command(name: &str, id: &str, source: &StandardSource, payload: Value) -> Result<Submission, ChannelError> {
+    let bad = |detail: String| -> ChannelError { Refusal::bad_request("invalid_payload", detail).into() };
     let mut args = Map::new();
     for (arg, pointer) in &source.args {
         match payload.pointer(pointer) {
@@ -97,30 +85,31 @@ pub(crate) async fn receive(
             _ => return Err(bad(format!("`{pointer}` is required (a string, a number or a boolean)"))),
         }
     }
-    let internal = || -> ApiError { Problem::for_status(StatusCode::INTERNAL_SERVER_ERROR).into() };
+    let provider_message_id = message_id(name, id).map_err(bad)?;
+    let intent = Intent::parse(&source.entity, &source.action, None).map_err(|e| bad(e.to_string()))?;
+    let (Ok(channel), Ok(tenant)) = (Channel::parse(CHANNEL), TenantId::parse(&source.tenant)) else {
+        return Err(ChannelError::Misconfigured("a Standard Webhooks source's tenant"));
+    };
     let message = NewInbound {
-        channel: Channel::parse(CHANNEL).map_err(|_| internal())?,
-        provider_message_id: message_id(&name, &id).map_err(bad)?,
-        tenant_id: Some(TenantId::parse(&source.tenant).map_err(|_| internal())?),
+        channel,
+        provider_message_id,
+        tenant_id: Some(tenant),
         status: "received".into(),
-        payload: payload.clone(),
+        payload,
         received_at: OffsetDateTime::now_utc(),
     };
-    let submission = Submission {
+    Ok(Submission {
         tenant: source.tenant.clone(),
         actor: source.actor.clone(),
         channel: "standard",
         conversation: format!("standard:{name}"),
         agent: source.agent.clone(),
-        intent: Intent::parse(&source.entity, &source.action, None).map_err(|e| bad(e.to_string()))?,
+        intent,
         args,
         dedupe_window: std::time::Duration::from_secs(86_400),
         authorized_by: "standard webhooks signature",
         message: Some(message),
-    };
-    let command_id = submit(&state, &headers, submission).await?;
-    metrics::counter!("chatgate_webhooks_total", "channel" => "standard", "outcome" => "accepted").increment(1);
-    Ok(accepted(command_id))
+    })
 }
 
 /// The channel of everything a Standard Webhooks source sends.
@@ -199,6 +188,7 @@ impl ReadMessage {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn mapping() -> StandardMessage {
         StandardMessage {

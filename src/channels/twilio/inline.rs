@@ -8,11 +8,9 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
-use crate::workers::sender::record;
-
 use crate::service::engine::Engine;
+use crate::service::replies::outgoing::{record, render};
 use crate::service::replies::templates::Templates;
-use crate::workers::sender::render;
 
 /// The texts to answer with, in the order they were queued.
 pub async fn take(

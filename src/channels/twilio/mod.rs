@@ -11,93 +11,53 @@ pub mod twiml;
 
 use std::time::Duration;
 
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
 use time::OffsetDateTime;
 
-use crate::http::ApiError;
-
-use crate::http::AppState;
-use crate::http::Problem;
-use crate::service::intake::Handled;
-use crate::service::intake::reply_destination;
+use crate::channels::{ChannelError, Refusal, counted};
+use crate::service::Services;
+use crate::service::intake::{Handled, reply_destination};
 
 /// Where Twilio reports what became of the messages we sent through its Messages API.
 pub const STATUS_PATH: &str = "/webhooks/twilio/status";
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/webhooks/twilio", post(receive)).route(STATUS_PATH, post(status))
+/// A message webhook, counted: the TwiML to answer with (the replies due at once, or none).
+pub async fn receive_message(
+    services: &Services,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<String, ChannelError> {
+    counted("twilio", message(services, uri, headers, body).await)
 }
 
-#[utoipa::path(post, path = "/webhooks/twilio", tag = "webhooks", params(("X-Twilio-Signature" = String, Header)),
-    request_body(content = String, content_type = "application/x-www-form-urlencoded", description = "Twilio's messaging webhook parameters"),
-    responses(
-        (status = 200, description = "TwiML: the replies due at once, or an empty `<Response/>`", content_type = "text/xml", body = String),
-        (status = 400, description = "Not a Twilio message", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 401, description = "Missing or wrong signature", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 404, description = "Twilio is not configured", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 415, description = "Not a form", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 503, description = "Storage unavailable; Twilio may retry", content_type = "application/problem+json", body = serde_json::Value)))]
-pub(crate) async fn receive(
-    State(state): State<AppState>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    counted(receive_message(&state, &uri, &headers, &body).await)
-}
-
-#[utoipa::path(post, path = "/webhooks/twilio/status", tag = "webhooks", params(("X-Twilio-Signature" = String, Header)),
-    request_body(content = String, content_type = "application/x-www-form-urlencoded", description = "Twilio's status callback parameters (`MessageSid`, `MessageStatus`, `ErrorCode`, ...)"),
-    responses(
-        (status = 204, description = "Recorded (or about a message this gateway did not send)"),
-        (status = 400, description = "Not a status callback", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 401, description = "Missing or wrong signature", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 404, description = "Twilio is not configured", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 415, description = "Not a form", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 503, description = "Storage unavailable; Twilio may retry", content_type = "application/problem+json", body = serde_json::Value)))]
-pub(crate) async fn status(
-    State(state): State<AppState>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    counted(receive_status(&state, &uri, &headers, &body).await)
-}
-
-/// Counts a Twilio webhook in `chatgate_webhooks_total` by how it ended.
-fn counted(result: Result<Response, ApiError>) -> Result<Response, ApiError> {
-    let outcome = match &result {
-        Ok(_) => "accepted",
-        Err(ApiError::Problem(p)) if p.code == "invalid_signature" => "bad_signature",
-        Err(ApiError::Problem(p)) if (400..500).contains(&p.status) => "malformed",
-        Err(_) => "unavailable",
-    };
-    metrics::counter!("chatgate_webhooks_total", "channel" => "twilio", "outcome" => outcome).increment(1);
-    result
+/// A status callback for a message sent through the Messages API, counted.
+pub async fn receive_status(
+    services: &Services,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(), ChannelError> {
+    counted("twilio", status(services, uri, headers, body).await)
 }
 
 /// The parameters of a form Twilio signed for this gateway's public URL.
 fn verified_form(
-    state: &AppState,
+    state: &Services,
     uri: &Uri,
     headers: &HeaderMap,
     body: &[u8],
-) -> Result<Vec<(String, String)>, ApiError> {
+) -> Result<Vec<(String, String)>, ChannelError> {
     let auth_token = state.config.twilio.auth_token.expose();
     if auth_token.is_empty() {
-        return Err(Problem::for_status(StatusCode::NOT_FOUND).detail("Twilio is not configured.").into());
+        return Err(Refusal::not_configured("Twilio is not configured.").into());
     }
     let is_form = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("application/x-www-form-urlencoded"));
     if !is_form {
-        return Err(Problem::new(
+        return Err(Refusal::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "unsupported_media_type",
             "Unsupported Media Type",
@@ -109,26 +69,26 @@ fn verified_form(
     let url = public_url(&state.config.server.public_base_url, uri);
     let given = headers.get(signature::HEADER).map(|v| v.as_bytes());
     signature::verify(auth_token.as_bytes(), &url, &params, given).map_err(|e| {
-        ApiError::from(
-            Problem::new(StatusCode::UNAUTHORIZED, "invalid_signature", "Invalid signature")
+        ChannelError::from(
+            Refusal::new(StatusCode::UNAUTHORIZED, "invalid_signature", "Invalid signature")
                 .detail(format!("{e} (signed URL: the public base URL followed by the request path)")),
         )
     })?;
     Ok(params)
 }
 
-fn invalid_payload(error: &form::FormError) -> ApiError {
-    Problem::new(StatusCode::BAD_REQUEST, "invalid_payload", "Invalid payload").detail(error.to_string()).into()
+fn invalid_payload(error: &form::FormError) -> ChannelError {
+    Refusal::new(StatusCode::BAD_REQUEST, "invalid_payload", "Invalid payload").detail(error.to_string()).into()
 }
 
-async fn receive_status(state: &AppState, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Result<Response, ApiError> {
+async fn status(state: &Services, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Result<(), ChannelError> {
     let params = verified_form(state, uri, headers, body)?;
     let update = form::status(&params).map_err(|e| invalid_payload(&e))?;
     state.ingress.handle_status(&update, OffsetDateTime::now_utc()).await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+    Ok(())
 }
 
-async fn receive_message(state: &AppState, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Result<Response, ApiError> {
+async fn message(state: &Services, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Result<String, ChannelError> {
     let twilio = &state.config.twilio;
     let params = verified_form(state, uri, headers, body)?;
     let message =
@@ -142,7 +102,7 @@ async fn receive_message(state: &AppState, uri: &Uri, headers: &HeaderMap, body:
         let destination = reply_destination(&message);
         inline::take(&state.engine, &state.templates, &destination, lease, OffsetDateTime::now_utc()).await
     };
-    Ok(([(header::CONTENT_TYPE, "text/xml; charset=utf-8")], twiml::response(&replies)).into_response())
+    Ok(twiml::response(&replies))
 }
 
 /// The URL Twilio called: the configured public base (which may carry a path a proxy strips)

@@ -16,12 +16,7 @@ pub const INTERACTIVE_BODY_MAX: usize = 1024;
 pub const TEXT_BODY_MAX: usize = 4096;
 pub const BUTTONS_MAX: usize = 3;
 
-/// A rendered button: the id that comes back when tapped, and its title.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Button {
-    pub id: String,
-    pub title: String,
-}
+pub use crate::service::replies::outgoing::Button;
 
 /// The Cloud API request body for a message to `to`: interactive reply buttons when there are
 /// any and the text fits, otherwise plain text (a prompt's text always says how to answer by

@@ -22,6 +22,8 @@ use crate::http::routes::commands::command_id;
 
 use crate::http::routes::commands::invalid_body;
 
+use crate::channels::standard::signed;
+use crate::domain::standard_webhooks;
 use crate::executors::acks::AckError;
 use crate::executors::acks::AckOutcome;
 use crate::executors::acks::AckRequest;
@@ -33,7 +35,6 @@ use crate::http::auth::Principal;
 use crate::http::auth::require;
 use crate::http::routes::commands::not_found;
 use crate::service::engine::Engine;
-use crate::service::security::signed;
 
 /// How far an executor's `webhook-timestamp` may be from now.
 const TOLERANCE_SECS: u64 = 300;
@@ -85,7 +86,7 @@ pub(crate) async fn signed_ack(
         return Err(Problem::for_status(StatusCode::NOT_FOUND).detail(detail).into());
     };
     let now = OffsetDateTime::now_utc();
-    signed::verify([secret.expose()], TOLERANCE_SECS, &headers, &body, now)?;
+    standard_webhooks::verify([secret.expose()], TOLERANCE_SECS, signed(&headers), &body, now.unix_timestamp())?;
     if let Err(wait) = state.policy.security.limits.api_client(&format!("executor|{executor}")) {
         return Ok(crate::http::auth::too_many(wait, "Too many ACKs from this executor."));
     }

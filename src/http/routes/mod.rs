@@ -7,6 +7,7 @@ pub mod events;
 pub mod health;
 pub mod metrics;
 pub mod step_up_page;
+pub mod webhooks;
 
 use axum::Router;
 
@@ -18,10 +19,10 @@ pub fn router(config: &Config) -> Router<AppState> {
     Router::new()
         .merge(health::router())
         .merge(metrics::router())
-        .merge(crate::channels::whatsapp::router())
-        .merge(crate::channels::hooks::router(&config.hooks.base_path))
-        .merge(crate::channels::standard::router())
-        .merge(crate::channels::twilio::router())
+        .merge(webhooks::whatsapp::router())
+        .merge(webhooks::hooks::router(&config.hooks.base_path))
+        .merge(webhooks::standard::router())
+        .merge(webhooks::twilio::router())
         .merge(commands::router())
         .merge(acks::router())
         .merge(agents::router())

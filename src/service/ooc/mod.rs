@@ -21,7 +21,7 @@ use time::OffsetDateTime;
 use crate::domain::command::ShortRef;
 
 use crate::domain::command::TenantId;
-use crate::executors::executor::CallOutcome;
+use crate::domain::delivery::CallOutcome;
 use crate::service::engine::Engine;
 use crate::service::intake::Ingress;
 use crate::service::security::Policy;

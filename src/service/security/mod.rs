@@ -9,7 +9,6 @@ pub mod keys;
 pub mod mint;
 pub mod policy;
 pub mod ratelimit;
-pub mod signed;
 pub mod stepup;
 
 use std::path::Path;

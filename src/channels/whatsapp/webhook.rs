@@ -1,0 +1,110 @@
+//! Meta's side of the WhatsApp Cloud API webhook: the subscription handshake, and signed
+//! deliveries read into messages and statuses that intake handles one at a time.
+
+use std::collections::HashMap;
+
+use axum::http::StatusCode;
+use serde::Serialize;
+use subtle::ConstantTimeEq;
+use time::OffsetDateTime;
+
+use super::{payload, signature};
+use crate::channels::{ChannelError, Refusal, counted};
+use crate::config::{Config, WhatsAppApp};
+use crate::service::engine::EngineError;
+use crate::service::intake::{Handled, Ingress};
+
+/// What a delivery came to, as the answer to Meta says it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct DeliverySummary {
+    pub messages: usize,
+    pub statuses: usize,
+    /// Messages that started a new command.
+    pub commands: usize,
+    /// Messages that repeated a command (its outcome replayed, or it is in progress).
+    pub duplicates: usize,
+    /// Messages seen before (a redelivered webhook): nothing new was written.
+    pub redelivered: usize,
+}
+
+/// The app `name` names (the default app without one).
+pub fn app<'a>(config: &'a Config, name: Option<&str>) -> Result<&'a WhatsAppApp, ChannelError> {
+    let name = name.unwrap_or(&config.whatsapp.default_app);
+    config
+        .whatsapp
+        .apps
+        .get(name)
+        .ok_or_else(|| Refusal::not_configured(format!("no WhatsApp app `{name}` is configured")).into())
+}
+
+/// Meta's subscription handshake: the `hub.challenge` to echo when `hub.verify_token` is ours.
+pub fn verify_handshake(
+    config: &Config,
+    name: Option<&str>,
+    query: &HashMap<String, String>,
+) -> Result<String, ChannelError> {
+    let app = app(config, name)?;
+    let param = |key: &str| query.get(key).map(String::as_str).unwrap_or_default();
+    let token_ok: bool = param("hub.verify_token").as_bytes().ct_eq(app.verify_token.expose().as_bytes()).into();
+    if param("hub.mode") != "subscribe" || !token_ok {
+        return Err(Refusal::new(StatusCode::FORBIDDEN, "verification_failed", "Verification failed")
+            .detail("hub.mode must be `subscribe` and hub.verify_token must match the configured token.")
+            .into());
+    }
+    Ok(param("hub.challenge").to_owned())
+}
+
+/// A signed delivery for app `name`, counted in `chatgate_webhooks_total`.
+pub async fn receive(
+    ingress: &Ingress,
+    config: &Config,
+    name: Option<&str>,
+    signature_header: Option<&[u8]>,
+    body: &[u8],
+) -> Result<DeliverySummary, ChannelError> {
+    counted("whatsapp", receive_uncounted(ingress, config, name, signature_header, body).await)
+}
+
+async fn receive_uncounted(
+    ingress: &Ingress,
+    config: &Config,
+    name: Option<&str>,
+    signature_header: Option<&[u8]>,
+    body: &[u8],
+) -> Result<DeliverySummary, ChannelError> {
+    let app = app(config, name)?;
+    signature::verify(app.app_secret.expose().as_bytes(), signature_header, body).map_err(|e| {
+        ChannelError::from(
+            Refusal::new(StatusCode::UNAUTHORIZED, "invalid_signature", "Invalid signature").detail(e.to_string()),
+        )
+    })?;
+    let delivery = payload::parse(body).map_err(|e| {
+        ChannelError::from(
+            Refusal::new(StatusCode::BAD_REQUEST, "invalid_payload", "Invalid payload").detail(e.to_string()),
+        )
+    })?;
+    Ok(handle_delivery(ingress, &delivery, OffsetDateTime::now_utc()).await?)
+}
+
+/// Every message and status of a delivery, each committed on its own; the first storage failure
+/// answers 503 so that Meta retries, and the retry finds the committed ones already done.
+pub async fn handle_delivery(
+    ingress: &Ingress,
+    delivery: &payload::Delivery,
+    now: OffsetDateTime,
+) -> Result<DeliverySummary, EngineError> {
+    let mut summary =
+        DeliverySummary { messages: delivery.messages.len(), statuses: delivery.statuses.len(), ..Default::default() };
+    for message in &delivery.messages {
+        match ingress.handle(message, now).await? {
+            Handled::Command { outcome, .. } if outcome.is_duplicate() => summary.duplicates += 1,
+            Handled::Command { .. } => summary.commands += 1,
+            Handled::Redelivered => summary.redelivered += 1,
+            _ => {}
+        }
+    }
+    for status in &delivery.statuses {
+        ingress.handle_status(status, now).await?;
+    }
+    Ok(summary)
+}

@@ -1,0 +1,135 @@
+//! Executors as configured: where each is reached (HTTP, the bus, a built-in), how long a call
+//! and a delivery may take, and the retry policy. [`ExecutorConfig::target`] reads the URL once,
+//! for the configuration check and for `executors::Executor`, which builds the clients.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::Secret;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutorConfig {
+    /// `https://...` (or `http://`), `builtin:echo` (succeeds at once, echoing the args) or
+    /// `builtin:fail[:CODE]` (fails at once); for demos and tests.
+    pub url: String,
+    /// The Standard Webhooks signing secret (`whsec_` + base64).
+    pub secret: Option<Secret>,
+    /// One HTTP attempt, connection included.
+    #[serde(default = "defaults::executor_request_timeout_ms")]
+    pub request_timeout_ms: u64,
+    /// Attempts in all before the dispatch closes as `DELIVERY_TIMEOUT`.
+    #[serde(default = "defaults::executor_max_attempts")]
+    pub max_attempts: u32,
+    #[serde(default = "defaults::executor_backoff_initial_ms")]
+    pub backoff_initial_ms: u64,
+    #[serde(default = "defaults::executor_backoff_max_ms")]
+    pub backoff_max_ms: u64,
+    /// How long a dispatch may stay undelivered, retries and restarts included, before it closes
+    /// as `DELIVERY_TIMEOUT` (a durable timer).
+    #[serde(default = "defaults::executor_delivery_timeout_ms")]
+    pub delivery_timeout_ms: u64,
+    /// RabbitMQ executors: the topic exchange (default `bloodbank.events.v1`), the agent name in
+    /// routing keys (default: the executor's name) and the gateway's durable response queue
+    /// (default `chatgate.responses`).
+    #[serde(default)]
+    pub exchange: Option<String>,
+    #[serde(default)]
+    pub agent: Option<String>,
+    #[serde(default)]
+    pub queue: Option<String>,
+    /// Where an HTTP executor is told that a command it has was canceled by an operator (POST,
+    /// signed like a dispatch); none means it is not told.
+    #[serde(default)]
+    pub cancel_url: Option<String>,
+    /// A RabbitMQ agent that understands `command.{agent}.{action}.cancel`.
+    #[serde(default)]
+    pub announce_cancel: bool,
+}
+
+impl ExecutorConfig {
+    pub fn retry_policy(&self) -> crate::domain::retry::RetryPolicy {
+        crate::domain::retry::RetryPolicy {
+            max_attempts: self.max_attempts,
+            initial: Duration::from_millis(self.backoff_initial_ms),
+            max: Duration::from_millis(self.backoff_max_ms),
+        }
+    }
+}
+
+mod defaults {
+    pub fn executor_request_timeout_ms() -> u64 {
+        10_000
+    }
+    pub fn executor_max_attempts() -> u32 {
+        8
+    }
+    pub fn executor_backoff_initial_ms() -> u64 {
+        500
+    }
+    pub fn executor_backoff_max_ms() -> u64 {
+        60_000
+    }
+    pub fn executor_delivery_timeout_ms() -> u64 {
+        600_000
+    }
+}
+
+/// The exchange RabbitMQ executors publish to unless configured otherwise.
+pub const DEFAULT_EXCHANGE: &str = "bloodbank.events.v1";
+pub const DEFAULT_RESPONSE_QUEUE: &str = "chatgate.responses";
+
+/// Where an executor is reached, read from its configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecutorTarget {
+    Echo,
+    Gateway,
+    Fail { code: String },
+    Http { url: String, secret: Option<Vec<u8>>, cancel_url: Option<String> },
+    Amqp { url: String, exchange: String, queue: String, agent: String },
+}
+
+impl ExecutorConfig {
+    /// The executor `name` as configured, or the line that says what is wrong with it.
+    pub fn target(&self, name: &str) -> Result<ExecutorTarget, String> {
+        let url = self.url.trim();
+        match url {
+            "builtin:echo" => return Ok(ExecutorTarget::Echo),
+            "builtin:gateway" => return Ok(ExecutorTarget::Gateway),
+            _ => {}
+        }
+        if let Some(rest) = url.strip_prefix("builtin:fail") {
+            let code = rest.strip_prefix(':').filter(|c| !c.is_empty()).unwrap_or("builtin_failure");
+            return Ok(ExecutorTarget::Fail { code: code.to_owned() });
+        }
+        let parsed = url::Url::parse(url).map_err(|e| format!("executors.{name}.url: {e}"))?;
+        if parsed.scheme() == "amqp" {
+            let agent = self.agent.clone().unwrap_or_else(|| name.to_owned());
+            if agent.is_empty() || agent.contains(['.', '*', '#']) {
+                return Err(format!("executors.{name}.agent `{agent}` cannot be a routing-key word"));
+            }
+            return Ok(ExecutorTarget::Amqp {
+                url: url.to_owned(),
+                exchange: self.exchange.clone().unwrap_or_else(|| DEFAULT_EXCHANGE.to_owned()),
+                queue: self.queue.clone().unwrap_or_else(|| DEFAULT_RESPONSE_QUEUE.to_owned()),
+                agent,
+            });
+        }
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(format!(
+                "executors.{name}.url: `{url}` is not http(s)://, amqp:// or builtin:echo|fail|gateway"
+            ));
+        }
+        let secret = self
+            .secret
+            .as_ref()
+            .map(|s| crate::domain::standard_webhooks::key(s.expose()))
+            .transpose()
+            .map_err(|e| format!("executors.{name}.secret: {e}"))?;
+        if let Some(cancel) = &self.cancel_url {
+            url::Url::parse(cancel).map_err(|e| format!("executors.{name}.cancel_url: {e}"))?;
+        }
+        Ok(ExecutorTarget::Http { url: url.to_owned(), secret, cancel_url: self.cancel_url.clone() })
+    }
+}

@@ -1,0 +1,106 @@
+//! The configuration check: every value that would only fail later, refused at start-up with a
+//! line that names it.
+
+use super::{Config, ConfigError};
+
+impl Config {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.server.listen_addr()?;
+        self.storage.database_url.backend().map_err(ConfigError::Invalid)?;
+        let positive = [
+            ("server.request_timeout_ms", self.server.request_timeout_ms),
+            ("server.body_limit_bytes", self.server.body_limit_bytes as u64),
+            ("storage.max_connections", u64::from(self.storage.max_connections)),
+            ("storage.acquire_timeout_ms", self.storage.acquire_timeout_ms),
+            ("idempotency.default_window_secs", self.idempotency.default_window_secs),
+            ("idempotency.cleanup_interval_secs", self.idempotency.cleanup_interval_secs),
+            ("outbound.poll_interval_ms", self.outbound.poll_interval_ms),
+            ("outbound.lease_ms", self.outbound.lease_ms),
+            ("outbound.batch", self.outbound.batch.max(0) as u64),
+            ("outbound.request_timeout_ms", self.outbound.request_timeout_ms),
+            ("outbound.max_attempts", u64::from(self.outbound.max_attempts)),
+            ("outbound.confirmation_sweep_ms", self.outbound.confirmation_sweep_ms),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
+            return Err(ConfigError::Invalid(format!("{name} must be greater than 0")));
+        }
+        if !self.whatsapp.apps.is_empty() && !self.whatsapp.apps.contains_key(&self.whatsapp.default_app) {
+            return Err(ConfigError::Invalid(format!(
+                "whatsapp.default_app `{}` is not one of whatsapp.apps",
+                self.whatsapp.default_app
+            )));
+        }
+        if let Some((name, _)) = self.whatsapp.apps.iter().find(|(_, app)| app.app_secret.expose().is_empty()) {
+            return Err(ConfigError::Invalid(format!("whatsapp.apps.{name}.app_secret is empty")));
+        }
+        let base = &self.whatsapp.api_base;
+        if url::Url::parse(base).map_or(true, |u| !matches!(u.scheme(), "http" | "https")) {
+            return Err(ConfigError::Invalid(format!("whatsapp.api_base `{base}` is not an http(s) URL")));
+        }
+        for (name, executor) in &self.executors {
+            executor.target(name).map_err(ConfigError::Invalid)?;
+            if executor.max_attempts == 0 || executor.backoff_initial_ms > executor.backoff_max_ms {
+                return Err(ConfigError::Invalid(format!(
+                    "executors.{name}: max_attempts must be at least 1 and backoff_initial_ms at most backoff_max_ms"
+                )));
+            }
+        }
+        let hooks = &self.hooks;
+        super::security::valid_base_path(&hooks.base_path)
+            .map_err(|e| ConfigError::Invalid(format!("hooks.base_path `{}` {e}", hooks.base_path)))?;
+        for agent in hooks.agents.iter().chain(hooks.mappings.values().map(|m| &m.agent)) {
+            if !self.executors.contains_key(agent) {
+                return Err(ConfigError::Invalid(format!("hooks: agent `{agent}` is not a configured executor")));
+            }
+        }
+        for (name, source) in &self.standard_webhooks {
+            match &source.message {
+                Some(message) => {
+                    let url = message.reply_url.as_deref().unwrap_or("http://unset");
+                    if url::Url::parse(url).map_or(true, |u| !matches!(u.scheme(), "http" | "https")) {
+                        return Err(ConfigError::Invalid(format!(
+                            "standard_webhooks.{name}.message.reply_url is not an http(s) URL"
+                        )));
+                    }
+                }
+                None if !self.executors.contains_key(&source.agent) => {
+                    return Err(ConfigError::Invalid(format!(
+                        "standard_webhooks.{name}.agent is not a configured executor (or set `message`)"
+                    )));
+                }
+                None => {}
+            }
+            if source.secrets.is_empty() {
+                return Err(ConfigError::Invalid(format!("standard_webhooks.{name}.secrets is empty")));
+            }
+            for secret in &source.secrets {
+                crate::domain::standard_webhooks::key(secret.expose())
+                    .map_err(|e| ConfigError::Invalid(format!("standard_webhooks.{name}.secrets: {e}")))?;
+            }
+        }
+        if !hooks.token.expose().is_empty() && hooks.agents.is_empty() {
+            return Err(ConfigError::Invalid("hooks.agents must name at least one executor".into()));
+        }
+        if self.outbound.backoff_initial_ms > self.outbound.backoff_max_ms {
+            return Err(ConfigError::Invalid("outbound.backoff_initial_ms is above outbound.backoff_max_ms".into()));
+        }
+        if self.stepup.max_lifetime_secs == 0 || self.stepup.max_lifetime_secs > 600 {
+            return Err(ConfigError::Invalid("stepup.max_lifetime_secs must be between 1 and 600".into()));
+        }
+        if self.stepup.acr_values.is_empty() {
+            return Err(ConfigError::Invalid("stepup.acr_values must name at least one level".into()));
+        }
+        let rates = [
+            ("rate_limits.actor", self.rate_limits.actor),
+            ("rate_limits.tenant", self.rate_limits.tenant),
+            ("rate_limits.api_client", self.rate_limits.api_client),
+        ];
+        if let Some((name, _)) = rates.iter().find(|(_, r)| r.per_minute == 0 || r.burst == 0) {
+            return Err(ConfigError::Invalid(format!("{name}: per_minute and burst must be greater than 0")));
+        }
+        if self.evidence.pseudonym_key.expose().len() < 16 {
+            return Err(ConfigError::Invalid("evidence.pseudonym_key must be at least 16 bytes".into()));
+        }
+        Ok(())
+    }
+}

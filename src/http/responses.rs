@@ -1,0 +1,127 @@
+//! What the OpenAPI document says the routes answer, written once: the problem document's schema
+//! and the sets of error responses that many routes share (`#[derive(IntoResponses)]`), so that
+//! each route's annotation lists only what is its own.
+
+use serde::Serialize;
+use utoipa::{IntoResponses, ToSchema};
+
+pub use super::problem::PROBLEM_JSON;
+
+/// An RFC 9457 problem document, as every error body is (`type` is derived from `code`; a problem
+/// may carry more members, such as `state` or `allowed_actions`).
+#[derive(Serialize, ToSchema)]
+#[schema(as = Problem)]
+pub struct ProblemDocument {
+    #[serde(rename = "type")]
+    pub type_uri: String,
+    pub title: String,
+    pub status: u16,
+    pub detail: Option<String>,
+    /// A stable, machine-readable name of the problem.
+    pub code: String,
+}
+
+/// The errors of every route behind a bearer token and its scope.
+#[derive(IntoResponses)]
+pub enum BearerErrors {
+    #[response(status = 401, description = "Missing or invalid bearer token", content_type = PROBLEM_JSON)]
+    Unauthorized(ProblemDocument),
+    #[response(status = 403, description = "The token lacks the scope", content_type = PROBLEM_JSON)]
+    Forbidden(ProblemDocument),
+    #[response(status = 429, description = "Over the client's rate limit", content_type = PROBLEM_JSON)]
+    TooManyRequests(ProblemDocument),
+    #[response(status = 503, description = "Storage unavailable; retry", content_type = PROBLEM_JSON)]
+    Unavailable(ProblemDocument),
+}
+
+/// A path that names a command of the caller's tenant.
+#[derive(IntoResponses)]
+pub enum NoSuchCommand {
+    #[response(status = 404, description = "No such command in the tenant", content_type = PROBLEM_JSON)]
+    NotFound(ProblemDocument),
+}
+
+/// A JSON body the route reads.
+#[derive(IntoResponses)]
+pub enum BadBody {
+    #[response(status = 400, description = "A bad body", content_type = PROBLEM_JSON)]
+    BadRequest(ProblemDocument),
+}
+
+/// Meta's subscription handshake.
+#[derive(IntoResponses)]
+pub enum HandshakeErrors {
+    #[response(status = 400, description = "A bad handshake", content_type = PROBLEM_JSON)]
+    BadRequest(ProblemDocument),
+    #[response(status = 403, description = "Wrong verify token", content_type = PROBLEM_JSON)]
+    Forbidden(ProblemDocument),
+}
+
+/// A path that names a configured WhatsApp app.
+#[derive(IntoResponses)]
+pub enum NoSuchApp {
+    #[response(status = 404, description = "No such app", content_type = PROBLEM_JSON)]
+    NotFound(ProblemDocument),
+}
+
+/// A WhatsApp delivery.
+#[derive(IntoResponses)]
+pub enum WhatsAppErrors {
+    #[response(status = 400, description = "Not a WhatsApp notification", content_type = PROBLEM_JSON)]
+    BadRequest(ProblemDocument),
+    #[response(status = 401, description = "Missing or wrong signature", content_type = PROBLEM_JSON)]
+    Unauthorized(ProblemDocument),
+    #[response(status = 404, description = "No such app", content_type = PROBLEM_JSON)]
+    NotFound(ProblemDocument),
+    #[response(status = 413, description = "Body too large", content_type = PROBLEM_JSON)]
+    TooLarge(ProblemDocument),
+    #[response(status = 503, description = "Storage unavailable; Meta retries", content_type = PROBLEM_JSON)]
+    Unavailable(ProblemDocument),
+}
+
+/// A Twilio webhook or status callback.
+#[derive(IntoResponses)]
+pub enum TwilioErrors {
+    #[response(status = 400, description = "Not a Twilio message or status callback", content_type = PROBLEM_JSON)]
+    BadRequest(ProblemDocument),
+    #[response(status = 401, description = "Missing or wrong signature", content_type = PROBLEM_JSON)]
+    Unauthorized(ProblemDocument),
+    #[response(status = 404, description = "Twilio is not configured", content_type = PROBLEM_JSON)]
+    NotFound(ProblemDocument),
+    #[response(status = 415, description = "Not a form", content_type = PROBLEM_JSON)]
+    UnsupportedMediaType(ProblemDocument),
+    #[response(status = 503, description = "Storage unavailable; Twilio may retry", content_type = PROBLEM_JSON)]
+    Unavailable(ProblemDocument),
+}
+
+/// A Standard Webhooks delivery.
+#[derive(IntoResponses)]
+pub enum StandardErrors {
+    #[response(status = 400, description = "The payload lacks what the source's mapping needs",
+        content_type = PROBLEM_JSON)]
+    BadRequest(ProblemDocument),
+    #[response(status = 401, description = "Missing or wrong signature, or a stale timestamp",
+        content_type = PROBLEM_JSON)]
+    Unauthorized(ProblemDocument),
+    #[response(status = 404, description = "No such source", content_type = PROBLEM_JSON)]
+    NotFound(ProblemDocument),
+    #[response(status = 503, description = "Storage unavailable; retry", content_type = PROBLEM_JSON)]
+    Unavailable(ProblemDocument),
+}
+
+/// A hook bridge call: accepted at once, or refused.
+#[derive(IntoResponses)]
+pub enum HookResponses {
+    #[response(status = 202, description = "Accepted: the command's id and where to follow it")]
+    Accepted(serde_json::Value),
+    #[response(status = 400, description = "A bad body, header or a token in the URL", content_type = PROBLEM_JSON)]
+    BadRequest(ProblemDocument),
+    #[response(status = 401, description = "Missing or wrong hook token", content_type = PROBLEM_JSON)]
+    Unauthorized(ProblemDocument),
+    #[response(status = 404, description = "The bridge or this hook is not configured", content_type = PROBLEM_JSON)]
+    NotFound(ProblemDocument),
+    #[response(status = 422, description = "The Idempotency-Key was used for another call", content_type = PROBLEM_JSON)]
+    KeyReused(ProblemDocument),
+    #[response(status = 503, description = "Storage unavailable; retry", content_type = PROBLEM_JSON)]
+    Unavailable(ProblemDocument),
+}

@@ -1,0 +1,7 @@
+//! The providers' webhooks as HTTP routes: thin handlers that hand the request's parts to the
+//! channel that reads them and turn what it answers into a response.
+
+pub mod hooks;
+pub mod standard;
+pub mod twilio;
+pub mod whatsapp;

@@ -1,0 +1,42 @@
+//! `POST /webhooks/standard/{source}`: Standard Webhooks senders.
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use serde_json::json;
+
+use super::hooks::accepted;
+use crate::channels::standard::{self, Delivered};
+use crate::http::responses::StandardErrors;
+use crate::http::{ApiError, AppState};
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/webhooks/standard/{source}", post(receive))
+}
+
+#[utoipa::path(post, path = "/webhooks/standard/{source}", tag = "webhooks",
+    params(("source" = String, Path), ("webhook-id" = String, Header), ("webhook-timestamp" = String, Header),
+        ("webhook-signature" = String, Header)),
+    request_body(content = serde_json::Value, content_type = "application/json"),
+    responses(
+        (status = 200, description = "A chat message (a source with a `message` mapping), handled: its outcome",
+            content_type = "application/json", body = serde_json::Value),
+        (status = 202, description = "Accepted: the command's id and where to follow it",
+            content_type = "application/json", body = serde_json::Value),
+        StandardErrors))]
+pub(crate) async fn receive(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    Ok(match standard::receive(&state, &name, &headers, &body).await? {
+        Delivered::Handled { outcome, command_id } => {
+            Json(json!({"outcome": outcome, "command_id": command_id})).into_response()
+        }
+        Delivered::Accepted(command_id) => accepted(command_id),
+    })
+}

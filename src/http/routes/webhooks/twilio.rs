@@ -1,0 +1,45 @@
+//! `POST /webhooks/twilio` and its status callbacks: signed forms in, TwiML out.
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+
+use crate::channels::twilio::{self, STATUS_PATH};
+use crate::http::responses::TwilioErrors;
+use crate::http::{ApiError, AppState};
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/webhooks/twilio", post(receive)).route(STATUS_PATH, post(status))
+}
+
+#[utoipa::path(post, path = "/webhooks/twilio", tag = "webhooks", params(("X-Twilio-Signature" = String, Header)),
+    request_body(content = String, content_type = "application/x-www-form-urlencoded",
+        description = "Twilio's messaging webhook parameters"),
+    responses((status = 200, description = "TwiML: the replies due at once, or an empty `<Response/>`",
+        content_type = "text/xml", body = String), TwilioErrors))]
+pub(crate) async fn receive(
+    State(state): State<AppState>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let twiml = twilio::receive_message(&state, &uri, &headers, &body).await?;
+    Ok(([(header::CONTENT_TYPE, "text/xml; charset=utf-8")], twiml).into_response())
+}
+
+#[utoipa::path(post, path = "/webhooks/twilio/status", tag = "webhooks", params(("X-Twilio-Signature" = String, Header)),
+    request_body(content = String, content_type = "application/x-www-form-urlencoded",
+        description = "Twilio's status callback parameters (`MessageSid`, `MessageStatus`, `ErrorCode`, ...)"),
+    responses((status = 204, description = "Recorded (or about a message this gateway did not send)"), TwilioErrors))]
+pub(crate) async fn status(
+    State(state): State<AppState>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<StatusCode, ApiError> {
+    twilio::receive_status(&state, &uri, &headers, &body).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
