@@ -145,7 +145,7 @@ async fn main() -> anyhow::Result<()> {
     report("full lifecycle (7 tx)", lifecycles, full);
 
     let started = Instant::now();
-    let audit = store.verify_evidence().await?;
+    let audit = store.evidence().verify().await?;
     let artifacts: u64 = audit.chains.iter().map(|c| c.artifacts).sum();
     println!(
         "audit verify: {artifacts} artifacts in {:.2?}, intact: {}",

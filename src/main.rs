@@ -165,7 +165,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 None => {
                     let store = Store::connect(&settings.config.storage).await?;
                     store.migrate().await?;
-                    let found = store.command_by_id(command).await?;
+                    let found = store.commands().get_unscoped(command).await?;
                     store.close().await;
                     found
                         .ok_or_else(|| anyhow::anyhow!("no command {command} in the database"))?
@@ -193,7 +193,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 async fn audit_verify(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
     let store = Store::connect(&config.storage).await?;
     store.migrate().await?;
-    let report = store.verify_evidence().await?;
+    let report = store.evidence().verify().await?;
     store.close().await;
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -124,8 +124,8 @@ pub async fn apply_ack(
 ) -> Result<AckOutcome, AckError> {
     let (event, detail) = ack.event()?;
     for _ in 0..ATTEMPTS {
-        let command = engine.store().command(tenant, command_id).await?.ok_or(AckError::NotFound)?;
-        let deliveries = engine.store().deliveries_of(command_id).await?;
+        let command = engine.store().commands().get(tenant, command_id).await?.ok_or(AckError::NotFound)?;
+        let deliveries = engine.store().deliveries().of_command(command_id).await?;
         let delivery = match &ack.target {
             Some(target) => deliveries.into_iter().find(|d| &d.target == target),
             None if deliveries.len() == 1 => deliveries.into_iter().next(),
@@ -145,11 +145,11 @@ pub async fn apply_ack(
                     outcome: "refused",
                     detail: detail.clone(),
                 };
-                engine.store().log_delivery_events(delivery.id, &[entry], now).await?;
+                engine.store().deliveries().log_events(delivery.id, &[entry], now).await?;
                 return Err(AckError::OutOfOrder(refused));
             }
             Ok(Applied::Duplicate) => {
-                engine.store().log_delivery_events(delivery.id, &plan.change.log, now).await?;
+                engine.store().deliveries().log_events(delivery.id, &plan.change.log, now).await?;
                 return Ok(AckOutcome::Duplicate { state: delivery.state });
             }
             Ok(Applied::Moved { to, .. }) => {
@@ -179,9 +179,9 @@ async fn commit(
 /// columns). Returns how many deliveries closed.
 pub async fn fire_timers(engine: &Engine, now: OffsetDateTime, limit: i64) -> Result<usize, EngineError> {
     let mut fired = 0;
-    for delivery in engine.store().overdue_deliveries(now, limit).await? {
+    for delivery in engine.store().deliveries().overdue(now, limit).await? {
         let Ok(tenant) = TenantId::parse(&delivery.tenant_id) else { continue };
-        let Some(command) = engine.store().command(&tenant, delivery.command_id).await? else { continue };
+        let Some(command) = engine.store().commands().get(&tenant, delivery.command_id).await? else { continue };
         let ttl_passed = delivery.ttl_deadline.is_some_and(|t| t <= now);
         let event = match delivery.state {
             _ if ttl_passed => DeliveryEvent::TtlExpired,
@@ -205,7 +205,7 @@ pub async fn fire_timers(engine: &Engine, now: OffsetDateTime, limit: i64) -> Re
 /// paused, say): `started → canceled` with reason `TTL_EXPIRED`, and the person is told.
 pub async fn expire_undispatched(engine: &Engine, now: OffsetDateTime, limit: i64) -> Result<usize, EngineError> {
     let mut canceled = 0;
-    for (tenant, command_id) in engine.store().expired_undispatched(now, limit).await? {
+    for (tenant, command_id) in engine.store().deliveries().expired_undispatched(now, limit).await? {
         let command = engine.command(&tenant, command_id).await?;
         let context = crate::service::engine::MoveContext {
             reason_code: Some(crate::domain::delivery::FailureClass::TtlExpired.as_str().to_owned()),
@@ -219,7 +219,7 @@ pub async fn expire_undispatched(engine: &Engine, now: OffsetDateTime, limit: i6
             continue;
         };
         let step = StepWrite { moves, ..StepWrite::new(tenant, Some(command_id), now) };
-        if matches!(engine.store().commit_step(&step).await?, StepOutcome::Committed { .. }) {
+        if matches!(engine.store().commands().commit_step(&step).await?, StepOutcome::Committed { .. }) {
             canceled += 1;
         }
     }

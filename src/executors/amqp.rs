@@ -327,7 +327,7 @@ async fn mirror_state(engine: &Engine, target: &str, body: &Value) -> Result<(),
         return Ok(());
     };
     let store = engine.store();
-    let Ok(current) = store.agent(target).await else { return Err(()) };
+    let Ok(current) = store.agents().get(target).await else { return Err(()) };
     let next = match current.state {
         AgentState::Paused => Agent { version: current.version + 1, pre_pause: Some(reported), ..current.clone() },
         _ if reported == AgentState::Paused => {
@@ -336,7 +336,12 @@ async fn mirror_state(engine: &Engine, target: &str, body: &Value) -> Result<(),
         _ => Agent { state: reported, version: current.version + 1, pre_pause: None },
     };
     // Lost to a concurrent move: the next report brings it up to date.
-    store.move_agent(target, &current, &next, "bus", OffsetDateTime::now_utc()).await.map(|_| ()).map_err(|_| ())
+    store
+        .agents()
+        .commit_move(target, &current, &next, "bus", OffsetDateTime::now_utc())
+        .await
+        .map(|_| ())
+        .map_err(|_| ())
 }
 
 /// Applies one agent response; `Err` only when it should be delivered again.
@@ -345,7 +350,7 @@ async fn handle_response(engine: &Engine, routing_key: &str, body: &Value, targe
         tracing::warn!(routing_key, "an agent response this gateway cannot read; dropped");
         return Ok(());
     };
-    let command = match engine.store().command_by_id(command_id).await {
+    let command = match engine.store().commands().get_unscoped(command_id).await {
         Ok(Some(command)) => command,
         Ok(None) => {
             tracing::warn!(%command_id, "a response for an unknown command; dropped");

@@ -95,7 +95,7 @@ impl Dispatcher {
     /// Claims and dispatches one batch, each row on its own task; returns how many were claimed.
     pub async fn dispatch_due(&self, now: OffsetDateTime) -> Result<usize, EngineError> {
         let lease = self.targets.values().map(|t| t.lease).max().unwrap_or(Duration::from_secs(30));
-        let claimed = self.engine.store().claim_outbox(DISPATCH_KIND, self.batch, lease, now).await?;
+        let claimed = self.engine.store().outbox().claim(DISPATCH_KIND, self.batch, lease, now).await?;
         let count = claimed.len();
         let mut running = JoinSet::new();
         for row in claimed {
@@ -114,7 +114,7 @@ impl Dispatcher {
     /// returns how many were claimed.
     pub async fn notify_due(&self, now: OffsetDateTime) -> Result<usize, EngineError> {
         let lease = self.targets.values().map(|t| t.lease).max().unwrap_or(Duration::from_secs(30));
-        let claimed = self.engine.store().claim_outbox(CANCEL_NOTICE_KIND, self.batch, lease, now).await?;
+        let claimed = self.engine.store().outbox().claim(CANCEL_NOTICE_KIND, self.batch, lease, now).await?;
         for row in &claimed {
             if let Err(error) = self.notify_one(row).await {
                 tracing::warn!(%error, id = %row.id, "cancel notice not recorded; it comes back when its lease ends");
@@ -131,11 +131,11 @@ impl Dispatcher {
             (TenantId::parse(&row.tenant_id), command_id, self.targets.get(target_name))
         else {
             let dead = OutboxSettle::Dead { id: row.id, error: "a cancel notice without its command or target".into() };
-            return Ok(store.settle_claimed(&dead, OffsetDateTime::now_utc()).await?);
+            return Ok(store.outbox().settle_claimed(&dead, OffsetDateTime::now_utc()).await?);
         };
-        let Some(command) = store.command(&tenant, command_id).await? else {
+        let Some(command) = store.commands().get(&tenant, command_id).await? else {
             let dead = OutboxSettle::Dead { id: row.id, error: "the command is gone".into() };
-            return Ok(store.settle_claimed(&dead, OffsetDateTime::now_utc()).await?);
+            return Ok(store.outbox().settle_claimed(&dead, OffsetDateTime::now_utc()).await?);
         };
         let reason = row.payload["reason"].as_str().unwrap_or("operator_canceled");
         let outcome = target.executor.notify_cancel(&command.envelope, reason, row.id).await;
@@ -153,22 +153,23 @@ impl Dispatcher {
             _ => OutboxSettle::Done(row.id),
         };
         tracing::info!(command = %command_id, target = target_name, ?settle, "cancel notice");
-        Ok(store.settle_claimed(&settle, now).await?)
+        Ok(store.outbox().settle_claimed(&settle, now).await?)
     }
 
     async fn dispatch_one(&self, row: &ClaimedMessage) -> Result<(), EngineError> {
         let now = OffsetDateTime::now_utc();
         let store = self.engine.store();
-        let settle_only = |settle| async move { store.settle_claimed(&settle, now).await.map_err(EngineError::from) };
+        let settle_only =
+            |settle| async move { store.outbox().settle_claimed(&settle, now).await.map_err(EngineError::from) };
         let (Ok(tenant), Some(command_id)) = (TenantId::parse(&row.tenant_id), row.command_id) else {
             return settle_only(OutboxSettle::Dead { id: row.id, error: "a dispatch row without a command".into() })
                 .await;
         };
-        let Some(command) = store.command(&tenant, command_id).await? else {
+        let Some(command) = store.commands().get(&tenant, command_id).await? else {
             return settle_only(OutboxSettle::Dead { id: row.id, error: "the command is gone".into() }).await;
         };
         let target_name = row.destination.as_str();
-        let mut plan = match store.delivery(command_id, target_name).await? {
+        let mut plan = match store.deliveries().get(command_id, target_name).await? {
             Some(delivery) => DeliveryPlan::existing(&delivery),
             None => DeliveryPlan::create(&command, target_name),
         };
@@ -196,10 +197,10 @@ impl Dispatcher {
             let e = &command.envelope;
             let step =
                 StepWrite { delivery: Some(plan.change), ..StepWrite::new(e.tenant_id.clone(), Some(command_id), now) };
-            if !matches!(store.commit_step(&step).await?, StepOutcome::Committed { .. }) {
+            if !matches!(store.commands().commit_step(&step).await?, StepOutcome::Committed { .. }) {
                 return Ok(()); // another worker took it; this row's lease runs out
             }
-            match store.delivery(command_id, target_name).await? {
+            match store.deliveries().get(command_id, target_name).await? {
                 Some(delivery) => plan = DeliveryPlan::existing(&delivery),
                 None => return Ok(()),
             }

@@ -30,7 +30,7 @@ pub enum AgentChangeError {
 pub async fn list(store: &Store, agents: &BTreeSet<String>) -> Result<Vec<(String, Agent)>, StoreError> {
     let mut states = vec![];
     for name in agents {
-        states.push((name.clone(), store.agent(name).await?));
+        states.push((name.clone(), store.agents().get(name).await?));
     }
     Ok(states)
 }
@@ -47,7 +47,7 @@ pub async fn admissible(
     if !agents.contains(name) {
         return Err(AgentChangeError::Unknown(name.to_owned()));
     }
-    let current = store.agent(name).await?;
+    let current = store.agents().get(name).await?;
     let next = agent::apply(&current, event).map_err(|refused| AgentChangeError::NotAllowed {
         state: current.state.as_str().to_owned(),
         reason: refused.to_string(),
@@ -65,7 +65,7 @@ pub async fn change(
     now: OffsetDateTime,
 ) -> Result<Agent, AgentChangeError> {
     let (current, next) = admissible(store, agents, name, event).await?;
-    if !store.move_agent(name, &current, &next, by, now).await? {
+    if !store.agents().commit_move(name, &current, &next, by, now).await? {
         return Err(AgentChangeError::Concurrent);
     }
     tracing::info!(agent = name, state = %next.state, by, "agent moved");

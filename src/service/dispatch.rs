@@ -250,7 +250,7 @@ pub async fn conclude(
 ) -> Result<bool, crate::service::engine::EngineError> {
     let store = engine.store();
     let e = &command.envelope;
-    let targets = store.dispatch_targets(e.command_id).await?;
+    let targets = store.deliveries().dispatch_targets(e.command_id).await?;
     let done = finished(&plan);
     let single = targets.len() <= 1;
     let mut moves = match (&done, single) {
@@ -269,7 +269,7 @@ pub async fn conclude(
         .iter()
         .flat_map(|d| d.log.iter().filter(|l| l.outcome == "moved").filter_map(|l| l.ack))
         .collect();
-    if !matches!(store.commit_step(&step).await?, crate::store::StepOutcome::Committed { .. }) {
+    if !matches!(store.commands().commit_step(&step).await?, crate::store::StepOutcome::Committed { .. }) {
         return Ok(false);
     }
     // Latency from the command's receipt to its delivery ACK and to its result (Bloodbank OBS-1).
@@ -305,7 +305,9 @@ async fn compensated(
         m.command_id == command.envelope.command_id && m.transition.to == crate::domain::lifecycle::State::Executed
     });
     let Some(target_id) = command.envelope.target_command_id.filter(|_| succeeded) else { return Ok(vec![]) };
-    let Some(target) = engine.store().command(&command.envelope.tenant_id, target_id).await? else { return Ok(vec![]) };
+    let Some(target) = engine.store().commands().get(&command.envelope.tenant_id, target_id).await? else {
+        return Ok(vec![]);
+    };
     if target.envelope.intent == command.envelope.intent {
         return Ok(vec![]);
     }
@@ -324,7 +326,7 @@ async fn settle_command(
     targets: &[String],
     now: OffsetDateTime,
 ) -> Result<(), crate::service::engine::EngineError> {
-    let deliveries = engine.store().deliveries_of(command.envelope.command_id).await?;
+    let deliveries = engine.store().deliveries().of_command(command.envelope.command_id).await?;
     let outcome_of = |target: &String| {
         deliveries.iter().find(|d| &d.target == target).and_then(|d| match d.outcome.as_deref() {
             Some("succeeded") => Some(true),
@@ -358,6 +360,6 @@ async fn settle_command(
     let e = &current.envelope;
     let step =
         crate::store::StepWrite { moves, ..crate::store::StepWrite::new(e.tenant_id.clone(), Some(e.command_id), now) };
-    engine.store().commit_step(&step).await?;
+    engine.store().commands().commit_step(&step).await?;
     Ok(())
 }

@@ -231,7 +231,7 @@ impl Ingress {
         now: OffsetDateTime,
     ) -> Result<Handled, EngineError> {
         let inbound = inbound_row(message, tenant, status, now);
-        match self.store().record_inbound(&inbound, replies).await? {
+        match self.store().inbound().record(&inbound, replies).await? {
             InboundOutcome::FirstSeen { .. } => Ok(handled),
             InboundOutcome::Duplicate { .. } => Ok(Handled::Redelivered),
         }
@@ -354,6 +354,7 @@ impl Ingress {
         };
         let found = self
             .store()
+            .inbound()
             .record_delivery_status(&status.channel, &status.provider_message_id, delivery, status.errors.as_ref(), now)
             .await?;
         let labels = [

@@ -102,7 +102,7 @@ pub async fn allowed_actions(
     policy: &Policy,
     target: &StoredCommand,
 ) -> Result<(Vec<RecoveryAction>, SourceMessage), StoreError> {
-    let message = store.message_of(target.envelope.command_id).await?;
+    let message = store.inbound().message_of(target.envelope.command_id).await?;
     let actions = allowed(target.lifecycle.state, policy.compensation_of(target).is_some(), message.is_some());
     Ok((actions, message))
 }
@@ -148,7 +148,7 @@ pub async fn recover(
     action: RecoveryAction,
     now: OffsetDateTime,
 ) -> Result<Recovered, RecoveryError> {
-    let target = engine.store().command(operator.tenant, target_id).await?.ok_or(RecoveryError::NotFound)?;
+    let target = engine.store().commands().get(operator.tenant, target_id).await?.ok_or(RecoveryError::NotFound)?;
     let proving = operator.step_up != StepUp::None;
     let message = admissible(engine.store(), policy, &target, action, proving).await?;
     if let StepUp::Token(token) = operator.step_up
@@ -161,7 +161,7 @@ pub async fn recover(
             .map_err(|e| RecoveryError::StepUpRequired(e.to_string()))?;
         let consumed =
             crate::store::ConsumedToken { issuer: proof.issuer, jti: proof.jti, expires_at: proof.expires_at };
-        if !engine.store().consume(&consumed, target_id, now).await? {
+        if !engine.store().tokens().consume(&consumed, target_id, now).await? {
             return Err(RecoveryError::StepUpRequired("the step-up token was used before".into()));
         }
     }
@@ -236,19 +236,20 @@ async fn cancel(
     moves.extend(engine.plan_moves(&recovery, vec![(Event::Succeed, done)], now).unwrap_or_default());
     // A started command may be with its executors: they are told, those that can be.
     let notices = if target.lifecycle.state == State::Started {
-        let targets = engine.store().dispatch_targets(e.command_id).await?;
+        let targets = engine.store().deliveries().dispatch_targets(e.command_id).await?;
         dispatch::cancel_notices(&targets, e.command_id, operator.reason)
     } else {
         vec![]
     };
     let step = StepWrite { moves, outbox: notices, ..StepWrite::new(e.tenant_id.clone(), Some(recovery_id), now) };
-    if !matches!(engine.store().commit_step(&step).await?, StepOutcome::Committed { .. }) {
+    if !matches!(engine.store().commands().commit_step(&step).await?, StepOutcome::Committed { .. }) {
         // The target moved on meanwhile (it finished): the recovery command says so.
         let failed = MoveContext { reason_code: Some("target_moved".into()), ..MoveContext::default() };
         let recovery = engine.command(operator.tenant, recovery_id).await?;
         let moves = engine.plan_moves(&recovery, vec![(Event::Fail, failed)], now).unwrap_or_default();
         engine
             .store()
+            .commands()
             .commit_step(&StepWrite { moves, ..StepWrite::new(e.tenant_id.clone(), Some(recovery_id), now) })
             .await?;
     }
@@ -266,7 +267,7 @@ async fn retry(
     let Some(spec) = policy.registry.by_intent(&e.intent.entity, &e.intent.action) else {
         return Err(RecoveryError::Conflict("the registry no longer has this command".into()));
     };
-    if engine.store().open_recoveries(e.command_id).await? > 0 {
+    if engine.store().commands().open_recoveries(e.command_id).await? > 0 {
         return Err(RecoveryError::Conflict("a recovery of this command is under way".into()));
     }
     // The failed command holds the key; this one carries it to the executor unreserved.
@@ -337,7 +338,7 @@ async fn reprocess(
     let Some((channel, raw)) = message else {
         return Err(RecoveryError::Conflict("the command did not come from a stored message".into()));
     };
-    if engine.store().open_recoveries(e.command_id).await? > 0 {
+    if engine.store().commands().open_recoveries(e.command_id).await? > 0 {
         return Err(RecoveryError::Conflict("a recovery of this command is under way".into()));
     }
     let Some(message) = ingress.reread(&channel, &raw, &e.conversation_id) else {
@@ -404,7 +405,7 @@ async fn linked(
     let link = EvidenceDraft::new(EvidenceKind::RecoveryRequested, e.command_id, engine.trace_for(e))
         .stage(target.lifecycle.state)
         .decision(decision);
-    engine.store().record_evidence(e.tenant_id.as_str(), &[link], now).await?;
+    engine.store().evidence().record(e.tenant_id.as_str(), &[link], now).await?;
     status_of(engine, operator.tenant, recovery_id, e.command_id).await
 }
 

@@ -20,6 +20,7 @@ use crate::domain::lifecycle::EvidenceKind;
 use crate::domain::lifecycle::Lifecycle;
 use crate::domain::lifecycle::State;
 use crate::domain::lifecycle::Transition;
+use crate::store::Commands;
 use crate::store::commands::{insert_command, insert_transitions, settle_dedupe, transition_row};
 use crate::store::confirmations::{NewConfirmation, confirmation_row, insert_confirmation, pending_prompt};
 use crate::store::evidence::append_all;
@@ -117,19 +118,19 @@ pub enum Admitted {
     Redelivered { inbound_id: Uuid, command_id: Option<Uuid> },
 }
 
-impl Store {
+impl Commands<'_> {
     /// Admits one command: through the admission writer (grouped with whatever else is waiting)
     /// when one runs, else at once.
-    pub async fn admit(&self, write: AdmissionWrite) -> Result<Admitted, StoreError> {
-        let Some(queue) = self.admission_writer() else {
-            return self.admit_now(&write).await;
+    pub async fn admit(self, write: AdmissionWrite) -> Result<Admitted, StoreError> {
+        let Some(queue) = self.store.admission_writer() else {
+            return self.store.admit_now(&write).await;
         };
         match crate::store::writer::submit(queue, write).await {
             Ok(answer) => answer,
             // Never a 503 forever because of one bug: without a writer, admit alone.
             Err(crate::store::writer::WriterGone::Before(write)) => {
                 tracing::error!("the admission writer stopped; admitting one at a time");
-                self.admit_now(&write).await
+                self.store.admit_now(&write).await
             }
             // It took the write and died: whether it committed is unknown, so the caller retries
             // (and the message row turns a committed write into a redelivery).
@@ -138,7 +139,9 @@ impl Store {
             }
         }
     }
+}
 
+impl Store {
     /// Admits one command in a transaction of its own.
     pub(crate) async fn admit_now(&self, write: &AdmissionWrite) -> Result<Admitted, StoreError> {
         let envelope = &write.envelope;

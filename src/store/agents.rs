@@ -5,15 +5,16 @@ use uuid::Uuid;
 
 use crate::domain::agent::Agent;
 use crate::domain::command::TenantId;
+use crate::store::StoreError;
 use crate::store::rows::{int, opt_parsed, parsed, text, to_ms, uuid};
-use crate::store::{Store, StoreError};
+use crate::store::{Agents, Deliveries};
 
-impl Store {
+impl Agents<'_> {
     /// An agent's state; one that never moved is idle at version 0.
-    pub async fn agent(&self, name: &str) -> Result<Agent, StoreError> {
+    pub async fn get(self, name: &str) -> Result<Agent, StoreError> {
         let row = sqlx::query("SELECT state, version, pre_pause_state FROM agents WHERE name = $1")
             .bind(name)
-            .fetch_optional(self.pool())
+            .fetch_optional(self.store.pool())
             .await?;
         match row {
             None => Ok(Agent::default()),
@@ -26,15 +27,15 @@ impl Store {
     }
 
     /// Moves an agent from `from` (as read) to `to`; `false` when it moved meanwhile.
-    pub async fn move_agent(
-        &self,
+    pub async fn commit_move(
+        self,
         name: &str,
         from: &Agent,
         to: &Agent,
         by: &str,
         at: OffsetDateTime,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.store.begin().await?;
         let pre_pause = to.pre_pause.map(|s| s.as_str());
         let done = if from.version == 0 {
             sqlx::query(
@@ -67,11 +68,13 @@ impl Store {
         tx.commit().await?;
         Ok(done.rows_affected() == 1)
     }
+}
 
+impl Deliveries<'_> {
     /// Started commands past their TTL that were never handed to an executor (their agent was
     /// paused, say): (tenant, command id), oldest first.
     pub async fn expired_undispatched(
-        &self,
+        self,
         now: OffsetDateTime,
         limit: i64,
     ) -> Result<Vec<(TenantId, Uuid)>, StoreError> {
@@ -83,7 +86,7 @@ impl Store {
         )
         .bind(to_ms(now))
         .bind(limit)
-        .fetch_all(self.pool())
+        .fetch_all(self.store.pool())
         .await?;
         rows.iter()
             .map(|row| {

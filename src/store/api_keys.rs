@@ -2,8 +2,9 @@
 
 use time::OffsetDateTime;
 
+use crate::store::ApiKeys;
+use crate::store::StoreError;
 use crate::store::rows::{opt_int, opt_text, text, to_ms};
-use crate::store::{Store, StoreError};
 
 /// What a request with an idempotency key may do.
 #[derive(Debug, Clone, PartialEq)]
@@ -18,15 +19,15 @@ pub enum KeyClaim {
     Mismatch,
 }
 
-impl Store {
-    pub async fn claim_api_key(
-        &self,
+impl ApiKeys<'_> {
+    pub async fn claim(
+        self,
         tenant: &str,
         key: &str,
         request_hash: &str,
         now: OffsetDateTime,
     ) -> Result<KeyClaim, StoreError> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.store.begin().await?;
         let inserted = sqlx::query(
             "INSERT INTO api_idempotency (tenant_id, key, request_hash, created_at) VALUES ($1, $2, $3, $4)
              ON CONFLICT (tenant_id, key) DO NOTHING",
@@ -61,8 +62,8 @@ impl Store {
 
     /// Stores the answer of a fresh request; a failure of ours (5xx) forgets the key instead, so
     /// that the retry the caller should make is not refused.
-    pub async fn finish_api_key(&self, tenant: &str, key: &str, status: u16, response: &str) -> Result<(), StoreError> {
-        let mut tx = self.begin().await?;
+    pub async fn finish(self, tenant: &str, key: &str, status: u16, response: &str) -> Result<(), StoreError> {
+        let mut tx = self.store.begin().await?;
         if status >= 500 {
             sqlx::query("DELETE FROM api_idempotency WHERE tenant_id = $1 AND key = $2")
                 .bind(tenant)

@@ -13,6 +13,7 @@ use sqlx::AnyConnection;
 use uuid::Uuid;
 
 use crate::domain::evidence::EvidenceDraft;
+use crate::store::Commands;
 use crate::store::admission::{
     AdmissionWrite, Admitted, RESERVE_COLUMNS, RESERVE_INSERT, RESERVE_TAIL, confirmation_row_of, reservation_row,
     transition_rows,
@@ -25,15 +26,15 @@ use crate::store::outbox::{OUTBOX_COLUMNS, OUTBOX_INSERT, outbox_row};
 use crate::store::rows::{Marks, Param, insert_rows, int, placeholder_list};
 use crate::store::{Store, StoreError};
 
-impl Store {
+impl Commands<'_> {
     /// Admits `writes`, one result each, in order: as one batch when it can, else one by one.
     /// The answers are those each write would get alone.
-    pub async fn admit_many(&self, writes: &[AdmissionWrite]) -> Vec<Result<Admitted, StoreError>> {
+    pub async fn admit_many(self, writes: &[AdmissionWrite]) -> Vec<Result<Admitted, StoreError>> {
         if writes.len() > 1 && all_distinct(writes) {
-            match self.admit_batch(writes).await {
+            match self.store.admit_batch(writes).await {
                 Ok(Some(admitted)) => {
-                    self.stats.batches.fetch_add(1, Ordering::Relaxed);
-                    self.stats.batched.fetch_add(admitted.len() as u64, Ordering::Relaxed);
+                    self.store.stats.batches.fetch_add(1, Ordering::Relaxed);
+                    self.store.stats.batched.fetch_add(admitted.len() as u64, Ordering::Relaxed);
                     metrics::counter!("chatgate_admission_batches_total").increment(1);
                     metrics::counter!("chatgate_admissions_batched_total").increment(admitted.len() as u64);
                     return admitted.into_iter().map(Ok).collect();
@@ -44,11 +45,13 @@ impl Store {
         }
         let mut results = Vec::with_capacity(writes.len());
         for write in writes {
-            results.push(self.admit_now(write).await);
+            results.push(self.store.admit_now(write).await);
         }
         results
     }
+}
 
+impl Store {
     /// `None` (with nothing written) when the batch is not the common case.
     async fn admit_batch(&self, writes: &[AdmissionWrite]) -> Result<Option<Vec<Admitted>>, StoreError> {
         let mut tx = self.begin().await?;

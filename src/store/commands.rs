@@ -20,12 +20,13 @@ use crate::domain::lifecycle::Event;
 use crate::domain::lifecycle::Lifecycle;
 use crate::domain::lifecycle::State;
 use crate::domain::lifecycle::Transition;
+use crate::store::Commands;
 use crate::store::evidence::append_all;
 use crate::store::outbox::{NewOutboxMessage, insert_outbox};
 use crate::store::rows::{
     Param, from_ms, insert_rows, int, json, multi_insert, opt_int, opt_parsed, opt_text, parsed, text, to_ms, uuid,
 };
-use crate::store::{ReplyTo, Store, StoreError};
+use crate::store::{ReplyTo, StoreError};
 
 /// A command as stored: its envelope and where it stands.
 #[derive(Debug, Clone, PartialEq)]
@@ -295,30 +296,26 @@ fn parsed_id<T, E: std::fmt::Display>(
     parse(&raw).map_err(|e| StoreError::Corrupt(format!("{column}: {e}")))
 }
 
-impl Store {
+impl Commands<'_> {
     /// A command of this tenant; another tenant's command is not found.
-    pub async fn command(&self, tenant_id: &TenantId, command_id: Uuid) -> Result<Option<StoredCommand>, StoreError> {
-        let mut conn = self.pool().acquire().await?;
+    pub async fn get(self, tenant_id: &TenantId, command_id: Uuid) -> Result<Option<StoredCommand>, StoreError> {
+        let mut conn = self.store.pool().acquire().await?;
         load_command(&mut conn, tenant_id, command_id).await
     }
 
     /// A command by id, whatever its tenant: for the operator's command line only (the API always
     /// asks within the caller's tenant).
-    pub async fn command_by_id(&self, command_id: Uuid) -> Result<Option<StoredCommand>, StoreError> {
+    pub async fn get_unscoped(self, command_id: Uuid) -> Result<Option<StoredCommand>, StoreError> {
         let row = sqlx::query(concat!("SELECT ", command_columns!(), " FROM commands WHERE command_id = $1"))
             .bind(command_id.to_string())
-            .fetch_optional(self.pool())
+            .fetch_optional(self.store.pool())
             .await?;
         row.as_ref().map(decode_command).transpose()
     }
 
     /// A page of a tenant's commands, newest first, after the cursor (a command id: UUIDv7 ids
     /// grow with time, so a page never shifts when newer commands arrive).
-    pub async fn list_commands(
-        &self,
-        tenant_id: &TenantId,
-        filter: &CommandFilter,
-    ) -> Result<Vec<StoredCommand>, StoreError> {
+    pub async fn list(self, tenant_id: &TenantId, filter: &CommandFilter) -> Result<Vec<StoredCommand>, StoreError> {
         let rows = sqlx::query(concat!(
             "SELECT ",
             command_columns!(),
@@ -344,15 +341,15 @@ impl Store {
         .bind(filter.after.map(|id| id.to_string()))
         .bind(filter.limit)
         .bind(filter.short_ref.as_ref().map(|r| r.as_str()))
-        .fetch_all(self.pool())
+        .fetch_all(self.store.pool())
         .await?;
         rows.iter().map(decode_command).collect()
     }
 
     /// The tenant's commands with this short reference, newest first (two only by a one in a
     /// billion chance; the caller says so rather than guess).
-    pub async fn commands_by_ref(
-        &self,
+    pub async fn by_ref(
+        self,
         tenant_id: &TenantId,
         short_ref: &crate::domain::command::ShortRef,
     ) -> Result<Vec<StoredCommand>, StoreError> {
@@ -363,7 +360,7 @@ impl Store {
         ))
         .bind(tenant_id.as_str())
         .bind(short_ref.as_str())
-        .fetch_all(self.pool())
+        .fetch_all(self.store.pool())
         .await?;
         rows.iter().map(decode_command).collect()
     }
@@ -371,7 +368,7 @@ impl Store {
     /// The tenant's recent failed commands and the ones stuck (started or authorized, unmoved
     /// since `stuck_before`), newest first.
     pub async fn failures(
-        &self,
+        self,
         tenant_id: &TenantId,
         stuck_before: OffsetDateTime,
         limit: i64,
@@ -386,28 +383,28 @@ impl Store {
         .bind(tenant_id.as_str())
         .bind(to_ms(stuck_before))
         .bind(limit)
-        .fetch_all(self.pool())
+        .fetch_all(self.store.pool())
         .await?;
         rows.iter().map(decode_command).collect()
     }
 
     /// Recovery commands of `target` that have not finished.
-    pub async fn open_recoveries(&self, target: Uuid) -> Result<i64, StoreError> {
+    pub async fn open_recoveries(self, target: Uuid) -> Result<i64, StoreError> {
         let row = sqlx::query(
             "SELECT COUNT(*) AS n FROM commands WHERE target_command_id = $1
                AND state NOT IN ('executed', 'failed', 'rejected', 'canceled', 'compensated')",
         )
         .bind(target.to_string())
-        .fetch_one(self.pool())
+        .fetch_one(self.store.pool())
         .await?;
         int(&row, "n")
     }
 
     /// The commands that act on `target` (its recovery commands), oldest first.
-    pub async fn recoveries_of(&self, target: Uuid) -> Result<Vec<Uuid>, StoreError> {
+    pub async fn recoveries_of(self, target: Uuid) -> Result<Vec<Uuid>, StoreError> {
         let rows = sqlx::query("SELECT command_id FROM commands WHERE target_command_id = $1 ORDER BY command_id")
             .bind(target.to_string())
-            .fetch_all(self.pool())
+            .fetch_all(self.store.pool())
             .await?;
         rows.iter().map(|row| uuid(row, "command_id")).collect()
     }
@@ -415,7 +412,7 @@ impl Store {
     /// A tenant's moves after the move `after` (their ids only grow), oldest first: the event
     /// stream, resumable from any id a client saw.
     pub async fn moves_after(
-        &self,
+        self,
         tenant_id: &TenantId,
         after: i64,
         limit: i64,
@@ -428,32 +425,32 @@ impl Store {
         .bind(tenant_id.as_str())
         .bind(after)
         .bind(limit)
-        .fetch_all(self.pool())
+        .fetch_all(self.store.pool())
         .await?;
         rows.iter().map(|row| Ok((int(row, "id")?, uuid(row, "command_id")?, decode_transition(row)?))).collect()
     }
 
     /// The id of the newest move of all (where a stream without `Last-Event-ID` starts).
-    pub async fn last_move_id(&self) -> Result<i64, StoreError> {
-        let row = sqlx::query("SELECT MAX(id) AS n FROM command_transitions").fetch_one(self.pool()).await?;
+    pub async fn last_move_id(self) -> Result<i64, StoreError> {
+        let row = sqlx::query("SELECT MAX(id) AS n FROM command_transitions").fetch_one(self.store.pool()).await?;
         Ok(opt_int(&row, "n")?.unwrap_or(0))
     }
 
     /// The command's moves, oldest first.
-    pub async fn transitions(&self, command_id: Uuid) -> Result<Vec<TransitionRecord>, StoreError> {
+    pub async fn transitions(self, command_id: Uuid) -> Result<Vec<TransitionRecord>, StoreError> {
         let rows = sqlx::query(
             "SELECT version, from_state, to_state, event, reason_code, at FROM command_transitions
              WHERE command_id = $1 ORDER BY version",
         )
         .bind(command_id.to_string())
-        .fetch_all(self.pool())
+        .fetch_all(self.store.pool())
         .await?;
         rows.iter().map(decode_transition).collect()
     }
 
     /// Persists a decided move, or reports that the command moved on since it was read.
-    pub async fn commit_transition(&self, write: &TransitionWrite) -> Result<CommittedTransition, StoreError> {
-        let mut tx = self.begin().await?;
+    pub async fn commit_transition(self, write: &TransitionWrite) -> Result<CommittedTransition, StoreError> {
+        let mut tx = self.store.begin().await?;
         if let Some(committed) = apply_transition(&mut tx, write).await? {
             tx.commit().await?;
             crate::store::count_moves([&write.transition]);

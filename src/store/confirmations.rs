@@ -11,8 +11,9 @@ use crate::domain::command::ActorId;
 use crate::domain::command::IdempotencyKey;
 use crate::domain::command::TenantId;
 use crate::domain::names::named_enum;
+use crate::store::Confirmations;
+use crate::store::StoreError;
 use crate::store::rows::{Param, from_ms, int, json, multi_insert, opt_int, opt_text, parsed, text, to_ms, uuid};
-use crate::store::{Store, StoreError};
 
 named_enum! {
     /// Where a confirmation stands; only `pending` can be answered.
@@ -154,51 +155,40 @@ fn decode(row: &AnyRow) -> Result<Confirmation, StoreError> {
     })
 }
 
-impl Store {
+impl Confirmations<'_> {
     /// The confirmation a button carries the nonce of (any tenant: the caller checks).
-    pub async fn confirmation_by_nonce(&self, nonce: &str) -> Result<Option<Confirmation>, StoreError> {
+    pub async fn by_nonce(self, nonce: &str) -> Result<Option<Confirmation>, StoreError> {
         let sql = concat!(confirmation_select!(), " WHERE nonce = $1");
-        let row = sqlx::query(sql).bind(nonce).fetch_optional(self.pool()).await?;
+        let row = sqlx::query(sql).bind(nonce).fetch_optional(self.store.pool()).await?;
         row.as_ref().map(decode).transpose()
     }
 
     /// The confirmations of a tenant with this code, newest first (codes are short: they may
     /// repeat across actors and over time).
-    pub async fn confirmations_by_code(
-        &self,
-        tenant_id: &TenantId,
-        code: &str,
-    ) -> Result<Vec<Confirmation>, StoreError> {
+    pub async fn by_code(self, tenant_id: &TenantId, code: &str) -> Result<Vec<Confirmation>, StoreError> {
         let sql = concat!(confirmation_select!(), " WHERE tenant_id = $1 AND code = $2 ORDER BY created_at DESC");
-        let rows = sqlx::query(sql).bind(tenant_id.as_str()).bind(code).fetch_all(self.pool()).await?;
+        let rows = sqlx::query(sql).bind(tenant_id.as_str()).bind(code).fetch_all(self.store.pool()).await?;
         rows.iter().map(decode).collect()
     }
 
     /// The confirmations an actor has not answered yet (expired ones included until swept).
-    pub async fn pending_confirmations(
-        &self,
-        tenant_id: &TenantId,
-        actor_id: &ActorId,
-    ) -> Result<Vec<Confirmation>, StoreError> {
+    pub async fn pending(self, tenant_id: &TenantId, actor_id: &ActorId) -> Result<Vec<Confirmation>, StoreError> {
         let sql = concat!(
             confirmation_select!(),
             " WHERE tenant_id = $1 AND actor_id = $2 AND status = 'pending' ORDER BY created_at"
         );
-        let rows = sqlx::query(sql).bind(tenant_id.as_str()).bind(actor_id.as_str()).fetch_all(self.pool()).await?;
+        let rows =
+            sqlx::query(sql).bind(tenant_id.as_str()).bind(actor_id.as_str()).fetch_all(self.store.pool()).await?;
         rows.iter().map(decode).collect()
     }
 
     /// Pending confirmations whose time ran out, oldest first.
-    pub async fn expired_confirmations(
-        &self,
-        now: OffsetDateTime,
-        limit: i64,
-    ) -> Result<Vec<Confirmation>, StoreError> {
+    pub async fn expired(self, now: OffsetDateTime, limit: i64) -> Result<Vec<Confirmation>, StoreError> {
         let sql = concat!(
             confirmation_select!(),
             " WHERE status = 'pending' AND expires_at <= $1 ORDER BY expires_at LIMIT $2"
         );
-        let rows = sqlx::query(sql).bind(to_ms(now)).bind(limit).fetch_all(self.pool()).await?;
+        let rows = sqlx::query(sql).bind(to_ms(now)).bind(limit).fetch_all(self.store.pool()).await?;
         rows.iter().map(decode).collect()
     }
 }

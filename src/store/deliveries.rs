@@ -11,8 +11,9 @@ use uuid::Uuid;
 use crate::domain::delivery::Ack;
 use crate::domain::delivery::DeliveryEvent;
 use crate::domain::delivery::DeliveryState;
+use crate::store::Deliveries;
+use crate::store::StoreError;
 use crate::store::rows::{from_ms, int, opt_int, opt_text, parsed, text, to_ms, uuid};
-use crate::store::{Store, StoreError};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Delivery {
@@ -166,48 +167,48 @@ async fn log_events(
     Ok(())
 }
 
-impl Store {
-    pub async fn delivery(&self, command_id: Uuid, target: &str) -> Result<Option<Delivery>, StoreError> {
+impl Deliveries<'_> {
+    pub async fn get(self, command_id: Uuid, target: &str) -> Result<Option<Delivery>, StoreError> {
         let row = sqlx::query(concat!(delivery_select!(), " WHERE command_id = $1 AND target = $2"))
             .bind(command_id.to_string())
             .bind(target)
-            .fetch_optional(self.pool())
+            .fetch_optional(self.store.pool())
             .await?;
         row.as_ref().map(decode).transpose()
     }
 
-    pub async fn deliveries_of(&self, command_id: Uuid) -> Result<Vec<Delivery>, StoreError> {
+    pub async fn of_command(self, command_id: Uuid) -> Result<Vec<Delivery>, StoreError> {
         let rows = sqlx::query(concat!(delivery_select!(), " WHERE command_id = $1 ORDER BY target"))
             .bind(command_id.to_string())
-            .fetch_all(self.pool())
+            .fetch_all(self.store.pool())
             .await?;
         rows.iter().map(decode).collect()
     }
 
     /// The targets a command was dispatched to (one dispatch row each).
-    pub async fn dispatch_targets(&self, command_id: Uuid) -> Result<Vec<String>, StoreError> {
+    pub async fn dispatch_targets(self, command_id: Uuid) -> Result<Vec<String>, StoreError> {
         let rows = sqlx::query(
             "SELECT destination FROM outbox WHERE command_id = $1 AND kind = 'dispatch' ORDER BY destination",
         )
         .bind(command_id.to_string())
-        .fetch_all(self.pool())
+        .fetch_all(self.store.pool())
         .await?;
         rows.iter().map(|row| text(row, "destination")).collect()
     }
 
     /// How many times each target of a command was called (its dispatch rows' attempts).
-    pub async fn dispatch_attempts(&self, command_id: Uuid) -> Result<Vec<(String, i64)>, StoreError> {
+    pub async fn dispatch_attempts(self, command_id: Uuid) -> Result<Vec<(String, i64)>, StoreError> {
         let rows = sqlx::query(
             "SELECT destination, attempts FROM outbox WHERE command_id = $1 AND kind = 'dispatch' ORDER BY destination",
         )
         .bind(command_id.to_string())
-        .fetch_all(self.pool())
+        .fetch_all(self.store.pool())
         .await?;
         rows.iter().map(|row| Ok((text(row, "destination")?, crate::store::rows::int(row, "attempts")?))).collect()
     }
 
     /// Deliveries whose delivery, execution or TTL deadline has passed, oldest first.
-    pub async fn overdue_deliveries(&self, now: OffsetDateTime, limit: i64) -> Result<Vec<Delivery>, StoreError> {
+    pub async fn overdue(self, now: OffsetDateTime, limit: i64) -> Result<Vec<Delivery>, StoreError> {
         let rows = sqlx::query(concat!(
             delivery_select!(),
             " WHERE state <> 'closed' AND state <> 'executed'
@@ -217,28 +218,28 @@ impl Store {
         ))
         .bind(to_ms(now))
         .bind(limit)
-        .fetch_all(self.pool())
+        .fetch_all(self.store.pool())
         .await?;
         rows.iter().map(decode).collect()
     }
 
     /// Records ACKs that moved nothing (duplicates, refused out-of-order ones).
-    pub async fn log_delivery_events(
-        &self,
+    pub async fn log_events(
+        self,
         delivery_id: Uuid,
         log: &[DeliveryLogEntry],
         at: OffsetDateTime,
     ) -> Result<(), StoreError> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.store.begin().await?;
         log_events(&mut tx, delivery_id, log, at).await?;
         tx.commit().await
     }
 
     /// A delivery's log, oldest first: (event, outcome).
-    pub async fn delivery_log(&self, delivery_id: Uuid) -> Result<Vec<(String, String)>, StoreError> {
+    pub async fn log(self, delivery_id: Uuid) -> Result<Vec<(String, String)>, StoreError> {
         let rows = sqlx::query("SELECT event, outcome FROM delivery_events WHERE delivery_id = $1 ORDER BY id")
             .bind(delivery_id.to_string())
-            .fetch_all(self.pool())
+            .fetch_all(self.store.pool())
             .await?;
         rows.iter().map(|row| Ok((text(row, "event")?, text(row, "outcome")?))).collect()
     }

@@ -12,6 +12,7 @@ use crate::domain::evidence::EvidenceDraft;
 use crate::domain::evidence::GENESIS_HASH;
 use crate::domain::evidence::StoredLink;
 use crate::domain::evidence::hash_canonical;
+use crate::store::Evidence;
 use crate::store::rows::{Param, insert_rows, int, json, text, to_ms, uuid};
 use crate::store::{Store, StoreError};
 
@@ -111,34 +112,30 @@ pub struct ChainReport {
 /// Artifacts are verified a page at a time, so a long chain never has to fit in memory at once.
 const VERIFY_PAGE: i64 = 1_000;
 
-impl Store {
+impl Evidence<'_> {
     /// Records artifacts that are not part of a move (refusals, dedupe decisions) in one
     /// transaction.
-    pub async fn record_evidence(
-        &self,
+    pub async fn record(
+        self,
         chain_id: &str,
         drafts: &[EvidenceDraft],
         at: OffsetDateTime,
     ) -> Result<Vec<Uuid>, StoreError> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.store.begin().await?;
         let ids = append_all(&mut tx, chain_id, drafts, at).await?;
         tx.commit().await?;
         Ok(ids)
     }
 
     /// A command's artifacts in the order they were written.
-    pub async fn evidence_for_command(
-        &self,
-        chain_id: &str,
-        command_id: Uuid,
-    ) -> Result<Vec<StoredArtifact>, StoreError> {
+    pub async fn for_command(self, chain_id: &str, command_id: Uuid) -> Result<Vec<StoredArtifact>, StoreError> {
         let rows = sqlx::query(
             "SELECT artifact_id, seq, kind, hash, body FROM evidence
              WHERE chain_id = $1 AND command_id = $2 ORDER BY seq",
         )
         .bind(chain_id)
         .bind(command_id.to_string())
-        .fetch_all(self.pool())
+        .fetch_all(self.store.pool())
         .await?;
         rows.iter()
             .map(|row| {
@@ -154,16 +151,16 @@ impl Store {
     }
 
     /// Checks every chain from its first artifact to its recorded head (`audit verify`).
-    pub async fn verify_evidence(&self) -> Result<AuditReport, StoreError> {
+    pub async fn verify(self) -> Result<AuditReport, StoreError> {
         let chain_rows =
             sqlx::query("SELECT chain_id FROM evidence_chains UNION SELECT chain_id FROM evidence ORDER BY chain_id")
-                .fetch_all(self.pool())
+                .fetch_all(self.store.pool())
                 .await?;
         let mut report = AuditReport { chains: vec![], first_break: None };
         for row in &chain_rows {
             let chain_id = text(row, "chain_id")?;
-            let head = self.chain_head(&chain_id).await?;
-            let chain = match self.verify_chain(&chain_id, head.as_ref()).await? {
+            let head = self.store.chain_head(&chain_id).await?;
+            let chain = match self.store.verify_chain(&chain_id, head.as_ref()).await? {
                 Ok(artifacts) => ChainReport { chain_id, artifacts, intact: true, broken_at: None },
                 Err(broken) => {
                     report.first_break.get_or_insert(broken.clone());
@@ -174,7 +171,9 @@ impl Store {
         }
         Ok(report)
     }
+}
 
+impl Store {
     async fn chain_head(&self, chain_id: &str) -> Result<Option<ChainHead>, StoreError> {
         let row = sqlx::query("SELECT last_seq, last_hash FROM evidence_chains WHERE chain_id = $1")
             .bind(chain_id)

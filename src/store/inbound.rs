@@ -9,9 +9,10 @@ use sqlx::AnyConnection;
 use crate::domain::command::Channel;
 use crate::domain::command::ExternalId;
 use crate::domain::command::TenantId;
+use crate::store::Inbound;
+use crate::store::StoreError;
 use crate::store::outbox::{NewOutboxMessage, insert_outbox};
 use crate::store::rows::{Param, multi_insert, opt_parsed, text, to_ms, uuid};
-use crate::store::{Store, StoreError};
 
 /// An inbound message as a channel adapter parsed it.
 #[derive(Debug, Clone)]
@@ -37,15 +38,15 @@ pub enum InboundOutcome {
     },
 }
 
-impl Store {
+impl Inbound<'_> {
     /// Records a message that starts no command; `replies` are queued only the first time the
     /// message is seen, so a redelivered webhook is never answered twice.
-    pub async fn record_inbound(
-        &self,
+    pub async fn record(
+        self,
         message: &NewInbound,
         replies: &[NewOutboxMessage],
     ) -> Result<InboundOutcome, StoreError> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.store.begin().await?;
         let outcome = insert_inbound(&mut tx, message).await?;
         if let (InboundOutcome::FirstSeen { .. }, Some(tenant)) = (&outcome, &message.tenant_id) {
             for reply in replies {
@@ -59,7 +60,7 @@ impl Store {
     /// A provider's delivery status for a message we sent. Statuses only move forward (a late
     /// `delivered` does not undo `read`); returns whether a sent message was found.
     pub async fn record_delivery_status(
-        &self,
+        self,
         channel: &Channel,
         provider_message_id: &str,
         status: DeliveryStatus,
@@ -69,7 +70,7 @@ impl Store {
         let found = sqlx::query("SELECT id FROM outbound_messages WHERE channel = $1 AND provider_message_id = $2")
             .bind(channel.as_str())
             .bind(provider_message_id)
-            .fetch_optional(self.pool())
+            .fetch_optional(self.store.pool())
             .await?;
         if found.is_none() {
             return Ok(false);
@@ -84,33 +85,33 @@ impl Store {
         .bind(status.rank())
         .bind(errors.map(Value::to_string))
         .bind(to_ms(at))
-        .execute(self.pool())
+        .execute(self.store.pool())
         .await?;
         Ok(true)
     }
 
     /// The first message that carried a command: (channel, the message as the provider sent it).
-    pub async fn message_of(&self, command_id: uuid::Uuid) -> Result<Option<(String, Value)>, StoreError> {
+    pub async fn message_of(self, command_id: uuid::Uuid) -> Result<Option<(String, Value)>, StoreError> {
         let row = sqlx::query(
             "SELECT channel, payload FROM inbound_messages WHERE command_id = $1 AND status = 'command'
              ORDER BY received_at LIMIT 1",
         )
         .bind(command_id.to_string())
-        .fetch_optional(self.pool())
+        .fetch_optional(self.store.pool())
         .await?;
         row.map(|row| Ok((text(&row, "channel")?, crate::store::rows::json(&row, "payload")?))).transpose()
     }
 
     /// The status of a message we sent, by its provider id.
     pub async fn delivery_status(
-        &self,
+        self,
         channel: &Channel,
         provider_message_id: &str,
     ) -> Result<Option<String>, StoreError> {
         let row = sqlx::query("SELECT status FROM outbound_messages WHERE channel = $1 AND provider_message_id = $2")
             .bind(channel.as_str())
             .bind(provider_message_id)
-            .fetch_optional(self.pool())
+            .fetch_optional(self.store.pool())
             .await?;
         row.map(|row| text(&row, "status")).transpose()
     }

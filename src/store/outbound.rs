@@ -7,6 +7,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::domain::evidence::EvidenceDraft;
+use crate::store::Outbox;
 use crate::store::evidence::append_all;
 use crate::store::rows::to_ms;
 use crate::store::{Store, StoreError};
@@ -27,23 +28,25 @@ pub struct OutboundRecord {
     pub evidence: EvidenceDraft,
 }
 
-impl Store {
+impl Outbox<'_> {
     /// The provider took the message: remember its id (status `queued` until the provider's
     /// statuses say more), close the outbox row, write the evidence.
-    pub async fn record_sent(&self, record: &OutboundRecord, now: OffsetDateTime) -> Result<(), StoreError> {
-        self.record_outbound(record, "queued", 0, "done", None, now).await
+    pub async fn record_sent(self, record: &OutboundRecord, now: OffsetDateTime) -> Result<(), StoreError> {
+        self.store.record_outbound(record, "queued", 0, "done", None, now).await
     }
 
     /// The provider refused the message for good, or every attempt failed: keep why.
     pub async fn record_given_up(
-        &self,
+        self,
         record: &OutboundRecord,
         error: &str,
         now: OffsetDateTime,
     ) -> Result<(), StoreError> {
-        self.record_outbound(record, "failed", 4, "dead", Some(error), now).await
+        self.store.record_outbound(record, "failed", 4, "dead", Some(error), now).await
     }
+}
 
+impl Store {
     async fn record_outbound(
         &self,
         record: &OutboundRecord,

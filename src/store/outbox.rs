@@ -8,9 +8,10 @@ use sqlx::AnyConnection;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use crate::store::Outbox;
+use crate::store::StoreError;
 use crate::store::rows::{Param, int, json, multi_insert, opt_parsed, text, to_ms, uuid};
 use crate::store::step::OutboxSettle;
-use crate::store::{Store, StoreError};
 
 /// An effect to perform once the transaction that decided it has committed.
 #[derive(Debug, Clone, PartialEq)]
@@ -162,22 +163,22 @@ pub(crate) async fn settle_outbox(
     Ok(())
 }
 
-impl Store {
+impl Outbox<'_> {
     /// Claims up to `limit` due rows of `kind` for `lease`. A worker that dies loses its lease and
     /// the row becomes due again: delivery is at least once, and the idempotency key makes it
     /// once in effect. A message waits while an earlier one to the same person is held for a
     /// provider's HTTP answer or in flight, so that a later reply (a command's outcome) cannot
     /// overtake one the answer carries (the confirmation's thanks); one in retry backoff does
     /// not hold the others up.
-    pub async fn claim_outbox(
-        &self,
+    pub async fn claim(
+        self,
         kind: &str,
         limit: i64,
         lease: Duration,
         now: OffsetDateTime,
     ) -> Result<Vec<ClaimedMessage>, StoreError> {
-        let mut tx = self.begin().await?;
-        let rows = sqlx::query(self.dialect().claim_outbox_sql())
+        let mut tx = self.store.begin().await?;
+        let rows = sqlx::query(self.store.dialect().claim_outbox_sql())
             .bind(to_ms(now + lease))
             .bind(to_ms(now))
             .bind(limit)
@@ -192,8 +193,8 @@ impl Store {
     /// with a [`NewOutboxMessage::hold`], never tried, not yet due), so that the answer carries
     /// them. The sender never sees them before they are due; one that is claimed here and then
     /// not recorded is sent the usual way when its lease ends.
-    pub async fn claim_held_messages(
-        &self,
+    pub async fn claim_held(
+        self,
         destination: &str,
         lease: Duration,
         now: OffsetDateTime,
@@ -212,19 +213,19 @@ impl Store {
         .bind(to_ms(now))
         .bind(crate::store::MESSAGE_KIND)
         .bind(destination)
-        .fetch_all(self.pool())
+        .fetch_all(self.store.pool())
         .await?;
         claimed(&rows)
     }
 
     /// The effect happened: the row is done.
-    pub async fn complete_outbox(&self, id: Uuid, now: OffsetDateTime) -> Result<(), StoreError> {
+    pub async fn complete(self, id: Uuid, now: OffsetDateTime) -> Result<(), StoreError> {
         self.settle_claimed(&OutboxSettle::Done(id), now).await
     }
 
     /// The attempt failed: try again at `retry_at`, or give up (`None`) and keep the error.
-    pub async fn fail_outbox(
-        &self,
+    pub async fn fail(
+        self,
         id: Uuid,
         error: &str,
         retry_at: Option<OffsetDateTime>,
@@ -238,8 +239,8 @@ impl Store {
     }
 
     /// Writes a claimed row's fate on its own.
-    pub async fn settle_claimed(&self, settle: &OutboxSettle, now: OffsetDateTime) -> Result<(), StoreError> {
-        let mut conn = self.pool().acquire().await?;
+    pub async fn settle_claimed(self, settle: &OutboxSettle, now: OffsetDateTime) -> Result<(), StoreError> {
+        let mut conn = self.store.pool().acquire().await?;
         settle_outbox(&mut conn, settle, now).await
     }
 }

@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use crate::domain::command::TenantId;
 use crate::domain::evidence::EvidenceDraft;
+use crate::store::StoreError;
 use crate::store::commands::{CommittedTransition, TransitionWrite, apply_transition};
 use crate::store::confirmations::{SettleConfirmation, settle_confirmation};
 use crate::store::deliveries::{DeliveryChange, apply_delivery};
@@ -15,7 +16,7 @@ use crate::store::evidence::append_all;
 use crate::store::inbound::{InboundOutcome, NewInbound, insert_inbound, link_inbound};
 use crate::store::outbox::{NewOutboxMessage, insert_outbox, settle_outbox};
 use crate::store::rows::to_ms;
-use crate::store::{Store, StoreError};
+use crate::store::{Commands, Tokens};
 
 #[derive(Debug, Clone)]
 pub struct StepWrite {
@@ -116,41 +117,43 @@ async fn consume_token(
     Ok(inserted.rows_affected() == 1)
 }
 
-impl Store {
+impl Tokens<'_> {
     /// Forgets used tokens that expired before `before` (they are refused as expired anyway).
-    pub async fn purge_consumed_tokens(&self, before: OffsetDateTime) -> Result<u64, StoreError> {
+    pub async fn purge_consumed(self, before: OffsetDateTime) -> Result<u64, StoreError> {
         let done = sqlx::query("DELETE FROM consumed_tokens WHERE expires_at <= $1")
             .bind(to_ms(before))
-            .execute(self.pool())
+            .execute(self.store.pool())
             .await?;
         Ok(done.rows_affected())
     }
 
     /// Uses a single-use token up on its own; `false` when it was used before.
     pub async fn consume(
-        &self,
+        self,
         token: &ConsumedToken,
         command_id: Uuid,
         at: OffsetDateTime,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.store.begin().await?;
         let fresh = consume_token(&mut tx, token, Some(command_id), at).await?;
         tx.commit().await?;
         Ok(fresh)
     }
 
     /// Whether a single-use token was used already.
-    pub async fn token_used(&self, issuer: &str, jti: &str) -> Result<bool, StoreError> {
+    pub async fn used(self, issuer: &str, jti: &str) -> Result<bool, StoreError> {
         let row = sqlx::query("SELECT jti FROM consumed_tokens WHERE issuer = $1 AND jti = $2")
             .bind(issuer)
             .bind(jti)
-            .fetch_optional(self.pool())
+            .fetch_optional(self.store.pool())
             .await?;
         Ok(row.is_some())
     }
+}
 
-    pub async fn commit_step(&self, step: &StepWrite) -> Result<StepOutcome, StoreError> {
-        let mut tx = self.begin().await?;
+impl Commands<'_> {
+    pub async fn commit_step(self, step: &StepWrite) -> Result<StepOutcome, StoreError> {
+        let mut tx = self.store.begin().await?;
         if let Some(message) = &step.inbound {
             match insert_inbound(&mut tx, message).await? {
                 InboundOutcome::FirstSeen { id } => {

@@ -7,6 +7,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::domain::command::TenantId;
+use crate::store::Commands;
 use crate::store::rows::{from_ms, int, opt_text, text, uuid};
 use crate::store::{Store, StoreError};
 
@@ -22,11 +23,11 @@ pub struct TraceNode {
     pub detail: Value,
 }
 
-impl Store {
+impl Commands<'_> {
     /// The trace of `correlation_id` within a tenant, in time order; empty when nothing of the
     /// tenant carries it.
-    pub async fn trace(&self, tenant: &TenantId, correlation_id: &str) -> Result<Vec<TraceNode>, StoreError> {
-        let pool = self.pool();
+    pub async fn trace(self, tenant: &TenantId, correlation_id: &str) -> Result<Vec<TraceNode>, StoreError> {
+        let pool = self.store.pool();
         let commands = sqlx::query(
             "SELECT command_id, intent_entity, intent_action, state, reason_code, target_command_id, created_at
              FROM commands WHERE tenant_id = $1 AND correlation_id = $2 ORDER BY command_id",
@@ -71,12 +72,14 @@ impl Store {
                     "reason_code": opt_text(row, "reason_code")?,
                 }),
             });
-            self.trace_command(id, &command_node, &mut nodes).await?;
+            self.store.trace_command(id, &command_node, &mut nodes).await?;
         }
         nodes.sort_by(|a, b| a.at.cmp(&b.at).then_with(|| a.id.cmp(&b.id)));
         Ok(nodes)
     }
+}
 
+impl Store {
     async fn trace_command(&self, id: Uuid, command_node: &str, nodes: &mut Vec<TraceNode>) -> Result<(), StoreError> {
         let pool = self.pool();
         for t in &sqlx::query("SELECT version, from_state, to_state, event, reason_code, at FROM command_transitions WHERE command_id = $1 ORDER BY version")

@@ -25,7 +25,7 @@ async fn run(store: Store, mut jobs: mpsc::Receiver<Job>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while jobs.recv_many(&mut batch, MAX_BATCH).await > 0 {
         let (writes, replies): (Vec<_>, Vec<_>) = batch.drain(..).map(|job| (job.write, job.reply)).unzip();
-        let results = store.admit_many(&writes).await;
+        let results = store.commands().admit_many(&writes).await;
         for (reply, result) in replies.into_iter().zip(results) {
             // The caller may have gone (a timed-out request); the admission stands either way.
             let _ = reply.send(result);

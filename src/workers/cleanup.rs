@@ -10,14 +10,14 @@ use crate::store::Store;
 
 pub(super) async fn run(store: Store, every: Duration, stopping: CancellationToken) {
     crate::workers::periodically(every, stopping, || async {
-        match store.purge_expired_dedupe(OffsetDateTime::now_utc()).await {
+        match store.dedupe().purge_expired(OffsetDateTime::now_utc()).await {
             Ok(0) => {}
             Ok(removed) => tracing::info!(removed, "expired dedupe records removed"),
             // The next tick tries again; a database that is down is reported by /readyz.
             Err(error) => tracing::warn!(%error, "dedupe cleanup failed"),
         }
         let an_hour_ago = OffsetDateTime::now_utc() - Duration::from_secs(3600);
-        if let Err(error) = store.purge_consumed_tokens(an_hour_ago).await {
+        if let Err(error) = store.tokens().purge_consumed(an_hour_ago).await {
             tracing::warn!(%error, "used-token cleanup failed");
         }
     })

@@ -38,8 +38,6 @@ pub struct Providers {
     pub standard: Option<StandardReplies>,
 }
 
-/// The channels a message can be sent on.
-
 /// How long a message for a provider without credentials waits before it is looked at again.
 const NO_CREDENTIALS_WAIT: Duration = Duration::from_secs(60);
 
@@ -108,7 +106,7 @@ impl Sender {
     /// order; different people's go at the same time.
     pub async fn send_due(&self, now: OffsetDateTime) -> Result<usize, StoreError> {
         // In the order they were written (the store sorts what it claims).
-        let claimed = self.engine.store().claim_outbox(MESSAGE_KIND, self.batch, self.lease, now).await?;
+        let claimed = self.engine.store().outbox().claim(MESSAGE_KIND, self.batch, self.lease, now).await?;
         let count = claimed.len();
         let mut by_person: BTreeMap<String, Vec<ClaimedMessage>> = BTreeMap::new();
         for message in claimed {
@@ -145,20 +143,20 @@ impl Sender {
             // Not a failure of the message: it goes once the provider's credentials are set.
             tracing::warn!(id = %message.id, channel = %outgoing.channel, "no credentials for this channel; the message waits");
             let error = format!("no credentials for {}", outgoing.channel);
-            return self.engine.store().fail_outbox(message.id, &error, Some(now + NO_CREDENTIALS_WAIT), now).await;
+            return self.engine.store().outbox().fail(message.id, &error, Some(now + NO_CREDENTIALS_WAIT), now).await;
         };
         match result {
             SendResult::Sent { id } => {
                 count(outgoing.channel.as_str(), "sent");
                 let record = record(&self.engine, message, Some(&outgoing), Some(id), "sent", None);
-                self.engine.store().record_sent(&record, OffsetDateTime::now_utc()).await
+                self.engine.store().outbox().record_sent(&record, OffsetDateTime::now_utc()).await
             }
             SendResult::Retry { error, retry_after } => {
                 match self.policy.next_delay(u32::try_from(message.attempt).unwrap_or(u32::MAX), retry_after) {
                     Some(delay) => {
                         count(outgoing.channel.as_str(), "retry");
                         tracing::info!(id = %message.id, attempt = message.attempt, ?delay, %error, "send failed; retrying");
-                        self.engine.store().fail_outbox(message.id, &error, Some(now + delay), now).await
+                        self.engine.store().outbox().fail(message.id, &error, Some(now + delay), now).await
                     }
                     None => {
                         let errors = Some(json!({"last_error": error}));
@@ -178,7 +176,7 @@ impl Sender {
     async fn give_up(&self, record: &OutboundRecord, error: &str, now: OffsetDateTime) -> Result<(), StoreError> {
         count(&record.channel, "given_up");
         tracing::warn!(id = %record.outbox_id, %error, "message given up");
-        self.engine.store().record_given_up(record, error, now).await
+        self.engine.store().outbox().record_given_up(record, error, now).await
     }
 }
 

@@ -89,12 +89,12 @@ impl<'a> Chat<'a> {
     }
 
     async fn state(&self, command_id: Uuid) -> (String, Option<String>) {
-        let command = self.db.store.command(&tenant("demo"), command_id).await.expect("read").expect("command");
+        let command = self.db.store.commands().get(&tenant("demo"), command_id).await.expect("read").expect("command");
         (command.lifecycle.state.to_string(), command.reason_code)
     }
 
     async fn events(&self, command_id: Uuid) -> Vec<String> {
-        let moves = self.db.store.transitions(command_id).await.expect("transitions");
+        let moves = self.db.store.commands().transitions(command_id).await.expect("transitions");
         moves.iter().map(|m| m.event.to_string()).collect()
     }
 
@@ -142,7 +142,7 @@ async fn a_button_tap_confirms_and_the_command_goes_on_to_authorization(db: &Tes
         ["canonicalize", "request_confirmation", "confirm", "submit_for_authorization", "allow", "start", "succeed"]
     );
     let kinds: Vec<String> =
-        db.store.evidence_for_command("demo", id).await.expect("evidence").into_iter().map(|a| a.kind).collect();
+        db.store.evidence().for_command("demo", id).await.expect("evidence").into_iter().map(|a| a.kind).collect();
     assert!(kinds.contains(&"command.confirmation.satisfied".to_owned()), "{kinds:?}");
     assert_eq!(chat.answers().await[0].0, "accepted");
     let status = db.count("SELECT COUNT(*) FROM confirmations WHERE status = $1", "accepted").await;
@@ -189,7 +189,7 @@ async fn no_declines_and_cancels_with_a_reply(db: &TestDb) {
     assert_eq!(text, format!("OK, I won't refund. Nothing was changed.\nRef {}", ShortRef::of(id)));
     assert_eq!(chat.state(id).await, ("canceled".into(), Some("confirmation_declined".into())));
     assert_eq!(chat.answers().await[0].0, "declined");
-    let canceled = db.store.evidence_for_command("demo", id).await.expect("evidence");
+    let canceled = db.store.evidence().for_command("demo", id).await.expect("evidence");
     assert!(canceled.iter().any(|a| a.kind == "command.canceled" && a.body["reason_code"] == "confirmation_declined"));
     chat.nothing_more().await;
     chat.stop().await;
@@ -307,7 +307,8 @@ async fn the_original_message_after_execution_replays_the_outcome_without_a_new_
     chat.says("wamid.O2", CUSTOMER, &format!("YES {code}")).await;
     chat.next_reply().await;
     let delivered = executor.wait_for(1, Duration::from_secs(20)).await;
-    let key = db.store.command(&tenant("demo"), id).await.expect("read").expect("command").envelope.idempotency_key;
+    let key =
+        db.store.commands().get(&tenant("demo"), id).await.expect("read").expect("command").envelope.idempotency_key;
     assert_eq!(delivered[0].headers["idempotency-key"], key.as_str());
     assert_eq!(delivered[0].body["command_id"], id.to_string());
 

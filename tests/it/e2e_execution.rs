@@ -299,7 +299,7 @@ mod acks {
     /// Waits until the command's one delivery is `delivered` (the executor answered 202).
     async fn delivered(db: &TestDb, id: Uuid) {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while db.store.deliveries_of(id).await.expect("deliveries").first().map(|d| d.state.as_str())
+        while db.store.deliveries().of_command(id).await.expect("deliveries").first().map(|d| d.state.as_str())
             != Some("delivered")
         {
             assert!(std::time::Instant::now() < deadline, "not delivered");
@@ -308,7 +308,7 @@ mod acks {
     }
 
     async fn state(db: &TestDb, id: Uuid) -> (String, Option<String>) {
-        let command = db.store.command(&tenant("demo"), id).await.expect("read").expect("command");
+        let command = db.store.commands().get(&tenant("demo"), id).await.expect("read").expect("command");
         (command.lifecycle.state.to_string(), command.reason_code)
     }
 
@@ -320,7 +320,7 @@ mod acks {
         let call = executor.wait_for(1, Duration::from_secs(10)).await.remove(0);
 
         // The envelope, its idempotency key, a correlation id and a Standard Webhooks signature.
-        let command = db.store.command(&tenant("demo"), id).await.expect("read").expect("command");
+        let command = db.store.commands().get(&tenant("demo"), id).await.expect("read").expect("command");
         assert_eq!(call.headers["idempotency-key"], command.envelope.idempotency_key.as_str());
         assert_eq!(call.headers["x-correlation-id"], command.envelope.correlation_id.as_str());
         assert_eq!(call.body["command_id"], id.to_string());
@@ -367,8 +367,12 @@ mod acks {
             ack(&app, &executor_token(db, "commands:read"), id, json!({"type": "delivery"})).await.0,
             StatusCode::FORBIDDEN
         );
-        let log =
-            db.store.delivery_log(db.store.deliveries_of(id).await.expect("deliveries")[0].id).await.expect("log");
+        let log = db
+            .store
+            .deliveries()
+            .log(db.store.deliveries().of_command(id).await.expect("deliveries")[0].id)
+            .await
+            .expect("log");
         let outcomes: Vec<String> = log.iter().map(|(e, o)| format!("{e}:{o}")).collect();
         assert_eq!(
             outcomes,
@@ -509,9 +513,9 @@ mod acks {
         let token = executor_token(db, "executions:write");
         let (status, body) = ack(&again, &token, id, json!({"type": "execution", "status": "succeeded"})).await;
         assert_eq!((status, body["code"].clone()), (StatusCode::CONFLICT, json!("ack_out_of_order")));
-        let delivery = store.deliveries_of(id).await.expect("deliveries").remove(0);
+        let delivery = store.deliveries().of_command(id).await.expect("deliveries").remove(0);
         assert_eq!((delivery.state.as_str(), delivery.failure_class.as_deref()), ("closed", Some("EXECUTION_TIMEOUT")));
-        let log = store.delivery_log(delivery.id).await.expect("log");
+        let log = store.deliveries().log(delivery.id).await.expect("log");
         assert_eq!(log.last().map(|(e, o)| (e.as_str(), o.as_str())), Some(("execution_ack_success", "refused")));
         again.stop().await.expect("stop");
     }
@@ -632,7 +636,7 @@ mod agents {
         let mut statuses = [a.0, b.0];
         statuses.sort();
         assert_eq!(statuses, [StatusCode::OK, StatusCode::CONFLICT]);
-        assert_eq!(db.store.agent("orders").await.expect("agent").state.as_str(), "idle");
+        assert_eq!(db.store.agents().get("orders").await.expect("agent").state.as_str(), "idle");
         app.stop().await.expect("stop");
     }
 }
@@ -701,10 +705,17 @@ ttl = "5m"
         Meta::new(&app, db).text("wamid.M1", CUSTOMER, "sync order 7").await;
         let (state, _, id) = settled(db, "wamid.M1").await;
         assert_eq!(state, "executed");
-        let deliveries = db.store.deliveries_of(id).await.expect("deliveries");
+        let deliveries = db.store.deliveries().of_command(id).await.expect("deliveries");
         assert_eq!(deliveries.iter().map(|d| d.target.as_str()).collect::<Vec<_>>(), ["ledger", "orders"]);
-        let succeeded =
-            db.store.transitions(id).await.expect("moves").iter().filter(|m| m.event.as_str() == "succeed").count();
+        let succeeded = db
+            .store
+            .commands()
+            .transitions(id)
+            .await
+            .expect("moves")
+            .iter()
+            .filter(|m| m.event.as_str() == "succeed")
+            .count();
         assert_eq!(succeeded, 1);
         app.stop().await.expect("stop");
     }

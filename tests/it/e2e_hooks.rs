@@ -44,7 +44,8 @@ fn bearer() -> Option<(&'static str, String)> {
 }
 
 async fn state_of(db: &TestDb, id: &str) -> String {
-    let command = db.store.command(&tenant("demo"), id.parse().expect("uuid")).await.expect("read").expect("command");
+    let command =
+        db.store.commands().get(&tenant("demo"), id.parse().expect("uuid")).await.expect("read").expect("command");
     command.lifecycle.state.to_string()
 }
 
@@ -67,8 +68,13 @@ async fn the_documented_payloads_are_accepted_with_202(db: &TestDb) {
     let (status, body, _) = call(&app, "/hooks/agent", agent, Some(("x-openclaw-token", TOKEN.to_owned())), None).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     let agent_id = body["command_id"].as_str().expect("command id").to_owned();
-    let command =
-        db.store.command(&tenant("demo"), agent_id.parse().expect("uuid")).await.expect("read").expect("command");
+    let command = db
+        .store
+        .commands()
+        .get(&tenant("demo"), agent_id.parse().expect("uuid"))
+        .await
+        .expect("read")
+        .expect("command");
     assert_eq!(command.envelope.actor_id.as_str(), "hookd-bridge");
     assert_eq!(command.envelope.args["sessionKey"], "hook:email:msg-123");
     assert_eq!(command.envelope.conversation_id.as_str(), "hooks:hook:email:msg-123");
@@ -77,7 +83,7 @@ async fn the_documented_payloads_are_accepted_with_202(db: &TestDb) {
     let (status, body, _) = call(&app, "/hooks/agent", whole, bearer(), None).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     let whole_id = body["command_id"].as_str().expect("command id").parse().expect("uuid");
-    let command = db.store.command(&tenant("demo"), whole_id).await.expect("read").expect("command");
+    let command = db.store.commands().get(&tenant("demo"), whole_id).await.expect("read").expect("command");
     assert_eq!(command.envelope.args["timeoutSeconds"], 120);
 
     // They follow the normal pipeline: dispatched to the agent and executed.
@@ -194,7 +200,8 @@ async fn a_mapped_hook_and_an_idempotency_key(db: &TestDb) {
     let (status, body, _) = call(&app, "/hooks/order-shipped", shipped.clone(), bearer(), Some("ship-A-7")).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     let id = body["command_id"].as_str().expect("id").to_owned();
-    let command = db.store.command(&tenant("demo"), id.parse().expect("uuid")).await.expect("read").expect("command");
+    let command =
+        db.store.commands().get(&tenant("demo"), id.parse().expect("uuid")).await.expect("read").expect("command");
     assert_eq!(
         (command.envelope.intent.entity.as_str(), command.envelope.intent.action.as_str()),
         ("order", "shipped")

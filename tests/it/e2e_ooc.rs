@@ -207,7 +207,7 @@ async fn an_operator_lists_failures_and_retries_one_from_the_chat_which_executes
     assert!(done.starts_with(&format!("Done: retry {failed_ref}. That is ")), "{done}");
     let retry_ref = done.split("That is ").nth(1).and_then(|r| r.get(..6)).expect("the retry's reference");
     // The retry is a recovery command naming the failed one; it executes, the original stays failed.
-    let retry = db.store.commands_by_ref(&tenant("demo"), &ShortRef::parse(retry_ref).expect("ref")).await;
+    let retry = db.store.commands().by_ref(&tenant("demo"), &ShortRef::parse(retry_ref).expect("ref")).await;
     let retry = retry.expect("read").into_iter().next().expect("the retry");
     assert_eq!(retry.envelope.target_command_id, Some(failed));
     assert_eq!(chat.settled(retry.envelope.command_id).await, "executed");
@@ -218,7 +218,7 @@ async fn an_operator_lists_failures_and_retries_one_from_the_chat_which_executes
     assert_eq!(effects.values().copied().collect::<Vec<_>>(), [1]);
     assert_eq!(chat.executor.calls(), 2);
     // Linked evidence, as the API's recovery leaves it.
-    let evidence = db.store.evidence_for_command("demo", failed).await.expect("evidence");
+    let evidence = db.store.evidence().for_command("demo", failed).await.expect("evidence");
     let link = evidence.iter().find(|a| a.kind == "recovery.requested").expect("recovery.requested on the target");
     assert_eq!(link.body["decision"]["recovery_command_id"], retry.envelope.command_id.to_string());
     chat.app.stop().await.expect("stop");
@@ -241,7 +241,7 @@ async fn recovery_in_the_wrong_state_is_refused_with_what_is_allowed_and_custome
     );
     let cancel = chat.command_of(&asked).await;
     assert_eq!(chat.settled(cancel).await, "rejected");
-    let evidence = db.store.evidence_for_command("demo", cancel).await.expect("evidence");
+    let evidence = db.store.evidence().for_command("demo", cancel).await.expect("evidence");
     assert!(evidence.iter().all(|a| a.kind != "command.confirmation.requested"), "no prompt");
     let rejected = evidence.iter().find(|a| a.kind == "execution.rejected").expect("the refusal");
     assert_eq!(rejected.body["decision"]["error"]["allowed"], json!(["compensate"]));
@@ -295,8 +295,15 @@ async fn compensate_from_the_chat_ends_with_the_original_compensated(db: &TestDb
     assert!(link.contains("/step-up?command="), "{link}");
     let compensate = chat.command_of(&asked).await;
     let settings = chatgate::service::Settings::with_shipped_registry(db.config.clone()).expect("settings");
-    let key =
-        db.store.command(&tenant("demo"), compensate).await.expect("read").expect("command").envelope.idempotency_key;
+    let key = db
+        .store
+        .commands()
+        .get(&tenant("demo"), compensate)
+        .await
+        .expect("read")
+        .expect("command")
+        .envelope
+        .idempotency_key;
     let now = time::OffsetDateTime::now_utc();
     let proof = settings.security.stepup.mint(ADMIN, compensate, key.as_str(), now).expect("mint");
     let operator = api_token(db, "demo", "ops-1", "stepup:verify");
@@ -316,7 +323,8 @@ async fn compensate_from_the_chat_ends_with_the_original_compensated(db: &TestDb
     assert!(done.starts_with(&format!("Done: compensate {refund_ref}.")), "{done}");
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
-        let state = db.store.command(&tenant("demo"), refund).await.expect("read").expect("command").lifecycle.state;
+        let state =
+            db.store.commands().get(&tenant("demo"), refund).await.expect("read").expect("command").lifecycle.state;
         if state.as_str() == "compensated" {
             break;
         }
@@ -390,7 +398,7 @@ async fn the_api_and_the_chat_recover_through_the_same_code_with_the_same_outcom
             }
             let id = chat.command_of(&asked).await;
             chat.settled(id).await;
-            let evidence = db.store.evidence_for_command("demo", id).await.expect("evidence");
+            let evidence = db.store.evidence().for_command("demo", id).await.expect("evidence");
             let ended = evidence.iter().rfind(|a| a.kind.starts_with("execution.")).expect("an outcome");
             let by_chat_outcome = if ended.kind == "execution.executed" {
                 let result = &ended.body["decision"]["result"];
@@ -469,7 +477,7 @@ async fn references_resolve_through_the_api_and_older_commands_get_theirs(db: &T
     let mut conn = db.raw().await;
     sqlx::query("UPDATE commands SET short_ref = NULL").execute(&mut conn).await.expect("forget the references");
     db.store.migrate().await.expect("migrate again");
-    let again = db.store.commands_by_ref(&tenant("demo"), &reference).await.expect("read");
+    let again = db.store.commands().by_ref(&tenant("demo"), &reference).await.expect("read");
     assert_eq!(again.iter().map(|c| c.envelope.command_id).collect::<Vec<_>>(), [id]);
     chat.app.stop().await.expect("stop");
 }

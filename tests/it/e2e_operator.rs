@@ -25,7 +25,8 @@ on_both_backends!(
 /// A step-up proof of the operator `ops-1` for acting on `id` (the development issuer).
 async fn operator_step_up(db: &TestDb, id: Uuid) -> String {
     let settings = chatgate::service::Settings::with_shipped_registry(db.config.clone()).expect("settings");
-    let key = db.store.command(&tenant("demo"), id).await.expect("read").expect("command").envelope.idempotency_key;
+    let key =
+        db.store.commands().get(&tenant("demo"), id).await.expect("read").expect("command").envelope.idempotency_key;
     settings.security.stepup.mint("ops-1", id, key.as_str(), time::OffsetDateTime::now_utc()).expect("mint")
 }
 
@@ -84,14 +85,22 @@ async fn every_recovery_action_from_every_state_is_done_or_refused_with_the_allo
             if offered.contains(&action) {
                 assert_eq!(status, StatusCode::CREATED, "{action} from {state}: {body}");
                 assert_eq!(body["target_command_id"], id.to_string());
-                let after = db.store.command(&tenant("demo"), id).await.expect("read").expect("command");
+                let after = db.store.commands().get(&tenant("demo"), id).await.expect("read").expect("command");
                 match action {
                     "cancel" => assert_eq!(after.lifecycle.state, State::Canceled, "{state}"),
                     "retry" => assert_eq!(after.lifecycle.state, State::Failed, "a failed command stays failed"),
                     _ => {
                         // Compensated once the compensation has executed (the demo executor runs it).
                         let deadline = std::time::Instant::now() + Duration::from_secs(10);
-                        while db.store.command(&tenant("demo"), id).await.expect("read").expect("c").lifecycle.state
+                        while db
+                            .store
+                            .commands()
+                            .get(&tenant("demo"), id)
+                            .await
+                            .expect("read")
+                            .expect("c")
+                            .lifecycle
+                            .state
                             != State::Compensated
                         {
                             assert!(std::time::Instant::now() < deadline, "{state} was not compensated");
@@ -100,7 +109,7 @@ async fn every_recovery_action_from_every_state_is_done_or_refused_with_the_allo
                     }
                 }
                 let recovery: Uuid = body["recovery_command_id"].as_str().expect("id").parse().expect("uuid");
-                let made = db.store.command(&tenant("demo"), recovery).await.expect("read").expect("recovery");
+                let made = db.store.commands().get(&tenant("demo"), recovery).await.expect("read").expect("recovery");
                 assert_eq!(made.envelope.target_command_id, Some(id), "it names its target");
             } else {
                 assert_eq!(status, StatusCode::CONFLICT, "{action} from {state}");

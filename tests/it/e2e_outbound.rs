@@ -62,6 +62,7 @@ async fn a_prompt_is_an_interactive_message_whose_buttons_carry_the_nonce(db: &T
     let wamid = request.wamid.clone().expect("wamid");
     assert_eq!(
         db.store
+            .inbound()
             .delivery_status(&chatgate::domain::command::Channel::parse("whatsapp").expect("channel"), &wamid)
             .await
             .expect("status"),
@@ -72,6 +73,7 @@ async fn a_prompt_is_an_interactive_message_whose_buttons_carry_the_nonce(db: &T
     assert_eq!(meta.post(&delivered).await.status(), 200);
     assert_eq!(
         db.store
+            .inbound()
             .delivery_status(&chatgate::domain::command::Channel::parse("whatsapp").expect("channel"), &wamid)
             .await
             .expect("status"),

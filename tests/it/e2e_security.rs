@@ -123,7 +123,7 @@ async fn awaiting_step_up(db: &TestDb, app: &TestApp, order: &str) -> (Uuid, Str
     let code: String = sqlx::Row::try_get(&row, 2).expect("code");
     assert_eq!(meta.text(&format!("wamid.Y-{order}"), ADMIN, &format!("YES {code}")).await.status(), 200);
     let id: Uuid = id.parse().expect("uuid");
-    let command = db.store.command(&tenant("demo"), id).await.expect("read").expect("command");
+    let command = db.store.commands().get(&tenant("demo"), id).await.expect("read").expect("command");
     assert_eq!(command.lifecycle.state.as_str(), "authz_pending");
     assert_eq!(command.reason_code.as_deref(), Some("step_up_required"));
     (id, key)
@@ -376,7 +376,7 @@ async fn bad_step_up_tokens_are_refused_each_with_its_status(db: &TestDb) {
         assert_eq!(body["code"], code, "{name}");
     }
     assert_eq!(
-        db.store.command(&tenant("demo"), id).await.expect("read").expect("command").lifecycle.state.as_str(),
+        db.store.commands().get(&tenant("demo"), id).await.expect("read").expect("command").lifecycle.state.as_str(),
         "authz_pending",
         "nothing moved"
     );
@@ -409,7 +409,15 @@ async fn a_step_up_token_is_used_once_even_concurrently(db: &TestDb) {
     let again = post_step_up(&app, &operator, id, &token).await;
     assert_eq!(again.status(), StatusCode::CONFLICT);
     assert_eq!(again.json::<Value>().await.expect("problem")["code"], "step_up_token_used");
-    let allows = db.store.transitions(id).await.expect("moves").iter().filter(|m| m.event.as_str() == "allow").count();
+    let allows = db
+        .store
+        .commands()
+        .transitions(id)
+        .await
+        .expect("moves")
+        .iter()
+        .filter(|m| m.event.as_str() == "allow")
+        .count();
     assert_eq!(allows, 1);
     app.stop().await.expect("stop");
 }
@@ -436,7 +444,7 @@ async fn close_account_waits_for_step_up_and_moves_on_once(db: &TestDb) {
     let response = post_step_up(&app, &operator, id, &token).await;
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(response.json::<Value>().await.expect("json")["state"], "started", "authorized and dispatched");
-    let evidence = db.store.evidence_for_command("demo", id).await.expect("evidence");
+    let evidence = db.store.evidence().for_command("demo", id).await.expect("evidence");
     let decided = evidence.iter().rfind(|a| a.kind == "authz.decided").expect("authz.decided");
     assert_eq!(decided.body["decision"]["authz"], "allow");
     assert_eq!(decided.body["decision"]["step_up_proof"]["acr"], "urn:chatgate:acr:mfa");
@@ -448,12 +456,22 @@ async fn close_account_waits_for_step_up_and_moves_on_once(db: &TestDb) {
     assert_eq!(response.json::<Value>().await.expect("problem")["code"], "not_awaiting_step_up");
     // The demo executor (builtin:echo) ran it, once.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !db.store.command(&tenant("demo"), id).await.expect("read").expect("command").lifecycle.state.is_terminal() {
+    while !db
+        .store
+        .commands()
+        .get(&tenant("demo"), id)
+        .await
+        .expect("read")
+        .expect("command")
+        .lifecycle
+        .state
+        .is_terminal()
+    {
         assert!(std::time::Instant::now() < deadline, "the command did not finish");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     let moves: Vec<String> =
-        db.store.transitions(id).await.expect("moves").iter().map(|m| m.event.to_string()).collect();
+        db.store.commands().transitions(id).await.expect("moves").iter().map(|m| m.event.to_string()).collect();
     assert_eq!(
         moves,
         ["canonicalize", "request_confirmation", "confirm", "submit_for_authorization", "allow", "start", "succeed"]
@@ -504,17 +522,25 @@ async fn the_step_up_link_opens_a_page_that_takes_the_proof_once(db: &TestDb) {
     let token = settings.security.stepup.mint(ADMIN, id, &key, OffsetDateTime::now_utc()).expect("mint");
     assert_eq!(post(token.clone(), "not-the-one".into()).await.expect("post").status(), StatusCode::NOT_FOUND);
     assert_eq!(
-        db.store.command(&tenant("demo"), id).await.expect("read").expect("command").lifecycle.state.as_str(),
+        db.store.commands().get(&tenant("demo"), id).await.expect("read").expect("command").lifecycle.state.as_str(),
         "authz_pending"
     );
     // The proof: accepted once; the command moves on, and the link has nothing more to ask.
     let done = post(token.clone(), nonce.clone()).await.expect("post");
     assert_eq!(done.status(), StatusCode::OK);
     assert!(done.text().await.expect("html").contains("return to the chat"));
-    let state = db.store.command(&tenant("demo"), id).await.expect("read").expect("command").lifecycle.state;
+    let state = db.store.commands().get(&tenant("demo"), id).await.expect("read").expect("command").lifecycle.state;
     assert_ne!(state.as_str(), "authz_pending");
     assert_eq!(post(token, nonce).await.expect("post").status(), StatusCode::NOT_FOUND);
-    let allows = db.store.transitions(id).await.expect("moves").iter().filter(|m| m.event.as_str() == "allow").count();
+    let allows = db
+        .store
+        .commands()
+        .transitions(id)
+        .await
+        .expect("moves")
+        .iter()
+        .filter(|m| m.event.as_str() == "allow")
+        .count();
     assert_eq!(allows, 1);
     app.stop().await.expect("stop");
 }

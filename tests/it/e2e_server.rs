@@ -63,13 +63,13 @@ async fn the_cleanup_worker_removes_expired_dedupe_records(db: &TestDb) {
     };
     let id = drive(db, short, path_to(State::Executed)).await;
     let key = db.engine.command(&crate::helpers::tenant("demo"), id).await.expect("command").envelope.idempotency_key;
-    assert_eq!(db.store.dedupe_record_count("demo", key.as_str()).await.expect("count"), 1);
+    assert_eq!(db.store.dedupe().count("demo", key.as_str()).await.expect("count"), 1);
 
     let mut config = db.config.clone();
     config.idempotency.cleanup_interval_secs = 1;
     let app = spawn_app_with(db, config).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while db.store.dedupe_record_count("demo", key.as_str()).await.expect("count") > 0 {
+    while db.store.dedupe().count("demo", key.as_str()).await.expect("count") > 0 {
         assert!(tokio::time::Instant::now() < deadline, "the worker did not remove the expired record");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

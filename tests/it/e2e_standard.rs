@@ -63,7 +63,8 @@ async fn signed_deliveries_become_commands_once(db: &TestDb) {
     let (status, first) = deliver(&app, "demo", "msg_1", ts, &body, &signature(OLD, "msg_1", ts, &body)).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{first}");
     let id = first["command_id"].as_str().expect("id").to_owned();
-    let command = db.store.command(&tenant("demo"), id.parse().expect("uuid")).await.expect("read").expect("command");
+    let command =
+        db.store.commands().get(&tenant("demo"), id.parse().expect("uuid")).await.expect("read").expect("command");
     assert_eq!((command.envelope.intent.entity.as_str(), command.envelope.intent.action.as_str()), ("order", "event"));
     assert_eq!(Value::Object(command.envelope.args.clone()), json!({"order_id": "D-1"}));
     assert_eq!(command.envelope.actor_id.as_str(), "standard-demo");

@@ -254,7 +254,7 @@ async fn an_sms_gets_help_in_twiml_and_a_redelivery_an_empty_response(db: &TestD
     assert_eq!(db.count("SELECT COUNT(*) FROM inbound_messages WHERE provider_message_id = $1", "SM5").await, 1);
     twilio.api.exactly(0).await;
     let store = &db.store;
-    assert!(store.command(&tenant("demo"), uuid::Uuid::now_v7()).await.expect("read").is_none());
+    assert!(store.commands().get(&tenant("demo"), uuid::Uuid::now_v7()).await.expect("read").is_none());
 }
 
 async fn bad_signatures_and_bodies_are_refused_and_store_nothing(db: &TestDb) {

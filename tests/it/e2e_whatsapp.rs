@@ -91,7 +91,7 @@ async fn a_text_command_becomes_one_canonical_command_awaiting_confirmation(db: 
     assert_eq!(get("conversation_id"), format!("whatsapp:{DEMO_NUMBER}:{CUSTOMER}"));
 
     let command_id: uuid::Uuid = get("command_id").parse().expect("uuid");
-    let artifacts = db.store.evidence_for_command("demo", command_id).await.expect("evidence");
+    let artifacts = db.store.evidence().for_command("demo", command_id).await.expect("evidence");
     let kinds: Vec<&str> = artifacts.iter().map(|a| a.kind.as_str()).collect();
     assert_eq!(kinds, ["command.accepted", "command.confirmation.requested"]);
     assert_eq!(artifacts[0].body["decision"]["dedupe"], "first_seen");
@@ -144,6 +144,7 @@ async fn several_messages_and_statuses_in_one_delivery_are_each_handled(db: &Tes
     assert_eq!(stored(db).await, (4, 3));
     let status = db
         .store
+        .inbound()
         .delivery_status(&chatgate::domain::command::Channel::parse("whatsapp").expect("channel"), "wamid.OUT1")
         .await;
     assert_eq!(status.expect("status").as_deref(), Some("read"), "a late `delivered` does not undo `read`");

@@ -362,7 +362,7 @@ pub async fn command_of_message(db: &TestDb, message_id: &str) -> uuid::Uuid {
 pub async fn settled(db: &TestDb, command_id: uuid::Uuid) -> String {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
-        let command = db.store.command(&tenant("demo"), command_id).await.expect("read").expect("command");
+        let command = db.store.commands().get(&tenant("demo"), command_id).await.expect("read").expect("command");
         if command.lifecycle.state.is_terminal() {
             return command.lifecycle.state.to_string();
         }

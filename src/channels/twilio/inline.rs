@@ -21,7 +21,7 @@ pub async fn take(
     now: OffsetDateTime,
 ) -> Vec<String> {
     let store = engine.store();
-    let held = match store.claim_held_messages(destination, lease, now).await {
+    let held = match store.outbox().claim_held(destination, lease, now).await {
         Ok(held) => held,
         Err(error) => {
             // They go out through the API once the hold ends.
@@ -34,7 +34,7 @@ pub async fn take(
         match render(templates, message) {
             Ok(outgoing) => {
                 let sent = record(engine, message, Some(&outgoing), None, "sent_inline", None);
-                match store.record_sent(&sent, now).await {
+                match store.outbox().record_sent(&sent, now).await {
                     Ok(()) => texts.push(outgoing.text),
                     Err(error) => tracing::warn!(%error, id = %message.id, "a reply is left to the outbox"),
                 }
@@ -43,7 +43,7 @@ pub async fn take(
                 tracing::error!(id = %message.id, %problem, "a message cannot be rendered; giving it up");
                 let failed =
                     record(engine, message, None, None, &problem, Some(serde_json::json!({"render": problem})));
-                if let Err(error) = store.record_given_up(&failed, &problem, now).await {
+                if let Err(error) = store.outbox().record_given_up(&failed, &problem, now).await {
                     tracing::warn!(%error, id = %message.id, "cannot record a message given up");
                 }
             }

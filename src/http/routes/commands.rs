@@ -59,7 +59,7 @@ pub(crate) async fn status(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let id = command_id(&id)?;
-    let command = state.engine.store().command(&principal.tenant, id).await?.ok_or_else(|| not_found(id))?;
+    let command = state.engine.store().commands().get(&principal.tenant, id).await?.ok_or_else(|| not_found(id))?;
     Ok(Json(status_document(&state, &command, true).await?))
 }
 
@@ -136,7 +136,7 @@ pub(crate) async fn list(
     {
         return Ok(Json(json!({"commands": [], "next_cursor": null})));
     }
-    let mut page = state.engine.store().list_commands(&principal.tenant, &filter).await?;
+    let mut page = state.engine.store().commands().list(&principal.tenant, &filter).await?;
     let more = page.len() as i64 > limit;
     page.truncate(usize::try_from(limit).unwrap_or(0));
     let mut items = Vec::with_capacity(page.len());
@@ -159,8 +159,8 @@ pub(crate) async fn evidence(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let id = command_id(&id)?;
-    engine.store().command(&principal.tenant, id).await?.ok_or_else(|| not_found(id))?;
-    let artifacts = engine.store().evidence_for_command(principal.tenant.as_str(), id).await?;
+    engine.store().commands().get(&principal.tenant, id).await?.ok_or_else(|| not_found(id))?;
+    let artifacts = engine.store().evidence().for_command(principal.tenant.as_str(), id).await?;
     let artifacts: Vec<Value> = artifacts
         .into_iter()
         .map(|a| json!({"artifact_id": a.artifact_id, "seq": a.seq, "kind": a.kind, "hash": a.hash, "body": a.body}))
@@ -178,7 +178,7 @@ pub(crate) async fn audit(
     State(engine): State<Engine>,
     Extension(principal): Extension<Principal>,
 ) -> Result<Response, ApiError> {
-    let report = engine.store().verify_evidence().await?;
+    let report = engine.store().evidence().verify().await?;
     let chains: Vec<_> = report.chains.into_iter().filter(|c| c.chain_id == principal.tenant.as_str()).collect();
     let intact = chains.iter().all(|c| c.intact);
     let body = json!({"intact": intact, "chains": chains});
@@ -198,7 +198,7 @@ pub(crate) async fn trace(
     Extension(principal): Extension<Principal>,
     Path(correlation_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let nodes = engine.store().trace(&principal.tenant, &correlation_id).await?;
+    let nodes = engine.store().commands().trace(&principal.tenant, &correlation_id).await?;
     if nodes.is_empty() {
         return Err(Problem::for_status(StatusCode::NOT_FOUND)
             .detail("Nothing in your tenant carries this correlation id.")
@@ -255,7 +255,7 @@ pub(crate) async fn recovery_request(
     let tenant = principal.tenant.as_str();
     if let Some(key) = &key {
         let hash = hex::encode(sha2::Sha256::digest([id.as_bytes().as_slice(), &body].concat()));
-        match state.store.claim_api_key(tenant, key, &hash, OffsetDateTime::now_utc()).await? {
+        match state.store.api_keys().claim(tenant, key, &hash, OffsetDateTime::now_utc()).await? {
             KeyClaim::Fresh => {}
             KeyClaim::Replay { status, response } => {
                 let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
@@ -290,7 +290,7 @@ pub(crate) async fn recovery_request(
         }
     };
     if let Some(key) = &key {
-        state.store.finish_api_key(tenant, key, status.as_u16(), &text).await?;
+        state.store.api_keys().finish(tenant, key, status.as_u16(), &text).await?;
     }
     match response {
         Ok((status, value)) => Ok((status, Json(value)).into_response()),

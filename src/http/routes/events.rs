@@ -45,7 +45,7 @@ pub(crate) async fn events(
                 .detail("Last-Event-ID is the id of an event this stream sent.")
                 .into());
         }
-        None => state.store.last_move_id().await?,
+        None => state.store.commands().last_move_id().await?,
     };
     let tenant = principal.tenant.clone();
     let store = state.store.clone();
@@ -61,7 +61,7 @@ pub(crate) async fn events(
                 if stopping.is_cancelled() {
                     return None;
                 }
-                match store.moves_after(&tenant, after, BATCH).await {
+                match store.commands().moves_after(&tenant, after, BATCH).await {
                     Ok(moves) if !moves.is_empty() => {
                         // Sent oldest first: `pending` is popped from the end.
                         for (id, command_id, record) in moves.into_iter().rev() {

@@ -134,11 +134,11 @@ pub(crate) async fn submit(State(state): State<AppState>, Form(proof): Form<Proo
 async fn waiting(state: &AppState, command_id: &str, nonce: &str) -> Result<Option<StoredCommand>, StoreError> {
     let Ok(id) = command_id.parse::<Uuid>() else { return Ok(None) };
     let store = state.engine.store();
-    let Some(command) = store.command_by_id(id).await? else { return Ok(None) };
+    let Some(command) = store.commands().get_unscoped(id).await? else { return Ok(None) };
     if command.lifecycle.state != CommandState::AuthzPending || nonce.is_empty() {
         return Ok(None);
     }
-    let evidence = store.evidence_for_command(command.envelope.tenant_id.as_str(), id).await?;
+    let evidence = store.evidence().for_command(command.envelope.tenant_id.as_str(), id).await?;
     let sent = evidence.iter().any(|a| a.body["decision"]["step_up_nonce"].as_str() == Some(nonce));
     Ok(sent.then_some(command))
 }

@@ -89,7 +89,7 @@ pub async fn handle(
 ) -> Result<AnswerOutcome, EngineError> {
     for _ in 0..ATTEMPTS {
         let (outcome, step) = decide(engine, who, answer, now).await?;
-        match engine.store().commit_step(&step).await? {
+        match engine.store().commands().commit_step(&step).await? {
             StepOutcome::Committed { .. } => {
                 metrics::counter!("chatgate_confirmation_answers_total", "outcome" => outcome.as_str()).increment(1);
                 return Ok(outcome);
@@ -118,12 +118,12 @@ async fn find(
     let store = engine.store();
     let nothing = |reason| Matched::Nothing { reason, codes: vec![] };
     Ok(match &answer.named {
-        Named::Nonce(nonce) => match store.confirmation_by_nonce(nonce).await? {
+        Named::Nonce(nonce) => match store.confirmations().by_nonce(nonce).await? {
             Some(c) if &c.tenant_id == who.tenant_id => Matched::One(Box::new(c)),
             _ => nothing("unknown_confirmation"),
         },
         Named::Code(code) => {
-            let all = store.confirmations_by_code(who.tenant_id, code).await?;
+            let all = store.confirmations().by_code(who.tenant_id, code).await?;
             // The actor's own (a pending one first); else someone else's, which is refused.
             let own = |pending: bool| {
                 all.iter()
@@ -135,7 +135,7 @@ async fn find(
             }
         }
         Named::Bare => {
-            let pending = store.pending_confirmations(who.tenant_id, who.actor_id).await?;
+            let pending = store.confirmations().pending(who.tenant_id, who.actor_id).await?;
             let (live, late): (Vec<_>, Vec<_>) = pending.into_iter().partition(|c| !c.is_expired_at(now));
             match (live.as_slice(), late.last()) {
                 ([one], _) => Matched::One(Box::new(one.clone())),
@@ -347,7 +347,7 @@ fn answer_evidence(
 /// returns how many. Run periodically: expiry must not wait for someone to answer.
 pub async fn expire_due(engine: &Engine, now: OffsetDateTime, limit: i64) -> Result<usize, EngineError> {
     let mut expired = 0;
-    for confirmation in engine.store().expired_confirmations(now, limit).await? {
+    for confirmation in engine.store().confirmations().expired(now, limit).await? {
         let command = engine.command(&confirmation.tenant_id, confirmation.command_id).await?;
         // A command that already left `confirmation_required` only needs its confirmation closed.
         let moves = engine.plan_moves(&command, vec![expiry_move(&confirmation)], now).unwrap_or_default();
@@ -358,7 +358,7 @@ pub async fn expire_due(engine: &Engine, now: OffsetDateTime, limit: i64) -> Res
             ..StepWrite::new(confirmation.tenant_id.clone(), Some(confirmation.command_id), now)
         };
         // Stale: answered or moved meanwhile; the next sweep sees the new state.
-        if let StepOutcome::Committed { .. } = engine.store().commit_step(&step).await? {
+        if let StepOutcome::Committed { .. } = engine.store().commands().commit_step(&step).await? {
             expired += 1;
             metrics::counter!("chatgate_confirmations_expired_total").increment(1);
         }

@@ -131,7 +131,7 @@ impl Engine {
     ) -> Result<(CommandEnvelope, Admitted), EngineError> {
         let write = self.plan(request, admission, now)?;
         let envelope = write.envelope.clone();
-        let admitted = self.store.admit(write).await?;
+        let admitted = self.store.commands().admit(write).await?;
         Ok((envelope, admitted))
     }
 
@@ -194,13 +194,13 @@ impl Engine {
             Ok(mut writes) => writes.remove(0),
             Err(error) => {
                 let draft = evidence::invalid_attempt(&command, event, &error, self.trace_for(&command.envelope));
-                let ids = self.store.record_evidence(tenant_id.as_str(), &[draft], now).await?;
+                let ids = self.store.evidence().record(tenant_id.as_str(), &[draft], now).await?;
                 let evidence_id = ids.first().copied().unwrap_or_default();
                 return Err(EngineError::InvalidTransition { error, state: command.lifecycle.state, evidence_id });
             }
         };
         let transition = write.transition;
-        let committed = self.store.commit_transition(&write).await?;
+        let committed = self.store.commands().commit_transition(&write).await?;
         Ok(Moved { transition, version: committed.version, evidence_ids: committed.evidence_ids })
     }
 
@@ -248,6 +248,6 @@ impl Engine {
     }
 
     pub async fn command(&self, tenant_id: &TenantId, command_id: Uuid) -> Result<StoredCommand, EngineError> {
-        self.store.command(tenant_id, command_id).await?.ok_or(EngineError::NotFound(command_id))
+        self.store.commands().get(tenant_id, command_id).await?.ok_or(EngineError::NotFound(command_id))
     }
 }

@@ -142,7 +142,7 @@ async fn resolve(
 ) -> Result<StoredCommand, Refusal> {
     let unknown = || refused("unknown_reference", json!({"ref": reference}));
     let short = ShortRef::parse(reference).map_err(|_| unknown())?;
-    let found = store.commands_by_ref(tenant, &short).await?;
+    let found = store.commands().by_ref(tenant, &short).await?;
     let mut visible: Vec<StoredCommand> =
         found.into_iter().filter(|c| sees_all || c.envelope.actor_id.as_str() == actor).collect();
     match visible.len() {

@@ -58,7 +58,7 @@ async fn own_commands(
     asker: &Asker<'_>,
 ) -> Result<Vec<StoredCommand>, crate::service::ooc::Refusal> {
     let filter = CommandFilter { actor: Some(asker.actor.to_owned()), limit: 200, ..CommandFilter::default() };
-    let commands = gateway.engine.store().list_commands(asker.tenant, &filter).await?;
+    let commands = gateway.engine.store().commands().list(asker.tenant, &filter).await?;
     Ok(commands.into_iter().filter(|c| !gateway.is_builtin(c)).collect())
 }
 
@@ -70,7 +70,7 @@ pub(super) async fn requests(gateway: &Gateway, asker: &Asker<'_>, page: usize) 
 
 /// `failures`: the tenant's failed and stuck commands.
 pub(super) async fn failures(gateway: &Gateway, asker: &Asker<'_>, page: usize, now: OffsetDateTime) -> Answer {
-    let commands = gateway.engine.store().failures(asker.tenant, now - STUCK_AFTER, 200).await?;
+    let commands = gateway.engine.store().commands().failures(asker.tenant, now - STUCK_AFTER, 200).await?;
     let commands: Vec<StoredCommand> = commands.into_iter().filter(|c| !gateway.is_builtin(c)).collect();
     Ok(page_of(gateway, &commands, page, true, "failures"))
 }
@@ -78,7 +78,7 @@ pub(super) async fn failures(gateway: &Gateway, asker: &Asker<'_>, page: usize, 
 /// `more`: the next page of the list this asker asked for last (`status` or `failures`).
 pub(super) async fn more(gateway: &Gateway, asker: &Asker<'_>) -> Answer {
     let filter = CommandFilter { actor: Some(asker.actor.to_owned()), limit: 50, ..CommandFilter::default() };
-    let history = gateway.engine.store().list_commands(asker.tenant, &filter).await?;
+    let history = gateway.engine.store().commands().list(asker.tenant, &filter).await?;
     let mut pages = 1;
     for command in history.iter().filter(|c| c.envelope.command_id != asker.command.envelope.command_id) {
         match command.envelope.intent.action.as_str() {
@@ -170,12 +170,13 @@ pub(super) async fn why(gateway: &Gateway, asker: &Asker<'_>) -> Answer {
     let command = gateway.resolve(asker, arg(asker.command, "ref").unwrap_or_default()).await?;
     let store = gateway.engine.store();
     let id = command.envelope.command_id;
-    let artifacts = store.evidence_for_command(asker.tenant.as_str(), id).await?;
+    let artifacts = store.evidence().for_command(asker.tenant.as_str(), id).await?;
     let steps: Vec<Value> = artifacts.iter().filter_map(step).collect();
-    let attempts = store.dispatch_attempts(id).await?;
+    let attempts = store.deliveries().dispatch_attempts(id).await?;
     let attempts_of = |target: &str| attempts.iter().find(|(t, _)| t == target).map_or(0, |(_, n)| *n);
     let deliveries: Vec<Value> = store
-        .deliveries_of(id)
+        .deliveries()
+        .of_command(id)
         .await?
         .iter()
         .filter(|d| d.target != crate::service::ooc::GATEWAY)
@@ -199,7 +200,7 @@ pub(super) async fn why(gateway: &Gateway, asker: &Asker<'_>) -> Answer {
 /// `trace <ref>`: the causation timeline of the command's correlation, summarized.
 pub(super) async fn trace(gateway: &Gateway, asker: &Asker<'_>) -> Answer {
     let command = gateway.resolve(asker, arg(asker.command, "ref").unwrap_or_default()).await?;
-    let nodes = gateway.engine.store().trace(asker.tenant, command.envelope.correlation_id.as_str()).await?;
+    let nodes = gateway.engine.store().commands().trace(asker.tenant, command.envelope.correlation_id.as_str()).await?;
     let count = |kind: &str| nodes.iter().filter(|n| n.kind == kind).count();
     let lines: Vec<Value> = nodes
         .iter()
@@ -229,7 +230,7 @@ pub(super) async fn trace(gateway: &Gateway, asker: &Asker<'_>) -> Answer {
 pub(super) async fn evidence(gateway: &Gateway, asker: &Asker<'_>) -> Answer {
     let command = gateway.resolve(asker, arg(asker.command, "ref").unwrap_or_default()).await?;
     let id = command.envelope.command_id;
-    let artifacts = gateway.engine.store().evidence_for_command(asker.tenant.as_str(), id).await?;
+    let artifacts = gateway.engine.store().evidence().for_command(asker.tenant.as_str(), id).await?;
     let items: Vec<Value> = artifacts
         .iter()
         .take(DETAIL_LINES)

@@ -51,14 +51,15 @@ pub async fn status(
     });
     if full {
         let deliveries: Vec<Value> = store
-            .deliveries_of(id)
+            .deliveries().of_command(id)
             .await?
             .iter()
             .map(|d| json!({"target": d.target, "state": d.state, "outcome": d.outcome, "failure_class": d.failure_class}))
             .collect();
         document["deliveries"] = deliveries.into();
-        document["transitions"] = serde_json::to_value(store.transitions(id).await?).unwrap_or(Value::Null);
-        document["recovery_commands"] = serde_json::to_value(store.recoveries_of(id).await?).unwrap_or(Value::Null);
+        document["transitions"] = serde_json::to_value(store.commands().transitions(id).await?).unwrap_or(Value::Null);
+        document["recovery_commands"] =
+            serde_json::to_value(store.commands().recoveries_of(id).await?).unwrap_or(Value::Null);
     }
     Ok(document)
 }

@@ -48,9 +48,9 @@ pub async fn complete_step_up(
     token: &str,
     now: OffsetDateTime,
 ) -> Result<State, StepUpFailure> {
-    let command = engine.store().command(tenant, command_id).await?.ok_or(StepUpFailure::NotFound)?;
+    let command = engine.store().commands().get(tenant, command_id).await?.ok_or(StepUpFailure::NotFound)?;
     let proof = policy.security.stepup.verify(token, &command, now)?;
-    if engine.store().token_used(&proof.issuer, &proof.jti).await? {
+    if engine.store().tokens().used(&proof.issuer, &proof.jti).await? {
         return Err(StepUpFailure::Used);
     }
     if command.lifecycle.state != State::AuthzPending {
@@ -62,7 +62,7 @@ pub async fn complete_step_up(
         consume: Some(consume),
         ..StepWrite::new(tenant.clone(), Some(command_id), now)
     };
-    match engine.store().commit_step(&step).await? {
+    match engine.store().commands().commit_step(&step).await? {
         StepOutcome::Committed { .. } => {
             Ok(step.moves.last().map(|m| m.transition.to).unwrap_or(command.lifecycle.state))
         }

@@ -20,7 +20,7 @@ async fn the_database_refuses_to_update_or_delete_evidence(db: &TestDb) {
     assert!(update.is_err_and(|e| e.to_string().contains("append-only")));
     let delete = conn.execute("DELETE FROM evidence WHERE seq = 1").await;
     assert!(delete.is_err_and(|e| e.to_string().contains("append-only")));
-    let report = db.store.verify_evidence().await.expect("verify");
+    let report = db.store.evidence().verify().await.expect("verify");
     assert!(report.first_break.is_none());
 }
 
@@ -28,7 +28,7 @@ async fn audit_verify_names_an_edited_a_deleted_a_swapped_and_a_truncated_artifa
     for chain in ["edit", "gone", "swap", "tail", "good"] {
         drive(db, refund(chain, "1", "1.00", "m"), path_to(State::Executed)).await;
     }
-    let report = db.store.verify_evidence().await.expect("verify");
+    let report = db.store.evidence().verify().await.expect("verify");
     assert!(report.first_break.is_none(), "intact before tampering: {:?}", report.first_break);
     assert!(report.chains.iter().all(|c| c.intact && c.artifacts == 7), "{:?}", report.chains);
 
@@ -53,7 +53,7 @@ async fn audit_verify_names_an_edited_a_deleted_a_swapped_and_a_truncated_artifa
         conn.execute(sql).await.expect("tamper");
     }
 
-    let report = db.store.verify_evidence().await.expect("verify");
+    let report = db.store.evidence().verify().await.expect("verify");
     let broken = |chain: &str| {
         report.chains.iter().find(|c| c.chain_id == chain).and_then(|c| c.broken_at.clone()).map(|b| (b.seq, b.problem))
     };

@@ -63,7 +63,7 @@ async fn a_batch_of_new_commands_is_one_transaction_and_writes_everything_each_w
     let refused = db.engine.plan(refund("demo", "deny", "1.00", "wamid.DENY"), refused, now()).expect("plan");
     let refused_id = refused.envelope.command_id;
     writes.push(refused);
-    let results = db.store.admit_many(&writes).await;
+    let results = db.store.commands().admit_many(&writes).await;
     assert_eq!(db.store.admission_stats(), (1, 42), "one transaction carried all 42");
     match results.last() {
         Some(Ok(Admitted::New { command_id, lifecycle, version: 3 })) => {
@@ -71,7 +71,7 @@ async fn a_batch_of_new_commands_is_one_transaction_and_writes_everything_each_w
         }
         other => panic!("expected the refusal, got {other:?}"),
     }
-    let artifacts = db.store.evidence_for_command("demo", refused_id).await.expect("evidence");
+    let artifacts = db.store.evidence().for_command("demo", refused_id).await.expect("evidence");
     let outcome = artifacts.last().expect("evidence").artifact_id.to_string();
     assert_eq!(db.count("SELECT COUNT(*) FROM dedupe_records WHERE outcome_ref = $1", &outcome).await, 1, "settled");
     let (_, replay) =
@@ -102,13 +102,13 @@ async fn a_batch_of_new_commands_is_one_transaction_and_writes_everything_each_w
     assert_eq!(db.count("SELECT COUNT(*) FROM dedupe_records WHERE status = $1", "in_progress").await, 41);
     for write in writes {
         let id = write.envelope.command_id;
-        let artifacts = db.store.evidence_for_command(write.envelope.tenant_id.as_str(), id).await.expect("evidence");
+        let artifacts = db.store.evidence().for_command(write.envelope.tenant_id.as_str(), id).await.expect("evidence");
         let kinds: Vec<&str> = artifacts.iter().map(|a| a.kind.as_str()).collect();
         assert_eq!(kinds, ["command.accepted", "command.confirmation.requested"]);
         let linked = db.count("SELECT COUNT(*) FROM inbound_messages WHERE command_id = $1", &id.to_string()).await;
         assert_eq!(linked, 1);
     }
-    let report = db.store.verify_evidence().await.expect("verify");
+    let report = db.store.evidence().verify().await.expect("verify");
     assert!(report.first_break.is_none(), "{:?}", report.first_break);
     let chains: Vec<_> = report.chains.iter().map(|c| (c.chain_id.as_str(), c.artifacts)).collect();
     // demo: 40 × 2, the refusal's 4 (accepted, authz requested, authz decided, rejected), the replay's 1.
@@ -118,7 +118,7 @@ async fn a_batch_of_new_commands_is_one_transaction_and_writes_everything_each_w
 async fn a_batch_with_redeliveries_or_shared_keys_answers_each_as_alone(db: &TestDb) {
     let first = plan(db, refund("demo", "x", "1.00", "wamid.X1"), "wamid.X1");
     let Ok(Admitted::New { command_id: existing, .. }) =
-        db.store.admit_many(std::slice::from_ref(&first)).await.remove(0)
+        db.store.commands().admit_many(std::slice::from_ref(&first)).await.remove(0)
     else {
         panic!("the first admission is new")
     };
@@ -132,7 +132,8 @@ async fn a_batch_with_redeliveries_or_shared_keys_answers_each_as_alone(db: &Tes
         plan(db, refund("demo", "z", "1.00", "wamid.Z1"), "wamid.Z1"),
         plan(db, refund("demo", "z", "1.00", "wamid.Z2"), "wamid.Z2"),
     ];
-    let results: Vec<Admitted> = db.store.admit_many(&writes).await.into_iter().map(|r| r.expect("admitted")).collect();
+    let results: Vec<Admitted> =
+        db.store.commands().admit_many(&writes).await.into_iter().map(|r| r.expect("admitted")).collect();
     assert!(matches!(results[0], Admitted::New { .. }), "{:?}", results[0]);
     assert!(
         matches!(results[1], Admitted::Redelivered { command_id: Some(id), .. } if id == existing),

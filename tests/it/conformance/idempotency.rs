@@ -42,7 +42,7 @@ async fn duplicates_never_reenter_execution(db: &TestDb) {
     let restart = db.engine.advance(&demo, id, Event::Start, MoveContext::default(), now()).await;
     assert!(matches!(restart, Err(EngineError::InvalidTransition { .. })));
 
-    let history = db.store.transitions(id).await.expect("transitions");
+    let history = db.store.commands().transitions(id).await.expect("transitions");
     assert_eq!(history.iter().filter(|t| t.to == State::Started).count(), 1, "started once");
     let key = db.engine.command(&demo, id).await.expect("command").envelope.idempotency_key;
     let same_key = db.count("SELECT COUNT(*) FROM commands WHERE idempotency_key = $1", key.as_str()).await;
@@ -70,7 +70,7 @@ async fn fifty_concurrent_reservations_of_one_key_produce_exactly_one_winner(db:
     assert!(duplicates.iter().all(|d| *d == winners[0]), "every duplicate names the winner");
     let key = db.engine.command(&tenant("demo"), winners[0]).await.expect("command").envelope.idempotency_key;
     assert_eq!(db.count("SELECT COUNT(*) FROM commands WHERE idempotency_key = $1", key.as_str()).await, 1);
-    assert_eq!(db.store.dedupe_record_count("demo", key.as_str()).await.expect("count"), 1);
+    assert_eq!(db.store.dedupe().count("demo", key.as_str()).await.expect("count"), 1);
     let artifacts = evidence(db, &tenant("demo"), winners[0]).await;
     let decided = artifacts.iter().filter(|a| a.kind == "dedupe.decided").count();
     assert_eq!(decided, 49, "every duplicate decision is evidence");
@@ -201,9 +201,9 @@ async fn expired_records_are_purged_and_the_key_can_be_used_again(db: &TestDb) {
         step(db, &demo, second, *event).await;
     }
     let key = db.engine.command(&demo, second).await.expect("command").envelope.idempotency_key;
-    let removed = db.store.purge_expired_dedupe(now() + Duration::from_secs(1)).await.expect("purge");
+    let removed = db.store.dedupe().purge_expired(now() + Duration::from_secs(1)).await.expect("purge");
     assert!(removed >= 1);
-    assert_eq!(db.store.dedupe_record_count("demo", key.as_str()).await.expect("count"), 0);
+    assert_eq!(db.store.dedupe().count("demo", key.as_str()).await.expect("count"), 0);
 }
 
 async fn a_command_still_running_keeps_its_reservation_past_its_window(db: &TestDb) {
@@ -213,7 +213,7 @@ async fn a_command_still_running_keeps_its_reservation_past_its_window(db: &Test
     };
     let running = drive(db, short("m1"), path_to(State::Started)).await;
     tokio::time::sleep(Duration::from_millis(5)).await;
-    db.store.purge_expired_dedupe(now() + Duration::from_secs(1)).await.expect("purge");
+    db.store.dedupe().purge_expired(now() + Duration::from_secs(1)).await.expect("purge");
     let (_, again) = db.engine.accept(short("m2"), &[], now()).await.expect("accept");
     assert!(matches!(&again, Admitted::InProgress(d) if d.command_id == running), "{again:?}");
 }

@@ -82,7 +82,7 @@ async fn random_histories_never_start_a_mutation_without_confirmation_and_author
             // Refusals are expected and recorded; only the persisted history matters here.
             let _ = db.engine.advance(&demo, id, event, MoveContext::default(), now()).await;
         }
-        let history = db.store.transitions(id).await.expect("transitions");
+        let history = db.store.commands().transitions(id).await.expect("transitions");
         let command = db.engine.command(&demo, id).await.expect("command");
         assert_eq!(history.last().map(|t| t.to), Some(command.lifecycle.state), "row state is the last move");
         assert_eq!(history.len() as i64, command.version, "one row per version");
@@ -108,7 +108,7 @@ async fn every_required_evidence_kind_is_written_with_its_stage_and_trace(db: &T
     let mut written = BTreeSet::new();
     for target in [State::Compensated, State::Failed, State::Rejected, State::Canceled] {
         let id = drive(db, refund("demo", target.as_str(), "9.99", "wamid.E1"), path_to(target)).await;
-        let history = db.store.transitions(id).await.expect("transitions");
+        let history = db.store.commands().transitions(id).await.expect("transitions");
         let artifacts = evidence(db, &demo, id).await;
         // Each move's artifacts, in order, are exactly the kinds SMCL §IX names for its new state.
         let expected: Vec<&str> =
@@ -207,7 +207,7 @@ async fn a_lost_compare_and_swap_is_reported_never_overwritten(db: &TestDb) {
         outbox: vec![],
         at: now(),
     };
-    match db.store.commit_transition(&write).await {
+    match db.store.commands().commit_transition(&write).await {
         Err(StoreError::StaleVersion { expected: 2, actual: 3, .. }) => {}
         other => panic!("expected StaleVersion, got {other:?}"),
     }

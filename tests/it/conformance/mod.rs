@@ -77,7 +77,7 @@ pub async fn drive(db: &TestDb, request: CommandRequest, events: &[Event]) -> Uu
 }
 
 pub async fn evidence(db: &TestDb, tenant: &TenantId, id: Uuid) -> Vec<StoredArtifact> {
-    db.store.evidence_for_command(tenant.as_str(), id).await.expect("evidence")
+    db.store.evidence().for_command(tenant.as_str(), id).await.expect("evidence")
 }
 
 pub fn kinds(artifacts: &[StoredArtifact]) -> Vec<&str> {

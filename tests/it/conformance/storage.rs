@@ -41,8 +41,8 @@ async fn claimed_rows_come_back_in_the_order_they_were_written(db: &TestDb) {
         payload: json!({}),
         received_at: now(),
     };
-    db.store.record_inbound(&inbound, &replies).await.expect("record");
-    let claimed = db.store.claim_outbox("message", 40, Duration::from_secs(30), now()).await.expect("claim");
+    db.store.inbound().record(&inbound, &replies).await.expect("record");
+    let claimed = db.store.outbox().claim("message", 40, Duration::from_secs(30), now()).await.expect("claim");
     let order: Vec<i64> = claimed.iter().filter_map(|m| m.payload["n"].as_i64()).collect();
     assert_eq!(order, (0..40).collect::<Vec<_>>());
 }
@@ -65,7 +65,7 @@ async fn a_message_waits_behind_an_earlier_one_held_for_an_answer_or_in_flight(d
             received_at: now(),
         };
         let store = db.store.clone();
-        async move { store.record_inbound(&inbound, &replies).await.expect("record") }
+        async move { store.inbound().record(&inbound, &replies).await.expect("record") }
     };
     let numbers = |claimed: &[chatgate::store::ClaimedMessage]| -> Vec<i64> {
         claimed.iter().filter_map(|m| m.payload["n"].as_i64()).collect()
@@ -74,23 +74,24 @@ async fn a_message_waits_behind_an_earlier_one_held_for_an_answer_or_in_flight(d
     // somebody else.
     record("SMHELD", vec![message("twilio:a:b", 1, Some(Duration::from_secs(5)))]).await;
     record("SMLATER", vec![message("twilio:a:b", 2, None), message("twilio:a:c", 3, None)]).await;
-    let claimed = db.store.claim_outbox("message", 10, lease, now()).await.expect("claim");
+    let claimed = db.store.outbox().claim("message", 10, lease, now()).await.expect("claim");
     assert_eq!(numbers(&claimed), [3], "the later reply waits behind the held one");
     // The answer takes the held reply: while it is in flight the later one still waits.
-    let held = db.store.claim_held_messages("twilio:a:b", lease, now()).await.expect("claim held");
+    let held = db.store.outbox().claim_held("twilio:a:b", lease, now()).await.expect("claim held");
     assert_eq!(numbers(&held), [1]);
-    assert!(db.store.claim_outbox("message", 10, lease, now()).await.expect("claim").is_empty());
+    assert!(db.store.outbox().claim("message", 10, lease, now()).await.expect("claim").is_empty());
     // Once it is sent, the later one goes.
-    db.store.complete_outbox(held[0].id, now()).await.expect("complete");
-    let later = db.store.claim_outbox("message", 10, lease, now()).await.expect("claim");
+    db.store.outbox().complete(held[0].id, now()).await.expect("complete");
+    let later = db.store.outbox().claim("message", 10, lease, now()).await.expect("claim");
     assert_eq!(numbers(&later), [2]);
     // A reply in retry backoff does not hold up the next one to the same person.
     db.store
-        .fail_outbox(later[0].id, "provider 503", Some(now() + Duration::from_secs(60)), now())
+        .outbox()
+        .fail(later[0].id, "provider 503", Some(now() + Duration::from_secs(60)), now())
         .await
         .expect("fail");
     record("SMNEXT", vec![message("twilio:a:b", 4, None)]).await;
-    let next = db.store.claim_outbox("message", 10, lease, now()).await.expect("claim");
+    let next = db.store.outbox().claim("message", 10, lease, now()).await.expect("claim");
     assert_eq!(numbers(&next), [4]);
 }
 
@@ -108,12 +109,12 @@ async fn a_redelivered_provider_message_is_one_row(db: &TestDb) {
         payload: json!({"text": "refund 1234 25.00"}),
         received_at: now(),
     };
-    let first = db.store.record_inbound(&message("whatsapp"), &[]).await.expect("record");
+    let first = db.store.inbound().record(&message("whatsapp"), &[]).await.expect("record");
     let InboundOutcome::FirstSeen { id } = first else { panic!("first delivery is new: {first:?}") };
-    let again = db.store.record_inbound(&message("whatsapp"), &[]).await.expect("record");
+    let again = db.store.inbound().record(&message("whatsapp"), &[]).await.expect("record");
     assert_eq!(again, InboundOutcome::Duplicate { id, command_id: None });
     // The same id on another channel is another message.
-    assert!(matches!(db.store.record_inbound(&message("twilio"), &[]).await, Ok(InboundOutcome::FirstSeen { .. })));
+    assert!(matches!(db.store.inbound().record(&message("twilio"), &[]).await, Ok(InboundOutcome::FirstSeen { .. })));
 }
 
 async fn outbox_rows_are_written_with_their_move_and_claimed_by_one_worker(db: &TestDb) {
@@ -130,11 +131,11 @@ async fn outbox_rows_are_written_with_their_move_and_claimed_by_one_worker(db: &
 
     // Each worker claims its own kind only.
     let lease = Duration::from_secs(30);
-    assert!(db.store.claim_outbox("dispatch", 10, lease, now()).await.expect("claim").is_empty());
+    assert!(db.store.outbox().claim("dispatch", 10, lease, now()).await.expect("claim").is_empty());
     // Two workers race for the row: exactly one gets it.
     let (a, b) = tokio::join!(
-        db.store.claim_outbox("prompt", 10, lease, now()),
-        db.store.claim_outbox("prompt", 10, lease, now())
+        db.store.outbox().claim("prompt", 10, lease, now()),
+        db.store.outbox().claim("prompt", 10, lease, now())
     );
     let claimed: Vec<_> = a.expect("claim").into_iter().chain(b.expect("claim")).collect();
     assert_eq!(claimed.len(), 1, "one row, one worker");
@@ -144,14 +145,15 @@ async fn outbox_rows_are_written_with_their_move_and_claimed_by_one_worker(db: &
 
     // A failed attempt comes back when its retry is due, not before.
     let retry_at = now() + Duration::from_secs(60);
-    db.store.fail_outbox(row.id, "provider 503", Some(retry_at), now()).await.expect("fail");
-    assert!(db.store.claim_outbox("prompt", 10, lease, now()).await.expect("claim").is_empty());
-    let due = db.store.claim_outbox("prompt", 10, lease, retry_at).await.expect("claim");
+    db.store.outbox().fail(row.id, "provider 503", Some(retry_at), now()).await.expect("fail");
+    assert!(db.store.outbox().claim("prompt", 10, lease, now()).await.expect("claim").is_empty());
+    let due = db.store.outbox().claim("prompt", 10, lease, retry_at).await.expect("claim");
     assert_eq!(due.iter().map(|r| r.attempt).collect::<Vec<_>>(), [2]);
-    db.store.complete_outbox(row.id, now()).await.expect("complete");
+    db.store.outbox().complete(row.id, now()).await.expect("complete");
     assert!(
         db.store
-            .claim_outbox("prompt", 10, lease, retry_at + Duration::from_secs(3600))
+            .outbox()
+            .claim("prompt", 10, lease, retry_at + Duration::from_secs(3600))
             .await
             .expect("claim")
             .is_empty()
@@ -166,7 +168,7 @@ async fn outbox_rows_are_written_with_their_move_and_claimed_by_one_worker(db: &
 async fn evidence_chains_are_per_tenant(db: &TestDb) {
     drive(db, refund("demo", "1", "1.00", "m"), path_to(State::Confirmed)).await;
     drive(db, refund("acme", "1", "1.00", "m"), path_to(State::Canceled)).await;
-    let report = db.store.verify_evidence().await.expect("verify");
+    let report = db.store.evidence().verify().await.expect("verify");
     let chains: Vec<_> = report.chains.iter().map(|c| (c.chain_id.as_str(), c.artifacts, c.intact)).collect();
     assert_eq!(chains, [("acme", 3, true), ("demo", 3, true)]);
 }

@@ -1,0 +1,107 @@
+//! The store's repositories, one per aggregate: `store.commands().get(..)`,
+//! `store.outbox().claim(..)`. Each borrows the store (its pool and its write gate); the methods
+//! live beside their SQL in the file of their aggregate.
+
+use super::Store;
+
+/// Commands: admission, reads, moves and the causation trace.
+#[derive(Clone, Copy)]
+pub struct Commands<'a> {
+    pub(crate) store: &'a Store,
+}
+
+/// Agents: each executor target's state machine.
+#[derive(Clone, Copy)]
+pub struct Agents<'a> {
+    pub(crate) store: &'a Store,
+}
+
+/// Idempotency-Key records of the API and the hook bridge.
+#[derive(Clone, Copy)]
+pub struct ApiKeys<'a> {
+    pub(crate) store: &'a Store,
+}
+
+/// Confirmations waiting for an answer.
+#[derive(Clone, Copy)]
+pub struct Confirmations<'a> {
+    pub(crate) store: &'a Store,
+}
+
+/// Dedupe records (idempotency keys) and their expiry.
+#[derive(Clone, Copy)]
+pub struct Dedupe<'a> {
+    pub(crate) store: &'a Store,
+}
+
+/// Dispatches to executors: the delivery machine per target, attempts and their log.
+#[derive(Clone, Copy)]
+pub struct Deliveries<'a> {
+    pub(crate) store: &'a Store,
+}
+
+/// The hash-chained evidence, per tenant.
+#[derive(Clone, Copy)]
+pub struct Evidence<'a> {
+    pub(crate) store: &'a Store,
+}
+
+/// Messages received: transport dedupe and delivery statuses of what was sent.
+#[derive(Clone, Copy)]
+pub struct Inbound<'a> {
+    pub(crate) store: &'a Store,
+}
+
+/// Messages and dispatches to send: claims, leases and what became of them.
+#[derive(Clone, Copy)]
+pub struct Outbox<'a> {
+    pub(crate) store: &'a Store,
+}
+
+/// Single-use tokens (step-up `jti`s) consumed.
+#[derive(Clone, Copy)]
+pub struct Tokens<'a> {
+    pub(crate) store: &'a Store,
+}
+
+impl Store {
+    pub fn commands(&self) -> Commands<'_> {
+        Commands { store: self }
+    }
+
+    pub fn agents(&self) -> Agents<'_> {
+        Agents { store: self }
+    }
+
+    pub fn api_keys(&self) -> ApiKeys<'_> {
+        ApiKeys { store: self }
+    }
+
+    pub fn confirmations(&self) -> Confirmations<'_> {
+        Confirmations { store: self }
+    }
+
+    pub fn dedupe(&self) -> Dedupe<'_> {
+        Dedupe { store: self }
+    }
+
+    pub fn deliveries(&self) -> Deliveries<'_> {
+        Deliveries { store: self }
+    }
+
+    pub fn evidence(&self) -> Evidence<'_> {
+        Evidence { store: self }
+    }
+
+    pub fn inbound(&self) -> Inbound<'_> {
+        Inbound { store: self }
+    }
+
+    pub fn outbox(&self) -> Outbox<'_> {
+        Outbox { store: self }
+    }
+
+    pub fn tokens(&self) -> Tokens<'_> {
+        Tokens { store: self }
+    }
+}
