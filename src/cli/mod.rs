@@ -1,3 +1,223 @@
-//! The command line: `serve`, `migrate`, `check-config`, `audit`, `token`, `stepup`, `simulate`.
+//! The command line: `serve`, `migrate`, `check-config`, `audit verify`, `token mint`,
+//! `stepup mint`, `simulate whatsapp`. The top layer: imports any layer below it.
 
 pub mod simulate;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::config::Config;
+
+use crate::config::ConfigSource;
+
+use crate::service::Settings;
+use crate::service::security::mint;
+use crate::store::Store;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "chatgate", version, about = "Chat webhooks in, verified commands out, exactly once")]
+struct Cli {
+    /// Configuration file [default: config/chatgate.toml, optional]
+    #[arg(long, global = true, env = "CHATGATE_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Apply migrations and serve HTTP until SIGTERM or SIGINT
+    Serve,
+    /// Apply the database migrations and exit
+    Migrate,
+    /// Validate the configuration and print it with every secret redacted
+    CheckConfig,
+    /// Evidence audit
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
+    /// Send provider-shaped, signed webhooks to a running gateway
+    Simulate {
+        #[command(subcommand)]
+        channel: SimulateChannel,
+    },
+    /// API tokens from the configured development issuer
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+    /// Step-up tokens from the configured development step-up issuer
+    Stepup {
+        #[command(subcommand)]
+        command: StepupCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Print an API bearer token (JWT) on stdout
+    Mint {
+        #[arg(long)]
+        tenant: String,
+        /// Space-separated scopes, e.g. "commands:read recovery:write"
+        #[arg(long)]
+        scope: String,
+        #[arg(long, default_value = "chatgate-cli")]
+        subject: String,
+        /// The issuer (`iss`) to sign as [default: the first configured]
+        #[arg(long)]
+        issuer: Option<String>,
+        /// Lifetime, e.g. 15m, 1h
+        #[arg(long, default_value = "1h")]
+        ttl: humantime::Duration,
+    },
+}
+
+#[derive(Subcommand)]
+enum StepupCommand {
+    /// Print a single-use step-up token for an actor and a command on stdout
+    Mint {
+        /// The actor (WhatsApp id) who stepped up
+        #[arg(long)]
+        actor: String,
+        /// The command id
+        #[arg(long)]
+        command: uuid::Uuid,
+        /// The command's idempotency key [default: read from the database]
+        #[arg(long)]
+        idempotency_key: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum SimulateChannel {
+    /// A WhatsApp Cloud API delivery, signed with the configured app secret
+    Whatsapp(crate::cli::simulate::WhatsAppArgs),
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// Verify every evidence hash chain; exits 1 and names the first broken link if one breaks
+    Verify {
+        /// Print the report as JSON
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Parses the command line and runs it; every failure is one line on stderr and a non-zero exit.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(&anyhow::anyhow!("cannot start the runtime: {e}")),
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => fail(&e),
+    }
+}
+
+fn fail(error: &anyhow::Error) -> ExitCode {
+    // `{:#}` puts the cause chain on one line; some causes (TOML's) span lines of their own.
+    let message = format!("{error:#}");
+    let one_line: Vec<&str> = message.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    eprintln!("chatgate: error: {}", one_line.join(" "));
+    ExitCode::FAILURE
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let source = cli.config.map_or(ConfigSource::Default, ConfigSource::Explicit);
+    let env = |name: &str| std::env::var(name).ok();
+    match cli.command {
+        Command::Serve => crate::http::server::serve(Settings::load(&source, &env)?).await?,
+        Command::Migrate => {
+            let config = Config::load(&source, &env)?;
+            let store = Store::connect(&config.storage).await?;
+            store.migrate().await?;
+            store.close().await;
+            println!("migrations applied ({})", store.backend_name());
+        }
+        Command::CheckConfig => {
+            let settings = Settings::load(&source, &env)?;
+            print!("{}", settings.config.to_redacted_toml());
+            eprintln!("{}", settings.summary());
+            for name in settings.config.demo_secrets() {
+                eprintln!("warning: {name} is a demo value; set your own before production");
+            }
+            eprintln!("configuration is valid");
+        }
+        Command::Simulate { channel: SimulateChannel::Whatsapp(args) } => {
+            let config = Config::load(&source, &env)?;
+            return crate::cli::simulate::whatsapp(&config, &args).await;
+        }
+        Command::Token { command: TokenCommand::Mint { tenant, scope, subject, issuer, ttl } } => {
+            let settings = Settings::load(&source, &env)?;
+            let now = time::OffsetDateTime::now_utc();
+            let authenticator = &settings.security.authenticator;
+            let token = mint::api_token(authenticator, issuer.as_deref(), &tenant, &subject, &scope, ttl.into(), now)
+                .map_err(|e| anyhow::anyhow!("cannot mint: {e}"))?;
+            println!("{token}");
+        }
+        Command::Stepup { command: StepupCommand::Mint { actor, command, idempotency_key } } => {
+            let settings = Settings::load(&source, &env)?;
+            let key = match idempotency_key {
+                Some(key) => key,
+                None => stored_key(&settings.config, command).await?,
+            };
+            let now = time::OffsetDateTime::now_utc();
+            let stepup = &settings.security.stepup;
+            let token = stepup.mint(&actor, command, &key, now).map_err(|e| anyhow::anyhow!("cannot mint: {e}"))?;
+            println!("{token}");
+        }
+        Command::Audit { command: AuditCommand::Verify { json } } => {
+            return audit_verify(&Config::load(&source, &env)?, json).await;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The idempotency key of command `id`, read from the database.
+async fn stored_key(config: &Config, id: uuid::Uuid) -> anyhow::Result<String> {
+    let store = Store::connect(&config.storage).await?;
+    store.migrate().await?;
+    let found = store.commands().get_unscoped(id).await?;
+    store.close().await;
+    let command = found.ok_or_else(|| anyhow::anyhow!("no command {id} in the database"))?;
+    Ok(command.envelope.idempotency_key.as_str().to_owned())
+}
+
+async fn audit_verify(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
+    let store = Store::connect(&config.storage).await?;
+    store.migrate().await?;
+    let report = store.evidence().verify().await?;
+    store.close().await;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        for chain in &report.chains {
+            let verdict = if chain.intact { format!("intact, {} artifacts", chain.artifacts) } else { "BROKEN".into() };
+            println!("chain {}: {verdict}", chain.chain_id);
+        }
+    }
+    Ok(match &report.first_break {
+        Some(broken) => {
+            eprintln!("chatgate: audit failed: {broken}");
+            ExitCode::FAILURE
+        }
+        None => {
+            eprintln!("audit passed: {} chain(s) intact", report.chains.len());
+            ExitCode::SUCCESS
+        }
+    })
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
+    // Logs go to stderr so that `check-config` and `audit verify --json` print clean output.
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}

@@ -1,5 +1,7 @@
-//! One typed configuration, read from TOML with `${VAR}` interpolation and environment
-//! overrides, checked once at start-up so that a bad value stops the process with a clear line.
+//! Configuration: one typed configuration, read from TOML with `${VAR}` interpolation and
+//! environment overrides, checked once at start-up so that a bad value stops the process with a
+//! clear line. Sections in `sections.rs`, executors in `executors.rs`, security and the hook
+//! bridge in `security.rs`, the check in `validate.rs`. Imports `domain` only.
 
 mod executors;
 mod interpolate;

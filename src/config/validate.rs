@@ -4,7 +4,16 @@
 use super::{Config, ConfigError};
 
 impl Config {
+    /// Every check below, in order; the first failure is the answer.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_limits()?;
+        self.validate_whatsapp()?;
+        self.validate_executors_and_hooks()?;
+        self.validate_standard_webhooks()?;
+        self.validate_security()
+    }
+
+    fn validate_limits(&self) -> Result<(), ConfigError> {
         self.server.listen_addr()?;
         self.storage.database_url.backend().map_err(ConfigError::Invalid)?;
         let positive = [
@@ -24,6 +33,13 @@ impl Config {
         if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
             return Err(ConfigError::Invalid(format!("{name} must be greater than 0")));
         }
+        if self.outbound.backoff_initial_ms > self.outbound.backoff_max_ms {
+            return Err(ConfigError::Invalid("outbound.backoff_initial_ms is above outbound.backoff_max_ms".into()));
+        }
+        Ok(())
+    }
+
+    fn validate_whatsapp(&self) -> Result<(), ConfigError> {
         if !self.whatsapp.apps.is_empty() && !self.whatsapp.apps.contains_key(&self.whatsapp.default_app) {
             return Err(ConfigError::Invalid(format!(
                 "whatsapp.default_app `{}` is not one of whatsapp.apps",
@@ -37,6 +53,10 @@ impl Config {
         if url::Url::parse(base).map_or(true, |u| !matches!(u.scheme(), "http" | "https")) {
             return Err(ConfigError::Invalid(format!("whatsapp.api_base `{base}` is not an http(s) URL")));
         }
+        Ok(())
+    }
+
+    fn validate_executors_and_hooks(&self) -> Result<(), ConfigError> {
         for (name, executor) in &self.executors {
             executor.target(name).map_err(ConfigError::Invalid)?;
             if executor.max_attempts == 0 || executor.backoff_initial_ms > executor.backoff_max_ms {
@@ -53,6 +73,13 @@ impl Config {
                 return Err(ConfigError::Invalid(format!("hooks: agent `{agent}` is not a configured executor")));
             }
         }
+        if !hooks.token.expose().is_empty() && hooks.agents.is_empty() {
+            return Err(ConfigError::Invalid("hooks.agents must name at least one executor".into()));
+        }
+        Ok(())
+    }
+
+    fn validate_standard_webhooks(&self) -> Result<(), ConfigError> {
         for (name, source) in &self.standard_webhooks {
             match &source.message {
                 Some(message) => {
@@ -78,12 +105,10 @@ impl Config {
                     .map_err(|e| ConfigError::Invalid(format!("standard_webhooks.{name}.secrets: {e}")))?;
             }
         }
-        if !hooks.token.expose().is_empty() && hooks.agents.is_empty() {
-            return Err(ConfigError::Invalid("hooks.agents must name at least one executor".into()));
-        }
-        if self.outbound.backoff_initial_ms > self.outbound.backoff_max_ms {
-            return Err(ConfigError::Invalid("outbound.backoff_initial_ms is above outbound.backoff_max_ms".into()));
-        }
+        Ok(())
+    }
+
+    fn validate_security(&self) -> Result<(), ConfigError> {
         if self.stepup.max_lifetime_secs == 0 || self.stepup.max_lifetime_secs > 600 {
             return Err(ConfigError::Invalid("stepup.max_lifetime_secs must be between 1 and 600".into()));
         }

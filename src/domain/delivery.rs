@@ -175,6 +175,20 @@ pub enum CallOutcome {
     Handed,
 }
 
+impl CallOutcome {
+    /// The `outcome` label of `chatgate_dispatch_attempts_total`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Executed { succeeded: true, .. } => "executed",
+            Self::Executed { succeeded: false, .. } => "failed",
+            Self::Delivered { .. } => "delivered",
+            Self::Handed => "handed",
+            Self::Retry { .. } => "retry",
+            Self::Refused { .. } => "refused",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

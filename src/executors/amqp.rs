@@ -253,22 +253,7 @@ async fn consume(
     engine: &Engine,
     stopping: &CancellationToken,
 ) -> Result<(), lapin::Error> {
-    let setup = async {
-        let connection = Connection::connect(&bus.url, ConnectionProperties::default()).await?;
-        let channel = connection.create_channel().await?;
-        bus.declare(&channel).await?;
-        channel.basic_qos(32, BasicQosOptions::default()).await?;
-        let consumer = channel
-            .basic_consume(
-                bus.queue.as_str().into(),
-                "chatgate".into(),
-                BasicConsumeOptions::default(),
-                FieldTable::default(),
-            )
-            .await?;
-        Ok::<_, lapin::Error>((connection, channel, consumer))
-    };
-    let Ok(setup) = tokio::time::timeout(bus.timeout, setup).await else {
+    let Ok(setup) = tokio::time::timeout(bus.timeout, subscribe(bus)).await else {
         tracing::warn!(exchange = %bus.exchange, "the broker did not answer in time; connecting again");
         return Ok(());
     };
@@ -293,18 +278,7 @@ async fn consume(
             delivery.nack(BasicNackOptions { requeue: true, ..BasicNackOptions::default() }).await?;
             return Ok(());
         }
-        let routing_key = delivery.routing_key.as_str().to_owned();
-        let body: Value = serde_json::from_slice(&delivery.data).unwrap_or(Value::Null);
-        let agent = routing_key.split('.').nth(1).unwrap_or_default();
-        let outcome = match (targets.get(agent), routing_key.starts_with("agent.")) {
-            (Some(target), true) => mirror_state(engine, target, &body).await,
-            (None, true) => Ok(()),
-            (None, false) => {
-                tracing::debug!(agent, "a response for an agent this gateway does not dispatch to");
-                Ok(())
-            }
-            (Some(target), false) => handle_response(engine, &routing_key, &body, target).await,
-        };
+        let outcome = route(engine, targets, delivery.routing_key.as_str(), &delivery.data).await;
         match outcome {
             Ok(()) => {
                 delivery.ack(BasicAckOptions::default()).await?;
@@ -317,6 +291,34 @@ async fn consume(
         }
     }
     Ok(())
+}
+
+/// A connection, a channel with the exchange and queue declared, and a consumer on the queue.
+async fn subscribe(bus: &Bus) -> Result<(Connection, lapin::Channel, lapin::Consumer), lapin::Error> {
+    let connection = Connection::connect(&bus.url, ConnectionProperties::default()).await?;
+    let channel = connection.create_channel().await?;
+    bus.declare(&channel).await?;
+    channel.basic_qos(32, BasicQosOptions::default()).await?;
+    let options = BasicConsumeOptions::default();
+    let consumer =
+        channel.basic_consume(bus.queue.as_str().into(), "chatgate".into(), options, FieldTable::default()).await?;
+    Ok((connection, channel, consumer))
+}
+
+/// One message from the bus, to the agent machine (`agent.*` state events) or to the command it
+/// answers; `Err` when storage failed and the broker should keep it.
+async fn route(engine: &Engine, targets: &BTreeMap<String, String>, routing_key: &str, data: &[u8]) -> Result<(), ()> {
+    let body: Value = serde_json::from_slice(data).unwrap_or(Value::Null);
+    let agent = routing_key.split('.').nth(1).unwrap_or_default();
+    match (targets.get(agent), routing_key.starts_with("agent.")) {
+        (Some(target), true) => mirror_state(engine, target, &body).await,
+        (None, true) => Ok(()),
+        (None, false) => {
+            tracing::debug!(agent, "a response for an agent this gateway does not dispatch to");
+            Ok(())
+        }
+        (Some(target), false) => handle_response(engine, routing_key, &body, target).await,
+    }
 }
 
 /// An agent's own report of its state (`agent.{name}.state.changed`), mirrored with the same

@@ -157,16 +157,41 @@ impl Dispatcher {
     }
 
     async fn dispatch_one(&self, row: &ClaimedMessage) -> Result<(), EngineError> {
+        let Some((command, target, mut plan)) = self.prepare(row, OffsetDateTime::now_utc()).await? else {
+            return Ok(());
+        };
+        let target_name = row.destination.as_str();
+        let outcome = match &target.executor {
+            Executor::Gateway => self.gateway.call(&command).await,
+            executor => executor.call(&command.envelope, plan.id(), row.attempt).await,
+        };
         let now = OffsetDateTime::now_utc();
+        let executor = target_name.to_owned();
+        metrics::counter!("chatgate_dispatch_attempts_total", "executor" => executor, "outcome" => outcome.label())
+            .increment(1);
+        // On the bus: the delivery stays routed until the agent's ACK comes back over it.
+        if outcome == CallOutcome::Handed {
+            return Ok(self.engine.store().outbox().settle_claimed(&OutboxSettle::Done(row.id), now).await?);
+        }
+        let settle = self.settle_after(outcome, &mut plan, row, target, &command, now);
+        self.commit(&command, target_name, plan, settle, now).await
+    }
+
+    /// The command and its delivery to `row`'s target, routed and on record, when there is
+    /// something to hand over; otherwise the row is settled here and `None` comes back.
+    async fn prepare(
+        &self,
+        row: &ClaimedMessage,
+        now: OffsetDateTime,
+    ) -> Result<Option<(StoredCommand, &Target, DeliveryPlan)>, EngineError> {
         let store = self.engine.store();
-        let settle_only =
-            |settle| async move { store.outbox().settle_claimed(&settle, now).await.map_err(EngineError::from) };
+        let settle_only = |settle| async move { store.outbox().settle_claimed(&settle, now).await.map(|()| None) };
         let (Ok(tenant), Some(command_id)) = (TenantId::parse(&row.tenant_id), row.command_id) else {
-            return settle_only(OutboxSettle::Dead { id: row.id, error: "a dispatch row without a command".into() })
-                .await;
+            let error = "a dispatch row without a command".into();
+            return Ok(settle_only(OutboxSettle::Dead { id: row.id, error }).await?);
         };
         let Some(command) = store.commands().get(&tenant, command_id).await? else {
-            return settle_only(OutboxSettle::Dead { id: row.id, error: "the command is gone".into() }).await;
+            return Ok(settle_only(OutboxSettle::Dead { id: row.id, error: "the command is gone".into() }).await?);
         };
         let target_name = row.destination.as_str();
         let mut plan = match store.deliveries().get(command_id, target_name).await? {
@@ -177,15 +202,16 @@ impl Dispatcher {
         if command.lifecycle.state != State::Started
             || matches!(plan.state(), DeliveryState::Delivered | DeliveryState::Executed | DeliveryState::Closed)
         {
-            return settle_only(OutboxSettle::Done(row.id)).await;
+            return Ok(settle_only(OutboxSettle::Done(row.id)).await?);
         }
         if plan.state() == DeliveryState::Received {
             let _ = plan.apply(DeliveryEvent::ValidateOk, None);
         }
         let Some(target) = self.targets.get(target_name) else {
-            let _ =
-                plan.apply(DeliveryEvent::RouteFail, Some(json!({"message": format!("no executor `{target_name}`")})));
-            return self.commit(&command, target_name, plan, OutboxSettle::Done(row.id), now).await;
+            let detail = json!({"message": format!("no executor `{target_name}`")});
+            let _ = plan.apply(DeliveryEvent::RouteFail, Some(detail));
+            self.commit(&command, target_name, plan, OutboxSettle::Done(row.id), now).await?;
+            return Ok(None);
         };
         if plan.state() == DeliveryState::Validated {
             let _ = plan.apply(DeliveryEvent::RouteOk, None);
@@ -194,36 +220,31 @@ impl Dispatcher {
         // Routed is on record before the call, so an executor that acknowledges at once finds
         // the delivery it acknowledges.
         if !plan.change.log.is_empty() {
-            let e = &command.envelope;
-            let step =
-                StepWrite { delivery: Some(plan.change), ..StepWrite::new(e.tenant_id.clone(), Some(command_id), now) };
+            let tenant = command.envelope.tenant_id.clone();
+            let step = StepWrite { delivery: Some(plan.change), ..StepWrite::new(tenant, Some(command_id), now) };
             if !matches!(store.commands().commit_step(&step).await?, StepOutcome::Committed { .. }) {
-                return Ok(()); // another worker took it; this row's lease runs out
+                return Ok(None); // another worker took it; this row's lease runs out
             }
             match store.deliveries().get(command_id, target_name).await? {
                 Some(delivery) => plan = DeliveryPlan::existing(&delivery),
-                None => return Ok(()),
+                None => return Ok(None),
             }
         }
+        Ok(Some((command, target, plan)))
+    }
 
-        let outcome = match &target.executor {
-            Executor::Gateway => self.gateway.call(&command).await,
-            executor => executor.call(&command.envelope, plan.id(), row.attempt).await,
-        };
-        let now = OffsetDateTime::now_utc();
-        let label = match &outcome {
-            CallOutcome::Executed { succeeded: true, .. } => "executed",
-            CallOutcome::Executed { succeeded: false, .. } => "failed",
-            CallOutcome::Delivered { .. } => "delivered",
-            CallOutcome::Handed => "handed",
-            CallOutcome::Retry { .. } => "retry",
-            CallOutcome::Refused { .. } => "refused",
-        };
-        metrics::counter!("chatgate_dispatch_attempts_total", "executor" => target_name.to_owned(), "outcome" => label)
-            .increment(1);
-        let settle = match outcome {
-            // On the bus: the delivery stays routed until the agent's ACK comes back over it.
-            CallOutcome::Handed => return settle_only(OutboxSettle::Done(row.id)).await,
+    /// What an executor's answer does to the delivery, and what becomes of the outbox row.
+    fn settle_after(
+        &self,
+        outcome: CallOutcome,
+        plan: &mut DeliveryPlan,
+        row: &ClaimedMessage,
+        target: &Target,
+        command: &StoredCommand,
+        now: OffsetDateTime,
+    ) -> OutboxSettle {
+        match outcome {
+            CallOutcome::Handed => OutboxSettle::Done(row.id),
             CallOutcome::Executed { succeeded, detail } => {
                 let _ = plan.apply(DeliveryEvent::DeliveryAck, None);
                 let event = if succeeded { DeliveryEvent::ExecutionSucceeded } else { DeliveryEvent::ExecutionFailed };
@@ -235,7 +256,7 @@ impl Dispatcher {
                 if working {
                     let _ = plan.apply(DeliveryEvent::ExecutionInProgress, None);
                 }
-                plan.expect_execution_by(now + self.execution_timeout(&command));
+                plan.expect_execution_by(now + self.execution_timeout(command));
                 OutboxSettle::Done(row.id)
             }
             CallOutcome::Refused { status, error } => {
@@ -249,7 +270,8 @@ impl Dispatcher {
                 let attempt = u32::try_from(row.attempt).unwrap_or(u32::MAX);
                 match target.policy.next_delay(attempt, retry_after) {
                     Some(delay) => {
-                        tracing::info!(command = %command_id, attempt, ?delay, %error, "executor not reached; retrying");
+                        let command = command.envelope.command_id;
+                        tracing::info!(%command, attempt, ?delay, %error, "executor not reached; retrying");
                         OutboxSettle::Retry { id: row.id, at: now + delay, error }
                     }
                     None => {
@@ -259,8 +281,7 @@ impl Dispatcher {
                     }
                 }
             }
-        };
-        self.commit(&command, target_name, plan, settle, now).await
+        }
     }
 
     /// The registry's `timeout` for the command (how long its execution may take).

@@ -36,8 +36,8 @@ use crate::http::AppState;
         crate::http::routes::commands::list,
         crate::http::routes::commands::status,
         crate::http::routes::commands::evidence,
-        crate::http::routes::commands::recovery_request,
-        crate::http::routes::commands::step_up,
+        crate::http::routes::recovery::recovery_request,
+        crate::http::routes::recovery::step_up,
         crate::http::routes::step_up_page::show,
         crate::http::routes::step_up_page::submit,
         crate::http::routes::acks::ack,
@@ -81,8 +81,8 @@ pub fn document(hooks: &HooksConfig) -> Value {
 fn describe_bodies(document: &mut Value, hooks: &HooksConfig) {
     let (json, form) = ("application/json", "application/x-www-form-urlencoded");
     let mut bodies: Vec<(String, &str, Value)> = vec![
-        ("/v1/commands/{id}/recovery".into(), json, crate::http::routes::commands::recovery_body_schema()),
-        ("/v1/commands/{id}/step-up".into(), json, crate::http::routes::commands::step_up_body_schema()),
+        ("/v1/commands/{id}/recovery".into(), json, crate::http::routes::recovery::recovery_body_schema()),
+        ("/v1/commands/{id}/step-up".into(), json, crate::http::routes::recovery::step_up_body_schema()),
         ("/v1/commands/{id}/acks".into(), json, crate::executors::acks::ack_schema()),
         ("/v1/executors/{executor}/commands/{id}/acks".into(), json, crate::executors::acks::ack_schema()),
         ("/webhooks/twilio".into(), form, crate::channels::twilio::form::message_schema()),
@@ -132,7 +132,14 @@ pub fn router(hooks: &HooksConfig) -> Router<AppState> {
     Router::new().route("/openapi.json", get(openapi_json)).layer(Extension(document))
 }
 
-#[utoipa::path(get, path = "/openapi.json", tag = "operations", responses((status = 200, description = "This document", content_type = "application/json", body = serde_json::Value)))]
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    tag = "operations",
+    responses(
+        (status = 200, description = "This document", content_type = "application/json", body = serde_json::Value)
+    )
+)]
 pub(crate) async fn openapi_json(Extension(document): Extension<Arc<Value>>) -> Response {
     // Serialized from the shared document, not a copy of it.
     Json(document.as_ref()).into_response()

@@ -120,7 +120,8 @@ pub enum HookResponses {
     Unauthorized(ProblemDocument),
     #[response(status = 404, description = "The bridge or this hook is not configured", content_type = PROBLEM_JSON)]
     NotFound(ProblemDocument),
-    #[response(status = 422, description = "The Idempotency-Key was used for another call", content_type = PROBLEM_JSON)]
+    #[response(status = 422, description = "The Idempotency-Key was used for another call",
+        content_type = PROBLEM_JSON)]
     KeyReused(ProblemDocument),
     #[response(status = 503, description = "Storage unavailable; retry", content_type = PROBLEM_JSON)]
     Unavailable(ProblemDocument),

@@ -13,6 +13,7 @@ use sqlx::AnyConnection;
 use uuid::Uuid;
 
 use crate::domain::evidence::EvidenceDraft;
+use crate::domain::lifecycle::Lifecycle;
 use crate::store::Commands;
 use crate::store::admission::{
     AdmissionWrite, Admitted, RESERVE_COLUMNS, RESERVE_INSERT, RESERVE_TAIL, confirmation_row_of, reservation_row,
@@ -55,78 +56,12 @@ impl Store {
     /// `None` (with nothing written) when the batch is not the common case.
     async fn admit_batch(&self, writes: &[AdmissionWrite]) -> Result<Option<Vec<Admitted>>, StoreError> {
         let mut tx = self.begin().await?;
-
-        // A carrying message seen before is a redelivery: the one-at-a-time path answers it.
-        if self.any_message_seen(&mut tx, writes).await? {
+        if !self.claim_messages_and_keys(&mut tx, writes).await? {
             tx.rollback().await?;
             return Ok(None);
         }
-
-        // Every key must be free (or free again): one statement reserves them all.
-        let reserving: Vec<Vec<Param>> =
-            writes.iter().filter(|w| w.envelope.idempotency_class.reserves_key()).map(reservation_row).collect();
-        let wanted = reserving.len();
-        if wanted > 0 {
-            let owned = insert_rows(&mut tx, RESERVE_INSERT, RESERVE_COLUMNS, reserving, RESERVE_TAIL).await?;
-            if owned.len() != wanted {
-                tx.rollback().await?;
-                return Ok(None);
-            }
-        }
-
-        // The carrying messages, each linked to the command it starts. Another instance may have
-        // recorded one since the check above: then the batch steps aside.
-        let inbound: Vec<Vec<Param>> = writes
-            .iter()
-            .filter_map(|w| {
-                w.inbound.as_ref().map(|m| inbound_row(Uuid::now_v7(), m, Some(w.envelope.command_id), "command"))
-            })
-            .collect();
-        if !inbound.is_empty() {
-            let expected = inbound.len();
-            let recorded = insert_rows(&mut tx, INBOUND_INSERT, INBOUND_COLUMNS, inbound, INBOUND_TAIL).await?;
-            if recorded.len() != expected {
-                tx.rollback().await?;
-                return Ok(None);
-            }
-        }
-
-        let mut commands = Vec::with_capacity(writes.len());
-        let mut transitions = vec![];
-        let mut lifecycles = Vec::with_capacity(writes.len());
-        for write in writes {
-            let Some((last, _)) = write.moves.last() else {
-                return Err(StoreError::Config("an admission needs at least its canonicalize move".into()));
-            };
-            let lifecycle = last.after(write.envelope.command_kind);
-            let version = write.moves.len() as i64;
-            let (reason, reply_to) = (write.reason_code.as_deref(), write.reply_to.as_ref());
-            commands.push(command_row(&write.envelope, lifecycle, version, reason, reply_to, write.at)?);
-            transitions.extend(transition_rows(write));
-            lifecycles.push((lifecycle, version));
-        }
-        insert_rows(&mut tx, COMMAND_INSERT, COMMAND_COLUMNS, commands, "").await?;
-        insert_transitions(&mut tx, transitions).await?;
-        let confirmations: Vec<Vec<Param>> = writes.iter().filter_map(confirmation_row_of).collect();
-        if !confirmations.is_empty() {
-            insert_rows(&mut tx, CONFIRMATION_INSERT, CONFIRMATION_COLUMNS, confirmations, "").await?;
-        }
-
-        // Evidence, one chain per tenant, in the order of the writes.
-        let mut chains: BTreeMap<&str, Vec<(usize, EvidenceDraft)>> = BTreeMap::new();
-        for (i, write) in writes.iter().enumerate() {
-            let drafts = write.moves.iter().flat_map(|(_, drafts)| drafts.iter().cloned());
-            chains.entry(write.envelope.tenant_id.as_str()).or_default().extend(drafts.map(|d| (i, d)));
-        }
-        let mut last_evidence: Vec<Option<Uuid>> = vec![None; writes.len()];
-        for (chain, drafts) in chains {
-            let (owners, drafts): (Vec<usize>, Vec<EvidenceDraft>) = drafts.into_iter().unzip();
-            let ids = append_all(&mut tx, chain, &drafts, writes[0].at).await?;
-            for (owner, id) in owners.into_iter().zip(ids) {
-                last_evidence[owner] = Some(id);
-            }
-        }
-
+        let lifecycles = insert_commands(&mut tx, writes).await?;
+        let last_evidence = append_evidence(&mut tx, writes).await?;
         let mut outbox = vec![];
         for (i, write) in writes.iter().enumerate() {
             let command_id = write.envelope.command_id;
@@ -153,6 +88,40 @@ impl Store {
 }
 
 impl Store {
+    /// Reserves every key and records every carrying message, or says `false` (the caller rolls
+    /// back) when one was taken: a redelivery or a duplicate, which the one-at-a-time path
+    /// answers.
+    async fn claim_messages_and_keys(
+        &self,
+        tx: &mut AnyConnection,
+        writes: &[AdmissionWrite],
+    ) -> Result<bool, StoreError> {
+        // A carrying message seen before is a redelivery.
+        if self.any_message_seen(tx, writes).await? {
+            return Ok(false);
+        }
+        // Every key must be free (or free again): one statement reserves them all.
+        let reserving: Vec<Vec<Param>> =
+            writes.iter().filter(|w| w.envelope.idempotency_class.reserves_key()).map(reservation_row).collect();
+        let wanted = reserving.len();
+        if wanted > 0
+            && insert_rows(tx, RESERVE_INSERT, RESERVE_COLUMNS, reserving, RESERVE_TAIL).await?.len() != wanted
+        {
+            return Ok(false);
+        }
+        // The carrying messages, each linked to the command it starts. Another instance may have
+        // recorded one since the check above: then the batch steps aside.
+        let inbound: Vec<Vec<Param>> = writes
+            .iter()
+            .filter_map(|w| {
+                w.inbound.as_ref().map(|m| inbound_row(Uuid::now_v7(), m, Some(w.envelope.command_id), "command"))
+            })
+            .collect();
+        let expected = inbound.len();
+        Ok(expected == 0
+            || insert_rows(tx, INBOUND_INSERT, INBOUND_COLUMNS, inbound, INBOUND_TAIL).await?.len() == expected)
+    }
+
     /// Whether any write's carrying message is recorded already. One query per channel, with
     /// the channel's ids as an `IN` list, so that the unique index answers it (a row-value `IN`
     /// would scan the whole table).
@@ -180,6 +149,53 @@ impl Store {
         }
         Ok(false)
     }
+}
+
+/// The command rows, their transitions and their confirmations; each write's lifecycle and version.
+async fn insert_commands(
+    tx: &mut AnyConnection,
+    writes: &[AdmissionWrite],
+) -> Result<Vec<(Lifecycle, i64)>, StoreError> {
+    let mut commands = Vec::with_capacity(writes.len());
+    let mut transitions = vec![];
+    let mut lifecycles = Vec::with_capacity(writes.len());
+    for write in writes {
+        let Some((last, _)) = write.moves.last() else {
+            return Err(StoreError::Config("an admission needs at least its canonicalize move".into()));
+        };
+        let lifecycle = last.after(write.envelope.command_kind);
+        let version = write.moves.len() as i64;
+        let (reason, reply_to) = (write.reason_code.as_deref(), write.reply_to.as_ref());
+        commands.push(command_row(&write.envelope, lifecycle, version, reason, reply_to, write.at)?);
+        transitions.extend(transition_rows(write));
+        lifecycles.push((lifecycle, version));
+    }
+    insert_rows(tx, COMMAND_INSERT, COMMAND_COLUMNS, commands, "").await?;
+    insert_transitions(tx, transitions).await?;
+    let confirmations: Vec<Vec<Param>> = writes.iter().filter_map(confirmation_row_of).collect();
+    if !confirmations.is_empty() {
+        insert_rows(tx, CONFIRMATION_INSERT, CONFIRMATION_COLUMNS, confirmations, "").await?;
+    }
+    Ok(lifecycles)
+}
+
+/// The writes' evidence, one chain per tenant, in the order of the writes; each write's last
+/// artifact.
+async fn append_evidence(tx: &mut AnyConnection, writes: &[AdmissionWrite]) -> Result<Vec<Option<Uuid>>, StoreError> {
+    let mut chains: BTreeMap<&str, Vec<(usize, EvidenceDraft)>> = BTreeMap::new();
+    for (i, write) in writes.iter().enumerate() {
+        let drafts = write.moves.iter().flat_map(|(_, drafts)| drafts.iter().cloned());
+        chains.entry(write.envelope.tenant_id.as_str()).or_default().extend(drafts.map(|d| (i, d)));
+    }
+    let mut last_evidence: Vec<Option<Uuid>> = vec![None; writes.len()];
+    for (chain, drafts) in chains {
+        let (owners, drafts): (Vec<usize>, Vec<EvidenceDraft>) = drafts.into_iter().unzip();
+        let ids = append_all(tx, chain, &drafts, writes[0].at).await?;
+        for (owner, id) in owners.into_iter().zip(ids) {
+            last_evidence[owner] = Some(id);
+        }
+    }
+    Ok(last_evidence)
 }
 
 const PARAMS_PER_QUERY: usize = 255;

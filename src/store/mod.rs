@@ -1,16 +1,19 @@
-//! Storage: one `Store` over sqlx, with SQLite (the embedded default) and PostgreSQL behind it.
+//! Storage: one `Store` over sqlx, with SQLite (the embedded default) and PostgreSQL behind it,
+//! read and written through a repository per aggregate (`store.commands()`, `.outbox()`,
+//! `.evidence()`, `.deliveries()`, ...; `repos.rs`). Imports `domain` and `config` only.
 //!
 //! Both backends run the same SQL through sqlx's `Any` driver: the schemas are kept identical
 //! (`migrations/sqlite`, `migrations/postgres`), times are epoch milliseconds and JSON is text,
 //! so that every query is written once and the conformance suite proves it on both. What truly
 //! differs (opening a database, transaction start, row claiming) lives in `sqlite.rs` and
-//! `postgres.rs` behind [`Dialect`]. The store persists what the engine decided; it never
-//! decides a transition.
+//! `postgres.rs` behind [`Dialect`]. The store persists what the engine decided and states
+//! facts (a duplicate, a command in progress); it never decides a transition.
 
 mod admission;
 mod agents;
 mod api_keys;
 mod batch;
+mod command_reads;
 mod commands;
 mod confirmations;
 mod dedupe;

@@ -80,66 +80,71 @@ impl Commands<'_> {
 }
 
 impl Store {
+    /// A command's transitions, deliveries (with their events) and replies, as trace nodes.
     async fn trace_command(&self, id: Uuid, command_node: &str, nodes: &mut Vec<TraceNode>) -> Result<(), StoreError> {
-        let pool = self.pool();
-        for t in &sqlx::query("SELECT version, from_state, to_state, event, reason_code, at FROM command_transitions WHERE command_id = $1 ORDER BY version")
-            .bind(id.to_string())
-            .fetch_all(pool)
-            .await?
-        {
+        const TRANSITIONS: &str = "SELECT version, from_state, to_state, event, reason_code, at
+            FROM command_transitions WHERE command_id = $1 ORDER BY version";
+        for t in &sqlx::query(TRANSITIONS).bind(id.to_string()).fetch_all(self.pool()).await? {
+            let detail = json!({
+                "from": text(t, "from_state")?, "to": text(t, "to_state")?,
+                "event": text(t, "event")?, "reason_code": opt_text(t, "reason_code")?,
+            });
+            let at = from_ms(int(t, "at")?)?;
+            let caused_by = Some(command_node.to_owned());
             nodes.push(TraceNode {
                 id: format!("{command_node}:v{}", int(t, "version")?),
                 kind: "transition",
-                at: from_ms(int(t, "at")?)?,
-                caused_by: Some(command_node.to_owned()),
-                detail: json!({"from": text(t, "from_state")?, "to": text(t, "to_state")?, "event": text(t, "event")?, "reason_code": opt_text(t, "reason_code")?}),
+                at,
+                caused_by,
+                detail,
             });
         }
-        for d in &sqlx::query(
-            "SELECT id, target, state, outcome, failure_class, created_at FROM deliveries WHERE command_id = $1",
-        )
-        .bind(id.to_string())
-        .fetch_all(pool)
-        .await?
-        {
+        self.trace_deliveries(id, command_node, nodes).await?;
+        const REPLIES: &str =
+            "SELECT id, status, provider_message_id, created_at FROM outbound_messages WHERE command_id = $1";
+        for r in &sqlx::query(REPLIES).bind(id.to_string()).fetch_all(self.pool()).await? {
+            let detail =
+                json!({"status": text(r, "status")?, "provider_message_id": opt_text(r, "provider_message_id")?});
+            let at = from_ms(int(r, "created_at")?)?;
+            let caused_by = Some(command_node.to_owned());
+            nodes.push(TraceNode { id: format!("reply:{}", text(r, "id")?), kind: "reply", at, caused_by, detail });
+        }
+        Ok(())
+    }
+
+    /// A command's deliveries and each delivery's events, as trace nodes.
+    async fn trace_deliveries(
+        &self,
+        id: Uuid,
+        command_node: &str,
+        nodes: &mut Vec<TraceNode>,
+    ) -> Result<(), StoreError> {
+        const DELIVERIES: &str =
+            "SELECT id, target, state, outcome, failure_class, created_at FROM deliveries WHERE command_id = $1";
+        const EVENTS: &str =
+            "SELECT id, event, outcome, ack, at FROM delivery_events WHERE delivery_id = $1 ORDER BY id";
+        for d in &sqlx::query(DELIVERIES).bind(id.to_string()).fetch_all(self.pool()).await? {
             let delivery = format!("delivery:{}", text(d, "id")?);
-            nodes.push(TraceNode {
-                id: delivery.clone(),
-                kind: "delivery",
-                at: from_ms(int(d, "created_at")?)?,
-                caused_by: Some(command_node.to_owned()),
-                detail: json!({"target": text(d, "target")?, "state": text(d, "state")?, "outcome": opt_text(d, "outcome")?, "failure_class": opt_text(d, "failure_class")?}),
+            let detail = json!({
+                "target": text(d, "target")?, "state": text(d, "state")?,
+                "outcome": opt_text(d, "outcome")?, "failure_class": opt_text(d, "failure_class")?,
             });
-            for e in &sqlx::query(
-                "SELECT id, event, outcome, ack, at FROM delivery_events WHERE delivery_id = $1 ORDER BY id",
-            )
-            .bind(text(d, "id")?)
-            .fetch_all(pool)
-            .await?
-            {
+            let at = from_ms(int(d, "created_at")?)?;
+            let caused_by = Some(command_node.to_owned());
+            nodes.push(TraceNode { id: delivery.clone(), kind: "delivery", at, caused_by, detail });
+            for e in &sqlx::query(EVENTS).bind(text(d, "id")?).fetch_all(self.pool()).await? {
+                let detail =
+                    json!({"event": text(e, "event")?, "outcome": text(e, "outcome")?, "ack": opt_text(e, "ack")?});
+                let at = from_ms(int(e, "at")?)?;
+                let caused_by = Some(delivery.clone());
                 nodes.push(TraceNode {
                     id: format!("{delivery}:e{}", int(e, "id")?),
                     kind: "delivery_event",
-                    at: from_ms(int(e, "at")?)?,
-                    caused_by: Some(delivery.clone()),
-                    detail: json!({"event": text(e, "event")?, "outcome": text(e, "outcome")?, "ack": opt_text(e, "ack")?}),
+                    at,
+                    caused_by,
+                    detail,
                 });
             }
-        }
-        for r in &sqlx::query(
-            "SELECT id, status, provider_message_id, created_at FROM outbound_messages WHERE command_id = $1",
-        )
-        .bind(id.to_string())
-        .fetch_all(pool)
-        .await?
-        {
-            nodes.push(TraceNode {
-                id: format!("reply:{}", text(r, "id")?),
-                kind: "reply",
-                at: from_ms(int(r, "created_at")?)?,
-                caused_by: Some(command_node.to_owned()),
-                detail: json!({"status": text(r, "status")?, "provider_message_id": opt_text(r, "provider_message_id")?}),
-            });
         }
         Ok(())
     }

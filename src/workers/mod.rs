@@ -1,4 +1,7 @@
-//! Background workers fed by the database. Each stops when the token is cancelled.
+//! Workers: the background loops fed by the database — dispatch and its timers, the outbound
+//! sender, confirmation expiry, clean-up. Each stops when the token is cancelled. Imports every
+//! layer below it except `http` and `cli`: `domain`, `config`, `store`, `service`, `channels`
+//! (the provider clients) and `executors`.
 
 mod cleanup;
 mod confirmations;

@@ -3,6 +3,7 @@
 //! PostgreSQL scenarios run when `CHATGATE_TEST_POSTGRES_URL` is set (`.ci/run` sets it) and say
 //! they were skipped otherwise.
 
+mod architecture;
 mod cli;
 mod conformance;
 mod e2e_amqp;

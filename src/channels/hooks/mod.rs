@@ -303,6 +303,11 @@ pub struct Submission {
     pub message: Option<crate::store::NewInbound>,
 }
 
+/// An optional header read with `parse`: `Err` when it is there and does not parse.
+fn header<T>(headers: &HeaderMap, name: &str, parse: impl Fn(&str) -> Option<T>) -> Result<Option<T>, ()> {
+    headers.get(name).map(|v| v.to_str().ok().and_then(&parse).ok_or(())).transpose()
+}
+
 /// Admits a submission: the command, auto-confirmed and authorized by the caller's credential,
 /// started with its dispatch row, in one transaction. `Idempotency-Key` and `X-Correlation-Id`
 /// come from the headers. Returns the command's id — the existing one for a repeat.
@@ -311,24 +316,10 @@ pub async fn submit(state: &Services, headers: &HeaderMap, s: Submission) -> Res
         tracing::error!(what, "a submission source is misconfigured");
         ChannelError::Misconfigured(what)
     };
-    let supplied_key = headers
-        .get("idempotency-key")
-        .map(|v| {
-            v.to_str()
-                .ok()
-                .and_then(|k| IdempotencyKey::parse(k).ok())
-                .ok_or_else(|| bad("invalid_idempotency_key", "`Idempotency-Key` is 1 to 255 visible ASCII characters"))
-        })
-        .transpose()?;
-    let correlation_id = headers
-        .get("x-correlation-id")
-        .map(|v| {
-            v.to_str()
-                .ok()
-                .and_then(|c| ExternalId::parse(c).ok())
-                .ok_or_else(|| bad("invalid_correlation_id", "`X-Correlation-Id` is visible ASCII"))
-        })
-        .transpose()?;
+    let supplied_key = header(headers, "idempotency-key", |k| IdempotencyKey::parse(k).ok())
+        .map_err(|()| bad("invalid_idempotency_key", "`Idempotency-Key` is 1 to 255 visible ASCII characters"))?;
+    let correlation_id = header(headers, "x-correlation-id", |c| ExternalId::parse(c).ok())
+        .map_err(|()| bad("invalid_correlation_id", "`X-Correlation-Id` is visible ASCII"))?;
     let request = CommandRequest {
         tenant_id: TenantId::parse(&s.tenant).map_err(|_| config("tenant"))?,
         actor_id: ActorId::parse(&s.actor).map_err(|_| config("actor"))?,

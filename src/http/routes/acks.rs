@@ -33,6 +33,7 @@ use crate::http::AppState;
 use crate::http::Problem;
 use crate::http::auth::Principal;
 use crate::http::auth::require;
+use crate::http::responses::{BearerErrors, PROBLEM_JSON, ProblemDocument};
 use crate::http::routes::commands::not_found;
 use crate::service::engine::Engine;
 
@@ -46,13 +47,28 @@ pub fn router() -> Router<AppState> {
 }
 
 /// An executor's delivery or execution ACK, with a token.
-#[utoipa::path(post, path = "/v1/commands/{id}/acks", tag = "execution", security(("bearer" = ["executions:write"])), params(("id" = String, Path, description = "The command id (a UUID)")),
-    request_body(content = serde_json::Value, content_type = "application/json", description = "A delivery or execution ACK"),
-    responses((status = 200, description = "Applied, or a duplicate", content_type = "application/json", body = serde_json::Value), (status = 400, description = "A bad body", content_type = "application/problem+json", body = serde_json::Value), (status = 404, description = "No such command in the tenant", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 409, description = "Out of order, or nothing routed yet", content_type = "application/problem+json", body = serde_json::Value), (status = 401, description = "Missing or invalid bearer token", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 403, description = "The token lacks the scope", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 429, description = "Over the client's rate limit", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
+#[utoipa::path(
+    post,
+    path = "/v1/commands/{id}/acks",
+    tag = "execution",
+    security(("bearer" = ["executions:write"])),
+    params(("id" = String, Path, description = "The command id (a UUID)")),
+    request_body(
+        content = serde_json::Value,
+        content_type = "application/json",
+        description = "A delivery or execution ACK"
+    ),
+    responses(
+        (status = 200, description = "Applied, or a duplicate", content_type = "application/json",
+            body = serde_json::Value),
+        (status = 400, description = "A bad body", content_type = PROBLEM_JSON, body = ProblemDocument),
+        (status = 404, description = "No such command in the tenant", content_type = PROBLEM_JSON,
+            body = ProblemDocument),
+        (status = 409, description = "Out of order, or nothing routed yet", content_type = PROBLEM_JSON,
+            body = ProblemDocument),
+        BearerErrors
+    )
+)]
 pub(crate) async fn ack(
     State(engine): State<Engine>,
     Extension(principal): Extension<Principal>,
@@ -65,16 +81,37 @@ pub(crate) async fn ack(
 }
 
 /// An executor's delivery or execution ACK, signed with its secret.
-#[utoipa::path(post, path = "/v1/executors/{executor}/commands/{id}/acks", tag = "execution",
-    params(("executor" = String, Path, description = "The executor's name in the configuration"), ("id" = String, Path, description = "The command id (a UUID)"),
-        ("webhook-id" = String, Header), ("webhook-timestamp" = String, Header), ("webhook-signature" = String, Header)),
-    request_body(content = serde_json::Value, content_type = "application/json", description = "A delivery or execution ACK; `target`, if given, is the executor"),
-    responses((status = 200, description = "Applied, or a duplicate", content_type = "application/json", body = serde_json::Value), (status = 400, description = "A bad body", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 401, description = "Missing or wrong signature, or a stale timestamp", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 404, description = "No such executor with a secret, or no such command", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 409, description = "Out of order, or nothing routed to this executor", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 429, description = "Over the executor's rate limit", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
+#[utoipa::path(
+    post,
+    path = "/v1/executors/{executor}/commands/{id}/acks",
+    tag = "execution",
+    params(
+        ("executor" = String, Path, description = "The executor's name in the configuration"),
+        ("id" = String, Path, description = "The command id (a UUID)"),
+        ("webhook-id" = String, Header),
+        ("webhook-timestamp" = String, Header),
+        ("webhook-signature" = String, Header)
+    ),
+    request_body(
+        content = serde_json::Value,
+        content_type = "application/json",
+        description = "A delivery or execution ACK; `target`, if given, is the executor"
+    ),
+    responses(
+        (status = 200, description = "Applied, or a duplicate", content_type = "application/json",
+            body = serde_json::Value),
+        (status = 400, description = "A bad body", content_type = PROBLEM_JSON, body = ProblemDocument),
+        (status = 401, description = "Missing or wrong signature, or a stale timestamp", content_type = PROBLEM_JSON,
+            body = ProblemDocument),
+        (status = 404, description = "No such executor with a secret, or no such command", content_type = PROBLEM_JSON,
+            body = ProblemDocument),
+        (status = 409, description = "Out of order, or nothing routed to this executor", content_type = PROBLEM_JSON,
+            body = ProblemDocument),
+        (status = 429, description = "Over the executor's rate limit", content_type = PROBLEM_JSON,
+            body = ProblemDocument),
+        (status = 503, description = "Storage unavailable; retry", content_type = PROBLEM_JSON, body = ProblemDocument)
+    )
+)]
 pub(crate) async fn signed_ack(
     State(state): State<AppState>,
     Path((executor, id)): Path<(String, String)>,

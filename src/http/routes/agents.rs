@@ -16,6 +16,7 @@ use crate::http::AppState;
 use crate::http::Problem;
 use crate::http::auth::Principal;
 use crate::http::auth::require;
+use crate::http::responses::{BearerErrors, PROBLEM_JSON, ProblemDocument};
 use crate::service::agents::AgentChangeError;
 
 pub fn router() -> Router<AppState> {
@@ -29,10 +30,16 @@ fn describe(name: &str, agent: &Agent) -> Value {
     json!({"agent": name, "state": agent.state, "version": agent.version, "pre_pause_state": agent.pre_pause})
 }
 
-#[utoipa::path(get, path = "/v1/agents", tag = "agents", security(("bearer" = ["agents:read"])), responses((status = 200, description = "Every agent", content_type = "application/json", body = serde_json::Value), (status = 401, description = "Missing or invalid bearer token", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 403, description = "The token lacks the scope", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 429, description = "Over the client's rate limit", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
+#[utoipa::path(
+    get,
+    path = "/v1/agents",
+    tag = "agents",
+    security(("bearer" = ["agents:read"])),
+    responses(
+        (status = 200, description = "Every agent", content_type = "application/json", body = serde_json::Value),
+        BearerErrors
+    )
+)]
 pub(crate) async fn list(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     let agents: Vec<Value> = crate::service::agents::list(&state.store, &state.policy.agents)
         .await?
@@ -42,11 +49,20 @@ pub(crate) async fn list(State(state): State<AppState>) -> Result<Json<Value>, A
     Ok(Json(json!({"agents": agents})))
 }
 
-#[utoipa::path(post, path = "/v1/agents/{agent}/pause", tag = "agents", security(("bearer" = ["agents:write"])), params(("agent" = String, Path)),
-    responses((status = 200, description = "Paused", content_type = "application/json", body = serde_json::Value), (status = 404, description = "No such agent", content_type = "application/problem+json", body = serde_json::Value), (status = 409, description = "Already paused, or moved concurrently", content_type = "application/problem+json", body = serde_json::Value), (status = 401, description = "Missing or invalid bearer token", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 403, description = "The token lacks the scope", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 429, description = "Over the client's rate limit", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
+#[utoipa::path(
+    post,
+    path = "/v1/agents/{agent}/pause",
+    tag = "agents",
+    security(("bearer" = ["agents:write"])),
+    params(("agent" = String, Path)),
+    responses(
+        (status = 200, description = "Paused", content_type = "application/json", body = serde_json::Value),
+        (status = 404, description = "No such agent", content_type = PROBLEM_JSON, body = ProblemDocument),
+        (status = 409, description = "Already paused, or moved concurrently", content_type = PROBLEM_JSON,
+            body = ProblemDocument),
+        BearerErrors
+    )
+)]
 pub(crate) async fn pause(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -55,11 +71,20 @@ pub(crate) async fn pause(
     change(&state, &principal, &name, AgentEvent::Pause).await
 }
 
-#[utoipa::path(post, path = "/v1/agents/{agent}/resume", tag = "agents", security(("bearer" = ["agents:write"])), params(("agent" = String, Path)),
-    responses((status = 200, description = "Resumed", content_type = "application/json", body = serde_json::Value), (status = 404, description = "No such agent", content_type = "application/problem+json", body = serde_json::Value), (status = 409, description = "Not paused, or moved concurrently", content_type = "application/problem+json", body = serde_json::Value), (status = 401, description = "Missing or invalid bearer token", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 403, description = "The token lacks the scope", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 429, description = "Over the client's rate limit", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
+#[utoipa::path(
+    post,
+    path = "/v1/agents/{agent}/resume",
+    tag = "agents",
+    security(("bearer" = ["agents:write"])),
+    params(("agent" = String, Path)),
+    responses(
+        (status = 200, description = "Resumed", content_type = "application/json", body = serde_json::Value),
+        (status = 404, description = "No such agent", content_type = PROBLEM_JSON, body = ProblemDocument),
+        (status = 409, description = "Not paused, or moved concurrently", content_type = PROBLEM_JSON,
+            body = ProblemDocument),
+        BearerErrors
+    )
+)]
 pub(crate) async fn resume(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,

@@ -19,6 +19,7 @@ use crate::http::AppState;
 use crate::http::Problem;
 use crate::http::auth::Principal;
 use crate::http::auth::require;
+use crate::http::responses::{BearerErrors, PROBLEM_JSON, ProblemDocument};
 
 const POLL: Duration = Duration::from_millis(250);
 const BATCH: i64 = 100;
@@ -27,11 +28,19 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/v1/events", get(events).route_layer(require("commands:read")))
 }
 
-#[utoipa::path(get, path = "/v1/events", tag = "commands", security(("bearer" = ["commands:read"])), params(("Last-Event-ID" = Option<i64>, Header)),
-    responses((status = 200, description = "Transitions as Server-Sent Events", content_type = "text/event-stream", body = String), (status = 400, description = "A bad Last-Event-ID", content_type = "application/problem+json", body = serde_json::Value), (status = 401, description = "Missing or invalid bearer token", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 403, description = "The token lacks the scope", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 429, description = "Over the client's rate limit", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 503, description = "Storage unavailable; retry", content_type = "application/problem+json", body = serde_json::Value)))]
+#[utoipa::path(
+    get,
+    path = "/v1/events",
+    tag = "commands",
+    security(("bearer" = ["commands:read"])),
+    params(("Last-Event-ID" = Option<i64>, Header)),
+    responses(
+        (status = 200, description = "Transitions as Server-Sent Events", content_type = "text/event-stream",
+            body = String),
+        (status = 400, description = "A bad Last-Event-ID", content_type = PROBLEM_JSON, body = ProblemDocument),
+        BearerErrors
+    )
+)]
 pub(crate) async fn events(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,

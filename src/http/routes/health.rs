@@ -11,6 +11,7 @@ use serde_json::json;
 
 use crate::http::AppState;
 use crate::http::problem::Problem;
+use crate::http::responses::{PROBLEM_JSON, ProblemDocument};
 use crate::store::Store;
 
 /// A readiness probe that waits longer than this is itself a failure.
@@ -22,13 +23,30 @@ pub fn router() -> Router<AppState> {
 
 /// Alive: the process answers. It does not touch the database, so an orchestrator does not
 /// restart a healthy process because its database is down.
-#[utoipa::path(get, path = "/healthz", tag = "health", responses((status = 200, description = "The process runs", content_type = "application/json", body = serde_json::Value)))]
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "health",
+    responses(
+        (status = 200, description = "The process runs", content_type = "application/json", body = serde_json::Value)
+    )
+)]
 pub(crate) async fn healthz() -> Json<serde_json::Value> {
     Json(json!({"status": "ok"}))
 }
 
 /// Ready: the database answers within the deadline.
-#[utoipa::path(get, path = "/readyz", tag = "health", responses((status = 200, description = "The database answers", content_type = "application/json", body = serde_json::Value), (status = 503, description = "The database does not answer", content_type = "application/problem+json", body = serde_json::Value)))]
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "health",
+    responses(
+        (status = 200, description = "The database answers", content_type = "application/json",
+            body = serde_json::Value),
+        (status = 503, description = "The database does not answer", content_type = PROBLEM_JSON,
+            body = ProblemDocument)
+    )
+)]
 pub(crate) async fn readyz(State(store): State<Store>) -> Response {
     match tokio::time::timeout(READINESS_DEADLINE, store.ping()).await {
         Ok(Ok(())) => Json(json!({"status": "ready", "database": store.backend_name()})).into_response(),

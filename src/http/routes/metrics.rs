@@ -79,7 +79,12 @@ async fn record_snapshot(store: &Store) {
     metrics::gauge!("chatgate_orphaned_commands").set(snapshot.orphaned as f64);
 }
 
-#[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain", body = String)))]
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "operations",
+    responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain", body = String))
+)]
 pub(crate) async fn render(State(store): State<Store>) -> Response {
     record_snapshot(&store).await;
     match install() {

@@ -6,6 +6,7 @@ pub mod commands;
 pub mod events;
 pub mod health;
 pub mod metrics;
+pub mod recovery;
 pub mod step_up_page;
 pub mod webhooks;
 
@@ -24,6 +25,7 @@ pub fn router(config: &Config) -> Router<AppState> {
         .merge(webhooks::standard::router())
         .merge(webhooks::twilio::router())
         .merge(commands::router())
+        .merge(recovery::router())
         .merge(acks::router())
         .merge(agents::router())
         .merge(events::router())

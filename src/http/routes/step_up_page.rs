@@ -17,6 +17,7 @@ use uuid::Uuid;
 use crate::domain::command::ShortRef;
 use crate::domain::lifecycle::State as CommandState;
 use crate::http::AppState;
+use crate::http::responses::{PROBLEM_JSON, ProblemDocument};
 use crate::service::security::StepUpFailure;
 use crate::service::security::complete_step_up;
 use crate::store::{StoreError, StoredCommand};
@@ -51,11 +52,25 @@ pub fn form_schema() -> serde_json::Value {
 }
 
 /// `GET /step-up?command=…&nonce=…`: the request waiting for the person, and the form.
-#[utoipa::path(get, path = "/step-up", tag = "security", params(("command" = String, Query, description = "The command id from the link"), ("nonce" = String, Query, description = "The nonce from the link")),
-    responses((status = 200, description = "The page: which request waits, and the form for the step-up token", content_type = "text/html", body = String),
-        (status = 400, description = "The link lacks its command or nonce", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 404, description = "No request waits for this link (a page for a browser that asks for HTML)", content((serde_json::Value = "application/problem+json"), (String = "text/html"))),
-        (status = 503, description = "Storage unavailable; try again", content((serde_json::Value = "application/problem+json"), (String = "text/html")))))]
+#[utoipa::path(
+    get,
+    path = "/step-up",
+    tag = "security",
+    params(
+        ("command" = String, Query, description = "The command id from the link"),
+        ("nonce" = String, Query, description = "The nonce from the link")
+    ),
+    responses(
+        (status = 200, description = "The page: which request waits, and the form for the step-up token",
+            content_type = "text/html", body = String),
+        (status = 400, description = "The link lacks its command or nonce", content_type = PROBLEM_JSON,
+            body = ProblemDocument),
+        (status = 404, description = "No request waits for this link (a page for a browser that asks for HTML)",
+            content((serde_json::Value = "application/problem+json"), (String = "text/html"))),
+        (status = 503, description = "Storage unavailable; try again",
+            content((serde_json::Value = "application/problem+json"), (String = "text/html")))
+    )
+)]
 pub(crate) async fn show(State(state): State<AppState>, Query(link): Query<Link>) -> Response {
     match waiting(&state, &link.command, &link.nonce).await {
         Ok(Some(command)) => {
@@ -73,16 +88,31 @@ pub(crate) async fn show(State(state): State<AppState>, Query(link): Query<Link>
 }
 
 /// `POST /step-up` (a form: `command`, `nonce`, `token`).
-#[utoipa::path(post, path = "/step-up", tag = "security",
-    request_body(content = String, content_type = "application/x-www-form-urlencoded", description = "`command`, `nonce` (from the link) and `token` (the step-up JWT)"),
-    responses((status = 200, description = "Accepted: the request goes on", content_type = "text/html", body = String),
-        (status = 401, description = "The token is not a proof for this person and request", content((serde_json::Value = "application/problem+json"), (String = "text/html"))),
-        (status = 403, description = "Proved, but the person may no longer run the request", content((serde_json::Value = "application/problem+json"), (String = "text/html"))),
-        (status = 404, description = "No request waits for this link", content((serde_json::Value = "application/problem+json"), (String = "text/html"))),
-        (status = 409, description = "The token was used before", content((serde_json::Value = "application/problem+json"), (String = "text/html"))),
-        (status = 415, description = "Not a form", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 422, description = "The form lacks a field", content_type = "application/problem+json", body = serde_json::Value),
-        (status = 503, description = "Storage unavailable; try again", content((serde_json::Value = "application/problem+json"), (String = "text/html")))))]
+#[utoipa::path(
+    post,
+    path = "/step-up",
+    tag = "security",
+    request_body(
+        content = String,
+        content_type = "application/x-www-form-urlencoded",
+        description = "`command`, `nonce` (from the link) and `token` (the step-up JWT)"
+    ),
+    responses(
+        (status = 200, description = "Accepted: the request goes on", content_type = "text/html", body = String),
+        (status = 401, description = "The token is not a proof for this person and request",
+            content((serde_json::Value = "application/problem+json"), (String = "text/html"))),
+        (status = 403, description = "Proved, but the person may no longer run the request",
+            content((serde_json::Value = "application/problem+json"), (String = "text/html"))),
+        (status = 404, description = "No request waits for this link",
+            content((serde_json::Value = "application/problem+json"), (String = "text/html"))),
+        (status = 409, description = "The token was used before",
+            content((serde_json::Value = "application/problem+json"), (String = "text/html"))),
+        (status = 415, description = "Not a form", content_type = PROBLEM_JSON, body = ProblemDocument),
+        (status = 422, description = "The form lacks a field", content_type = PROBLEM_JSON, body = ProblemDocument),
+        (status = 503, description = "Storage unavailable; try again",
+            content((serde_json::Value = "application/problem+json"), (String = "text/html")))
+    )
+)]
 pub(crate) async fn submit(State(state): State<AppState>, Form(proof): Form<Proof>) -> Response {
     let command = match waiting(&state, &proof.command, &proof.nonce).await {
         Ok(Some(command)) => command,

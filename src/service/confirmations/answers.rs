@@ -18,17 +18,12 @@ use crate::domain::command::ActorId;
 use crate::domain::command::TenantId;
 use crate::domain::evidence::EvidenceDraft;
 use crate::domain::evidence::TraceBindings;
-use crate::domain::lifecycle::Event;
 use crate::domain::lifecycle::EvidenceKind;
 use crate::domain::lifecycle::State;
-use crate::service::confirmations::confirm::Verdict;
-use crate::service::dispatch;
 use crate::service::engine::Engine;
 use crate::service::engine::EngineError;
-use crate::service::engine::MoveContext;
 use crate::service::replies::outcome::DECLINED;
 use crate::service::replies::outcome::EXPIRED;
-use crate::service::security::AuthzDecision;
 use crate::service::security::Policy;
 use crate::store::{
     Confirmation, ConfirmationStatus, NewInbound, NewOutboxMessage, ReplyTo, SettleConfirmation, StepOutcome,
@@ -37,6 +32,8 @@ use crate::store::{
 
 /// How many times a step that lost a race is decided again before giving up (the provider's
 /// redelivery then tries once more).
+use super::moves::{answer_moves, expiry_move};
+
 const ATTEMPTS: usize = 4;
 
 /// What became of an answer; the label of `chatgate_confirmation_answers_total{outcome}`.
@@ -153,19 +150,8 @@ async fn decide(
     answer: &Answer,
     now: OffsetDateTime,
 ) -> Result<(AnswerOutcome, StepWrite), EngineError> {
-    let mut step = StepWrite { inbound: Some(who.inbound.clone()), ..StepWrite::new(who.tenant_id.clone(), None, now) };
-    let via = match answer.named {
-        Named::Nonce(_) => "button",
-        Named::Code(_) => "code",
-        Named::Bare => "bare",
-    };
-    let mut decision =
-        json!({"answer": answer.verdict.as_str(), "via": via, "from": engine.pseudonym(who.actor_id.as_str())});
-    let mut trace = TraceBindings {
-        actor: Some(engine.pseudonym(who.actor_id.as_str())),
-        message_ids: vec![who.inbound.provider_message_id.as_str().to_owned()],
-        ..TraceBindings::default()
-    };
+    let via = via(&answer.named);
+    let (mut step, mut decision, mut trace) = opening(engine, who, answer, via, now);
 
     let confirmation = match find(engine, who, answer, now).await? {
         Matched::One(c) => *c,
@@ -191,53 +177,11 @@ async fn decide(
         (outcome, step)
     };
 
-    // IDS §X: another person's answer confirms nothing. The reply does not say whose it was.
-    if &confirmation.actor_id != who.actor_id {
-        let reply = who.reply_to.message("rejected", json!({"reason": "unknown_confirmation", "codes": []}));
-        return Ok(conclude(step, decision, AnswerOutcome::WrongActor, Some("wrong_actor"), Some(reply)));
-    }
-    // Bound to the command's key as well as its id: a confirmation never carries over.
-    if confirmation.idempotency_key != command.envelope.idempotency_key {
-        let reply = who.reply_to.message("rejected", json!({"reason": "unknown_confirmation", "codes": []}));
-        return Ok(conclude(step, decision, AnswerOutcome::Unmatched, Some("binding_mismatch"), Some(reply)));
-    }
     let name = command.reply_to.as_ref().and_then(|r| r.command.clone()).unwrap_or_else(|| "request".into());
-    match confirmation.status {
-        ConfirmationStatus::Accepted | ConfirmationStatus::Declined => {
-            let reply = where_it_stands(who.reply_to, &command);
-            return Ok(conclude(step, decision, AnswerOutcome::AlreadyAnswered, Some("already_answered"), Some(reply)));
-        }
-        ConfirmationStatus::Expired => {
-            let reply = who.reply_to.message("expired", json!({"command": name, "code": confirmation.code}));
-            return Ok(conclude(step, decision, AnswerOutcome::TooLate, Some(EXPIRED), Some(reply)));
-        }
-        ConfirmationStatus::Pending => {}
+    if let Some((outcome, reason, reply)) = refused(who, &confirmation, &command, &name) {
+        return Ok(conclude(step, decision, outcome, Some(reason), Some(reply)));
     }
-
-    let (outcome, status, moves) = if confirmation.is_expired_at(now) {
-        // Late, and the sweeper has not got to it: expire it now (the expired reply is the
-        // command's outcome reply).
-        let cancel = expiry_move(&confirmation);
-        (AnswerOutcome::TooLate, ConfirmationStatus::Expired, vec![cancel])
-    } else {
-        let bound = json!({
-            "confirmation_id": confirmation.id, "code": confirmation.code, "via": via,
-            "idempotency_key": confirmation.idempotency_key.as_str(),
-        });
-        match answer.verdict {
-            Verdict::Yes => {
-                let confirm = MoveContext { decision: Some(bound), ..MoveContext::default() };
-                let mut moves = vec![(Event::Confirm, confirm)];
-                moves.extend(authorization_moves(who, &command, &name));
-                (AnswerOutcome::Accepted, ConfirmationStatus::Accepted, moves)
-            }
-            Verdict::No => {
-                let cancel =
-                    MoveContext { reason_code: Some(DECLINED.into()), decision: Some(bound), ..MoveContext::default() };
-                (AnswerOutcome::Declined, ConfirmationStatus::Declined, vec![(Event::Cancel, cancel)])
-            }
-        }
-    };
+    let (outcome, status, moves) = answer_moves(who, answer, &confirmation, &command, &name, via, now);
     let Ok(writes) = engine.plan_moves(&command, moves, now) else {
         // The command moved on without this confirmation (an operator canceled it, say).
         let reply = where_it_stands(who.reply_to, &command);
@@ -257,64 +201,62 @@ async fn decide(
     Ok(conclude(step, decision, outcome, reason, None))
 }
 
-/// What follows a confirmation: `authz_pending`, then the decision — allowed (and the person
-/// told it is confirmed), waiting for a step-up proof (and the person sent the link), or refused
-/// (the refusal is the command's outcome reply).
-fn authorization_moves(who: &Answering<'_>, command: &StoredCommand, name: &str) -> Vec<(Event, MoveContext)> {
-    let command_id = command.envelope.command_id;
-    let context = |reason: Option<&str>, decision: &Value, outbox| MoveContext {
-        reason_code: reason.map(str::to_owned),
-        decision: Some(decision.clone()),
-        outbox,
-        reply_vars: None,
+/// The answer's step, the decision its evidence records and its trace, before its confirmation
+/// is known.
+fn opening(
+    engine: &Engine,
+    who: &Answering<'_>,
+    answer: &Answer,
+    via: &str,
+    now: OffsetDateTime,
+) -> (StepWrite, Value, TraceBindings) {
+    let step = StepWrite { inbound: Some(who.inbound.clone()), ..StepWrite::new(who.tenant_id.clone(), None, now) };
+    let actor = engine.pseudonym(who.actor_id.as_str());
+    let decision = json!({"answer": answer.verdict.as_str(), "via": via, "from": actor});
+    let trace = TraceBindings {
+        actor: Some(actor),
+        message_ids: vec![who.inbound.provider_message_id.as_str().to_owned()],
+        ..TraceBindings::default()
     };
-    let Some(authorization) = who.policy.authorize(command, false) else {
-        let decision = json!({"authz": "deny", "reason": "the registry no longer has this command"});
-        return vec![
-            (Event::SubmitForAuthorization, context(None, &decision, vec![])),
-            (Event::Deny, context(Some("unknown_command"), &decision, vec![])),
-        ];
-    };
-    let evidence = authorization.evidence();
-    match authorization.decision {
-        AuthzDecision::Allow => {
-            let confirmed = who.reply_to.message("confirmed", json!({"command": name, "command_id": command_id}));
-            vec![
-                (Event::SubmitForAuthorization, context(None, &evidence, vec![confirmed])),
-                (Event::Allow, context(None, &evidence, vec![])),
-                dispatch::start(&authorization.spec.targets),
-            ]
-        }
-        AuthzDecision::StepUp => {
-            let nonce = crate::service::confirmations::confirm::new_nonce();
-            let link = who.policy.security.stepup.link(command_id, &nonce);
-            let mut decision = evidence;
-            decision["step_up_nonce"] = nonce.into();
-            let reply = who
-                .reply_to
-                .message("step_up_required", json!({"command": name, "command_id": command_id, "link": link}));
-            vec![(Event::SubmitForAuthorization, context(Some("step_up_required"), &decision, vec![reply]))]
-        }
-        AuthzDecision::Deny { .. } => vec![
-            (Event::SubmitForAuthorization, context(None, &evidence, vec![])),
-            (Event::Deny, context(Some("missing_scope"), &evidence, vec![])),
-        ],
+    (step, decision, trace)
+}
+
+/// How the answer named its confirmation, for the evidence.
+fn via(named: &Named) -> &'static str {
+    match named {
+        Named::Nonce(_) => "button",
+        Named::Code(_) => "code",
+        Named::Bare => "bare",
     }
 }
 
-/// The cancel move of a confirmation that ran out; its outcome reply says so with the code.
-fn expiry_move(confirmation: &Confirmation) -> (Event, MoveContext) {
-    (
-        Event::Cancel,
-        MoveContext {
-            reason_code: Some(EXPIRED.into()),
-            decision: Some(
-                json!({"confirmation_id": confirmation.id, "expired_at": confirmation.expires_at.unix_timestamp()}),
-            ),
-            reply_vars: Some(json!({"code": confirmation.code})),
-            ..MoveContext::default()
-        },
-    )
+/// Why an answer to `confirmation` counts for nothing, with the reply it gets; `None` when it
+/// counts.
+fn refused(
+    who: &Answering<'_>,
+    confirmation: &Confirmation,
+    command: &StoredCommand,
+    name: &str,
+) -> Option<(AnswerOutcome, &'static str, NewOutboxMessage)> {
+    let unknown = || who.reply_to.message("rejected", json!({"reason": "unknown_confirmation", "codes": []}));
+    // IDS §X: another person's answer confirms nothing. The reply does not say whose it was.
+    if &confirmation.actor_id != who.actor_id {
+        return Some((AnswerOutcome::WrongActor, "wrong_actor", unknown()));
+    }
+    // Bound to the command's key as well as its id: a confirmation never carries over.
+    if confirmation.idempotency_key != command.envelope.idempotency_key {
+        return Some((AnswerOutcome::Unmatched, "binding_mismatch", unknown()));
+    }
+    match confirmation.status {
+        ConfirmationStatus::Accepted | ConfirmationStatus::Declined => {
+            Some((AnswerOutcome::AlreadyAnswered, "already_answered", where_it_stands(who.reply_to, command)))
+        }
+        ConfirmationStatus::Expired => {
+            let reply = who.reply_to.message("expired", json!({"command": name, "code": confirmation.code}));
+            Some((AnswerOutcome::TooLate, EXPIRED, reply))
+        }
+        ConfirmationStatus::Pending => None,
+    }
 }
 
 /// What a person is told when their answer comes after the command moved on.

@@ -3,3 +3,4 @@
 
 pub mod answers;
 pub mod confirm;
+mod moves;

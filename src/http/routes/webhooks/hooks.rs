@@ -36,10 +36,18 @@ pub(crate) fn accepted(command_id: Uuid) -> Response {
 }
 
 /// `POST /hooks/wake`: `{"text": "...", "mode": "now" | "next-heartbeat"}`.
-#[utoipa::path(post, path = "/hooks/wake", tag = "hooks",
-    params(("Idempotency-Key" = Option<String>, Header), ("X-Correlation-Id" = Option<String>, Header),
-        ("x-openclaw-token" = Option<String>, Header)),
-    request_body(content = serde_json::Value, content_type = "application/json"), responses(HookResponses))]
+#[utoipa::path(
+    post,
+    path = "/hooks/wake",
+    tag = "hooks",
+    params(
+        ("Idempotency-Key" = Option<String>, Header),
+        ("X-Correlation-Id" = Option<String>, Header),
+        ("x-openclaw-token" = Option<String>, Header)
+    ),
+    request_body(content = serde_json::Value, content_type = "application/json"),
+    responses(HookResponses)
+)]
 pub(crate) async fn wake(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
@@ -50,10 +58,18 @@ pub(crate) async fn wake(
 }
 
 /// `POST /hooks/agent`: `{"message": "..."}` and the optional OpenClaw fields, each checked.
-#[utoipa::path(post, path = "/hooks/agent", tag = "hooks",
-    params(("Idempotency-Key" = Option<String>, Header), ("X-Correlation-Id" = Option<String>, Header),
-        ("x-openclaw-token" = Option<String>, Header)),
-    request_body(content = serde_json::Value, content_type = "application/json"), responses(HookResponses))]
+#[utoipa::path(
+    post,
+    path = "/hooks/agent",
+    tag = "hooks",
+    params(
+        ("Idempotency-Key" = Option<String>, Header),
+        ("X-Correlation-Id" = Option<String>, Header),
+        ("x-openclaw-token" = Option<String>, Header)
+    ),
+    request_body(content = serde_json::Value, content_type = "application/json"),
+    responses(HookResponses)
+)]
 pub(crate) async fn agent(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
@@ -64,10 +80,19 @@ pub(crate) async fn agent(
 }
 
 /// `POST /hooks/{name}`: a mapped hook; its fields become the command's arguments.
-#[utoipa::path(post, path = "/hooks/{name}", tag = "hooks",
-    params(("name" = String, Path), ("Idempotency-Key" = Option<String>, Header),
-        ("X-Correlation-Id" = Option<String>, Header), ("x-openclaw-token" = Option<String>, Header)),
-    request_body(content = serde_json::Value, content_type = "application/json"), responses(HookResponses))]
+#[utoipa::path(
+    post,
+    path = "/hooks/{name}",
+    tag = "hooks",
+    params(
+        ("name" = String, Path),
+        ("Idempotency-Key" = Option<String>, Header),
+        ("X-Correlation-Id" = Option<String>, Header),
+        ("x-openclaw-token" = Option<String>, Header)
+    ),
+    request_body(content = serde_json::Value, content_type = "application/json"),
+    responses(HookResponses)
+)]
 pub(crate) async fn mapped(
     State(state): State<AppState>,
     Path(name): Path<String>,

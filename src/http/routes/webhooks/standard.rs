@@ -17,16 +17,25 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/webhooks/standard/{source}", post(receive))
 }
 
-#[utoipa::path(post, path = "/webhooks/standard/{source}", tag = "webhooks",
-    params(("source" = String, Path), ("webhook-id" = String, Header), ("webhook-timestamp" = String, Header),
-        ("webhook-signature" = String, Header)),
+#[utoipa::path(
+    post,
+    path = "/webhooks/standard/{source}",
+    tag = "webhooks",
+    params(
+        ("source" = String, Path),
+        ("webhook-id" = String, Header),
+        ("webhook-timestamp" = String, Header),
+        ("webhook-signature" = String, Header)
+    ),
     request_body(content = serde_json::Value, content_type = "application/json"),
     responses(
         (status = 200, description = "A chat message (a source with a `message` mapping), handled: its outcome",
             content_type = "application/json", body = serde_json::Value),
         (status = 202, description = "Accepted: the command's id and where to follow it",
             content_type = "application/json", body = serde_json::Value),
-        StandardErrors))]
+        StandardErrors
+    )
+)]
 pub(crate) async fn receive(
     State(state): State<AppState>,
     Path(name): Path<String>,

@@ -15,11 +15,22 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/webhooks/twilio", post(receive)).route(STATUS_PATH, post(status))
 }
 
-#[utoipa::path(post, path = "/webhooks/twilio", tag = "webhooks", params(("X-Twilio-Signature" = String, Header)),
-    request_body(content = String, content_type = "application/x-www-form-urlencoded",
-        description = "Twilio's messaging webhook parameters"),
-    responses((status = 200, description = "TwiML: the replies due at once, or an empty `<Response/>`",
-        content_type = "text/xml", body = String), TwilioErrors))]
+#[utoipa::path(
+    post,
+    path = "/webhooks/twilio",
+    tag = "webhooks",
+    params(("X-Twilio-Signature" = String, Header)),
+    request_body(
+        content = String,
+        content_type = "application/x-www-form-urlencoded",
+        description = "Twilio's messaging webhook parameters"
+    ),
+    responses(
+        (status = 200, description = "TwiML: the replies due at once, or an empty `<Response/>`",
+            content_type = "text/xml", body = String),
+        TwilioErrors
+    )
+)]
 pub(crate) async fn receive(
     State(state): State<AppState>,
     uri: Uri,
@@ -30,10 +41,18 @@ pub(crate) async fn receive(
     Ok(([(header::CONTENT_TYPE, "text/xml; charset=utf-8")], twiml).into_response())
 }
 
-#[utoipa::path(post, path = "/webhooks/twilio/status", tag = "webhooks", params(("X-Twilio-Signature" = String, Header)),
-    request_body(content = String, content_type = "application/x-www-form-urlencoded",
-        description = "Twilio's status callback parameters (`MessageSid`, `MessageStatus`, `ErrorCode`, ...)"),
-    responses((status = 204, description = "Recorded (or about a message this gateway did not send)"), TwilioErrors))]
+#[utoipa::path(
+    post,
+    path = "/webhooks/twilio/status",
+    tag = "webhooks",
+    params(("X-Twilio-Signature" = String, Header)),
+    request_body(
+        content = String,
+        content_type = "application/x-www-form-urlencoded",
+        description = "Twilio's status callback parameters (`MessageSid`, `MessageStatus`, `ErrorCode`, ...)"
+    ),
+    responses((status = 204, description = "Recorded (or about a message this gateway did not send)"), TwilioErrors)
+)]
 pub(crate) async fn status(
     State(state): State<AppState>,
     uri: Uri,

@@ -21,10 +21,16 @@ pub fn router() -> Router<AppState> {
         .route("/webhooks/whatsapp/{app}", get(verify_app).post(receive_app))
 }
 
-#[utoipa::path(get, path = "/webhooks/whatsapp", tag = "webhooks",
+#[utoipa::path(
+    get,
+    path = "/webhooks/whatsapp",
+    tag = "webhooks",
     params(("hub.mode" = String, Query), ("hub.verify_token" = String, Query), ("hub.challenge" = String, Query)),
-    responses((status = 200, description = "The challenge", content_type = "text/plain", body = String),
-        HandshakeErrors))]
+    responses(
+        (status = 200, description = "The challenge", content_type = "text/plain", body = String),
+        HandshakeErrors
+    )
+)]
 pub(crate) async fn verify_default(
     State(config): State<Arc<Config>>,
     Query(query): Query<HashMap<String, String>>,
@@ -32,11 +38,22 @@ pub(crate) async fn verify_default(
     challenge(webhook::verify_handshake(&config, None, &query)?)
 }
 
-#[utoipa::path(get, path = "/webhooks/whatsapp/{app}", tag = "webhooks",
-    params(("app" = String, Path), ("hub.mode" = String, Query), ("hub.verify_token" = String, Query),
-        ("hub.challenge" = String, Query)),
-    responses((status = 200, description = "The challenge", content_type = "text/plain", body = String),
-        HandshakeErrors, NoSuchApp))]
+#[utoipa::path(
+    get,
+    path = "/webhooks/whatsapp/{app}",
+    tag = "webhooks",
+    params(
+        ("app" = String, Path),
+        ("hub.mode" = String, Query),
+        ("hub.verify_token" = String, Query),
+        ("hub.challenge" = String, Query)
+    ),
+    responses(
+        (status = 200, description = "The challenge", content_type = "text/plain", body = String),
+        HandshakeErrors,
+        NoSuchApp
+    )
+)]
 pub(crate) async fn verify_app(
     State(config): State<Arc<Config>>,
     Path(name): Path<String>,
@@ -49,11 +66,21 @@ fn challenge(text: String) -> Result<Response, ApiError> {
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response())
 }
 
-#[utoipa::path(post, path = "/webhooks/whatsapp", tag = "webhooks", params(("X-Hub-Signature-256" = String, Header)),
-    request_body(content = serde_json::Value, content_type = "application/json",
-        description = "A WhatsApp Business Account notification"),
-    responses((status = 200, description = "Every message and status committed", body = webhook::DeliverySummary),
-        WhatsAppErrors))]
+#[utoipa::path(
+    post,
+    path = "/webhooks/whatsapp",
+    tag = "webhooks",
+    params(("X-Hub-Signature-256" = String, Header)),
+    request_body(
+        content = serde_json::Value,
+        content_type = "application/json",
+        description = "A WhatsApp Business Account notification"
+    ),
+    responses(
+        (status = 200, description = "Every message and status committed", body = webhook::DeliverySummary),
+        WhatsAppErrors
+    )
+)]
 pub(crate) async fn receive_default(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -62,12 +89,21 @@ pub(crate) async fn receive_default(
     receive(&state, None, &headers, &body).await
 }
 
-#[utoipa::path(post, path = "/webhooks/whatsapp/{app}", tag = "webhooks",
+#[utoipa::path(
+    post,
+    path = "/webhooks/whatsapp/{app}",
+    tag = "webhooks",
     params(("app" = String, Path), ("X-Hub-Signature-256" = String, Header)),
-    request_body(content = serde_json::Value, content_type = "application/json",
-        description = "A WhatsApp Business Account notification"),
-    responses((status = 200, description = "Every message and status committed", body = webhook::DeliverySummary),
-        WhatsAppErrors))]
+    request_body(
+        content = serde_json::Value,
+        content_type = "application/json",
+        description = "A WhatsApp Business Account notification"
+    ),
+    responses(
+        (status = 200, description = "Every message and status committed", body = webhook::DeliverySummary),
+        WhatsAppErrors
+    )
+)]
 pub(crate) async fn receive_app(
     State(state): State<AppState>,
     Path(name): Path<String>,

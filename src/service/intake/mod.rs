@@ -2,7 +2,6 @@
 //! each to its tenant and actor, interprets it through the registry and admits the command, all
 //! in one transaction per message. Adapters never touch the database themselves.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -19,28 +18,25 @@ use crate::domain::command::Intent;
 use crate::domain::directory::Actor;
 use crate::domain::directory::Tenant;
 use crate::domain::directory::UnknownSenderPolicy;
-use crate::domain::lifecycle::CommandKind;
-use crate::domain::lifecycle::Event;
 use crate::domain::lifecycle::State;
 use crate::domain::message::{Content, InboundMessage, StatusUpdate};
 use crate::domain::registry::Interpretation;
 use crate::service::confirmations::answers;
 use crate::service::confirmations::answers::AnswerOutcome;
 use crate::service::confirmations::answers::Answering;
-use crate::service::confirmations::confirm;
 use crate::service::confirmations::confirm::Answer;
-use crate::service::dispatch;
 use crate::service::engine::Admission;
 use crate::service::engine::Engine;
 use crate::service::engine::EngineError;
 use crate::service::ooc;
 use crate::service::security::Policy;
-use crate::service::security::authz;
-use crate::service::security::authz::AuthzDecision;
 use crate::store::StoredCommand;
-use crate::store::{
-    Admitted, DeliveryStatus, InboundOutcome, NewConfirmation, NewInbound, NewOutboxMessage, ReplyTo, Store, StoreError,
-};
+use crate::store::{Admitted, DeliveryStatus, InboundOutcome, NewOutboxMessage, ReplyTo, Store, StoreError};
+
+mod first_moves;
+
+pub use first_moves::reply_destination;
+use first_moves::{conversation_id, first_moves, inbound_row, reply_address};
 
 /// What reprocessing a stored message came to.
 #[derive(Debug, Clone, PartialEq)]
@@ -89,6 +85,19 @@ impl CommandOutcome {
 }
 
 impl Handled {
+    /// What admitting a message's command came to.
+    fn admitted(admitted: Admitted) -> Self {
+        match admitted {
+            Admitted::New { command_id, lifecycle, .. } => {
+                Self::Command { command_id, outcome: CommandOutcome::Admitted(lifecycle.state) }
+            }
+            Admitted::Replayed(d) => Self::Command { command_id: d.command_id, outcome: CommandOutcome::Replayed },
+            Admitted::InProgress(d) => Self::Command { command_id: d.command_id, outcome: CommandOutcome::InProgress },
+            Admitted::Conflict { .. } => Self::Conflict,
+            Admitted::Redelivered { .. } => Self::Redelivered,
+        }
+    }
+
     /// The `outcome` label of `chatgate_inbound_messages_total`.
     pub fn outcome(&self) -> &'static str {
         match self {
@@ -152,7 +161,8 @@ impl Ingress {
 
     async fn handle_uncounted(&self, message: &InboundMessage, now: OffsetDateTime) -> Result<Handled, EngineError> {
         let Some(tenant) = self.policy.directory.tenant_for_number(&message.to) else {
-            tracing::warn!(to = %message.to, id = %message.provider_message_id, "message to an unknown number stored as unroutable");
+            let id = &message.provider_message_id;
+            tracing::warn!(to = %message.to, %id, "message to an unknown number stored as unroutable");
             return self.record(message, None, "unroutable", &[], Handled::Unroutable, now).await;
         };
         let reply_to = reply_address(message, tenant);
@@ -182,6 +192,18 @@ impl Ingress {
             };
             return Ok(Handled::Answer(answers::handle(&self.engine, &who, &answer, now).await?));
         }
+        self.interpret(message, tenant, actor, reply_to, now).await
+    }
+
+    /// A message from a known actor that is not an answer: a command, help, or nothing.
+    async fn interpret(
+        &self,
+        message: &InboundMessage,
+        tenant: &Tenant,
+        actor: &Actor,
+        reply_to: ReplyTo,
+        now: OffsetDateTime,
+    ) -> Result<Handled, EngineError> {
         let interpretation = match &message.content {
             Content::Text(text) => self.policy.registry.interpret_text(text),
             Content::Reply { id, .. } => self.policy.registry.interpret_reply_id(id),
@@ -304,17 +326,7 @@ impl Ingress {
             reply_vars: first.reply_vars,
         };
         let (_, admitted) = self.engine.accept_with(request, admission, now).await?;
-        Ok(match admitted {
-            Admitted::New { command_id, lifecycle, .. } => {
-                Handled::Command { command_id, outcome: CommandOutcome::Admitted(lifecycle.state) }
-            }
-            Admitted::Replayed(d) => Handled::Command { command_id: d.command_id, outcome: CommandOutcome::Replayed },
-            Admitted::InProgress(d) => {
-                Handled::Command { command_id: d.command_id, outcome: CommandOutcome::InProgress }
-            }
-            Admitted::Conflict { .. } => Handled::Conflict,
-            Admitted::Redelivered { .. } => Handled::Redelivered,
-        })
+        Ok(Handled::admitted(admitted))
     }
 
     /// Reprocessing (a recovery action): `target`'s stored message interpreted again under the
@@ -370,124 +382,10 @@ impl Ingress {
     }
 }
 
-/// What a new command does right after `canonicalized`, decided from the registry and the actor.
-struct FirstMoves {
-    events: &'static [Event],
-    decision: Option<Value>,
-    reason_code: Option<&'static str>,
-    outbox: Vec<NewOutboxMessage>,
-    confirmation: Option<NewConfirmation>,
-    reply_vars: Option<Value>,
-}
-
-fn first_moves(
-    spec: &CommandSpec,
-    held: &BTreeSet<String>,
-    args: &Args,
-    reply_to: &ReplyTo,
-    refused: Option<ooc::Refused>,
-    now: OffsetDateTime,
-) -> FirstMoves {
-    let decision = authz::decide(spec, held, false);
-    let moves = |events, decision: &AuthzDecision, outbox| FirstMoves {
-        events,
-        decision: Some(decision.evidence(spec, held)),
-        reason_code: decision.reason_code(),
-        outbox,
-        confirmation: None,
-        reply_vars: None,
-    };
-    // Authorized at once: started too, with the dispatch row in the same transaction.
-    let dispatch = || dispatch::dispatch_rows(&spec.targets);
-    // SMCL's "pre-confirm validation path": a recovery action that could not run now is refused
-    // before anyone is asked to confirm it (`ooc::precheck` leaves someone without the scope to
-    // the authorization refusal below).
-    if let Some(refused) = refused {
-        return FirstMoves {
-            events: &[Event::SubmitForAuthorization, Event::Deny],
-            decision: Some(json!({"precheck": "refused", "error": refused.detail})),
-            reason_code: Some(refused.code),
-            outbox: vec![],
-            confirmation: None,
-            reply_vars: Some(json!({"error": refused.detail})),
-        };
-    }
-    match (&decision, spec.kind, spec.confirmation) {
-        // Refused before anyone is asked to confirm: canonicalized → authz_pending → rejected
-        // (the engine queues the refusal as the command's outcome reply).
-        (AuthzDecision::Deny { .. }, _, _) => moves(&[Event::SubmitForAuthorization, Event::Deny], &decision, vec![]),
-        (_, CommandKind::Mutation, true) => {
-            let vars = json!({"command": spec.name, "usage": spec.usage(), "args": args, "step_up": spec.step_up});
-            let confirmation = confirm::prompt(reply_to, vars, spec.confirmation_ttl, now);
-            FirstMoves {
-                events: &[Event::RequestConfirmation],
-                decision: Some(json!({
-                    "confirmation": "requested",
-                    "code": confirmation.code,
-                    "expires_at": confirmation.expires_at.unix_timestamp(),
-                })),
-                reason_code: None,
-                outbox: vec![confirm::prompt_message(reply_to, &confirmation)],
-                confirmation: Some(confirmation),
-                reply_vars: None,
-            }
-        }
-        // A read, or a mutation the registry lets through without confirmation (and so without
-        // step-up, which the registry only allows after a confirmation): authorized at once.
-        (_, kind, _) => moves(dispatch::authorized_at_once(kind), &AuthzDecision::Allow, dispatch()),
-    }
-}
-
-fn inbound_row(message: &InboundMessage, tenant: Option<&Tenant>, status: &str, now: OffsetDateTime) -> NewInbound {
-    NewInbound {
-        channel: message.channel.clone(),
-        provider_message_id: message.provider_message_id.clone(),
-        tenant_id: tenant.map(|t| t.id.clone()),
-        status: status.to_owned(),
-        payload: message.raw.clone(),
-        received_at: now,
-    }
-}
-
 /// Reads a stored message (as `Store::message_of` returns it) back into the message it was, for
 /// reprocessing. Each channel knows its own stored form, and channels sit above this layer, so
 /// the composition root hands intake a reader (`channels::StoredMessageReader`).
 /// `conversation` is the command's (`{channel}:{business number}:{person}`).
 pub trait StoredMessages: Send + Sync {
     fn reread(&self, channel: &str, raw: &Value, conversation: &ExternalId) -> Option<InboundMessage>;
-}
-
-/// One conversation per business number and person.
-fn conversation_id(message: &InboundMessage) -> ExternalId {
-    ExternalId::parse(&reply_destination(message)).unwrap_or_else(|_| message.provider_message_id.clone())
-}
-
-/// The outbox destination of replies to `message`'s sender: one per channel, business number and
-/// person, so that messages to one person leave in order.
-pub fn reply_destination(message: &InboundMessage) -> String {
-    format!("{}:{}:{}", message.channel, message.to, message.from)
-}
-
-fn reply_address(message: &InboundMessage, tenant: &Tenant) -> ReplyTo {
-    let mut base = json!({
-        "channel": message.channel,
-        "phone_number_id": message.to,
-        "to": message.from,
-        "in_reply_to": message.provider_message_id,
-        "locale": tenant.locale,
-    });
-    if let (Some(addresses), Some(map)) = (&message.addresses, base.as_object_mut()) {
-        map.insert("from_address".into(), addresses.business.clone().into());
-        map.insert("to_address".into(), addresses.person.clone().into());
-        if let Some(conversation) = &addresses.conversation {
-            map.insert("conversation".into(), conversation.clone().into());
-        }
-    }
-    ReplyTo {
-        command: None,
-        destination: reply_destination(message),
-        base,
-        executed_template: None,
-        hold: message.answered_inline,
-    }
 }

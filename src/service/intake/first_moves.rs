@@ -1,0 +1,141 @@
+//! What a message does first: the moves a new command makes right after `canonicalized`
+//! (refused, asked to confirm, or authorized and dispatched at once), and where its replies go.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+
+use crate::domain::registry::CommandSpec;
+
+use crate::domain::command::Args;
+use crate::domain::command::ExternalId;
+use crate::domain::directory::Tenant;
+use crate::domain::lifecycle::CommandKind;
+use crate::domain::lifecycle::Event;
+use crate::domain::message::InboundMessage;
+use crate::service::confirmations::confirm;
+use crate::service::dispatch;
+use crate::service::ooc;
+use crate::service::security::authz;
+use crate::service::security::authz::AuthzDecision;
+use crate::store::{NewConfirmation, NewInbound, NewOutboxMessage, ReplyTo};
+
+/// What a new command does right after `canonicalized`, decided from the registry and the actor.
+pub(super) struct FirstMoves {
+    pub(super) events: &'static [Event],
+    pub(super) decision: Option<Value>,
+    pub(super) reason_code: Option<&'static str>,
+    pub(super) outbox: Vec<NewOutboxMessage>,
+    pub(super) confirmation: Option<NewConfirmation>,
+    pub(super) reply_vars: Option<Value>,
+}
+
+pub(super) fn first_moves(
+    spec: &CommandSpec,
+    held: &BTreeSet<String>,
+    args: &Args,
+    reply_to: &ReplyTo,
+    refused: Option<ooc::Refused>,
+    now: OffsetDateTime,
+) -> FirstMoves {
+    let decision = authz::decide(spec, held, false);
+    let moves = |events, decision: &AuthzDecision, outbox| FirstMoves {
+        events,
+        decision: Some(decision.evidence(spec, held)),
+        reason_code: decision.reason_code(),
+        outbox,
+        confirmation: None,
+        reply_vars: None,
+    };
+    // Authorized at once: started too, with the dispatch row in the same transaction.
+    let dispatch = || dispatch::dispatch_rows(&spec.targets);
+    // SMCL's "pre-confirm validation path": a recovery action that could not run now is refused
+    // before anyone is asked to confirm it (`ooc::precheck` leaves someone without the scope to
+    // the authorization refusal below).
+    if let Some(refused) = refused {
+        return FirstMoves {
+            events: &[Event::SubmitForAuthorization, Event::Deny],
+            decision: Some(json!({"precheck": "refused", "error": refused.detail})),
+            reason_code: Some(refused.code),
+            outbox: vec![],
+            confirmation: None,
+            reply_vars: Some(json!({"error": refused.detail})),
+        };
+    }
+    match (&decision, spec.kind, spec.confirmation) {
+        // Refused before anyone is asked to confirm: canonicalized → authz_pending → rejected
+        // (the engine queues the refusal as the command's outcome reply).
+        (AuthzDecision::Deny { .. }, _, _) => moves(&[Event::SubmitForAuthorization, Event::Deny], &decision, vec![]),
+        (_, CommandKind::Mutation, true) => {
+            let vars = json!({"command": spec.name, "usage": spec.usage(), "args": args, "step_up": spec.step_up});
+            let confirmation = confirm::prompt(reply_to, vars, spec.confirmation_ttl, now);
+            FirstMoves {
+                events: &[Event::RequestConfirmation],
+                decision: Some(json!({
+                    "confirmation": "requested",
+                    "code": confirmation.code,
+                    "expires_at": confirmation.expires_at.unix_timestamp(),
+                })),
+                reason_code: None,
+                outbox: vec![confirm::prompt_message(reply_to, &confirmation)],
+                confirmation: Some(confirmation),
+                reply_vars: None,
+            }
+        }
+        // A read, or a mutation the registry lets through without confirmation (and so without
+        // step-up, which the registry only allows after a confirmation): authorized at once.
+        (_, kind, _) => moves(dispatch::authorized_at_once(kind), &AuthzDecision::Allow, dispatch()),
+    }
+}
+
+pub(super) fn inbound_row(
+    message: &InboundMessage,
+    tenant: Option<&Tenant>,
+    status: &str,
+    now: OffsetDateTime,
+) -> NewInbound {
+    NewInbound {
+        channel: message.channel.clone(),
+        provider_message_id: message.provider_message_id.clone(),
+        tenant_id: tenant.map(|t| t.id.clone()),
+        status: status.to_owned(),
+        payload: message.raw.clone(),
+        received_at: now,
+    }
+}
+
+/// One conversation per business number and person.
+pub(super) fn conversation_id(message: &InboundMessage) -> ExternalId {
+    ExternalId::parse(&reply_destination(message)).unwrap_or_else(|_| message.provider_message_id.clone())
+}
+
+/// The outbox destination of replies to `message`'s sender: one per channel, business number and
+/// person, so that messages to one person leave in order.
+pub fn reply_destination(message: &InboundMessage) -> String {
+    format!("{}:{}:{}", message.channel, message.to, message.from)
+}
+
+pub(super) fn reply_address(message: &InboundMessage, tenant: &Tenant) -> ReplyTo {
+    let mut base = json!({
+        "channel": message.channel,
+        "phone_number_id": message.to,
+        "to": message.from,
+        "in_reply_to": message.provider_message_id,
+        "locale": tenant.locale,
+    });
+    if let (Some(addresses), Some(map)) = (&message.addresses, base.as_object_mut()) {
+        map.insert("from_address".into(), addresses.business.clone().into());
+        map.insert("to_address".into(), addresses.person.clone().into());
+        if let Some(conversation) = &addresses.conversation {
+            map.insert("conversation".into(), conversation.clone().into());
+        }
+    }
+    ReplyTo {
+        command: None,
+        destination: reply_destination(message),
+        base,
+        executed_template: None,
+        hold: message.answered_inline,
+    }
+}

@@ -1,0 +1,205 @@
+//! The recovery actions, each a command of its own that names its target: cancel, retry,
+//! compensate and reprocess.
+
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+
+use crate::domain::command::ActorId;
+use crate::domain::command::Channel;
+use crate::domain::command::CommandRequest;
+use crate::domain::command::ExternalId;
+use crate::domain::command::IdempotencyClass;
+use crate::domain::command::Intent;
+use crate::domain::command::Risk;
+use crate::domain::lifecycle::CommandKind;
+use crate::domain::lifecycle::Event;
+use crate::domain::lifecycle::State;
+use crate::domain::lifecycle::recovery::RecoveryAction;
+use crate::service::dispatch;
+use crate::service::engine::Admission;
+use crate::service::engine::Engine;
+use crate::service::engine::MoveContext;
+use crate::service::intake::Ingress;
+use crate::service::intake::Reprocessed;
+use crate::service::security::Policy;
+use crate::store::{Admitted, StepOutcome, StepWrite, StoredCommand};
+
+use super::{Operator, Recovered, RecoveryError, decision, follow_up, linked, slug, status_of};
+
+/// The operator's `cancel` as a command of its own, naming the target.
+fn cancel_request(operator: &Operator<'_>, target: &StoredCommand) -> Result<CommandRequest, RecoveryError> {
+    let e = &target.envelope;
+    let invalid = |what: &str| RecoveryError::Conflict(format!("cannot build the recovery command: {what}"));
+    Ok(CommandRequest {
+        tenant_id: e.tenant_id.clone(),
+        actor_id: ActorId::parse(&format!("operator:{}", slug(operator.id))).map_err(|_| invalid("operator id"))?,
+        channel: Channel::parse("api").map_err(|_| invalid("channel"))?,
+        conversation_id: ExternalId::parse(&format!("api:{}", operator.id)).map_err(|_| invalid("conversation"))?,
+        message_ids: vec![],
+        correlation_id: Some(e.correlation_id.clone()),
+        causation_id: Some(ExternalId::from_uuid(e.command_id)),
+        intent: Intent::parse("command", "cancel", Some(&e.command_id.to_string())).map_err(|_| invalid("intent"))?,
+        args: serde_json::from_value(json!({"reason": operator.reason})).unwrap_or_default(),
+        command_kind: CommandKind::Mutation,
+        idempotency_class: IdempotencyClass::I1,
+        risk: Risk::Low,
+        supplied_key: None,
+        ttl: None,
+        dedupe_window: std::time::Duration::from_secs(86_400),
+        target_command_id: Some(e.command_id),
+    })
+}
+
+pub(super) async fn cancel(
+    engine: &Engine,
+    operator: &Operator<'_>,
+    target: &StoredCommand,
+    now: OffsetDateTime,
+) -> Result<Recovered, RecoveryError> {
+    let e = &target.envelope;
+    let request = cancel_request(operator, target)?;
+    let admission = Admission {
+        then: dispatch::authorized_at_once(CommandKind::Mutation),
+        decision: Some(decision(RecoveryAction::Cancel, operator, target)),
+        ..Admission::default()
+    };
+    let (_, admitted) = engine.accept_with(request, admission, now).await?;
+    let recovery_id = match admitted {
+        Admitted::New { command_id, .. } => command_id,
+        // The same cancel again: its outcome.
+        Admitted::Replayed(d) | Admitted::InProgress(d) => {
+            return status_of(engine, operator.tenant, d.command_id, e.command_id).await;
+        }
+        other => return Err(RecoveryError::Conflict(format!("the recovery command was not created: {other:?}"))),
+    };
+    let recovery = engine.command(operator.tenant, recovery_id).await?;
+    let stop = MoveContext {
+        reason_code: Some("operator_canceled".into()),
+        decision: Some(json!({"recovery_command_id": recovery_id, "by": operator.id, "reason": operator.reason})),
+        ..MoveContext::default()
+    };
+    let done = MoveContext {
+        decision: Some(json!({"target_command_id": e.command_id, "target_state": "canceled"})),
+        ..MoveContext::default()
+    };
+    let mut moves = engine.plan_moves(target, vec![(Event::Cancel, stop)], now).unwrap_or_default();
+    moves.extend(engine.plan_moves(&recovery, vec![(Event::Succeed, done)], now).unwrap_or_default());
+    // A started command may be with its executors: they are told, those that can be.
+    let notices = if target.lifecycle.state == State::Started {
+        let targets = engine.store().deliveries().dispatch_targets(e.command_id).await?;
+        dispatch::cancel_notices(&targets, e.command_id, operator.reason)
+    } else {
+        vec![]
+    };
+    let step = StepWrite { moves, outbox: notices, ..StepWrite::new(e.tenant_id.clone(), Some(recovery_id), now) };
+    if !matches!(engine.store().commands().commit_step(&step).await?, StepOutcome::Committed { .. }) {
+        // The target moved on meanwhile (it finished): the recovery command says so.
+        let failed = MoveContext { reason_code: Some("target_moved".into()), ..MoveContext::default() };
+        let recovery = engine.command(operator.tenant, recovery_id).await?;
+        let moves = engine.plan_moves(&recovery, vec![(Event::Fail, failed)], now).unwrap_or_default();
+        engine
+            .store()
+            .commands()
+            .commit_step(&StepWrite { moves, ..StepWrite::new(e.tenant_id.clone(), Some(recovery_id), now) })
+            .await?;
+    }
+    status_of(engine, operator.tenant, recovery_id, e.command_id).await
+}
+
+pub(super) async fn retry(
+    engine: &Engine,
+    policy: &Policy,
+    operator: &Operator<'_>,
+    target: &StoredCommand,
+    now: OffsetDateTime,
+) -> Result<Recovered, RecoveryError> {
+    let e = &target.envelope;
+    let Some(spec) = policy.registry.by_intent(&e.intent.entity, &e.intent.action) else {
+        return Err(RecoveryError::Conflict("the registry no longer has this command".into()));
+    };
+    if engine.store().commands().open_recoveries(e.command_id).await? > 0 {
+        return Err(RecoveryError::Conflict("a recovery of this command is under way".into()));
+    }
+    // The failed command holds the key; this one carries it to the executor unreserved.
+    let mut request = follow_up(target, e.intent.clone(), e.command_kind, IdempotencyClass::I0, e.risk, spec);
+    request.message_ids = e.message_ids.clone();
+    let admission = Admission {
+        then: dispatch::authorized_at_once(e.command_kind),
+        decision: Some(decision(RecoveryAction::Retry, operator, target)),
+        outbox: dispatch::dispatch_rows(&spec.targets),
+        reply_to: target.reply_to.clone(),
+        ..Admission::default()
+    };
+    let (envelope, admitted) = engine.accept_with(request, admission, now).await?;
+    let Admitted::New { command_id, .. } = admitted else {
+        return Err(RecoveryError::Conflict(format!("the retry was not created: {admitted:?}")));
+    };
+    // The failed command's own record says a retry was made, and by whom.
+    let extra = json!({"idempotency_key": envelope.idempotency_key});
+    linked(engine, operator, target, RecoveryAction::Retry, command_id, extra, now).await
+}
+
+/// Runs the registry's compensation command for the target, with the target's arguments; the
+/// target becomes `compensated` only when that command has executed (see `delivery::dispatch`).
+pub(super) async fn compensate(
+    engine: &Engine,
+    policy: &Policy,
+    operator: &Operator<'_>,
+    target: &StoredCommand,
+    now: OffsetDateTime,
+) -> Result<Recovered, RecoveryError> {
+    let e = &target.envelope;
+    let Some(spec) = policy.compensation_of(target) else {
+        return Err(RecoveryError::Conflict("the registry declares no compensation for this command".into()));
+    };
+    let intent = Intent::parse(&spec.entity, &spec.action, e.intent.target.as_deref())
+        .map_err(|_| RecoveryError::Conflict("cannot build the compensation's intent".into()))?;
+    // Its own key: compensating the same command twice is one compensation.
+    let request = follow_up(target, intent, spec.kind, spec.idempotency_class, spec.risk, spec);
+    let admission = Admission {
+        then: dispatch::authorized_at_once(spec.kind),
+        decision: Some(decision(RecoveryAction::Compensate, operator, target)),
+        outbox: dispatch::dispatch_rows(&spec.targets),
+        ..Admission::default()
+    };
+    let (_, admitted) = engine.accept_with(request, admission, now).await?;
+    let command_id = match admitted {
+        Admitted::New { command_id, .. } => command_id,
+        Admitted::Replayed(d) | Admitted::InProgress(d) => {
+            return status_of(engine, operator.tenant, d.command_id, e.command_id).await;
+        }
+        other => return Err(RecoveryError::Conflict(format!("the compensation was not created: {other:?}"))),
+    };
+    let extra = json!({"command": spec.name});
+    linked(engine, operator, target, RecoveryAction::Compensate, command_id, extra, now).await
+}
+
+/// Interprets the target's stored message again (after a registry or directory fix, say) and
+/// admits what it now means as a new command naming the target.
+pub(super) async fn reprocess(
+    ingress: &Ingress,
+    engine: &Engine,
+    operator: &Operator<'_>,
+    target: &StoredCommand,
+    message: Option<(String, Value)>,
+    now: OffsetDateTime,
+) -> Result<Recovered, RecoveryError> {
+    let e = &target.envelope;
+    let Some((channel, raw)) = message else {
+        return Err(RecoveryError::Conflict("the command did not come from a stored message".into()));
+    };
+    if engine.store().commands().open_recoveries(e.command_id).await? > 0 {
+        return Err(RecoveryError::Conflict("a recovery of this command is under way".into()));
+    }
+    let Some(message) = ingress.reread(&channel, &raw, &e.conversation_id) else {
+        return Err(RecoveryError::Conflict(format!("the stored {channel} message cannot be read again")));
+    };
+    match ingress.reprocess(target, &message, now).await? {
+        Reprocessed::Command(command_id) => {
+            linked(engine, operator, target, RecoveryAction::Reprocess, command_id, json!({}), now).await
+        }
+        Reprocessed::NotACommand(why) => {
+            Err(RecoveryError::Conflict(format!("under the current registry the message starts no command ({why})")))
+        }
+    }
+}
