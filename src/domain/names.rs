@@ -28,7 +28,9 @@ macro_rules! named_enum {
             fn from_str(s: &str) -> Result<Self, Self::Err> {
                 match s {
                     $($text => Ok($name::$variant),)+
-                    other => Err($crate::domain::names::UnknownName { what: stringify!($name), name: other.to_owned() }),
+                    other => {
+                        Err($crate::domain::names::UnknownName { what: stringify!($name), name: other.to_owned() })
+                    }
                 }
             }
         }

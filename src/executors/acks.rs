@@ -209,9 +209,10 @@ pub async fn expire_undispatched(engine: &Engine, now: OffsetDateTime, limit: i6
         let command = engine.command(&tenant, command_id).await?;
         let context = crate::service::engine::MoveContext {
             reason_code: Some(crate::domain::delivery::FailureClass::TtlExpired.as_str().to_owned()),
-            decision: Some(
-                json!({"ttl": "expired before dispatch", "expires_at": command.envelope.expires_at.map(|t| t.unix_timestamp())}),
-            ),
+            decision: Some(json!({
+                "ttl": "expired before dispatch",
+                "expires_at": command.envelope.expires_at.map(|t| t.unix_timestamp()),
+            })),
             ..crate::service::engine::MoveContext::default()
         };
         let Ok(moves) = engine.plan_moves(&command, vec![(crate::domain::lifecycle::Event::Cancel, context)], now)

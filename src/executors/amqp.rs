@@ -171,7 +171,10 @@ pub fn wire_envelope(agent: &str, envelope: &CommandEnvelope, now: OffsetDateTim
         "source": "chatgate",
         "timestamp": now.format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),
         "correlation_id": envelope.correlation_id,
-        "causation_id": envelope.causation_id.as_ref().map_or_else(|| envelope.command_id.to_string(), |c| c.as_str().to_owned()),
+        "causation_id": envelope
+            .causation_id
+            .as_ref()
+            .map_or_else(|| envelope.command_id.to_string(), |c| c.as_str().to_owned()),
         "command_id": envelope.command_id,
         "target_agent": agent,
         "issued_by": format!("chatgate:{}", envelope.tenant_id),

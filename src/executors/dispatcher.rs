@@ -102,7 +102,8 @@ impl Dispatcher {
             let dispatcher = self.clone();
             running.spawn(async move {
                 if let Err(error) = dispatcher.dispatch_one(&row).await {
-                    tracing::warn!(%error, id = %row.id, "dispatch not recorded; the row comes back when its lease ends");
+                    let id = row.id;
+                    tracing::warn!(%error, %id, "dispatch not recorded; the row comes back when its lease ends");
                 }
             });
         }

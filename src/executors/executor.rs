@@ -75,7 +75,10 @@ impl Executor {
             // The dispatcher runs the gateway's commands itself (they read the store).
             Self::Gateway => CallOutcome::Refused {
                 status: 500,
-                error: json!({"error": {"code": "gateway_not_wired", "message": "built-in commands run in the dispatcher"}}),
+                error: json!({"error": {
+                    "code": "gateway_not_wired",
+                    "message": "built-in commands run in the dispatcher",
+                }}),
             },
             Self::Fail { code } => CallOutcome::Executed {
                 succeeded: false,
@@ -118,7 +121,8 @@ impl Executor {
     pub async fn notify_cancel(&self, envelope: &CommandEnvelope, reason: &str, notice_id: Uuid) -> CallOutcome {
         match self {
             Self::Http { cancel_url: Some(url), secret, client, .. } => {
-                let body = json!({"command_id": envelope.command_id, "idempotency_key": envelope.idempotency_key, "reason": reason});
+                let key = &envelope.idempotency_key;
+                let body = json!({"command_id": envelope.command_id, "idempotency_key": key, "reason": reason});
                 let id = format!("msg_{}", notice_id.simple());
                 match post_signed(client.post(url), secret.as_deref(), &id, envelope, body.to_string().into_bytes())
                     .await
@@ -241,9 +245,8 @@ mod tests {
             ok(r#"{"status":"succeeded","result":{"id":1}}"#),
             CallOutcome::Executed { succeeded: true, detail: json!({"id": 1}) }
         );
-        assert!(
-            matches!(ok(r#"{"status":"failed","error":{"code":"nope"}}"#), CallOutcome::Executed { succeeded: false, detail } if detail["code"] == "nope")
-        );
+        let failed = ok(r#"{"status":"failed","error":{"code":"nope"}}"#);
+        assert!(matches!(failed, CallOutcome::Executed { succeeded: false, detail } if detail["code"] == "nope"));
         assert_eq!(ok(r#"{"status":"in_progress"}"#), CallOutcome::Delivered { working: true });
         assert_eq!(ok(""), CallOutcome::Delivered { working: false });
         assert_eq!(classify(StatusCode::ACCEPTED, None, "{}"), CallOutcome::Delivered { working: false });

@@ -103,7 +103,8 @@ pub(crate) async fn apply_delivery(
     let now = to_ms(at);
     if let Some(new) = &change.create {
         let created = sqlx::query(
-            "INSERT INTO deliveries (id, tenant_id, command_id, target, state, version, ttl_deadline, created_at, updated_at)
+            "INSERT INTO deliveries
+             (id, tenant_id, command_id, target, state, version, ttl_deadline, created_at, updated_at)
              VALUES ($1, $2, $3, $4, 'received', 0, $5, $6, $6) ON CONFLICT (command_id, target) DO NOTHING",
         )
         .bind(change.delivery_id.to_string())

@@ -31,20 +31,7 @@ pub(crate) async fn append_all(
     }
     let now = to_ms(at);
     let count = drafts.len() as i64;
-    let head = sqlx::query(
-        "INSERT INTO evidence_chains (chain_id, last_seq, last_hash, updated_at) VALUES ($1, $2, $3, $4)
-         ON CONFLICT (chain_id) DO UPDATE SET last_seq = evidence_chains.last_seq + $2, updated_at = $4
-         RETURNING last_seq, last_hash",
-    )
-    .bind(chain_id)
-    .bind(count)
-    .bind(GENESIS_HASH)
-    .bind(now)
-    .fetch_one(&mut *conn)
-    .await?;
-    // A new chain comes back as (count, genesis); an existing one with its old hash.
-    let (last_seq, mut prev_hash) = (int(&head, "last_seq")?, text(&head, "last_hash")?);
-
+    let (last_seq, mut prev_hash) = reserve(conn, chain_id, count, now).await?;
     let mut rows = Vec::with_capacity(drafts.len());
     for (seq, draft) in (last_seq - count + 1..).zip(drafts) {
         let artifact_id = Uuid::now_v7();
@@ -71,7 +58,8 @@ pub(crate) async fn append_all(
             ]
         })
         .collect();
-    let head = "INSERT INTO evidence (artifact_id, chain_id, seq, kind, command_id, stage, recorded_at, body, prev_hash, hash)";
+    let head = "INSERT INTO evidence \
+        (artifact_id, chain_id, seq, kind, command_id, stage, recorded_at, body, prev_hash, hash)";
     insert_rows(conn, head, 10, values, "").await?;
     sqlx::query("UPDATE evidence_chains SET last_hash = $2 WHERE chain_id = $1")
         .bind(chain_id)
@@ -79,6 +67,24 @@ pub(crate) async fn append_all(
         .execute(&mut *conn)
         .await?;
     Ok(rows.iter().map(|row| row.0).collect())
+}
+
+/// Moves the chain's head `count` places on, for artifacts about to be appended: the last
+/// sequence number now taken and the hash the first new artifact links to.
+async fn reserve(conn: &mut AnyConnection, chain_id: &str, count: i64, now: i64) -> Result<(i64, String), StoreError> {
+    let head = sqlx::query(
+        "INSERT INTO evidence_chains (chain_id, last_seq, last_hash, updated_at) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (chain_id) DO UPDATE SET last_seq = evidence_chains.last_seq + $2, updated_at = $4
+         RETURNING last_seq, last_hash",
+    )
+    .bind(chain_id)
+    .bind(count)
+    .bind(GENESIS_HASH)
+    .bind(now)
+    .fetch_one(&mut *conn)
+    .await?;
+    // A new chain comes back as (count, genesis); an existing one with its old hash.
+    Ok((int(&head, "last_seq")?, text(&head, "last_hash")?))
 }
 
 /// An artifact as read back: its place in the chain and its full content.

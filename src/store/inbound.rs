@@ -157,7 +157,8 @@ impl DeliveryStatus {
     }
 }
 
-pub(crate) const INBOUND_INSERT: &str = "INSERT INTO inbound_messages (id, channel, provider_message_id, tenant_id, status, payload, command_id, received_at)";
+pub(crate) const INBOUND_INSERT: &str = "INSERT INTO inbound_messages \
+    (id, channel, provider_message_id, tenant_id, status, payload, command_id, received_at)";
 pub(crate) const INBOUND_COLUMNS: usize = 8;
 /// Transport dedupe: a row that exists already is left alone, and only new ids come back.
 pub(crate) const INBOUND_TAIL: &str = "ON CONFLICT (channel, provider_message_id) DO NOTHING RETURNING id";

@@ -141,7 +141,8 @@ impl Sender {
         };
         let Some(result) = self.providers.send(&outgoing).await else {
             // Not a failure of the message: it goes once the provider's credentials are set.
-            tracing::warn!(id = %message.id, channel = %outgoing.channel, "no credentials for this channel; the message waits");
+            let (id, channel) = (message.id, &outgoing.channel);
+            tracing::warn!(%id, %channel, "no credentials for this channel; the message waits");
             let error = format!("no credentials for {}", outgoing.channel);
             return self.engine.store().outbox().fail(message.id, &error, Some(now + NO_CREDENTIALS_WAIT), now).await;
         };
@@ -155,7 +156,8 @@ impl Sender {
                 match self.policy.next_delay(u32::try_from(message.attempt).unwrap_or(u32::MAX), retry_after) {
                     Some(delay) => {
                         count(outgoing.channel.as_str(), "retry");
-                        tracing::info!(id = %message.id, attempt = message.attempt, ?delay, %error, "send failed; retrying");
+                        let (id, attempt) = (message.id, message.attempt);
+                        tracing::info!(%id, attempt, ?delay, %error, "send failed; retrying");
                         self.engine.store().outbox().fail(message.id, &error, Some(now + delay), now).await
                     }
                     None => {

@@ -50,7 +50,8 @@ pub fn message_schema() -> Value {
         "OriginalRepliedMessageSid",
     ];
     let properties: Map<String, Value> = fields.iter().map(|f| ((*f).to_owned(), text.clone())).collect();
-    serde_json::json!({"type": "object", "required": ["MessageSid", "AccountSid", "From", "To"], "properties": properties})
+    let required = ["MessageSid", "AccountSid", "From", "To"];
+    serde_json::json!({"type": "object", "required": required, "properties": properties})
 }
 
 /// The status callback's form as the OpenAPI document describes it.

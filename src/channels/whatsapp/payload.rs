@@ -317,7 +317,8 @@ mod tests {
         let delivery = parse(&notification(json!([]), statuses)).expect("parses");
         assert_eq!(delivery.statuses.len(), 2);
         assert_eq!(delivery.statuses[1].errors.as_ref().map(|e| e[0]["code"].clone()), Some(json!(131047)));
-        let other = json!({"object": "whatsapp_business_account", "entry": [{"changes": [{"field": "account_update", "value": {}}]}]});
+        let change = json!({"field": "account_update", "value": {}});
+        let other = json!({"object": "whatsapp_business_account", "entry": [{"changes": [change]}]});
         assert_eq!(parse(other.to_string().as_bytes()).expect("parses").other_changes, 1);
     }
 

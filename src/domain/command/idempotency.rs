@@ -158,7 +158,10 @@ mod tests {
     #[test]
     fn key_matches_a_hand_computed_jcs_digest() {
         // The canonical form written by hand: keys sorted, no whitespace.
-        let canonical = r#"{"actor_id":"15550000001","args":{"amount":"25.00"},"command_kind":"mutation","intent":{"action":"refund","entity":"order","target":"1234"},"tenant_id":"demo"}"#;
+        let canonical = concat!(
+            r#"{"actor_id":"15550000001","args":{"amount":"25.00"},"command_kind":"mutation","#,
+            r#""intent":{"action":"refund","entity":"order","target":"1234"},"tenant_id":"demo"}"#
+        );
         let expected = hex::encode(Sha256::digest(canonical.as_bytes()));
         assert_eq!(inputs_json("demo", "15550000001", r#"{"amount":"25.00"}"#), expected);
     }

@@ -176,7 +176,8 @@ mod tests {
         let mut links = vec![];
         for seq in 1..=n {
             let id = format!("a{seq}");
-            let body = json!({"artifact_id": id, "chain_id": "demo", "seq": seq, "prev_hash": prev, "kind": "command.accepted"});
+            let body = json!({"artifact_id": id, "chain_id": "demo", "seq": seq, "prev_hash": prev,
+                "kind": "command.accepted"});
             let hash = hash_body(&body);
             links.push(StoredLink {
                 artifact_id: id,

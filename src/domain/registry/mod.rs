@@ -121,7 +121,8 @@ impl Registry {
                 for (pa, pb) in pairs(&a.patterns, &b.patterns).chain(pairs(&a.reply_ids, &b.reply_ids)) {
                     if pa.overlaps(pb) {
                         problems.push(format!(
-                            "{line_b}: command `{}` pattern `{}` overlaps `{}` of command `{}` ({line_a}): one message could mean both",
+                            "{line_b}: command `{}` pattern `{}` overlaps `{}` of command `{}` ({line_a}): \
+                             one message could mean both",
                             b.name, pb.source, pa.source, a.name
                         ));
                     }

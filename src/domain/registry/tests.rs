@@ -22,15 +22,13 @@ fn the_shipped_registry_interprets_the_demo_commands() {
         }
         other => panic!("{other:?}"),
     }
-    assert!(
-        matches!(registry.interpret_text("order status A-17"), Interpretation::Command { spec, .. } if spec.name == "order_status")
-    );
+    let status = registry.interpret_text("order status A-17");
+    assert!(matches!(status, Interpretation::Command { spec, .. } if spec.name == "order_status"));
     assert!(
         matches!(registry.interpret_text("close account 99"), Interpretation::Command { spec, .. } if spec.step_up)
     );
-    assert!(
-        matches!(registry.interpret_reply_id("order_status:42"), Interpretation::Command { spec, .. } if spec.name == "order_status")
-    );
+    let tapped = registry.interpret_reply_id("order_status:42");
+    assert!(matches!(tapped, Interpretation::Command { spec, .. } if spec.name == "order_status"));
     assert_eq!(registry.interpret_text("HELP"), Interpretation::Help);
     assert_eq!(registry.interpret_text("what's up"), Interpretation::NoMatch);
     assert_eq!(registry.interpret_text("   "), Interpretation::NoMatch);
@@ -128,14 +126,16 @@ fn structural_mistakes_are_refused() {
         parse("[commands.x]\nentity = \"a\"\naction = \"b\"\nkind = \"read\"\nexecutor = \"orders\"\nsurprise = 1\n")
             .is_err()
     );
-    let read_with_confirmation = "[commands.x]\nentity = \"a\"\naction = \"b\"\npatterns = [\"x\"]\nkind = \"read\"\nconfirmation = true\nexecutor = \"orders\"\n";
-    assert!(parse(read_with_confirmation).expect_err("read").to_string().contains("neither confirmation"));
-    let step_up_unconfirmed = "[commands.x]\nentity = \"a\"\naction = \"b\"\npatterns = [\"x\"]\nkind = \"mutation\"\nconfirmation = false\nstep_up = true\nexecutor = \"orders\"\n";
-    assert!(parse(step_up_unconfirmed).expect_err("step-up").to_string().contains("step_up needs confirmation"));
-    let unknown_target = "[commands.x]\nentity = \"a\"\naction = \"b\"\npatterns = [\"x\"]\nkind = \"read\"\nexecutor = \"orders\"\nalso_executors = [\"ledger\"]\n";
-    assert!(parse(unknown_target).expect_err("unknown target").to_string().contains("also_executors: `ledger`"));
-    let bad_comp = "[commands.x]\nentity = \"a\"\naction = \"b\"\npatterns = [\"x\"]\nkind = \"mutation\"\nexecutor = \"orders\"\ncompensation = \"y\"\n";
-    assert!(parse(bad_comp).expect_err("compensation").to_string().contains("compensation `y` is not a command"));
+    // Every case below starts the same: one command `x`.
+    let x = |rest: &str| format!("[commands.x]\nentity = \"a\"\naction = \"b\"\npatterns = [\"x\"]\n{rest}");
+    let read_with_confirmation = x("kind = \"read\"\nconfirmation = true\nexecutor = \"orders\"\n");
+    assert!(parse(&read_with_confirmation).expect_err("read").to_string().contains("neither confirmation"));
+    let step_up_unconfirmed = x("kind = \"mutation\"\nconfirmation = false\nstep_up = true\nexecutor = \"orders\"\n");
+    assert!(parse(&step_up_unconfirmed).expect_err("step-up").to_string().contains("step_up needs confirmation"));
+    let unknown_target = x("kind = \"read\"\nexecutor = \"orders\"\nalso_executors = [\"ledger\"]\n");
+    assert!(parse(&unknown_target).expect_err("unknown target").to_string().contains("also_executors: `ledger`"));
+    let bad_comp = x("kind = \"mutation\"\nexecutor = \"orders\"\ncompensation = \"y\"\n");
+    assert!(parse(&bad_comp).expect_err("compensation").to_string().contains("compensation `y` is not a command"));
     let err = parse("[commands\n").expect_err("syntax");
     assert!(err.to_string().starts_with("commands.toml:1"), "{err}");
 }

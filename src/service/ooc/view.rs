@@ -54,7 +54,9 @@ pub async fn status(
             .deliveries().of_command(id)
             .await?
             .iter()
-            .map(|d| json!({"target": d.target, "state": d.state, "outcome": d.outcome, "failure_class": d.failure_class}))
+            .map(|d| {
+                json!({"target": d.target, "state": d.state, "outcome": d.outcome, "failure_class": d.failure_class})
+            })
             .collect();
         document["deliveries"] = deliveries.into();
         document["transitions"] = serde_json::to_value(store.commands().transitions(id).await?).unwrap_or(Value::Null);

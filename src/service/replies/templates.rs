@@ -251,31 +251,12 @@ pub fn sample_vars(name: &str) -> serde_json::Value {
         "requests" => {
             json!({"command": "my_requests", "result": {"list": "failures", "page": 2, "items": [line], "more": true}})
         }
-        "request_status" => json!({"command": "request_status", "result": {
-            "ref": "R7K2QX", "command": "refund", "state": "failed", "at": "11-23 09:41 UTC", "reason": "executor_timeout",
-            "actor": "*******0001", "terminal": true,
-            "next": [{"action": "retry", "say": "retry R7K2QX"}, {"action": "wait", "say": "why R7K2QX"}]}}),
-        "why" => json!({"command": "why", "result": {
-            "ref": "R7K2QX", "command": "refund", "state": "failed", "at": "11-23 09:41 UTC", "reason": "executor_timeout",
-            "steps": [{"step": "received", "at": "11-23 09:40 UTC", "reason": null, "outcome": null},
-                      {"step": "answered", "at": "11-23 09:40 UTC", "reason": null, "outcome": "accepted"},
-                      {"step": "failed", "at": "11-23 09:41 UTC", "reason": "executor_timeout", "outcome": null}],
-            "more_steps": 2,
-            "deliveries": [{"target": "orders", "state": "failed", "failure_class": "executor_timeout", "attempts": 3}]}}),
-        "trace" => json!({"command": "trace", "result": {
-            "ref": "R7K2QX", "command": "refund", "state": "failed", "at": "11-23 09:41 UTC", "reason": null,
-            "commands": 2, "messages": 1, "replies": 3, "more_lines": 1,
-            "lines": [{"at": "11-23 09:40 UTC", "kind": "command", "ref": "R7K2QX", "what": "order.refund", "state": "failed", "reason": null},
-                      {"at": "11-23 09:41 UTC", "kind": "transition", "ref": null, "what": null, "state": "failed", "reason": "executor_timeout"},
-                      {"at": "11-23 09:41 UTC", "kind": "delivery", "ref": null, "what": "orders", "state": "failed", "reason": null}]}}),
-        "evidence" => json!({"command": "evidence", "result": {
-            "ref": "R7K2QX", "command": "refund", "state": "failed", "at": "11-23 09:41 UTC", "reason": null,
-            "count": 9, "more_items": 1, "items": [{"seq": 3, "kind": "execution.failed", "reason": "executor_timeout", "hash": "9f2c1a0b7e"}]}}),
         "agents" => json!({"command": "agents", "result": {"items": [{"agent": "orders", "state": "paused"}]}}),
         "recovered" => json!({"command": "retry", "result": {
-            "action": "retry", "target_ref": "R7K2QX", "target_state": "failed", "recovery_ref": "P3XM9A", "state": "started"}}),
+            "action": "retry", "target_ref": "R7K2QX", "target_state": "failed", "recovery_ref": "P3XM9A",
+                "state": "started"}}),
         "agent_changed" => json!({"command": "pause", "result": {"agent": "orders", "state": "paused"}}),
-        _ => json!({}),
+        other => chat_operation_vars(other),
     };
     // Every message about a command carries its short reference (see `store::outbox`).
     if let Some(map) =
@@ -284,6 +265,40 @@ pub fn sample_vars(name: &str) -> serde_json::Value {
         map.insert("ref".into(), "R7K2QX".into());
     }
     vars
+}
+
+/// The sample variables of the chat operations' longer answers (status, why, trace, evidence).
+fn chat_operation_vars(name: &str) -> serde_json::Value {
+    match name {
+        "request_status" => json!({"command": "request_status", "result": {
+            "ref": "R7K2QX", "command": "refund", "state": "failed", "at": "11-23 09:41 UTC",
+                "reason": "executor_timeout",
+            "actor": "*******0001", "terminal": true,
+            "next": [{"action": "retry", "say": "retry R7K2QX"}, {"action": "wait", "say": "why R7K2QX"}]}}),
+        "why" => json!({"command": "why", "result": {
+            "ref": "R7K2QX", "command": "refund", "state": "failed", "at": "11-23 09:41 UTC",
+                "reason": "executor_timeout",
+            "steps": [{"step": "received", "at": "11-23 09:40 UTC", "reason": null, "outcome": null},
+                      {"step": "answered", "at": "11-23 09:40 UTC", "reason": null, "outcome": "accepted"},
+                      {"step": "failed", "at": "11-23 09:41 UTC", "reason": "executor_timeout", "outcome": null}],
+            "more_steps": 2,
+            "deliveries": [{"target": "orders", "state": "failed", "failure_class": "executor_timeout",
+                "attempts": 3}]}}),
+        "trace" => json!({"command": "trace", "result": {
+            "ref": "R7K2QX", "command": "refund", "state": "failed", "at": "11-23 09:41 UTC", "reason": null,
+            "commands": 2, "messages": 1, "replies": 3, "more_lines": 1,
+            "lines": [{"at": "11-23 09:40 UTC", "kind": "command", "ref": "R7K2QX", "what": "order.refund",
+                "state": "failed", "reason": null},
+                      {"at": "11-23 09:41 UTC", "kind": "transition", "ref": null, "what": null, "state": "failed",
+                          "reason": "executor_timeout"},
+                      {"at": "11-23 09:41 UTC", "kind": "delivery", "ref": null, "what": "orders", "state": "failed",
+                          "reason": null}]}}),
+        "evidence" => json!({"command": "evidence", "result": {
+            "ref": "R7K2QX", "command": "refund", "state": "failed", "at": "11-23 09:41 UTC", "reason": null,
+            "count": 9, "more_items": 1, "items": [{"seq": 3, "kind": "execution.failed",
+                "reason": "executor_timeout", "hash": "9f2c1a0b7e"}]}}),
+        _ => json!({}),
+    }
 }
 
 #[cfg(test)]

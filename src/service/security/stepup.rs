@@ -126,7 +126,8 @@ impl StepUpVerifier {
     /// The RFC 9470 challenge for a caller who must step up.
     pub fn challenge(&self, description: &str) -> String {
         format!(
-            "Bearer realm=\"chatgate\", error=\"insufficient_user_authentication\", error_description=\"{description}\", acr_values=\"{}\", max_age={}",
+            "Bearer realm=\"chatgate\", error=\"insufficient_user_authentication\", \
+             error_description=\"{description}\", acr_values=\"{}\", max_age={}",
             self.config.acr_values.join(" "),
             self.config.max_age_secs
         )
