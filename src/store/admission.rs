@@ -47,11 +47,18 @@ pub struct AdmissionWrite {
     pub outbox: Vec<NewOutboxMessage>,
     /// The confirmation the first moves ask for (IDS §X), bound to this command's key and actor.
     pub confirmation: Option<NewConfirmation>,
-    /// Where to answer a duplicate (IDS §IX: the outcome, or "in progress"); none for callers
-    /// that answer synchronously.
+    /// The conversation the command came from, stored with it (its replies go there).
     pub reply_to: Option<ReplyTo>,
+    /// What a duplicate is told in that conversation, written in the duplicate's own transaction;
+    /// none for callers that answer synchronously.
+    pub duplicate_reply: Option<DuplicateReply>,
     pub at: OffsetDateTime,
 }
+
+/// Chooses the reply to a duplicate (IDS §IX). The service layer decides what is said; the store
+/// gives it the facts: where to reply, what the duplicate came to, and the prompt of the command
+/// when it still waits for its confirmation.
+pub type DuplicateReply = fn(&ReplyTo, &Admitted, Option<serde_json::Value>) -> Option<NewOutboxMessage>;
 
 /// A conversation address to queue a reply to.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -161,8 +168,8 @@ impl Store {
 
         if envelope.idempotency_class.reserves_key() && !reserve(&mut tx, write).await? {
             let answer = answer_duplicate(&mut tx, write).await?;
-            if let Some(reply_to) = &write.reply_to {
-                answer_duplicate_in_chat(&mut tx, tenant, reply_to, &answer, write.at).await?;
+            if let (Some(reply_to), Some(choose)) = (&write.reply_to, write.duplicate_reply) {
+                answer_duplicate_in_chat(&mut tx, tenant, (reply_to, choose), &answer, write.at).await?;
             }
             tx.commit().await?;
             return Ok(answer);
@@ -213,44 +220,26 @@ pub(crate) fn confirmation_row_of(write: &AdmissionWrite) -> Option<Vec<Param>> 
         .map(|c| confirmation_row(c, &e.tenant_id, e.command_id, &e.idempotency_key, &e.actor_id, write.at))
 }
 
-/// Answers a duplicate in the conversation it came from. One still waiting for its confirmation
-/// gets the same prompt again (same code, same buttons), never a second confirmation.
+/// Answers a duplicate in the conversation it came from, with the reply `choose` picks.
 async fn answer_duplicate_in_chat(
     conn: &mut AnyConnection,
     tenant: &str,
-    reply_to: &ReplyTo,
+    (reply_to, choose): (&ReplyTo, DuplicateReply),
     answer: &Admitted,
     at: OffsetDateTime,
 ) -> Result<(), StoreError> {
-    if let Admitted::InProgress(d) = answer
-        && d.state == State::ConfirmationRequired
-        && let Some(prompt) = pending_prompt(conn, d.command_id).await?
-    {
-        let again = reply_to.outbox(prompt);
-        insert_outbox(conn, tenant, Some(d.command_id), &again, at).await?;
-        return Ok(());
-    }
-    if let Some((template, vars)) = duplicate_reply(answer) {
-        let about = match answer {
-            Admitted::Replayed(d) | Admitted::InProgress(d) => Some(d.command_id),
-            _ => None,
-        };
-        insert_outbox(conn, tenant, about, &reply_to.message(template, vars), at).await?;
+    let about = match answer {
+        Admitted::Replayed(d) | Admitted::InProgress(d) => Some(d.command_id),
+        _ => None,
+    };
+    let prompt = match answer {
+        Admitted::InProgress(d) if d.state == State::ConfirmationRequired => pending_prompt(conn, d.command_id).await?,
+        _ => None,
+    };
+    if let Some(reply) = choose(reply_to, answer, prompt) {
+        insert_outbox(conn, tenant, about, &reply, at).await?;
     }
     Ok(())
-}
-
-/// What a duplicate is told (IDS §IX): the outcome it repeats, or that it is under way.
-fn duplicate_reply(answer: &Admitted) -> Option<(&'static str, serde_json::Value)> {
-    let vars = |d: &DuplicateOf| serde_json::json!({"command_id": d.command_id, "state": d.state});
-    match answer {
-        Admitted::Replayed(d) => Some(("already_done", vars(d))),
-        Admitted::InProgress(d) => Some(("in_progress", vars(d))),
-        Admitted::Conflict { existing_command_id, .. } => {
-            Some(("rejected", serde_json::json!({"command_id": existing_command_id, "reason": "idempotency_conflict"})))
-        }
-        Admitted::New { .. } | Admitted::Redelivered { .. } => None,
-    }
 }
 
 /// The moves of a new command as transition rows, versions 1, 2, ...

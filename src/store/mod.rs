@@ -41,7 +41,7 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 
 pub use crate::config::BackendKind;
 use crate::config::StorageConfig;
-pub use admission::{AdmissionWrite, Admitted, DuplicateOf, MESSAGE_KIND, ReplyTo};
+pub use admission::{AdmissionWrite, Admitted, DuplicateOf, DuplicateReply, MESSAGE_KIND, ReplyTo};
 pub use api_keys::KeyClaim;
 pub use batch::AdmissionStats;
 pub use commands::{CommandFilter, CommittedTransition, StoredCommand, TransitionRecord, TransitionWrite};

@@ -23,10 +23,10 @@ use crate::domain::lifecycle::InvalidTransition;
 use crate::domain::lifecycle::Lifecycle;
 use crate::domain::lifecycle::State;
 use crate::domain::lifecycle::Transition;
-use crate::service::replies::outcome::outcome_reply;
+use crate::service::replies::outcome::{duplicate_reply, outcome_reply};
 use crate::store::{
-    AdmissionWrite, Admitted, NewConfirmation, NewInbound, NewOutboxMessage, ReplyTo, Store, StoreError, StoredCommand,
-    TransitionWrite,
+    AdmissionWrite, Admitted, DuplicateReply, NewConfirmation, NewInbound, NewOutboxMessage, ReplyTo, Store,
+    StoreError, StoredCommand, TransitionWrite,
 };
 
 pub use evidence::transition_evidence;
@@ -172,6 +172,7 @@ impl Engine {
             trace,
             inbound: admission.inbound,
             outbox,
+            duplicate_reply: admission.reply_to.is_some().then_some(duplicate_reply as DuplicateReply),
             reply_to: admission.reply_to,
             confirmation: admission.confirmation,
             at: now,

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::domain::lifecycle::State;
-use crate::store::{NewOutboxMessage, ReplyTo};
+use crate::store::{Admitted, DuplicateOf, NewOutboxMessage, ReplyTo};
 
 /// The reason codes of a confirmation that ends its command.
 pub const DECLINED: &str = "confirmation_declined";
@@ -45,6 +45,25 @@ pub fn outcome_reply(
         map.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
     Some(reply_to.message(template, vars))
+}
+
+/// What a duplicate is told (IDS §IX): the outcome it repeats, or that it is under way. One still
+/// waiting for its confirmation gets the same prompt again (same code, same buttons), never a
+/// second confirmation.
+pub fn duplicate_reply(reply_to: &ReplyTo, answer: &Admitted, prompt: Option<Value>) -> Option<NewOutboxMessage> {
+    let vars = |d: &DuplicateOf| json!({"command_id": d.command_id, "state": d.state});
+    match answer {
+        Admitted::InProgress(d) if d.state == State::ConfirmationRequired && prompt.is_some() => {
+            prompt.map(|prompt| reply_to.outbox(prompt))
+        }
+        Admitted::Replayed(d) => Some(reply_to.message("already_done", vars(d))),
+        Admitted::InProgress(d) => Some(reply_to.message("in_progress", vars(d))),
+        Admitted::Conflict { existing_command_id, .. } => {
+            let vars = json!({"command_id": existing_command_id, "reason": "idempotency_conflict"});
+            Some(reply_to.message("rejected", vars))
+        }
+        Admitted::New { .. } | Admitted::Redelivered { .. } => None,
+    }
 }
 
 #[cfg(test)]
