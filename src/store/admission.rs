@@ -168,6 +168,11 @@ impl Store {
 
         if envelope.idempotency_class.reserves_key() && !reserve(&mut tx, write).await? {
             let answer = answer_duplicate(&mut tx, write).await?;
+            // The message is linked to the command it repeated, so that a redelivery of it is
+            // answered as this delivery was.
+            if let (Some(inbound_id), Admitted::Replayed(d) | Admitted::InProgress(d)) = (inbound_id, &answer) {
+                link_inbound(&mut tx, inbound_id, d.command_id, "duplicate").await?;
+            }
             if let (Some(reply_to), Some(choose)) = (&write.reply_to, write.duplicate_reply) {
                 answer_duplicate_in_chat(&mut tx, tenant, (reply_to, choose), &answer, write.at).await?;
             }

@@ -79,6 +79,17 @@ async fn signed_deliveries_become_commands_once(db: &TestDb) {
     let (status, second) = deliver(&app, "demo", "msg_2", ts, &body2, &entries).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{second}");
     assert_ne!(second["command_id"], first["command_id"]);
+    // The same event under another webhook-id is the same command (IDS); a retry of that second
+    // delivery is answered as it was the first time (it was a 500 once).
+    let same = signature(NEW, "msg_3", ts, &body2);
+    for attempt in ["first", "retry", "second retry"] {
+        let (status, answer) = deliver(&app, "demo", "msg_3", ts, &body2, &same).await;
+        assert_eq!(
+            (status, &answer["command_id"]),
+            (StatusCode::ACCEPTED, &second["command_id"]),
+            "{attempt}: {answer}"
+        );
+    }
     assert_eq!(db.count("SELECT COUNT(*) FROM commands WHERE actor_id = $1", "standard-demo").await, 2);
 
     // They run through the pipeline like any command.
