@@ -12,7 +12,7 @@ use crate::domain::command::TenantId;
 use crate::store::Inbound;
 use crate::store::StoreError;
 use crate::store::outbox::{NewOutboxMessage, insert_outbox};
-use crate::store::rows::{Param, multi_insert, opt_parsed, text, to_ms, uuid};
+use crate::store::rows::{Param, multi_insert, opt_parsed, opt_text, text, to_ms, uuid};
 
 /// An inbound message as a channel adapter parsed it.
 #[derive(Debug, Clone)]
@@ -39,6 +39,27 @@ pub enum InboundOutcome {
 }
 
 impl Inbound<'_> {
+    /// Keeps what the provider was answered for its message (Twilio's TwiML), for its retries.
+    pub async fn record_answer(self, channel: &Channel, id: &ExternalId, answer: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE inbound_messages SET answer = $3 WHERE channel = $1 AND provider_message_id = $2")
+            .bind(channel.as_str())
+            .bind(id.as_str())
+            .bind(answer)
+            .execute(self.store.pool())
+            .await?;
+        Ok(())
+    }
+
+    /// What the provider was answered for its message the first time, if it was recorded.
+    pub async fn answer_of(self, channel: &Channel, id: &ExternalId) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query("SELECT answer FROM inbound_messages WHERE channel = $1 AND provider_message_id = $2")
+            .bind(channel.as_str())
+            .bind(id.as_str())
+            .fetch_optional(self.store.pool())
+            .await?;
+        Ok(row.map(|row| opt_text(&row, "answer")).transpose()?.flatten())
+    }
+
     /// Records a message that starts no command; `replies` are queued only the first time the
     /// message is seen, so a redelivered webhook is never answered twice.
     pub async fn record(

@@ -16,7 +16,7 @@ use time::OffsetDateTime;
 
 use crate::channels::{ChannelError, Refusal, counted};
 use crate::service::Services;
-use crate::service::intake::{Handled, reply_destination};
+use crate::service::intake::reply_destination;
 
 /// Where Twilio reports what became of the messages we sent through its Messages API.
 pub const STATUS_PATH: &str = "/webhooks/twilio/status";
@@ -94,15 +94,22 @@ async fn message(state: &Services, uri: &Uri, headers: &HeaderMap, body: &[u8]) 
     let message =
         form::parse(&params, Duration::from_millis(twilio.inline_hold_ms)).map_err(|e| invalid_payload(&e))?;
     let handled = state.ingress.handle(&message, OffsetDateTime::now_utc()).await?;
-    // A redelivered webhook wrote nothing, so nothing waits for this answer.
-    let replies = if handled == Handled::Redelivered {
-        vec![]
-    } else {
-        let lease = Duration::from_millis(state.config.outbound.lease_ms);
-        let destination = reply_destination(&message);
-        inline::take(&state.engine, &state.templates, &destination, lease, OffsetDateTime::now_utc()).await
-    };
-    Ok(twiml::response(&replies))
+    let inbound = state.store.inbound();
+    // A redelivered webhook wrote nothing: Twilio retries when it did not get our answer, so it
+    // gets the first answer again (its replies were recorded as sent with it).
+    if handled.is_redelivery() {
+        let first = inbound.answer_of(&message.channel, &message.provider_message_id).await?;
+        return Ok(first.unwrap_or_else(|| twiml::response(&[])));
+    }
+    let lease = Duration::from_millis(state.config.outbound.lease_ms);
+    let destination = reply_destination(&message);
+    let replies = inline::take(&state.engine, &state.templates, &destination, lease, OffsetDateTime::now_utc()).await;
+    let answer = twiml::response(&replies);
+    if let Err(error) = inbound.record_answer(&message.channel, &message.provider_message_id, &answer).await {
+        // The answer still goes out; only a retry of this webhook would miss it.
+        tracing::warn!(%error, "cannot keep the TwiML answer for retries");
+    }
+    Ok(answer)
 }
 
 /// The URL Twilio called: the configured public base (which may carry a path a proxy strips)

@@ -85,6 +85,11 @@ impl CommandOutcome {
 }
 
 impl Handled {
+    /// The message was seen before (a redelivered webhook, or a repeated answer): nothing new.
+    pub fn is_redelivery(&self) -> bool {
+        matches!(self, Self::Redelivered | Self::Answer(AnswerOutcome::Redelivered))
+    }
+
     /// What admitting a message's command came to.
     fn admitted(admitted: Admitted) -> Self {
         match admitted {
