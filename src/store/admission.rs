@@ -70,6 +70,9 @@ pub struct ReplyTo {
     /// The name the person knows the command by (the registry's), for the replies about it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// How the command reads to the person ("refund 25 on order 1234"), for the replies about it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub what: Option<String>,
     /// The template of the reply when the command executed (the registry's `reply`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executed_template: Option<String>,

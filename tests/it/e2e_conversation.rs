@@ -78,6 +78,8 @@ impl<'a> Chat<'a> {
         self.says(id, CUSTOMER, text).await;
         let (to, prompt, body) = self.next_reply().await;
         assert_eq!(to, CUSTOMER);
+        // The command as the registry says it reads (`reads_as`), never its raw pattern.
+        assert!(prompt.starts_with("Please confirm: refund ") && !prompt.contains('{'), "{prompt}");
         let code = prompt.split("YES ").nth(1).and_then(|rest| rest.get(..6)).expect("a code in the prompt").to_owned();
         let yes = body["interactive"]["action"]["buttons"][0]["reply"]["id"].as_str().expect("yes button");
         let nonce = yes.strip_prefix("cg:yes:").expect("the nonce").to_owned();
@@ -135,7 +137,10 @@ async fn a_button_tap_confirms_and_the_command_goes_on_to_authorization(db: &Tes
     assert!(text.starts_with("Thanks, confirmed"), "{text}");
     // Confirmed, authorized, dispatched to the demo's `orders` executor (builtin:echo), done.
     let (_, done, _) = chat.next_reply().await;
-    assert_eq!(done, format!("Done: refund.\n• amount: 25\n• order_id: 1234\nRef {}", ShortRef::of(id)));
+    assert_eq!(
+        done,
+        format!("Done: refund 25 on order 1234.\n• amount: 25\n• order_id: 1234\nRef {}", ShortRef::of(id))
+    );
     assert_eq!(chat.settled(id).await, "executed");
     assert_eq!(
         chat.events(id).await,
@@ -155,7 +160,7 @@ async fn yes_with_the_code_confirms(db: &TestDb) {
     let (id, code, _) = chat.refund_prompted("wamid.C1", "refund 1234 25.00").await;
     chat.says("wamid.C2", CUSTOMER, &format!("yes {}", code.to_lowercase())).await;
     assert!(chat.next_reply().await.1.starts_with("Thanks, confirmed"));
-    assert!(chat.next_reply().await.1.starts_with("Done: refund."));
+    assert!(chat.next_reply().await.1.starts_with("Done: refund 25 on order 1234."));
     assert_eq!(chat.settled(id).await, "executed");
     chat.stop().await;
 }
@@ -186,7 +191,7 @@ async fn no_declines_and_cancels_with_a_reply(db: &TestDb) {
     let (id, code, _) = chat.refund_prompted("wamid.N1", "refund 1234 25.00").await;
     chat.says("wamid.N2", CUSTOMER, &format!("NO {code}")).await;
     let (_, text, _) = chat.next_reply().await;
-    assert_eq!(text, format!("OK, I won't refund. Nothing was changed.\nRef {}", ShortRef::of(id)));
+    assert_eq!(text, format!("OK, I won't refund 25 on order 1234. Nothing was changed.\nRef {}", ShortRef::of(id)));
     assert_eq!(chat.state(id).await, ("canceled".into(), Some("confirmation_declined".into())));
     assert_eq!(chat.answers().await[0].0, "declined");
     let canceled = db.store.evidence().for_command("demo", id).await.expect("evidence");
@@ -289,7 +294,7 @@ async fn the_same_confirmation_twice_has_one_effect(db: &TestDb) {
         texts.push(chat.next_reply().await.1);
     }
     assert_eq!(texts.iter().filter(|t| t.starts_with("Thanks, confirmed")).count(), 1, "{texts:#?}");
-    assert_eq!(texts.iter().filter(|t| t.starts_with("Done: refund.")).count(), 1, "{texts:#?}");
+    assert_eq!(texts.iter().filter(|t| t.starts_with("Done: refund 25 on order 1234.")).count(), 1, "{texts:#?}");
     let told =
         |t: &&String| t.starts_with("I'm already working on that") || t.starts_with("That request was already handled");
     assert_eq!(texts.iter().filter(told).count(), 10, "{texts:#?}");
@@ -331,7 +336,7 @@ async fn the_original_message_after_execution_replays_the_outcome_without_a_new_
         .expect("ack");
     assert_eq!(response.status(), 200);
     let (_, done, _) = chat.next_reply().await;
-    assert_eq!(done, format!("Done: refund.\n• refund_id: R-77\nRef {}", ShortRef::of(id)));
+    assert_eq!(done, format!("Done: refund 25 on order 1234.\n• refund_id: R-77\nRef {}", ShortRef::of(id)));
     assert_eq!(chat.settled(id).await, "executed");
 
     // The provider redelivers the original message: already recorded, nothing at all happens.
@@ -360,7 +365,7 @@ async fn a_read_only_command_is_answered_without_a_prompt(db: &TestDb) {
     // The first thing the person hears is the answer (the demo executor echoes the arguments).
     let (to, text, body) = chat.next_reply().await;
     assert_eq!((to.as_str(), body["type"].as_str()), (CUSTOMER, Some("text")));
-    assert_eq!(text, format!("Done: order status.\n• order_id: 1234\nRef {}", ShortRef::of(id)));
+    assert_eq!(text, format!("Done: order status 1234.\n• order_id: 1234\nRef {}", ShortRef::of(id)));
     assert_eq!(chat.settled(id).await, "executed");
     assert_eq!(chat.events(id).await, ["canonicalize", "submit_for_authorization", "allow", "start", "succeed"]);
     chat.nothing_more().await;

@@ -3,6 +3,7 @@
 //! and validated at start-up, every problem reported with the line it is on.
 
 pub mod pattern;
+pub mod reads_as;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -17,6 +18,7 @@ use crate::domain::command::envelope::Risk;
 use crate::domain::command::idempotency::IdempotencyClass;
 use crate::domain::lifecycle::CommandKind;
 pub use pattern::{Pattern, PatternError, PlaceholderType, canonical_decimal};
+pub use reads_as::ReadsAs;
 
 /// One validated command.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,11 +52,18 @@ pub struct CommandSpec {
     /// The template of the reply when it executed (`executed` when unset): built-in chat
     /// commands answer with their own (`requests`, `why`, ...), rendered with the result.
     pub reply: Option<String>,
+    /// How the command reads to a person (`reads_as`, else its first pattern).
+    pub reads_as: ReadsAs,
 }
 
 impl CommandSpec {
     pub fn usage(&self) -> String {
         self.patterns.first().map(Pattern::usage).unwrap_or_else(|| self.name.clone())
+    }
+
+    /// The command as a person reads it, with `args` in place: "refund 25 on order 1234".
+    pub fn reads(&self, args: &Args) -> String {
+        self.reads_as.fill(args)
     }
 }
 
@@ -260,6 +269,8 @@ struct RawCommand {
     #[serde(default)]
     description: String,
     reply: Option<String>,
+    /// How the command reads to a person: text with `{argument}`s.
+    reads_as: Option<Spanned<String>>,
 }
 
 fn build(
@@ -337,6 +348,7 @@ fn build(
     if !intent_ok(&raw.entity) || !intent_ok(&raw.action) {
         problem(executor_at, "entity and action are single words of letters, digits, '_' or '-'".into());
     }
+    let reads_as = reading(raw, &patterns, &reply_ids, name, &mut problem);
     if !problems.is_empty() {
         return Err(problems);
     }
@@ -362,7 +374,37 @@ fn build(
         compensation: raw.compensation.clone(),
         description: raw.description.clone(),
         reply: raw.reply.clone(),
+        reads_as,
     })
+}
+
+/// The command's `reads_as`, whose every argument each of its patterns captures (so that it
+/// always reads in full), else its first pattern.
+fn reading(
+    raw: &RawCommand,
+    patterns: &[Pattern],
+    reply_ids: &[Pattern],
+    name: &str,
+    problem: &mut dyn FnMut(usize, String),
+) -> ReadsAs {
+    let fallback = || patterns.first().or(reply_ids.first()).map_or_else(|| ReadsAs::text(name), ReadsAs::of_pattern);
+    let Some(source) = &raw.reads_as else { return fallback() };
+    let reads = match ReadsAs::parse(source.get_ref()) {
+        Ok(reads) => reads,
+        Err(e) => {
+            problem(source.span().start, format!("reads_as `{}` {e}", source.get_ref()));
+            return fallback();
+        }
+    };
+    let captures = |p: &Pattern, arg: &str| {
+        p.parts.iter().any(|part| matches!(part, pattern::Part::Placeholder { name, .. } if name == arg))
+    };
+    for arg in reads.names() {
+        if !patterns.iter().chain(reply_ids).all(|p| captures(p, arg)) {
+            problem(source.span().start, format!("reads_as: `{{{arg}}}` is not a placeholder of every pattern"));
+        }
+    }
+    reads
 }
 
 #[cfg(test)]

@@ -152,3 +152,31 @@ fn a_message_matching_two_commands_is_ambiguous_at_run_time() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn a_command_reads_to_a_person_as_the_registry_says_never_as_a_raw_pattern() {
+    let registry = shipped();
+    let Interpretation::Command { spec, args } = registry.interpret_text("refund 1234 25.00") else {
+        panic!("a refund");
+    };
+    assert_eq!(spec.reads(&args), "refund 25 on order 1234");
+    let with = |reads_as: &str| {
+        format!(
+            "[commands.r]\nentity = \"o\"\naction = \"r\"\n\
+             patterns = [\"r {{id:id}}\", \"again {{id:id}} {{n:int}}\"]\n\
+             kind = \"read\"\nexecutor = \"orders\"\nreads_as = \"{reads_as}\"\n"
+        )
+    };
+    let only_in_one = parse(&with("r {n} of {id}")).expect_err("`n` is not in every pattern").to_string();
+    assert!(only_in_one.contains("reads_as: `{n}` is not a placeholder of every pattern"), "{only_in_one}");
+    let unclosed = parse(&with("r {id")).expect_err("unclosed").to_string();
+    assert!(unclosed.contains("reads_as `r {id` a `{` without its `}`"), "{unclosed}");
+    let fine = parse(&with("item {id}")).expect("parses");
+    let Interpretation::Command { spec, args } = fine.interpret_text("again 7 3") else { panic!("a command") };
+    assert_eq!(spec.reads(&args), "item 7");
+    // Without `reads_as`, the first pattern with its values: no `{placeholder}` reaches a person.
+    let Interpretation::Command { spec, args } = registry.interpret_text("order status A-17") else {
+        panic!("order status");
+    };
+    assert!(!spec.reads(&args).contains('{'), "{}", spec.reads(&args));
+}

@@ -197,6 +197,7 @@ mod tests {
             destination: "whatsapp:1:2".into(),
             base: json!({"to": "2"}),
             command: None,
+            what: None,
             executed_template: None,
             hold: None,
         };

@@ -78,7 +78,9 @@ pub(super) fn authorization_moves(
     let evidence = authorization.evidence();
     match authorization.decision {
         AuthzDecision::Allow => {
-            let confirmed = who.reply_to.message("confirmed", json!({"command": name, "command_id": command_id}));
+            let what = command.reply_to.as_ref().and_then(|r| r.what.as_deref()).unwrap_or(name);
+            let vars = json!({"command": name, "what": what, "command_id": command_id});
+            let confirmed = who.reply_to.message("confirmed", vars);
             vec![
                 (Event::SubmitForAuthorization, context(None, &evidence, vec![confirmed])),
                 (Event::Allow, context(None, &evidence, vec![])),

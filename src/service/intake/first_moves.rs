@@ -68,7 +68,10 @@ pub(super) fn first_moves(
         // (the engine queues the refusal as the command's outcome reply).
         (AuthzDecision::Deny { .. }, _, _) => moves(&[Event::SubmitForAuthorization, Event::Deny], &decision, vec![]),
         (_, CommandKind::Mutation, true) => {
-            let vars = json!({"command": spec.name, "usage": spec.usage(), "args": args, "step_up": spec.step_up});
+            let what = reply_to.what.clone().unwrap_or_else(|| spec.reads(args));
+            let vars = json!({
+                "command": spec.name, "what": what, "usage": spec.usage(), "args": args, "step_up": spec.step_up,
+            });
             let confirmation = confirm::prompt(reply_to, vars, spec.confirmation_ttl, now);
             FirstMoves {
                 events: &[Event::RequestConfirmation],
@@ -133,6 +136,7 @@ pub(super) fn reply_address(message: &InboundMessage, tenant: &Tenant) -> ReplyT
     }
     ReplyTo {
         command: None,
+        what: None,
         destination: reply_destination(message),
         base,
         executed_template: None,

@@ -313,7 +313,8 @@ impl Ingress {
             dedupe_window: spec.dedupe_window,
             target_command_id: reprocess_of.map(|t| t.envelope.command_id),
         };
-        let reply_to = ReplyTo { command: Some(spec.name.clone()), executed_template: spec.reply.clone(), ..reply_to };
+        let (command, what) = (Some(spec.name.clone()), Some(spec.reads(&args)));
+        let reply_to = ReplyTo { command, what, executed_template: spec.reply.clone(), ..reply_to };
         // A reprocessed message is not asked anything: its command goes where the first one went.
         let refused = match reprocess_of {
             None => ooc::precheck(self.store(), &self.policy, &tenant.id, actor, spec, &args).await?,

@@ -36,6 +36,7 @@ pub fn outcome_reply(
     };
     let mut vars = json!({
         "command": reply_to.command.as_deref().unwrap_or("request"),
+        "what": reply_to.what.as_deref().or(reply_to.command.as_deref()).unwrap_or("request"),
         "command_id": command_id,
         "state": state,
         "reason": reason,
@@ -75,6 +76,7 @@ mod tests {
             destination: "whatsapp:1:2".into(),
             base: json!({"to": "2"}),
             command: Some("refund".into()),
+            what: Some("refund 25 on order 1234".into()),
             executed_template: None,
             hold: None,
         }

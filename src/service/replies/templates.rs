@@ -230,7 +230,7 @@ pub fn sample_vars(name: &str) -> serde_json::Value {
         "reason": "executor_timeout", "actor": "*******0001"});
     let mut vars = match name {
         "confirmation_prompt" => json!({
-            "command": "refund", "usage": "refund {order_id} {amount}",
+            "command": "refund", "what": "refund 25 on order 1234", "usage": "refund {order_id} {amount}",
             "args": {"order_id": "1234", "amount": "25"}, "code": "K7Q2", "expires_in_minutes": 5, "step_up": false,
         }),
         "declined" | "expired" => json!({"command": "refund", "code": "K7Q2"}),
