@@ -28,6 +28,8 @@ pub struct Tenant {
     pub unknown_sender: UnknownSenderPolicy,
     pub locale: String,
     actors: BTreeMap<String, Actor>,
+    /// An actor's business-scoped user id (Meta's `user_id`), to its phone id.
+    by_user_id: HashMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -40,8 +42,9 @@ pub struct Actor {
 }
 
 impl Tenant {
+    /// The actor `id` names: their phone id (`wa_id`) or their business-scoped user id.
     pub fn actor(&self, id: &str) -> Option<&Actor> {
-        self.actors.get(id)
+        self.actors.get(id).or_else(|| self.by_user_id.get(id).and_then(|phone| self.actors.get(phone)))
     }
 }
 
@@ -65,6 +68,7 @@ impl Directory {
                 }
             };
             let mut actors = BTreeMap::new();
+            let mut by_user_id = HashMap::new();
             for (actor_name, raw_actor) in raw.actors {
                 let actor_id = match ActorId::parse(&actor_name) {
                     Ok(actor_id) => actor_id,
@@ -82,6 +86,9 @@ impl Directory {
                         }
                     }
                 }
+                if let Some(user_id) = raw_actor.user_id {
+                    by_user_id.insert(user_id, actor_name.clone());
+                }
                 let actor = Actor { id: actor_id, name: raw_actor.name, roles: raw_actor.roles, scopes };
                 actors.insert(actor_name, actor);
             }
@@ -97,6 +104,7 @@ impl Directory {
                 unknown_sender: raw.unknown_sender,
                 locale: raw.locale.unwrap_or_else(|| "en".into()),
                 actors,
+                by_user_id,
             };
             directory.tenants.insert(name, tenant);
         }
@@ -151,6 +159,8 @@ pub struct RawActor {
     name: String,
     #[serde(default)]
     roles: Vec<String>,
+    /// Meta's business-scoped user id for this person (`US.…`), when they write with it.
+    user_id: Option<String>,
 }
 
 #[cfg(test)]

@@ -69,16 +69,40 @@ pub enum Content {
     Unsupported {
         kind: String,
     },
+    /// Not written by the person to ask for something (a number or identity change, a deleted or
+    /// edited message): stored, not answered.
+    Notice {
+        kind: String,
+    },
+    /// A message whose content the provider could not give (its `errors` say why): stored with
+    /// them, not answered.
+    Unreadable {
+        kind: String,
+        errors: Option<Value>,
+    },
 }
 
 impl Content {
+    /// The inbound status of content that is stored and never answered, or `None`.
+    pub fn unanswered(&self) -> Option<&'static str> {
+        match self {
+            Self::Reaction { .. } => Some("reaction"),
+            Self::Notice { .. } => Some("notice"),
+            Self::Unreadable { .. } => Some("unreadable"),
+            _ => None,
+        }
+    }
+
     /// A short name for logs and the inbound row's status.
     pub fn kind(&self) -> &str {
         match self {
             Self::Text(_) => "text",
             Self::Reply { .. } => "reply",
             Self::Reaction { .. } => "reaction",
-            Self::Media { kind, .. } | Self::Unsupported { kind } => kind,
+            Self::Media { kind, .. }
+            | Self::Unsupported { kind }
+            | Self::Notice { kind }
+            | Self::Unreadable { kind, .. } => kind,
             Self::Location => "location",
             Self::Contacts => "contacts",
         }

@@ -152,7 +152,8 @@ impl DeliveryStatus {
         Some(match raw {
             "sent" => Self::Sent,
             "delivered" => Self::Delivered,
-            "read" => Self::Read,
+            // A voice message played: as good as read.
+            "read" | "played" => Self::Read,
             "failed" => Self::Failed,
             _ => return None,
         })
@@ -233,4 +234,15 @@ pub(crate) async fn link_inbound(
         .execute(&mut *conn)
         .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DeliveryStatus;
+
+    #[test]
+    fn a_played_voice_message_is_read() {
+        assert_eq!(DeliveryStatus::parse("played"), Some(DeliveryStatus::Read));
+        assert_eq!(DeliveryStatus::parse("deleted"), None);
+    }
 }

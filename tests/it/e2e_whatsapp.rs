@@ -27,6 +27,7 @@ on_both_backends!(
     a_command_the_actor_may_not_run_is_refused_before_confirmation,
     reads_go_to_authorization_and_help_lists_the_actors_commands,
     named_apps_verify_with_their_own_secret,
+    an_unusual_message_never_costs_the_others_of_its_delivery,
 );
 
 async fn stored(db: &TestDb) -> (i64, i64) {
@@ -437,5 +438,56 @@ async fn storage_unavailable_is_503_and_the_retry_succeeds_on_postgres() {
     admin.execute(set(true)).await.expect("allow connections");
     assert_eq!(meta.post(&body).await.status(), StatusCode::OK);
     assert_eq!(stored(&db).await, (1, 1));
+    app.stop().await.expect("stop");
+}
+
+/// Shapes from Meta's webhook reference that once failed a whole delivery or got the help text:
+/// an `interactive` message with `errors` and no `interactive` object, `system`, `revoke` and
+/// `edit` messages, a sender named only by a business-scoped user id, a `played` status.
+async fn an_unusual_message_never_costs_the_others_of_its_delivery(db: &TestDb) {
+    let app = spawn_app(db).await;
+    let meta = Meta::new(&app, db);
+    let at = time::OffsetDateTime::now_utc().unix_timestamp().to_string();
+    let user_id = "US.13491208655302741918"; // the demo customer's, in config/directory.toml
+    let errors = json!([{"code": 131051, "title": "Message type unknown", "message": "Message type unknown",
+        "error_data": {"details": "Message type is currently not supported."}}]);
+    let messages = json!([
+        {"from": CUSTOMER, "id": "wamid.U1", "timestamp": at, "type": "text", "text": {"body": "order status 41"}},
+        {"from": CUSTOMER, "id": "wamid.U2", "timestamp": at, "type": "interactive", "errors": errors},
+        {"from": CUSTOMER, "id": "wamid.U3", "timestamp": at, "type": "system",
+            "system": {"body": "Customer changed from 15550000001 to 15550000009", "wa_id": "15550000009",
+                "type": "user_changed_number"}},
+        {"from": CUSTOMER, "id": "wamid.U4", "timestamp": at, "type": "revoke",
+            "revoke": {"original_message_id": "wamid.U1"}},
+        {"from": CUSTOMER, "id": "wamid.U5", "timestamp": at, "type": "edit",
+            "edit": {"original_message_id": "wamid.U1", "message": {"type": "text", "text": {"body": "order status 42"}}}},
+        {"from_user_id": user_id, "id": "wamid.U6", "timestamp": at, "type": "text", "text": {"body": "order status 43"}},
+    ]);
+    let statuses = json!([{"id": "wamid.OUT1", "status": "played", "timestamp": at, "recipient_id": CUSTOMER}]);
+    let delivery = json!({"object": "whatsapp_business_account", "entry": [{"id": "WABA", "changes": [{
+        "field": "messages",
+        "value": {
+            "messaging_product": "whatsapp",
+            "metadata": {"display_phone_number": "15550000000", "phone_number_id": DEMO_NUMBER},
+            "contacts": [{"profile": {"name": "Demo"}, "wa_id": CUSTOMER, "user_id": user_id},
+                         {"profile": {"name": "Demo"}, "user_id": user_id}],
+            "messages": messages,
+            "statuses": statuses,
+        },
+    }]}]});
+    let response = meta.post(&delivery).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let summary: Value = response.json().await.expect("json");
+    assert_eq!((summary["messages"].as_i64(), summary["commands"].as_i64()), (Some(6), Some(2)), "{summary}");
+    assert_eq!(stored(db).await, (6, 2), "every message stored; the two status queries are commands");
+    let status = |status: &'static str| db.count("SELECT COUNT(*) FROM inbound_messages WHERE status = $1", status);
+    assert_eq!(status("unreadable").await, 1, "the interactive message without its content");
+    assert_eq!(status("notice").await, 3, "system, revoke and edit");
+    // The one named by its user id is the demo customer's command.
+    assert_eq!(db.count("SELECT COUNT(*) FROM commands WHERE actor_id = $1", CUSTOMER).await, 2);
+    // None of the unusual ones is answered (no help text): only the commands' outcomes go out.
+    let replies: Vec<_> =
+        db.outbox().await.into_iter().filter(|(k, p)| k == "message" && p["template"] != "executed").collect();
+    assert!(replies.is_empty(), "{replies:?}");
     app.stop().await.expect("stop");
 }

@@ -66,9 +66,12 @@ struct Metadata {
     phone_number_id: String,
 }
 
+/// A sender as Meta names them: by phone (`wa_id`) and, since business-scoped user ids, by
+/// `user_id` too — or by `user_id` alone.
 #[derive(Deserialize)]
 struct Contact {
-    wa_id: String,
+    wa_id: Option<String>,
+    user_id: Option<String>,
     profile: Option<Profile>,
 }
 
@@ -89,7 +92,11 @@ struct Status {
 #[derive(Deserialize)]
 struct Message {
     id: String,
-    from: String,
+    /// The sender's phone (`wa_id`); a business-scoped user may come with `from_user_id` only.
+    from: Option<String>,
+    from_user_id: Option<String>,
+    /// Why Meta could not deliver the message's content (an `unsupported` or broken message).
+    errors: Option<Value>,
     timestamp: Option<String>,
     #[serde(rename = "type")]
     kind: String,
@@ -185,53 +192,56 @@ pub fn read_stored(raw: &Value, to: &str) -> Result<InboundMessage, String> {
 fn message(channel: &Channel, to: &str, contacts: &[Contact], raw: Value) -> Result<InboundMessage, String> {
     let m: Message = serde_json::from_value(raw.clone()).map_err(|e| e.to_string())?;
     let provider_message_id = ExternalId::parse(&m.id).map_err(|e| format!("id: {e}"))?;
-    if m.from.trim().is_empty() {
-        return Err("from is empty".into());
-    }
-    let missing = |field: &str| format!("a `{}` message without its `{field}` object", m.kind);
-    let content = match m.kind.as_str() {
-        "text" => Content::Text(m.text.ok_or_else(|| missing("text"))?.body),
-        "interactive" => {
-            let interactive = m.interactive.ok_or_else(|| missing("interactive"))?;
-            match interactive.button_reply.or(interactive.list_reply) {
-                Some(row) => Content::Reply { id: row.id, title: row.title },
-                // Other interactive replies (flows, ...) are kept, not interpreted.
-                None => Content::Unsupported { kind: "interactive".into() },
-            }
-        }
-        "button" => {
-            let button = m.button.ok_or_else(|| missing("button"))?;
-            let id = button.payload.unwrap_or_else(|| button.text.clone());
-            Content::Reply { id, title: button.text }
-        }
-        "reaction" => {
-            let reaction = m.reaction.ok_or_else(|| missing("reaction"))?;
-            Content::Reaction { emoji: reaction.emoji, to_message: reaction.message_id }
-        }
-        kind if MEDIA.contains(&kind) => {
-            let caption =
-                raw.get(kind).and_then(|media| media.get("caption")).and_then(Value::as_str).map(str::to_owned);
-            Content::Media { kind: kind.to_owned(), caption }
-        }
-        "location" => Content::Location,
-        "contacts" => Content::Contacts,
-        other => Content::Unsupported { kind: other.to_owned() },
-    };
-    let sender_name =
-        contacts.iter().find(|c| c.wa_id == m.from).and_then(|c| c.profile.as_ref()).and_then(|p| p.name.clone());
+    let present = |v: &Option<String>| v.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned);
+    let from = present(&m.from).or_else(|| present(&m.from_user_id)).ok_or("neither `from` nor `from_user_id`")?;
+    let content = content_of(&m, &raw);
+    let named = |c: &&Contact| c.wa_id.as_deref() == Some(from.as_str()) || c.user_id.as_deref() == Some(&from);
+    let sender_name = contacts.iter().find(named).and_then(|c| c.profile.as_ref()).and_then(|p| p.name.clone());
     Ok(InboundMessage {
         channel: channel.clone(),
         provider_message_id,
         to: to.to_owned(),
-        from: m.from,
+        from,
         sender_name,
-        sent_at: m.timestamp.and_then(|t| t.parse().ok()),
+        sent_at: m.timestamp.as_deref().and_then(|t| t.parse().ok()),
         content,
-        in_reply_to: m.context.and_then(|c| c.id),
+        in_reply_to: m.context.as_ref().and_then(|c| c.id.clone()),
         raw,
         addresses: None,
         answered_inline: None,
     })
+}
+
+/// What a message says. One whose kind-specific object is missing (Meta sends an `interactive`
+/// with `errors` and nothing else) is unreadable, kept with its errors: never a reason to refuse
+/// the delivery it came in.
+fn content_of(m: &Message, raw: &Value) -> Content {
+    let read = match m.kind.as_str() {
+        "text" => m.text.as_ref().map(|t| Content::Text(t.body.clone())),
+        "interactive" => m.interactive.as_ref().map(|i| match i.button_reply.as_ref().or(i.list_reply.as_ref()) {
+            Some(row) => Content::Reply { id: row.id.clone(), title: row.title.clone() },
+            // Other interactive replies (flows, ...) are kept, not interpreted.
+            None => Content::Unsupported { kind: "interactive".into() },
+        }),
+        "button" => m
+            .button
+            .as_ref()
+            .map(|b| Content::Reply { id: b.payload.clone().unwrap_or_else(|| b.text.clone()), title: b.text.clone() }),
+        "reaction" => {
+            m.reaction.as_ref().map(|r| Content::Reaction { emoji: r.emoji.clone(), to_message: r.message_id.clone() })
+        }
+        kind if MEDIA.contains(&kind) => {
+            let caption =
+                raw.get(kind).and_then(|media| media.get("caption")).and_then(Value::as_str).map(str::to_owned);
+            Some(Content::Media { kind: kind.to_owned(), caption })
+        }
+        "location" => Some(Content::Location),
+        "contacts" => Some(Content::Contacts),
+        // Not something the person asked: a number or identity change, a deleted or edited message.
+        kind @ ("system" | "revoke" | "edit") => Some(Content::Notice { kind: kind.to_owned() }),
+        other => Some(Content::Unsupported { kind: other.to_owned() }),
+    };
+    read.unwrap_or_else(|| Content::Unreadable { kind: m.kind.clone(), errors: m.errors.clone() })
 }
 
 #[cfg(test)]
@@ -332,7 +342,26 @@ mod tests {
         assert!(matches!(parse(nested.as_bytes()), Err(PayloadError::NotJson(_))));
         let no_id = notification(json!([{"from": "1", "type": "text", "text": {"body": "x"}}]), json!([]));
         assert!(matches!(parse(&no_id), Err(PayloadError::Invalid(e)) if e.contains("messages[0]")));
-        let no_text = notification(json!([{"id": "w1", "from": "1", "type": "text"}]), json!([]));
-        assert!(matches!(parse(&no_text), Err(PayloadError::Invalid(_))));
+        let no_sender = notification(json!([{"id": "w1", "type": "text", "text": {"body": "x"}}]), json!([]));
+        assert!(matches!(parse(&no_sender), Err(PayloadError::Invalid(e)) if e.contains("from_user_id")));
+    }
+
+    #[test]
+    fn a_message_without_its_content_is_unreadable_not_a_refused_delivery() {
+        let errors = json!([{"code": 131051, "title": "Message type unknown"}]);
+        let body = notification(
+            json!([
+                {"id": "w1", "from": "1", "type": "text"},
+                {"id": "w2", "from": "1", "type": "interactive", "errors": errors},
+                {"id": "w3", "from_user_id": "US.1", "type": "edit", "edit": {}},
+            ]),
+            json!([]),
+        );
+        let delivery = parse(&body).expect("a delivery");
+        let contents: Vec<&Content> = delivery.messages.iter().map(|m| &m.content).collect();
+        assert_eq!(contents[0], &Content::Unreadable { kind: "text".into(), errors: None });
+        assert_eq!(contents[1], &Content::Unreadable { kind: "interactive".into(), errors: Some(errors) });
+        assert_eq!(contents[2], &Content::Notice { kind: "edit".into() });
+        assert_eq!(delivery.messages[2].from, "US.1");
     }
 }

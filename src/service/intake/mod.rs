@@ -209,14 +209,13 @@ impl Ingress {
         reply_to: ReplyTo,
         now: OffsetDateTime,
     ) -> Result<Handled, EngineError> {
+        // Not a request (a reaction, a notice, an unreadable message): answering would be noise.
+        if let Some(status) = message.content.unanswered() {
+            return self.record(message, Some(tenant), status, &[], Handled::NotACommand { status }, now).await;
+        }
         let interpretation = match &message.content {
             Content::Text(text) => self.policy.registry.interpret_text(text),
             Content::Reply { id, .. } => self.policy.registry.interpret_reply_id(id),
-            // A reaction is not a request; answering it would only be noise.
-            Content::Reaction { .. } => {
-                let handled = Handled::NotACommand { status: "reaction" };
-                return self.record(message, Some(tenant), "reaction", &[], handled, now).await;
-            }
             other => {
                 let vars = json!({"unsupported": other.kind(), "commands": self.help(actor)});
                 let replies = [reply_to.message("help", vars)];
