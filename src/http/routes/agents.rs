@@ -33,6 +33,7 @@ fn describe(name: &str, agent: &Agent) -> Value {
 #[utoipa::path(
     get,
     path = "/v1/agents",
+    operation_id = "list_agents",
     tag = "agents",
     security(("bearer" = ["agents:read"])),
     responses(

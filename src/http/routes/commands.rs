@@ -40,6 +40,7 @@ pub(crate) fn command_id(raw: &str) -> Result<Uuid, ApiError> {
 #[utoipa::path(
     get,
     path = "/v1/commands/{id}",
+    operation_id = "command_status",
     tag = "commands",
     security(("bearer" = ["commands:read"])),
     params(("id" = String, Path, description = "The command id (a UUID)")),
@@ -86,6 +87,7 @@ pub(crate) struct ListQuery {
 #[utoipa::path(
     get,
     path = "/v1/commands",
+    operation_id = "list_commands",
     tag = "commands",
     security(("bearer" = ["commands:read"])),
     params(

@@ -20,6 +20,7 @@ pub fn router() -> Router<AppState> {
 #[utoipa::path(
     post,
     path = "/webhooks/standard/{source}",
+    operation_id = "receive_standard_webhook",
     tag = "webhooks",
     params(
         ("source" = String, Path),

@@ -18,6 +18,7 @@ pub fn router() -> Router<AppState> {
 #[utoipa::path(
     post,
     path = "/webhooks/twilio",
+    operation_id = "receive_twilio_message",
     tag = "webhooks",
     params(("X-Twilio-Signature" = String, Header)),
     request_body(
@@ -44,6 +45,7 @@ pub(crate) async fn receive(
 #[utoipa::path(
     post,
     path = "/webhooks/twilio/status",
+    operation_id = "receive_twilio_status",
     tag = "webhooks",
     params(("X-Twilio-Signature" = String, Header)),
     request_body(
