@@ -170,11 +170,10 @@ impl Dispatcher {
         let executor = target_name.to_owned();
         metrics::counter!("chatgate_dispatch_attempts_total", "executor" => executor, "outcome" => outcome.label())
             .increment(1);
-        // On the bus: the delivery stays routed until the agent's ACK comes back over it.
-        if outcome == CallOutcome::Handed {
+        let Some(settle) = self.settle_after(outcome, &mut plan, row, target, &command, now) else {
+            // On the bus: the delivery stays routed until the agent's ACK comes back over it.
             return Ok(self.engine.store().outbox().settle_claimed(&OutboxSettle::Done(row.id), now).await?);
-        }
-        let settle = self.settle_after(outcome, &mut plan, row, target, &command, now);
+        };
         self.commit(&command, target_name, plan, settle, now).await
     }
 
@@ -234,7 +233,8 @@ impl Dispatcher {
         Ok(Some((command, target, plan)))
     }
 
-    /// What an executor's answer does to the delivery, and what becomes of the outbox row.
+    /// What an executor's answer does to the delivery, and what becomes of the outbox row; `None`
+    /// when the command was handed to the bus, which answers later.
     fn settle_after(
         &self,
         outcome: CallOutcome,
@@ -243,9 +243,9 @@ impl Dispatcher {
         target: &Target,
         command: &StoredCommand,
         now: OffsetDateTime,
-    ) -> OutboxSettle {
-        match outcome {
-            CallOutcome::Handed => OutboxSettle::Done(row.id),
+    ) -> Option<OutboxSettle> {
+        Some(match outcome {
+            CallOutcome::Handed => return None,
             CallOutcome::Executed { succeeded, detail } => {
                 let _ = plan.apply(DeliveryEvent::DeliveryAck, None);
                 let event = if succeeded { DeliveryEvent::ExecutionSucceeded } else { DeliveryEvent::ExecutionFailed };
@@ -282,7 +282,7 @@ impl Dispatcher {
                     }
                 }
             }
-        }
+        })
     }
 
     /// The registry's `timeout` for the command (how long its execution may take).

@@ -62,28 +62,17 @@ pub async fn receive(
     signature_header: Option<&[u8]>,
     body: &[u8],
 ) -> Result<DeliverySummary, ChannelError> {
-    counted("whatsapp", receive_uncounted(ingress, config, name, signature_header, body).await)
-}
-
-async fn receive_uncounted(
-    ingress: &Ingress,
-    config: &Config,
-    name: Option<&str>,
-    signature_header: Option<&[u8]>,
-    body: &[u8],
-) -> Result<DeliverySummary, ChannelError> {
-    let app = app(config, name)?;
-    signature::verify(app.app_secret.expose().as_bytes(), signature_header, body).map_err(|e| {
-        ChannelError::from(
-            Refusal::new(StatusCode::UNAUTHORIZED, "invalid_signature", "Invalid signature").detail(e.to_string()),
-        )
-    })?;
-    let delivery = payload::parse(body).map_err(|e| {
-        ChannelError::from(
-            Refusal::new(StatusCode::BAD_REQUEST, "invalid_payload", "Invalid payload").detail(e.to_string()),
-        )
-    })?;
-    Ok(handle_delivery(ingress, &delivery, OffsetDateTime::now_utc()).await?)
+    let received = async {
+        let app = app(config, name)?;
+        signature::verify(app.app_secret.expose().as_bytes(), signature_header, body).map_err(|e| {
+            Refusal::new(StatusCode::UNAUTHORIZED, "invalid_signature", "Invalid signature").detail(e.to_string())
+        })?;
+        let delivery = payload::parse(body).map_err(|e| {
+            Refusal::new(StatusCode::BAD_REQUEST, "invalid_payload", "Invalid payload").detail(e.to_string())
+        })?;
+        Ok(handle_delivery(ingress, &delivery, OffsetDateTime::now_utc()).await?)
+    };
+    counted("whatsapp", received.await)
 }
 
 /// Every message and status of a delivery, each committed on its own; the first storage failure
