@@ -3,6 +3,8 @@
 //! command's move when they end it. Duplicates change nothing; out-of-order ACKs are refused;
 //! both are kept in the delivery's log.
 
+use std::time::Duration;
+
 use serde::Deserialize;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
@@ -17,9 +19,10 @@ use crate::domain::delivery::DeliveryState;
 use crate::domain::delivery::OutOfOrder;
 use crate::executors::executor::error_of;
 use crate::service::dispatch::conclude;
+use crate::service::dispatch::dispatch_rows;
 use crate::service::engine::Engine;
 use crate::service::engine::EngineError;
-use crate::store::{Delivery, StepOutcome, StepWrite};
+use crate::store::{Delivery, DeliveryLogEntry, StepOutcome, StepWrite};
 
 /// An executor's report.
 #[derive(Debug, Clone, Deserialize)]
@@ -39,6 +42,11 @@ pub struct AckRequest {
     /// For a failure: `{code, message, retryable}`.
     #[serde(default)]
     pub error: Option<Value>,
+    /// A terminal execution ACK that proves the delivery too, when no delivery ACK came before
+    /// it (a bus agent's answer to a replay, say). Never read from a request: an HTTP executor
+    /// acknowledges the delivery by answering the call.
+    #[serde(skip)]
+    pub implies_delivery: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -69,6 +77,32 @@ impl From<crate::store::StoreError> for AckError {
 }
 
 impl AckRequest {
+    /// A delivery ACK from `target`.
+    pub fn delivery(target: &str) -> Self {
+        Self::from(target, "delivery", None, None, None)
+    }
+
+    /// `target` executed the command; `result` becomes the command's result.
+    pub fn succeeded(target: &str, result: Value) -> Self {
+        Self::from(target, "execution", Some("succeeded"), Some(result), None)
+    }
+
+    /// `target` could not execute the command; `error` is `{code, message, retryable}`.
+    pub fn failed(target: &str, error: Value) -> Self {
+        Self::from(target, "execution", Some("failed"), None, Some(error))
+    }
+
+    fn from(target: &str, kind: &str, status: Option<&str>, result: Option<Value>, error: Option<Value>) -> Self {
+        Self {
+            target: Some(target.to_owned()),
+            kind: kind.to_owned(),
+            status: status.map(str::to_owned),
+            result,
+            error,
+            implies_delivery: kind == "execution",
+        }
+    }
+
     fn event(&self) -> Result<(DeliveryEvent, Option<Value>), AckError> {
         let invalid = |m: &str| AckError::Invalid(m.to_owned());
         const STATUSES: [&str; 3] = ["in_progress", "succeeded", "failed"];
@@ -135,6 +169,10 @@ pub async fn apply_ack(
             return Err(AckError::NoDelivery(ack.target.clone().unwrap_or_else(|| "its target".into())));
         };
         let mut plan = DeliveryPlan::existing(&delivery);
+        let terminal = matches!(event, DeliveryEvent::ExecutionSucceeded | DeliveryEvent::ExecutionFailed);
+        if ack.implies_delivery && terminal && delivery.state == DeliveryState::Routed {
+            let _ = plan.apply(DeliveryEvent::DeliveryAck, Some(json!({"implied_by": event.as_str()})));
+        }
         match plan.apply(event, detail.clone()) {
             Err(refused) => {
                 let entry = crate::store::DeliveryLogEntry {
@@ -162,6 +200,48 @@ pub async fn apply_ack(
     Err(AckError::Engine(EngineError::Store(crate::store::StoreError::Unavailable(
         "the delivery kept changing while the ACK was written".into(),
     ))))
+}
+
+/// An agent declined a command it had not taken yet and said to try again (Bloodbank's
+/// retryable `.error` before any ack: the agent was busy, paused, lost a version race). The
+/// refusal goes into the delivery's log and a dispatch row for the same target is queued `delay`
+/// from now, in one step. The delivery stays `routed`, so its delivery timeout still bounds how
+/// long this goes on.
+pub async fn redispatch_later(
+    engine: &Engine,
+    command_id: Uuid,
+    target: &str,
+    error: Value,
+    delay: Duration,
+    now: OffsetDateTime,
+) -> Result<(), AckError> {
+    let store = engine.store();
+    let command = store.commands().get_unscoped(command_id).await?.ok_or(AckError::NotFound)?;
+    let delivery = store.deliveries().get(command_id, target).await?;
+    let Some(delivery) = delivery.filter(|d| d.state == DeliveryState::Routed) else {
+        // Taken meanwhile (an ack overtook the error): the agent has it.
+        return Err(AckError::NoDelivery(target.to_owned()));
+    };
+    let mut plan = DeliveryPlan::existing(&delivery);
+    let delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+    plan.change.log.push(DeliveryLogEntry {
+        event: DeliveryEvent::ExecutionFailed,
+        from: delivery.state,
+        to: delivery.state,
+        ack: None,
+        outcome: "refused",
+        detail: Some(json!({"declined": error, "dispatched_again_in_ms": delay_ms})),
+    });
+    let mut outbox = dispatch_rows(&[target.to_owned()]);
+    outbox.iter_mut().for_each(|row| row.hold = Some(delay));
+    let tenant = command.envelope.tenant_id.clone();
+    let step = StepWrite { delivery: Some(plan.change), outbox, ..StepWrite::new(tenant, Some(command_id), now) };
+    match store.commands().commit_step(&step).await? {
+        StepOutcome::Committed { .. } => Ok(()),
+        _ => Err(AckError::Engine(EngineError::Store(crate::store::StoreError::Unavailable(
+            "the delivery changed while a declined command was queued again".into(),
+        )))),
+    }
 }
 
 /// Writes a delivery's moves and, when they end it, the command's; `false` if it lost a race.

@@ -18,6 +18,7 @@ use crate::domain::delivery::DeliveryEvent;
 use crate::domain::delivery::DeliveryState;
 use crate::domain::lifecycle::State;
 use crate::domain::retry::RetryPolicy;
+use crate::executors::bus::listener::BusAgent;
 use crate::executors::executor::CallOutcome;
 use crate::executors::executor::Executor;
 use crate::service::dispatch::CANCEL_NOTICE_KIND;
@@ -42,7 +43,7 @@ pub struct Target {
 }
 
 /// A broker queue to listen on, and which executor each agent on it is.
-pub type BusListener = (Arc<crate::executors::amqp::Bus>, BTreeMap<String, String>);
+pub type BusListener = (Arc<crate::executors::bus::Bus>, crate::executors::bus::listener::Agents);
 
 #[derive(Clone)]
 pub struct Dispatcher {
@@ -78,7 +79,8 @@ impl Dispatcher {
             if let Executor::Amqp { bus, agent, .. } = &target.executor {
                 let key = (bus.url.clone(), bus.exchange.clone(), bus.queue.clone());
                 let entry = listeners.entry(key).or_insert_with(|| (bus.clone(), BTreeMap::new()));
-                entry.1.insert(agent.clone(), name.clone());
+                let agent_target = BusAgent { target: name.clone(), policy: target.policy };
+                entry.1.insert(agent.clone(), agent_target);
             }
         }
         listeners.into_values().collect()

@@ -12,13 +12,13 @@ use uuid::Uuid;
 
 use std::sync::Arc;
 
-use crate::executors::amqp;
+use crate::executors::bus::bloodbank;
 
 use crate::config::{ExecutorConfig, ExecutorTarget};
 use crate::domain::command::CommandEnvelope;
 use crate::domain::retry::parse_retry_after;
 use crate::domain::standard_webhooks;
-use crate::executors::amqp::Bus;
+use crate::executors::bus::Bus;
 
 pub use crate::domain::delivery::CallOutcome;
 
@@ -85,12 +85,8 @@ impl Executor {
                 detail: json!({"code": code, "message": "the built-in failing executor always fails"}),
             },
             Self::Amqp { bus, agent, .. } => {
-                let now = OffsetDateTime::now_utc();
-                let body = amqp::wire_envelope(agent, envelope, now).to_string();
-                match bus
-                    .publish(&amqp::routing_key(agent, envelope), body.as_bytes(), &envelope.command_id.to_string())
-                    .await
-                {
+                let message = bloodbank::command_event(agent, envelope, &bus.host, OffsetDateTime::now_utc());
+                match bus.publish(&message).await {
                     Ok(()) => CallOutcome::Handed,
                     Err(error) => CallOutcome::Retry { error, retry_after: None },
                 }
@@ -134,12 +130,11 @@ impl Executor {
                 }
             }
             Self::Amqp { bus, agent, announce_cancel: true } => {
-                let body = json!({
-                    "command_id": envelope.command_id, "causation_id": envelope.command_id, "target_agent": agent,
-                    "correlation_id": envelope.correlation_id, "reason": reason,
-                });
-                let key = format!("{}.cancel", amqp::routing_key(agent, envelope));
-                match bus.publish(&key, body.to_string().as_bytes(), &notice_id.to_string()).await {
+                let now = OffsetDateTime::now_utc();
+                let mut message = bloodbank::cancel_event(agent, envelope, reason, &bus.host, now);
+                // The notice row's id: a notice sent again is the same event.
+                message.event_id = notice_id;
+                match bus.publish(&message).await {
                     Ok(()) => CallOutcome::Handed,
                     Err(error) => CallOutcome::Retry { error, retry_after: None },
                 }

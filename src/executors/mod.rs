@@ -3,6 +3,6 @@
 //! and `service`.
 
 pub mod acks;
-pub mod amqp;
+pub mod bus;
 pub mod dispatcher;
 pub mod executor;

@@ -66,7 +66,7 @@ pub fn spawn(state: &Services, stopping: CancellationToken) -> Workers {
         Ok(dispatcher) => {
             for (bus, agents) in dispatcher.bus_listeners() {
                 let engine = dispatcher.engine().clone();
-                tracker.spawn(crate::executors::amqp::listen(bus, agents, engine, stopping.clone()));
+                tracker.spawn(crate::executors::bus::listen(bus, agents, engine, stopping.clone()));
             }
             tracker.spawn(dispatch::run(dispatcher, poll, stopping.clone()));
         }

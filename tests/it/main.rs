@@ -4,6 +4,7 @@
 //! they were skipped otherwise.
 
 mod architecture;
+mod bloodbank_agent;
 mod cli;
 mod conformance;
 mod e2e_amqp;
