@@ -118,9 +118,10 @@ pub struct HooksConfig {
     /// The tenant the bridge's commands belong to, and its principal (the commands' actor).
     pub tenant: String,
     pub actor: String,
-    /// Executors `agentId` may name; the first is the default target.
+    /// Executors a call may name (`agentId`, hookd's `sessionKey`); the first is the default
+    /// target, which also runs a call naming one not listed (as OpenClaw does).
     pub agents: Vec<String>,
-    /// How long the same call (same body, or same `Idempotency-Key`) is answered with the same command.
+    /// How long a keyed call (`Idempotency-Key`, hookd's `id=`) is answered with the same command.
     pub dedupe_window_secs: u64,
     /// `/hooks/{name}`: a name to a target agent, an intent, and which payload fields become the
     /// command's arguments (argument name → JSON pointer into the body).

@@ -43,6 +43,11 @@ pub const TRANSITIONS: &[(AgentState, AgentEvent, AgentState)] = &[
     (S::Error, E::Reset, S::Idle),
 ];
 
+/// The Bloodbank routing key of a command for `agent`: `command.{agent}.{action}`.
+pub fn command_routing_key(agent: &str, action: &str) -> String {
+    format!("command.{agent}.{action}")
+}
+
 /// An agent as stored: its state, the version its next move must name, and where a resume goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Agent {

@@ -71,14 +71,14 @@ impl Modify for BearerTokens {
 /// annotations say the default, `/hooks`).
 pub fn document(hooks: &HooksConfig) -> Value {
     let mut document = serde_json::to_value(ApiDoc::openapi()).unwrap_or(Value::Null);
-    describe_bodies(&mut document, hooks);
+    describe_bodies(&mut document);
     describe_headers(&mut document);
     move_hooks(&mut document, hooks.base_path.trim_end_matches('/'));
     document
 }
 
 /// The bodies as the code that reads them describes them (the annotations say "JSON" or "form").
-fn describe_bodies(document: &mut Value, hooks: &HooksConfig) {
+fn describe_bodies(document: &mut Value) {
     let (json, form) = ("application/json", "application/x-www-form-urlencoded");
     let mut bodies: Vec<(String, &str, Value)> = vec![
         ("/v1/commands/{id}/recovery".into(), json, crate::http::routes::recovery::recovery_body_schema()),
@@ -89,7 +89,7 @@ fn describe_bodies(document: &mut Value, hooks: &HooksConfig) {
         ("/webhooks/twilio/status".into(), form, crate::channels::twilio::form::status_schema()),
         ("/step-up".into(), form, crate::http::routes::step_up_page::form_schema()),
     ];
-    for (route, schema) in crate::channels::hooks::body_schemas(&hooks.agents) {
+    for (route, schema) in crate::channels::hooks::body_schemas() {
         bodies.push((format!("{DEFAULT_HOOKS_BASE}{route}"), json, schema));
     }
     for (path, media_type, schema) in bodies {
@@ -184,7 +184,7 @@ impl Modify for Links {
         let first_listed = "$response.body#/commands/0/command_id";
         let first_agent = "$response.body#/agents/0/agent";
         let follows: Vec<(&str, &str, &str, NamedLinks)> = vec![
-            ("/hooks/wake", "post", "202", command_links(accepted)),
+            ("/hooks/wake", "post", "200", command_links(accepted)),
             ("/hooks/agent", "post", "202", command_links(accepted)),
             ("/hooks/{name}", "post", "202", command_links(accepted)),
             ("/webhooks/standard/{source}", "post", "202", command_links(accepted)),
@@ -279,8 +279,10 @@ mod tests {
         let document = document(&hooks);
         let agent = &document["paths"]["/hooks/agent"]["post"];
         let schema = &agent["requestBody"]["content"]["application/json"]["schema"];
-        assert_eq!(schema["required"], serde_json::json!(["message"]));
-        assert_eq!(schema["properties"]["agentId"]["enum"], serde_json::json!(["orders", "billing", null]));
+        // OpenClaw's `message` or hookd's `text`; any `agentId` (an unknown one runs the default).
+        let either = serde_json::json!([{"required": ["message"]}, {"required": ["text"]}]);
+        assert_eq!(schema["anyOf"], either);
+        assert_eq!(schema["properties"]["agentId"]["type"], serde_json::json!(["string", "null"]));
         let key = agent["parameters"].as_array().expect("parameters").iter().find(|p| p["name"] == "Idempotency-Key");
         assert_eq!(key.expect("documented")["schema"]["pattern"], "^[!-~]{1,255}$");
     }

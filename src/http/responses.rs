@@ -109,11 +109,9 @@ pub enum StandardErrors {
     Unavailable(ProblemDocument),
 }
 
-/// A hook bridge call: accepted at once, or refused.
+/// Why the hook bridge refuses a call.
 #[derive(IntoResponses)]
-pub enum HookResponses {
-    #[response(status = 202, description = "Accepted: the command's id and where to follow it")]
-    Accepted(serde_json::Value),
+pub enum HookErrors {
     #[response(status = 400, description = "A bad body, header or a token in the URL", content_type = PROBLEM_JSON)]
     BadRequest(ProblemDocument),
     #[response(status = 401, description = "Missing or wrong hook token", content_type = PROBLEM_JSON)]

@@ -164,6 +164,21 @@ pub(crate) async fn settle_outbox(
 }
 
 impl Outbox<'_> {
+    /// The first row of `kind` written for `command_id` to `destination` (a command's dispatch
+    /// row, which a hook caller is told of).
+    pub async fn first_of(self, command_id: Uuid, kind: &str, destination: &str) -> Result<Option<Uuid>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id FROM outbox WHERE command_id = $1 AND kind = $2 AND destination = $3 ORDER BY created_at, id",
+        )
+        .bind(command_id.to_string())
+        .bind(kind)
+        .bind(destination)
+        .fetch_optional(self.store.pool())
+        .await?;
+        let id: Option<String> = row.map(|row| sqlx::Row::get(&row, 0));
+        Ok(id.and_then(|id| id.parse().ok()))
+    }
+
     /// Claims up to `limit` due rows of `kind` for `lease`. A worker that dies loses its lease and
     /// the row becomes due again: delivery is at least once, and the idempotency key makes it
     /// once in effect. A message waits while an earlier one to the same person is held for a

@@ -11,6 +11,7 @@ mod e2e_amqp;
 mod e2e_conversation;
 mod e2e_execution;
 mod e2e_health;
+mod e2e_hook_callers;
 mod e2e_hooks;
 mod e2e_ooc;
 mod e2e_operator;

@@ -1,30 +1,54 @@
 //! The hookd compatibility bridge (Bloodbank MIG-1): systems that call an agent's hook endpoint
-//! (`/hooks/wake`, `/hooks/agent`, mapped `/hooks/{name}`, as the OpenClaw gateway takes them)
-//! point at chatgate without changing what they send, and get `202 Accepted` at once. Each call
-//! becomes a command for the target agent, stored with its evidence and dispatch row in one
-//! transaction; the caller never waits for the executor.
+//! point at chatgate without changing what they send or what they check in the answer. Two
+//! families call it: OpenClaw's (`/hooks/wake`, `/hooks/agent` with `message`, mapped
+//! `/hooks/{name}`) and Bloodbank's hookd bridge callers (`/hooks/agent` with `text`, a
+//! `[Command]` line and `sessionKey: "agent:<name>:main"`). Each call becomes a command for the
+//! target agent, stored with its evidence and dispatch row in one transaction; the caller never
+//! waits for the executor. Every call is a command of its own unless it carries a key (an
+//! `Idempotency-Key`, or hookd's `[Command] id=`), as OpenClaw runs every hook it is sent.
+
+mod body;
+pub mod hookd;
+mod submit;
 
 use axum::http::{HeaderMap, StatusCode, header};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use subtle::ConstantTimeEq;
-use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::channels::{ChannelError, Refusal};
-use crate::domain::command::ActorId;
-use crate::domain::command::Channel;
-use crate::domain::command::CommandRequest;
-use crate::domain::command::ExternalId;
-use crate::domain::command::IdempotencyClass;
+use crate::domain::agent::command_routing_key;
 use crate::domain::command::IdempotencyKey;
 use crate::domain::command::Intent;
-use crate::domain::command::Risk;
-use crate::domain::command::TenantId;
-use crate::domain::lifecycle::CommandKind;
 use crate::service::Services;
-use crate::service::dispatch;
-use crate::service::engine::Admission;
-use crate::store::Admitted;
+use crate::service::dispatch::DISPATCH_KIND;
+
+use body::{body_object, mode_field, text_field, whole_seconds};
+pub use body::{body_schemas, header_schemas};
+pub use submit::{Submission, Unkeyed, submit};
+
+/// A hook call the bridge took: the command, the agent it goes to, and what the callers of
+/// either family read back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Accepted {
+    pub command_id: Uuid,
+    pub agent: String,
+    /// `command.{agent}.{action}`, as hookd reports it.
+    pub routing_key: String,
+    /// The command's dispatch row (hookd's `outbox_id`); `None` if it could not be read back.
+    pub outbox_id: Option<Uuid>,
+}
+
+/// How the bridge answers a call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HookOutcome {
+    /// `/hooks/wake`: done as far as the caller is concerned (OpenClaw answers 200 with the mode).
+    Woken { accepted: Accepted, mode: String },
+    /// `/hooks/agent` and mapped hooks: queued (202).
+    Queued(Accepted),
+    /// A hookd text with nothing in it: nothing stored (hookd answers 204).
+    NothingToDo,
+}
 
 /// What a hook call asks for, once read and checked.
 struct HookCall {
@@ -32,9 +56,11 @@ struct HookCall {
     intent: Intent,
     args: Map<String, Value>,
     conversation: String,
+    key: Option<IdempotencyKey>,
+    decision: Map<String, Value>,
 }
 
-fn bad(code: &'static str, detail: impl Into<String>) -> ChannelError {
+pub(crate) fn bad(code: &'static str, detail: impl Into<String>) -> ChannelError {
     Refusal::bad_request(code, detail).into()
 }
 
@@ -68,95 +94,26 @@ fn authenticate(state: &Services, headers: &HeaderMap, query: Option<&str>) -> R
         .into())
 }
 
-/// A string with a character that is not Unicode White_Space (what `str::trim` removes).
-const NOT_ONLY_SPACE: &str =
-    "[^\\t\\n\\u000B\\u000C\\r \\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]";
-
-/// `hooks:{sessionKey}` is the conversation: visible ASCII, at most 256 bytes with the prefix.
-const SESSION_KEY: &str = "^[!-~]{1,250}$";
-
-/// The bridge's bodies as the OpenAPI document describes them, written next to the checks below
-/// so that the two say the same: a text is a string with something besides spaces, an optional
-/// field may be left out or `null`, `agentId` is one of `agents` (this gateway's allow-list).
-pub fn body_schemas(agents: &[String]) -> [(&'static str, Value); 3] {
-    // Something besides what `str::trim` removes (Unicode White_Space), spelled out so that any
-    // regex engine reads it alike.
-    let text = json!({"type": "string", "pattern": NOT_ONLY_SPACE});
-    let optional = |schema: &Value| {
-        let mut schema = schema.clone();
-        schema["type"] = json!([schema["type"], "null"]);
-        schema
-    };
-    let mode = json!({"type": "string", "enum": ["now", "next-heartbeat"]});
-    let mut mode_or_null = optional(&mode);
-    mode_or_null["enum"] = json!(["now", "next-heartbeat", null]);
-    let mut agent_ids: Vec<Value> = agents.iter().map(|a| Value::from(a.as_str())).collect();
-    agent_ids.push(Value::Null);
-    let session = json!({"type": ["string", "null"], "pattern": SESSION_KEY});
-    let optional_text = optional(&text);
-    let agent = json!({
-        "type": "object",
-        "required": ["message"],
-        "properties": {
-            "message": text,
-            "name": optional_text, "channel": optional_text, "to": optional_text,
-            "model": optional_text, "thinking": optional_text,
-            "agentId": {"type": ["string", "null"], "enum": agent_ids},
-            "sessionKey": session,
-            "wakeMode": mode_or_null,
-            "deliver": {"type": ["boolean", "null"]},
-            "timeoutSeconds": {"type": ["integer", "null"], "minimum": 1, "maximum": 86_400},
-        },
-    });
-    let wake = json!({
-        "type": "object",
-        "required": ["text"],
-        "properties": {"text": text, "mode": mode_or_null},
-    });
-    [("/wake", wake), ("/agent", agent), ("/{name}", json!({"type": "object"}))]
-}
-
-/// The headers a submission reads, as checked in `submit` (lower-case names).
-pub fn header_schemas() -> [(&'static str, Value); 2] {
-    [
-        ("idempotency-key", json!({"type": "string", "pattern": "^[!-~]{1,255}$"})),
-        ("x-correlation-id", json!({"type": "string", "pattern": "^[!-~]{1,256}$"})),
-    ]
-}
-
-fn whole_seconds(n: &serde_json::Number) -> Option<u64> {
-    n.as_u64()
-        .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && (0.0..=u64::MAX as f64).contains(f)).map(|f| f as u64))
-}
-
-fn body_object(body: &[u8]) -> Result<Map<String, Value>, ChannelError> {
-    match serde_json::from_slice::<Value>(body) {
-        Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(bad("invalid_body", "The body is a JSON object.")),
-        Err(e) => Err(bad("invalid_body", format!("The body is not JSON: {e}"))),
-    }
-}
-
-/// A field that must be a non-empty string when present (`required`: and present).
-fn text_field(body: &Map<String, Value>, name: &str, required: bool) -> Result<Option<String>, ChannelError> {
-    match body.get(name) {
-        None | Some(Value::Null) if !required => Ok(None),
-        Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.clone())),
-        None | Some(Value::Null) => Err(bad("invalid_body", format!("`{name}` is required"))),
-        Some(_) => Err(bad("invalid_body", format!("`{name}` is a non-empty string"))),
-    }
-}
-
-fn mode_field(body: &Map<String, Value>, name: &str) -> Result<Option<String>, ChannelError> {
-    let mode = text_field(body, name, false)?;
-    match mode.as_deref() {
-        None | Some("now" | "next-heartbeat") => Ok(mode),
-        Some(other) => Err(bad("invalid_body", format!("`{name}` is `now` or `next-heartbeat`, not `{other}`"))),
-    }
-}
-
 fn default_agent(state: &Services) -> Result<String, ChannelError> {
     state.config.hooks.agents.first().cloned().ok_or_else(|| bad("no_agent", "No agent is configured for hooks."))
+}
+
+/// The agent a call names (`agentId`, or hookd's `sessionKey: "agent:<name>:..."`) when this
+/// gateway knows it, else the default agent, as OpenClaw runs an unknown `agentId`; the name asked
+/// for goes into the decision.
+fn choose_agent(
+    state: &Services,
+    named: Option<&str>,
+    decision: &mut Map<String, Value>,
+) -> Result<String, ChannelError> {
+    match named {
+        Some(name) if state.config.hooks.agents.iter().any(|a| a == name) => Ok(name.to_owned()),
+        Some(name) => {
+            decision.insert("requested_agent".into(), name.into());
+            default_agent(state)
+        }
+        None => default_agent(state),
+    }
 }
 
 fn intent(entity: &str, action: &str) -> Result<Intent, ChannelError> {
@@ -169,40 +126,91 @@ pub async fn wake(
     query: Option<&str>,
     headers: &HeaderMap,
     body: &[u8],
-) -> Result<Uuid, ChannelError> {
+) -> Result<HookOutcome, ChannelError> {
     authenticate(state, headers, query)?;
     let body = body_object(body)?;
     let text = text_field(&body, "text", true)?.unwrap_or_default();
     let mode = mode_field(&body, "mode")?.unwrap_or_else(|| "now".into());
     let mut args = Map::new();
     args.insert("text".into(), text.into());
-    args.insert("mode".into(), mode.into());
+    args.insert("mode".into(), mode.clone().into());
     let call = HookCall {
         agent: default_agent(state)?,
         intent: intent("agent", "wake")?,
         args,
         conversation: "hooks:wake".into(),
+        key: None,
+        decision: Map::new(),
     };
-    admit(state, headers, call).await
+    Ok(HookOutcome::Woken { accepted: admit(state, headers, call).await?, mode })
 }
 
-/// `POST /hooks/agent`: `{"message": "..."}` and the optional OpenClaw fields, each checked.
+/// `POST /hooks/agent`: OpenClaw's `{"message": "..."}` or hookd's `{"text": "..."}`, with the
+/// optional OpenClaw fields, each checked.
 pub async fn agent(
     state: &Services,
     query: Option<&str>,
     headers: &HeaderMap,
     body: &[u8],
-) -> Result<Uuid, ChannelError> {
+) -> Result<HookOutcome, ChannelError> {
     authenticate(state, headers, query)?;
     let body = body_object(body)?;
-    let mut args = Map::new();
-    args.insert("message".into(), text_field(&body, "message", true)?.into());
+    let (mut args, action, key, mut decision) = match (body.get("message"), body.get("text")) {
+        (None, Some(Value::String(text))) => {
+            let read = hookd::parse(text);
+            if read.is_empty() {
+                return Ok(HookOutcome::NothingToDo);
+            }
+            hookd_call(text, read)?
+        }
+        (None, Some(_)) => return Err(bad("invalid_body", "`text` is a string")),
+        _ => {
+            let mut args = Map::new();
+            args.insert("message".into(), text_field(&body, "message", true)?.into());
+            (args, "run".to_owned(), None, Map::new())
+        }
+    };
+    openclaw_fields(&body, &mut args)?;
+    let session = args.get("sessionKey").and_then(Value::as_str);
+    if session.is_some_and(|k| k.len() > 250 || !k.chars().all(|c| c.is_ascii_graphic())) {
+        return Err(bad("invalid_body", "`sessionKey` is 1 to 250 visible ASCII characters"));
+    }
+    let named = args.get("agentId").and_then(Value::as_str).or_else(|| session.and_then(hookd::agent_of_session));
+    let agent = choose_agent(state, named, &mut decision)?;
+    let conversation = session.map_or_else(|| "hooks:agent".into(), |k| format!("hooks:{k}"));
+    let call = HookCall { agent, intent: intent("agent", &action)?, args, conversation, key, decision };
+    Ok(HookOutcome::Queued(admit(state, headers, call).await?))
+}
+
+type CallParts = (Map<String, Value>, String, Option<IdempotencyKey>, Map<String, Value>);
+
+/// A hookd text: its payload is the command's arguments, its `id=` the key, `from=` and
+/// `priority=` go into the decision.
+fn hookd_call(text: &str, read: hookd::HookText) -> Result<CallParts, ChannelError> {
+    let key = match &read.id {
+        Some(id) => Some(IdempotencyKey::parse(id).map_err(|_| bad("invalid_body", "`id=` is visible ASCII"))?),
+        None => None,
+    };
+    let mut args = read.payload;
+    args.insert("text".into(), text.into());
+    let mut decision = Map::new();
+    decision.insert("hook_family".into(), "hookd".into());
+    for (name, value) in [("requested_by", &read.from), ("priority", &read.priority)] {
+        if let Some(value) = value {
+            decision.insert(name.into(), value.as_str().into());
+        }
+    }
+    Ok((args, read.action, key, decision))
+}
+
+/// OpenClaw's optional `/hooks/agent` fields, each checked, into the arguments.
+fn openclaw_fields(body: &Map<String, Value>, args: &mut Map<String, Value>) -> Result<(), ChannelError> {
     for name in ["name", "agentId", "sessionKey", "channel", "to", "model", "thinking"] {
-        if let Some(value) = text_field(&body, name, false)? {
+        if let Some(value) = text_field(body, name, false)? {
             args.insert(name.into(), value.into());
         }
     }
-    if let Some(mode) = mode_field(&body, "wakeMode")? {
+    if let Some(mode) = mode_field(body, "wakeMode")? {
         args.insert("wakeMode".into(), mode.into());
     }
     match body.get("deliver") {
@@ -220,18 +228,7 @@ pub async fn agent(
         }
         Some(_) => return Err(bad("invalid_body", "`timeoutSeconds` is a whole number of seconds from 1 to 86400")),
     }
-    let agent = match args.get("agentId").and_then(Value::as_str) {
-        None => default_agent(state)?,
-        Some(id) if state.config.hooks.agents.iter().any(|a| a == id) => id.to_owned(),
-        Some(id) => return Err(bad("unknown_agent", format!("`agentId` `{id}` is not an agent this bridge may call"))),
-    };
-    let session = args.get("sessionKey").and_then(Value::as_str);
-    if session.is_some_and(|k| k.len() > 250 || !k.chars().all(|c| c.is_ascii_graphic())) {
-        return Err(bad("invalid_body", "`sessionKey` is 1 to 250 visible ASCII characters"));
-    }
-    let conversation = session.map_or_else(|| "hooks:agent".into(), |k| format!("hooks:{k}"));
-    let call = HookCall { agent, intent: intent("agent", "run")?, args, conversation };
-    admit(state, headers, call).await
+    Ok(())
 }
 
 /// `POST /hooks/{name}`: a mapped hook; its fields become the command's arguments.
@@ -241,7 +238,7 @@ pub async fn mapped(
     query: Option<&str>,
     headers: &HeaderMap,
     body: &[u8],
-) -> Result<Uuid, ChannelError> {
+) -> Result<HookOutcome, ChannelError> {
     authenticate(state, headers, query)?;
     let Some(mapping) = state.config.hooks.mappings.get(name) else {
         return Err(Refusal::not_configured(format!("No hook `{name}`.")).into());
@@ -262,103 +259,39 @@ pub async fn mapped(
         intent: intent(&mapping.entity, &mapping.action)?,
         args,
         conversation: format!("hooks:{name}"),
+        key: None,
+        decision: Map::new(),
     };
-    admit(state, headers, call).await
+    Ok(HookOutcome::Queued(admit(state, headers, call).await?))
 }
 
 /// Admits the call as a command of the bridge's principal — authorized (the token is the
-/// authorization), started with its dispatch row — and answers 202 at once.
-async fn admit(state: &Services, headers: &HeaderMap, call: HookCall) -> Result<Uuid, ChannelError> {
+/// authorization), started with its dispatch row — and says where it went.
+async fn admit(state: &Services, headers: &HeaderMap, call: HookCall) -> Result<Accepted, ChannelError> {
     let hooks = &state.config.hooks;
+    let routing_key = command_routing_key(&call.agent, &call.intent.action);
     let submission = Submission {
         tenant: hooks.tenant.clone(),
         actor: hooks.actor.clone(),
         channel: "hooks",
         conversation: call.conversation,
-        agent: call.agent,
+        agent: call.agent.clone(),
         intent: call.intent,
         args: call.args,
         dedupe_window: std::time::Duration::from_secs(hooks.dedupe_window_secs),
         authorized_by: "hook token",
         message: None,
+        key: call.key,
+        unkeyed: Unkeyed::Unique,
+        decision: call.decision,
     };
     let command_id = submit(state, headers, submission).await?;
     metrics::counter!("chatgate_webhooks_total", "channel" => "hooks", "outcome" => "accepted").increment(1);
-    Ok(command_id)
-}
-
-/// A command a machine caller submits for an agent (the hook bridge, a Standard Webhooks source).
-pub struct Submission {
-    pub tenant: String,
-    pub actor: String,
-    pub channel: &'static str,
-    pub conversation: String,
-    pub agent: String,
-    pub intent: Intent,
-    pub args: Map<String, Value>,
-    pub dedupe_window: std::time::Duration,
-    /// What authorized it, for the evidence.
-    pub authorized_by: &'static str,
-    /// The carrying message, for transport dedupe (a sender's delivery id).
-    pub message: Option<crate::store::NewInbound>,
-}
-
-/// An optional header read with `parse`: `Err` when it is there and does not parse.
-fn header<T>(headers: &HeaderMap, name: &str, parse: impl Fn(&str) -> Option<T>) -> Result<Option<T>, ()> {
-    headers.get(name).map(|v| v.to_str().ok().and_then(&parse).ok_or(())).transpose()
-}
-
-/// Admits a submission: the command, auto-confirmed and authorized by the caller's credential,
-/// started with its dispatch row, in one transaction. `Idempotency-Key` and `X-Correlation-Id`
-/// come from the headers. Returns the command's id — the existing one for a repeat.
-pub async fn submit(state: &Services, headers: &HeaderMap, s: Submission) -> Result<Uuid, ChannelError> {
-    let config = |what: &'static str| -> ChannelError {
-        tracing::error!(what, "a submission source is misconfigured");
-        ChannelError::Misconfigured(what)
-    };
-    let supplied_key = header(headers, "idempotency-key", |k| IdempotencyKey::parse(k).ok())
-        .map_err(|()| bad("invalid_idempotency_key", "`Idempotency-Key` is 1 to 255 visible ASCII characters"))?;
-    let correlation_id = header(headers, "x-correlation-id", |c| ExternalId::parse(c).ok())
-        .map_err(|()| bad("invalid_correlation_id", "`X-Correlation-Id` is visible ASCII"))?;
-    let request = CommandRequest {
-        tenant_id: TenantId::parse(&s.tenant).map_err(|_| config("tenant"))?,
-        actor_id: ActorId::parse(&s.actor).map_err(|_| config("actor"))?,
-        channel: Channel::parse(s.channel).map_err(|_| config("channel"))?,
-        conversation_id: ExternalId::parse(&s.conversation)
-            .map_err(|_| bad("invalid_body", "the conversation (`sessionKey`) is visible ASCII"))?,
-        message_ids: s.message.iter().map(|m| m.provider_message_id.clone()).collect(),
-        correlation_id,
-        causation_id: None,
-        intent: s.intent,
-        args: s.args,
-        command_kind: CommandKind::Mutation,
-        idempotency_class: IdempotencyClass::I1,
-        risk: Risk::Low,
-        supplied_key,
-        ttl: Some(std::time::Duration::from_secs(900)),
-        dedupe_window: s.dedupe_window,
-        target_command_id: None,
-    };
-    let admission = Admission {
-        then: dispatch::authorized_at_once(CommandKind::Mutation),
-        decision: Some(json!({
-            "issued_by": s.actor, "channel": s.channel, "target_agent": s.agent, "authorized_by": s.authorized_by,
-        })),
-        outbox: dispatch::dispatch_rows(std::slice::from_ref(&s.agent)),
-        inbound: s.message,
-        ..Admission::default()
-    };
-    let (_, admitted) = state.engine.accept_with(request, admission, OffsetDateTime::now_utc()).await?;
-    match admitted {
-        Admitted::New { command_id, .. } => Ok(command_id),
-        // The same call again: the same command.
-        Admitted::Replayed(d) | Admitted::InProgress(d) => Ok(d.command_id),
-        Admitted::Redelivered { command_id: Some(command_id), .. } => Ok(command_id),
-        Admitted::Redelivered { command_id: None, .. } => Err(config("a redelivered message without its command")),
-        Admitted::Conflict { .. } => {
-            Err(Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused", "Idempotency-Key reused")
-                .detail("This Idempotency-Key was used for a different call.")
-                .into())
-        }
-    }
+    // Written with the command; a failure to read it back must not turn an accepted call into an
+    // error the caller would retry.
+    let outbox_id = state.store.outbox().first_of(command_id, DISPATCH_KIND, &call.agent).await.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, %command_id, "cannot read back a hook call's dispatch row");
+        None
+    });
+    Ok(Accepted { command_id, agent: call.agent, routing_key, outbox_id })
 }

@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::channels::hooks::{Submission, submit};
+use crate::channels::hooks::{Submission, Unkeyed, submit};
 use crate::channels::{ChannelError, Refusal};
 use crate::config::{StandardMessage, StandardSource};
 use crate::domain::command::Channel;
@@ -109,6 +109,10 @@ fn command(name: &str, id: &str, source: &StandardSource, payload: Value) -> Res
         dedupe_window: std::time::Duration::from_secs(86_400),
         authorized_by: "standard webhooks signature",
         message: Some(message),
+        key: None,
+        // The same event under another `webhook-id` is the same command.
+        unkeyed: Unkeyed::Derived,
+        decision: serde_json::Map::new(),
     })
 }
 

@@ -15,6 +15,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::domain::agent::AgentState;
+use crate::domain::agent::command_routing_key;
 use crate::domain::command::CommandEnvelope;
 use crate::domain::command::Risk;
 
@@ -36,7 +37,7 @@ pub struct Publication {
 
 /// The routing key of a command for `agent`: `command.{agent}.{action}`, the command's action.
 pub fn routing_key(agent: &str, envelope: &CommandEnvelope) -> String {
-    format!("command.{agent}.{}", envelope.intent.action)
+    command_routing_key(agent, &envelope.intent.action)
 }
 
 /// A command as Bloodbank's command envelope, for `agent`.

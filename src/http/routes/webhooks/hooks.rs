@@ -1,5 +1,9 @@
 //! The hook bridge's routes (`/hooks/wake`, `/hooks/agent`, `/hooks/{name}` under
-//! `hooks.base_path`): 202 with the command's id and where to follow it.
+//! `hooks.base_path`). One answer body serves both families of callers (docs/REFERENCE.md, "The
+//! hook bridge's answers"): OpenClaw's `ok` and `runId`, hookd's `status`, `queued`, `command_id`,
+//! `routing_key` and `outbox_id`, chatgate's `status_url` and `Location`. The status is the one
+//! each family checks: 200 for a wake, 202 for an agent run or a mapped hook, 204 for a hookd text
+//! with nothing in it.
 
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
@@ -7,11 +11,12 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::channels::hooks;
-use crate::http::responses::HookResponses;
+use crate::channels::hooks::{self, Accepted, HookOutcome};
+use crate::http::responses::HookErrors;
 use crate::http::{ApiError, AppState};
 
 /// The bridge's routes under `base` (`hooks.base_path`, `/hooks` by default; the configuration
@@ -24,15 +29,72 @@ pub fn router(base: &str) -> Router<AppState> {
         .route(&format!("{base}/{{name}}"), post(mapped))
 }
 
-/// 202 with the command's id and where to follow it.
+/// What the bridge answers a call it took.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HookAnswer {
+    /// OpenClaw's success flag: always `true` here (a refusal is a problem document).
+    pub ok: bool,
+    /// OpenClaw's run id: the command's id.
+    #[serde(rename = "runId")]
+    pub run_id: Uuid,
+    /// A wake's mode (`now` or `next-heartbeat`); absent for other calls.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// hookd's `accepted`.
+    #[schema(example = "accepted")]
+    pub status: String,
+    /// hookd's `queued`: the command and its dispatch are stored.
+    pub queued: bool,
+    pub command_id: Uuid,
+    /// `command.{agent}.{action}`.
+    #[schema(example = "command.orders.hook_dispatch")]
+    pub routing_key: String,
+    /// The command's dispatch row (a UUID here, where hookd's own bridge counts rows).
+    pub outbox_id: Option<Uuid>,
+    /// Where to follow the command (`GET`, with an operator token); also the `Location` header.
+    pub status_url: String,
+}
+
+impl HookAnswer {
+    fn new(accepted: Accepted, mode: Option<String>) -> Self {
+        Self {
+            ok: true,
+            run_id: accepted.command_id,
+            mode,
+            status: "accepted".into(),
+            queued: true,
+            command_id: accepted.command_id,
+            routing_key: accepted.routing_key,
+            outbox_id: accepted.outbox_id,
+            status_url: status_url(accepted.command_id),
+        }
+    }
+}
+
+fn status_url(command_id: Uuid) -> String {
+    format!("/v1/commands/{command_id}")
+}
+
+fn answer(outcome: HookOutcome) -> Response {
+    let (status, body) = match outcome {
+        HookOutcome::NothingToDo => return StatusCode::NO_CONTENT.into_response(),
+        HookOutcome::Woken { accepted, mode } => (StatusCode::OK, HookAnswer::new(accepted, Some(mode))),
+        HookOutcome::Queued(accepted) => (StatusCode::ACCEPTED, HookAnswer::new(accepted, None)),
+    };
+    (status, [(header::LOCATION, body.status_url.clone())], Json(body)).into_response()
+}
+
+/// What a command submitted by a machine caller is answered: 202, the id and where to follow it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CommandAccepted {
+    pub command_id: Uuid,
+    pub status_url: String,
+}
+
+/// 202 with the command's id and where to follow it (`Location` too).
 pub(crate) fn accepted(command_id: Uuid) -> Response {
-    let status_url = format!("/v1/commands/{command_id}");
-    (
-        StatusCode::ACCEPTED,
-        [(header::LOCATION, status_url.clone())],
-        Json(json!({"command_id": command_id, "status_url": status_url})),
-    )
-        .into_response()
+    let body = CommandAccepted { command_id, status_url: status_url(command_id) };
+    (StatusCode::ACCEPTED, [(header::LOCATION, body.status_url.clone())], Json(body)).into_response()
 }
 
 /// `POST /hooks/wake`: `{"text": "...", "mode": "now" | "next-heartbeat"}`.
@@ -46,7 +108,11 @@ pub(crate) fn accepted(command_id: Uuid) -> Response {
         ("x-openclaw-token" = Option<String>, Header)
     ),
     request_body(content = serde_json::Value, content_type = "application/json"),
-    responses(HookResponses)
+    responses(
+        (status = 200, description = "Woken: the command is stored and queued for the default agent",
+            body = HookAnswer, headers(("Location" = String, description = "The command's status"))),
+        HookErrors
+    )
 )]
 pub(crate) async fn wake(
     State(state): State<AppState>,
@@ -54,10 +120,11 @@ pub(crate) async fn wake(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    Ok(accepted(hooks::wake(&state, query.as_deref(), &headers, &body).await?))
+    Ok(answer(hooks::wake(&state, query.as_deref(), &headers, &body).await?))
 }
 
-/// `POST /hooks/agent`: `{"message": "..."}` and the optional OpenClaw fields, each checked.
+/// `POST /hooks/agent`: OpenClaw's `{"message": "..."}` or hookd's `{"text": "...", "sessionKey":
+/// "agent:<name>:main"}`, with the optional OpenClaw fields, each checked.
 #[utoipa::path(
     post,
     path = "/hooks/agent",
@@ -68,7 +135,12 @@ pub(crate) async fn wake(
         ("x-openclaw-token" = Option<String>, Header)
     ),
     request_body(content = serde_json::Value, content_type = "application/json"),
-    responses(HookResponses)
+    responses(
+        (status = 202, description = "Accepted: the command is stored and queued for the agent",
+            body = HookAnswer, headers(("Location" = String, description = "The command's status"))),
+        (status = 204, description = "A hookd `text` with nothing in it: nothing stored"),
+        HookErrors
+    )
 )]
 pub(crate) async fn agent(
     State(state): State<AppState>,
@@ -76,7 +148,7 @@ pub(crate) async fn agent(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    Ok(accepted(hooks::agent(&state, query.as_deref(), &headers, &body).await?))
+    Ok(answer(hooks::agent(&state, query.as_deref(), &headers, &body).await?))
 }
 
 /// `POST /hooks/{name}`: a mapped hook; its fields become the command's arguments.
@@ -91,7 +163,11 @@ pub(crate) async fn agent(
         ("x-openclaw-token" = Option<String>, Header)
     ),
     request_body(content = serde_json::Value, content_type = "application/json"),
-    responses(HookResponses)
+    responses(
+        (status = 202, description = "Accepted: the command is stored and queued for the mapping's agent",
+            body = HookAnswer, headers(("Location" = String, description = "The command's status"))),
+        HookErrors
+    )
 )]
 pub(crate) async fn mapped(
     State(state): State<AppState>,
@@ -100,5 +176,5 @@ pub(crate) async fn mapped(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    Ok(accepted(hooks::mapped(&state, &name, query.as_deref(), &headers, &body).await?))
+    Ok(answer(hooks::mapped(&state, &name, query.as_deref(), &headers, &body).await?))
 }

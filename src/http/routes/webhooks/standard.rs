@@ -8,7 +8,7 @@ use axum::routing::post;
 use axum::{Json, Router};
 use serde_json::json;
 
-use super::hooks::accepted;
+use super::hooks::{CommandAccepted, accepted};
 use crate::channels::standard::{self, Delivered};
 use crate::http::responses::StandardErrors;
 use crate::http::{ApiError, AppState};
@@ -33,7 +33,7 @@ pub fn router() -> Router<AppState> {
         (status = 200, description = "A chat message (a source with a `message` mapping), handled: its outcome",
             content_type = "application/json", body = serde_json::Value),
         (status = 202, description = "Accepted: the command's id and where to follow it",
-            content_type = "application/json", body = serde_json::Value),
+            body = CommandAccepted, headers(("Location" = String, description = "The command's status"))),
         StandardErrors
     )
 )]
