@@ -1,8 +1,9 @@
 //! Fieldless enums with stable snake_case names, declared once for the store, the API and the
 //! evidence.
 
-/// Declares a fieldless enum with its stable wire names, `ALL`, `as_str`, `Display` and
-/// `FromStr`, so that the names live in exactly one place.
+/// Declares a fieldless enum with its stable wire names, `ALL`, `as_str`, `Display`, `FromStr`,
+/// serde, and its OpenAPI schema (a string with the names as its `enum`), so that the names live
+/// in exactly one place.
 macro_rules! named_enum {
     ($(#[$meta:meta])* $name:ident { $($variant:ident => $text:literal),+ $(,)? }) => {
         $(#[$meta])*
@@ -47,10 +48,26 @@ macro_rules! named_enum {
                 text.parse().map_err(serde::de::Error::custom)
             }
         }
+
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                $crate::domain::names::names_schema(&[$($text),+])
+            }
+        }
+
+        impl utoipa::ToSchema for $name {}
     };
 }
 
 pub(crate) use named_enum;
+
+/// A string that is one of `names`.
+pub fn names_schema(names: &[&str]) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    utoipa::openapi::schema::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .enum_values(Some(names.iter().copied()))
+        .into()
+}
 
 /// A stored name that no variant carries: a corrupted row or a newer schema.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

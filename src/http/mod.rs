@@ -9,6 +9,7 @@ pub mod problem;
 pub mod responses;
 pub mod routes;
 pub mod server;
+pub mod views;
 
 pub use error::ApiError;
 pub use problem::Problem;

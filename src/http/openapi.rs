@@ -49,7 +49,7 @@ use crate::http::AppState;
         crate::http::routes::agents::resume,
         crate::http::routes::events::events,
     ),
-    components(schemas(crate::http::responses::ProblemDocument)),
+    components(schemas(crate::http::responses::ProblemDocument, crate::http::views::TransitionEvent)),
     modifiers(&BearerTokens, &Links)
 )]
 pub struct ApiDoc;
@@ -73,6 +73,7 @@ pub fn document(hooks: &HooksConfig) -> Value {
     let mut document = serde_json::to_value(ApiDoc::openapi()).unwrap_or(Value::Null);
     describe_bodies(&mut document);
     describe_headers(&mut document);
+    describe_event_stream(&mut document);
     move_hooks(&mut document, hooks.base_path.trim_end_matches('/'));
     document
 }
@@ -112,6 +113,18 @@ fn describe_headers(document: &mut Value) {
     }
 }
 
+/// `GET /v1/events`: each event's schema and the `Last-Event-ID` it takes back.
+fn describe_event_stream(document: &mut Value) {
+    let Some(events) = document.pointer_mut("/paths/~1v1~1events/get") else { return };
+    if let Some(stream) = events.pointer_mut("/responses/200/content/text~1event-stream") {
+        stream["schema"] = crate::http::routes::events::event_schema();
+    }
+    let parameters = events["parameters"].as_array_mut().into_iter().flatten();
+    for parameter in parameters.filter(|p| p["name"] == "Last-Event-ID") {
+        parameter["schema"] = crate::http::routes::events::last_event_id_schema();
+    }
+}
+
 /// The hook bridge's paths under `base` (without a trailing slash).
 fn move_hooks(document: &mut Value, base: &str) {
     let Some(paths) = document["paths"].as_object_mut().filter(|_| base != DEFAULT_HOOKS_BASE) else { return };
@@ -137,7 +150,7 @@ pub fn router(hooks: &HooksConfig) -> Router<AppState> {
     path = "/openapi.json",
     tag = "operations",
     responses(
-        (status = 200, description = "This document", content_type = "application/json", body = serde_json::Value)
+        (status = 200, description = "This document (OpenAPI 3.1)", content_type = "application/json", body = Object)
     )
 )]
 pub(crate) async fn openapi_json(Extension(document): Extension<Arc<Value>>) -> Response {

@@ -105,13 +105,15 @@ pub struct AuditReport {
     pub first_break: Option<ChainBreak>,
 }
 
-#[derive(Debug, Clone, serde::Serialize)]
+/// One evidence chain, checked.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct ChainReport {
     pub chain_id: String,
     pub artifacts: u64,
     pub intact: bool,
-    /// Where this chain breaks, if it does.
+    /// Where this chain breaks, if it does: `chain_id`, `artifact_id`, `seq` and the problem.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
     pub broken_at: Option<ChainBreak>,
 }
 

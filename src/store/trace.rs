@@ -11,15 +11,19 @@ use crate::store::Commands;
 use crate::store::rows::{from_ms, int, opt_text, text, uuid};
 use crate::store::{Store, StoreError};
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One thing that happened under a correlation id.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct TraceNode {
     pub id: String,
     /// `message`, `command`, `transition`, `delivery`, `delivery_event`, `reply`.
+    #[schema(value_type = String)]
     pub kind: &'static str,
     #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
     pub at: OffsetDateTime,
     /// The node that caused this one.
     pub caused_by: Option<String>,
+    #[schema(value_type = Object)]
     pub detail: Value,
 }
 

@@ -14,7 +14,6 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use serde_json::{Value, json};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -35,6 +34,7 @@ use crate::http::auth::Principal;
 use crate::http::auth::require;
 use crate::http::responses::{BearerErrors, PROBLEM_JSON, ProblemDocument};
 use crate::http::routes::commands::not_found;
+use crate::http::views::AckApplied;
 use crate::service::engine::Engine;
 
 /// How far an executor's `webhook-timestamp` may be from now.
@@ -59,8 +59,7 @@ pub fn router() -> Router<AppState> {
         description = "A delivery or execution ACK"
     ),
     responses(
-        (status = 200, description = "Applied, or a duplicate", content_type = "application/json",
-            body = serde_json::Value),
+        (status = 200, description = "Applied, or a duplicate", body = AckApplied),
         (status = 400, description = "A bad body", content_type = PROBLEM_JSON, body = ProblemDocument),
         (status = 404, description = "No such command in the tenant", content_type = PROBLEM_JSON,
             body = ProblemDocument),
@@ -74,7 +73,7 @@ pub(crate) async fn ack(
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
     body: Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<AckApplied>, ApiError> {
     let id = command_id(&id)?;
     let request: AckRequest = serde_json::from_slice(&body).map_err(|e| invalid_body(&e.to_string()))?;
     answer(id, apply_ack(&engine, &principal.tenant, id, &request, OffsetDateTime::now_utc()).await)
@@ -98,8 +97,7 @@ pub(crate) async fn ack(
         description = "A delivery or execution ACK; `target`, if given, is the executor"
     ),
     responses(
-        (status = 200, description = "Applied, or a duplicate", content_type = "application/json",
-            body = serde_json::Value),
+        (status = 200, description = "Applied, or a duplicate", body = AckApplied),
         (status = 400, description = "A bad body", content_type = PROBLEM_JSON, body = ProblemDocument),
         (status = 401, description = "Missing or wrong signature, or a stale timestamp", content_type = PROBLEM_JSON,
             body = ProblemDocument),
@@ -139,13 +137,13 @@ pub(crate) async fn signed_ack(
 }
 
 /// The answer to an ACK, whichever way it came.
-fn answer(id: Uuid, outcome: Result<AckOutcome, AckError>) -> Result<Json<Value>, ApiError> {
+fn answer(id: Uuid, outcome: Result<AckOutcome, AckError>) -> Result<Json<AckApplied>, ApiError> {
     match outcome {
         Ok(AckOutcome::Applied { state }) => {
-            Ok(Json(json!({"command_id": id, "delivery_state": state, "duplicate": false})))
+            Ok(Json(AckApplied { command_id: id, delivery_state: state, duplicate: false }))
         }
         Ok(AckOutcome::Duplicate { state }) => {
-            Ok(Json(json!({"command_id": id, "delivery_state": state, "duplicate": true})))
+            Ok(Json(AckApplied { command_id: id, delivery_state: state, duplicate: true }))
         }
         Err(AckError::NotFound) => Err(not_found(id)),
         Err(AckError::Invalid(message)) => Err(invalid_body(&message)),

@@ -5,7 +5,6 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
-use serde_json::{Value, json};
 use time::OffsetDateTime;
 
 use crate::http::ApiError;
@@ -17,6 +16,7 @@ use crate::http::Problem;
 use crate::http::auth::Principal;
 use crate::http::auth::require;
 use crate::http::responses::{BearerErrors, PROBLEM_JSON, ProblemDocument};
+use crate::http::views::{AgentList, AgentView};
 use crate::service::agents::AgentChangeError;
 
 pub fn router() -> Router<AppState> {
@@ -26,8 +26,8 @@ pub fn router() -> Router<AppState> {
         .route("/v1/agents/{agent}/resume", post(resume).route_layer(require("agents:write")))
 }
 
-fn describe(name: &str, agent: &Agent) -> Value {
-    json!({"agent": name, "state": agent.state, "version": agent.version, "pre_pause_state": agent.pre_pause})
+fn describe(name: &str, agent: &Agent) -> AgentView {
+    AgentView { agent: name.to_owned(), state: agent.state, version: agent.version, pre_pause_state: agent.pre_pause }
 }
 
 #[utoipa::path(
@@ -37,17 +37,17 @@ fn describe(name: &str, agent: &Agent) -> Value {
     tag = "agents",
     security(("bearer" = ["agents:read"])),
     responses(
-        (status = 200, description = "Every agent", content_type = "application/json", body = serde_json::Value),
+        (status = 200, description = "Every agent", body = AgentList),
         BearerErrors
     )
 )]
-pub(crate) async fn list(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let agents: Vec<Value> = crate::service::agents::list(&state.store, &state.policy.agents)
+pub(crate) async fn list(State(state): State<AppState>) -> Result<Json<AgentList>, ApiError> {
+    let agents = crate::service::agents::list(&state.store, &state.policy.agents)
         .await?
         .iter()
         .map(|(name, agent)| describe(name, agent))
         .collect();
-    Ok(Json(json!({"agents": agents})))
+    Ok(Json(AgentList { agents }))
 }
 
 #[utoipa::path(
@@ -57,7 +57,7 @@ pub(crate) async fn list(State(state): State<AppState>) -> Result<Json<Value>, A
     security(("bearer" = ["agents:write"])),
     params(("agent" = String, Path)),
     responses(
-        (status = 200, description = "Paused", content_type = "application/json", body = serde_json::Value),
+        (status = 200, description = "Paused", body = AgentView),
         (status = 404, description = "No such agent", content_type = PROBLEM_JSON, body = ProblemDocument),
         (status = 409, description = "Already paused, or moved concurrently", content_type = PROBLEM_JSON,
             body = ProblemDocument),
@@ -68,7 +68,7 @@ pub(crate) async fn pause(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(name): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<AgentView>, ApiError> {
     change(&state, &principal, &name, AgentEvent::Pause).await
 }
 
@@ -79,7 +79,7 @@ pub(crate) async fn pause(
     security(("bearer" = ["agents:write"])),
     params(("agent" = String, Path)),
     responses(
-        (status = 200, description = "Resumed", content_type = "application/json", body = serde_json::Value),
+        (status = 200, description = "Resumed", body = AgentView),
         (status = 404, description = "No such agent", content_type = PROBLEM_JSON, body = ProblemDocument),
         (status = 409, description = "Not paused, or moved concurrently", content_type = PROBLEM_JSON,
             body = ProblemDocument),
@@ -90,7 +90,7 @@ pub(crate) async fn resume(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(name): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<AgentView>, ApiError> {
     change(&state, &principal, &name, AgentEvent::Resume).await
 }
 
@@ -100,7 +100,7 @@ async fn change(
     principal: &Principal,
     name: &str,
     event: AgentEvent,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<AgentView>, ApiError> {
     let by = format!("{}|{}", principal.issuer, principal.subject);
     match crate::service::agents::change(
         &state.store,

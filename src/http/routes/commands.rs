@@ -8,7 +8,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Deserialize;
-use serde_json::{Value, json};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -20,7 +19,9 @@ use crate::http::Problem;
 use crate::http::auth::Principal;
 use crate::http::auth::require;
 use crate::http::responses::{BearerErrors, PROBLEM_JSON, ProblemDocument};
+use crate::http::views::{Artifact, AuditVerdict, CommandPage, EvidenceList, TraceEdge, TraceGraph};
 use crate::service::engine::Engine;
+use crate::service::ooc::view::CommandStatus;
 use crate::store::{CommandFilter, StoredCommand};
 
 pub fn router() -> Router<AppState> {
@@ -45,8 +46,7 @@ pub(crate) fn command_id(raw: &str) -> Result<Uuid, ApiError> {
     security(("bearer" = ["commands:read"])),
     params(("id" = String, Path, description = "The command id (a UUID)")),
     responses(
-        (status = 200, description = "The command's status", content_type = "application/json",
-            body = serde_json::Value),
+        (status = 200, description = "The command's status", body = CommandStatus),
         (status = 404, description = "No such command in the tenant", content_type = PROBLEM_JSON,
             body = ProblemDocument),
         BearerErrors
@@ -56,14 +56,18 @@ pub(crate) async fn status(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<CommandStatus>, ApiError> {
     let id = command_id(&id)?;
     let command = state.engine.store().commands().get(&principal.tenant, id).await?.ok_or_else(|| not_found(id))?;
     Ok(Json(status_document(&state, &command, true).await?))
 }
 
 /// The shared status view (the chat's `status <ref>` reads the same).
-pub(crate) async fn status_document(app: &AppState, command: &StoredCommand, full: bool) -> Result<Value, ApiError> {
+pub(crate) async fn status_document(
+    app: &AppState,
+    command: &StoredCommand,
+    full: bool,
+) -> Result<CommandStatus, ApiError> {
     Ok(crate::service::ooc::view::status(&app.engine, &app.policy, command, full).await?)
 }
 
@@ -102,7 +106,7 @@ pub(crate) struct ListQuery {
         ("limit" = Option<i64>, Query, minimum = 1, maximum = 200)
     ),
     responses(
-        (status = 200, description = "A page of commands", content_type = "application/json", body = serde_json::Value),
+        (status = 200, description = "A page of commands", body = CommandPage),
         (status = 400, description = "A bad filter", content_type = PROBLEM_JSON, body = ProblemDocument),
         BearerErrors
     )
@@ -111,7 +115,7 @@ pub(crate) async fn list(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Query(query): Query<ListQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<CommandPage>, ApiError> {
     let bad = |what: &str| invalid_query(what);
     let time = |raw: &Option<String>, what: &str| -> Result<Option<OffsetDateTime>, ApiError> {
         raw.as_deref()
@@ -148,7 +152,7 @@ pub(crate) async fn list(
     if wanted_state.as_deref().is_some_and(|s| s.parse::<crate::domain::lifecycle::State>().is_err())
         || wanted_ref.as_deref().is_some_and(|r| ShortRef::parse(r).is_err())
     {
-        return Ok(Json(json!({"commands": [], "next_cursor": null})));
+        return Ok(Json(CommandPage { commands: vec![], next_cursor: None }));
     }
     let mut page = state.engine.store().commands().list(&principal.tenant, &filter).await?;
     let more = page.len() as i64 > limit;
@@ -158,7 +162,7 @@ pub(crate) async fn list(
         items.push(status_document(&state, command, false).await?);
     }
     let next = if more { page.last().map(|c| c.envelope.command_id.to_string()) } else { None };
-    Ok(Json(json!({"commands": items, "next_cursor": next})))
+    Ok(Json(CommandPage { commands: items, next_cursor: next }))
 }
 
 /// `GET /v1/commands/{id}/evidence`: its artifacts, in chain order.
@@ -169,8 +173,7 @@ pub(crate) async fn list(
     security(("bearer" = ["commands:read"])),
     params(("id" = String, Path, description = "The command id (a UUID)")),
     responses(
-        (status = 200, description = "The command's artifacts", content_type = "application/json",
-            body = serde_json::Value),
+        (status = 200, description = "The command's artifacts", body = EvidenceList),
         (status = 404, description = "No such command in the tenant", content_type = PROBLEM_JSON,
             body = ProblemDocument),
         BearerErrors
@@ -180,15 +183,15 @@ pub(crate) async fn evidence(
     State(engine): State<Engine>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<EvidenceList>, ApiError> {
     let id = command_id(&id)?;
     engine.store().commands().get(&principal.tenant, id).await?.ok_or_else(|| not_found(id))?;
     let artifacts = engine.store().evidence().for_command(principal.tenant.as_str(), id).await?;
-    let artifacts: Vec<Value> = artifacts
+    let artifacts = artifacts
         .into_iter()
-        .map(|a| json!({"artifact_id": a.artifact_id, "seq": a.seq, "kind": a.kind, "hash": a.hash, "body": a.body}))
+        .map(|a| Artifact { artifact_id: a.artifact_id, seq: a.seq, kind: a.kind, hash: a.hash, body: a.body })
         .collect();
-    Ok(Json(json!({"command_id": id, "artifacts": artifacts})))
+    Ok(Json(EvidenceList { command_id: id, artifacts }))
 }
 
 /// `GET /v1/audit/verify`: the caller's tenant's evidence chain checked end to end.
@@ -198,8 +201,7 @@ pub(crate) async fn evidence(
     tag = "audit",
     security(("bearer" = ["audit:read"])),
     responses(
-        (status = 200, description = "The tenant's evidence chain checked", content_type = "application/json",
-            body = serde_json::Value),
+        (status = 200, description = "The tenant's evidence chain checked", body = AuditVerdict),
         BearerErrors
     )
 )]
@@ -210,8 +212,7 @@ pub(crate) async fn audit(
     let report = engine.store().evidence().verify().await?;
     let chains: Vec<_> = report.chains.into_iter().filter(|c| c.chain_id == principal.tenant.as_str()).collect();
     let intact = chains.iter().all(|c| c.intact);
-    let body = json!({"intact": intact, "chains": chains});
-    Ok(Json(body).into_response())
+    Ok(Json(AuditVerdict { intact, chains }).into_response())
 }
 
 /// `GET /v1/traces/{correlation_id}`: what happened under one correlation id, as a timeline of
@@ -223,8 +224,7 @@ pub(crate) async fn audit(
     security(("bearer" = ["commands:read"])),
     params(("correlation_id" = String, Path)),
     responses(
-        (status = 200, description = "The causation graph", content_type = "application/json",
-            body = serde_json::Value),
+        (status = 200, description = "The causation graph", body = TraceGraph),
         (status = 404, description = "Nothing carries this correlation id", content_type = PROBLEM_JSON,
             body = ProblemDocument),
         BearerErrors
@@ -234,16 +234,18 @@ pub(crate) async fn trace(
     State(engine): State<Engine>,
     Extension(principal): Extension<Principal>,
     Path(correlation_id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<TraceGraph>, ApiError> {
     let nodes = engine.store().commands().trace(&principal.tenant, &correlation_id).await?;
     if nodes.is_empty() {
         return Err(Problem::for_status(StatusCode::NOT_FOUND)
             .detail("Nothing in your tenant carries this correlation id.")
             .into());
     }
-    let edges: Vec<Value> =
-        nodes.iter().filter_map(|n| n.caused_by.as_ref().map(|from| json!({"from": from, "to": n.id}))).collect();
-    Ok(Json(json!({"correlation_id": correlation_id, "nodes": nodes, "edges": edges})))
+    let edges = nodes
+        .iter()
+        .filter_map(|n| n.caused_by.as_ref().map(|from| TraceEdge { from: from.clone(), to: n.id.clone() }))
+        .collect();
+    Ok(Json(TraceGraph { correlation_id, nodes, edges }))
 }
 
 fn invalid_query(detail: &str) -> ApiError {

@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::routing::get;
 use futures_util::Stream;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::http::ApiError;
 
@@ -20,6 +20,7 @@ use crate::http::Problem;
 use crate::http::auth::Principal;
 use crate::http::auth::require;
 use crate::http::responses::{BearerErrors, PROBLEM_JSON, ProblemDocument};
+use crate::http::views::TransitionEvent;
 
 const POLL: Duration = Duration::from_millis(250);
 const BATCH: i64 = 100;
@@ -33,7 +34,8 @@ pub fn router() -> Router<AppState> {
     path = "/v1/events",
     tag = "commands",
     security(("bearer" = ["commands:read"])),
-    params(("Last-Event-ID" = Option<i64>, Header)),
+    params(("Last-Event-ID" = Option<String>, Header,
+        description = "The id of the last event received (digits): the stream resumes after it")),
     responses(
         (status = 200, description = "Transitions as Server-Sent Events", content_type = "text/event-stream",
             body = String),
@@ -46,7 +48,7 @@ pub(crate) async fn events(
     Extension(principal): Extension<Principal>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let resume = headers.get("last-event-id").map(|v| v.to_str().ok().and_then(|v| v.trim().parse::<i64>().ok()));
+    let resume = headers.get("last-event-id").map(|v| v.to_str().ok().and_then(event_id));
     let after = match resume {
         Some(Some(id)) => id,
         Some(None) => {
@@ -75,9 +77,9 @@ pub(crate) async fn events(
                         // Sent oldest first: `pending` is popped from the end.
                         for (id, command_id, record) in moves.into_iter().rev() {
                             after = after.max(id);
-                            let data = json!({"command_id": command_id, "transition": record});
-                            pending
-                                .push(Event::default().id(id.to_string()).event("transition").data(data.to_string()));
+                            let data = TransitionEvent { command_id, transition: record.into() };
+                            let data = serde_json::to_string(&data).unwrap_or_default();
+                            pending.push(Event::default().id(id.to_string()).event("transition").data(data));
                         }
                     }
                     Ok(_) => {}
@@ -93,4 +95,35 @@ pub(crate) async fn events(
         }
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+/// An event id as `Last-Event-ID` gives it back: the digits this stream sent.
+fn event_id(raw: &str) -> Option<i64> {
+    let digits = !raw.is_empty() && raw.len() <= 18 && raw.bytes().all(|b| b.is_ascii_digit());
+    digits.then(|| raw.parse().ok()).flatten()
+}
+
+/// `Last-Event-ID` as the document describes it, the form `event_id` accepts.
+pub(crate) fn last_event_id_schema() -> Value {
+    json!({"type": "string", "pattern": "^[0-9]{1,18}$", "examples": ["0"]})
+}
+
+/// One event of the stream as the document describes it (schemathesis and OpenAPI 3.1 read a
+/// `text/event-stream` schema as the schema of each event): a `transition` with its id, whose
+/// `data` is a `TransitionEvent` in JSON.
+pub(crate) fn event_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["event", "data", "id"],
+        "properties": {
+            "event": {"type": "string", "const": "transition"},
+            "id": {"type": "string", "pattern": "^[0-9]+$"},
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {"$ref": "#/components/schemas/TransitionEvent"},
+            },
+            "retry": {"type": "integer"},
+        },
+    })
 }

@@ -7,11 +7,11 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use serde_json::json;
 
 use crate::http::AppState;
 use crate::http::problem::Problem;
 use crate::http::responses::{PROBLEM_JSON, ProblemDocument};
+use crate::http::views::{Health, Ready};
 use crate::store::Store;
 
 /// A readiness probe that waits longer than this is itself a failure.
@@ -28,11 +28,11 @@ pub fn router() -> Router<AppState> {
     path = "/healthz",
     tag = "health",
     responses(
-        (status = 200, description = "The process runs", content_type = "application/json", body = serde_json::Value)
+        (status = 200, description = "The process runs", body = Health)
     )
 )]
-pub(crate) async fn healthz() -> Json<serde_json::Value> {
-    Json(json!({"status": "ok"}))
+pub(crate) async fn healthz() -> Json<Health> {
+    Json(Health { status: "ok" })
 }
 
 /// Ready: the database answers within the deadline.
@@ -41,15 +41,14 @@ pub(crate) async fn healthz() -> Json<serde_json::Value> {
     path = "/readyz",
     tag = "health",
     responses(
-        (status = 200, description = "The database answers", content_type = "application/json",
-            body = serde_json::Value),
+        (status = 200, description = "The database answers", body = Ready),
         (status = 503, description = "The database does not answer", content_type = PROBLEM_JSON,
             body = ProblemDocument)
     )
 )]
 pub(crate) async fn readyz(State(store): State<Store>) -> Response {
     match tokio::time::timeout(READINESS_DEADLINE, store.ping()).await {
-        Ok(Ok(())) => Json(json!({"status": "ready", "database": store.backend_name()})).into_response(),
+        Ok(Ok(())) => Json(Ready { status: "ready", database: store.backend_name() }).into_response(),
         Ok(Err(error)) => not_ready(&error.to_string()),
         Err(_) => not_ready("the database did not answer in time"),
     }

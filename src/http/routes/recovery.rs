@@ -18,6 +18,7 @@ use crate::domain::command::IdempotencyKey;
 use crate::domain::lifecycle::recovery::RecoveryAction;
 use crate::http::auth::{Principal, require};
 use crate::http::responses::{BearerErrors, PROBLEM_JSON, ProblemDocument};
+use crate::http::views::{RecoveryLinks, RecoveryStarted, SteppedUp};
 use crate::http::{ApiError, AppState, Problem};
 use crate::service::recovery::{Operator, RecoveryError, StepUp, recover};
 use crate::service::security::{StepUpError, StepUpFailure, complete_step_up};
@@ -65,8 +66,7 @@ pub(crate) fn recovery_body_schema() -> Value {
         description = "{\"action\": \"retry\" | \"cancel\" | \"compensate\", \"reason\": \"...\"}"
     ),
     responses(
-        (status = 201, description = "The recovery command", content_type = "application/json",
-            body = serde_json::Value),
+        (status = 201, description = "The recovery command", body = RecoveryStarted),
         (status = 400, description = "A bad body", content_type = PROBLEM_JSON, body = ProblemDocument),
         (status = 404, description = "No such command in the tenant", content_type = PROBLEM_JSON,
             body = ProblemDocument),
@@ -119,7 +119,7 @@ pub(crate) async fn recovery_request(
     let step_up = headers.get("step-up").and_then(|v| v.to_str().ok()).map(str::to_owned);
     let response = run_recovery(&state, &principal, id, &body, step_up.as_deref()).await;
     let (status, text) = match &response {
-        Ok((status, value)) => (*status, value.to_string()),
+        Ok((status, started)) => (*status, serde_json::to_string(started).unwrap_or_default()),
         Err(error) => {
             let problem = error.problem();
             (
@@ -132,7 +132,7 @@ pub(crate) async fn recovery_request(
         state.store.api_keys().finish(tenant, key, status.as_u16(), &text).await?;
     }
     match response {
-        Ok((status, value)) => Ok((status, Json(value)).into_response()),
+        Ok((status, started)) => Ok((status, Json(started)).into_response()),
         Err(error) => Err(error),
     }
 }
@@ -143,7 +143,7 @@ async fn run_recovery(
     id: Uuid,
     body: &[u8],
     step_up: Option<&str>,
-) -> Result<(StatusCode, Value), ApiError> {
+) -> Result<(StatusCode, RecoveryStarted), ApiError> {
     let request: RecoveryBody = serde_json::from_slice(body).map_err(|e| invalid_body(&e.to_string()))?;
     let action: RecoveryAction = request
         .action
@@ -161,14 +161,14 @@ async fn run_recovery(
     {
         Ok(done) => Ok((
             StatusCode::CREATED,
-            json!({
-                "recovery_command_id": done.recovery_command_id,
-                "action": action,
-                "state": done.state,
-                "target_command_id": id,
-                "target_state": done.target_state,
-                "links": {"recovery_command": format!("/v1/commands/{}", done.recovery_command_id)},
-            }),
+            RecoveryStarted {
+                recovery_command_id: done.recovery_command_id,
+                action,
+                state: done.state,
+                target_command_id: id,
+                target_state: done.target_state,
+                links: RecoveryLinks { recovery_command: format!("/v1/commands/{}", done.recovery_command_id) },
+            },
         )),
         Err(RecoveryError::NotFound) => Err(not_found(id)),
         Err(RecoveryError::NotAllowed { action, state, allowed }) => {
@@ -215,8 +215,7 @@ pub(crate) fn step_up_body_schema() -> Value {
         description = "{\"token\": \"<step-up JWT>\"}"
     ),
     responses(
-        (status = 200, description = "Authorized and started", content_type = "application/json",
-            body = serde_json::Value),
+        (status = 200, description = "Authorized and started", body = SteppedUp),
         (status = 400, description = "A bad body", content_type = PROBLEM_JSON, body = ProblemDocument),
         (status = 404, description = "No such command in the tenant", content_type = PROBLEM_JSON,
             body = ProblemDocument),
@@ -230,13 +229,13 @@ pub(crate) async fn step_up(
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
     body: Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<SteppedUp>, ApiError> {
     let id = command_id(&id)?;
     let body: StepUpBody = serde_json::from_slice(&body)
         .map_err(|e| invalid_body(&format!("Expected {{\"token\": \"<step-up JWT>\"}}: {e}")))?;
     let now = OffsetDateTime::now_utc();
     match complete_step_up(&state.engine, &state.policy, &principal.tenant, id, &body.token, now).await {
-        Ok(after) => Ok(Json(json!({"command_id": id, "state": after}))),
+        Ok(after) => Ok(Json(SteppedUp { command_id: id, state: after })),
         Err(failure) => Err(step_up_problem(&state, id, failure)),
     }
 }

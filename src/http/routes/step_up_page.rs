@@ -66,9 +66,9 @@ pub fn form_schema() -> serde_json::Value {
         (status = 400, description = "The link lacks its command or nonce", content_type = PROBLEM_JSON,
             body = ProblemDocument),
         (status = 404, description = "No request waits for this link (a page for a browser that asks for HTML)",
-            content((serde_json::Value = "application/problem+json"), (String = "text/html"))),
+            content((ProblemDocument = "application/problem+json"), (String = "text/html"))),
         (status = 503, description = "Storage unavailable; try again",
-            content((serde_json::Value = "application/problem+json"), (String = "text/html")))
+            content((ProblemDocument = "application/problem+json"), (String = "text/html")))
     )
 )]
 pub(crate) async fn show(State(state): State<AppState>, Query(link): Query<Link>) -> Response {
@@ -100,17 +100,17 @@ pub(crate) async fn show(State(state): State<AppState>, Query(link): Query<Link>
     responses(
         (status = 200, description = "Accepted: the request goes on", content_type = "text/html", body = String),
         (status = 401, description = "The token is not a proof for this person and request",
-            content((serde_json::Value = "application/problem+json"), (String = "text/html"))),
+            content((ProblemDocument = "application/problem+json"), (String = "text/html"))),
         (status = 403, description = "Proved, but the person may no longer run the request",
-            content((serde_json::Value = "application/problem+json"), (String = "text/html"))),
+            content((ProblemDocument = "application/problem+json"), (String = "text/html"))),
         (status = 404, description = "No request waits for this link",
-            content((serde_json::Value = "application/problem+json"), (String = "text/html"))),
+            content((ProblemDocument = "application/problem+json"), (String = "text/html"))),
         (status = 409, description = "The token was used before",
-            content((serde_json::Value = "application/problem+json"), (String = "text/html"))),
+            content((ProblemDocument = "application/problem+json"), (String = "text/html"))),
         (status = 415, description = "Not a form", content_type = PROBLEM_JSON, body = ProblemDocument),
         (status = 422, description = "The form lacks a field", content_type = PROBLEM_JSON, body = ProblemDocument),
         (status = 503, description = "Storage unavailable; try again",
-            content((serde_json::Value = "application/problem+json"), (String = "text/html")))
+            content((ProblemDocument = "application/problem+json"), (String = "text/html")))
     )
 )]
 pub(crate) async fn submit(State(state): State<AppState>, Form(proof): Form<Proof>) -> Response {

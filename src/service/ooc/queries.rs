@@ -98,16 +98,15 @@ pub(super) async fn more(gateway: &Gateway, asker: &Asker<'_>) -> Answer {
 
 /// What the asker can do next about `command`: the recovery actions for an operator, else what
 /// a person can do from the chat.
-fn next_steps(asker: &Asker<'_>, document: &Value, reference: &ShortRef) -> Vec<Value> {
+fn next_steps(asker: &Asker<'_>, document: &view::CommandStatus, reference: &ShortRef) -> Vec<Value> {
     if asker.scopes.contains("recovery:write") {
-        let actions = document["recovery_actions"].as_array().cloned().unwrap_or_default();
-        return actions
+        return document
+            .recovery_actions
             .iter()
-            .filter_map(Value::as_str)
             .map(|a| json!({"action": a, "say": format!("{a} {reference}")}))
             .collect();
     }
-    let state: State = document["state"].as_str().and_then(|s| s.parse().ok()).unwrap_or(State::Received);
+    let state = document.state;
     let hint = match state {
         State::ConfirmationRequired => "confirm",
         State::Failed | State::Rejected | State::Canceled => "ask_again",
@@ -123,7 +122,7 @@ pub(super) async fn status(gateway: &Gateway, asker: &Asker<'_>) -> Answer {
     let document = view::status(&gateway.engine, &gateway.policy, &command, false).await?;
     let reference = ShortRef::of(command.envelope.command_id);
     let mut answer = line(gateway, &command, asker.sees_all() && command.envelope.actor_id.as_str() != asker.actor);
-    answer["terminal"] = document["terminal"].clone();
+    answer["terminal"] = document.terminal.into();
     answer["next"] = next_steps(asker, &document, &reference).into();
     Ok(answer)
 }

@@ -1,67 +1,220 @@
 //! What is shown about a command, to the operator API and to the chat alike (SMCL §X): where it
-//! is, since when, how it ended and why, what may be done next. Personal data is masked.
+//! is, since when, how it ended and why, what may be done next. Personal data is masked. The
+//! types are the API's response bodies too: their OpenAPI schemas are derived from them.
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 use time::OffsetDateTime;
+use utoipa::ToSchema;
+use uuid::Uuid;
 
 use crate::domain::command::ShortRef;
+use crate::domain::command::{CommandEnvelope, IdempotencyClass, Intent, Risk};
+use crate::domain::delivery::DeliveryState;
 use crate::domain::evidence::mask;
+use crate::domain::lifecycle::recovery::RecoveryAction;
+use crate::domain::lifecycle::{CommandKind, ConfirmationGate, Event, State};
 use crate::service::engine::Engine;
 use crate::service::security::Policy;
-use crate::store::{StoreError, StoredCommand};
+use crate::store::{StoreError, StoredCommand, TransitionRecord};
 
 pub fn rfc3339(at: OffsetDateTime) -> String {
     at.format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
 }
 
-/// The status document of `command`; `full` adds its deliveries, transitions and recoveries.
+/// A command's status: where it is, how it ended and why, what may be done next.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CommandStatus {
+    pub command_id: Uuid,
+    /// The short reference replies show (`R7K2QX`).
+    #[serde(rename = "ref")]
+    pub short_ref: String,
+    pub state: State,
+    pub terminal: bool,
+    /// The terminal state, once there is one.
+    pub outcome: Option<State>,
+    pub reason_code: Option<String>,
+    #[schema(format = DateTime)]
+    pub last_transition_at: String,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    pub version: i64,
+    pub confirmation: ConfirmationGate,
+    /// What an operator may ask for now.
+    pub recovery_actions: Vec<RecoveryAction>,
+    /// The command a recovery command acts on.
+    pub target_command_id: Option<Uuid>,
+    pub envelope: EnvelopeView,
+    pub links: CommandLinks,
+    /// Each target's delivery (the single command's view only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deliveries: Option<Vec<DeliveryView>>,
+    /// Every move, oldest first (the single command's view only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transitions: Option<Vec<TransitionView>>,
+    /// The recovery commands that name this one (the single command's view only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovery_commands: Option<Vec<Uuid>>,
+}
+
+/// The canonical command envelope (DESIGN §4), the actor and conversation masked.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct EnvelopeView {
+    pub command_id: Uuid,
+    pub tenant_id: String,
+    pub actor_id: String,
+    pub channel: String,
+    pub conversation_id: String,
+    pub message_ids: Vec<String>,
+    pub correlation_id: String,
+    pub causation_id: Option<String>,
+    pub intent: IntentView,
+    #[schema(value_type = Object)]
+    pub args: Value,
+    pub command_kind: CommandKind,
+    pub idempotency_class: IdempotencyClass,
+    pub idempotency_key: String,
+    pub fingerprint: String,
+    pub risk: Risk,
+    #[schema(format = DateTime)]
+    pub received_at: String,
+    #[schema(format = DateTime)]
+    pub expires_at: Option<String>,
+    pub target_command_id: Option<Uuid>,
+}
+
+/// What a command is about: `refund` (action) an `order` (entity) `1234` (target).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct IntentView {
+    pub entity: String,
+    pub action: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+}
+
+/// Where to follow a command.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CommandLinks {
+    #[serde(rename = "self")]
+    pub this: String,
+    pub evidence: String,
+    pub recovery: String,
+    pub trace: String,
+}
+
+/// One target's delivery of a command.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct DeliveryView {
+    pub target: String,
+    pub state: DeliveryState,
+    /// `succeeded` or `failed`, once executed or closed.
+    pub outcome: Option<String>,
+    /// Why it closed without a result (`DELIVERY_TIMEOUT`, ...).
+    pub failure_class: Option<String>,
+}
+
+/// One move of a command.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TransitionView {
+    pub version: i64,
+    pub from: State,
+    pub to: State,
+    pub event: Event,
+    pub reason_code: Option<String>,
+    #[schema(format = DateTime)]
+    pub at: String,
+}
+
+impl From<TransitionRecord> for TransitionView {
+    fn from(t: TransitionRecord) -> Self {
+        Self {
+            version: t.version,
+            from: t.from,
+            to: t.to,
+            event: t.event,
+            reason_code: t.reason_code,
+            at: rfc3339(t.at),
+        }
+    }
+}
+
+impl EnvelopeView {
+    fn of(e: &CommandEnvelope) -> Self {
+        let Intent { entity, action, target } = e.intent.clone();
+        Self {
+            command_id: e.command_id,
+            tenant_id: e.tenant_id.to_string(),
+            actor_id: mask(e.actor_id.as_str()),
+            channel: e.channel.to_string(),
+            conversation_id: mask(e.conversation_id.as_str()),
+            message_ids: e.message_ids.iter().map(ToString::to_string).collect(),
+            correlation_id: e.correlation_id.to_string(),
+            causation_id: e.causation_id.as_ref().map(ToString::to_string),
+            intent: IntentView { entity, action, target },
+            args: Value::Object(e.args.clone()),
+            command_kind: e.command_kind,
+            idempotency_class: e.idempotency_class,
+            idempotency_key: e.idempotency_key.as_str().to_owned(),
+            fingerprint: e.fingerprint.as_str().to_owned(),
+            risk: e.risk,
+            received_at: rfc3339(e.received_at),
+            expires_at: e.expires_at.map(rfc3339),
+            target_command_id: e.target_command_id,
+        }
+    }
+}
+
+/// The status of `command`; `full` adds its deliveries, transitions and recoveries.
 pub async fn status(
     engine: &Engine,
     policy: &Policy,
     command: &StoredCommand,
     full: bool,
-) -> Result<Value, StoreError> {
+) -> Result<CommandStatus, StoreError> {
     let store = engine.store();
     let (recovery_actions, _) = crate::service::recovery::allowed_actions(store, policy, command).await?;
     let id = command.envelope.command_id;
     let state = command.lifecycle.state;
-    let mut envelope = serde_json::to_value(&command.envelope).unwrap_or(Value::Null);
-    envelope["actor_id"] = mask(command.envelope.actor_id.as_str()).into();
-    envelope["conversation_id"] = mask(command.envelope.conversation_id.as_str()).into();
-    let mut document = json!({
-        "command_id": id,
-        "ref": ShortRef::of(id),
-        "state": state,
-        "terminal": state.is_terminal(),
-        "outcome": state.is_terminal().then_some(state),
-        "reason_code": command.reason_code,
-        "last_transition_at": rfc3339(command.updated_at),
-        "created_at": rfc3339(command.created_at),
-        "version": command.version,
-        "confirmation": command.lifecycle.confirmation,
-        "recovery_actions": recovery_actions,
-        "target_command_id": command.envelope.target_command_id,
-        "envelope": envelope,
-        "links": {
-            "self": format!("/v1/commands/{id}"),
-            "evidence": format!("/v1/commands/{id}/evidence"),
-            "recovery": format!("/v1/commands/{id}/recovery"),
-            "trace": format!("/v1/traces/{}", command.envelope.correlation_id),
+    let mut status = CommandStatus {
+        command_id: id,
+        short_ref: ShortRef::of(id).to_string(),
+        state,
+        terminal: state.is_terminal(),
+        outcome: state.is_terminal().then_some(state),
+        reason_code: command.reason_code.clone(),
+        last_transition_at: rfc3339(command.updated_at),
+        created_at: rfc3339(command.created_at),
+        version: command.version,
+        confirmation: command.lifecycle.confirmation,
+        recovery_actions,
+        target_command_id: command.envelope.target_command_id,
+        envelope: EnvelopeView::of(&command.envelope),
+        links: CommandLinks {
+            this: format!("/v1/commands/{id}"),
+            evidence: format!("/v1/commands/{id}/evidence"),
+            recovery: format!("/v1/commands/{id}/recovery"),
+            trace: format!("/v1/traces/{}", command.envelope.correlation_id),
         },
-    });
+        deliveries: None,
+        transitions: None,
+        recovery_commands: None,
+    };
     if full {
-        let deliveries: Vec<Value> = store
-            .deliveries().of_command(id)
-            .await?
-            .iter()
-            .map(|d| {
-                json!({"target": d.target, "state": d.state, "outcome": d.outcome, "failure_class": d.failure_class})
-            })
-            .collect();
-        document["deliveries"] = deliveries.into();
-        document["transitions"] = serde_json::to_value(store.commands().transitions(id).await?).unwrap_or(Value::Null);
-        document["recovery_commands"] =
-            serde_json::to_value(store.commands().recoveries_of(id).await?).unwrap_or(Value::Null);
+        let deliveries = store.deliveries().of_command(id).await?;
+        status.deliveries = Some(
+            deliveries
+                .into_iter()
+                .map(|d| DeliveryView {
+                    target: d.target,
+                    state: d.state,
+                    outcome: d.outcome,
+                    failure_class: d.failure_class,
+                })
+                .collect(),
+        );
+        let transitions = store.commands().transitions(id).await?;
+        status.transitions = Some(transitions.into_iter().map(TransitionView::from).collect());
+        status.recovery_commands = Some(store.commands().recoveries_of(id).await?);
     }
-    Ok(document)
+    Ok(status)
 }

@@ -114,9 +114,16 @@ pub(super) async fn retry(
     now: OffsetDateTime,
 ) -> Result<Recovered, RecoveryError> {
     let e = &target.envelope;
-    let Some(spec) = policy.registry.by_intent(&e.intent.entity, &e.intent.action) else {
-        return Err(RecoveryError::Conflict("the registry no longer has this command".into()));
+    // A registry command goes to the registry's targets now; one submitted for an agent (the hook
+    // bridge, a Standard Webhooks source) to the agents it went to.
+    let spec = policy.registry.by_intent(&e.intent.entity, &e.intent.action);
+    let targets = match spec {
+        Some(spec) => spec.targets.clone(),
+        None => engine.store().deliveries().dispatch_targets(e.command_id).await?,
     };
+    if targets.is_empty() {
+        return Err(RecoveryError::Conflict("nothing says where this command goes any more".into()));
+    }
     if engine.store().commands().open_recoveries(e.command_id).await? > 0 {
         return Err(RecoveryError::Conflict("a recovery of this command is under way".into()));
     }
@@ -126,7 +133,7 @@ pub(super) async fn retry(
     let admission = Admission {
         then: dispatch::authorized_at_once(e.command_kind),
         decision: Some(decision(RecoveryAction::Retry, operator, target)),
-        outbox: dispatch::dispatch_rows(&spec.targets),
+        outbox: dispatch::dispatch_rows(&targets),
         reply_to: target.reply_to.clone(),
         ..Admission::default()
     };
@@ -155,7 +162,7 @@ pub(super) async fn compensate(
     let intent = Intent::parse(&spec.entity, &spec.action, e.intent.target.as_deref())
         .map_err(|_| RecoveryError::Conflict("cannot build the compensation's intent".into()))?;
     // Its own key: compensating the same command twice is one compensation.
-    let request = follow_up(target, intent, spec.kind, spec.idempotency_class, spec.risk, spec);
+    let request = follow_up(target, intent, spec.kind, spec.idempotency_class, spec.risk, Some(spec));
     let admission = Admission {
         then: dispatch::authorized_at_once(spec.kind),
         decision: Some(decision(RecoveryAction::Compensate, operator, target)),

@@ -187,9 +187,12 @@ pub(super) fn follow_up(
     kind: CommandKind,
     idempotency_class: IdempotencyClass,
     risk: Risk,
-    spec: &CommandSpec,
+    spec: Option<&CommandSpec>,
 ) -> CommandRequest {
     let e = &target.envelope;
+    // A command no registry entry describes (a hook call, a Standard Webhooks event) keeps the
+    // lifetime it was given, and is deduplicated by its key alone.
+    let own_ttl = e.expires_at.map(|at| (at - e.received_at).unsigned_abs());
     CommandRequest {
         tenant_id: e.tenant_id.clone(),
         actor_id: e.actor_id.clone(),
@@ -204,8 +207,8 @@ pub(super) fn follow_up(
         idempotency_class,
         risk,
         supplied_key: None,
-        ttl: Some(spec.ttl),
-        dedupe_window: spec.dedupe_window,
+        ttl: spec.map(|s| s.ttl).or(own_ttl),
+        dedupe_window: spec.map_or(std::time::Duration::ZERO, |s| s.dedupe_window),
         target_command_id: Some(e.command_id),
     }
 }

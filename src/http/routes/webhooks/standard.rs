@@ -6,11 +6,11 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use serde_json::json;
 
 use super::hooks::{CommandAccepted, accepted};
 use crate::channels::standard::{self, Delivered};
 use crate::http::responses::StandardErrors;
+use crate::http::views::MessageHandled;
 use crate::http::{ApiError, AppState};
 
 pub fn router() -> Router<AppState> {
@@ -31,7 +31,7 @@ pub fn router() -> Router<AppState> {
     request_body(content = serde_json::Value, content_type = "application/json"),
     responses(
         (status = 200, description = "A chat message (a source with a `message` mapping), handled: its outcome",
-            content_type = "application/json", body = serde_json::Value),
+            body = MessageHandled),
         (status = 202, description = "Accepted: the command's id and where to follow it",
             body = CommandAccepted, headers(("Location" = String, description = "The command's status"))),
         StandardErrors
@@ -44,9 +44,7 @@ pub(crate) async fn receive(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     Ok(match standard::receive(&state, &name, &headers, &body).await? {
-        Delivered::Handled { outcome, command_id } => {
-            Json(json!({"outcome": outcome, "command_id": command_id})).into_response()
-        }
+        Delivered::Handled { outcome, command_id } => Json(MessageHandled { outcome, command_id }).into_response(),
         Delivered::Accepted(command_id) => accepted(command_id),
     })
 }
