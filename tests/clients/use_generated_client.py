@@ -18,12 +18,15 @@ def main() -> None:
     package_dir, base_url, api_token, hooks_token, failing_agent = sys.argv[1:6]
     sys.path.insert(0, package_dir)
     from chatgate_client import AuthenticatedClient
-    from chatgate_client.api.agents import list_agents
+    from chatgate_client.api.agents import list_agents, resume
     from chatgate_client.api.audit import audit
     from chatgate_client.api.commands import command_status, evidence, list_commands, trace
     from chatgate_client.api.recovery import recovery_request
     from chatgate_client.models import (
         AgentList,
+        AgentState,
+        AgentView,
+        Problem,
         AuditVerdict,
         CommandPage,
         CommandStatus,
@@ -36,6 +39,15 @@ def main() -> None:
         TraceGraph,
     )
 
+    client = AuthenticatedClient(base_url=base_url, token=api_token, raise_on_unexpected_status=True)
+    # The fuzzing before this may have paused the agent: its commands would wait.
+    agents = list_agents.sync(client=client)
+    assert isinstance(agents, AgentList) and agents.agents, agents
+    for agent in agents.agents:
+        if agent.state == AgentState.PAUSED:
+            resumed = resume.sync(agent.agent, client=client)
+            assert isinstance(resumed, (AgentView, Problem)), resumed
+
     # A command for an agent that fails, through the hook bridge (not part of the client under test).
     answer = httpx.post(
         f"{base_url}/hooks/agent",
@@ -45,7 +57,6 @@ def main() -> None:
     assert answer.status_code == 202, answer.text
     command_id = answer.json()["command_id"]
 
-    client = AuthenticatedClient(base_url=base_url, token=api_token, raise_on_unexpected_status=True)
     status = None
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -75,8 +86,6 @@ def main() -> None:
     follow = command_status.sync(str(started.recovery_command_id), client=client)
     assert isinstance(follow, CommandStatus), follow
 
-    agents = list_agents.sync(client=client)
-    assert isinstance(agents, AgentList) and agents.agents, agents
     verdict = audit.sync(client=client)
     assert isinstance(verdict, AuditVerdict) and verdict.intact, verdict
     graph = trace.sync(status.envelope.correlation_id, client=client)

@@ -21,6 +21,7 @@ mod e2e_server;
 mod e2e_standard;
 mod e2e_twilio;
 mod e2e_whatsapp;
+mod e2e_whatsapp_corpus;
 mod fake_executor;
 mod fake_graph;
 mod helpers;

@@ -193,7 +193,10 @@ fn message(channel: &Channel, to: &str, contacts: &[Contact], raw: Value) -> Res
     let m: Message = serde_json::from_value(raw.clone()).map_err(|e| e.to_string())?;
     let provider_message_id = ExternalId::parse(&m.id).map_err(|e| format!("id: {e}"))?;
     let present = |v: &Option<String>| v.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned);
-    let from = present(&m.from).or_else(|| present(&m.from_user_id)).ok_or("neither `from` nor `from_user_id`")?;
+    let from = present(&m.from)
+        .or_else(|| present(&m.from_user_id))
+        .or_else(|| system_subject(&m, &raw))
+        .ok_or("neither `from` nor `from_user_id`")?;
     let content = content_of(&m, &raw);
     let named = |c: &&Contact| c.wa_id.as_deref() == Some(from.as_str()) || c.user_id.as_deref() == Some(&from);
     let sender_name = contacts.iter().find(named).and_then(|c| c.profile.as_ref()).and_then(|p| p.name.clone());
@@ -210,6 +213,16 @@ fn message(channel: &Channel, to: &str, contacts: &[Contact], raw: Value) -> Res
         addresses: None,
         answered_inline: None,
     })
+}
+
+/// Whom a `system` message without a sender is about: Meta announces a changed business-scoped
+/// user id with the ids in `system` and no `from` at all.
+fn system_subject(m: &Message, raw: &Value) -> Option<String> {
+    let system = raw.get("system").filter(|_| m.kind == "system")?;
+    ["previous_user_id", "user_id", "wa_id"]
+        .iter()
+        .find_map(|key| system.get(key).and_then(Value::as_str).map(str::trim).filter(|id| !id.is_empty()))
+        .map(str::to_owned)
 }
 
 /// What a message says. One whose kind-specific object is missing (Meta sends an `interactive`
