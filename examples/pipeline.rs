@@ -1,0 +1,316 @@
+//! The whole pipeline's benchmark, in one command (run by hand, never as a timed test):
+//!
+//!   cargo run --release --example pipeline                      # SQLite; PostgreSQL too when
+//!   CHATGATE_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/postgres cargo run --release --example pipeline
+//!
+//! In one run, on the same machine and with the same load generator:
+//! 1. the anchor: a bare axum handler that checks the same HMAC and parses the same JSON;
+//! 2. chatgate (the release binary, a fresh database, rate limits lifted so that every webhook is a
+//!    real admission): `--webhooks` signed single-message webhooks, read commands (`order status N`)
+//!    from `--people` people, sent flat out over `--connections`: the ingest rate and latency; and
+//!    end to end, each command admitted, authorized, dispatched (builtin echo), executed and its
+//!    reply accepted by a Graph API stand-in: commands/s and the drain time (last reply after the
+//!    last webhook's 200); the gateway's peak RSS;
+//! 3. the same on PostgreSQL when `CHATGATE_TEST_POSTGRES_URL` is set (a fresh database, dropped after).
+//!
+//! It prints each figure and its ratio to the anchor.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::post;
+use chatgate::channels::whatsapp::{payload, signature, simulate};
+use clap::Parser;
+use tokio::sync::Mutex;
+
+#[derive(Parser, Clone)]
+struct Args {
+    #[arg(long, default_value_t = 5_000)]
+    webhooks: usize,
+    #[arg(long, default_value_t = 500)]
+    people: usize,
+    #[arg(long, default_value_t = 64)]
+    connections: usize,
+    /// How long to wait for the last reply after the last webhook.
+    #[arg(long, default_value_t = 300)]
+    drain_timeout_secs: u64,
+}
+
+const SECRET: &str = "bench-app-secret";
+const NUMBER: &str = "100000000000001";
+
+/// What one load run saw.
+struct Load {
+    ok: usize,
+    failed: usize,
+    elapsed: Duration,
+    latencies: Vec<Duration>,
+    last_answer: Instant,
+}
+
+impl Load {
+    fn rate(&self) -> f64 {
+        self.ok as f64 / self.elapsed.as_secs_f64()
+    }
+
+    fn p(&self, q: f64) -> Duration {
+        let n = self.latencies.len().max(1) - 1;
+        self.latencies.get((n as f64 * q) as usize).copied().unwrap_or_default()
+    }
+}
+
+/// Signed single-message deliveries: `order status N` from person `N % people`.
+fn bodies(args: &Args, run: &str) -> Arc<Vec<(Vec<u8>, String)>> {
+    let bodies = (0..args.webhooks)
+        .map(|n| {
+            let from = person(n % args.people);
+            let message = simulate::text(&format!("wamid.B{run}{n}"), &from, &format!("order status {n}"));
+            let body = simulate::notification(NUMBER, vec![message], vec![]).to_string().into_bytes();
+            let signed = signature::sign(SECRET.as_bytes(), &body);
+            (body, signed)
+        })
+        .collect();
+    Arc::new(bodies)
+}
+
+fn person(n: usize) -> String {
+    format!("1666{n:07}")
+}
+
+/// Sends every body flat out over `connections` and waits for every answer.
+async fn fire(url: &str, bodies: Arc<Vec<(Vec<u8>, String)>>, connections: usize) -> Load {
+    let client = reqwest::Client::builder().pool_max_idle_per_host(connections).build().expect("client");
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let workers: Vec<_> = (0..connections)
+        .map(|_| {
+            let (client, url, bodies, next) = (client.clone(), url.to_owned(), bodies.clone(), next.clone());
+            tokio::spawn(async move {
+                let (mut latencies, mut failed) = (vec![], 0);
+                while let Some((body, signed)) = bodies.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let at = Instant::now();
+                    let request = client.post(&url).header("content-type", "application/json");
+                    let request = request.header(signature::HEADER, signed).body(body.clone());
+                    match request.send().await {
+                        Ok(response) if response.status().is_success() => {
+                            let _ = response.bytes().await;
+                            latencies.push(at.elapsed());
+                        }
+                        _ => failed += 1,
+                    }
+                }
+                (latencies, failed)
+            })
+        })
+        .collect();
+    let (mut latencies, mut failed) = (vec![], 0);
+    for worker in workers {
+        let (mut l, f) = worker.await.expect("a load worker");
+        latencies.append(&mut l);
+        failed += f;
+    }
+    let elapsed = started.elapsed();
+    latencies.sort();
+    Load { ok: latencies.len(), failed, elapsed, latencies, last_answer: Instant::now() }
+}
+
+async fn serve(router: Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a free port");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    format!("http://{address}")
+}
+
+/// The anchor: the same signature check and the same parser, nothing stored.
+async fn anchor(headers: HeaderMap, body: Bytes) -> StatusCode {
+    let header = headers.get(signature::HEADER).map(|v| v.as_bytes());
+    if signature::verify(SECRET.as_bytes(), header, &body).is_err() {
+        return StatusCode::UNAUTHORIZED;
+    }
+    match payload::parse(&body) {
+        Ok(_) => StatusCode::OK,
+        Err(_) => StatusCode::BAD_REQUEST,
+    }
+}
+
+/// The Graph API stand-in: accepts every message and notes when it came.
+#[derive(Clone, Default)]
+struct Graph {
+    replies: Arc<Mutex<Vec<Instant>>>,
+}
+
+async fn graph_send(axum::extract::State(graph): axum::extract::State<Graph>) -> axum::Json<serde_json::Value> {
+    let mut replies = graph.replies.lock().await;
+    replies.push(Instant::now());
+    let id = format!("wamid.OUT{}", replies.len());
+    axum::Json(serde_json::json!({"messaging_product": "whatsapp", "messages": [{"id": id}]}))
+}
+
+/// A gateway configuration: the shipped one with this run's port, database, Graph stand-in,
+/// a directory of `people` customers, and rate limits that let every webhook through.
+fn configure(dir: &Path, port: u16, database_url: &str, graph: &str, people: usize) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut directory = format!(
+        "[tenants.demo]\ndisplay_name = \"Bench\"\nphone_number_ids = [\"{NUMBER}\"]\nunknown_sender = \"refuse\"\n\
+         locale = \"en\"\n[tenants.demo.roles]\ncustomer = [\"orders:read\", \"orders:refund\"]\n"
+    );
+    for n in 0..people {
+        directory.push_str(&format!("[tenants.demo.actors.{}]\nroles = [\"customer\"]\n", person(n)));
+    }
+    std::fs::write(dir.join("directory.toml"), directory).expect("directory");
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:{port}\"\n[storage]\ndatabase_url = \"{database_url}\"\n\
+         [registry]\ncommands = \"{commands}\"\ndirectory = \"{directory}\"\ntemplates = \"{templates}\"\n\
+         [whatsapp]\napi_base = \"{graph}\"\naccess_token = \"bench-token\"\n\
+         [whatsapp.apps.default]\napp_secret = \"{SECRET}\"\nverify_token = \"bench\"\n\
+         [rate_limits]\nactor = {{ per_minute = 10000000, burst = 1000000 }}\n\
+         tenant = {{ per_minute = 10000000, burst = 1000000 }}\n\
+         [executors.orders]\nurl = \"builtin:echo\"\n[executors.gateway]\nurl = \"builtin:gateway\"\n",
+        commands = root.join("config/commands.toml").display(),
+        directory = dir.join("directory.toml").display(),
+        templates = root.join("templates").display(),
+    );
+    let path = dir.join("chatgate.toml");
+    std::fs::write(&path, config).expect("config");
+    path
+}
+
+/// The release binary, built if it is not there yet.
+fn gateway_binary() -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = std::process::Command::new(cargo)
+        .args(["build", "--release", "--quiet", "--bin", "chatgate"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .expect("cargo build");
+    assert!(status.success(), "the release binary builds");
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/chatgate")
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a port")
+}
+
+fn peak_rss_mb(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0.0);
+    kb / 1024.0
+}
+
+/// The gateway process, stopped however the run ends.
+struct Gateway(std::process::Child);
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// One backend's run: ingest and end to end.
+async fn pipeline(args: &Args, backend: &str, database_url: &str, anchor_rate: f64) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let graph = Graph::default();
+    let graph_url = serve(Router::new().route("/{version}/{phone}/messages", post(graph_send)).with_state(graph.clone())).await;
+    let port = free_port();
+    let config = configure(dir.path(), port, database_url, &graph_url, args.people);
+    let gateway = std::process::Command::new(gateway_binary())
+        .args(["--config", &config.display().to_string(), "serve"])
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("serve.log"))?)
+        .spawn()?;
+    let gateway = Gateway(gateway);
+    let pid = gateway.0.id();
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let up = Instant::now();
+    while !client.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success()) {
+        anyhow::ensure!(up.elapsed() < Duration::from_secs(30), "the gateway did not start: see its log");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let run = uuid::Uuid::now_v7().simple().to_string();
+    let first = Instant::now();
+    let load = fire(&format!("{base}/webhooks/whatsapp"), bodies(args, &run), args.connections).await;
+    let deadline = load.last_answer + Duration::from_secs(args.drain_timeout_secs);
+    let expected = load.ok;
+    loop {
+        let done = graph.replies.lock().await.len();
+        if done >= expected || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let replies = graph.replies.lock().await.clone();
+    let last_reply = replies.iter().max().copied().unwrap_or(load.last_answer);
+    let end_to_end = last_reply.duration_since(first);
+    let drain = last_reply.saturating_duration_since(load.last_answer);
+    println!(
+        "{backend}: ingest {:.0} webhooks/s ({:.1}% of the anchor), p50 {:.1?} p99 {:.1?}, {} failed",
+        load.rate(),
+        100.0 * load.rate() / anchor_rate,
+        load.p(0.5),
+        load.p(0.99),
+        load.failed
+    );
+    println!(
+        "{backend}: end to end {} of {} commands replied in {:.2?}: {:.0} commands/s; drained {:.2?} after the last webhook; peak RSS {:.1} MB",
+        replies.len(),
+        expected,
+        end_to_end,
+        replies.len() as f64 / end_to_end.as_secs_f64(),
+        drain,
+        peak_rss_mb(pid),
+    );
+    drop(gateway);
+    Ok(())
+}
+
+/// A fresh PostgreSQL database beside the one `url` names; its URL and its name.
+async fn fresh_postgres(url: &str) -> anyhow::Result<(String, String)> {
+    use sqlx::Connection;
+    let name = format!("chatgate_bench_{}", uuid::Uuid::now_v7().simple());
+    let mut admin = sqlx::postgres::PgConnection::connect(url).await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut admin).await?;
+    let base = url.rsplit_once('/').map_or(url, |(base, _)| base);
+    Ok((format!("{base}/{name}"), name))
+}
+
+async fn drop_postgres(url: &str, name: &str) -> anyhow::Result<()> {
+    use sqlx::Connection;
+    let mut admin = sqlx::postgres::PgConnection::connect(url).await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))).execute(&mut admin).await?;
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let anchor_url = serve(Router::new().route("/webhooks/whatsapp", post(anchor))).await;
+    let anchor_load = fire(&format!("{anchor_url}/webhooks/whatsapp"), bodies(&args, "anchor"), args.connections).await;
+    println!(
+        "anchor (HMAC + parse, nothing stored): {:.0} webhooks/s, p50 {:.1?} p99 {:.1?}",
+        anchor_load.rate(),
+        anchor_load.p(0.5),
+        anchor_load.p(0.99)
+    );
+    let dir = tempfile::tempdir()?;
+    let sqlite = format!("sqlite://{}", dir.path().join("bench.db").display());
+    pipeline(&args, "sqlite", &sqlite, anchor_load.rate()).await?;
+    if let Ok(url) = std::env::var("CHATGATE_TEST_POSTGRES_URL") {
+        let (database, name) = fresh_postgres(&url).await?;
+        let outcome = pipeline(&args, "postgres", &database, anchor_load.rate()).await;
+        drop_postgres(&url, &name).await?;
+        outcome?;
+    }
+    Ok(())
+}
