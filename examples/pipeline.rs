@@ -39,6 +39,13 @@ struct Args {
     /// How long to wait for the last reply after the last webhook.
     #[arg(long, default_value_t = 300)]
     drain_timeout_secs: u64,
+    /// Webhooks sent one at a time, each after the previous one's reply, for the latency from a
+    /// webhook to its reply at light load.
+    #[arg(long, default_value_t = 200)]
+    latency_samples: usize,
+    /// The gateway binary to measure (another build, for a before/after); built when absent.
+    #[arg(long)]
+    gateway: Option<PathBuf>,
 }
 
 const SECRET: &str = "bench-app-secret";
@@ -147,7 +154,8 @@ struct Graph {
 async fn graph_send(axum::extract::State(graph): axum::extract::State<Graph>) -> axum::Json<serde_json::Value> {
     let mut replies = graph.replies.lock().await;
     replies.push(Instant::now());
-    let id = format!("wamid.OUT{}", replies.len());
+    // Unique for the whole run, as Graph's ids are (the store keeps them unique).
+    let id = format!("wamid.OUT{}", uuid::Uuid::now_v7().simple());
     axum::Json(serde_json::json!({"messaging_product": "whatsapp", "messages": [{"id": id}]}))
 }
 
@@ -220,10 +228,12 @@ impl Drop for Gateway {
 async fn pipeline(args: &Args, backend: &str, database_url: &str, anchor_rate: f64) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let graph = Graph::default();
-    let graph_url = serve(Router::new().route("/{version}/{phone}/messages", post(graph_send)).with_state(graph.clone())).await;
+    let graph_url =
+        serve(Router::new().route("/{version}/{phone}/messages", post(graph_send)).with_state(graph.clone())).await;
     let port = free_port();
     let config = configure(dir.path(), port, database_url, &graph_url, args.people);
-    let gateway = std::process::Command::new(gateway_binary())
+    let binary = args.gateway.clone().unwrap_or_else(gateway_binary);
+    let gateway = std::process::Command::new(binary)
         .args(["--config", &config.display().to_string(), "serve"])
         .env("RUST_LOG", "warn")
         .stdout(std::process::Stdio::null())
@@ -239,6 +249,8 @@ async fn pipeline(args: &Args, backend: &str, database_url: &str, anchor_rate: f
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let run = uuid::Uuid::now_v7().simple().to_string();
+    let latency = light_load_latency(args, &base, &graph).await;
+    graph.replies.lock().await.clear();
     let first = Instant::now();
     let load = fire(&format!("{base}/webhooks/whatsapp"), bodies(args, &run), args.connections).await;
     let deadline = load.last_answer + Duration::from_secs(args.drain_timeout_secs);
@@ -254,6 +266,12 @@ async fn pipeline(args: &Args, backend: &str, database_url: &str, anchor_rate: f
     let last_reply = replies.iter().max().copied().unwrap_or(load.last_answer);
     let end_to_end = last_reply.duration_since(first);
     let drain = last_reply.saturating_duration_since(load.last_answer);
+    println!(
+        "{backend}: webhook to reply at light load ({} one at a time): p50 {:.1?} p99 {:.1?}",
+        latency.len(),
+        percentile(&latency, 0.5),
+        percentile(&latency, 0.99)
+    );
     println!(
         "{backend}: ingest {:.0} webhooks/s ({:.1}% of the anchor), p50 {:.1?} p99 {:.1?}, {} failed",
         load.rate(),
@@ -275,6 +293,36 @@ async fn pipeline(args: &Args, backend: &str, database_url: &str, anchor_rate: f
     Ok(())
 }
 
+fn percentile(sorted: &[Duration], q: f64) -> Duration {
+    let n = sorted.len().max(1) - 1;
+    sorted.get((n as f64 * q) as usize).copied().unwrap_or_default()
+}
+
+/// Webhooks one at a time, each timed from its send to its reply reaching the Graph stand-in.
+async fn light_load_latency(args: &Args, base: &str, graph: &Graph) -> Vec<Duration> {
+    let client = reqwest::Client::new();
+    let url = format!("{base}/webhooks/whatsapp");
+    let mut samples = Vec::with_capacity(args.latency_samples);
+    for n in 0..args.latency_samples {
+        let from = person(n % args.people);
+        let message = simulate::text(&format!("wamid.L{}{n}", uuid::Uuid::now_v7().simple()), &from, "order status 7");
+        let body = simulate::notification(NUMBER, vec![message], vec![]).to_string().into_bytes();
+        let signed = signature::sign(SECRET.as_bytes(), &body);
+        let before = graph.replies.lock().await.len();
+        let sent = Instant::now();
+        let request = client.post(&url).header("content-type", "application/json").header(signature::HEADER, signed);
+        if !request.body(body).send().await.is_ok_and(|r| r.status().is_success()) {
+            continue;
+        }
+        while graph.replies.lock().await.len() == before && sent.elapsed() < Duration::from_secs(10) {
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+        samples.push(sent.elapsed());
+    }
+    samples.sort();
+    samples
+}
+
 /// A fresh PostgreSQL database beside the one `url` names; its URL and its name.
 async fn fresh_postgres(url: &str) -> anyhow::Result<(String, String)> {
     use sqlx::Connection;
@@ -288,7 +336,9 @@ async fn fresh_postgres(url: &str) -> anyhow::Result<(String, String)> {
 async fn drop_postgres(url: &str, name: &str) -> anyhow::Result<()> {
     use sqlx::Connection;
     let mut admin = sqlx::postgres::PgConnection::connect(url).await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))).execute(&mut admin).await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
+        .execute(&mut admin)
+        .await?;
     Ok(())
 }
 

@@ -176,10 +176,16 @@ impl Store {
             if let (Some(inbound_id), Admitted::Replayed(d) | Admitted::InProgress(d)) = (inbound_id, &answer) {
                 link_inbound(&mut tx, inbound_id, d.command_id, "duplicate").await?;
             }
-            if let (Some(reply_to), Some(choose)) = (&write.reply_to, write.duplicate_reply) {
+            let answered_in_chat = if let (Some(reply_to), Some(choose)) = (&write.reply_to, write.duplicate_reply) {
                 answer_duplicate_in_chat(&mut tx, tenant, (reply_to, choose), &answer, write.at).await?;
-            }
+                true
+            } else {
+                false
+            };
             tx.commit().await?;
+            if answered_in_chat {
+                self.signals().of(crate::store::MESSAGE_KIND).notify_one();
+            }
             return Ok(answer);
         }
 
@@ -205,6 +211,7 @@ impl Store {
         }
         tx.commit().await?;
         crate::store::count_moves(write.moves.iter().map(|(t, _)| t));
+        self.signals().written(&write.outbox);
         Ok(Admitted::New { command_id: envelope.command_id, lifecycle, version })
     }
 }

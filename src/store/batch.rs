@@ -72,6 +72,7 @@ impl Store {
         }
         insert_rows(&mut tx, OUTBOX_INSERT, OUTBOX_COLUMNS, outbox, "").await?;
         tx.commit().await?;
+        self.signals().written(writes.iter().flat_map(|w| &w.outbox));
         crate::store::count_moves(writes.iter().flat_map(|w| w.moves.iter().map(|(t, _)| t)));
         Ok(Some(
             writes

@@ -304,6 +304,7 @@ impl Commands<'_> {
         if let Some(committed) = apply_transition(&mut tx, write).await? {
             tx.commit().await?;
             crate::store::count_moves([&write.transition]);
+            self.store.signals().written(&write.outbox);
             return Ok(committed);
         }
         let current = load_command(&mut tx, &write.tenant_id, write.command_id).await?;

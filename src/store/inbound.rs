@@ -75,6 +75,9 @@ impl Inbound<'_> {
             }
         }
         tx.commit().await?;
+        if matches!(outcome, InboundOutcome::FirstSeen { .. }) {
+            self.store.signals().written(replies);
+        }
         Ok(outcome)
     }
 

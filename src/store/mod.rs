@@ -26,6 +26,7 @@ mod outbox;
 mod postgres;
 mod repos;
 mod rows;
+mod signals;
 mod snapshot;
 mod sqlite;
 mod step;
@@ -105,6 +106,8 @@ pub struct Store {
     /// The admission writer's queue (group commit); the writer's own handle has none.
     admissions: Option<tokio::sync::mpsc::Sender<writer::Job>>,
     stats: Arc<AdmissionStats>,
+    /// Wakes the outbox workers when a commit writes their rows.
+    signals: Arc<signals::OutboxSignals>,
 }
 
 impl std::fmt::Debug for Store {
@@ -126,7 +129,8 @@ impl Store {
             BackendKind::Postgres => postgres::open(config, options, acquire_timeout).await?,
         };
         let write_gate = (backend == BackendKind::Sqlite).then(|| Arc::new(Mutex::new(())));
-        let mut store = Self { pool, backend, write_gate, admissions: None, stats: Arc::default() };
+        let mut store =
+            Self { pool, backend, write_gate, admissions: None, stats: Arc::default(), signals: Arc::default() };
         store.admissions = Some(writer::spawn(store.clone()));
         Ok(store)
     }
@@ -217,6 +221,15 @@ impl Store {
 
     fn admission_writer(&self) -> Option<&tokio::sync::mpsc::Sender<writer::Job>> {
         self.admissions.as_ref()
+    }
+
+    /// What wakes the worker that claims outbox rows of `kind` when this process writes some.
+    pub fn outbox_signal(&self, kind: &str) -> Arc<tokio::sync::Notify> {
+        self.signals.of(kind)
+    }
+
+    pub(crate) fn signals(&self) -> &signals::OutboxSignals {
+        &self.signals
     }
 
     pub(crate) fn pool(&self) -> &AnyPool {

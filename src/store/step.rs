@@ -204,6 +204,7 @@ impl Commands<'_> {
         }
         tx.commit().await?;
         crate::store::count_moves(step.moves.iter().map(|m| &m.transition));
+        self.store.signals().written(step.outbox.iter().chain(step.moves.iter().flat_map(|m| &m.outbox)));
         Ok(StepOutcome::Committed { moves, evidence_ids })
     }
 }

@@ -7,13 +7,16 @@ use tokio_util::sync::CancellationToken;
 
 use crate::executors::acks;
 use crate::executors::dispatcher::Dispatcher;
+use crate::service::dispatch::{CANCEL_NOTICE_KIND, DISPATCH_KIND};
 use crate::service::engine::Engine;
 
 const TIMERS_PER_SWEEP: i64 = 100;
 
 pub(super) async fn run(dispatcher: Dispatcher, every: Duration, stopping: CancellationToken) {
     let draining = stopping.clone();
-    crate::workers::periodically(every, stopping, || async {
+    let store = dispatcher.engine().store();
+    let wakes = vec![store.outbox_signal(DISPATCH_KIND), store.outbox_signal(CANCEL_NOTICE_KIND)];
+    crate::workers::woken_or_periodically(every, stopping, wakes, || async {
         if let Err(error) = dispatcher.notify_due(OffsetDateTime::now_utc()).await {
             tracing::warn!(%error, "cancel notices cannot reach the database");
         }

@@ -89,17 +89,39 @@ pub fn spawn(state: &Services, stopping: CancellationToken) -> Workers {
 
 /// Runs `tick` every `every` (the first at once) until `stopping`; a tick that overruns delays
 /// the next instead of bunching them up.
-async fn periodically<F, Fut>(every: Duration, stopping: CancellationToken, mut tick: F)
+async fn periodically<F, Fut>(every: Duration, stopping: CancellationToken, tick: F)
 where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    woken_or_periodically(every, stopping, vec![], tick).await;
+}
+
+/// Runs `tick` every `every`, and at once when one of `wakes` is notified (a commit wrote rows
+/// this worker claims): work that arrives is picked up without waiting for the next poll, and the
+/// poll still finds what another instance wrote.
+async fn woken_or_periodically<F, Fut>(
+    every: Duration,
+    stopping: CancellationToken,
+    wakes: Vec<std::sync::Arc<tokio::sync::Notify>>,
+    mut tick: F,
+) where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
     let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        let woken = async {
+            if wakes.is_empty() {
+                std::future::pending::<()>().await;
+            }
+            futures_util::future::select_all(wakes.iter().map(|wake| Box::pin(wake.notified()))).await;
+        };
         tokio::select! {
             () = stopping.cancelled() => return,
             _ = ticks.tick() => {}
+            () = woken => {}
         }
         tick().await;
     }

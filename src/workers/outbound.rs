@@ -9,7 +9,8 @@ use crate::workers::sender::Sender;
 
 pub(super) async fn run(sender: Sender, every: Duration, stopping: CancellationToken) {
     let draining = stopping.clone();
-    crate::workers::periodically(every, stopping, || async {
+    let wakes = vec![sender.engine().store().outbox_signal(crate::store::MESSAGE_KIND)];
+    crate::workers::woken_or_periodically(every, stopping, wakes, || async {
         loop {
             match sender.send_due(OffsetDateTime::now_utc()).await {
                 Ok(claimed) if claimed < sender.batch() || draining.is_cancelled() => break,

@@ -97,6 +97,10 @@ impl Sender {
         }
     }
 
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
     /// How many messages one claim takes at most.
     pub fn batch(&self) -> usize {
         usize::try_from(self.batch).unwrap_or(0)
