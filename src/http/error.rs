@@ -70,7 +70,7 @@ fn channel_problem(error: &ChannelError) -> Problem {
 fn store_problem(error: &StoreError) -> Problem {
     match error {
         // The caller should come back: the database is down or busy, or the command moved.
-        StoreError::Unavailable(_) => {
+        StoreError::Unavailable(_) | StoreError::Contention(_) => {
             Problem::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", "Storage unavailable")
                 .detail("The database cannot be reached right now; nothing was stored. Retry later.")
                 .retry_after(1)

@@ -170,23 +170,7 @@ impl Store {
         };
 
         if envelope.idempotency_class.reserves_key() && !reserve(&mut tx, write).await? {
-            let answer = answer_duplicate(&mut tx, write).await?;
-            // The message is linked to the command it repeated, so that a redelivery of it is
-            // answered as this delivery was.
-            if let (Some(inbound_id), Admitted::Replayed(d) | Admitted::InProgress(d)) = (inbound_id, &answer) {
-                link_inbound(&mut tx, inbound_id, d.command_id, "duplicate").await?;
-            }
-            let answered_in_chat = if let (Some(reply_to), Some(choose)) = (&write.reply_to, write.duplicate_reply) {
-                answer_duplicate_in_chat(&mut tx, tenant, (reply_to, choose), &answer, write.at).await?;
-                true
-            } else {
-                false
-            };
-            tx.commit().await?;
-            if answered_in_chat {
-                self.signals().of(crate::store::MESSAGE_KIND).notify_one();
-            }
-            return Ok(answer);
+            return self.answer_repeat(tx, write, inbound_id).await;
         }
 
         let Some((last, _)) = write.moves.last() else {
@@ -213,6 +197,34 @@ impl Store {
         crate::store::count_moves(write.moves.iter().map(|(t, _)| t));
         self.signals().written(&write.outbox);
         Ok(Admitted::New { command_id: envelope.command_id, lifecycle, version })
+    }
+}
+
+impl Store {
+    /// A write whose key is taken: the answer its earlier command gives, recorded with the message
+    /// that repeated it (so that a redelivery is answered alike) and, in a chat, told to the person.
+    async fn answer_repeat(
+        &self,
+        mut tx: crate::store::Tx,
+        write: &AdmissionWrite,
+        inbound_id: Option<Uuid>,
+    ) -> Result<Admitted, StoreError> {
+        let tenant = write.envelope.tenant_id.as_str();
+        let answer = answer_duplicate(&mut tx, write).await?;
+        if let (Some(inbound_id), Admitted::Replayed(d) | Admitted::InProgress(d)) = (inbound_id, &answer) {
+            link_inbound(&mut tx, inbound_id, d.command_id, "duplicate").await?;
+        }
+        let in_chat = if let (Some(reply_to), Some(choose)) = (&write.reply_to, write.duplicate_reply) {
+            answer_duplicate_in_chat(&mut tx, tenant, (reply_to, choose), &answer, write.at).await?;
+            true
+        } else {
+            false
+        };
+        tx.commit().await?;
+        if in_chat {
+            self.signals().of(crate::store::MESSAGE_KIND).notify_one();
+        }
+        Ok(answer)
     }
 }
 

@@ -46,13 +46,33 @@ impl Commands<'_> {
         }
         let mut results = Vec::with_capacity(writes.len());
         for write in writes {
-            results.push(self.store.admit_now(write).await);
+            results.push(self.store.admit_retrying(write).await);
         }
         results
     }
 }
 
+/// How often an admission that crossed another transaction is tried again.
+const CONTENTION_ATTEMPTS: u32 = 4;
+
 impl Store {
+    /// Admits one write, again when it lost to a concurrent transaction (a dispatcher settling the
+    /// same key's reservation, say): the loser was rolled back whole, and the key makes a second
+    /// try the same admission.
+    async fn admit_retrying(&self, write: &AdmissionWrite) -> Result<Admitted, StoreError> {
+        let mut attempt = 1;
+        loop {
+            match self.admit_now(write).await {
+                Err(StoreError::Contention(error)) if attempt < CONTENTION_ATTEMPTS => {
+                    tracing::debug!(%error, attempt, "an admission crossed another transaction; again");
+                    tokio::time::sleep(std::time::Duration::from_millis(5 * u64::from(attempt))).await;
+                    attempt += 1;
+                }
+                outcome => return outcome,
+            }
+        }
+    }
+
     /// `None` (with nothing written) when the batch is not the common case.
     async fn admit_batch(&self, writes: &[AdmissionWrite]) -> Result<Option<Vec<Admitted>>, StoreError> {
         let mut tx = self.begin().await?;

@@ -10,6 +10,10 @@ pub enum StoreError {
     /// The database cannot be reached, is locked or timed out: retry later.
     #[error("database unavailable: {0}")]
     Unavailable(String),
+    /// Two transactions crossed (a PostgreSQL deadlock or serialization failure) and this one was
+    /// rolled back: doing it again is safe and will most likely pass.
+    #[error("concurrent transactions crossed: {0}")]
+    Contention(String),
     /// The command moved on since it was read; re-read it and decide again.
     #[error("command {command_id} changed concurrently: expected version {expected}, it is at {actual} ({state})")]
     StaleVersion { command_id: Uuid, expected: i64, actual: i64, state: State },
@@ -33,14 +37,17 @@ impl From<sqlx::Error> for StoreError {
             E::Io(_) | E::Tls(_) | E::PoolTimedOut | E::PoolClosed | E::WorkerCrashed | E::Protocol(_) => {
                 Self::Unavailable(error.to_string())
             }
+            E::Database(db) if matches!(db.code().as_deref(), Some("40001" | "40P01")) => {
+                Self::Contention(error.to_string())
+            }
             E::Database(db) if is_transient(db.code().as_deref()) => Self::Unavailable(error.to_string()),
             _ => Self::Database(error),
         }
     }
 }
 
-/// SQLite busy/locked, PostgreSQL serialization failure, deadlock, shutdown and connection loss.
+/// SQLite busy/locked, PostgreSQL shutdown, too many connections and connection loss.
 fn is_transient(code: Option<&str>) -> bool {
-    matches!(code, Some("5" | "6" | "261" | "517" | "40001" | "40P01" | "57P01" | "57P02" | "57P03" | "53300"))
+    matches!(code, Some("5" | "6" | "261" | "517" | "57P01" | "57P02" | "57P03" | "53300"))
         || code.is_some_and(|c| c.starts_with("08"))
 }
