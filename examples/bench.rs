@@ -84,7 +84,7 @@ async fn main() -> anyhow::Result<()> {
     let url = args.database_url.clone().unwrap_or_else(|| format!("sqlite://{}/bench.db", dir.path().display()));
     let config = StorageConfig {
         database_url: DatabaseUrl::new(url),
-        max_connections: args.concurrency as u32,
+        max_connections: Some(args.concurrency as u32),
         ..StorageConfig::default()
     };
     let store = Store::connect(&config).await?;

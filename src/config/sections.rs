@@ -183,18 +183,32 @@ pub struct StorageConfig {
     /// `sqlite://path` (created when missing) or `postgres://...`; `CHATGATE_DATABASE_URL`
     /// overrides it.
     pub database_url: DatabaseUrl,
-    pub max_connections: u32,
+    /// The pool's size; left out, the backend's own default ([`StorageConfig::pool_size`]).
+    pub max_connections: Option<u32>,
     /// How long a request waits for a free connection before the store reports itself down.
     pub acquire_timeout_ms: u64,
     /// How long SQLite waits on a locked database before giving up.
     pub sqlite_busy_timeout_ms: u64,
 }
 
+impl StorageConfig {
+    /// The pool's size: as configured, else 2 connections for SQLite and 8 for PostgreSQL. SQLite
+    /// writes one transaction at a time whatever the pool, and each connection keeps its own
+    /// 16 MB page cache and worker thread: 2 gave the same throughput as 8 with 24 MB less peak
+    /// memory (docs/BENCHMARKS.md).
+    pub fn pool_size(&self, backend: crate::config::BackendKind) -> u32 {
+        self.max_connections.unwrap_or(match backend {
+            crate::config::BackendKind::Sqlite => 2,
+            crate::config::BackendKind::Postgres => 8,
+        })
+    }
+}
+
 impl Default for StorageConfig {
     fn default() -> Self {
         Self {
             database_url: DatabaseUrl::new("sqlite://data/chatgate.db"),
-            max_connections: 8,
+            max_connections: None,
             acquire_timeout_ms: 5_000,
             sqlite_busy_timeout_ms: 5_000,
         }

@@ -19,7 +19,7 @@ impl Config {
         let positive = [
             ("server.request_timeout_ms", self.server.request_timeout_ms),
             ("server.body_limit_bytes", self.server.body_limit_bytes as u64),
-            ("storage.max_connections", u64::from(self.storage.max_connections)),
+            ("storage.max_connections", u64::from(self.storage.max_connections.unwrap_or(1))),
             ("storage.acquire_timeout_ms", self.storage.acquire_timeout_ms),
             ("idempotency.default_window_secs", self.idempotency.default_window_secs),
             ("idempotency.cleanup_interval_secs", self.idempotency.cleanup_interval_secs),

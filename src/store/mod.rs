@@ -123,7 +123,7 @@ impl Store {
         sqlx::any::install_default_drivers();
         let backend = config.database_url.backend().map_err(StoreError::Config)?;
         let acquire_timeout = Duration::from_millis(config.acquire_timeout_ms);
-        let options = AnyPoolOptions::new().max_connections(config.max_connections).acquire_timeout(acquire_timeout);
+        let options = AnyPoolOptions::new().max_connections(config.pool_size(backend)).acquire_timeout(acquire_timeout);
         let pool = match backend {
             BackendKind::Sqlite => sqlite::open(config, options).await?,
             BackendKind::Postgres => postgres::open(config, options, acquire_timeout).await?,

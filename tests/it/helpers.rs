@@ -119,7 +119,11 @@ impl TestDb {
             Config::parse(std::path::Path::new("chatgate.toml"), chatgate::config::SHIPPED_CONFIG, &|_| None)
                 .expect("the shipped configuration parses");
         config.storage.database_url = DatabaseUrl::new(url.clone());
-        config.storage.max_connections = 10;
+        // SQLite runs with the shipped pool (2), so that the suite meets what users run;
+        // PostgreSQL test databases get a few more connections than the default.
+        if url.starts_with("postgres") {
+            config.storage.max_connections = Some(10);
+        }
         config.server.listen = "127.0.0.1:0".into();
         // Tests send bursts from one actor; the rate-limit tests set their own limits.
         config.rate_limits.actor = chatgate::config::Rate { per_minute: 60_000, burst: 10_000 };
