@@ -85,6 +85,19 @@ async fn hookd_bridge_callers_work_unchanged(db: &TestDb) {
         assert_eq!(response.status(), StatusCode::NO_CONTENT);
         assert_eq!(response.bytes().await.expect("body").len(), 0);
     }
+    // An empty text is no excuse for a bad call: its headers and fields are checked first.
+    let bad_key = app
+        .client
+        .post(app.url("/hooks/agent"))
+        .bearer_auth("demo-hooks-token-change-me")
+        .header("idempotency-key", "has space")
+        .json(&json!({"text": "", "sessionKey": "agent:orders:main"}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(bad_key.status(), StatusCode::BAD_REQUEST);
+    let bad_field = json!({"text": "", "deliver": "yes"});
+    assert_eq!(call(&app, "/hooks/agent", bad_field, bearer(), None).await.0, StatusCode::BAD_REQUEST);
     assert_eq!(commands(db).await, before, "an empty hook stores nothing");
 
     // hookd's callers hand the command on: it reaches the agent and is done.

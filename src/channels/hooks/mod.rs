@@ -155,12 +155,13 @@ pub async fn agent(
 ) -> Result<HookOutcome, ChannelError> {
     authenticate(state, headers, query)?;
     let body = body_object(body)?;
+    // Every field and header is checked before anything is decided, an empty call's too.
+    submit::caller_headers(headers)?;
+    let mut nothing_to_do = false;
     let (mut args, action, key, mut decision) = match (body.get("message"), body.get("text")) {
         (None, Some(Value::String(text))) => {
             let read = hookd::parse(text);
-            if read.is_empty() {
-                return Ok(HookOutcome::NothingToDo);
-            }
+            nothing_to_do = read.is_empty();
             hookd_call(text, read)?
         }
         (None, Some(_)) => return Err(bad("invalid_body", "`text` is a string")),
@@ -174,6 +175,9 @@ pub async fn agent(
     let session = args.get("sessionKey").and_then(Value::as_str);
     if session.is_some_and(|k| k.len() > 250 || !k.chars().all(|c| c.is_ascii_graphic())) {
         return Err(bad("invalid_body", "`sessionKey` is 1 to 250 visible ASCII characters"));
+    }
+    if nothing_to_do {
+        return Ok(HookOutcome::NothingToDo);
     }
     let named = args.get("agentId").and_then(Value::as_str).or_else(|| session.and_then(hookd::agent_of_session));
     let agent = choose_agent(state, named, &mut decision)?;

@@ -60,6 +60,18 @@ fn header<T>(headers: &HeaderMap, name: &str, parse: impl Fn(&str) -> Option<T>)
     headers.get(name).map(|v| v.to_str().ok().and_then(&parse).ok_or(())).transpose()
 }
 
+/// The caller's `Idempotency-Key` and `X-Correlation-Id`, each checked when it is there: a call
+/// with a bad one is refused whatever else it says.
+pub(crate) fn caller_headers(
+    headers: &HeaderMap,
+) -> Result<(Option<IdempotencyKey>, Option<ExternalId>), ChannelError> {
+    let key = header(headers, "idempotency-key", |k| IdempotencyKey::parse(k).ok())
+        .map_err(|()| bad("invalid_idempotency_key", "`Idempotency-Key` is 1 to 255 visible ASCII characters"))?;
+    let correlation_id = header(headers, "x-correlation-id", |c| ExternalId::parse(c).ok())
+        .map_err(|()| bad("invalid_correlation_id", "`X-Correlation-Id` is visible ASCII"))?;
+    Ok((key, correlation_id))
+}
+
 /// Admits a submission: the command, auto-confirmed and authorized by the caller's credential,
 /// started with its dispatch row, in one transaction. `Idempotency-Key` and `X-Correlation-Id`
 /// come from the headers. Returns the command's id — the existing one for a repeat.
@@ -68,15 +80,12 @@ pub async fn submit(state: &Services, headers: &HeaderMap, s: Submission) -> Res
         tracing::error!(what, "a submission source is misconfigured");
         ChannelError::Misconfigured(what)
     };
-    let supplied_key = header(headers, "idempotency-key", |k| IdempotencyKey::parse(k).ok())
-        .map_err(|()| bad("invalid_idempotency_key", "`Idempotency-Key` is 1 to 255 visible ASCII characters"))?
-        .or(s.key);
+    let (supplied_key, correlation_id) = caller_headers(headers)?;
+    let supplied_key = supplied_key.or(s.key);
     let supplied_key = match (supplied_key, s.unkeyed) {
         (None, Unkeyed::Unique) => IdempotencyKey::parse(&format!("call:{}", Uuid::now_v7())).ok(),
         (key, _) => key,
     };
-    let correlation_id = header(headers, "x-correlation-id", |c| ExternalId::parse(c).ok())
-        .map_err(|()| bad("invalid_correlation_id", "`X-Correlation-Id` is visible ASCII"))?;
     let request = CommandRequest {
         tenant_id: TenantId::parse(&s.tenant).map_err(|_| config("tenant"))?,
         actor_id: ActorId::parse(&s.actor).map_err(|_| config("actor"))?,
