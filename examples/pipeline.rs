@@ -66,8 +66,7 @@ impl Load {
     }
 
     fn p(&self, q: f64) -> Duration {
-        let n = self.latencies.len().max(1) - 1;
-        self.latencies.get((n as f64 * q) as usize).copied().unwrap_or_default()
+        percentile(&self.latencies, q)
     }
 }
 
@@ -76,13 +75,18 @@ fn bodies(args: &Args, run: &str) -> Arc<Vec<(Vec<u8>, String)>> {
     let bodies = (0..args.webhooks)
         .map(|n| {
             let from = person(n % args.people);
-            let message = simulate::text(&format!("wamid.B{run}{n}"), &from, &format!("order status {n}"));
-            let body = simulate::notification(NUMBER, vec![message], vec![]).to_string().into_bytes();
-            let signed = signature::sign(SECRET.as_bytes(), &body);
-            (body, signed)
+            signed(&format!("wamid.B{run}{n}"), &from, &format!("order status {n}"))
         })
         .collect();
     Arc::new(bodies)
+}
+
+/// One signed single-message delivery: its body and its `X-Hub-Signature-256`.
+fn signed(id: &str, from: &str, text: &str) -> (Vec<u8>, String) {
+    let message = simulate::text(id, from, text);
+    let body = simulate::notification(NUMBER, vec![message], vec![]).to_string().into_bytes();
+    let signature = signature::sign(SECRET.as_bytes(), &body);
+    (body, signature)
 }
 
 fn person(n: usize) -> String {
@@ -305,12 +309,11 @@ async fn light_load_latency(args: &Args, base: &str, graph: &Graph) -> Vec<Durat
     let mut samples = Vec::with_capacity(args.latency_samples);
     for n in 0..args.latency_samples {
         let from = person(n % args.people);
-        let message = simulate::text(&format!("wamid.L{}{n}", uuid::Uuid::now_v7().simple()), &from, "order status 7");
-        let body = simulate::notification(NUMBER, vec![message], vec![]).to_string().into_bytes();
-        let signed = signature::sign(SECRET.as_bytes(), &body);
+        let (body, signature) =
+            signed(&format!("wamid.L{}{n}", uuid::Uuid::now_v7().simple()), &from, "order status 7");
         let before = graph.replies.lock().await.len();
         let sent = Instant::now();
-        let request = client.post(&url).header("content-type", "application/json").header(signature::HEADER, signed);
+        let request = client.post(&url).header("content-type", "application/json").header(signature::HEADER, signature);
         if !request.body(body).send().await.is_ok_and(|r| r.status().is_success()) {
             continue;
         }

@@ -219,7 +219,8 @@ pub async fn redispatch_later(
     let command = store.commands().get_unscoped(command_id).await?.ok_or(AckError::NotFound)?;
     let delivery = store.deliveries().get(command_id, target).await?;
     let Some(delivery) = delivery.filter(|d| d.state == DeliveryState::Routed) else {
-        // Taken meanwhile (an ack overtook the error): the agent has it.
+        // Not waiting for the agent any more (an ack overtook the error): the caller reads the error
+        // as the execution's failure.
         return Err(AckError::NoDelivery(target.to_owned()));
     };
     let mut plan = DeliveryPlan::existing(&delivery);

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -18,6 +18,7 @@ use crate::domain::agent::AgentState;
 use crate::domain::agent::command_routing_key;
 use crate::domain::command::CommandEnvelope;
 use crate::domain::command::Risk;
+use crate::service::ooc::view::rfc3339;
 
 /// The envelope version Bloodbank's model defaults to.
 pub const ENVELOPE_VERSION: &str = "1.0.0";
@@ -102,11 +103,10 @@ fn event(
     let mut parents: Vec<Uuid> =
         [envelope.correlation_id.as_str(), causation.as_str()].iter().filter_map(|id| id.parse().ok()).collect();
     parents.dedup();
-    let timestamp = now.format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
     let body = json!({
         "event_id": event_id,
         "event_type": event_type,
-        "timestamp": timestamp,
+        "timestamp": rfc3339(now),
         "version": ENVELOPE_VERSION,
         "source": {
             "host": host,
@@ -143,7 +143,7 @@ pub enum Report {
 }
 
 /// The `outcome` values of Bloodbank's command result.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ResultOutcome {
     Success,
@@ -203,7 +203,7 @@ pub fn read(routing_key: &str, data: &[u8]) -> Result<Report, Unreadable> {
         "result" => {
             let outcome = fields.outcome.unwrap_or(ResultOutcome::Success);
             let detail = json!({
-                "outcome": outcome_name(outcome),
+                "outcome": outcome,
                 "result_payload": fields.result_payload.unwrap_or(Value::Null),
                 "duration_ms": fields.duration_ms,
             });
@@ -228,24 +228,15 @@ pub fn read(routing_key: &str, data: &[u8]) -> Result<Report, Unreadable> {
     })
 }
 
-fn outcome_name(outcome: ResultOutcome) -> &'static str {
-    match outcome {
-        ResultOutcome::Success => "success",
-        ResultOutcome::Partial => "partial",
-        ResultOutcome::Skipped => "skipped",
-    }
-}
-
 /// An agent's report of its own state: `payload.state` in Bloodbank's envelope (or `to_state`,
 /// as a transition names it), `state` at the top level in the flat format.
 fn read_state(body: &Value) -> Result<Report, Unreadable> {
-    let fields = fields_of(body, "state");
-    let fields = if fields.get("state").is_some() || body["payload"].get("to_state").is_none() {
-        fields
-    } else {
-        &body["payload"]
-    };
-    let named = fields.get("state").or_else(|| fields.get("to_state")).and_then(Value::as_str).unwrap_or_default();
+    let payload = &body["payload"];
+    let named = [payload.get("state"), payload.get("to_state"), body.get("state")]
+        .into_iter()
+        .flatten()
+        .find_map(Value::as_str)
+        .unwrap_or_default();
     let state = named.parse::<AgentState>().map_err(|_| Unreadable::State(named.to_owned()))?;
     Ok(Report::State { state })
 }

@@ -16,7 +16,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::domain::agent::Agent;
 use crate::domain::agent::AgentState;
-use crate::domain::delivery::DeliveryState;
 use crate::domain::retry::RetryPolicy;
 use crate::executors::acks::{AckError, AckRequest, apply_ack, redispatch_later};
 use crate::executors::bus::Bus;
@@ -171,9 +170,15 @@ async fn answer(engine: &Engine, agent: &BusAgent, report: Report) -> Result<(),
         Report::Ack { command_id } => (command_id, AckRequest::delivery(&agent.target)),
         Report::Result { command_id, detail, .. } => (command_id, AckRequest::succeeded(&agent.target, detail)),
         Report::Error { command_id, retryable, retry_after, detail } => {
-            if retryable && declined(engine, command_id, &agent.target).await? {
+            if retryable {
                 let delay = agent.policy.next_delay(1, retry_after).unwrap_or(agent.policy.initial);
-                return record(redispatch_later(engine, command_id, &agent.target, detail, delay, now()).await);
+                let target = &agent.target;
+                match redispatch_later(engine, command_id, target, detail.clone(), delay, now()).await {
+                    // Not waiting for the agent any more (it acked, or there is no such delivery):
+                    // the error is the execution's failure.
+                    Err(AckError::NoDelivery(_) | AckError::NotFound) => {}
+                    outcome => return record(outcome),
+                }
             }
             (command_id, AckRequest::failed(&agent.target, detail))
         }
@@ -191,17 +196,6 @@ async fn answer(engine: &Engine, agent: &BusAgent, report: Report) -> Result<(),
         }
     };
     record(apply_ack(engine, &command.envelope.tenant_id, command_id, &ack, now()).await.map(|_| ()))
-}
-
-/// Whether the delivery to `target` is still waiting for the agent to take it.
-async fn declined(engine: &Engine, command_id: uuid::Uuid, target: &str) -> Result<bool, ()> {
-    match engine.store().deliveries().get(command_id, target).await {
-        Ok(delivery) => Ok(delivery.is_some_and(|d| d.state == DeliveryState::Routed)),
-        Err(error) => {
-            tracing::warn!(%error, "cannot read the delivery of a response");
-            Err(())
-        }
-    }
 }
 
 /// `Err` (keep the message) only when storage failed; a refusal is recorded where possible and
