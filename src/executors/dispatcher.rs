@@ -10,26 +10,21 @@ use std::time::Duration;
 
 use serde_json::json;
 use time::OffsetDateTime;
-use tokio::task::JoinSet;
 
 use crate::config::Config;
 use crate::domain::command::TenantId;
 use crate::domain::delivery::DeliveryEvent;
-use crate::domain::delivery::DeliveryState;
-use crate::domain::lifecycle::State;
 use crate::domain::retry::RetryPolicy;
 use crate::executors::bus::listener::BusAgent;
 use crate::executors::executor::CallOutcome;
 use crate::executors::executor::Executor;
 use crate::service::dispatch::CANCEL_NOTICE_KIND;
-use crate::service::dispatch::DISPATCH_KIND;
 use crate::service::dispatch::DeliveryPlan;
-use crate::service::dispatch::conclude;
 use crate::service::engine::Engine;
 use crate::service::engine::EngineError;
 use crate::service::intake::Ingress;
 use crate::service::security::Policy;
-use crate::store::{ClaimedMessage, OutboxSettle, StepOutcome, StepWrite, StoredCommand};
+use crate::store::{ClaimedMessage, OutboxSettle, StoredCommand};
 
 /// One configured executor with its retry policy.
 #[derive(Debug, Clone)]
@@ -94,30 +89,28 @@ impl Dispatcher {
         usize::try_from(self.batch).unwrap_or(0)
     }
 
-    /// Claims and dispatches one batch, each row on its own task; returns how many were claimed.
-    pub async fn dispatch_due(&self, now: OffsetDateTime) -> Result<usize, EngineError> {
-        let lease = self.targets.values().map(|t| t.lease).max().unwrap_or(Duration::from_secs(30));
-        let claimed = self.engine.store().outbox().claim(DISPATCH_KIND, self.batch, lease, now).await?;
-        let count = claimed.len();
-        let mut running = JoinSet::new();
-        for row in claimed {
-            let dispatcher = self.clone();
-            running.spawn(async move {
-                if let Err(error) = dispatcher.dispatch_one(&row).await {
-                    let id = row.id;
-                    tracing::warn!(%error, %id, "dispatch not recorded; the row comes back when its lease ends");
-                }
-            });
-        }
-        while running.join_next().await.is_some() {}
-        Ok(count)
+    /// How many rows one claim takes at most.
+    pub(super) fn batch_limit(&self) -> i64 {
+        self.batch
+    }
+
+    /// How long a claimed row is held: longer than any executor's call can take.
+    pub(super) fn lease(&self) -> Duration {
+        self.targets.values().map(|t| t.lease).max().unwrap_or(Duration::from_secs(30))
+    }
+
+    pub(super) fn target(&self, name: &str) -> Option<&Target> {
+        self.targets.get(name)
+    }
+
+    pub(super) fn gateway(&self) -> &crate::service::ooc::Gateway {
+        &self.gateway
     }
 
     /// Claims and sends one batch of cancel notices (an operator canceled a started command);
     /// returns how many were claimed.
     pub async fn notify_due(&self, now: OffsetDateTime) -> Result<usize, EngineError> {
-        let lease = self.targets.values().map(|t| t.lease).max().unwrap_or(Duration::from_secs(30));
-        let claimed = self.engine.store().outbox().claim(CANCEL_NOTICE_KIND, self.batch, lease, now).await?;
+        let claimed = self.engine.store().outbox().claim(CANCEL_NOTICE_KIND, self.batch, self.lease(), now).await?;
         for row in &claimed {
             if let Err(error) = self.notify_one(row).await {
                 tracing::warn!(%error, id = %row.id, "cancel notice not recorded; it comes back when its lease ends");
@@ -159,85 +152,9 @@ impl Dispatcher {
         Ok(store.outbox().settle_claimed(&settle, now).await?)
     }
 
-    async fn dispatch_one(&self, row: &ClaimedMessage) -> Result<(), EngineError> {
-        let Some((command, target, mut plan)) = self.prepare(row, OffsetDateTime::now_utc()).await? else {
-            return Ok(());
-        };
-        let target_name = row.destination.as_str();
-        let outcome = match &target.executor {
-            Executor::Gateway => self.gateway.call(&command).await,
-            executor => executor.call(&command.envelope, plan.id(), row.attempt).await,
-        };
-        let now = OffsetDateTime::now_utc();
-        let executor = target_name.to_owned();
-        metrics::counter!("chatgate_dispatch_attempts_total", "executor" => executor, "outcome" => outcome.label())
-            .increment(1);
-        let Some(settle) = self.settle_after(outcome, &mut plan, row, target, &command, now) else {
-            // On the bus: the delivery stays routed until the agent's ACK comes back over it.
-            return Ok(self.engine.store().outbox().settle_claimed(&OutboxSettle::Done(row.id), now).await?);
-        };
-        self.commit(&command, target_name, plan, settle, now).await
-    }
-
-    /// The command and its delivery to `row`'s target, routed and on record, when there is
-    /// something to hand over; otherwise the row is settled here and `None` comes back.
-    async fn prepare(
-        &self,
-        row: &ClaimedMessage,
-        now: OffsetDateTime,
-    ) -> Result<Option<(StoredCommand, &Target, DeliveryPlan)>, EngineError> {
-        let store = self.engine.store();
-        let settle_only = |settle| async move { store.outbox().settle_claimed(&settle, now).await.map(|()| None) };
-        let (Ok(tenant), Some(command_id)) = (TenantId::parse(&row.tenant_id), row.command_id) else {
-            let error = "a dispatch row without a command".into();
-            return Ok(settle_only(OutboxSettle::Dead { id: row.id, error }).await?);
-        };
-        let Some(command) = store.commands().get(&tenant, command_id).await? else {
-            return Ok(settle_only(OutboxSettle::Dead { id: row.id, error: "the command is gone".into() }).await?);
-        };
-        let target_name = row.destination.as_str();
-        let mut plan = match store.deliveries().get(command_id, target_name).await? {
-            Some(delivery) => DeliveryPlan::existing(&delivery),
-            None => DeliveryPlan::create(&command, target_name),
-        };
-        // Nothing (more) to hand over: the command moved on, or this dispatch already delivered.
-        if command.lifecycle.state != State::Started
-            || matches!(plan.state(), DeliveryState::Delivered | DeliveryState::Executed | DeliveryState::Closed)
-        {
-            return Ok(settle_only(OutboxSettle::Done(row.id)).await?);
-        }
-        if plan.state() == DeliveryState::Received {
-            let _ = plan.apply(DeliveryEvent::ValidateOk, None);
-        }
-        let Some(target) = self.targets.get(target_name) else {
-            let detail = json!({"message": format!("no executor `{target_name}`")});
-            let _ = plan.apply(DeliveryEvent::RouteFail, Some(detail));
-            self.commit(&command, target_name, plan, OutboxSettle::Done(row.id), now).await?;
-            return Ok(None);
-        };
-        if plan.state() == DeliveryState::Validated {
-            let _ = plan.apply(DeliveryEvent::RouteOk, None);
-            plan.expect_delivery_by(now + target.delivery_timeout);
-        }
-        // Routed is on record before the call, so an executor that acknowledges at once finds
-        // the delivery it acknowledges.
-        if !plan.change.log.is_empty() {
-            let tenant = command.envelope.tenant_id.clone();
-            let step = StepWrite { delivery: Some(plan.change), ..StepWrite::new(tenant, Some(command_id), now) };
-            if !matches!(store.commands().commit_step(&step).await?, StepOutcome::Committed { .. }) {
-                return Ok(None); // another worker took it; this row's lease runs out
-            }
-            match store.deliveries().get(command_id, target_name).await? {
-                Some(delivery) => plan = DeliveryPlan::existing(&delivery),
-                None => return Ok(None),
-            }
-        }
-        Ok(Some((command, target, plan)))
-    }
-
     /// What an executor's answer does to the delivery, and what becomes of the outbox row; `None`
     /// when the command was handed to the bus, which answers later.
-    fn settle_after(
+    pub(super) fn settle_after(
         &self,
         outcome: CallOutcome,
         plan: &mut DeliveryPlan,
@@ -291,21 +208,5 @@ impl Dispatcher {
     fn execution_timeout(&self, command: &StoredCommand) -> Duration {
         let intent = &command.envelope.intent;
         self.policy.registry.by_intent(&intent.entity, &intent.action).map_or(Duration::from_secs(30), |s| s.timeout)
-    }
-
-    async fn commit(
-        &self,
-        command: &StoredCommand,
-        target: &str,
-        plan: DeliveryPlan,
-        settle: OutboxSettle,
-        now: OffsetDateTime,
-    ) -> Result<(), EngineError> {
-        if !conclude(&self.engine, command, target, plan, Some(settle), now).await? {
-            // Another worker or an ACK moved it meanwhile: the lease ends and the row is looked
-            // at again on fresh state.
-            tracing::info!(command = %command.envelope.command_id, "dispatch lost a race; it is looked at again");
-        }
-        Ok(())
     }
 }

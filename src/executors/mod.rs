@@ -6,3 +6,4 @@ pub mod acks;
 pub mod bus;
 pub mod dispatcher;
 pub mod executor;
+mod handover;

@@ -7,13 +7,22 @@ use uuid::Uuid;
 use crate::domain::command::TenantId;
 use crate::store::Commands;
 use crate::store::StoreError;
-use crate::store::rows::{int, opt_int, to_ms, uuid};
+use crate::store::rows::{fetch_where_in, int, opt_int, to_ms, uuid};
 
 use crate::store::commands::{
     CommandFilter, StoredCommand, TransitionRecord, command_columns, decode_command, decode_transition, load_command,
 };
 
 impl Commands<'_> {
+    /// The commands with these ids, whatever their tenant (the caller checks it), in no order.
+    pub async fn get_many(self, ids: &[Uuid]) -> Result<Vec<StoredCommand>, StoreError> {
+        let mut conn = self.store.pool().acquire().await?;
+        let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
+        let select = concat!("SELECT ", command_columns!(), " FROM commands");
+        let rows = fetch_where_in(&mut conn, select, "command_id", &ids).await?;
+        rows.iter().map(decode_command).collect()
+    }
+
     /// A command of this tenant; another tenant's command is not found.
     pub async fn get(self, tenant_id: &TenantId, command_id: Uuid) -> Result<Option<StoredCommand>, StoreError> {
         let mut conn = self.store.pool().acquire().await?;

@@ -328,27 +328,10 @@ pub(crate) async fn apply_transition(
     conn: &mut AnyConnection,
     write: &TransitionWrite,
 ) -> Result<Option<CommittedTransition>, StoreError> {
-    let t = &write.transition;
-    let version = write.expected_version + 1;
-    let updated = sqlx::query(
-        "UPDATE commands SET state = $1, confirmation = $2, version = $3, updated_at = $4,
-             reason_code = COALESCE($5, reason_code)
-         WHERE command_id = $6 AND tenant_id = $7 AND version = $8 AND state = $9",
-    )
-    .bind(t.to.as_str())
-    .bind(t.confirmation.as_str())
-    .bind(version)
-    .bind(to_ms(write.at))
-    .bind(write.reason_code.as_deref())
-    .bind(write.command_id.to_string())
-    .bind(write.tenant_id.as_str())
-    .bind(write.expected_version)
-    .bind(t.from.as_str())
-    .execute(&mut *conn)
-    .await?;
-    if updated.rows_affected() == 0 {
+    if !move_command(conn, std::slice::from_ref(write)).await? {
         return Ok(None);
     }
+    let (t, version) = (&write.transition, write.expected_version + 1);
     let row = transition_row(write.command_id, version, t, write.reason_code.as_deref(), write.at);
     insert_transitions(conn, vec![row]).await?;
     let evidence_ids = append_all(conn, write.tenant_id.as_str(), &write.evidence, write.at).await?;
@@ -357,4 +340,30 @@ pub(crate) async fn apply_transition(
         insert_outbox(conn, write.tenant_id.as_str(), Some(write.command_id), message, write.at).await?;
     }
     Ok(Some(CommittedTransition { version, evidence_ids }))
+}
+
+/// Moves a command through `run` (its consecutive moves, each decided on the version the one
+/// before leaves) in one statement, if it still stands where the first was decided; `false`
+/// (nothing written) when it moved meanwhile.
+pub(crate) async fn move_command(conn: &mut AnyConnection, run: &[TransitionWrite]) -> Result<bool, StoreError> {
+    let (Some(first), Some(last)) = (run.first(), run.last()) else { return Ok(true) };
+    // Each move keeps the reason before it unless it gives one: the last one given stands.
+    let reason = run.iter().rev().find_map(|write| write.reason_code.as_deref());
+    let updated = sqlx::query(
+        "UPDATE commands SET state = $1, confirmation = $2, version = $3, updated_at = $4,
+             reason_code = COALESCE($5, reason_code)
+         WHERE command_id = $6 AND tenant_id = $7 AND version = $8 AND state = $9",
+    )
+    .bind(last.transition.to.as_str())
+    .bind(last.transition.confirmation.as_str())
+    .bind(last.expected_version + 1)
+    .bind(to_ms(last.at))
+    .bind(reason)
+    .bind(first.command_id.to_string())
+    .bind(first.tenant_id.as_str())
+    .bind(first.expected_version)
+    .bind(first.transition.from.as_str())
+    .execute(&mut *conn)
+    .await?;
+    Ok(updated.rows_affected() == 1)
 }

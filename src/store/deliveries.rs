@@ -13,7 +13,9 @@ use crate::domain::delivery::DeliveryEvent;
 use crate::domain::delivery::DeliveryState;
 use crate::store::Deliveries;
 use crate::store::StoreError;
-use crate::store::rows::{from_ms, int, opt_int, opt_text, parsed, text, to_ms, uuid};
+use crate::store::rows::{
+    Param, fetch_where_in, from_ms, insert_rows, int, opt_int, opt_text, parsed, text, to_ms, uuid,
+};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Delivery {
@@ -100,25 +102,54 @@ pub(crate) async fn apply_delivery(
     change: &DeliveryChange,
     at: OffsetDateTime,
 ) -> Result<bool, StoreError> {
-    let now = to_ms(at);
-    if let Some(new) = &change.create {
-        let created = sqlx::query(
-            "INSERT INTO deliveries
-             (id, tenant_id, command_id, target, state, version, ttl_deadline, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, 'received', 0, $5, $6, $6) ON CONFLICT (command_id, target) DO NOTHING",
-        )
-        .bind(change.delivery_id.to_string())
-        .bind(new.tenant_id.as_str())
-        .bind(new.command_id.to_string())
-        .bind(new.target.as_str())
-        .bind(new.ttl_deadline.map(to_ms))
-        .bind(now)
-        .execute(&mut *conn)
-        .await?;
-        if created.rows_affected() == 0 {
-            return Ok(false);
-        }
+    let created = usize::from(change.create.is_some());
+    if create_deliveries(conn, &[change], at).await? != created || !update_delivery(conn, change, at).await? {
+        return Ok(false);
     }
+    log_events(conn, &[(change.delivery_id, &change.log)], at).await?;
+    Ok(true)
+}
+
+/// Creates, in one statement, the deliveries that `changes` start (`received`, version 0);
+/// returns how many were new (another worker may have created one first).
+pub(crate) async fn create_deliveries(
+    conn: &mut AnyConnection,
+    changes: &[&DeliveryChange],
+    at: OffsetDateTime,
+) -> Result<usize, StoreError> {
+    let now = to_ms(at);
+    let rows: Vec<Vec<Param>> = changes
+        .iter()
+        .filter_map(|change| {
+            let new = change.create.as_ref()?;
+            Some(vec![
+                change.delivery_id.to_string().into(),
+                new.tenant_id.as_str().into(),
+                new.command_id.to_string().into(),
+                new.target.as_str().into(),
+                DeliveryState::Received.as_str().into(),
+                0.into(),
+                new.ttl_deadline.map(to_ms).into(),
+                now.into(),
+                now.into(),
+            ])
+        })
+        .collect();
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    let head = "INSERT INTO deliveries \
+        (id, tenant_id, command_id, target, state, version, ttl_deadline, created_at, updated_at)";
+    let tail = " ON CONFLICT (command_id, target) DO NOTHING RETURNING id";
+    Ok(insert_rows(conn, head, 9, rows, tail).await?.len())
+}
+
+/// Moves one delivery if it is still at the version the change was decided on.
+pub(crate) async fn update_delivery(
+    conn: &mut AnyConnection,
+    change: &DeliveryChange,
+    at: OffsetDateTime,
+) -> Result<bool, StoreError> {
     let updated = sqlx::query(
         "UPDATE deliveries SET state = $3, version = version + 1, outcome = COALESCE($4, outcome),
              failure_class = COALESCE($5, failure_class), detail = COALESCE($6, detail),
@@ -133,38 +164,40 @@ pub(crate) async fn apply_delivery(
     .bind(change.detail.as_ref().map(Value::to_string))
     .bind(change.delivery_deadline.map(to_ms))
     .bind(change.execution_deadline.map(to_ms))
-    .bind(now)
+    .bind(to_ms(at))
     .execute(&mut *conn)
     .await?;
-    if updated.rows_affected() == 0 {
-        return Ok(false);
-    }
-    log_events(conn, change.delivery_id, &change.log, at).await?;
-    Ok(true)
+    Ok(updated.rows_affected() == 1)
 }
 
-async fn log_events(
+/// The lines of every delivery's log, in one statement.
+pub(crate) async fn log_events(
     conn: &mut AnyConnection,
-    delivery_id: Uuid,
-    log: &[DeliveryLogEntry],
+    logs: &[(Uuid, &[DeliveryLogEntry])],
     at: OffsetDateTime,
 ) -> Result<(), StoreError> {
-    for entry in log {
-        sqlx::query(
-            "INSERT INTO delivery_events (delivery_id, event, from_state, to_state, ack, outcome, detail, at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        )
-        .bind(delivery_id.to_string())
-        .bind(entry.event.as_str())
-        .bind(entry.from.as_str())
-        .bind(entry.to.as_str())
-        .bind(entry.ack.map(Ack::as_str))
-        .bind(entry.outcome)
-        .bind(entry.detail.as_ref().map(Value::to_string))
-        .bind(to_ms(at))
-        .execute(&mut *conn)
-        .await?;
+    let rows: Vec<Vec<Param>> = logs
+        .iter()
+        .flat_map(|(delivery_id, log)| {
+            log.iter().map(|entry| {
+                vec![
+                    delivery_id.to_string().into(),
+                    entry.event.as_str().into(),
+                    entry.from.as_str().into(),
+                    entry.to.as_str().into(),
+                    entry.ack.map(Ack::as_str).into(),
+                    entry.outcome.into(),
+                    entry.detail.as_ref().map(Value::to_string).into(),
+                    to_ms(at).into(),
+                ]
+            })
+        })
+        .collect();
+    if rows.is_empty() {
+        return Ok(());
     }
+    let head = "INSERT INTO delivery_events (delivery_id, event, from_state, to_state, ack, outcome, detail, at)";
+    insert_rows(conn, head, 8, rows, "").await?;
     Ok(())
 }
 
@@ -184,6 +217,31 @@ impl Deliveries<'_> {
             .fetch_all(self.store.pool())
             .await?;
         rows.iter().map(decode).collect()
+    }
+
+    /// The deliveries of these commands, in no order.
+    pub async fn of_commands(self, command_ids: &[Uuid]) -> Result<Vec<Delivery>, StoreError> {
+        let mut conn = self.store.pool().acquire().await?;
+        let ids: Vec<String> = command_ids.iter().map(Uuid::to_string).collect();
+        let rows = fetch_where_in(&mut conn, delivery_select!(), "command_id", &ids).await?;
+        rows.iter().map(decode).collect()
+    }
+
+    /// The targets each of these commands was dispatched to (one dispatch row each), in order.
+    pub async fn dispatch_targets_of(
+        self,
+        command_ids: &[Uuid],
+    ) -> Result<std::collections::HashMap<Uuid, Vec<String>>, StoreError> {
+        let mut conn = self.store.pool().acquire().await?;
+        let ids: Vec<String> = command_ids.iter().map(Uuid::to_string).collect();
+        let select = "SELECT command_id, destination FROM outbox";
+        let rows = fetch_where_in(&mut conn, select, "kind = 'dispatch' AND command_id", &ids).await?;
+        let mut targets: std::collections::HashMap<Uuid, Vec<String>> = std::collections::HashMap::new();
+        for row in &rows {
+            targets.entry(uuid(row, "command_id")?).or_default().push(text(row, "destination")?);
+        }
+        targets.values_mut().for_each(|list| list.sort());
+        Ok(targets)
     }
 
     /// The targets a command was dispatched to (one dispatch row each).
@@ -232,7 +290,7 @@ impl Deliveries<'_> {
         at: OffsetDateTime,
     ) -> Result<(), StoreError> {
         let mut tx = self.store.begin().await?;
-        log_events(&mut tx, delivery_id, log, at).await?;
+        log_events(&mut tx, &[(delivery_id, log)], at).await?;
         tx.commit().await
     }
 

@@ -30,6 +30,7 @@ mod signals;
 mod snapshot;
 mod sqlite;
 mod step;
+mod step_batch;
 mod trace;
 mod writer;
 

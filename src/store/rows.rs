@@ -204,6 +204,27 @@ pub(crate) fn placeholder_list(offset: usize, count: usize, marks: Marks) -> Str
     format!("({})", list.join(", "))
 }
 
+/// The rows of `select` (a statement without its WHERE) whose `column` is one of `values`,
+/// read with one `IN` list per chunk so that the column's index answers each.
+pub(crate) async fn fetch_where_in(
+    conn: &mut sqlx::AnyConnection,
+    select: &str,
+    column: &str,
+    values: &[String],
+) -> Result<Vec<AnyRow>, crate::store::StoreError> {
+    let marks = Marks::for_connection(conn);
+    let mut rows = vec![];
+    for chunk in values.chunks(PARAMS_PER_STATEMENT) {
+        let sql = format!("{select} WHERE {column} IN {}", placeholder_list(0, chunk.len(), marks));
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for value in chunk {
+            query = query.bind(value.as_str());
+        }
+        rows.extend(query.fetch_all(&mut *conn).await?);
+    }
+    Ok(rows)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -1,22 +1,16 @@
 //! Dispatch, the parts every door shares: the `start` move that queues a dispatch row in the
 //! same transaction (IDS shielding S2), a delivery's events decided on its state, and the
-//! command's move when a delivery ends.
+//! command's move when a delivery ends (`conclusion.rs`).
+
+mod conclusion;
+
+pub use conclusion::{Conclusion, conclude};
 
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::domain::delivery::{self as machine};
-
-use crate::domain::delivery::Ack;
-
-use crate::domain::delivery::Applied;
-
-use crate::domain::delivery::DeliveryEvent;
-
-use crate::domain::delivery::DeliveryState;
-
-use crate::domain::delivery::OutOfOrder;
+use crate::domain::delivery::{self as machine, Applied, DeliveryEvent, DeliveryState, OutOfOrder};
 use crate::domain::lifecycle::CommandKind;
 use crate::domain::lifecycle::Event;
 use crate::service::engine::Engine;
@@ -149,6 +143,22 @@ impl DeliveryPlan {
     pub fn id(&self) -> Uuid {
         self.change.delivery_id
     }
+
+    /// The delivery as this plan's change leaves it, once that change is committed: what reading
+    /// it back would give.
+    pub fn on_record(&self) -> Self {
+        let c = &self.change;
+        Self {
+            change: change(
+                c.delivery_id,
+                None,
+                c.expected_version + 1,
+                c.state,
+                c.delivery_deadline,
+                c.execution_deadline,
+            ),
+        }
+    }
 }
 
 fn change(
@@ -233,133 +243,4 @@ pub fn finished(plan: &DeliveryPlan) -> Option<Finished> {
         }
         _ => None,
     }
-}
-
-/// Writes a delivery's change with, when it decides the command, the command's move — one step,
-/// together with the claimed row's fate. With several targets the command moves once every
-/// target has ended (or one has failed): each finisher checks again after its own commit, so the
-/// last one to commit always sees them all, and the command's version makes the move happen once.
-/// Returns whether the delivery's change was written.
-pub async fn conclude(
-    engine: &Engine,
-    command: &StoredCommand,
-    target: &str,
-    plan: DeliveryPlan,
-    settle: Option<crate::store::OutboxSettle>,
-    now: OffsetDateTime,
-) -> Result<bool, crate::service::engine::EngineError> {
-    let store = engine.store();
-    let e = &command.envelope;
-    let targets = store.deliveries().dispatch_targets(e.command_id).await?;
-    let done = finished(&plan);
-    let single = targets.len() <= 1;
-    let mut moves = match (&done, single) {
-        (Some(done), true) => command_moves(engine, command, target, done.clone(), now),
-        _ => vec![],
-    };
-    moves.extend(compensated(engine, command, &moves, now).await?);
-    let step = crate::store::StepWrite {
-        delivery: Some(plan.change),
-        moves,
-        outbox_row: settle,
-        ..crate::store::StepWrite::new(e.tenant_id.clone(), Some(e.command_id), now)
-    };
-    let acks: Vec<Ack> = step
-        .delivery
-        .iter()
-        .flat_map(|d| d.log.iter().filter(|l| l.outcome == "moved").filter_map(|l| l.ack))
-        .collect();
-    if !matches!(store.commands().commit_step(&step).await?, crate::store::StepOutcome::Committed { .. }) {
-        return Ok(false);
-    }
-    // Latency from the command's receipt to its delivery ACK and to its result (Bloodbank OBS-1).
-    let since_receipt = (now - e.received_at).as_seconds_f64().max(0.0);
-    for ack in acks {
-        match ack {
-            Ack::Delivery => metrics::histogram!("chatgate_ack_latency_seconds", "executor" => target.to_owned())
-                .record(since_receipt),
-            Ack::Execution if done.is_some() => {
-                metrics::histogram!("chatgate_result_latency_seconds", "executor" => target.to_owned())
-                    .record(since_receipt)
-            }
-            _ => {}
-        }
-    }
-    if done.is_some() && !single {
-        settle_command(engine, command, &targets, now).await?;
-    }
-    Ok(true)
-}
-
-/// When `moves` make a compensation command succeed, the move of the command it compensates to
-/// `compensated`, in the same step (SMCL §VIII.B: only once the compensation succeeded). A
-/// compensation is a recovery command with an intent other than its target's (a retry has the
-/// same intent).
-async fn compensated(
-    engine: &Engine,
-    command: &StoredCommand,
-    moves: &[TransitionWrite],
-    now: OffsetDateTime,
-) -> Result<Vec<TransitionWrite>, crate::service::engine::EngineError> {
-    let succeeded = moves.iter().any(|m| {
-        m.command_id == command.envelope.command_id && m.transition.to == crate::domain::lifecycle::State::Executed
-    });
-    let Some(target_id) = command.envelope.target_command_id.filter(|_| succeeded) else { return Ok(vec![]) };
-    let Some(target) = engine.store().commands().get(&command.envelope.tenant_id, target_id).await? else {
-        return Ok(vec![]);
-    };
-    if target.envelope.intent == command.envelope.intent {
-        return Ok(vec![]);
-    }
-    let context = MoveContext {
-        reason_code: Some("compensated".into()),
-        decision: Some(json!({"compensated_by": command.envelope.command_id, "compensation": command.envelope.intent})),
-        ..MoveContext::default()
-    };
-    Ok(engine.plan_moves(&target, vec![(Event::Compensate, context)], now).unwrap_or_default())
-}
-
-/// Moves a multi-target command once its targets' outcomes decide it (the seed's default policy).
-async fn settle_command(
-    engine: &Engine,
-    command: &StoredCommand,
-    targets: &[String],
-    now: OffsetDateTime,
-) -> Result<(), crate::service::engine::EngineError> {
-    let deliveries = engine.store().deliveries().of_command(command.envelope.command_id).await?;
-    let outcome_of = |target: &String| {
-        deliveries.iter().find(|d| &d.target == target).and_then(|d| match d.outcome.as_deref() {
-            Some("succeeded") => Some(true),
-            Some("failed") => Some(false),
-            _ => None,
-        })
-    };
-    let outcomes: Vec<Option<bool>> = targets.iter().map(outcome_of).collect();
-    let finished = match crate::domain::delivery::aggregate(&outcomes) {
-        crate::domain::delivery::Overall::Pending => return Ok(()),
-        crate::domain::delivery::Overall::Succeeded => {
-            let results: serde_json::Map<String, Value> =
-                deliveries.iter().map(|d| (d.target.clone(), d.detail.clone().unwrap_or(Value::Null))).collect();
-            Finished::Succeeded { result: Value::Object(results) }
-        }
-        crate::domain::delivery::Overall::Failed => {
-            let failed = deliveries.iter().find(|d| d.outcome.as_deref() == Some("failed"));
-            let detail = failed.and_then(|d| d.detail.clone()).unwrap_or(Value::Null);
-            let reason = failed
-                .and_then(|d| d.failure_class.clone().or_else(|| detail["code"].as_str().map(str::to_owned)))
-                .unwrap_or_else(|| "executor_error".into());
-            Finished::Failed { reason, detail }
-        }
-    };
-    // Read again: another finisher may have moved it already (then there is nothing to do).
-    let current = engine.command(&command.envelope.tenant_id, command.envelope.command_id).await?;
-    let moves = command_moves(engine, &current, "all targets", finished, now);
-    if moves.is_empty() {
-        return Ok(());
-    }
-    let e = &current.envelope;
-    let step =
-        crate::store::StepWrite { moves, ..crate::store::StepWrite::new(e.tenant_id.clone(), Some(e.command_id), now) };
-    engine.store().commands().commit_step(&step).await?;
-    Ok(())
 }

@@ -1,0 +1,293 @@
+//! Handing a claimed batch of dispatch rows over in whole batches: what the rows are about is
+//! read with one query per table, their deliveries are routed on record in one transaction, the
+//! executors are called at the same time, and what they answered is written in one transaction.
+//! Each hop to the database carries the whole batch instead of one command (issue #16); each
+//! row's outcome is the one it would get alone (`Commands::commit_steps`).
+
+use std::collections::HashMap;
+
+use futures_util::future::join_all;
+use serde_json::json;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::domain::command::TenantId;
+use crate::domain::delivery::{DeliveryEvent, DeliveryState};
+use crate::domain::lifecycle::State;
+use crate::executors::dispatcher::{Dispatcher, Target};
+use crate::executors::executor::Executor;
+use crate::service::dispatch::{Conclusion, DeliveryPlan};
+use crate::service::engine::EngineError;
+use crate::store::{ClaimedMessage, Delivery, OutboxSettle, StepOutcome, StepWrite, StoredCommand};
+
+/// What a claimed row comes to before any executor is called.
+enum Prepared<'a> {
+    /// Nothing to hand over (the command moved on, or this dispatch already delivered): only
+    /// the row's fate is written.
+    Settled(OutboxSettle),
+    /// For its executor, once its delivery is routed on record.
+    Ready { command: StoredCommand, target: &'a Target, plan: DeliveryPlan },
+    /// No executor of that name: the delivery failed routing, which is concluded at once.
+    Unroutable { command: StoredCommand, plan: DeliveryPlan },
+}
+
+/// A row's work after the calls: its step, when it was committed, and what follows.
+enum Written<'a> {
+    Alone(StepWrite),
+    Concluded(Conclusion<'a>),
+}
+
+impl Dispatcher {
+    /// Claims and dispatches one batch; returns how many rows were claimed.
+    pub async fn dispatch_due(&self, now: OffsetDateTime) -> Result<usize, EngineError> {
+        let store = self.engine().store();
+        let claimed =
+            store.outbox().claim(crate::service::dispatch::DISPATCH_KIND, self.batch_limit(), self.lease(), now);
+        let rows = claimed.await?;
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        let prepared = self.prepare(&rows, now).await?;
+        let prepared = self.route(&rows, prepared, now).await;
+        let calls = rows.iter().zip(&prepared).map(|(row, prepared)| async move {
+            match prepared {
+                Some(Prepared::Ready { command, target, plan }) => Some(self.call(row, command, target, plan).await),
+                _ => None,
+            }
+        });
+        let outcomes = join_all(calls).await;
+        self.conclude(&rows, prepared, outcomes).await?;
+        Ok(rows.len())
+    }
+
+    /// What each row is about, read for the whole batch at once.
+    async fn prepare<'a>(
+        &'a self,
+        rows: &[ClaimedMessage],
+        now: OffsetDateTime,
+    ) -> Result<Vec<Prepared<'a>>, EngineError> {
+        let store = self.engine().store();
+        let ids: Vec<Uuid> = rows.iter().filter_map(|row| row.command_id).collect();
+        let mut commands: HashMap<Uuid, StoredCommand> =
+            store.commands().get_many(&ids).await?.into_iter().map(|c| (c.envelope.command_id, c)).collect();
+        let deliveries: HashMap<(Uuid, String), Delivery> = store
+            .deliveries()
+            .of_commands(&ids)
+            .await?
+            .into_iter()
+            .map(|d| ((d.command_id, d.target.clone()), d))
+            .collect();
+        Ok(rows
+            .iter()
+            .enumerate()
+            .map(|(i, row)| {
+                // A command with several targets has a row for each: the last one takes it.
+                let again = |id: &Uuid| rows[i + 1..].iter().any(|later| later.command_id == Some(*id));
+                let command = row
+                    .command_id
+                    .and_then(|id| if again(&id) { commands.get(&id).cloned() } else { commands.remove(&id) });
+                let delivery = row.command_id.and_then(|id| deliveries.get(&(id, row.destination.clone())));
+                self.prepare_one(row, command, delivery, now)
+            })
+            .collect())
+    }
+
+    fn prepare_one<'a>(
+        &'a self,
+        row: &ClaimedMessage,
+        command: Option<StoredCommand>,
+        delivery: Option<&Delivery>,
+        now: OffsetDateTime,
+    ) -> Prepared<'a> {
+        let Some(command_id) = row.command_id.filter(|_| TenantId::parse(&row.tenant_id).is_ok()) else {
+            return Prepared::Settled(OutboxSettle::Dead {
+                id: row.id,
+                error: "a dispatch row without a command".into(),
+            });
+        };
+        let Some(command) = command.filter(|c| c.envelope.tenant_id.as_str() == row.tenant_id) else {
+            return Prepared::Settled(OutboxSettle::Dead { id: row.id, error: "the command is gone".into() });
+        };
+        let target_name = row.destination.as_str();
+        let mut plan = delivery.map_or_else(|| DeliveryPlan::create(&command, target_name), DeliveryPlan::existing);
+        // Nothing (more) to hand over: the command moved on, or this dispatch already delivered.
+        if command.lifecycle.state != State::Started
+            || matches!(plan.state(), DeliveryState::Delivered | DeliveryState::Executed | DeliveryState::Closed)
+        {
+            return Prepared::Settled(OutboxSettle::Done(row.id));
+        }
+        if plan.state() == DeliveryState::Received {
+            let _ = plan.apply(DeliveryEvent::ValidateOk, None);
+        }
+        let Some(target) = self.target(target_name) else {
+            let detail = json!({"message": format!("no executor `{target_name}`")});
+            let _ = plan.apply(DeliveryEvent::RouteFail, Some(detail));
+            return Prepared::Unroutable { command, plan };
+        };
+        if plan.state() == DeliveryState::Validated {
+            let _ = plan.apply(DeliveryEvent::RouteOk, None);
+            plan.expect_delivery_by(now + target.delivery_timeout);
+        }
+        tracing::trace!(command = %command_id, target = target_name, "ready for its executor");
+        Prepared::Ready { command, target, plan }
+    }
+
+    /// Puts every ready delivery's routing on record before any call, in one transaction, so
+    /// that an executor that acknowledges at once finds the delivery it acknowledges. A row whose
+    /// delivery another worker moved meanwhile drops out (`None`): its lease runs out and it is
+    /// looked at again on fresh state.
+    async fn route<'a>(
+        &self,
+        rows: &[ClaimedMessage],
+        prepared: Vec<Prepared<'a>>,
+        now: OffsetDateTime,
+    ) -> Vec<Option<Prepared<'a>>> {
+        let routing: Vec<(usize, StepWrite)> = prepared
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| match p {
+                Prepared::Ready { command, plan, .. } if !plan.change.log.is_empty() => {
+                    let e = &command.envelope;
+                    let step = StepWrite {
+                        delivery: Some(plan.change.clone()),
+                        ..StepWrite::new(e.tenant_id.clone(), Some(e.command_id), now)
+                    };
+                    Some((i, step))
+                }
+                _ => None,
+            })
+            .collect();
+        let steps: Vec<&StepWrite> = routing.iter().map(|(_, step)| step).collect();
+        let outcomes = self.engine().store().commands().commit_steps(&steps).await;
+        let mut routed: HashMap<usize, bool> = HashMap::new();
+        for ((i, _), outcome) in routing.iter().zip(outcomes) {
+            if let Err(error) = &outcome {
+                let id = rows[*i].id;
+                tracing::warn!(%error, %id, "routing not recorded; the row comes back when its lease ends");
+            }
+            routed.insert(*i, matches!(outcome, Ok(StepOutcome::Committed { .. })));
+        }
+        prepared
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| match (p, routed.get(&i)) {
+                (_, Some(false)) => None,
+                (Prepared::Ready { command, target, plan }, Some(true)) => {
+                    Some(Prepared::Ready { command, target, plan: plan.on_record() })
+                }
+                (p, _) => Some(p),
+            })
+            .collect()
+    }
+
+    /// Calls the row's executor, and decides what its answer does: the delivery's moves and the
+    /// row's fate (`None` for the row: handed to the bus, which answers later).
+    async fn call(
+        &self,
+        row: &ClaimedMessage,
+        command: &StoredCommand,
+        target: &Target,
+        plan: &DeliveryPlan,
+    ) -> (DeliveryPlan, Option<OutboxSettle>) {
+        let outcome = match &target.executor {
+            Executor::Gateway => self.gateway().call(command).await,
+            executor => executor.call(&command.envelope, plan.id(), row.attempt).await,
+        };
+        let executor = row.destination.clone();
+        metrics::counter!("chatgate_dispatch_attempts_total", "executor" => executor, "outcome" => outcome.label())
+            .increment(1);
+        let mut plan = plan.clone();
+        let settle = self.settle_after(outcome, &mut plan, row, target, command, OffsetDateTime::now_utc());
+        (plan, settle)
+    }
+
+    /// Writes every row's outcome in one transaction, then what follows each conclusion.
+    async fn conclude(
+        &self,
+        rows: &[ClaimedMessage],
+        prepared: Vec<Option<Prepared<'_>>>,
+        outcomes: Vec<Option<(DeliveryPlan, Option<OutboxSettle>)>>,
+    ) -> Result<(), EngineError> {
+        let now = OffsetDateTime::now_utc();
+        let concluding: Vec<Uuid> = prepared
+            .iter()
+            .filter_map(|p| match p {
+                Some(Prepared::Ready { command, .. } | Prepared::Unroutable { command, .. }) => {
+                    Some(command.envelope.command_id)
+                }
+                _ => None,
+            })
+            .collect();
+        let targets = self.engine().store().deliveries().dispatch_targets_of(&concluding).await?;
+        let mut written = vec![];
+        for ((row, prepared), outcome) in rows.iter().zip(&prepared).zip(outcomes) {
+            let (command, plan, settle) = match (prepared, outcome) {
+                (Some(Prepared::Settled(settle)), _) => {
+                    written.extend(self.settled_alone(row, settle.clone(), now).await?.map(Written::Alone));
+                    continue;
+                }
+                (Some(Prepared::Unroutable { command, plan }), _) => {
+                    (command, plan.clone(), Some(OutboxSettle::Done(row.id)))
+                }
+                (Some(Prepared::Ready { command, .. }), Some((_, None))) => {
+                    // On the bus: the delivery stays routed until the agent's ACK comes back over it.
+                    let tenant = command.envelope.tenant_id.clone();
+                    let step =
+                        StepWrite { outbox_row: Some(OutboxSettle::Done(row.id)), ..StepWrite::new(tenant, None, now) };
+                    written.push(Written::Alone(step));
+                    continue;
+                }
+                (Some(Prepared::Ready { command, .. }), Some((plan, settle))) => (command, plan, settle),
+                _ => continue,
+            };
+            let targets = targets.get(&command.envelope.command_id).cloned().unwrap_or_default();
+            let target = row.destination.as_str();
+            let conclusion = Conclusion::decide(self.engine(), command, target, plan, settle, targets, now).await?;
+            written.push(Written::Concluded(conclusion));
+        }
+        self.commit(written).await
+    }
+
+    /// A row with nothing to hand over, as a step of the batch; settled here on its own when it
+    /// has no tenant to write it under.
+    async fn settled_alone(
+        &self,
+        row: &ClaimedMessage,
+        settle: OutboxSettle,
+        now: OffsetDateTime,
+    ) -> Result<Option<StepWrite>, EngineError> {
+        match TenantId::parse(&row.tenant_id) {
+            Ok(tenant) => Ok(Some(StepWrite { outbox_row: Some(settle), ..StepWrite::new(tenant, None, now) })),
+            Err(_) => {
+                self.engine().store().outbox().settle_claimed(&settle, now).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    async fn commit(&self, written: Vec<Written<'_>>) -> Result<(), EngineError> {
+        let steps: Vec<&StepWrite> = written
+            .iter()
+            .map(|w| match w {
+                Written::Alone(step) => step,
+                Written::Concluded(conclusion) => &conclusion.step,
+            })
+            .collect();
+        let outcomes = self.engine().store().commands().commit_steps(&steps).await;
+        for (written, outcome) in written.into_iter().zip(outcomes) {
+            match (written, outcome) {
+                (Written::Concluded(conclusion), Ok(StepOutcome::Committed { .. })) => {
+                    conclusion.committed(self.engine()).await?
+                }
+                (_, Ok(StepOutcome::Committed { .. })) => {}
+                // Another worker or an ACK moved it meanwhile: the lease ends and the row is
+                // looked at again on fresh state.
+                (_, Ok(_)) => tracing::info!("dispatch lost a race; it is looked at again"),
+                (_, Err(error)) => {
+                    tracing::warn!(%error, "dispatch not recorded; the row comes back when its lease ends")
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,228 @@
+//! Group commit for steps: the dispatcher's (and any worker's) steps of one batch in one
+//! transaction, each table written with multi-row statements, so that a batch of commands costs
+//! a few round trips to the database instead of a dozen each.
+//!
+//! Only the common case is batched: steps that carry no message, answer no confirmation and use
+//! no token, each about commands no other step of the batch touches. If one step finds its
+//! delivery or command moved meanwhile (a lost race), the whole batch is rolled back and each step
+//! goes through [`Commands::commit_step`] alone, which the conformance suite proves: being fast
+//! never changes an answer.
+
+use std::collections::{BTreeMap, HashSet};
+
+use sqlx::AnyConnection;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::domain::evidence::EvidenceDraft;
+use crate::store::commands::{
+    CommittedTransition, TransitionWrite, insert_transitions, move_command, settle_dedupe, transition_row,
+};
+use crate::store::deliveries::{DeliveryChange, create_deliveries, log_events, update_delivery};
+use crate::store::evidence::append_all;
+use crate::store::outbox::{NewOutboxMessage, OUTBOX_COLUMNS, OUTBOX_INSERT, outbox_row, settle_outbox};
+use crate::store::rows::{Marks, insert_rows, placeholder_list, to_ms};
+use crate::store::{Commands, OutboxSettle, StepOutcome, StepWrite, Store, StoreError};
+
+impl Commands<'_> {
+    /// Commits `steps`, one outcome each, in order: as one transaction when they are the common
+    /// case, else one by one. The outcomes are those each step would get alone.
+    pub async fn commit_steps(self, steps: &[&StepWrite]) -> Vec<Result<StepOutcome, StoreError>> {
+        if steps.len() > 1 && batchable(steps) {
+            match self.store.commit_batch(steps).await {
+                Ok(Some(outcomes)) => {
+                    metrics::counter!("chatgate_step_batches_total").increment(1);
+                    metrics::counter!("chatgate_steps_batched_total").increment(steps.len() as u64);
+                    return outcomes.into_iter().map(Ok).collect();
+                }
+                Ok(None) => tracing::debug!("a step of the batch lost a race; committing one at a time"),
+                Err(error) => tracing::debug!(%error, "batch of steps failed; committing one at a time"),
+            }
+        }
+        let mut outcomes = Vec::with_capacity(steps.len());
+        for step in steps {
+            outcomes.push(self.store.commands().commit_step(step).await);
+        }
+        outcomes
+    }
+}
+
+impl Store {
+    /// `None` (with nothing written) when a delivery or a command moved since its step was decided.
+    async fn commit_batch(&self, steps: &[&StepWrite]) -> Result<Option<Vec<StepOutcome>>, StoreError> {
+        let mut tx = self.begin().await?;
+        if !write_deliveries(&mut tx, steps).await? || !move_commands(&mut tx, steps).await? {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        let evidence = append_evidence(&mut tx, steps).await?;
+        for (step, (_, moves)) in steps.iter().zip(&evidence) {
+            for (write, committed) in step.moves.iter().zip(moves) {
+                let last = committed.evidence_ids.last().copied();
+                settle_dedupe(&mut tx, write.command_id, write.transition.to, last, write.at).await?;
+            }
+        }
+        let outbox = steps.iter().flat_map(|step| {
+            let of_moves =
+                step.moves.iter().flat_map(|m| m.outbox.iter().map(|o| (&m.tenant_id, Some(m.command_id), o)));
+            of_moves.chain(step.outbox.iter().map(|o| (&step.tenant_id, step.command_id, o)))
+        });
+        let rows =
+            outbox.map(|(tenant, command, message)| outbox_row(tenant.as_str(), command, message, steps[0].at).1);
+        insert_rows(&mut tx, OUTBOX_INSERT, OUTBOX_COLUMNS, rows.collect(), "").await?;
+        settle_rows(&mut tx, steps).await?;
+        tx.commit().await?;
+        let written: Vec<&NewOutboxMessage> =
+            steps.iter().flat_map(|s| s.outbox.iter().chain(s.moves.iter().flat_map(|m| &m.outbox))).collect();
+        self.signals().written(written);
+        crate::store::count_moves(steps.iter().flat_map(|s| s.moves.iter().map(|m| &m.transition)));
+        Ok(Some(
+            evidence.into_iter().map(|(evidence_ids, moves)| StepOutcome::Committed { moves, evidence_ids }).collect(),
+        ))
+    }
+}
+
+/// Creates and moves every step's delivery and logs their events; `false` when one moved (or
+/// was created by another worker) since its step was decided.
+async fn write_deliveries(tx: &mut AnyConnection, steps: &[&StepWrite]) -> Result<bool, StoreError> {
+    let changes: Vec<&DeliveryChange> = steps.iter().filter_map(|s| s.delivery.as_ref()).collect();
+    let Some(at) = steps.first().map(|s| s.at) else { return Ok(true) };
+    let wanted = changes.iter().filter(|c| c.create.is_some()).count();
+    if create_deliveries(tx, &changes, at).await? != wanted {
+        return Ok(false);
+    }
+    for step in steps {
+        if let Some(change) = &step.delivery
+            && !update_delivery(tx, change, step.at).await?
+        {
+            return Ok(false);
+        }
+    }
+    let logs: Vec<(Uuid, &[crate::store::DeliveryLogEntry])> =
+        changes.iter().map(|c| (c.delivery_id, c.log.as_slice())).collect();
+    log_events(tx, &logs, at).await?;
+    Ok(true)
+}
+
+/// Moves every command of every step, each in one statement, and records the transitions;
+/// `false` when a command moved since its step was decided.
+async fn move_commands(tx: &mut AnyConnection, steps: &[&StepWrite]) -> Result<bool, StoreError> {
+    let mut transitions = vec![];
+    for step in steps {
+        for run in runs(&step.moves) {
+            if !move_command(tx, run).await? {
+                return Ok(false);
+            }
+        }
+        transitions.extend(step.moves.iter().map(|write| {
+            let (version, reason) = (write.expected_version + 1, write.reason_code.as_deref());
+            transition_row(write.command_id, version, &write.transition, reason, write.at)
+        }));
+    }
+    insert_transitions(tx, transitions).await?;
+    Ok(true)
+}
+
+/// Each step's own evidence and its moves', one chain per tenant, in the order one step at a
+/// time would write them: per step, its own artifact ids and each move's committed version.
+async fn append_evidence(
+    tx: &mut AnyConnection,
+    steps: &[&StepWrite],
+) -> Result<Vec<(Vec<Uuid>, Vec<CommittedTransition>)>, StoreError> {
+    // Where each draft's id goes: (step, None for the step's own, Some(move)).
+    let mut chains: BTreeMap<&str, Vec<((usize, Option<usize>), EvidenceDraft)>> = BTreeMap::new();
+    for (i, step) in steps.iter().enumerate() {
+        let own = step.evidence.iter().map(|d| ((i, None), d.clone()));
+        chains.entry(step.tenant_id.as_str()).or_default().extend(own);
+        for (m, write) in step.moves.iter().enumerate() {
+            let drafts = write.evidence.iter().map(|d| ((i, Some(m)), d.clone()));
+            chains.entry(write.tenant_id.as_str()).or_default().extend(drafts);
+        }
+    }
+    let mut outcomes: Vec<(Vec<Uuid>, Vec<CommittedTransition>)> = steps
+        .iter()
+        .map(|s| {
+            let moves =
+                s.moves.iter().map(|m| CommittedTransition { version: m.expected_version + 1, evidence_ids: vec![] });
+            (vec![], moves.collect())
+        })
+        .collect();
+    let at = steps.first().map_or(OffsetDateTime::UNIX_EPOCH, |s| s.at);
+    for (chain, drafts) in chains {
+        let (owners, drafts): (Vec<_>, Vec<EvidenceDraft>) = drafts.into_iter().unzip();
+        let ids = append_all(tx, chain, &drafts, at).await?;
+        for ((step, place), id) in owners.into_iter().zip(ids) {
+            match place {
+                None => outcomes[step].0.push(id),
+                Some(m) => outcomes[step].1[m].evidence_ids.push(id),
+            }
+        }
+    }
+    Ok(outcomes)
+}
+
+/// The claimed rows' fates: every `Done` in one statement, the others one by one.
+async fn settle_rows(tx: &mut AnyConnection, steps: &[&StepWrite]) -> Result<(), StoreError> {
+    let mut done = vec![];
+    for step in steps {
+        match &step.outbox_row {
+            Some(OutboxSettle::Done(id)) => done.push(id.to_string()),
+            Some(other) => settle_outbox(tx, other, step.at).await?,
+            None => {}
+        }
+    }
+    let Some(now) = steps.iter().map(|s| s.at).max() else { return Ok(()) };
+    let marks = Marks::for_connection(tx);
+    for chunk in done.chunks(PARAMS_PER_QUERY) {
+        let first = if marks == Marks::Positional { "?" } else { "$1" };
+        let sql = format!(
+            "UPDATE outbox SET status = 'done', next_attempt_at = {first}, locked_until = NULL, updated_at = {first} \
+             WHERE id IN {}",
+            placeholder_list(1, chunk.len(), marks)
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(to_ms(now));
+        if marks == Marks::Positional {
+            query = query.bind(to_ms(now));
+        }
+        for id in chunk {
+            query = query.bind(id.as_str());
+        }
+        query.execute(&mut *tx).await?;
+    }
+    Ok(())
+}
+
+const PARAMS_PER_QUERY: usize = 255;
+
+/// A step's moves split into runs of one command each.
+fn runs(moves: &[TransitionWrite]) -> impl Iterator<Item = &[TransitionWrite]> {
+    moves.chunk_by(|a, b| a.command_id == b.command_id)
+}
+
+/// The common case: no step carries a message, answers a confirmation or uses a token; each
+/// command is touched by one run of moves in one step, each run follows on from itself, and no
+/// delivery or claimed row appears twice.
+fn batchable(steps: &[&StepWrite]) -> bool {
+    let mut commands = HashSet::new();
+    let mut deliveries = HashSet::new();
+    let mut rows = HashSet::new();
+    steps.iter().all(|step| {
+        let plain = step.inbound.is_none() && step.settle.is_none() && step.consume.is_none();
+        let delivery = step.delivery.as_ref().is_none_or(|d| deliveries.insert(d.delivery_id));
+        let row = step.outbox_row.as_ref().is_none_or(|r| rows.insert(settled_id(r)));
+        let moves = runs(&step.moves).all(|run| {
+            let chained = run.windows(2).all(|pair| {
+                pair[1].expected_version == pair[0].expected_version + 1
+                    && pair[1].transition.from == pair[0].transition.to
+            });
+            chained && commands.insert(run[0].command_id)
+        });
+        plain && delivery && row && moves
+    })
+}
+
+fn settled_id(settle: &OutboxSettle) -> Uuid {
+    match settle {
+        OutboxSettle::Done(id) | OutboxSettle::Retry { id, .. } | OutboxSettle::Dead { id, .. } => *id,
+    }
+}
