@@ -24,7 +24,8 @@ use crate::store::Commands;
 use crate::store::evidence::append_all;
 use crate::store::outbox::{NewOutboxMessage, insert_outbox};
 use crate::store::rows::{
-    Param, from_ms, insert_rows, int, json, multi_insert, opt_int, opt_parsed, opt_text, parsed, text, to_ms, uuid,
+    Param, from_ms, insert_rows, int, json, multi_insert, opt_int, opt_parsed, opt_text, parsed, text, to_ms,
+    update_rows, uuid,
 };
 use crate::store::{ReplyTo, StoreError};
 
@@ -206,16 +207,28 @@ pub(crate) async fn settle_dedupe(
     outcome_ref: Option<Uuid>,
     at: OffsetDateTime,
 ) -> Result<(), StoreError> {
-    if !state.is_terminal() {
-        return Ok(());
-    }
-    sqlx::query("UPDATE dedupe_records SET status = $2, outcome_ref = $3, updated_at = $4 WHERE command_id = $1")
-        .bind(command_id.to_string())
-        .bind(state.as_str())
-        .bind(outcome_ref.map(|id| id.to_string()))
-        .bind(to_ms(at))
-        .execute(&mut *conn)
-        .await?;
+    settle_dedupes(conn, &[(command_id, state, outcome_ref, at)]).await
+}
+
+/// Settles the reservations of the commands that reached a terminal state, in one statement.
+pub(crate) async fn settle_dedupes(
+    conn: &mut AnyConnection,
+    settled: &[(Uuid, State, Option<Uuid>, OffsetDateTime)],
+) -> Result<(), StoreError> {
+    let rows = settled
+        .iter()
+        .filter(|(_, state, ..)| state.is_terminal())
+        .map(|(command_id, state, outcome_ref, at)| -> Vec<Param> {
+            vec![
+                command_id.to_string().into(),
+                state.as_str().into(),
+                outcome_ref.map(|id| id.to_string()).into(),
+                to_ms(*at).into(),
+            ]
+        })
+        .collect();
+    let set = "status = v.column2, outcome_ref = v.column3, updated_at = v.column4";
+    update_rows(conn, ("dedupe_records", set, "dedupe_records.command_id = v.column1"), 4, rows).await?;
     Ok(())
 }
 
@@ -346,24 +359,33 @@ pub(crate) async fn apply_transition(
 /// before leaves) in one statement, if it still stands where the first was decided; `false`
 /// (nothing written) when it moved meanwhile.
 pub(crate) async fn move_command(conn: &mut AnyConnection, run: &[TransitionWrite]) -> Result<bool, StoreError> {
-    let (Some(first), Some(last)) = (run.first(), run.last()) else { return Ok(true) };
-    // Each move keeps the reason before it unless it gives one: the last one given stands.
-    let reason = run.iter().rev().find_map(|write| write.reason_code.as_deref());
-    let updated = sqlx::query(
-        "UPDATE commands SET state = $1, confirmation = $2, version = $3, updated_at = $4,
-             reason_code = COALESCE($5, reason_code)
-         WHERE command_id = $6 AND tenant_id = $7 AND version = $8 AND state = $9",
-    )
-    .bind(last.transition.to.as_str())
-    .bind(last.transition.confirmation.as_str())
-    .bind(last.expected_version + 1)
-    .bind(to_ms(last.at))
-    .bind(reason)
-    .bind(first.command_id.to_string())
-    .bind(first.tenant_id.as_str())
-    .bind(first.expected_version)
-    .bind(first.transition.from.as_str())
-    .execute(&mut *conn)
-    .await?;
-    Ok(updated.rows_affected() == 1)
+    Ok(run.is_empty() || move_commands(conn, &[run]).await? == 1)
+}
+
+/// Moves several commands, each through its run, in one statement; returns how many moved.
+pub(crate) async fn move_commands(conn: &mut AnyConnection, runs: &[&[TransitionWrite]]) -> Result<usize, StoreError> {
+    let rows = runs
+        .iter()
+        .filter_map(|run| {
+            let (first, last) = (run.first()?, run.last()?);
+            // Each move keeps the reason before it unless it gives one: the last one given stands.
+            let reason = run.iter().rev().find_map(|write| write.reason_code.as_deref());
+            Some(vec![
+                first.command_id.to_string().into(),
+                first.tenant_id.as_str().into(),
+                first.expected_version.into(),
+                first.transition.from.as_str().into(),
+                last.transition.to.as_str().into(),
+                last.transition.confirmation.as_str().into(),
+                (last.expected_version + 1).into(),
+                to_ms(last.at).into(),
+                reason.into(),
+            ])
+        })
+        .collect();
+    let set = "state = v.column5, confirmation = v.column6, version = v.column7, updated_at = v.column8, \
+        reason_code = COALESCE(v.column9, commands.reason_code)";
+    let matching = "commands.command_id = v.column1 AND commands.tenant_id = v.column2 \
+        AND commands.version = v.column3 AND commands.state = v.column4";
+    update_rows(conn, ("commands", set, matching), 9, rows).await
 }

@@ -14,7 +14,7 @@ use crate::domain::delivery::DeliveryState;
 use crate::store::Deliveries;
 use crate::store::StoreError;
 use crate::store::rows::{
-    Param, fetch_where_in, from_ms, insert_rows, int, opt_int, opt_text, parsed, text, to_ms, uuid,
+    Param, fetch_where_in, from_ms, insert_rows, int, opt_int, opt_text, parsed, text, to_ms, update_rows, uuid,
 };
 
 #[derive(Debug, Clone, PartialEq)]
@@ -150,24 +150,37 @@ pub(crate) async fn update_delivery(
     change: &DeliveryChange,
     at: OffsetDateTime,
 ) -> Result<bool, StoreError> {
-    let updated = sqlx::query(
-        "UPDATE deliveries SET state = $3, version = version + 1, outcome = COALESCE($4, outcome),
-             failure_class = COALESCE($5, failure_class), detail = COALESCE($6, detail),
-             delivery_deadline = $7, execution_deadline = $8, updated_at = $9
-         WHERE id = $1 AND version = $2",
-    )
-    .bind(change.delivery_id.to_string())
-    .bind(change.expected_version)
-    .bind(change.state.as_str())
-    .bind(change.outcome)
-    .bind(change.failure_class.as_deref())
-    .bind(change.detail.as_ref().map(Value::to_string))
-    .bind(change.delivery_deadline.map(to_ms))
-    .bind(change.execution_deadline.map(to_ms))
-    .bind(to_ms(at))
-    .execute(&mut *conn)
-    .await?;
-    Ok(updated.rows_affected() == 1)
+    Ok(update_deliveries(conn, &[(change, at)]).await? == 1)
+}
+
+/// Moves every delivery that is still at the version its change was decided on, in one
+/// statement; returns how many moved.
+pub(crate) async fn update_deliveries(
+    conn: &mut AnyConnection,
+    changes: &[(&DeliveryChange, OffsetDateTime)],
+) -> Result<usize, StoreError> {
+    let rows = changes
+        .iter()
+        .map(|(change, at)| -> Vec<Param> {
+            vec![
+                change.delivery_id.to_string().into(),
+                change.expected_version.into(),
+                change.state.as_str().into(),
+                change.outcome.into(),
+                change.failure_class.clone().into(),
+                change.detail.as_ref().map(Value::to_string).into(),
+                change.delivery_deadline.map(to_ms).into(),
+                change.execution_deadline.map(to_ms).into(),
+                to_ms(*at).into(),
+            ]
+        })
+        .collect();
+    let set = "state = v.column3, version = deliveries.version + 1, \
+        outcome = COALESCE(v.column4, deliveries.outcome), \
+        failure_class = COALESCE(v.column5, deliveries.failure_class), detail = COALESCE(v.column6, deliveries.detail), delivery_deadline = v.column7, \
+        execution_deadline = v.column8, updated_at = v.column9";
+    let matching = "deliveries.id = v.column1 AND deliveries.version = v.column2";
+    update_rows(conn, ("deliveries", set, matching), 9, rows).await
 }
 
 /// The lines of every delivery's log, in one statement.

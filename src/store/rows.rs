@@ -204,6 +204,23 @@ pub(crate) fn placeholder_list(offset: usize, count: usize, marks: Marks) -> Str
     format!("({})", list.join(", "))
 }
 
+/// `UPDATE {table} SET {set} FROM (VALUES ...) AS v WHERE {matching}`: one statement moves many
+/// rows, each to its own values (`v.column1`, `v.column2`, ... in both SQLite and PostgreSQL);
+/// returns how many rows it moved, which `matching` (a version check, say) may make fewer.
+pub(crate) async fn update_rows(
+    conn: &mut sqlx::AnyConnection,
+    (table, set, matching): (&str, &str, &str),
+    columns: usize,
+    rows: Vec<Vec<Param>>,
+) -> Result<usize, crate::store::StoreError> {
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    let head = format!("UPDATE {table} SET {set} FROM (");
+    let tail = format!(") AS v WHERE {matching} RETURNING 1 AS moved");
+    Ok(insert_rows(conn, &head, columns, rows, &tail).await?.len())
+}
+
 /// The rows of `select` (a statement without its WHERE) whose `column` is one of `values`,
 /// read with one `IN` list per chunk so that the column's index answers each.
 pub(crate) async fn fetch_where_in(

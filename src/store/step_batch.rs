@@ -16,9 +16,9 @@ use uuid::Uuid;
 
 use crate::domain::evidence::EvidenceDraft;
 use crate::store::commands::{
-    CommittedTransition, TransitionWrite, insert_transitions, move_command, settle_dedupe, transition_row,
+    CommittedTransition, TransitionWrite, insert_transitions, move_commands, settle_dedupes, transition_row,
 };
-use crate::store::deliveries::{DeliveryChange, create_deliveries, log_events, update_delivery};
+use crate::store::deliveries::{DeliveryChange, create_deliveries, log_events, update_deliveries};
 use crate::store::evidence::append_all;
 use crate::store::outbox::{NewOutboxMessage, OUTBOX_COLUMNS, OUTBOX_INSERT, outbox_row, settle_outbox};
 use crate::store::rows::{Marks, insert_rows, placeholder_list, to_ms};
@@ -51,17 +51,21 @@ impl Store {
     /// `None` (with nothing written) when a delivery or a command moved since its step was decided.
     async fn commit_batch(&self, steps: &[&StepWrite]) -> Result<Option<Vec<StepOutcome>>, StoreError> {
         let mut tx = self.begin().await?;
-        if !write_deliveries(&mut tx, steps).await? || !move_commands(&mut tx, steps).await? {
+        if !write_deliveries(&mut tx, steps).await? || !move_every_command(&mut tx, steps).await? {
             tx.rollback().await?;
             return Ok(None);
         }
         let evidence = append_evidence(&mut tx, steps).await?;
-        for (step, (_, moves)) in steps.iter().zip(&evidence) {
-            for (write, committed) in step.moves.iter().zip(moves) {
-                let last = committed.evidence_ids.last().copied();
-                settle_dedupe(&mut tx, write.command_id, write.transition.to, last, write.at).await?;
-            }
-        }
+        let settled: Vec<_> = steps
+            .iter()
+            .zip(&evidence)
+            .flat_map(|(step, (_, moves))| {
+                step.moves.iter().zip(moves).map(|(write, committed)| {
+                    (write.command_id, write.transition.to, committed.evidence_ids.last().copied(), write.at)
+                })
+            })
+            .collect();
+        settle_dedupes(&mut tx, &settled).await?;
         let outbox = steps.iter().flat_map(|step| {
             let of_moves =
                 step.moves.iter().flat_map(|m| m.outbox.iter().map(|o| (&m.tenant_id, Some(m.command_id), o)));
@@ -91,12 +95,10 @@ async fn write_deliveries(tx: &mut AnyConnection, steps: &[&StepWrite]) -> Resul
     if create_deliveries(tx, &changes, at).await? != wanted {
         return Ok(false);
     }
-    for step in steps {
-        if let Some(change) = &step.delivery
-            && !update_delivery(tx, change, step.at).await?
-        {
-            return Ok(false);
-        }
+    let moving: Vec<(&DeliveryChange, OffsetDateTime)> =
+        steps.iter().filter_map(|s| s.delivery.as_ref().map(|d| (d, s.at))).collect();
+    if update_deliveries(tx, &moving).await? != moving.len() {
+        return Ok(false);
     }
     let logs: Vec<(Uuid, &[crate::store::DeliveryLogEntry])> =
         changes.iter().map(|c| (c.delivery_id, c.log.as_slice())).collect();
@@ -106,14 +108,13 @@ async fn write_deliveries(tx: &mut AnyConnection, steps: &[&StepWrite]) -> Resul
 
 /// Moves every command of every step, each in one statement, and records the transitions;
 /// `false` when a command moved since its step was decided.
-async fn move_commands(tx: &mut AnyConnection, steps: &[&StepWrite]) -> Result<bool, StoreError> {
+async fn move_every_command(tx: &mut AnyConnection, steps: &[&StepWrite]) -> Result<bool, StoreError> {
+    let all_runs: Vec<&[TransitionWrite]> = steps.iter().flat_map(|s| runs(&s.moves)).collect();
+    if move_commands(tx, &all_runs).await? != all_runs.len() {
+        return Ok(false);
+    }
     let mut transitions = vec![];
     for step in steps {
-        for run in runs(&step.moves) {
-            if !move_command(tx, run).await? {
-                return Ok(false);
-            }
-        }
         transitions.extend(step.moves.iter().map(|write| {
             let (version, reason) = (write.expected_version + 1, write.reason_code.as_deref());
             transition_row(write.command_id, version, &write.transition, reason, write.at)
