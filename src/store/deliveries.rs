@@ -177,7 +177,8 @@ pub(crate) async fn update_deliveries(
         .collect();
     let set = "state = v.column3, version = deliveries.version + 1, \
         outcome = COALESCE(v.column4, deliveries.outcome), \
-        failure_class = COALESCE(v.column5, deliveries.failure_class), detail = COALESCE(v.column6, deliveries.detail), delivery_deadline = v.column7, \
+        failure_class = COALESCE(v.column5, deliveries.failure_class), \
+        detail = COALESCE(v.column6, deliveries.detail), delivery_deadline = v.column7, \
         execution_deadline = v.column8, updated_at = v.column9";
     let matching = "deliveries.id = v.column1 AND deliveries.version = v.column2";
     update_rows(conn, ("deliveries", set, matching), 9, rows).await
