@@ -64,7 +64,7 @@ impl Dispatcher {
             targets.insert(name.clone(), target);
         }
         let gateway = crate::service::ooc::Gateway::new(ingress);
-        Ok(Self { engine, policy, gateway, targets: Arc::new(targets), batch: 16 })
+        Ok(Self { engine, policy, gateway, targets: Arc::new(targets), batch: 64 })
     }
 
     /// The bus listeners to run: one per broker queue, with the agents it serves.

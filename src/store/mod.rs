@@ -52,7 +52,7 @@ pub use deliveries::{Delivery, DeliveryChange, DeliveryLogEntry, NewDelivery};
 pub use error::StoreError;
 pub use evidence::{AuditReport, ChainReport, StoredArtifact};
 pub use inbound::{DeliveryStatus, InboundOutcome, NewInbound};
-pub use outbound::OutboundRecord;
+pub use outbound::{OutboundRecord, Recorded};
 pub use outbox::{ClaimedMessage, NewOutboxMessage};
 pub use repos::{Agents, ApiKeys, Commands, Confirmations, Dedupe, Deliveries, Evidence, Inbound, Outbox, Tokens};
 pub use snapshot::Snapshot;

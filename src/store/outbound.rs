@@ -2,15 +2,17 @@
 //! so that status webhooks find it) or given up. Each outcome is written with the outbox row's
 //! settlement and its evidence in one transaction.
 
+use std::collections::BTreeMap;
+
 use serde_json::Value;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::domain::evidence::EvidenceDraft;
 use crate::store::Outbox;
+use crate::store::StoreError;
 use crate::store::evidence::append_all;
-use crate::store::rows::to_ms;
-use crate::store::{Store, StoreError};
+use crate::store::rows::{Param, insert_rows, to_ms, update_rows};
 
 /// A message the provider took or refused for good.
 #[derive(Debug, Clone)]
@@ -32,7 +34,7 @@ impl Outbox<'_> {
     /// The provider took the message: remember its id (status `queued` until the provider's
     /// statuses say more), close the outbox row, write the evidence.
     pub async fn record_sent(self, record: &OutboundRecord, now: OffsetDateTime) -> Result<(), StoreError> {
-        self.store.record_outbound(record, "queued", 0, "done", None, now).await
+        self.record_all(&[Recorded::Sent(record.clone())], now).await
     }
 
     /// The provider refused the message for good, or every attempt failed: keep why.
@@ -42,51 +44,79 @@ impl Outbox<'_> {
         error: &str,
         now: OffsetDateTime,
     ) -> Result<(), StoreError> {
-        self.store.record_outbound(record, "failed", 4, "dead", Some(error), now).await
+        self.record_all(&[Recorded::GivenUp { record: record.clone(), error: error.to_owned() }], now).await
+    }
+
+    /// What became of several messages (a sender's batch), in one transaction with a constant
+    /// number of statements.
+    pub async fn record_all(self, recorded: &[Recorded], now: OffsetDateTime) -> Result<(), StoreError> {
+        if recorded.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.store.begin().await?;
+        let messages = recorded.iter().map(|r| r.message_row(now)).collect();
+        let head = "INSERT INTO outbound_messages (id, tenant_id, channel, provider_message_id, command_id, recipient, \
+             status, status_rank, errors, created_at, updated_at)";
+        insert_rows(&mut tx, head, 11, messages, "ON CONFLICT (id) DO NOTHING").await?;
+        let rows = recorded.iter().map(|r| r.outbox_row(now)).collect();
+        let set = "status = v.column2, locked_until = NULL, last_error = COALESCE(v.column3, outbox.last_error), \
+             updated_at = v.column4";
+        update_rows(&mut tx, ("outbox", set, "outbox.id = v.column1"), 4, rows).await?;
+        let mut chains: BTreeMap<&str, Vec<EvidenceDraft>> = BTreeMap::new();
+        for r in recorded {
+            chains.entry(r.record().tenant_id.as_str()).or_default().push(r.record().evidence.clone());
+        }
+        for (chain, drafts) in chains {
+            append_all(&mut tx, chain, &drafts, now).await?;
+        }
+        tx.commit().await?;
+        Ok(())
     }
 }
 
-impl Store {
-    async fn record_outbound(
-        &self,
-        record: &OutboundRecord,
-        status: &str,
-        rank: i64,
-        outbox_status: &str,
-        error: Option<&str>,
-        now: OffsetDateTime,
-    ) -> Result<(), StoreError> {
-        let mut tx = self.begin().await?;
-        sqlx::query(
-            "INSERT INTO outbound_messages (id, tenant_id, channel, provider_message_id, command_id, recipient, status,
-                 status_rank, errors, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)
-             ON CONFLICT (id) DO NOTHING",
-        )
-        .bind(record.outbox_id.to_string())
-        .bind(record.tenant_id.as_str())
-        .bind(record.channel.as_str())
-        .bind(record.provider_message_id.as_deref())
-        .bind(record.command_id.map(|id| id.to_string()))
-        .bind(record.recipient.as_str())
-        .bind(status)
-        .bind(rank)
-        .bind(record.errors.as_ref().map(Value::to_string))
-        .bind(to_ms(now))
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query(
-            "UPDATE outbox SET status = $2, locked_until = NULL, last_error = COALESCE($3, last_error), updated_at = $4
-             WHERE id = $1",
-        )
-        .bind(record.outbox_id.to_string())
-        .bind(outbox_status)
-        .bind(error)
-        .bind(to_ms(now))
-        .execute(&mut *tx)
-        .await?;
-        append_all(&mut tx, &record.tenant_id, std::slice::from_ref(&record.evidence), now).await?;
-        tx.commit().await?;
-        Ok(())
+/// A message's outcome, to record.
+#[derive(Debug, Clone)]
+pub enum Recorded {
+    /// The provider took it.
+    Sent(OutboundRecord),
+    /// Refused for good, or every attempt failed.
+    GivenUp { record: OutboundRecord, error: String },
+}
+
+impl Recorded {
+    pub fn record(&self) -> &OutboundRecord {
+        match self {
+            Self::Sent(record) | Self::GivenUp { record, .. } => record,
+        }
+    }
+
+    fn message_row(&self, now: OffsetDateTime) -> Vec<Param> {
+        let record = self.record();
+        // The rank orders statuses (`queued` 0 ... `failed` 4): a late status never goes back.
+        let (status, rank) = match self {
+            Self::Sent(_) => ("queued", 0),
+            Self::GivenUp { .. } => ("failed", 4),
+        };
+        vec![
+            record.outbox_id.to_string().into(),
+            record.tenant_id.as_str().into(),
+            record.channel.as_str().into(),
+            record.provider_message_id.clone().into(),
+            record.command_id.map(|id| id.to_string()).into(),
+            record.recipient.as_str().into(),
+            status.into(),
+            rank.into(),
+            record.errors.as_ref().map(Value::to_string).into(),
+            to_ms(now).into(),
+            to_ms(now).into(),
+        ]
+    }
+
+    fn outbox_row(&self, now: OffsetDateTime) -> Vec<Param> {
+        let (status, error) = match self {
+            Self::Sent(_) => ("done", None),
+            Self::GivenUp { error, .. } => ("dead", Some(error.as_str())),
+        };
+        vec![self.record().outbox_id.to_string().into(), status.into(), error.into(), to_ms(now).into()]
     }
 }

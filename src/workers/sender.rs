@@ -28,7 +28,7 @@ use crate::domain::retry::RetryPolicy;
 use crate::service::engine::Engine;
 use crate::service::replies::outgoing::{Outgoing, record, render};
 use crate::service::replies::templates::Templates;
-use crate::store::{ClaimedMessage, MESSAGE_KIND, OutboundRecord, StoreError};
+use crate::store::{ClaimedMessage, MESSAGE_KIND, OutboundRecord, Recorded, StoreError};
 
 /// The providers messages leave through, by channel.
 #[derive(Clone, Debug, Default)]
@@ -120,19 +120,32 @@ impl Sender {
         for (_, messages) in by_person {
             let sender = self.clone();
             sending.spawn(async move {
+                let mut recorded = Vec::with_capacity(messages.len());
                 for message in messages {
-                    if let Err(error) = sender.send_one(&message).await {
+                    match sender.send_one(&message).await {
+                        Ok(outcome) => recorded.extend(outcome),
                         // The lease runs out and the message is tried again.
-                        tracing::warn!(%error, id = %message.id, "cannot record a send");
+                        Err(error) => tracing::warn!(%error, id = %message.id, "cannot record a send"),
                     }
                 }
+                recorded
             });
         }
-        while sending.join_next().await.is_some() {}
+        let mut recorded = Vec::with_capacity(count);
+        while let Some(sent) = sending.join_next().await {
+            recorded.extend(sent.unwrap_or_default());
+        }
+        // One transaction for the batch's outcomes. If it fails, the leases run out and the
+        // messages go again: the same at-least-once window as a crash after the provider's answer.
+        if let Err(error) = self.engine.store().outbox().record_all(&recorded, OffsetDateTime::now_utc()).await {
+            tracing::warn!(%error, messages = recorded.len(), "cannot record a batch of sends");
+        }
         Ok(count)
     }
 
-    async fn send_one(&self, message: &ClaimedMessage) -> Result<(), StoreError> {
+    /// Sends one message; what became of it, to record with the batch's (none when it is tried
+    /// again later, which is written here).
+    async fn send_one(&self, message: &ClaimedMessage) -> Result<Option<Recorded>, StoreError> {
         let now = OffsetDateTime::now_utc();
         let outgoing = match render(&self.templates, message) {
             Ok(outgoing) => outgoing,
@@ -140,7 +153,7 @@ impl Sender {
                 // Nothing to retry: the same row renders the same way next time.
                 tracing::error!(id = %message.id, %problem, "a message cannot be rendered; giving it up");
                 let record = record(&self.engine, message, None, None, &problem, Some(json!({"render": problem})));
-                return self.give_up(&record, &problem, now).await;
+                return Ok(Some(give_up(record, &problem)));
             }
         };
         let Some(result) = self.providers.send(&outgoing).await else {
@@ -148,13 +161,13 @@ impl Sender {
             let (id, channel) = (message.id, &outgoing.channel);
             tracing::warn!(%id, %channel, "no credentials for this channel; the message waits");
             let error = format!("no credentials for {}", outgoing.channel);
-            return self.engine.store().outbox().fail(message.id, &error, Some(now + NO_CREDENTIALS_WAIT), now).await;
+            let wait = Some(now + NO_CREDENTIALS_WAIT);
+            return self.engine.store().outbox().fail(message.id, &error, wait, now).await.map(|()| None);
         };
         match result {
             SendResult::Sent { id } => {
                 count(outgoing.channel.as_str(), "sent");
-                let record = record(&self.engine, message, Some(&outgoing), Some(id), "sent", None);
-                self.engine.store().outbox().record_sent(&record, OffsetDateTime::now_utc()).await
+                Ok(Some(Recorded::Sent(record(&self.engine, message, Some(&outgoing), Some(id), "sent", None))))
             }
             SendResult::Retry { error, retry_after } => {
                 match self.policy.next_delay(u32::try_from(message.attempt).unwrap_or(u32::MAX), retry_after) {
@@ -162,28 +175,33 @@ impl Sender {
                         count(outgoing.channel.as_str(), "retry");
                         let (id, attempt) = (message.id, message.attempt);
                         tracing::info!(%id, attempt, ?delay, %error, "send failed; retrying");
-                        self.engine.store().outbox().fail(message.id, &error, Some(now + delay), now).await
+                        self.engine
+                            .store()
+                            .outbox()
+                            .fail(message.id, &error, Some(now + delay), now)
+                            .await
+                            .map(|()| None)
                     }
                     None => {
                         let errors = Some(json!({"last_error": error}));
                         let record = record(&self.engine, message, Some(&outgoing), None, "attempts_exhausted", errors);
-                        self.give_up(&record, &error, now).await
+                        Ok(Some(give_up(record, &error)))
                     }
                 }
             }
             SendResult::Refused { status, error } => {
                 let text = format!("{status}: {error}");
                 let record = record(&self.engine, message, Some(&outgoing), None, "refused", Some(error));
-                self.give_up(&record, &text, now).await
+                Ok(Some(give_up(record, &text)))
             }
         }
     }
+}
 
-    async fn give_up(&self, record: &OutboundRecord, error: &str, now: OffsetDateTime) -> Result<(), StoreError> {
-        count(&record.channel, "given_up");
-        tracing::warn!(id = %record.outbox_id, %error, "message given up");
-        self.engine.store().outbox().record_given_up(record, error, now).await
-    }
+fn give_up(record: OutboundRecord, error: &str) -> Recorded {
+    count(&record.channel, "given_up");
+    tracing::warn!(id = %record.outbox_id, %error, "message given up");
+    Recorded::GivenUp { record, error: error.to_owned() }
 }
 
 fn count(channel: &str, outcome: &'static str) {
