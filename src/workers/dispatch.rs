@@ -14,12 +14,8 @@ const TIMERS_PER_SWEEP: i64 = 100;
 
 pub(super) async fn run(dispatcher: Dispatcher, every: Duration, stopping: CancellationToken) {
     let draining = stopping.clone();
-    let store = dispatcher.engine().store();
-    let wakes = vec![store.outbox_signal(DISPATCH_KIND), store.outbox_signal(CANCEL_NOTICE_KIND)];
+    let wakes = vec![dispatcher.engine().store().outbox_signal(DISPATCH_KIND)];
     crate::workers::woken_or_periodically(every, stopping, wakes, || async {
-        if let Err(error) = dispatcher.notify_due(OffsetDateTime::now_utc()).await {
-            tracing::warn!(%error, "cancel notices cannot reach the database");
-        }
         loop {
             match dispatcher.dispatch_due(OffsetDateTime::now_utc()).await {
                 Ok(claimed) if claimed < dispatcher.batch() || draining.is_cancelled() => break,
@@ -29,6 +25,18 @@ pub(super) async fn run(dispatcher: Dispatcher, every: Duration, stopping: Cance
                     break;
                 }
             }
+        }
+    })
+    .await;
+}
+
+/// Cancel notices have their own loop: they are rare, and claiming them on every dispatch wake
+/// would add a write transaction to each of the dispatcher's batches.
+pub(super) async fn cancel_notices(dispatcher: Dispatcher, every: Duration, stopping: CancellationToken) {
+    let wakes = vec![dispatcher.engine().store().outbox_signal(CANCEL_NOTICE_KIND)];
+    crate::workers::woken_or_periodically(every, stopping, wakes, || async {
+        if let Err(error) = dispatcher.notify_due(OffsetDateTime::now_utc()).await {
+            tracing::warn!(%error, "cancel notices cannot reach the database");
         }
     })
     .await;

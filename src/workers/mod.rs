@@ -68,6 +68,7 @@ pub fn spawn(state: &Services, stopping: CancellationToken) -> Workers {
                 let engine = dispatcher.engine().clone();
                 tracker.spawn(crate::executors::bus::listen(bus, agents, engine, stopping.clone()));
             }
+            tracker.spawn(dispatch::cancel_notices(dispatcher.clone(), poll, stopping.clone()));
             tracker.spawn(dispatch::run(dispatcher, poll, stopping.clone()));
         }
         Err(error) => tracing::error!(%error, "cannot build the executors: commands stay queued for dispatch"),
