@@ -221,12 +221,14 @@ async fn append_evidence(tx: &mut AnyConnection, writes: &[AdmissionWrite]) -> R
 
 const PARAMS_PER_QUERY: usize = 255;
 
-/// How much group commit is happening: transactions that carried a batch, and the admissions in
-/// them.
+/// How much group commit is happening: transactions that carried a batch of admissions, and the
+/// admissions in them; the same for the workers' steps (`step_batch.rs`).
 #[derive(Debug, Default)]
 pub struct AdmissionStats {
     pub batches: AtomicU64,
     pub batched: AtomicU64,
+    pub step_batches: AtomicU64,
+    pub steps_batched: AtomicU64,
 }
 
 /// No two writes carry the same message or claim the same key: their answers depend on each

@@ -220,6 +220,12 @@ impl Store {
         (self.stats.batches.load(Relaxed), self.stats.batched.load(Relaxed))
     }
 
+    /// Group commit of the workers' steps so far: (transactions that carried a batch, steps in them).
+    pub fn step_batch_stats(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.stats.step_batches.load(Relaxed), self.stats.steps_batched.load(Relaxed))
+    }
+
     fn admission_writer(&self) -> Option<&tokio::sync::mpsc::Sender<writer::Job>> {
         self.admissions.as_ref()
     }

@@ -27,6 +27,10 @@ pub(super) async fn open(config: &StorageConfig, options: AnyPoolOptions) -> Res
     let url = prepare_url(config.database_url.expose())?;
     let busy_timeout = config.sqlite_busy_timeout_ms;
     options
+        // A local file does not drop a connection the way a network does; checking each one
+        // before use would cost every transaction and every read an extra round trip to the
+        // connection's thread.
+        .test_before_acquire(false)
         .after_connect(move |conn, _meta| {
             Box::pin(async move {
                 // busy_timeout first, so that switching to WAL waits for a lock instead of failing.

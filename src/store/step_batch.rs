@@ -31,6 +31,9 @@ impl Commands<'_> {
         if steps.len() > 1 && batchable(steps) {
             match self.store.commit_batch(steps).await {
                 Ok(Some(outcomes)) => {
+                    let stats = &self.store.stats;
+                    stats.step_batches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    stats.steps_batched.fetch_add(steps.len() as u64, std::sync::atomic::Ordering::Relaxed);
                     metrics::counter!("chatgate_step_batches_total").increment(1);
                     metrics::counter!("chatgate_steps_batched_total").increment(steps.len() as u64);
                     return outcomes.into_iter().map(Ok).collect();
@@ -124,14 +127,16 @@ async fn move_every_command(tx: &mut AnyConnection, steps: &[&StepWrite]) -> Res
     Ok(true)
 }
 
+/// Where an artifact's id goes: (step, `None` for the step's own, `Some(move)`).
+type Owner = (usize, Option<usize>);
+
 /// Each step's own evidence and its moves', one chain per tenant, in the order one step at a
 /// time would write them: per step, its own artifact ids and each move's committed version.
 async fn append_evidence(
     tx: &mut AnyConnection,
     steps: &[&StepWrite],
 ) -> Result<Vec<(Vec<Uuid>, Vec<CommittedTransition>)>, StoreError> {
-    // Where each draft's id goes: (step, None for the step's own, Some(move)).
-    let mut chains: BTreeMap<&str, Vec<((usize, Option<usize>), EvidenceDraft)>> = BTreeMap::new();
+    let mut chains: BTreeMap<&str, Vec<(Owner, EvidenceDraft)>> = BTreeMap::new();
     for (i, step) in steps.iter().enumerate() {
         let own = step.evidence.iter().map(|d| ((i, None), d.clone()));
         chains.entry(step.tenant_id.as_str()).or_default().extend(own);

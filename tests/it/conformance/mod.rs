@@ -8,6 +8,7 @@ mod batching;
 mod idempotency;
 mod lifecycle;
 mod storage;
+mod worker_batches;
 
 use chatgate::domain::command::CommandRequest;
 
