@@ -149,13 +149,21 @@ async fn anchor(headers: HeaderMap, body: Bytes) -> StatusCode {
     }
 }
 
-/// The Graph API stand-in: accepts every message and notes when it came.
+/// The Graph API stand-in: accepts every message and notes when it came, and when the reply to
+/// each webhook's message came (the `context.message_id` it quotes).
 #[derive(Clone, Default)]
 struct Graph {
     replies: Arc<Mutex<Vec<Instant>>>,
+    answered: Arc<Mutex<std::collections::HashMap<String, Instant>>>,
 }
 
-async fn graph_send(axum::extract::State(graph): axum::extract::State<Graph>) -> axum::Json<serde_json::Value> {
+async fn graph_send(
+    axum::extract::State(graph): axum::extract::State<Graph>,
+    axum::Json(body): axum::Json<serde_json::Value>,
+) -> axum::Json<serde_json::Value> {
+    if let Some(quoted) = body["context"]["message_id"].as_str() {
+        graph.answered.lock().await.entry(quoted.to_owned()).or_insert_with(Instant::now);
+    }
     let mut replies = graph.replies.lock().await;
     replies.push(Instant::now());
     // Unique for the whole run, as Graph's ids are (the store keeps them unique).
@@ -293,8 +301,134 @@ async fn pipeline(args: &Args, backend: &str, database_url: &str, anchor_rate: f
         drain,
         peak_rss_mb(pid),
     );
+    let half = half_load(args, &base, &graph, load.rate() / 2.0, &run).await;
+    println!(
+        "{backend}: at half that rate ({:.0} webhooks/s, {} sent): ingest p50 {:.1?} p99 {:.1?}; \
+         webhook to reply p50 {:.1?} p99 {:.1?} ({} replied)",
+        half.rate,
+        half.ingest.len(),
+        percentile(&half.ingest, 0.5),
+        percentile(&half.ingest, 0.99),
+        percentile(&half.to_reply, 0.5),
+        percentile(&half.to_reply, 0.99),
+        half.to_reply.len()
+    );
+    let goals = Goals {
+        end_to_end: replies.len() as f64 / end_to_end.as_secs_f64(),
+        drain,
+        ingest: load.rate(),
+        half_ingest_p99: percentile(&half.ingest, 0.99),
+        half_reply_p99: percentile(&half.to_reply, 0.99),
+        peak_rss_mb: peak_rss_mb(pid),
+    };
+    print_group_commit(backend, &client.get(format!("{base}/metrics")).send().await?.text().await?);
+    goals.print(backend);
     drop(gateway);
     Ok(())
+}
+
+/// How many admissions and worker steps each group commit carried (the gateway's counters).
+fn print_group_commit(backend: &str, metrics: &str) {
+    let counter = |name: &str| -> f64 {
+        metrics.lines().filter(|l| l.starts_with(name)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
+    };
+    let per = |items: f64, batches: f64| if batches > 0.0 { items / batches } else { 0.0 };
+    let (admitted, admissions) =
+        (counter("chatgate_admissions_batched_total"), counter("chatgate_admission_batches_total"));
+    let (steps, step_batches) = (counter("chatgate_steps_batched_total"), counter("chatgate_step_batches_total"));
+    println!(
+        "{backend}: group commit: {admitted:.0} admissions in {admissions:.0} batches ({:.1} each), \
+         {steps:.0} worker steps in {step_batches:.0} batches ({:.1} each)",
+        per(admitted, admissions),
+        per(steps, step_batches)
+    );
+}
+
+/// What the half-load phase saw: each webhook's answer time, and each reply's time from its
+/// webhook's send.
+struct HalfLoad {
+    rate: f64,
+    ingest: Vec<Duration>,
+    to_reply: Vec<Duration>,
+}
+
+/// Webhooks paced at `rate` (an open loop: each sent on its tick, whatever the ones before are
+/// doing), half as many as the flat-out run, then the time from each to its reply.
+async fn half_load(args: &Args, base: &str, graph: &Graph, rate: f64, run: &str) -> HalfLoad {
+    let client = reqwest::Client::builder().pool_max_idle_per_host(args.connections).build().expect("client");
+    let url = format!("{base}/webhooks/whatsapp");
+    let count = args.webhooks / 2;
+    let mut ticks = tokio::time::interval(Duration::from_secs_f64(1.0 / rate.max(1.0)));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut sending = tokio::task::JoinSet::new();
+    for n in 0..count {
+        ticks.tick().await;
+        let id = format!("wamid.H{run}{n}");
+        let (body, signature) = signed(&id, &person(n % args.people), &format!("order status {n}"));
+        let request = client.post(&url).header("content-type", "application/json").header(signature::HEADER, signature);
+        sending.spawn(async move {
+            let sent = Instant::now();
+            let ok = request.body(body).send().await.is_ok_and(|r| r.status().is_success());
+            (id, sent, ok.then(|| sent.elapsed()))
+        });
+    }
+    let mut sent = vec![];
+    while let Some(Ok(done)) = sending.join_next().await {
+        sent.push(done);
+    }
+    let deadline = Instant::now() + Duration::from_secs(args.drain_timeout_secs);
+    let accepted: Vec<&String> = sent.iter().filter(|(_, _, answer)| answer.is_some()).map(|(id, ..)| id).collect();
+    loop {
+        let answered = graph.answered.lock().await;
+        if accepted.iter().all(|id| answered.contains_key(*id)) || Instant::now() > deadline {
+            break;
+        }
+        drop(answered);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let answered = graph.answered.lock().await;
+    let mut ingest: Vec<Duration> = sent.iter().filter_map(|(_, _, answer)| *answer).collect();
+    let mut to_reply: Vec<Duration> =
+        sent.iter().filter_map(|(id, at, _)| answered.get(id).map(|reply| reply.duration_since(*at))).collect();
+    ingest.sort();
+    to_reply.sort();
+    HalfLoad { rate, ingest, to_reply }
+}
+
+/// The issue's goals, and whether this run met them.
+struct Goals {
+    end_to_end: f64,
+    drain: Duration,
+    ingest: f64,
+    half_ingest_p99: Duration,
+    half_reply_p99: Duration,
+    peak_rss_mb: f64,
+}
+
+impl Goals {
+    fn print(&self, backend: &str) {
+        let verdict = |met: bool| if met { "met" } else { "NOT met" };
+        let floor = if backend == "sqlite" { 2_000.0 } else { 1_000.0 };
+        println!("{backend}: goals —");
+        println!(
+            "  end to end >= {floor:.0} commands/s: {:.0}, {}",
+            self.end_to_end,
+            verdict(self.end_to_end >= floor)
+        );
+        println!("  drained within 2 s: {:.2?}, {}", self.drain, verdict(self.drain <= Duration::from_secs(2)));
+        if backend == "sqlite" {
+            println!("  ingest >= 10,000 webhooks/s: {:.0}, {}", self.ingest, verdict(self.ingest >= 10_000.0));
+        }
+        let ms = |d: Duration| d.as_secs_f64() * 1_000.0;
+        println!(
+            "  at half load, ingest p99 <= 20 ms: {:.1} ms, {}; webhook to reply p99 <= 25 ms: {:.1} ms, {}",
+            ms(self.half_ingest_p99),
+            verdict(self.half_ingest_p99 <= Duration::from_millis(20)),
+            ms(self.half_reply_p99),
+            verdict(self.half_reply_p99 <= Duration::from_millis(25))
+        );
+        println!("  peak RSS <= 64 MB: {:.1} MB, {}", self.peak_rss_mb, verdict(self.peak_rss_mb <= 64.0));
+    }
 }
 
 fn percentile(sorted: &[Duration], q: f64) -> Duration {
