@@ -5,7 +5,9 @@
 //! time, and it is marked done only after the provider took it. A gateway that stops between
 //! the commit and the send sends it after its restart; one that dies after the provider took the
 //! message but before recording it sends it again when the lease runs out — the WhatsApp Cloud
-//! API has no idempotency key, so that narrow window is at least once.
+//! API has no idempotency key, so that narrow window is at least once. A claimed batch's outcomes
+//! are recorded together once the batch is sent (one transaction, not one per message), so the
+//! window is the batch's send time.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -8,35 +8,30 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::domain::registry::CommandSpec;
-
-use crate::domain::command::Args;
-use crate::domain::command::CommandRequest;
-use crate::domain::command::ExternalId;
-use crate::domain::command::IdempotencyClass;
-use crate::domain::command::Intent;
-use crate::domain::directory::Actor;
-use crate::domain::directory::Tenant;
-use crate::domain::directory::UnknownSenderPolicy;
+use crate::domain::command::{Args, CommandRequest, ExternalId, IdempotencyClass, Intent};
+use crate::domain::directory::{Actor, Tenant, UnknownSenderPolicy};
 use crate::domain::lifecycle::State;
 use crate::domain::message::{Content, InboundMessage, StatusUpdate};
-use crate::domain::registry::Interpretation;
-use crate::service::confirmations::answers;
-use crate::service::confirmations::answers::AnswerOutcome;
-use crate::service::confirmations::answers::Answering;
+use crate::domain::registry::{CommandSpec, Interpretation};
+use crate::service::confirmations::answers::{self, AnswerOutcome, Answering};
 use crate::service::confirmations::confirm::Answer;
-use crate::service::engine::Admission;
-use crate::service::engine::Engine;
-use crate::service::engine::EngineError;
+use crate::service::engine::{Admission, Engine, EngineError};
 use crate::service::ooc;
 use crate::service::security::Policy;
-use crate::store::StoredCommand;
-use crate::store::{Admitted, DeliveryStatus, InboundOutcome, NewOutboxMessage, ReplyTo, Store, StoreError};
+use crate::store::{
+    Admitted, DeliveryStatus, InboundOutcome, NewOutboxMessage, ReplyTo, Store, StoreError, StoredCommand,
+};
 
 mod first_moves;
+mod throttled;
 
 pub use first_moves::reply_destination;
 use first_moves::{conversation_id, first_moves, inbound_row, reply_address};
+use throttled::Throttled;
+
+/// The per-message warnings a flood would repeat, at most one a second each.
+static RATE_LIMITED: Throttled = Throttled::new();
+static UNROUTABLE: Throttled = Throttled::new();
 
 /// What reprocessing a stored message came to.
 #[derive(Debug, Clone, PartialEq)]
@@ -166,8 +161,10 @@ impl Ingress {
 
     async fn handle_uncounted(&self, message: &InboundMessage, now: OffsetDateTime) -> Result<Handled, EngineError> {
         let Some(tenant) = self.policy.directory.tenant_for_number(&message.to) else {
-            let id = &message.provider_message_id;
-            tracing::warn!(to = %message.to, %id, "message to an unknown number stored as unroutable");
+            if let Some(held) = UNROUTABLE.admit_now() {
+                let id = &message.provider_message_id;
+                tracing::warn!(to = %message.to, %id, held, "message to an unknown number stored as unroutable");
+            }
             return self.record(message, None, "unroutable", &[], Handled::Unroutable, now).await;
         };
         let reply_to = reply_address(message, tenant);
@@ -183,7 +180,9 @@ impl Ingress {
         // IDS §XV: every message counts, repeats included; over the limit it is kept, not acted
         // on, and not answered (answering a flood would only double it).
         if let Err(wait) = self.policy.security.limits.inbound(tenant.id.as_str(), actor.id.as_str()) {
-            tracing::warn!(tenant = %tenant.id, ?wait, "inbound rate limit reached");
+            if let Some(held) = RATE_LIMITED.admit_now() {
+                tracing::warn!(tenant = %tenant.id, ?wait, held, "inbound rate limit reached");
+            }
             return self.record(message, Some(tenant), "rate_limited", &[], Handled::RateLimited, now).await;
         }
         if let Some(answer) = Answer::parse(&message.content) {
