@@ -223,7 +223,7 @@ impl Dispatcher {
         for ((row, prepared), outcome) in rows.iter().zip(&prepared).zip(outcomes) {
             let (command, plan, settle) = match (prepared, outcome) {
                 (Some(Prepared::Settled(settle)), _) => {
-                    written.extend(self.settled_alone(row, settle.clone(), now).await?.map(Written::Alone));
+                    written.extend(self.settled_step(row, settle.clone(), now).await?.map(Written::Alone));
                     continue;
                 }
                 (Some(Prepared::Unroutable { command, plan }), _) => {
@@ -250,7 +250,7 @@ impl Dispatcher {
 
     /// A row with nothing to hand over, as a step of the batch; settled here on its own when it
     /// has no tenant to write it under.
-    async fn settled_alone(
+    async fn settled_step(
         &self,
         row: &ClaimedMessage,
         settle: OutboxSettle,
