@@ -12,7 +12,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use sqlx::AnyConnection;
 use uuid::Uuid;
 
-use crate::domain::evidence::EvidenceDraft;
 use crate::domain::lifecycle::Lifecycle;
 use crate::store::Commands;
 use crate::store::admission::{
@@ -21,7 +20,7 @@ use crate::store::admission::{
 };
 use crate::store::commands::{COMMAND_COLUMNS, COMMAND_INSERT, command_row, insert_transitions, settle_dedupe};
 use crate::store::confirmations::{CONFIRMATION_COLUMNS, CONFIRMATION_INSERT};
-use crate::store::evidence::append_all;
+use crate::store::evidence::append_by_chain;
 use crate::store::inbound::{INBOUND_COLUMNS, INBOUND_INSERT, INBOUND_TAIL, inbound_row};
 use crate::store::outbox::{OUTBOX_COLUMNS, OUTBOX_INSERT, outbox_row};
 use crate::store::rows::{Marks, Param, insert_rows, int, placeholder_list};
@@ -203,18 +202,13 @@ async fn insert_commands(
 /// The writes' evidence, one chain per tenant, in the order of the writes; each write's last
 /// artifact.
 async fn append_evidence(tx: &mut AnyConnection, writes: &[AdmissionWrite]) -> Result<Vec<Option<Uuid>>, StoreError> {
-    let mut chains: BTreeMap<&str, Vec<(usize, EvidenceDraft)>> = BTreeMap::new();
-    for (i, write) in writes.iter().enumerate() {
-        let drafts = write.moves.iter().flat_map(|(_, drafts)| drafts.iter().cloned());
-        chains.entry(write.envelope.tenant_id.as_str()).or_default().extend(drafts.map(|d| (i, d)));
-    }
+    let drafts = writes.iter().enumerate().flat_map(|(i, write)| {
+        let chain = write.envelope.tenant_id.as_str();
+        write.moves.iter().flat_map(|(_, drafts)| drafts.iter()).map(move |d| (chain, i, d.clone()))
+    });
     let mut last_evidence: Vec<Option<Uuid>> = vec![None; writes.len()];
-    for (chain, drafts) in chains {
-        let (owners, drafts): (Vec<usize>, Vec<EvidenceDraft>) = drafts.into_iter().unzip();
-        let ids = append_all(tx, chain, &drafts, writes[0].at).await?;
-        for (owner, id) in owners.into_iter().zip(ids) {
-            last_evidence[owner] = Some(id);
-        }
+    for (owner, id) in append_by_chain(tx, drafts.collect(), writes[0].at).await? {
+        last_evidence[owner] = Some(id);
     }
     Ok(last_evidence)
 }
@@ -224,7 +218,7 @@ const PARAMS_PER_QUERY: usize = 255;
 /// How much group commit is happening: transactions that carried a batch of admissions, and the
 /// admissions in them; the same for the workers' steps (`step_batch.rs`).
 #[derive(Debug, Default)]
-pub struct AdmissionStats {
+pub struct GroupCommitStats {
     pub batches: AtomicU64,
     pub batched: AtomicU64,
     pub step_batches: AtomicU64,

@@ -260,13 +260,7 @@ impl Deliveries<'_> {
 
     /// The targets a command was dispatched to (one dispatch row each).
     pub async fn dispatch_targets(self, command_id: Uuid) -> Result<Vec<String>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT destination FROM outbox WHERE command_id = $1 AND kind = 'dispatch' ORDER BY destination",
-        )
-        .bind(command_id.to_string())
-        .fetch_all(self.store.pool())
-        .await?;
-        rows.iter().map(|row| text(row, "destination")).collect()
+        Ok(self.dispatch_targets_of(&[command_id]).await?.remove(&command_id).unwrap_or_default())
     }
 
     /// How many times each target of a command was called (its dispatch rows' attempts).

@@ -69,6 +69,28 @@ pub(crate) async fn append_all(
     Ok(rows.iter().map(|row| row.0).collect())
 }
 
+/// Appends drafts of several owners (writes of a batch, say), each to its chain, one chain append
+/// per chain and in the order given within each; returns each artifact's id with its owner, in
+/// the same order per chain.
+pub(crate) async fn append_by_chain<O>(
+    conn: &mut AnyConnection,
+    drafts: Vec<(&str, O, EvidenceDraft)>,
+    at: OffsetDateTime,
+) -> Result<Vec<(O, Uuid)>, StoreError> {
+    let mut chains: std::collections::BTreeMap<&str, (Vec<O>, Vec<EvidenceDraft>)> = Default::default();
+    for (chain, owner, draft) in drafts {
+        let (owners, drafts) = chains.entry(chain).or_default();
+        owners.push(owner);
+        drafts.push(draft);
+    }
+    let mut appended = vec![];
+    for (chain, (owners, drafts)) in chains {
+        let ids = append_all(conn, chain, &drafts, at).await?;
+        appended.extend(owners.into_iter().zip(ids));
+    }
+    Ok(appended)
+}
+
 /// Moves the chain's head `count` places on, for artifacts about to be appended: the last
 /// sequence number now taken and the hash the first new artifact links to.
 async fn reserve(conn: &mut AnyConnection, chain_id: &str, count: i64, now: i64) -> Result<(i64, String), StoreError> {

@@ -45,7 +45,7 @@ pub use crate::config::BackendKind;
 use crate::config::StorageConfig;
 pub use admission::{AdmissionWrite, Admitted, DuplicateOf, DuplicateReply, MESSAGE_KIND, ReplyTo};
 pub use api_keys::KeyClaim;
-pub use batch::AdmissionStats;
+pub use batch::GroupCommitStats;
 pub use commands::{CommandFilter, CommittedTransition, StoredCommand, TransitionRecord, TransitionWrite};
 pub use confirmations::{Confirmation, ConfirmationStatus, NewConfirmation, SettleConfirmation};
 pub use deliveries::{Delivery, DeliveryChange, DeliveryLogEntry, NewDelivery};
@@ -106,7 +106,7 @@ pub struct Store {
     write_gate: Option<Arc<Mutex<()>>>,
     /// The admission writer's queue (group commit); the writer's own handle has none.
     admissions: Option<tokio::sync::mpsc::Sender<writer::Job>>,
-    stats: Arc<AdmissionStats>,
+    stats: Arc<GroupCommitStats>,
     /// Wakes the outbox workers when a commit writes their rows.
     signals: Arc<signals::OutboxSignals>,
 }

@@ -2,8 +2,6 @@
 //! so that status webhooks find it) or given up. Each outcome is written with the outbox row's
 //! settlement and its evidence in one transaction.
 
-use std::collections::BTreeMap;
-
 use serde_json::Value;
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -11,7 +9,7 @@ use uuid::Uuid;
 use crate::domain::evidence::EvidenceDraft;
 use crate::store::Outbox;
 use crate::store::StoreError;
-use crate::store::evidence::append_all;
+use crate::store::evidence::append_by_chain;
 use crate::store::rows::{Param, insert_rows, to_ms, update_rows};
 
 /// A message the provider took or refused for good.
@@ -62,13 +60,8 @@ impl Outbox<'_> {
         let set = "status = v.column2, locked_until = NULL, last_error = COALESCE(v.column3, outbox.last_error), \
              updated_at = v.column4";
         update_rows(&mut tx, ("outbox", set, "outbox.id = v.column1"), 4, rows).await?;
-        let mut chains: BTreeMap<&str, Vec<EvidenceDraft>> = BTreeMap::new();
-        for r in recorded {
-            chains.entry(r.record().tenant_id.as_str()).or_default().push(r.record().evidence.clone());
-        }
-        for (chain, drafts) in chains {
-            append_all(&mut tx, chain, &drafts, now).await?;
-        }
+        let drafts = recorded.iter().map(|r| (r.record().tenant_id.as_str(), (), r.record().evidence.clone()));
+        append_by_chain(&mut tx, drafts.collect(), now).await?;
         tx.commit().await?;
         Ok(())
     }

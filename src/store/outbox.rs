@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use crate::store::Outbox;
 use crate::store::StoreError;
-use crate::store::rows::{Param, int, json, multi_insert, opt_parsed, text, to_ms, uuid};
+use crate::store::rows::{Param, int, json, multi_insert, opt_parsed, text, to_ms, update_rows, uuid};
 use crate::store::step::OutboxSettle;
 
 /// An effect to perform once the transaction that decided it has committed.
@@ -143,23 +143,28 @@ pub(crate) async fn settle_outbox(
     settle: &OutboxSettle,
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
-    let (id, status, next, error) = match settle {
-        OutboxSettle::Done(id) => (id, "done", to_ms(now), None),
-        OutboxSettle::Retry { id, at, error } => (id, "pending", to_ms(*at), Some(error.as_str())),
-        OutboxSettle::Dead { id, error } => (id, "dead", to_ms(now), Some(error.as_str())),
-    };
-    sqlx::query(
-        "UPDATE outbox SET status = $2, next_attempt_at = $3, locked_until = NULL,
-             last_error = COALESCE($4, last_error), updated_at = $5
-         WHERE id = $1",
-    )
-    .bind(id.to_string())
-    .bind(status)
-    .bind(next)
-    .bind(error)
-    .bind(to_ms(now))
-    .execute(&mut *conn)
-    .await?;
+    settle_outboxes(conn, &[(settle, now)]).await
+}
+
+/// Writes claimed rows' fates, each at its own time, and releases their leases, in one statement.
+pub(crate) async fn settle_outboxes(
+    conn: &mut AnyConnection,
+    settled: &[(&OutboxSettle, OffsetDateTime)],
+) -> Result<(), StoreError> {
+    let rows = settled
+        .iter()
+        .map(|(settle, now)| -> Vec<Param> {
+            let (id, status, next, error) = match settle {
+                OutboxSettle::Done(id) => (id, "done", to_ms(*now), None),
+                OutboxSettle::Retry { id, at, error } => (id, "pending", to_ms(*at), Some(error.as_str())),
+                OutboxSettle::Dead { id, error } => (id, "dead", to_ms(*now), Some(error.as_str())),
+            };
+            vec![id.to_string().into(), status.into(), next.into(), error.into(), to_ms(*now).into()]
+        })
+        .collect();
+    let set = "status = v.column2, next_attempt_at = v.column3, locked_until = NULL, \
+        last_error = COALESCE(v.column4, outbox.last_error), updated_at = v.column5";
+    update_rows(conn, ("outbox", set, "outbox.id = v.column1"), 5, rows).await?;
     Ok(())
 }
 

@@ -8,20 +8,19 @@
 //! goes through [`Commands::commit_step`] alone, which the conformance suite proves: being fast
 //! never changes an answer.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 
 use sqlx::AnyConnection;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::domain::evidence::EvidenceDraft;
 use crate::store::commands::{
     CommittedTransition, TransitionWrite, insert_transitions, move_commands, settle_dedupes, transition_row,
 };
 use crate::store::deliveries::{DeliveryChange, create_deliveries, log_events, update_deliveries};
-use crate::store::evidence::append_all;
-use crate::store::outbox::{NewOutboxMessage, OUTBOX_COLUMNS, OUTBOX_INSERT, outbox_row, settle_outbox};
-use crate::store::rows::{Marks, insert_rows, placeholder_list, to_ms};
+use crate::store::evidence::append_by_chain;
+use crate::store::outbox::{NewOutboxMessage, OUTBOX_COLUMNS, OUTBOX_INSERT, outbox_row, settle_outboxes};
+use crate::store::rows::insert_rows;
 use crate::store::{Commands, OutboxSettle, StepOutcome, StepWrite, Store, StoreError};
 
 impl Commands<'_> {
@@ -77,7 +76,8 @@ impl Store {
         let rows =
             outbox.map(|(tenant, command, message)| outbox_row(tenant.as_str(), command, message, steps[0].at).1);
         insert_rows(&mut tx, OUTBOX_INSERT, OUTBOX_COLUMNS, rows.collect(), "").await?;
-        settle_rows(&mut tx, steps).await?;
+        let settled: Vec<_> = steps.iter().filter_map(|s| s.outbox_row.as_ref().map(|row| (row, s.at))).collect();
+        settle_outboxes(&mut tx, &settled).await?;
         tx.commit().await?;
         let written: Vec<&NewOutboxMessage> =
             steps.iter().flat_map(|s| s.outbox.iter().chain(s.moves.iter().flat_map(|m| &m.outbox))).collect();
@@ -127,22 +127,18 @@ async fn move_every_command(tx: &mut AnyConnection, steps: &[&StepWrite]) -> Res
     Ok(true)
 }
 
-/// Where an artifact's id goes: (step, `None` for the step's own, `Some(move)`).
-type Owner = (usize, Option<usize>);
-
 /// Each step's own evidence and its moves', one chain per tenant, in the order one step at a
 /// time would write them: per step, its own artifact ids and each move's committed version.
 async fn append_evidence(
     tx: &mut AnyConnection,
     steps: &[&StepWrite],
 ) -> Result<Vec<(Vec<Uuid>, Vec<CommittedTransition>)>, StoreError> {
-    let mut chains: BTreeMap<&str, Vec<(Owner, EvidenceDraft)>> = BTreeMap::new();
+    // Whose each artifact is: (step, `None` for the step's own, `Some(move)`).
+    let mut drafts = vec![];
     for (i, step) in steps.iter().enumerate() {
-        let own = step.evidence.iter().map(|d| ((i, None), d.clone()));
-        chains.entry(step.tenant_id.as_str()).or_default().extend(own);
+        drafts.extend(step.evidence.iter().map(|d| (step.tenant_id.as_str(), (i, None), d.clone())));
         for (m, write) in step.moves.iter().enumerate() {
-            let drafts = write.evidence.iter().map(|d| ((i, Some(m)), d.clone()));
-            chains.entry(write.tenant_id.as_str()).or_default().extend(drafts);
+            drafts.extend(write.evidence.iter().map(|d| (write.tenant_id.as_str(), (i, Some(m)), d.clone())));
         }
     }
     let mut outcomes: Vec<(Vec<Uuid>, Vec<CommittedTransition>)> = steps
@@ -154,51 +150,14 @@ async fn append_evidence(
         })
         .collect();
     let at = steps.first().map_or(OffsetDateTime::UNIX_EPOCH, |s| s.at);
-    for (chain, drafts) in chains {
-        let (owners, drafts): (Vec<_>, Vec<EvidenceDraft>) = drafts.into_iter().unzip();
-        let ids = append_all(tx, chain, &drafts, at).await?;
-        for ((step, place), id) in owners.into_iter().zip(ids) {
-            match place {
-                None => outcomes[step].0.push(id),
-                Some(m) => outcomes[step].1[m].evidence_ids.push(id),
-            }
+    for ((step, place), id) in append_by_chain(tx, drafts, at).await? {
+        match place {
+            None => outcomes[step].0.push(id),
+            Some(m) => outcomes[step].1[m].evidence_ids.push(id),
         }
     }
     Ok(outcomes)
 }
-
-/// The claimed rows' fates: every `Done` in one statement, the others one by one.
-async fn settle_rows(tx: &mut AnyConnection, steps: &[&StepWrite]) -> Result<(), StoreError> {
-    let mut done = vec![];
-    for step in steps {
-        match &step.outbox_row {
-            Some(OutboxSettle::Done(id)) => done.push(id.to_string()),
-            Some(other) => settle_outbox(tx, other, step.at).await?,
-            None => {}
-        }
-    }
-    let Some(now) = steps.iter().map(|s| s.at).max() else { return Ok(()) };
-    let marks = Marks::for_connection(tx);
-    for chunk in done.chunks(PARAMS_PER_QUERY) {
-        let first = if marks == Marks::Positional { "?" } else { "$1" };
-        let sql = format!(
-            "UPDATE outbox SET status = 'done', next_attempt_at = {first}, locked_until = NULL, updated_at = {first} \
-             WHERE id IN {}",
-            placeholder_list(1, chunk.len(), marks)
-        );
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(to_ms(now));
-        if marks == Marks::Positional {
-            query = query.bind(to_ms(now));
-        }
-        for id in chunk {
-            query = query.bind(id.as_str());
-        }
-        query.execute(&mut *tx).await?;
-    }
-    Ok(())
-}
-
-const PARAMS_PER_QUERY: usize = 255;
 
 /// A step's moves split into runs of one command each.
 fn runs(moves: &[TransitionWrite]) -> impl Iterator<Item = &[TransitionWrite]> {
