@@ -19,8 +19,8 @@ pub use executors::{DEFAULT_EXCHANGE, DEFAULT_RESPONSE_QUEUE, ExecutorConfig, Ex
 pub use interpolate::{InterpolationError, interpolate};
 pub use secret::{BackendKind, DatabaseUrl, Secret};
 pub use sections::{
-    EvidenceConfig, IdempotencyConfig, OutboundConfig, RegistryFiles, ServerConfig, StorageConfig, TwilioConfig,
-    WhatsAppApp, WhatsAppConfig,
+    ConsoleConfig, EvidenceConfig, IdempotencyConfig, OutboundConfig, RegistryFiles, ServerConfig, StorageConfig,
+    TwilioConfig, WhatsAppApp, WhatsAppConfig,
 };
 pub use security::{
     AuthConfig, HookMapping, HooksConfig, IssuerConfig, Rate, RateLimitConfig, StandardMessage, StandardSource,
@@ -69,6 +69,8 @@ pub struct Config {
     /// Standard Webhooks senders, by source name.
     #[serde(default)]
     pub standard_webhooks: BTreeMap<String, StandardSource>,
+    #[serde(default)]
+    pub console: ConsoleConfig,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -253,3 +253,17 @@ impl Default for EvidenceConfig {
         Self { pseudonym_key: Secret::new("chatgate-demo-pseudonym-key-change-me") }
     }
 }
+
+/// The operator console (`/console`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConsoleConfig {
+    /// A session ends after this long, or when the token it was opened with expires if sooner.
+    pub session_minutes: u64,
+}
+
+impl Default for ConsoleConfig {
+    fn default() -> Self {
+        Self { session_minutes: 8 * 60 }
+    }
+}

@@ -4,6 +4,7 @@
 
 pub mod auth;
 pub mod error;
+pub(crate) mod idempotency;
 pub mod openapi;
 pub mod problem;
 pub mod responses;

@@ -38,6 +38,7 @@ use crate::http::AppState;
         crate::http::routes::commands::evidence,
         crate::http::routes::recovery::recovery_request,
         crate::http::routes::recovery::step_up,
+        crate::http::routes::bulk::bulk,
         crate::http::routes::step_up_page::show,
         crate::http::routes::step_up_page::submit,
         crate::http::routes::acks::ack,

@@ -106,7 +106,7 @@ pub struct AckApplied {
 }
 
 /// A recovery, started as a command of its own.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, ToSchema)]
 pub struct RecoveryStarted {
     pub recovery_command_id: Uuid,
     pub action: RecoveryAction,
@@ -119,7 +119,7 @@ pub struct RecoveryStarted {
 }
 
 /// Where to follow a recovery.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, ToSchema)]
 pub struct RecoveryLinks {
     pub recovery_command: String,
 }

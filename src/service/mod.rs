@@ -9,6 +9,7 @@ pub mod dispatch;
 pub mod engine;
 pub mod intake;
 pub mod ooc;
+pub mod overview;
 pub mod recovery;
 pub mod replies;
 pub mod security;

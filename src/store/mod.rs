@@ -16,6 +16,7 @@ mod batch;
 mod command_reads;
 mod commands;
 mod confirmations;
+mod console;
 mod dedupe;
 mod deliveries;
 mod error;
@@ -48,13 +49,16 @@ pub use api_keys::KeyClaim;
 pub use batch::GroupCommitStats;
 pub use commands::{CommandFilter, CommittedTransition, StoredCommand, TransitionRecord, TransitionWrite};
 pub use confirmations::{Confirmation, ConfirmationStatus, NewConfirmation, SettleConfirmation};
+pub use console::{ConsoleSession, Finished, MinuteCount};
 pub use deliveries::{Delivery, DeliveryChange, DeliveryLogEntry, NewDelivery};
 pub use error::StoreError;
 pub use evidence::{AuditReport, ChainReport, StoredArtifact};
 pub use inbound::{DeliveryStatus, InboundOutcome, NewInbound};
 pub use outbound::{OutboundRecord, Recorded};
 pub use outbox::{ClaimedMessage, NewOutboxMessage};
-pub use repos::{Agents, ApiKeys, Commands, Confirmations, Dedupe, Deliveries, Evidence, Inbound, Outbox, Tokens};
+pub use repos::{
+    Agents, ApiKeys, Commands, Confirmations, Console, Dedupe, Deliveries, Evidence, Inbound, Outbox, Tokens,
+};
 pub use snapshot::Snapshot;
 pub use step::{ConsumedToken, OutboxSettle, StepOutcome, StepWrite};
 pub use trace::TraceNode;

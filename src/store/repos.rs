@@ -22,6 +22,12 @@ pub struct ApiKeys<'a> {
     pub(crate) store: &'a Store,
 }
 
+/// The operator console's sessions and the figures its overview draws.
+#[derive(Clone, Copy)]
+pub struct Console<'a> {
+    pub(crate) store: &'a Store,
+}
+
 /// Confirmations waiting for an answer.
 #[derive(Clone, Copy)]
 pub struct Confirmations<'a> {
@@ -75,6 +81,10 @@ impl Store {
 
     pub fn api_keys(&self) -> ApiKeys<'_> {
         ApiKeys { store: self }
+    }
+
+    pub fn console(&self) -> Console<'_> {
+        Console { store: self }
     }
 
     pub fn confirmations(&self) -> Confirmations<'_> {

@@ -2,6 +2,7 @@
 
 pub mod acks;
 pub mod agents;
+pub mod bulk;
 pub mod commands;
 pub mod events;
 pub mod health;
@@ -26,6 +27,7 @@ pub fn router(config: &Config) -> Router<AppState> {
         .merge(webhooks::twilio::router())
         .merge(commands::router())
         .merge(recovery::router())
+        .merge(bulk::router())
         .merge(acks::router())
         .merge(agents::router())
         .merge(events::router())

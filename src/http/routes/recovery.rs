@@ -3,26 +3,24 @@
 
 use axum::body::Bytes;
 use axum::extract::{Extension, Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
 use axum::routing::post;
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use sha2::Digest;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::commands::{command_id, invalid_body, not_found};
-use crate::domain::command::IdempotencyKey;
 use crate::domain::lifecycle::recovery::RecoveryAction;
 use crate::http::auth::{Principal, require};
+use crate::http::idempotency::{key_of, once};
 use crate::http::responses::{BearerErrors, PROBLEM_JSON, ProblemDocument};
 use crate::http::views::{RecoveryLinks, RecoveryStarted, SteppedUp};
 use crate::http::{ApiError, AppState, Problem};
 use crate::service::recovery::{Operator, RecoveryError, StepUp, recover};
 use crate::service::security::{StepUpError, StepUpFailure, complete_step_up};
-use crate::store::KeyClaim;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -85,59 +83,14 @@ pub(crate) async fn recovery_request(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let id = command_id(&id)?;
-    let key = headers.get("idempotency-key").map(|v| v.to_str().map(str::to_owned));
-    let key = match key {
-        None => None,
-        Some(Ok(k)) if IdempotencyKey::parse(&k).is_ok() => Some(k),
-        Some(_) => return Err(invalid_body("`Idempotency-Key` is 1 to 255 visible ASCII characters")),
-    };
-    let tenant = principal.tenant.as_str();
-    if let Some(key) = &key {
-        let hash = hex::encode(sha2::Sha256::digest([id.as_bytes().as_slice(), &body].concat()));
-        match state.store.api_keys().claim(tenant, key, &hash, OffsetDateTime::now_utc()).await? {
-            KeyClaim::Fresh => {}
-            KeyClaim::Replay { status, response } => {
-                let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
-                return Ok((status, [(header::CONTENT_TYPE, "application/json")], response).into_response());
-            }
-            KeyClaim::InProgress => {
-                return Err(Problem::new(StatusCode::CONFLICT, "request_in_progress", "Request in progress")
-                    .detail("A request with this Idempotency-Key is still being processed.")
-                    .into());
-            }
-            KeyClaim::Mismatch => {
-                return Err(Problem::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "idempotency_key_reused",
-                    "Idempotency-Key reused",
-                )
-                .detail("This Idempotency-Key was used for a different request.")
-                .into());
-            }
-        }
-    }
+    let key = key_of(&headers)?;
     let step_up = headers.get("step-up").and_then(|v| v.to_str().ok()).map(str::to_owned);
-    let response = run_recovery(&state, &principal, id, &body, step_up.as_deref()).await;
-    let (status, text) = match &response {
-        Ok((status, started)) => (*status, serde_json::to_string(started).unwrap_or_default()),
-        Err(error) => {
-            let problem = error.problem();
-            (
-                StatusCode::from_u16(problem.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-                serde_json::to_string(&problem).unwrap_or_default(),
-            )
-        }
-    };
-    if let Some(key) = &key {
-        state.store.api_keys().finish(tenant, key, status.as_u16(), &text).await?;
-    }
-    match response {
-        Ok((status, started)) => Ok((status, Json(started)).into_response()),
-        Err(error) => Err(error),
-    }
+    let fingerprint = [id.as_bytes().as_slice(), &body].concat();
+    let run = run_recovery(&state, &principal, id, &body, step_up.as_deref());
+    once(&state.store, principal.tenant.as_str(), key.as_deref(), &fingerprint, run).await?.into_response()
 }
 
-async fn run_recovery(
+pub(crate) async fn run_recovery(
     state: &AppState,
     principal: &Principal,
     id: Uuid,

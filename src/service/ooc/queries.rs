@@ -24,9 +24,6 @@ use crate::domain::lifecycle::State;
 use crate::service::ooc::when;
 use crate::store::{CommandFilter, StoredCommand};
 
-/// How long a started or authorized command may sit still before `failures` calls it stuck.
-const STUCK_AFTER: time::Duration = time::Duration::minutes(5);
-
 /// How many artifacts or trace lines a reply shows.
 const DETAIL_LINES: usize = 8;
 
@@ -70,7 +67,7 @@ pub(super) async fn requests(gateway: &Gateway, asker: &Asker<'_>, page: usize) 
 
 /// `failures`: the tenant's failed and stuck commands.
 pub(super) async fn failures(gateway: &Gateway, asker: &Asker<'_>, page: usize, now: OffsetDateTime) -> Answer {
-    let commands = gateway.engine.store().commands().failures(asker.tenant, now - STUCK_AFTER, 200).await?;
+    let commands = crate::service::recovery::bulk::needs_attention(&gateway.engine, asker.tenant, now, 200).await?;
     let commands: Vec<StoredCommand> = commands.into_iter().filter(|c| !gateway.is_builtin(c)).collect();
     Ok(page_of(gateway, &commands, page, true, "failures"))
 }

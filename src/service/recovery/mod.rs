@@ -33,6 +33,7 @@ use crate::service::security::Policy;
 use crate::store::{Store, StoreError, StoredCommand};
 
 mod actions;
+pub mod bulk;
 
 use actions::{cancel, compensate, reprocess, retry};
 

@@ -15,6 +15,8 @@ pub struct Principal {
     pub subject: String,
     pub tenant: TenantId,
     pub scopes: BTreeSet<String>,
+    /// When the proof ends: the token's `exp` (a console session ends no later).
+    pub expires_at: Option<time::OffsetDateTime>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -27,6 +29,8 @@ struct ApiClaims {
     /// Azure/Okta style: an array.
     #[serde(default)]
     scp: Option<Vec<String>>,
+    #[serde(default)]
+    exp: Option<i64>,
 }
 
 #[derive(Debug, Clone)]
@@ -51,7 +55,8 @@ impl Authenticator {
         let mut scopes: BTreeSet<String> =
             claims.scope.iter().flat_map(|s| s.split_whitespace()).map(str::to_owned).collect();
         scopes.extend(claims.scp.into_iter().flatten());
-        Ok(Principal { issuer: iss, subject: claims.sub, tenant, scopes })
+        let expires_at = claims.exp.and_then(|exp| time::OffsetDateTime::from_unix_timestamp(exp).ok());
+        Ok(Principal { issuer: iss, subject: claims.sub, tenant, scopes, expires_at })
     }
 
     pub fn issuers(&self) -> &[Issuer] {

@@ -9,6 +9,7 @@ pub mod keys;
 pub mod mint;
 pub mod policy;
 pub mod ratelimit;
+pub mod sessions;
 pub mod stepup;
 
 use std::path::Path;

@@ -1,0 +1,147 @@
+//! `POST /v1/recovery/bulk`: retry or cancel, in one request, the commands that need attention
+//! (failed, timed out, stuck — the chat's `failures`), narrowed by a filter, up to a limit. Each
+//! command is recovered exactly as `POST /v1/commands/{id}/recovery` would (its own recovery
+//! command and evidence); the answer sums up what was done and what was refused. The request
+//! must carry an `Idempotency-Key`: sent again, it acts on nothing twice.
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Extension, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use axum::routing::post;
+use serde::Deserialize;
+use time::OffsetDateTime;
+use utoipa::ToSchema;
+
+use super::commands::invalid_body;
+use crate::domain::lifecycle::recovery::RecoveryAction;
+use crate::http::auth::{Principal, require};
+use crate::http::idempotency::{key_of, once};
+use crate::http::responses::{BearerErrors, PROBLEM_JSON, ProblemDocument};
+use crate::http::{ApiError, AppState};
+use crate::service::recovery::bulk::{BulkFilter, BulkRequest, BulkSummary, MAX_BULK, recover_many};
+use crate::service::recovery::{Operator, StepUp};
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/v1/recovery/bulk", post(bulk).route_layer(require("recovery:write")))
+}
+
+/// Which commands needing attention to act on; every field narrows, none is required.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BulkSelection {
+    /// `failed`, `started` or `authorized` (the states a command needing attention is in).
+    pub state: Option<String>,
+    /// A command of the registry, by name (`refund`).
+    pub command: Option<String>,
+    pub actor: Option<String>,
+    #[schema(format = DateTime)]
+    pub since: Option<String>,
+    #[schema(format = DateTime)]
+    pub until: Option<String>,
+}
+
+/// A bulk recovery request.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BulkBody {
+    /// `retry` or `cancel`.
+    pub action: String,
+    #[serde(default)]
+    pub reason: String,
+    #[serde(default)]
+    pub filter: BulkSelection,
+    /// At most this many commands (1 to 200; 50 when left out).
+    #[schema(minimum = 1, maximum = 200)]
+    pub limit: Option<i64>,
+}
+
+#[utoipa::path(
+    post,
+    path = "/v1/recovery/bulk",
+    tag = "recovery",
+    security(("bearer" = ["recovery:write"])),
+    params(("Idempotency-Key" = String, Header, description = "Required: the same request again does nothing twice")),
+    request_body(content = BulkBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "What was done and what was refused", body = BulkSummary),
+        (status = 400, description = "A bad body, or no Idempotency-Key", content_type = PROBLEM_JSON,
+            body = ProblemDocument),
+        (status = 409, description = "A request with this key is running", content_type = PROBLEM_JSON,
+            body = ProblemDocument),
+        (status = 422, description = "The key was used for another request", content_type = PROBLEM_JSON,
+            body = ProblemDocument),
+        BearerErrors
+    )
+)]
+pub(crate) async fn bulk(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let Some(key) = key_of(&headers)? else {
+        return Err(invalid_body("A bulk recovery needs an `Idempotency-Key` header."));
+    };
+    let run = run_bulk(&state, &principal, &body);
+    once(&state.store, principal.tenant.as_str(), Some(&key), &body, run).await?.into_response()
+}
+
+/// The bulk recovery a request body asks for, run for `principal` (the console's form too).
+pub(crate) async fn run_bulk(
+    state: &AppState,
+    principal: &Principal,
+    body: &[u8],
+) -> Result<(StatusCode, BulkSummary), ApiError> {
+    let body: BulkBody = serde_json::from_slice(body).map_err(|e| invalid_body(&e.to_string()))?;
+    let request = bulk_request(state, &body)?;
+    let operator_id = format!("{}|{}", principal.issuer, principal.subject);
+    let operator = Operator {
+        tenant: &principal.tenant,
+        id: &operator_id,
+        subject: &principal.subject,
+        reason: &body.reason,
+        step_up: StepUp::None,
+    };
+    let now = OffsetDateTime::now_utc();
+    let summary = recover_many(&state.ingress, &state.engine, &state.policy, &operator, &request, now).await?;
+    Ok((StatusCode::OK, summary))
+}
+
+fn bulk_request(state: &AppState, body: &BulkBody) -> Result<BulkRequest, ApiError> {
+    let action = match body.action.parse() {
+        Ok(action @ (RecoveryAction::Retry | RecoveryAction::Cancel)) => action,
+        _ => return Err(invalid_body("`action` is `retry` or `cancel` (other actions are one command at a time)")),
+    };
+    let limit = body.limit.unwrap_or(50);
+    if !(1..=MAX_BULK as i64).contains(&limit) {
+        return Err(invalid_body("`limit` is between 1 and 200"));
+    }
+    let f = &body.filter;
+    let given = |v: &Option<String>| v.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned);
+    let time = |raw: &Option<String>, what: &str| {
+        given(raw)
+            .map(|t| OffsetDateTime::parse(&t, &time::format_description::well_known::Rfc3339))
+            .transpose()
+            .map_err(|_| invalid_body(&format!("`filter.{what}` is an RFC 3339 time")))
+    };
+    let state_filter = given(&f.state)
+        .map(|s| s.parse().map_err(|_| invalid_body("`filter.state` is a command state (`failed`, ...)")))
+        .transpose()?;
+    let intent = match given(&f.command) {
+        None => None,
+        Some(name) => match state.policy.registry.get(&name) {
+            Some(spec) => Some((spec.entity.clone(), spec.action.clone())),
+            None => return Err(invalid_body(&format!("`filter.command`: no command `{name}` in the registry"))),
+        },
+    };
+    let filter = BulkFilter {
+        state: state_filter,
+        intent,
+        actor: given(&f.actor),
+        since: time(&f.since, "since")?,
+        until: time(&f.until, "until")?,
+    };
+    Ok(BulkRequest { action, filter, limit: usize::try_from(limit).unwrap_or(50) })
+}
