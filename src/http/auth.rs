@@ -35,12 +35,17 @@ async fn admit(scope: &'static str, mut request: Request, next: Next) -> Respons
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
         .map(|t| t.trim().to_owned());
-    let Some(token) = bearer else {
-        return unauthorized(None, "A bearer token is required.");
-    };
-    let principal = match security.authenticator.authenticate(&token) {
-        Ok(principal) => principal,
-        Err(error) => return unauthorized(Some(&error), &error.to_string()),
+    let principal = match bearer {
+        Some(token) => match security.authenticator.authenticate(&token) {
+            Ok(principal) => principal,
+            Err(error) => return unauthorized(Some(&error), &error.to_string()),
+        },
+        // A console session reads (the console's live updates come from `/v1/events`); it never
+        // changes anything through the API: changes go through the console's CSRF-checked forms.
+        None => match console_reader(request.method(), request.headers(), request.extensions().get()).await {
+            Some(principal) => principal,
+            None => return unauthorized(None, "A bearer token is required."),
+        },
     };
     if let Err(wait) = security.limits.api_client(&format!("{}|{}", principal.issuer, principal.subject)) {
         return too_many(wait, "Too many requests from this client.");
@@ -55,6 +60,26 @@ async fn admit(scope: &'static str, mut request: Request, next: Next) -> Respons
     }
     request.extensions_mut().insert(principal);
     next.run(request).await
+}
+
+/// The principal of the console session a safe (GET) request carries, if it is open.
+async fn console_reader(
+    method: &axum::http::Method,
+    headers: &axum::http::HeaderMap,
+    store: Option<&crate::store::Store>,
+) -> Option<Principal> {
+    if method != axum::http::Method::GET {
+        return None;
+    }
+    let value = crate::http::console::session::cookie_value(headers)?;
+    let store = store?;
+    match crate::service::security::sessions::signed_in(store, &value, time::OffsetDateTime::now_utc()).await {
+        Ok(session) => session.map(|s| s.principal),
+        Err(error) => {
+            tracing::warn!(%error, "cannot read console sessions");
+            None
+        }
+    }
 }
 
 fn unauthorized(error: Option<&TokenError>, detail: &str) -> Response {

@@ -3,6 +3,7 @@
 //! layer below it.
 
 pub mod auth;
+pub mod console;
 pub mod error;
 pub(crate) mod idempotency;
 pub mod openapi;

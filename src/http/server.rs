@@ -88,11 +88,14 @@ pub fn router(state: AppState) -> Router {
 pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
     let server = state.config.server.clone();
     let security = state.policy.security.clone();
+    let store = state.store.clone();
     routes
         .fallback(crate::http::problem::not_found)
         .with_state(state)
         // What the scope layers of the routes need (`security::require`).
         .layer(axum::Extension(security))
+        // What the scope layers read console sessions from (a session reads `/v1/events`).
+        .layer(axum::Extension(store))
         .layer(DefaultBodyLimit::max(server.body_limit_bytes))
         .layer(RequestBodyLimitLayer::new(server.body_limit_bytes))
         // A request that outlives its budget is our failure, and a retry may succeed: 503.

@@ -92,7 +92,8 @@ impl Commands<'_> {
     }
 
     /// The tenant's recent failed commands and the ones stuck (started or authorized, unmoved
-    /// since `stuck_before`), newest first.
+    /// since `stuck_before`), newest first; a command already being recovered, or recovered, is
+    /// left out (its retry or compensation is under way or done; one that failed brings it back).
     pub async fn failures(
         self,
         tenant_id: &TenantId,
@@ -102,8 +103,10 @@ impl Commands<'_> {
         let rows = sqlx::query(concat!(
             "SELECT ",
             command_columns!(),
-            " FROM commands WHERE tenant_id = $1
+            " FROM commands c WHERE tenant_id = $1
                AND (state = 'failed' OR (state IN ('started', 'authorized') AND updated_at < $2))
+               AND NOT EXISTS (SELECT 1 FROM commands r WHERE r.target_command_id = c.command_id
+                               AND r.state NOT IN ('failed', 'rejected', 'canceled'))
              ORDER BY command_id DESC LIMIT $3"
         ))
         .bind(tenant_id.as_str())

@@ -23,7 +23,7 @@ on_both_backends!(
 );
 
 /// A step-up proof of the operator `ops-1` for acting on `id` (the development issuer).
-async fn operator_step_up(db: &TestDb, id: Uuid) -> String {
+pub async fn operator_step_up(db: &TestDb, id: Uuid) -> String {
     let settings = chatgate::service::Settings::with_shipped_registry(db.config.clone()).expect("settings");
     let key =
         db.store.commands().get(&tenant("demo"), id).await.expect("read").expect("command").envelope.idempotency_key;

@@ -5,8 +5,10 @@
 
 mod architecture;
 mod bloodbank_agent;
+mod browser;
 mod cli;
 mod conformance;
+mod console_browser;
 mod e2e_amqp;
 mod e2e_conversation;
 mod e2e_execution;

@@ -71,19 +71,19 @@ pub(crate) async fn status_document(
     Ok(crate::service::ooc::view::status(&app.engine, &app.policy, command, full).await?)
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ListQuery {
-    state: Option<String>,
-    actor: Option<String>,
-    conversation: Option<String>,
-    command: Option<String>,
+    pub(crate) state: Option<String>,
+    pub(crate) actor: Option<String>,
+    pub(crate) conversation: Option<String>,
+    pub(crate) command: Option<String>,
     #[serde(rename = "ref")]
-    short_ref: Option<String>,
-    since: Option<String>,
-    until: Option<String>,
-    cursor: Option<String>,
-    limit: Option<i64>,
+    pub(crate) short_ref: Option<String>,
+    pub(crate) since: Option<String>,
+    pub(crate) until: Option<String>,
+    pub(crate) cursor: Option<String>,
+    pub(crate) limit: Option<i64>,
 }
 
 /// `GET /v1/commands`: newest first, a page at a time; `next_cursor` continues where the page

@@ -33,4 +33,5 @@ pub fn router(config: &Config) -> Router<AppState> {
         .merge(events::router())
         .merge(crate::http::openapi::router(&config.hooks))
         .merge(step_up_page::router())
+        .merge(crate::http::console::router())
 }

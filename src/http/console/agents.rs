@@ -1,0 +1,45 @@
+//! The Agents page: each executor target's state, paused and resumed with the API's own move.
+
+use axum::Extension;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use minijinja::context;
+use serde::Deserialize;
+
+use super::frame;
+use super::page::{PageError, render};
+use super::session::{Changing, Signed};
+use crate::http::AppState;
+use crate::http::routes::agents::{list as list_agents, pause, resume};
+
+/// `GET /console/agents`.
+pub(super) async fn list(State(state): State<AppState>, signed: Signed) -> Result<Response, PageError> {
+    signed.require("agents:read")?;
+    let agents = list_agents(State(state.clone())).await?.0.agents;
+    let can_change = signed.principal().scopes.contains("agents:write");
+    let vars = context! {
+        title => "Agents", nav => "agents", session => frame(&signed), agents, can_change,
+    };
+    Ok(render(StatusCode::OK, "agents.html", vars))
+}
+
+#[derive(Deserialize)]
+pub(super) struct NoFields {}
+
+/// `POST /console/agents/{agent}/pause` and `.../resume`.
+pub(super) async fn change(
+    State(state): State<AppState>,
+    Path((agent, change)): Path<(String, String)>,
+    Changing { signed, .. }: Changing<NoFields>,
+) -> Result<Response, PageError> {
+    signed.require("agents:write")?;
+    let principal = Extension(signed.principal().clone());
+    let path = Path(agent);
+    let _moved = match change.as_str() {
+        "pause" => pause(State(state), principal, path).await?,
+        "resume" => resume(State(state), principal, path).await?,
+        _ => return Err(PageError::NotFound),
+    };
+    Ok(Redirect::to("/console/agents").into_response())
+}

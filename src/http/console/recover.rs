@@ -1,0 +1,143 @@
+//! Fixing things from the console: a recovery action on one command (through step-up when the
+//! action is high-risk), and the Needs attention page with its bulk retry and cancel. Each goes
+//! through the API's own code (`run_recovery`, `run_bulk`) under the form's idempotency key.
+
+use axum::extract::Path;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use minijinja::context;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::page::{PageError, render};
+use super::session::{Changing, Signed};
+use super::{Row, form_key, frame};
+use crate::domain::command::ShortRef;
+use crate::domain::lifecycle::State as CommandState;
+use crate::http::AppState;
+use crate::http::idempotency::once;
+use crate::http::routes::bulk::run_bulk;
+use crate::http::routes::commands::status_document;
+use crate::http::routes::recovery::run_recovery;
+use crate::http::views::RecoveryStarted;
+use crate::service::recovery::bulk::{BulkFilter, BulkSummary, needs_attention};
+
+/// The recovery form: the action, why, the form's key, and a step-up proof when one was asked for.
+#[derive(Deserialize)]
+pub(super) struct RecoverForm {
+    action: String,
+    #[serde(default)]
+    reason: String,
+    key: String,
+    #[serde(default)]
+    step_up: String,
+}
+
+/// `POST /console/commands/{id}/recover`: on success, the recovery command's page.
+pub(super) async fn one(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Changing { signed, form }: Changing<RecoverForm>,
+) -> Result<Response, PageError> {
+    signed.require("recovery:write")?;
+    let id: Uuid = id.parse().map_err(|_| PageError::NotFound)?;
+    let body = serde_json::to_vec(&json!({"action": form.action, "reason": form.reason})).unwrap_or_default();
+    let step_up = Some(form.step_up.trim()).filter(|t| !t.is_empty());
+    let principal = signed.principal();
+    let fingerprint = [id.as_bytes().as_slice(), &body].concat();
+    let run = run_recovery(&state, principal, id, &body, step_up);
+    let key = Some(form.key.as_str()).filter(|k| !k.is_empty());
+    let done = once(&state.store, principal.tenant.as_str(), key, &fingerprint, run).await?.into_result();
+    match done {
+        Ok(started) => Ok(started_page(&started)),
+        Err(error) if error.problem().code == "insufficient_user_authentication" => {
+            let detail = error.problem().detail.unwrap_or_default();
+            let vars = context! {
+                title => "Prove it's you", nav => "commands", session => frame(&signed), command_id => id,
+                ref => ShortRef::of(id).to_string(), action => form.action, reason => form.reason,
+                detail, key => form_key(),
+            };
+            Ok(render(StatusCode::UNAUTHORIZED, "prove.html", vars))
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+fn started_page(started: &RecoveryStarted) -> Response {
+    Redirect::to(&format!("/console/commands/{}", started.recovery_command_id)).into_response()
+}
+
+/// The Needs attention page's filters.
+#[derive(Debug, Default, Deserialize, Serialize)]
+pub(super) struct AttentionFilter {
+    state: Option<String>,
+    command: Option<String>,
+}
+
+/// `GET /console/attention`: failed, timed-out and stuck commands (the chat's `failures`).
+pub(super) async fn attention(
+    State(state): State<AppState>,
+    signed: Signed,
+    Query(filter): Query<AttentionFilter>,
+) -> Result<Response, PageError> {
+    signed.require("commands:read")?;
+    let now = OffsetDateTime::now_utc();
+    let tenant = &signed.principal().tenant;
+    let selection = selection(&state, &filter);
+    let mut commands = vec![];
+    for command in needs_attention(&state.engine, tenant, now, 200).await?.iter().filter(|c| selection.admits(c)) {
+        commands.push(Row::of(&state, &status_document(&state, command, false).await?, now));
+    }
+    let command_names: Vec<&str> = state.policy.registry.commands().iter().map(|c| c.name.as_str()).collect();
+    let vars = context! {
+        title => "Needs attention", nav => "attention", live => "refresh", session => frame(&signed),
+        commands, command_names, filter, key => form_key(),
+    };
+    Ok(render(StatusCode::OK, "attention.html", vars))
+}
+
+/// The page's filters as the bulk recovery reads them: a state or command nothing has matches nothing.
+fn selection(state: &AppState, filter: &AttentionFilter) -> BulkFilter {
+    let given = |v: &Option<String>| v.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned);
+    let nothing = || ("-".to_owned(), "-".to_owned());
+    BulkFilter {
+        state: given(&filter.state).map(|s| s.parse().unwrap_or(CommandState::Received)),
+        intent: given(&filter.command).map(|name| {
+            state.policy.registry.get(&name).map_or_else(nothing, |s| (s.entity.clone(), s.action.clone()))
+        }),
+        ..BulkFilter::default()
+    }
+}
+
+#[derive(Deserialize)]
+pub(super) struct BulkForm {
+    action: String,
+    #[serde(default)]
+    reason: String,
+    key: String,
+    #[serde(default)]
+    state: String,
+    #[serde(default)]
+    command: String,
+}
+
+/// `POST /console/attention/bulk`: the API's bulk recovery over the filters shown.
+pub(super) async fn bulk(
+    State(state): State<AppState>,
+    Changing { signed, form }: Changing<BulkForm>,
+) -> Result<Response, PageError> {
+    signed.require("recovery:write")?;
+    let filter = json!({"state": Some(form.state).filter(|s| !s.is_empty()),
+        "command": Some(form.command).filter(|s| !s.is_empty())});
+    let body = json!({"action": form.action, "reason": form.reason, "filter": filter, "limit": 200});
+    let body = serde_json::to_vec(&body).unwrap_or_default();
+    let principal = signed.principal();
+    let run = run_bulk(&state, principal, &body);
+    let key = Some(form.key.as_str()).filter(|k| !k.is_empty());
+    let summary: BulkSummary = once(&state.store, principal.tenant.as_str(), key, &body, run).await?.into_result()?;
+    let vars = context! { title => "Bulk recovery", nav => "attention", session => frame(&signed), summary };
+    Ok(render(StatusCode::OK, "bulk_done.html", vars))
+}

@@ -1,0 +1,135 @@
+//! The console's proof of who is calling, as extractors: a handler that takes [`Signed`] runs
+//! only for an open session (svix-style: its presence proves the check ran), and one that takes
+//! [`Changing`] only for a form that carries the session's CSRF token as well. Scopes and the
+//! tenant are exactly the bearer token's: the session holds the principal the token proved.
+
+use axum::Form;
+use axum::extract::{FromRef, FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, header};
+use cookie::{Cookie, SameSite};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use time::OffsetDateTime;
+
+use super::page::PageError;
+use crate::http::AppState;
+use crate::service::security::Principal;
+use crate::service::security::sessions::{SignedIn, signed_in};
+use crate::store::Store;
+
+/// The session cookie's name.
+pub const COOKIE: &str = "chatgate_session";
+
+/// The session cookie a request carries, if any.
+pub fn cookie_value(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(Cookie::split_parse)
+        .filter_map(Result::ok)
+        .find(|c| c.name() == COOKIE)
+        .map(|c| c.value().to_owned())
+}
+
+/// The `Set-Cookie` that hands the browser its session: HttpOnly (no script reads it),
+/// SameSite=Strict (no other site sends it), Secure when the console is reached over https.
+pub fn session_cookie(value: &str, expires_at: OffsetDateTime, now: OffsetDateTime, secure: bool) -> String {
+    let seconds = (expires_at - now).whole_seconds().max(0);
+    Cookie::build((COOKIE, value.to_owned()))
+        .path("/")
+        .http_only(true)
+        .same_site(SameSite::Strict)
+        .secure(secure)
+        .max_age(cookie::time::Duration::seconds(seconds))
+        .build()
+        .to_string()
+}
+
+/// The `Set-Cookie` that removes the session cookie.
+pub fn cleared_cookie(secure: bool) -> String {
+    let mut cookie = Cookie::build((COOKIE, "")).path("/").http_only(true).same_site(SameSite::Strict).secure(secure);
+    cookie = cookie.max_age(cookie::time::Duration::ZERO);
+    cookie.build().to_string()
+}
+
+/// Whether the browser reached us over https: the configured public URL says so, or the proxy
+/// in front of us does (`X-Forwarded-Proto`).
+pub fn over_https(state: &AppState, headers: &HeaderMap) -> bool {
+    let proxied = headers.get("x-forwarded-proto").and_then(|v| v.to_str().ok()).is_some_and(|p| p == "https");
+    proxied || state.config.server.public_base_url.starts_with("https://")
+}
+
+/// The operator behind an open console session.
+#[derive(Debug, Clone)]
+pub struct Signed(pub SignedIn);
+
+impl Signed {
+    pub fn principal(&self) -> &Principal {
+        &self.0.principal
+    }
+
+    /// Refuses, as the API would, an operator whose token lacks `scope`.
+    pub fn require(&self, scope: &'static str) -> Result<(), PageError> {
+        if self.0.principal.scopes.contains(scope) { Ok(()) } else { Err(PageError::Scope(scope)) }
+    }
+}
+
+impl<S> FromRequestParts<S> for Signed
+where
+    AppState: FromRef<S>,
+    S: Send + Sync,
+{
+    type Rejection = PageError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, PageError> {
+        let state = AppState::from_ref(state);
+        let Some(value) = cookie_value(&parts.headers) else { return Err(PageError::SignIn) };
+        let session = session_of(&state.store, &value).await?.ok_or(PageError::SignIn)?;
+        let client = format!("{}|{}", session.principal.issuer, session.principal.subject);
+        if let Err(wait) = state.policy.security.limits.api_client(&client) {
+            return Err(PageError::TooMany(wait));
+        }
+        Ok(Self(session))
+    }
+}
+
+pub async fn session_of(store: &Store, value: &str) -> Result<Option<SignedIn>, PageError> {
+    Ok(signed_in(store, value, OffsetDateTime::now_utc()).await?)
+}
+
+#[derive(Deserialize)]
+struct WithCsrf<T> {
+    #[serde(default)]
+    csrf: String,
+    #[serde(flatten)]
+    form: T,
+}
+
+/// A form that changes something, from a signed-in operator, carrying the session's CSRF token.
+pub struct Changing<T> {
+    pub signed: Signed,
+    pub form: T,
+}
+
+impl<S, T> FromRequest<S> for Changing<T>
+where
+    AppState: FromRef<S>,
+    S: Send + Sync,
+    T: DeserializeOwned + Send,
+{
+    type Rejection = PageError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, PageError> {
+        let (mut parts, body) = request.into_parts();
+        let signed = Signed::from_request_parts(&mut parts, state).await?;
+        let request = Request::from_parts(parts, body);
+        let Form(WithCsrf { csrf, form }) =
+            Form::<WithCsrf<T>>::from_request(request, state).await.map_err(|e| PageError::BadForm(e.body_text()))?;
+        if !signed.0.csrf_matches(&csrf) {
+            return Err(PageError::Csrf);
+        }
+        Ok(Self { signed, form })
+    }
+}
