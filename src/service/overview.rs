@@ -88,8 +88,8 @@ pub struct Overview {
     pub minutes: Vec<Minute>,
     pub totals: [i64; 6],
     pub latency: Latency,
-    /// The latency of commands that went through without a confirmation: the machine's part.
-    pub latency_unattended: Latency,
+    /// The latency of reads, which no person answers on their way: the machine's part.
+    pub latency_reads: Latency,
 }
 
 pub async fn overview(store: &Store, tenant: &TenantId, now: OffsetDateTime) -> Result<Overview, StoreError> {
@@ -109,8 +109,8 @@ pub async fn overview(store: &Store, tenant: &TenantId, now: OffsetDateTime) -> 
     }
     let finished = store.console().finished(tenant, since, LATENCY_SAMPLE).await?;
     let all: Vec<i64> = finished.iter().map(|f| f.ended_ms - f.received_ms).collect();
-    let unattended: Vec<i64> = finished.iter().filter(|f| f.unattended).map(|f| f.ended_ms - f.received_ms).collect();
-    Ok(Overview { minutes, totals, latency: latency(all), latency_unattended: latency(unattended) })
+    let reads: Vec<i64> = finished.iter().filter(|f| f.read).map(|f| f.ended_ms - f.received_ms).collect();
+    Ok(Overview { minutes, totals, latency: latency(all), latency_reads: latency(reads) })
 }
 
 /// Nearest-rank percentiles.

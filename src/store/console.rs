@@ -34,8 +34,8 @@ pub struct Finished {
     pub state: State,
     pub received_ms: i64,
     pub ended_ms: i64,
-    /// Whether it went through without a person's answer (auto-confirmed).
-    pub unattended: bool,
+    /// A read: no person is asked anything on its way.
+    pub read: bool,
 }
 
 impl Console<'_> {
@@ -115,7 +115,7 @@ impl Console<'_> {
         limit: i64,
     ) -> Result<Vec<Finished>, StoreError> {
         let rows = sqlx::query(
-            "SELECT state, received_at, updated_at, confirmation FROM commands
+            "SELECT state, received_at, updated_at, command_kind FROM commands
              WHERE tenant_id = $1 AND received_at >= $2
                AND state IN ('executed', 'failed', 'rejected', 'canceled', 'compensated')
              ORDER BY command_id DESC LIMIT $3",
@@ -131,7 +131,7 @@ impl Console<'_> {
                     state: parsed(row, "state")?,
                     received_ms: int(row, "received_at")?,
                     ended_ms: int(row, "updated_at")?,
-                    unattended: text(row, "confirmation")? == "auto_confirmed",
+                    read: text(row, "command_kind")? == "read",
                 })
             })
             .collect()

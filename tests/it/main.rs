@@ -10,6 +10,7 @@ mod cli;
 mod conformance;
 mod console_browser;
 mod e2e_amqp;
+mod e2e_console;
 mod e2e_conversation;
 mod e2e_execution;
 mod e2e_health;

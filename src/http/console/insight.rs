@@ -81,7 +81,7 @@ pub(super) async fn overview(State(state): State<AppState>, signed: Signed) -> R
             context! { class, label => s.as_str(), total }
         })
         .collect();
-    let latency = vec![latency_row("all", &o.latency), latency_row("without a confirmation", &o.latency_unattended)];
+    let latency = vec![latency_row("all", &o.latency), latency_row("reads (nobody asked)", &o.latency_reads)];
     let vars = context! {
         title => "Overview", nav => "overview", live => "refresh", session => frame(&signed),
         total => o.totals.iter().sum::<i64>(), legend, latency,

@@ -19,9 +19,9 @@ use crate::domain::command::ShortRef;
 use crate::domain::lifecycle::State as CommandState;
 use crate::http::AppState;
 use crate::http::idempotency::once;
-use crate::http::routes::bulk::run_bulk;
+use crate::http::routes::bulk::{BulkBody, run_bulk};
 use crate::http::routes::commands::status_document;
-use crate::http::routes::recovery::run_recovery;
+use crate::http::routes::recovery::{RecoveryRequest, run_recovery};
 use crate::http::views::RecoveryStarted;
 use crate::service::recovery::bulk::{BulkFilter, BulkSummary, needs_attention};
 
@@ -48,7 +48,8 @@ pub(super) async fn one(
     let step_up = Some(form.step_up.trim()).filter(|t| !t.is_empty());
     let principal = signed.principal();
     let fingerprint = [id.as_bytes().as_slice(), &body].concat();
-    let run = run_recovery(&state, principal, id, &body, step_up);
+    let request = RecoveryRequest::read(&body)?;
+    let run = run_recovery(&state, principal, id, &request, step_up);
     let key = Some(form.key.as_str()).filter(|k| !k.is_empty());
     let done = once(&state.store, principal.tenant.as_str(), key, &fingerprint, run).await?.into_result();
     match done {
@@ -135,7 +136,8 @@ pub(super) async fn bulk(
     let body = json!({"action": form.action, "reason": form.reason, "filter": filter, "limit": 200});
     let body = serde_json::to_vec(&body).unwrap_or_default();
     let principal = signed.principal();
-    let run = run_bulk(&state, principal, &body);
+    let request = BulkBody::read(&state, &body)?;
+    let run = run_bulk(&state, principal, &request);
     let key = Some(form.key.as_str()).filter(|k| !k.is_empty());
     let summary: BulkSummary = once(&state.store, principal.tenant.as_str(), key, &body, run).await?.into_result()?;
     let vars = context! { title => "Bulk recovery", nav => "attention", session => frame(&signed), summary };

@@ -84,28 +84,35 @@ pub(crate) async fn bulk(
     let Some(key) = key_of(&headers)? else {
         return Err(invalid_body("A bulk recovery needs an `Idempotency-Key` header."));
     };
-    let run = run_bulk(&state, &principal, &body);
+    let request = BulkBody::read(&state, &body)?;
+    let run = run_bulk(&state, &principal, &request);
     once(&state.store, principal.tenant.as_str(), Some(&key), &body, run).await?.into_response()
 }
 
-/// The bulk recovery a request body asks for, run for `principal` (the console's form too).
+impl BulkBody {
+    /// The bulk recovery a body asks for, checked; a bad one is refused before anything is stored.
+    pub(crate) fn read(state: &AppState, body: &[u8]) -> Result<(BulkRequest, String), ApiError> {
+        let body: BulkBody = serde_json::from_slice(body).map_err(|e| invalid_body(&e.to_string()))?;
+        Ok((bulk_request(state, &body)?, body.reason))
+    }
+}
+
+/// A bulk recovery (and why) run for `principal`: the API's and the console's.
 pub(crate) async fn run_bulk(
     state: &AppState,
     principal: &Principal,
-    body: &[u8],
+    (request, reason): &(BulkRequest, String),
 ) -> Result<(StatusCode, BulkSummary), ApiError> {
-    let body: BulkBody = serde_json::from_slice(body).map_err(|e| invalid_body(&e.to_string()))?;
-    let request = bulk_request(state, &body)?;
     let operator_id = format!("{}|{}", principal.issuer, principal.subject);
     let operator = Operator {
         tenant: &principal.tenant,
         id: &operator_id,
         subject: &principal.subject,
-        reason: &body.reason,
+        reason,
         step_up: StepUp::None,
     };
     let now = OffsetDateTime::now_utc();
-    let summary = recover_many(&state.ingress, &state.engine, &state.policy, &operator, &request, now).await?;
+    let summary = recover_many(&state.ingress, &state.engine, &state.policy, &operator, request, now).await?;
     Ok((StatusCode::OK, summary))
 }
 

@@ -36,6 +36,25 @@ struct RecoveryBody {
     reason: String,
 }
 
+/// A recovery request, read and checked: what the API's body and the console's form both become.
+#[derive(Debug, Clone)]
+pub(crate) struct RecoveryRequest {
+    pub(crate) action: RecoveryAction,
+    pub(crate) reason: String,
+}
+
+impl RecoveryRequest {
+    /// A body that is not a recovery request is refused before anything is stored.
+    pub(crate) fn read(body: &[u8]) -> Result<Self, ApiError> {
+        let body: RecoveryBody = serde_json::from_slice(body).map_err(|e| invalid_body(&e.to_string()))?;
+        let action = body
+            .action
+            .parse()
+            .map_err(|_| invalid_body("`action` is `retry`, `cancel`, `compensate` or `reprocess`"))?;
+        Ok(Self { action, reason: body.reason })
+    }
+}
+
 /// `RecoveryBody` as the OpenAPI document describes it.
 pub(crate) fn recovery_body_schema() -> Value {
     let actions: Vec<&str> = RecoveryAction::ALL.iter().map(|a| a.as_str()).collect();
@@ -86,7 +105,8 @@ pub(crate) async fn recovery_request(
     let key = key_of(&headers)?;
     let step_up = headers.get("step-up").and_then(|v| v.to_str().ok()).map(str::to_owned);
     let fingerprint = [id.as_bytes().as_slice(), &body].concat();
-    let run = run_recovery(&state, &principal, id, &body, step_up.as_deref());
+    let request = RecoveryRequest::read(&body)?;
+    let run = run_recovery(&state, &principal, id, &request, step_up.as_deref());
     once(&state.store, principal.tenant.as_str(), key.as_deref(), &fingerprint, run).await?.into_response()
 }
 
@@ -94,14 +114,10 @@ pub(crate) async fn run_recovery(
     state: &AppState,
     principal: &Principal,
     id: Uuid,
-    body: &[u8],
+    request: &RecoveryRequest,
     step_up: Option<&str>,
 ) -> Result<(StatusCode, RecoveryStarted), ApiError> {
-    let request: RecoveryBody = serde_json::from_slice(body).map_err(|e| invalid_body(&e.to_string()))?;
-    let action: RecoveryAction = request
-        .action
-        .parse()
-        .map_err(|_| invalid_body("`action` is `retry`, `cancel`, `compensate` or `reprocess`"))?;
+    let action = request.action;
     let operator_id = format!("{}|{}", principal.issuer, principal.subject);
     let operator = Operator {
         tenant: &principal.tenant,

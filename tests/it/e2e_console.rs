@@ -1,0 +1,203 @@
+//! The console and the bulk recovery over plain HTTP (the browser test drives the same pages in
+//! chromium): sessions, their cookie and their end; CSRF and scopes on every change; tenant
+//! isolation; the bulk recovery's key, filter, limit, evidence and summary, on both backends.
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::conformance::{drive, path_to};
+use crate::helpers::{TestApp, TestDb, api_token, on_both_backends, order_status, refund, spawn_app_with};
+use chatgate::domain::lifecycle::{Event, State};
+
+/// A read fails without a confirmation step.
+const READ_FAILS: &[Event] = &[Event::SubmitForAuthorization, Event::Allow, Event::Start, Event::Fail];
+
+on_both_backends!(bulk_recovery_acts_once_per_key_on_the_filtered_failures_and_sums_up);
+
+const SCOPES: &str = "commands:read recovery:write audit:read agents:read agents:write";
+
+async fn bulk(app: &TestApp, token: &str, key: Option<&str>, body: &Value) -> (StatusCode, Value) {
+    let mut request = app.client.post(app.url("/v1/recovery/bulk")).bearer_auth(token).json(body);
+    if let Some(key) = key {
+        request = request.header("idempotency-key", key);
+    }
+    let response = request.send().await.expect("bulk");
+    (response.status(), response.json().await.unwrap_or(Value::Null))
+}
+
+async fn bulk_recovery_acts_once_per_key_on_the_filtered_failures_and_sums_up(db: &TestDb) {
+    let app = spawn_app_with(db, db.config.clone()).await;
+    let ops = api_token(db, "demo", "ops-1", SCOPES);
+    let mut failed = vec![];
+    for n in 1..=3 {
+        failed.push(drive(db, order_status("demo", &format!("{n}"), &format!("mb{n}")), READ_FAILS).await);
+    }
+    let refund_failed = drive(db, refund("demo", "9", "1.00", "mbr"), path_to(State::Failed)).await;
+    let theirs = drive(db, order_status("other", "1", "mbo"), READ_FAILS).await;
+    let retry_statuses = json!({"action": "retry", "reason": "unlocked", "filter": {"command": "order_status"}});
+
+    let (status, problem) = bulk(&app, &ops, None, &retry_statuses).await;
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_body")),
+        "a key is required"
+    );
+    for bad in [
+        json!({"action": "compensate"}),
+        json!({"action": "retry", "limit": 0}),
+        json!({"action": "retry", "limit": 201}),
+        json!({"action": "retry", "filter": {"command": "no_such_command"}}),
+        json!({"action": "retry", "filter": {"state": "sleeping"}}),
+        json!({"action": "retry", "filter": {"since": "yesterday"}}),
+        json!({"action": "retry", "everything": true}),
+    ] {
+        let (status, _) = bulk(&app, &ops, Some("bad-one"), &bad).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+    }
+
+    let (status, summary) = bulk(&app, &ops, Some("bulk-1"), &retry_statuses).await;
+    assert_eq!(status, StatusCode::OK, "{summary}");
+    assert_eq!((summary["action"].as_str(), summary["selected"].as_u64()), (Some("retry"), Some(3)), "{summary}");
+    let done: Vec<Uuid> = summary["done"]
+        .as_array()
+        .expect("done")
+        .iter()
+        .map(|d| d["command_id"].as_str().expect("id").parse().expect("uuid"))
+        .collect();
+    for id in &failed {
+        assert!(done.contains(id), "{id} was retried: {summary}");
+        assert_eq!(db.store.commands().recoveries_of(*id).await.expect("read").len(), 1);
+        let evidence = db.store.evidence().for_command("demo", *id).await.expect("evidence");
+        assert!(evidence.iter().any(|a| a.kind == "recovery.requested"), "evidence on {id}");
+    }
+    assert!(!done.contains(&refund_failed) && !done.contains(&theirs), "only the filtered, only the tenant's");
+
+    // The same request again: the same answer, nothing done twice; the key for another: refused.
+    let (status, again) = bulk(&app, &ops, Some("bulk-1"), &retry_statuses).await;
+    assert_eq!((status, &again), (StatusCode::OK, &summary));
+    for id in &failed {
+        assert_eq!(db.store.commands().recoveries_of(*id).await.expect("read").len(), 1, "not retried twice");
+    }
+    let (status, _) = bulk(&app, &ops, Some("bulk-1"), &json!({"action": "cancel"})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+
+    // A new key: the retried ones no longer need attention; a failed refund cannot be canceled.
+    let (status, refused) = bulk(&app, &ops, Some("bulk-2"), &json!({"action": "cancel", "limit": 10})).await;
+    assert_eq!(status, StatusCode::OK, "{refused}");
+    assert_eq!(refused["selected"], 1, "only the refund still needs attention: {refused}");
+    assert_eq!(refused["done"], json!([]));
+    assert_eq!(refused["refused"][0]["command_id"], refund_failed.to_string());
+    assert_eq!(refused["refused"][0]["code"], "recovery_not_allowed");
+
+    let other = api_token(db, "other", "ops-2", SCOPES);
+    let (_, mine_only) =
+        bulk(&app, &other, Some("bulk-1"), &json!({"action": "retry", "filter": {"state": "failed"}})).await;
+    assert_eq!(mine_only["selected"], 1, "keys and commands are per tenant: {mine_only}");
+    assert_eq!(mine_only["done"][0]["command_id"], theirs.to_string());
+    app.stop().await.expect("stop");
+}
+
+/// A client that shows the console's redirects instead of following them, and keeps no cookies.
+fn plain() -> reqwest::Client {
+    reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("client")
+}
+
+/// Signs in with `token`; the session cookie's value.
+async fn session(app: &TestApp, token: &str) -> String {
+    let response = plain().post(app.url("/console/sign-in")).form(&[("token", token)]).send().await.expect("sign in");
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    let set = response.headers()["set-cookie"].to_str().expect("ascii").to_owned();
+    let cookie = cookie::Cookie::parse(set.clone()).expect("cookie");
+    assert_eq!((cookie.http_only(), cookie.same_site()), (Some(true), Some(cookie::SameSite::Strict)), "{set}");
+    cookie.value().to_owned()
+}
+
+async fn page(app: &TestApp, cookie: &str, path: &str) -> (StatusCode, String) {
+    let response =
+        plain().get(app.url(path)).header("cookie", format!("chatgate_session={cookie}")).send().await.expect("get");
+    (response.status(), response.text().await.unwrap_or_default())
+}
+
+async fn post_form(app: &TestApp, cookie: &str, path: &str, form: &[(&str, &str)]) -> (StatusCode, String) {
+    let response = plain()
+        .post(app.url(path))
+        .header("cookie", format!("chatgate_session={cookie}"))
+        .form(form)
+        .send()
+        .await
+        .expect("post");
+    (response.status(), response.text().await.unwrap_or_default())
+}
+
+/// The form token a page carries.
+fn csrf_of(html: &str) -> String {
+    let at = html.find("name=\"csrf\" value=\"").expect("a form token on the page") + 19;
+    html[at..].split('"').next().expect("value").to_owned()
+}
+
+#[tokio::test]
+async fn console_sessions_forms_scopes_and_tenants_hold_over_http() {
+    let db = TestDb::sqlite().await;
+    let app = spawn_app_with(&db, db.config.clone()).await;
+    let bad = plain().post(app.url("/console/sign-in")).form(&[("token", "nope")]).send().await.expect("sign in");
+    assert_eq!((bad.status(), bad.headers().get("set-cookie")), (StatusCode::UNAUTHORIZED, None));
+    let cookie = session(&app, &api_token(&db, "demo", "ops-1", SCOPES)).await;
+    let (status, html) = page(&app, &cookie, "/console/agents").await;
+    assert_eq!(status, StatusCode::OK);
+    let csrf = csrf_of(&html);
+    let paused = || async { db.store.agents().get("orders").await.expect("agent").state.as_str().to_owned() };
+
+    for forged in [vec![], vec![("csrf", "forged")], vec![("csrf", &csrf[..csrf.len() - 1])]] {
+        let (status, html) = post_form(&app, &cookie, "/console/agents/orders/pause", &forged).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{forged:?}: {html}");
+        assert_ne!(paused().await, "paused", "a forged form changes nothing");
+    }
+    let (status, _) = post_form(&app, &cookie, "/console/agents/orders/pause", &[("csrf", &csrf)]).await;
+    assert_eq!((status, paused().await.as_str()), (StatusCode::SEE_OTHER, "paused"));
+
+    // Scopes are the token's: a reader sees, and may not change.
+    let reader = session(&app, &api_token(&db, "demo", "ops-2", "commands:read agents:read")).await;
+    let (_, html) = page(&app, &reader, "/console/agents").await;
+    assert!(!html.contains("Resume orders"), "no buttons for a reader");
+    let reader_csrf = csrf_of(&html);
+    let (status, _) = post_form(&app, &reader, "/console/agents/orders/resume", &[("csrf", &reader_csrf)]).await;
+    assert_eq!((status, paused().await.as_str()), (StatusCode::FORBIDDEN, "paused"));
+    assert_eq!(page(&app, &reader, "/console/audit").await.0, StatusCode::FORBIDDEN);
+
+    // Another tenant's command is not found, as in the API.
+    let theirs = drive(&db, refund("other", "7", "1.00", "mo"), path_to(State::Executed)).await;
+    assert_eq!(page(&app, &cookie, &format!("/console/commands/{theirs}")).await.0, StatusCode::NOT_FOUND);
+    assert_eq!(page(&app, &cookie, &format!("/console/commands/{theirs}/row")).await.0, StatusCode::NOT_FOUND);
+
+    // The cookie opens the event stream for reading; it never authorizes a change through the API.
+    let events = plain().get(app.url("/v1/events")).header("cookie", format!("chatgate_session={cookie}"));
+    let events = events.send().await.expect("events");
+    assert_eq!(events.status(), StatusCode::OK);
+    drop(events);
+    let change = plain()
+        .post(app.url("/v1/agents/orders/resume"))
+        .header("cookie", format!("chatgate_session={cookie}"))
+        .send()
+        .await
+        .expect("resume");
+    assert_eq!(change.status(), StatusCode::UNAUTHORIZED);
+
+    // Signing out ends the session on the server.
+    let (status, _) = post_form(&app, &cookie, "/console/sign-out", &[("csrf", &csrf)]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(page(&app, &cookie, "/console/commands").await.0, StatusCode::SEE_OTHER);
+    app.stop().await.expect("stop");
+}
+
+#[tokio::test]
+async fn a_console_session_ends_when_its_time_is_up() {
+    let db = TestDb::sqlite().await;
+    let mut config = db.config.clone();
+    config.console.session_minutes = 0;
+    let app = spawn_app_with(&db, config).await;
+    let cookie = session(&app, &api_token(&db, "demo", "ops-1", SCOPES)).await;
+    let (status, _) = page(&app, &cookie, "/console/commands").await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "an ended session is sent to sign in");
+    app.stop().await.expect("stop");
+}
