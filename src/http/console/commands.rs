@@ -153,10 +153,10 @@ pub(super) async fn one(
         if can_recover { status.recovery_actions.iter().map(|a| a.as_str()).collect() } else { vec![] };
     let step_up = (command.lifecycle.state == CommandState::AuthzPending)
         .then_some("waiting for the person's step-up proof (the chat sent them a link)");
+    let name = state.policy.spec_of(&command).map_or("command", |s| s.name.as_str());
     let vars = context! {
-        title => format!("{} {}", ShortRef::of(id), state.policy.spec_of(&command).map_or("command", |s| s.name.as_str())),
+        title => format!("{} {name}", ShortRef::of(id)), name,
         nav => "commands", live => "watch", watch, session => frame(&signed),
-        name => state.policy.spec_of(&command).map(|s| s.name.clone()),
         envelope => serde_json::to_string_pretty(&status.envelope).unwrap_or_default(),
         target_ref => status.target_command_id.map(|t| ShortRef::of(t).to_string()),
         s => status, deliveries, evidence, trace, recoveries, actions, step_up, key => form_key(),
