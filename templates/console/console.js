@@ -30,7 +30,9 @@
       holder.innerHTML = text.trim();
       var row = holder.firstElementChild;
       var old = table.querySelector('tr[data-command="' + id + '"]');
-      if (old) { old.replaceWith(row); } else { table.tBodies[0].prepend(row); }
+      if (old) { old.replaceWith(row); }
+      else if (location.search.indexOf("cursor=") < 0) { table.tBodies[0].prepend(row); }
+      else { return; } // an older page: new commands belong on the first
       row.classList.add("fresh");
       var empty = document.getElementById("empty");
       if (empty) empty.remove();
@@ -60,6 +62,19 @@
     }, delay);
   }
 
+  // Under load many commands move each second: rows are fetched at most twice a second, and
+  // when many moved at once the table is rendered again instead (one request, not dozens).
+  var queued = [];
+  function queueRow(id) {
+    if (queued.indexOf(id) < 0) queued.push(id);
+    if (queued.length > 1) return;
+    setTimeout(function () {
+      var ids = queued;
+      queued = [];
+      if (ids.length > 8) { refreshRegion(0); } else { ids.forEach(updateRow); }
+    }, 500);
+  }
+
   var watched = (document.body.dataset.watch || "").split(" ").filter(Boolean);
   var source = new EventSource("/v1/events");
   // The stream starts at the moment it opens: what moved between rendering the page and now (or
@@ -68,7 +83,7 @@
   source.addEventListener("error", function () { say("reconnecting…"); });
   source.addEventListener("transition", function (event) {
     var data = JSON.parse(event.data);
-    if (mode === "rows") { updateRow(data.command_id); }
+    if (mode === "rows") { queueRow(data.command_id); }
     else if (mode === "watch") { if (watched.indexOf(data.command_id) >= 0) refreshRegion(300); }
     else { refreshRegion(1500); }
   });

@@ -114,7 +114,6 @@ async fn a_command_appears_live_and_fails(
     let same_page = browser.client.execute("return window.stillThisPage === true", vec![]).await.expect("script");
     assert_eq!(same_page, json!(true), "the row came live, not by reloading the page");
     browser.no_script_error().await;
-    browser.screenshot("commands").await;
     id
 }
 
@@ -263,6 +262,8 @@ async fn another_tenants_command_is_not_found(browser: &Browser, app: &TestApp, 
 }
 
 async fn on_a_phone(browser: &mut Browser, app: &TestApp) {
+    browser.goto(&app.url("/console/commands")).await;
+    browser.screenshot("commands").await;
     browser.client.set_window_size(390, 844).await.expect("phone size");
     browser.goto(&app.url("/console/commands")).await;
     let overflow = browser.client.execute("return document.body.scrollWidth <= window.innerWidth + 1", vec![]).await;

@@ -42,15 +42,20 @@ fn bars(minutes: &[Minute]) -> (Vec<Bar>, i64) {
             }
             let h = HEIGHT * count as f64 / max as f64;
             top -= h;
-            let class = match standing {
-                Standing::InProgress => "in_progress",
-                other => other.as_str(),
-            };
+            let class = css_class(*standing);
             let label = format!("{hhmm}: {count} {}", standing.as_str());
             bars.push(Bar { x: i as f64 * slot + 1.0, y: top, w: (slot - 2.0).max(1.0), h, class, label });
         }
     }
     (bars, max)
+}
+
+/// The class that colours a standing (`in progress` is two words).
+fn css_class(standing: Standing) -> &'static str {
+    match standing {
+        Standing::InProgress => "in_progress",
+        other => other.as_str(),
+    }
 }
 
 fn millis(value: Option<i64>) -> String {
@@ -77,8 +82,7 @@ pub(super) async fn overview(State(state): State<AppState>, signed: Signed) -> R
         .iter()
         .zip(o.totals)
         .map(|(s, total)| {
-            let class = if *s == Standing::InProgress { "in_progress" } else { s.as_str() };
-            context! { class, label => s.as_str(), total }
+            context! { class => css_class(*s), label => s.as_str(), total }
         })
         .collect();
     let latency = vec![latency_row("all", &o.latency), latency_row("reads (nobody asked)", &o.latency_reads)];
