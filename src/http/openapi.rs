@@ -85,6 +85,7 @@ fn describe_bodies(document: &mut Value) {
     let mut bodies: Vec<(String, &str, Value)> = vec![
         ("/v1/commands/{id}/recovery".into(), json, crate::http::routes::recovery::recovery_body_schema()),
         ("/v1/commands/{id}/step-up".into(), json, crate::http::routes::recovery::step_up_body_schema()),
+        ("/v1/recovery/bulk".into(), json, crate::http::routes::bulk::bulk_body_schema()),
         ("/v1/commands/{id}/acks".into(), json, crate::executors::acks::ack_schema()),
         ("/v1/executors/{executor}/commands/{id}/acks".into(), json, crate::executors::acks::ack_schema()),
         ("/webhooks/twilio".into(), form, crate::channels::twilio::form::message_schema()),

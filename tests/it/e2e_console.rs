@@ -47,7 +47,6 @@ async fn bulk_recovery_acts_once_per_key_on_the_filtered_failures_and_sums_up(db
         json!({"action": "compensate"}),
         json!({"action": "retry", "limit": 0}),
         json!({"action": "retry", "limit": 201}),
-        json!({"action": "retry", "filter": {"command": "no_such_command"}}),
         json!({"action": "retry", "filter": {"state": "sleeping"}}),
         json!({"action": "retry", "filter": {"since": "yesterday"}}),
         json!({"action": "retry", "everything": true}),
@@ -55,6 +54,11 @@ async fn bulk_recovery_acts_once_per_key_on_the_filtered_failures_and_sums_up(db
         let (status, _) = bulk(&app, &ops, Some("bad-one"), &bad).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
     }
+
+    // As in the list, a command the registry does not know matches nothing.
+    let (status, none) =
+        bulk(&app, &ops, Some("bulk-0"), &json!({"action": "retry", "filter": {"command": "no_such_command"}})).await;
+    assert_eq!((status, none["selected"].as_u64()), (StatusCode::OK, Some(0)), "{none}");
 
     let (status, summary) = bulk(&app, &ops, Some("bulk-1"), &retry_statuses).await;
     assert_eq!(status, StatusCode::OK, "{summary}");

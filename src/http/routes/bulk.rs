@@ -11,10 +11,11 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
 use serde::Deserialize;
+use serde_json::{Value, json};
 use time::OffsetDateTime;
-use utoipa::ToSchema;
 
 use super::commands::invalid_body;
+use crate::domain::lifecycle::State as CommandState;
 use crate::domain::lifecycle::recovery::RecoveryAction;
 use crate::http::auth::{Principal, require};
 use crate::http::idempotency::{key_of, once};
@@ -28,7 +29,7 @@ pub fn router() -> Router<AppState> {
 }
 
 /// Which commands needing attention to act on; every field narrows, none is required.
-#[derive(Debug, Default, Deserialize, ToSchema)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BulkSelection {
     /// `failed`, `started` or `authorized` (the states a command needing attention is in).
@@ -36,14 +37,12 @@ pub struct BulkSelection {
     /// A command of the registry, by name (`refund`).
     pub command: Option<String>,
     pub actor: Option<String>,
-    #[schema(format = DateTime)]
     pub since: Option<String>,
-    #[schema(format = DateTime)]
     pub until: Option<String>,
 }
 
 /// A bulk recovery request.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BulkBody {
     /// `retry` or `cancel`.
@@ -53,8 +52,31 @@ pub struct BulkBody {
     #[serde(default)]
     pub filter: BulkSelection,
     /// At most this many commands (1 to 200; 50 when left out).
-    #[schema(minimum = 1, maximum = 200)]
     pub limit: Option<i64>,
+}
+
+/// `BulkBody` as the OpenAPI document describes it: exactly what `BulkBody::read` accepts.
+pub(crate) fn bulk_body_schema() -> Value {
+    let states: Vec<Value> = CommandState::ALL.iter().map(|s| Value::from(s.as_str())).chain([Value::Null]).collect();
+    let text = json!({"type": ["string", "null"]});
+    let time = json!({"type": ["string", "null"], "format": "date-time"});
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["action"],
+        "properties": {
+            "action": {"type": "string", "enum": ["retry", "cancel"]},
+            "reason": {"type": "string"},
+            "filter": {
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {
+                    "state": {"enum": states}, "command": text, "actor": text, "since": time, "until": time,
+                },
+            },
+            "limit": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_BULK},
+        },
+    })
 }
 
 #[utoipa::path(
@@ -63,7 +85,11 @@ pub struct BulkBody {
     tag = "recovery",
     security(("bearer" = ["recovery:write"])),
     params(("Idempotency-Key" = String, Header, description = "Required: the same request again does nothing twice")),
-    request_body(content = BulkBody, content_type = "application/json"),
+    request_body(
+        content = serde_json::Value,
+        content_type = "application/json",
+        description = "{\"action\": \"retry\" | \"cancel\", \"reason\", \"filter\": {...}, \"limit\"}"
+    ),
     responses(
         (status = 200, description = "What was done and what was refused", body = BulkSummary),
         (status = 400, description = "A bad body, or no Idempotency-Key", content_type = PROBLEM_JSON,
@@ -136,13 +162,11 @@ fn bulk_request(state: &AppState, body: &BulkBody) -> Result<BulkRequest, ApiErr
     let state_filter = given(&f.state)
         .map(|s| s.parse().map_err(|_| invalid_body("`filter.state` is a command state (`failed`, ...)")))
         .transpose()?;
-    let intent = match given(&f.command) {
-        None => None,
-        Some(name) => match state.policy.registry.get(&name) {
-            Some(spec) => Some((spec.entity.clone(), spec.action.clone())),
-            None => return Err(invalid_body(&format!("`filter.command`: no command `{name}` in the registry"))),
-        },
-    };
+    // As in `GET /v1/commands`, a command the registry does not know matches nothing.
+    let intent = given(&f.command).map(|name| match state.policy.registry.get(&name) {
+        Some(spec) => (spec.entity.clone(), spec.action.clone()),
+        None => ("-".to_owned(), "-".to_owned()),
+    });
     let filter = BulkFilter {
         state: state_filter,
         intent,
