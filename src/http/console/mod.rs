@@ -87,8 +87,8 @@ impl Row {
             .map_or_else(|| format!("{} {}", intent.action, intent.entity), |spec| spec.name.clone());
         let created = OffsetDateTime::parse(&status.created_at, &time::format_description::well_known::Rfc3339);
         let outcome = match (&status.outcome, &status.reason_code) {
-            (Some(outcome), Some(reason)) => format!("{} · {reason}", outcome.as_str()),
-            (Some(outcome), None) => outcome.as_str().to_owned(),
+            (Some(outcome), Some(reason)) if reason != outcome.as_str() => format!("{} · {reason}", outcome.as_str()),
+            (Some(outcome), _) => outcome.as_str().to_owned(),
             (None, Some(reason)) => reason.clone(),
             (None, None) => String::new(),
         };
