@@ -205,3 +205,25 @@ async fn a_console_session_ends_when_its_time_is_up() {
     assert_eq!(status, StatusCode::SEE_OTHER, "an ended session is sent to sign in");
     app.stop().await.expect("stop");
 }
+
+#[tokio::test]
+async fn the_audit_page_names_the_first_broken_link() {
+    use sqlx::Executor as _;
+    let db = TestDb::sqlite().await;
+    drive(&db, refund("demo", "1234", "25.00", "m"), path_to(State::Executed)).await;
+    let app = spawn_app_with(&db, db.config.clone()).await;
+    let cookie = session(&app, &api_token(&db, "demo", "ops-1", SCOPES)).await;
+    let (_, intact) = page(&app, &cookie, "/console/audit?verify=1").await;
+    assert!(intact.contains("Intact: 7 artifacts checked"), "{intact}");
+
+    let mut conn = db.raw().await;
+    conn.execute("DROP TRIGGER evidence_no_update").await.expect("drop guard");
+    conn.execute("UPDATE evidence SET body = REPLACE(body, '\"executed\"', '\"failed\"') WHERE seq = 7")
+        .await
+        .expect("tamper");
+    let (status, broken) = page(&app, &cookie, "/console/audit?verify=1").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(broken.contains("Broken: the first link that does not hold") && broken.contains("(#7)"), "{broken}");
+    assert!(broken.contains("altered"), "{broken}");
+    app.stop().await.expect("stop");
+}
