@@ -49,6 +49,8 @@ async fn bulk_recovery_acts_once_per_key_on_the_filtered_failures_and_sums_up(db
         json!({"action": "retry", "limit": 201}),
         json!({"action": "retry", "filter": {"state": "sleeping"}}),
         json!({"action": "retry", "filter": {"since": "yesterday"}}),
+        json!({"action": "retry", "filter": {"until": ""}}),
+        json!({"action": "retry", "limit": 2.5}),
         json!({"action": "retry", "everything": true}),
     ] {
         let (status, _) = bulk(&app, &ops, Some("bad-one"), &bad).await;
@@ -59,6 +61,10 @@ async fn bulk_recovery_acts_once_per_key_on_the_filtered_failures_and_sums_up(db
     let (status, none) =
         bulk(&app, &ops, Some("bulk-0"), &json!({"action": "retry", "filter": {"command": "no_such_command"}})).await;
     assert_eq!((status, none["selected"].as_u64()), (StatusCode::OK, Some(0)), "{none}");
+
+    let (status, whole) =
+        bulk(&app, &ops, Some("bulk-00"), &json!({"action": "cancel", "limit": 5.0, "filter": {"command": "x"}})).await;
+    assert_eq!(status, StatusCode::OK, "a whole number written 5.0 is 5: {whole}");
 
     let (status, summary) = bulk(&app, &ops, Some("bulk-1"), &retry_statuses).await;
     assert_eq!(status, StatusCode::OK, "{summary}");

@@ -52,7 +52,8 @@ pub struct BulkBody {
     #[serde(default)]
     pub filter: BulkSelection,
     /// At most this many commands (1 to 200; 50 when left out).
-    pub limit: Option<i64>,
+    /// A JSON number: `50` and `50.0` are the same integer.
+    pub limit: Option<serde_json::Number>,
 }
 
 /// `BulkBody` as the OpenAPI document describes it: exactly what `BulkBody::read` accepts.
@@ -147,15 +148,19 @@ fn bulk_request(state: &AppState, body: &BulkBody) -> Result<BulkRequest, ApiErr
         Ok(action @ (RecoveryAction::Retry | RecoveryAction::Cancel)) => action,
         _ => return Err(invalid_body("`action` is `retry` or `cancel` (other actions are one command at a time)")),
     };
-    let limit = body.limit.unwrap_or(50);
-    if !(1..=MAX_BULK as i64).contains(&limit) {
-        return Err(invalid_body("`limit` is between 1 and 200"));
+    let limit = match &body.limit {
+        None => 50.0,
+        Some(n) => n.as_f64().filter(|n| n.fract() == 0.0).unwrap_or(0.0),
+    };
+    if !(1.0..=MAX_BULK as f64).contains(&limit) {
+        return Err(invalid_body("`limit` is an integer between 1 and 200"));
     }
     let f = &body.filter;
     let given = |v: &Option<String>| v.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned);
+    // A time is an RFC 3339 time or left out (null): an empty one is refused, as in the list.
     let time = |raw: &Option<String>, what: &str| {
-        given(raw)
-            .map(|t| OffsetDateTime::parse(&t, &time::format_description::well_known::Rfc3339))
+        raw.as_deref()
+            .map(|t| OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339))
             .transpose()
             .map_err(|_| invalid_body(&format!("`filter.{what}` is an RFC 3339 time")))
     };
@@ -174,5 +179,5 @@ fn bulk_request(state: &AppState, body: &BulkBody) -> Result<BulkRequest, ApiErr
         since: time(&f.since, "since")?,
         until: time(&f.until, "until")?,
     };
-    Ok(BulkRequest { action, filter, limit: usize::try_from(limit).unwrap_or(50) })
+    Ok(BulkRequest { action, filter, limit: limit as usize })
 }
