@@ -46,8 +46,14 @@ impl From<sqlx::Error> for StoreError {
     }
 }
 
-/// SQLite busy/locked, PostgreSQL shutdown, too many connections and connection loss.
+/// SQLite busy/locked, PostgreSQL shutdown, too many connections and connection loss, and on both
+/// a full disk or an I/O error: conditions that pass, so the caller should retry.
 fn is_transient(code: Option<&str>) -> bool {
-    matches!(code, Some("5" | "6" | "261" | "517" | "57P01" | "57P02" | "57P03" | "53300"))
+    matches!(code, Some("5" | "6" | "261" | "517" | "57P01" | "57P02" | "57P03" | "53300" | "53100" | "58030"))
         || code.is_some_and(|c| c.starts_with("08"))
+        || code.and_then(|c| c.parse::<i32>().ok()).is_some_and(|c| matches!(c & 0xff, SQLITE_IOERR | SQLITE_FULL))
 }
+
+/// SQLite's primary result codes (the extended ones carry them in their low byte).
+const SQLITE_IOERR: i32 = 10;
+const SQLITE_FULL: i32 = 13;

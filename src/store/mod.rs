@@ -128,7 +128,13 @@ impl Store {
         sqlx::any::install_default_drivers();
         let backend = config.database_url.backend().map_err(StoreError::Config)?;
         let acquire_timeout = Duration::from_millis(config.acquire_timeout_ms);
-        let options = AnyPoolOptions::new().max_connections(config.pool_size(backend)).acquire_timeout(acquire_timeout);
+        let options = AnyPoolOptions::new()
+            .max_connections(config.pool_size(backend))
+            .acquire_timeout(acquire_timeout)
+            // A connection whose transaction could be neither committed nor rolled back (SQLite
+            // after a full disk rolls back by itself, and the driver's ROLLBACK then fails) would
+            // refuse every later `begin`: it is closed instead, and the pool opens a fresh one.
+            .before_acquire(|conn, _| Box::pin(async move { Ok(!sqlx::Connection::is_in_transaction(conn)) }));
         let pool = match backend {
             BackendKind::Sqlite => sqlite::open(config, options).await?,
             BackendKind::Postgres => postgres::open(config, options, acquire_timeout).await?,
@@ -177,6 +183,17 @@ impl Store {
     pub async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
+    }
+
+    /// Whether the database can write: one row updated and committed (readiness). A database
+    /// that answers but cannot write (a full disk, read-only) is not ready.
+    pub async fn can_write(&self) -> Result<(), StoreError> {
+        let mut tx = self.begin().await?;
+        sqlx::query("UPDATE readiness SET checked_at = $1 WHERE id = 1")
+            .bind(rows::to_ms(time::OffsetDateTime::now_utc()))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await
     }
 
     pub async fn close(&self) {

@@ -27,4 +27,5 @@ mod e2e_whatsapp;
 mod e2e_whatsapp_corpus;
 mod fake_executor;
 mod fake_graph;
+mod faults;
 mod helpers;

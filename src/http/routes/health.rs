@@ -35,19 +35,19 @@ pub(crate) async fn healthz() -> Json<Health> {
     Json(Health { status: "ok" })
 }
 
-/// Ready: the database answers within the deadline.
+/// Ready: the database answers and can write, within the deadline.
 #[utoipa::path(
     get,
     path = "/readyz",
     tag = "health",
     responses(
-        (status = 200, description = "The database answers", body = Ready),
-        (status = 503, description = "The database does not answer", content_type = PROBLEM_JSON,
+        (status = 200, description = "The database answers and can write", body = Ready),
+        (status = 503, description = "The database does not answer, or cannot write", content_type = PROBLEM_JSON,
             body = ProblemDocument)
     )
 )]
 pub(crate) async fn readyz(State(store): State<Store>) -> Response {
-    match tokio::time::timeout(READINESS_DEADLINE, store.ping()).await {
+    match tokio::time::timeout(READINESS_DEADLINE, store.can_write()).await {
         Ok(Ok(())) => Json(Ready { status: "ready", database: store.backend_name() }).into_response(),
         Ok(Err(error)) => not_ready(&error.to_string()),
         Err(_) => not_ready("the database did not answer in time"),
