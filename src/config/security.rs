@@ -15,12 +15,15 @@ pub struct AuthConfig {
     pub audience: String,
     /// Clock skew tolerated on `exp`, `nbf` and `iat`.
     pub leeway_secs: u64,
+    /// The longest a token may still live when it is presented (`exp` − now): a token that says it
+    /// is good for 31,000 years is refused, whoever signed it.
+    pub max_lifetime_secs: u64,
     pub issuers: BTreeMap<String, IssuerConfig>,
 }
 
 impl Default for AuthConfig {
     fn default() -> Self {
-        Self { audience: "chatgate".into(), leeway_secs: 30, issuers: BTreeMap::new() }
+        Self { audience: "chatgate".into(), leeway_secs: 30, max_lifetime_secs: 86_400, issuers: BTreeMap::new() }
     }
 }
 

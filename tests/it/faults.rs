@@ -98,3 +98,51 @@ async fn sqlite_recovers_from_a_full_disk_by_itself() {
     assert_eq!(crate::helpers::settled(&db, id).await, "executed", "the dispatcher works again");
     app.stop().await.expect("stop");
 }
+
+/// A JWT signed with HS256 over exactly the header and claims given (RFC 7515 §3.1).
+fn hs256(secret: &str, header: &serde_json::Value, claims: &serde_json::Value) -> String {
+    use base64::Engine as _;
+    use hmac::{Hmac, Mac};
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let input = format!("{}.{}", b64(header.to_string().as_bytes()), b64(claims.to_string().as_bytes()));
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).expect("any key length");
+    mac.update(input.as_bytes());
+    format!("{input}.{}", b64(&mac.finalize().into_bytes()))
+}
+
+#[tokio::test]
+async fn a_token_with_an_unknown_critical_header_or_a_far_expiry_is_refused() {
+    use serde_json::json;
+    let db = TestDb::sqlite().await;
+    let app = spawn_app_with(&db, db.config.clone()).await;
+    let issuer = &db.config.auth.issuers["demo"];
+    let secret = issuer.secret.as_ref().expect("the demo issuer has a secret").expose().to_owned();
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let claims = |exp: i64| {
+        json!({"iss": issuer.issuer, "aud": db.config.auth.audience, "sub": "ops-1", "tenant": "demo",
+               "scope": "commands:read", "iat": now, "nbf": now, "exp": exp})
+    };
+    let plain = json!({"alg": "HS256", "typ": "JWT"});
+    let call = |token: String| {
+        let request = app.client.get(app.url("/v1/commands")).bearer_auth(token);
+        async move {
+            let response = request.send().await.expect("request");
+            (response.status(), response.text().await.unwrap_or_default())
+        }
+    };
+    assert_eq!(call(hs256(&secret, &plain, &claims(now + 600))).await.0, StatusCode::OK, "the control");
+
+    // RFC 7515 §4.1.11: an extension the recipient does not understand, marked critical.
+    let critical = json!({"alg": "HS256", "typ": "JWT", "crit": ["urn:example:bound"], "urn:example:bound": true});
+    let (status, body) = call(hs256(&secret, &critical, &claims(now + 600))).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert!(body.contains("critical"), "{body}");
+
+    let thirty_one_thousand_years = 31_000 * 365 * 86_400;
+    let (status, body) = call(hs256(&secret, &plain, &claims(now + thirty_one_thousand_years))).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert!(body.contains("longer than this gateway accepts"), "{body}");
+    // Up to the configured maximum (a day by default) is fine.
+    assert_eq!(call(hs256(&secret, &plain, &claims(now + 86_000))).await.0, StatusCode::OK);
+    app.stop().await.expect("stop");
+}

@@ -37,12 +37,13 @@ struct ApiClaims {
 pub struct Authenticator {
     audience: String,
     leeway_secs: u64,
+    max_lifetime_secs: u64,
     issuers: Vec<Issuer>,
 }
 
 impl Authenticator {
-    pub fn new(audience: String, leeway_secs: u64, issuers: Vec<Issuer>) -> Self {
-        Self { audience, leeway_secs, issuers }
+    pub fn new(audience: String, leeway_secs: u64, max_lifetime_secs: u64, issuers: Vec<Issuer>) -> Self {
+        Self { audience, leeway_secs, max_lifetime_secs, issuers }
     }
 
     /// Verifies a bearer token against the issuer it names.
@@ -55,6 +56,11 @@ impl Authenticator {
         let mut scopes: BTreeSet<String> =
             claims.scope.iter().flat_map(|s| s.split_whitespace()).map(str::to_owned).collect();
         scopes.extend(claims.scp.into_iter().flatten());
+        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        let longest = i64::try_from(self.max_lifetime_secs.saturating_add(self.leeway_secs)).unwrap_or(i64::MAX);
+        if claims.exp.is_some_and(|exp| exp.saturating_sub(now) > longest) {
+            return Err(TokenError::TooLong);
+        }
         let expires_at = claims.exp.and_then(|exp| time::OffsetDateTime::from_unix_timestamp(exp).ok());
         Ok(Principal { issuer: iss, subject: claims.sub, tenant, scopes, expires_at })
     }

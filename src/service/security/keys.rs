@@ -30,6 +30,10 @@ pub enum TokenError {
     Audience,
     #[error("the token lacks a required claim")]
     MissingClaim,
+    #[error("the token names critical header parameters this gateway does not understand")]
+    Critical,
+    #[error("the token lives longer than this gateway accepts")]
+    TooLong,
     #[error("the token is not valid: {0}")]
     Invalid(String),
 }
@@ -49,6 +53,17 @@ impl From<jsonwebtoken::errors::Error> for TokenError {
             other => Self::Invalid(format!("{other:?}")),
         }
     }
+}
+
+/// RFC 7515 §4.1.11: a recipient must refuse a token whose `crit` header lists an extension it
+/// does not understand, and this gateway understands none; so any `crit` is refused (an empty
+/// list is not allowed either).
+fn names_critical_parameters(token: &str) -> bool {
+    let Some(segment) = token.split('.').next() else { return false };
+    let Ok(bytes) = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(segment.trim_end_matches('=')) else {
+        return false;
+    };
+    serde_json::from_slice::<serde_json::Value>(&bytes).is_ok_and(|header| header.get("crit").is_some())
 }
 
 /// One verification key with the algorithms it may be used with.
@@ -146,6 +161,9 @@ impl Issuer {
         required: &[&str],
     ) -> Result<C, TokenError> {
         let header = jsonwebtoken::decode_header(token)?;
+        if names_critical_parameters(token) {
+            return Err(TokenError::Critical);
+        }
         if !self.algorithms.contains(&header.alg) {
             return Err(TokenError::Algorithm);
         }

@@ -43,7 +43,12 @@ impl Security {
             .collect::<Result<Vec<_>, _>>()?;
         let stepup_issuer = Issuer::load("stepup", &config.stepup.issuer, folder)?;
         Ok(Self {
-            authenticator: Authenticator::new(config.auth.audience.clone(), config.auth.leeway_secs, issuers),
+            authenticator: Authenticator::new(
+                config.auth.audience.clone(),
+                config.auth.leeway_secs,
+                config.auth.max_lifetime_secs,
+                issuers,
+            ),
             stepup: StepUpVerifier::new(stepup_issuer, config.stepup.clone(), config.auth.leeway_secs),
             limits: Limits::new(&config.rate_limits),
         })
