@@ -144,6 +144,10 @@ pub struct ServerConfig {
     pub body_limit_bytes: usize,
     /// How long in-flight requests and workers get to finish after SIGTERM.
     pub shutdown_grace_ms: u64,
+    /// A client must have sent its request's headers within this, or its connection is closed.
+    pub header_read_timeout_ms: u64,
+    /// Connections served at once; one more is answered 503 and closed.
+    pub max_connections: usize,
     /// The URL callers see (`CHATGATE_PUBLIC_BASE_URL`): behind a proxy it differs from the
     /// listening address, and Twilio signs the URL it called.
     pub public_base_url: String,
@@ -156,6 +160,8 @@ impl Default for ServerConfig {
             request_timeout_ms: 15_000,
             body_limit_bytes: 1024 * 1024,
             shutdown_grace_ms: 20_000,
+            header_read_timeout_ms: 10_000,
+            max_connections: 1_024,
             public_base_url: "http://127.0.0.1:8080".into(),
         }
     }
@@ -174,6 +180,10 @@ impl ServerConfig {
 
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_millis(self.shutdown_grace_ms)
+    }
+
+    pub fn header_read_timeout(&self) -> Duration {
+        Duration::from_millis(self.header_read_timeout_ms)
     }
 }
 

@@ -6,6 +6,7 @@ pub mod auth;
 pub mod console;
 pub mod error;
 pub(crate) mod idempotency;
+pub mod listen;
 pub mod openapi;
 pub mod problem;
 pub mod responses;

@@ -141,6 +141,7 @@ pub async fn run_router(
 ) -> anyhow::Result<()> {
     let addr: SocketAddr = listener.local_addr()?;
     let grace = state.config.server.shutdown_grace();
+    let state_limits = (state.config.server.header_read_timeout(), state.config.server.max_connections);
     let stopping = state.stopping.clone();
     let workers = workers::spawn(&state.services, stopping.clone());
     let store = state.store.clone();
@@ -148,7 +149,9 @@ pub async fn run_router(
 
     let on_signal = stopping.clone();
     drop(state);
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+    let limits =
+        crate::http::listen::ConnectionLimits { header_read_timeout: state_limits.0, max_connections: state_limits.1 };
+    let server = crate::http::listen::serve(listener, app, limits, async move {
         shutdown.await;
         tracing::info!("shutting down: finishing in-flight requests");
         on_signal.cancel();

@@ -146,3 +146,52 @@ async fn a_token_with_an_unknown_critical_header_or_a_far_expiry_is_refused() {
     assert_eq!(call(hs256(&secret, &plain, &claims(now + 86_000))).await.0, StatusCode::OK);
     app.stop().await.expect("stop");
 }
+
+/// Reads what the server sends on `stream` until it closes it, for `within`; `None` if it is
+/// still open then.
+async fn read_until_closed(stream: &mut tokio::net::TcpStream, within: Duration) -> Option<String> {
+    use tokio::io::AsyncReadExt;
+    let mut seen = vec![];
+    let mut buffer = [0u8; 1024];
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buffer)).await {
+            Err(_) => return None,
+            Ok(Ok(0) | Err(_)) => return Some(String::from_utf8_lossy(&seen).into_owned()),
+            Ok(Ok(n)) => seen.extend_from_slice(&buffer[..n]),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_are_cut_off_and_the_gateway_keeps_answering() {
+    use tokio::io::AsyncWriteExt;
+    let db = TestDb::sqlite().await;
+    let mut config = db.config.clone();
+    config.server.header_read_timeout_ms = 1_000;
+    config.server.max_connections = 64;
+    let app = spawn_app_with(&db, config).await;
+    // A slowloris: a request line and `Host`, then nothing, on more connections than allowed.
+    let mut slow = vec![];
+    for _ in 0..100 {
+        let mut stream = tokio::net::TcpStream::connect(app.addr).await.expect("connect");
+        stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: chatgate\r\n").await.expect("write");
+        slow.push(stream);
+    }
+    let started = Instant::now();
+    let mut turned_away = 0;
+    let mut cut_off = 0;
+    for stream in &mut slow {
+        match read_until_closed(stream, Duration::from_secs(4)).await {
+            Some(answer) if answer.starts_with("HTTP/1.1 503") => turned_away += 1,
+            Some(_) => cut_off += 1,
+            None => panic!("a connection that sent no whole request is still open after {:?}", started.elapsed()),
+        }
+    }
+    assert!(turned_away >= 36, "connections over the limit get a 503 at once ({turned_away})");
+    assert!(cut_off >= 1 && turned_away + cut_off == 100, "the others are closed when their headers are late");
+    // Meanwhile, and after, the gateway answers.
+    let health = app.client.get(app.url("/healthz")).send().await.expect("healthz");
+    assert_eq!(health.status(), StatusCode::OK);
+    app.stop().await.expect("stop");
+}
