@@ -19,9 +19,10 @@ pub struct ExecutorConfig {
     /// One HTTP attempt, connection included.
     #[serde(default = "defaults::executor_request_timeout_ms")]
     pub request_timeout_ms: u64,
-    /// Attempts in all before the dispatch closes as `DELIVERY_TIMEOUT`.
-    #[serde(default = "defaults::executor_max_attempts")]
-    pub max_attempts: u32,
+    /// Attempts in all before the dispatch closes as `DELIVERY_TIMEOUT`; none (the default): it
+    /// is retried until `delivery_timeout_ms`, whichever comes first when both are set.
+    #[serde(default)]
+    pub max_attempts: Option<u32>,
     #[serde(default = "defaults::executor_backoff_initial_ms")]
     pub backoff_initial_ms: u64,
     #[serde(default = "defaults::executor_backoff_max_ms")]
@@ -51,7 +52,7 @@ pub struct ExecutorConfig {
 impl ExecutorConfig {
     pub fn retry_policy(&self) -> crate::domain::retry::RetryPolicy {
         crate::domain::retry::RetryPolicy {
-            max_attempts: self.max_attempts,
+            max_attempts: self.max_attempts.unwrap_or(u32::MAX),
             initial: Duration::from_millis(self.backoff_initial_ms),
             max: Duration::from_millis(self.backoff_max_ms),
         }
@@ -61,9 +62,6 @@ impl ExecutorConfig {
 mod defaults {
     pub fn executor_request_timeout_ms() -> u64 {
         10_000
-    }
-    pub fn executor_max_attempts() -> u32 {
-        8
     }
     pub fn executor_backoff_initial_ms() -> u64 {
         500

@@ -59,7 +59,7 @@ impl Config {
     fn validate_executors_and_hooks(&self) -> Result<(), ConfigError> {
         for (name, executor) in &self.executors {
             executor.target(name).map_err(ConfigError::Invalid)?;
-            if executor.max_attempts == 0 || executor.backoff_initial_ms > executor.backoff_max_ms {
+            if executor.max_attempts == Some(0) || executor.backoff_initial_ms > executor.backoff_max_ms {
                 return Err(ConfigError::Invalid(format!(
                     "executors.{name}: max_attempts must be at least 1 and backoff_initial_ms at most backoff_max_ms"
                 )));

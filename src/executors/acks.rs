@@ -270,7 +270,8 @@ pub async fn fire_timers(engine: &Engine, now: OffsetDateTime, limit: i64) -> Re
             _ => DeliveryEvent::ExecutionTimeout,
         };
         let mut plan = DeliveryPlan::existing(&delivery);
-        let detail = json!({"timer": event.as_str(), "fired_at": now.unix_timestamp()});
+        // `ended_by` as the dispatcher says it when its retries meet the same deadline.
+        let detail = json!({"timer": event.as_str(), "ended_by": event.as_str(), "fired_at": now.unix_timestamp()});
         if plan.apply(event, Some(detail)).is_err() {
             continue;
         }

@@ -188,14 +188,15 @@ impl Dispatcher {
             }
             CallOutcome::Retry { error, retry_after } => {
                 let attempt = u32::try_from(row.attempt).unwrap_or(u32::MAX);
-                match target.policy.next_delay(attempt, retry_after) {
-                    Some(delay) => {
+                let deadline = plan.delivery_deadline();
+                match retry_or_end(target.policy.next_delay(attempt, retry_after), now, deadline) {
+                    Ok(at) => {
                         let command = command.envelope.command_id;
-                        tracing::info!(%command, attempt, ?delay, %error, "executor not reached; retrying");
-                        OutboxSettle::Retry { id: row.id, at: now + delay, error }
+                        tracing::info!(%command, attempt, retry_at = %at, %error, "executor not reached; retrying");
+                        OutboxSettle::Retry { id: row.id, at, error }
                     }
-                    None => {
-                        let detail = json!({"message": error, "attempts": row.attempt});
+                    Err(ended_by) => {
+                        let detail = json!({"message": error, "attempts": row.attempt, "ended_by": ended_by});
                         let _ = plan.apply(DeliveryEvent::DeliveryTimeout, Some(detail));
                         OutboxSettle::Dead { id: row.id, error }
                     }
@@ -208,5 +209,44 @@ impl Dispatcher {
     fn execution_timeout(&self, command: &StoredCommand) -> Duration {
         let intent = &command.envelope.intent;
         self.policy.registry.by_intent(&intent.entity, &intent.action).map_or(Duration::from_secs(30), |s| s.timeout)
+    }
+}
+
+/// What ends a delivery that could not be made: the attempts allowed, or its delivery timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndedBy {
+    MaxAttempts,
+    DeliveryTimeout,
+}
+
+/// When to try again, or what ends the delivery: retries go on until the next one would come
+/// after the delivery's deadline (the deadline its durable timer keeps), or until the attempts are
+/// used up when a limit is configured.
+pub fn retry_or_end(
+    delay: Option<Duration>,
+    now: OffsetDateTime,
+    deadline: Option<OffsetDateTime>,
+) -> Result<OffsetDateTime, EndedBy> {
+    let delay = delay.ok_or(EndedBy::MaxAttempts)?;
+    let at = now + delay;
+    match deadline {
+        Some(deadline) if at >= deadline => Err(EndedBy::DeliveryTimeout),
+        _ => Ok(at),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_go_on_until_the_deadline_or_the_attempts_configured() {
+        let now = OffsetDateTime::now_utc();
+        let deadline = Some(now + Duration::from_secs(10));
+        assert_eq!(retry_or_end(Some(Duration::from_secs(1)), now, deadline), Ok(now + Duration::from_secs(1)));
+        assert_eq!(retry_or_end(Some(Duration::from_secs(10)), now, deadline), Err(EndedBy::DeliveryTimeout));
+        assert_eq!(retry_or_end(None, now, deadline), Err(EndedBy::MaxAttempts));
+        assert_eq!(retry_or_end(Some(Duration::from_secs(99)), now, None), Ok(now + Duration::from_secs(99)));
     }
 }

@@ -101,7 +101,7 @@ impl Rig {
         orders.url = url.to_owned();
         orders.exchange = Some(format!("test.bloodbank.{run}"));
         orders.queue = Some(format!("test.chatgate.{run}"));
-        orders.max_attempts = 200;
+        orders.max_attempts = Some(200);
         orders.backoff_initial_ms = 100;
         orders.backoff_max_ms = 500;
         let (ledger, stopping) = (Ledger::default(), CancellationToken::new());

@@ -53,7 +53,7 @@ impl<'a> Chat<'a> {
         let orders = config.executors.get_mut("orders").expect("the orders executor");
         orders.url = executor.url.clone();
         // One attempt: a failure is final at once, so that it can be retried.
-        orders.max_attempts = 1;
+        orders.max_attempts = Some(1);
         orders.request_timeout_ms = 2_000;
         let app = spawn_app_with(db, config).await;
         Self { db, graph, app, executor, read: HashMap::new(), next_id: 0 }

@@ -195,3 +195,49 @@ async fn slow_clients_are_cut_off_and_the_gateway_keeps_answering() {
     assert_eq!(health.status(), StatusCode::OK);
     app.stop().await.expect("stop");
 }
+
+/// The delivery's failure detail, once it closed.
+async fn closed_delivery(db: &TestDb, id: uuid::Uuid) -> (Option<String>, serde_json::Value) {
+    let deliveries = db.store.deliveries().of_command(id).await.expect("deliveries");
+    let d = deliveries.into_iter().next().expect("a delivery");
+    (d.failure_class, d.detail.unwrap_or_default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_executor_down_longer_than_eight_attempts_is_retried_until_the_delivery_timeout() {
+    use serde_json::json;
+    let executor = crate::fake_graph::FakeServer::executor().await;
+    let db = TestDb::sqlite().await;
+    let mut config = db.config.clone();
+    config.outbound.poll_interval_ms = 10;
+    let orders = config.executors.get_mut("orders").expect("orders");
+    orders.url = executor.url.clone();
+    orders.backoff_initial_ms = 10;
+    orders.backoff_max_ms = 40;
+    orders.delivery_timeout_ms = 4_000;
+    let app = spawn_app_with(&db, config).await;
+    // Down for 15 attempts (eight used to be all there was), then up.
+    for _ in 0..15 {
+        executor.answer_next(503, json!({"error": "starting"}), None);
+    }
+    executor.answer_next(200, json!({"status": "succeeded", "result": {}}), None);
+    let meta = Meta::new(&app, &db);
+    meta.text("wamid.DOWN1", CUSTOMER, "order status 1").await;
+    let first = crate::helpers::command_of_message(&db, "wamid.DOWN1").await;
+    assert_eq!(crate::helpers::settled(&db, first).await, "executed", "retried until it came back");
+    assert_eq!(executor.requests().len(), 16);
+
+    // Down for good: it ends at the delivery timeout, and says so.
+    for _ in 0..1_000 {
+        executor.answer_next(503, json!({"error": "down"}), None);
+    }
+    meta.text("wamid.DOWN2", CUSTOMER, "order status 2").await;
+    let second = crate::helpers::command_of_message(&db, "wamid.DOWN2").await;
+    let started = Instant::now();
+    assert_eq!(crate::helpers::settled(&db, second).await, "failed");
+    assert!(started.elapsed() >= Duration::from_secs(3), "not before the delivery timeout: {:?}", started.elapsed());
+    let (class, detail) = closed_delivery(&db, second).await;
+    assert_eq!(class.as_deref(), Some("DELIVERY_TIMEOUT"), "{detail}");
+    assert_eq!(detail["ended_by"], "delivery_timeout", "{detail}");
+    app.stop().await.expect("stop");
+}

@@ -140,6 +140,11 @@ impl DeliveryPlan {
         self.change.delivery_deadline = Some(deadline);
     }
 
+    /// When the delivery must have been delivered by (its durable timer), once routed.
+    pub fn delivery_deadline(&self) -> Option<OffsetDateTime> {
+        self.change.delivery_deadline
+    }
+
     pub fn id(&self) -> Uuid {
         self.change.delivery_id
     }
