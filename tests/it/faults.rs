@@ -241,3 +241,54 @@ async fn an_executor_down_longer_than_eight_attempts_is_retried_until_the_delive
     assert_eq!(detail["ended_by"], "delivery_timeout", "{detail}");
     app.stop().await.expect("stop");
 }
+
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The example executor (`examples/executor.py`) does the work once when two calls with one key
+/// arrive together — what a redelivery after a kill can cause — and tells the second to retry.
+#[tokio::test]
+async fn the_example_executor_dedupes_concurrent_calls_by_key() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/executor.py");
+    let _executor = KillOnDrop(
+        Command::new("python3")
+            .args([script, "--port", &port.to_string(), "--work-ms", "700"])
+            .spawn()
+            .expect("python3 runs the example executor"),
+    );
+    let url = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while client.get(&url).send().await.is_err() {
+        assert!(Instant::now() < deadline, "the example executor did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let call = || {
+        client
+            .post(&url)
+            .header("idempotency-key", "cmd-key-1")
+            .json(&serde_json::json!({"intent": {"action": "refund"}, "args": {"amount": "25.00"}}))
+            .send()
+    };
+    let (first, second) = tokio::join!(call(), async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        call().await
+    });
+    let (first, second) = (first.expect("first"), second.expect("second"));
+    assert_eq!(first.status(), StatusCode::OK);
+    assert_eq!(second.status(), StatusCode::SERVICE_UNAVAILABLE, "the duplicate is told to come back");
+    assert_eq!(second.headers()["retry-after"], "1");
+    let first_body: serde_json::Value = first.json().await.expect("json");
+    let again = call().await.expect("again");
+    assert_eq!(again.status(), StatusCode::OK);
+    assert_eq!(again.json::<serde_json::Value>().await.expect("json"), first_body, "the first answer again");
+    let effects: serde_json::Value = client.get(&url).send().await.expect("effects").json().await.expect("json");
+    assert_eq!(effects["effects"], 1, "the work was done once");
+}
