@@ -27,6 +27,9 @@ pub struct ExecutorConfig {
     pub backoff_initial_ms: u64,
     #[serde(default = "defaults::executor_backoff_max_ms")]
     pub backoff_max_ms: u64,
+    /// Calls to this executor at once; more wait for a free one, and no other executor waits.
+    #[serde(default = "defaults::executor_max_in_flight")]
+    pub max_in_flight: usize,
     /// How long a dispatch may stay undelivered, retries and restarts included, before it closes
     /// as `DELIVERY_TIMEOUT` (a durable timer).
     #[serde(default = "defaults::executor_delivery_timeout_ms")]
@@ -62,6 +65,9 @@ impl ExecutorConfig {
 mod defaults {
     pub fn executor_request_timeout_ms() -> u64 {
         10_000
+    }
+    pub fn executor_max_in_flight() -> usize {
+        64
     }
     pub fn executor_backoff_initial_ms() -> u64 {
         500

@@ -37,6 +37,32 @@ pub struct Target {
     pub delivery_timeout: Duration,
 }
 
+/// One executor's lane: its calls at once, and the rows claimed for it that wait their turn.
+pub(super) struct Lane {
+    pub calls: Arc<tokio::sync::Semaphore>,
+    queued: std::sync::atomic::AtomicUsize,
+    capacity: usize,
+}
+
+impl Lane {
+    fn new(capacity: usize) -> Self {
+        let capacity = capacity.max(1);
+        Self { calls: Arc::new(tokio::sync::Semaphore::new(capacity)), queued: Default::default(), capacity }
+    }
+
+    /// Takes a row into the lane, unless twice its capacity already waits or runs there: a
+    /// hanging executor then holds no more of the claimed rows.
+    pub fn admit(&self) -> bool {
+        use std::sync::atomic::Ordering::{AcqRel, Acquire};
+        self.queued.fetch_update(AcqRel, Acquire, |n| (n < self.capacity * 2).then_some(n + 1)).is_ok()
+    }
+
+    /// A row admitted has left the lane.
+    pub fn left(&self) {
+        self.queued.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
 /// A broker queue to listen on, and which executor each agent on it is.
 pub type BusListener = (Arc<crate::executors::bus::Bus>, crate::executors::bus::listener::Agents);
 
@@ -46,7 +72,12 @@ pub struct Dispatcher {
     policy: Policy,
     /// Runs the registry's built-in chat commands (`builtin:gateway`).
     gateway: crate::service::ooc::Gateway,
-    targets: Arc<BTreeMap<String, Target>>,
+    targets: Arc<BTreeMap<String, Arc<Target>>>,
+    /// Each executor's calls at once (its lane): a slow or hanging executor fills its own lane
+    /// and no other's.
+    lanes: Arc<BTreeMap<String, Arc<Lane>>>,
+    /// The calls under way, so that a stop waits for them.
+    calls: tokio_util::task::TaskTracker,
     batch: i64,
 }
 
@@ -54,17 +85,20 @@ impl Dispatcher {
     pub fn new(ingress: Ingress, config: &Config) -> Result<Self, String> {
         let (engine, policy) = (ingress.engine().clone(), ingress.policy().clone());
         let mut targets = BTreeMap::new();
+        let mut lanes = BTreeMap::new();
         for (name, executor) in &config.executors {
+            lanes.insert(name.clone(), Arc::new(Lane::new(executor.max_in_flight)));
             let target = Target {
                 executor: Executor::from_config(name, executor)?,
                 policy: executor.retry_policy(),
                 lease: Duration::from_millis(executor.request_timeout_ms.saturating_mul(2).max(1_000)),
                 delivery_timeout: Duration::from_millis(executor.delivery_timeout_ms),
             };
-            targets.insert(name.clone(), target);
+            targets.insert(name.clone(), Arc::new(target));
         }
         let gateway = crate::service::ooc::Gateway::new(ingress);
-        Ok(Self { engine, policy, gateway, targets: Arc::new(targets), batch: 64 })
+        let (targets, lanes, calls) = (Arc::new(targets), Arc::new(lanes), tokio_util::task::TaskTracker::new());
+        Ok(Self { engine, policy, gateway, targets, lanes, calls, batch: 64 })
     }
 
     /// The bus listeners to run: one per broker queue, with the agents it serves.
@@ -99,8 +133,22 @@ impl Dispatcher {
         self.targets.values().map(|t| t.lease).max().unwrap_or(Duration::from_secs(30))
     }
 
-    pub(super) fn target(&self, name: &str) -> Option<&Target> {
-        self.targets.get(name)
+    pub(super) fn target(&self, name: &str) -> Option<Arc<Target>> {
+        self.targets.get(name).cloned()
+    }
+
+    pub(super) fn lane(&self, name: &str) -> Option<Arc<Lane>> {
+        self.lanes.get(name).cloned()
+    }
+
+    pub(super) fn calls(&self) -> &tokio_util::task::TaskTracker {
+        &self.calls
+    }
+
+    /// Waits for the calls under way (at a stop).
+    pub async fn drain(&self) {
+        self.calls.close();
+        self.calls.wait().await;
     }
 
     pub(super) fn gateway(&self) -> &crate::service::ooc::Gateway {

@@ -4,7 +4,9 @@
 //! Each hop to the database carries the whole batch instead of one command (issue #16); each
 //! row's outcome is the one it would get alone (`Commands::commit_steps`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
 
 use futures_util::future::join_all;
 use serde_json::json;
@@ -21,14 +23,24 @@ use crate::service::engine::EngineError;
 use crate::store::{ClaimedMessage, Delivery, OutboxSettle, StepOutcome, StepWrite, StoredCommand};
 
 /// What a claimed row comes to before any executor is called.
-enum Prepared<'a> {
+enum Prepared {
     /// Nothing to hand over (the command moved on, or this dispatch already delivered): only
     /// the row's fate is written.
     Settled(OutboxSettle),
     /// For its executor, once its delivery is routed on record.
-    Ready { command: StoredCommand, target: &'a Target, plan: DeliveryPlan },
+    Ready { command: StoredCommand, target: Arc<Target>, plan: DeliveryPlan },
     /// No executor of that name: the delivery failed routing, which is concluded at once.
     Unroutable { command: StoredCommand, plan: DeliveryPlan },
+}
+
+/// How long a row claimed for a full lane waits before it is claimed again.
+const LANE_FULL_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A batch's rows for one executor (or with nothing to call), in claim order.
+#[derive(Default)]
+struct Group {
+    rows: Vec<ClaimedMessage>,
+    prepared: Vec<Option<Prepared>>,
 }
 
 /// A row's work after the calls: its step, when it was committed, and what follows.
@@ -38,7 +50,9 @@ enum Written<'a> {
 }
 
 impl Dispatcher {
-    /// Claims and dispatches one batch; returns how many rows were claimed.
+    /// Claims and dispatches one batch; returns how many rows were claimed. The calls go on in
+    /// their executors' lanes: the next claim does not wait for them, and a slow executor holds
+    /// up only its own rows.
     pub async fn dispatch_due(&self, now: OffsetDateTime) -> Result<usize, EngineError> {
         let store = self.engine().store();
         let claimed =
@@ -47,25 +61,69 @@ impl Dispatcher {
         if rows.is_empty() {
             return Ok(0);
         }
+        let count = rows.len();
         let prepared = self.prepare(&rows, now).await?;
         let prepared = self.route(&rows, prepared, now).await;
-        let calls = rows.iter().zip(&prepared).map(|(row, prepared)| async move {
-            match prepared {
-                Some(Prepared::Ready { command, target, plan }) => Some(self.call(row, command, target, plan).await),
-                _ => None,
+        let mut lanes: BTreeMap<String, Group> = BTreeMap::new();
+        let mut settled = Group::default();
+        for (row, prepared) in rows.into_iter().zip(prepared) {
+            let (group, prepared) = match prepared {
+                Some(Prepared::Ready { .. }) if !self.lane(&row.destination).is_none_or(|lane| lane.admit()) => {
+                    // The executor's lane is full (it is slow or hanging): the row waits its turn
+                    // in the outbox, and the delivery stays routed.
+                    let error = format!("executor `{}` is busy: its calls are all under way", row.destination);
+                    let busy = OutboxSettle::Retry { id: row.id, at: now + LANE_FULL_WAIT, error };
+                    (&mut settled, Some(Prepared::Settled(busy)))
+                }
+                Some(ready @ Prepared::Ready { .. }) => {
+                    (lanes.entry(row.destination.clone()).or_default(), Some(ready))
+                }
+                other => (&mut settled, other),
+            };
+            group.rows.push(row);
+            group.prepared.push(prepared);
+        }
+        if !settled.rows.is_empty() {
+            let nothing_called = settled.rows.iter().map(|_| None).collect();
+            self.conclude(&settled.rows, settled.prepared, nothing_called).await?;
+        }
+        let claimed_at = Instant::now();
+        for (name, group) in lanes {
+            let dispatcher = self.clone();
+            self.calls().spawn(async move { dispatcher.call_in_lane(&name, group, claimed_at).await });
+        }
+        Ok(count)
+    }
+
+    /// Calls one executor for its rows of a batch, as many at once as its lane allows, and
+    /// writes what they answered. A row that waited for the lane past half its lease is left to
+    /// the worker that claims it next.
+    async fn call_in_lane(&self, name: &str, group: Group, claimed_at: Instant) {
+        let lane = self.lane(name);
+        let calls = group.rows.iter().zip(&group.prepared).map(|(row, prepared)| {
+            let lane = lane.clone();
+            async move {
+                let Some(Prepared::Ready { command, target, plan }) = prepared else { return None };
+                let Some(lane) = lane else { return Some(self.call(row, command, target, plan).await) };
+                let permit = lane.calls.clone().acquire_owned().await.ok();
+                let called = match permit {
+                    Some(_permit) if claimed_at.elapsed() <= target.lease / 2 => {
+                        Some(self.call(row, command, target, plan).await)
+                    }
+                    _ => None,
+                };
+                lane.left();
+                called
             }
         });
         let outcomes = join_all(calls).await;
-        self.conclude(&rows, prepared, outcomes).await?;
-        Ok(rows.len())
+        if let Err(error) = self.conclude(&group.rows, group.prepared, outcomes).await {
+            tracing::warn!(%error, executor = name, "dispatch not recorded; the rows come back when their lease ends");
+        }
     }
 
     /// What each row is about, read for the whole batch at once.
-    async fn prepare<'a>(
-        &'a self,
-        rows: &[ClaimedMessage],
-        now: OffsetDateTime,
-    ) -> Result<Vec<Prepared<'a>>, EngineError> {
+    async fn prepare(&self, rows: &[ClaimedMessage], now: OffsetDateTime) -> Result<Vec<Prepared>, EngineError> {
         let store = self.engine().store();
         let ids: Vec<Uuid> = rows.iter().filter_map(|row| row.command_id).collect();
         let mut commands: HashMap<Uuid, StoredCommand> =
@@ -92,13 +150,13 @@ impl Dispatcher {
             .collect())
     }
 
-    fn prepare_one<'a>(
-        &'a self,
+    fn prepare_one(
+        &self,
         row: &ClaimedMessage,
         command: Option<StoredCommand>,
         delivery: Option<&Delivery>,
         now: OffsetDateTime,
-    ) -> Prepared<'a> {
+    ) -> Prepared {
         let Some(command_id) = row.command_id.filter(|_| TenantId::parse(&row.tenant_id).is_ok()) else {
             return Prepared::Settled(OutboxSettle::Dead {
                 id: row.id,
@@ -136,12 +194,12 @@ impl Dispatcher {
     /// that an executor that acknowledges at once finds the delivery it acknowledges. A row whose
     /// delivery another worker moved meanwhile drops out (`None`): its lease runs out and it is
     /// looked at again on fresh state.
-    async fn route<'a>(
+    async fn route(
         &self,
         rows: &[ClaimedMessage],
-        prepared: Vec<Prepared<'a>>,
+        prepared: Vec<Prepared>,
         now: OffsetDateTime,
-    ) -> Vec<Option<Prepared<'a>>> {
+    ) -> Vec<Option<Prepared>> {
         let routing: Vec<(usize, StepWrite)> = prepared
             .iter()
             .enumerate()
@@ -205,7 +263,7 @@ impl Dispatcher {
     async fn conclude(
         &self,
         rows: &[ClaimedMessage],
-        prepared: Vec<Option<Prepared<'_>>>,
+        prepared: Vec<Option<Prepared>>,
         outcomes: Vec<Option<(DeliveryPlan, Option<OutboxSettle>)>>,
     ) -> Result<(), EngineError> {
         let now = OffsetDateTime::now_utc();

@@ -28,6 +28,8 @@ pub(super) async fn run(dispatcher: Dispatcher, every: Duration, stopping: Cance
         }
     })
     .await;
+    // The calls under way finish (within the stop's grace period) and their outcomes are written.
+    dispatcher.drain().await;
 }
 
 /// Cancel notices have their own loop: they are rare, and claiming them on every dispatch wake

@@ -292,3 +292,37 @@ async fn the_example_executor_dedupes_concurrent_calls_by_key() {
     let effects: serde_json::Value = client.get(&url).send().await.expect("effects").json().await.expect("json");
     assert_eq!(effects["effects"], 1, "the work was done once");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_executor_holds_up_no_other() {
+    // An executor that takes every connection and never answers.
+    let hanging = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("port");
+    let hanging_url = format!("http://{}", hanging.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        let mut held = vec![];
+        while let Ok((stream, _)) = hanging.accept().await {
+            held.push(stream);
+        }
+    });
+    let db = TestDb::sqlite().await;
+    let mut config = db.config.clone();
+    config.outbound.poll_interval_ms = 10;
+    let orders = config.executors.get_mut("orders").expect("orders");
+    orders.url = hanging_url;
+    orders.request_timeout_ms = 30_000;
+    // The stop waits for calls under way up to its grace period: the hanging ones, here.
+    config.server.shutdown_grace_ms = 500;
+    let app = spawn_app_with(&db, config).await;
+    let meta = Meta::new(&app, &db);
+    for n in 0..3 {
+        meta.text(&format!("wamid.HANG{n}"), CUSTOMER, &format!("order status {n}")).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The built-in `status` goes to the gateway's own executor, not to the hanging one.
+    let asked = Instant::now();
+    meta.text("wamid.STATUS", CUSTOMER, "status").await;
+    let id = crate::helpers::command_of_message(&db, "wamid.STATUS").await;
+    assert_eq!(crate::helpers::settled(&db, id).await, "executed");
+    assert!(asked.elapsed() < Duration::from_secs(3), "`status` waited {:?} for the hanging executor", asked.elapsed());
+    app.stop().await.ok();
+}
