@@ -199,6 +199,9 @@ pub struct StorageConfig {
     pub acquire_timeout_ms: u64,
     /// How long SQLite waits on a locked database before giving up.
     pub sqlite_busy_timeout_ms: u64,
+    /// Admissions that may wait for the database at once; one more is answered 503 at once
+    /// (memory stays bounded while the database is slow or down).
+    pub max_waiting_admissions: usize,
 }
 
 impl StorageConfig {
@@ -221,6 +224,7 @@ impl Default for StorageConfig {
             max_connections: None,
             acquire_timeout_ms: 5_000,
             sqlite_busy_timeout_ms: 5_000,
+            max_waiting_admissions: 1_024,
         }
     }
 }

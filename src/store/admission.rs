@@ -142,6 +142,10 @@ impl Commands<'_> {
                 tracing::error!("the admission writer stopped; admitting one at a time");
                 self.store.admit_now(&write).await
             }
+            Err(crate::store::writer::WriterGone::Full) => {
+                metrics::counter!("chatgate_admissions_shed_total").increment(1);
+                Err(StoreError::Unavailable("too many requests wait for the database; retry shortly".into()))
+            }
             // It took the write and died: whether it committed is unknown, so the caller retries
             // (and the message row turns a committed write into a redelivery).
             Err(crate::store::writer::WriterGone::During) => {

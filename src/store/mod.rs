@@ -13,6 +13,7 @@ mod admission;
 mod agents;
 mod api_keys;
 mod batch;
+mod breaker;
 mod command_reads;
 mod commands;
 mod confirmations;
@@ -113,6 +114,8 @@ pub struct Store {
     stats: Arc<GroupCommitStats>,
     /// Wakes the outbox workers when a commit writes their rows.
     signals: Arc<signals::OutboxSignals>,
+    /// Fails fast while the database is down.
+    breaker: Arc<breaker::Breaker>,
 }
 
 impl std::fmt::Debug for Store {
@@ -140,9 +143,16 @@ impl Store {
             BackendKind::Postgres => postgres::open(config, options, acquire_timeout).await?,
         };
         let write_gate = (backend == BackendKind::Sqlite).then(|| Arc::new(Mutex::new(())));
-        let mut store =
-            Self { pool, backend, write_gate, admissions: None, stats: Arc::default(), signals: Arc::default() };
-        store.admissions = Some(writer::spawn(store.clone()));
+        let mut store = Self {
+            pool,
+            backend,
+            write_gate,
+            admissions: None,
+            stats: Arc::default(),
+            signals: Arc::default(),
+            breaker: Arc::default(),
+        };
+        store.admissions = Some(writer::spawn(store.clone(), config.max_waiting_admissions));
         Ok(store)
     }
 
@@ -225,14 +235,23 @@ impl Store {
             Some(gate) => Some(gate.clone().lock_owned().await),
             None => None,
         };
+        let pass = self.breaker.pass();
+        if pass == breaker::Pass::Refused {
+            return Err(StoreError::Unavailable("the database was unreachable a moment ago".into()));
+        }
+        let _probing = self.breaker.probe_guard(&pass);
         // Whatever stops a transaction from even starting (refused, down, shutting down) means
         // the database is unavailable to us: the caller should retry, never get a 500.
-        let tx = self
-            .pool
-            .begin_with(self.dialect().begin_write())
-            .await
-            .map_err(|e| StoreError::Unavailable(format!("cannot start a transaction: {e}")))?;
-        Ok(Tx { tx, _gate: gate })
+        match self.pool.begin_with(self.dialect().begin_write()).await {
+            Ok(tx) => {
+                self.breaker.succeeded();
+                Ok(Tx { tx, _gate: gate })
+            }
+            Err(e) => {
+                self.breaker.failed();
+                Err(StoreError::Unavailable(format!("cannot start a transaction: {e}")))
+            }
+        }
     }
 
     /// Group commit so far: (transactions that carried a batch, admissions in them).

@@ -14,9 +14,10 @@ pub(crate) struct Job {
     reply: oneshot::Sender<Result<Admitted, StoreError>>,
 }
 
-/// Starts the writer for `store` (which must have none itself) and returns its queue.
-pub(crate) fn spawn(store: Store) -> mpsc::Sender<Job> {
-    let (queue, jobs) = mpsc::channel(4 * MAX_BATCH);
+/// Starts the writer for `store` (which must have none itself) and returns its queue, which holds
+/// at most `waiting` admissions: one more is refused at once (503) instead of waiting in memory.
+pub(crate) fn spawn(store: Store, waiting: usize) -> mpsc::Sender<Job> {
+    let (queue, jobs) = mpsc::channel(waiting.max(1));
     tokio::spawn(run(store, jobs));
     queue
 }
@@ -33,21 +34,26 @@ async fn run(store: Store, mut jobs: mpsc::Receiver<Job>) {
     }
 }
 
-/// The writer is gone (it can only end by a panic while the store lives).
+/// Why the writer did not answer.
 #[derive(Debug)]
 pub(crate) enum WriterGone {
+    /// Its queue is full: the database is slow or down and enough requests already wait.
+    Full,
     /// Before it took the write, which comes back.
     Before(Box<AdmissionWrite>),
     /// After it took the write: it may or may not have been committed.
     During,
 }
 
-/// Hands `write` to the writer and waits for its answer.
+/// Hands `write` to the writer and waits for its answer; a full queue refuses it at once.
 pub(crate) async fn submit(
     queue: &mpsc::Sender<Job>,
     write: AdmissionWrite,
 ) -> Result<Result<Admitted, StoreError>, WriterGone> {
     let (reply, answer) = oneshot::channel();
-    queue.send(Job { write, reply }).await.map_err(|unsent| WriterGone::Before(Box::new(unsent.0.write)))?;
+    queue.try_send(Job { write, reply }).map_err(|unsent| match unsent {
+        mpsc::error::TrySendError::Full(_) => WriterGone::Full,
+        mpsc::error::TrySendError::Closed(job) => WriterGone::Before(Box::new(job.write)),
+    })?;
     answer.await.map_err(|_| WriterGone::During)
 }

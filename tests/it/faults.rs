@@ -326,3 +326,91 @@ async fn a_hanging_executor_holds_up_no_other() {
     assert!(asked.elapsed() < Duration::from_secs(3), "`status` waited {:?} for the hanging executor", asked.elapsed());
     app.stop().await.ok();
 }
+
+/// A TCP proxy in front of PostgreSQL that the test can cut: down, it drops every connection and
+/// every new one at once, as a stopped database does.
+struct DatabaseLink {
+    addr: std::net::SocketAddr,
+    up: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    cut: tokio::sync::watch::Sender<u64>,
+}
+
+impl DatabaseLink {
+    async fn start(upstream: std::net::SocketAddr) -> Self {
+        use std::sync::atomic::Ordering;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("port");
+        let addr = listener.local_addr().expect("addr");
+        let up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let (cut, cuts) = tokio::sync::watch::channel(0u64);
+        let link_up = up.clone();
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                if !link_up.load(Ordering::Acquire) {
+                    continue; // dropped: the connection is closed at once
+                }
+                let mut cuts = cuts.clone();
+                // Only a cut from now on ends this connection.
+                cuts.mark_unchanged();
+                tokio::spawn(async move {
+                    let Ok(mut server) = tokio::net::TcpStream::connect(upstream).await else { return };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = cuts.changed() => {}
+                    }
+                });
+            }
+        });
+        Self { addr, up, cut }
+    }
+
+    fn down(&self) {
+        self.up.store(false, std::sync::atomic::Ordering::Release);
+        self.cut.send_modify(|n| *n += 1);
+    }
+
+    fn up(&self) {
+        self.up.store(true, std::sync::atomic::Ordering::Release);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_database_outage_is_answered_503_at_once_and_the_gateway_comes_back() {
+    let Some(db) = TestDb::postgres().await else { return };
+    let mut url = url::Url::parse(&db.url).expect("url");
+    let upstream = format!("{}:{}", url.host_str().expect("host"), url.port().unwrap_or(5432));
+    let upstream = tokio::net::lookup_host(upstream).await.expect("resolve").next().expect("an address");
+    let link = DatabaseLink::start(upstream).await;
+    url.set_port(Some(link.addr.port())).expect("port");
+    let mut config = db.config.clone();
+    config.storage.database_url = chatgate::config::DatabaseUrl::new(url.to_string());
+    config.storage.max_waiting_admissions = 16;
+    let app = crate::helpers::respawn_app_with(config).await;
+    assert_eq!(post_until(&app, &db, "UP", StatusCode::OK, Duration::ZERO).await, [StatusCode::OK]);
+
+    link.down();
+    let meta = Meta::new(&app, &db);
+    let started = Instant::now();
+    let answers = futures_util::future::join_all((0..200).map(|n| {
+        let request = meta.request(&chatgate::channels::whatsapp::simulate::notification(
+            crate::helpers::DEMO_NUMBER,
+            vec![chatgate::channels::whatsapp::simulate::text(&format!("wamid.OUT{n}"), CUSTOMER, "order status 1")],
+            vec![],
+        ));
+        async move {
+            let sent = Instant::now();
+            let response = request.send().await.expect("answered");
+            (response.status(), response.headers().contains_key("retry-after"), sent.elapsed())
+        }
+    }))
+    .await;
+    let slowest = answers.iter().map(|(_, _, took)| *took).max().expect("answers");
+    assert!(answers.iter().all(|(status, retry_after, _)| *status == StatusCode::SERVICE_UNAVAILABLE && *retry_after));
+    assert!(slowest < Duration::from_secs(7), "200 webhooks while the database is down: the slowest took {slowest:?}");
+    assert!(started.elapsed() < Duration::from_secs(8));
+
+    link.up();
+    let back = post_until(&app, &db, "BACK", StatusCode::OK, Duration::from_secs(10)).await;
+    let ready = app.client.get(app.url("/readyz")).send().await.expect("readyz").text().await.unwrap_or_default();
+    assert_eq!(back.last(), Some(&StatusCode::OK), "taken again once the database is back: {back:?} ({ready})");
+    app.stop().await.ok();
+}

@@ -1,0 +1,92 @@
+//! Failing fast while the database is down. After a transaction could not start because the
+//! database is unreachable, the store refuses new ones at once for a moment and lets one caller
+//! at a time find out whether it is back; everyone else gets `Unavailable` (503 with
+//! `Retry-After`) immediately instead of waiting out the pool's acquire timeout in a queue that
+//! grows with every request.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long the store refuses at once after a failure, before one caller may try again.
+const COOL_DOWN: Duration = Duration::from_millis(500);
+
+#[derive(Debug, Default)]
+pub(crate) struct Breaker {
+    last_failure: Mutex<Option<Instant>>,
+    probing: AtomicBool,
+}
+
+/// What the breaker lets a caller do.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Pass {
+    /// The database is believed up: go.
+    Go,
+    /// It was down; this caller finds out whether it is back (and must report the outcome).
+    Probe,
+    /// It was down moments ago: do not wait for it.
+    Refused,
+}
+
+impl Breaker {
+    pub(crate) fn pass(&self) -> Pass {
+        let last = *self.last_failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match last {
+            None => Pass::Go,
+            Some(at) if at.elapsed() < COOL_DOWN => Pass::Refused,
+            Some(_) if self.probing.swap(true, Ordering::AcqRel) => Pass::Refused,
+            Some(_) => Pass::Probe,
+        }
+    }
+
+    /// A transaction started: the database is up.
+    pub(crate) fn succeeded(&self) {
+        *self.last_failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+    }
+
+    /// A transaction could not start because the database is unreachable.
+    pub(crate) fn failed(&self) {
+        *self.last_failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Instant::now());
+    }
+
+    /// Held by the caller that probes; dropped — finished or cancelled — it lets the next one probe.
+    pub(crate) fn probe_guard(&self, pass: &Pass) -> Option<ProbeGuard<'_>> {
+        (*pass == Pass::Probe).then_some(ProbeGuard(self))
+    }
+}
+
+pub(crate) struct ProbeGuard<'a>(&'a Breaker);
+
+impl Drop for ProbeGuard<'_> {
+    fn drop(&mut self) {
+        self.0.probing.store(false, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn after_a_failure_callers_are_refused_then_one_probes_and_success_reopens() {
+        let breaker = Breaker::default();
+        assert_eq!(breaker.pass(), Pass::Go);
+        breaker.failed();
+        assert_eq!(breaker.pass(), Pass::Refused, "within the cool-down");
+        std::thread::sleep(COOL_DOWN);
+        let probe = breaker.pass();
+        assert_eq!(probe, Pass::Probe);
+        let guard = breaker.probe_guard(&probe);
+        assert_eq!(breaker.pass(), Pass::Refused, "one probe at a time");
+        breaker.failed();
+        drop(guard);
+        assert_eq!(breaker.pass(), Pass::Refused, "it failed: a new cool-down");
+        std::thread::sleep(COOL_DOWN);
+        let probe = breaker.pass();
+        // A probe whose caller went away (a cancelled request) lets the next one probe.
+        drop(breaker.probe_guard(&probe));
+        assert_eq!(breaker.pass(), Pass::Probe);
+        breaker.succeeded();
+        assert_eq!(breaker.pass(), Pass::Go);
+    }
+}
