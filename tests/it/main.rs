@@ -29,3 +29,4 @@ mod fake_executor;
 mod fake_graph;
 mod faults;
 mod helpers;
+mod scale_out;

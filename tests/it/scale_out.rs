@@ -1,0 +1,86 @@
+//! Several gateways on one PostgreSQL (DESIGN §9): Meta's redeliveries of one message hitting
+//! different instances at the same moment store it once, execute its command once and send its
+//! reply once; the evidence chain stays whole; an instance's event stream shows what the others did.
+
+use std::time::Duration;
+
+use chatgate::channels::whatsapp::simulate::{notification, text};
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::fake_graph::{Answer, FakeGraph, FakeServer, sending_through};
+use crate::helpers::{CUSTOMER, DEMO_NUMBER, Meta, TestApp, TestDb, respawn_app_with};
+
+fn succeeding(_: usize) -> Answer {
+    Answer { status: 200, body: json!({"status": "succeeded", "result": {"state": "shipped"}}), retry_after: None }
+}
+
+const MESSAGES: usize = 20;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_instances_on_one_database_do_everything_once() {
+    let Some(db) = TestDb::postgres().await else { return };
+    let graph = FakeGraph::start().await;
+    let executor = FakeServer::start_with(succeeding).await;
+    let mut config = sending_through(&db.config, &graph);
+    config.executors.get_mut("orders").expect("orders").url = executor.url.clone();
+    let mut apps: Vec<TestApp> = vec![];
+    for _ in 0..3 {
+        apps.push(respawn_app_with(config.clone()).await);
+    }
+    // Every message delivered twice to each instance, all six at the same moment.
+    for n in 0..MESSAGES {
+        let body = notification(
+            DEMO_NUMBER,
+            vec![text(&format!("wamid.SCALE{n}"), CUSTOMER, &format!("order status {n}"))],
+            vec![],
+        );
+        let posts =
+            apps.iter().flat_map(|app| [Meta::new(app, &db).request(&body), Meta::new(app, &db).request(&body)]);
+        let answers = futures_util::future::join_all(posts.map(|r| r.send())).await;
+        for answer in answers {
+            assert_eq!(answer.expect("answered").status(), StatusCode::OK);
+        }
+    }
+    let calls = executor.wait_for(MESSAGES, Duration::from_secs(20)).await;
+    let replies = graph.wait_for(MESSAGES, Duration::from_secs(20)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(executor.requests().len(), MESSAGES, "each command executed once");
+    assert_eq!(graph.requests().len(), MESSAGES, "each reply sent once");
+    let keys: std::collections::BTreeSet<_> = calls.iter().map(|c| c.headers["idempotency-key"].clone()).collect();
+    assert_eq!(keys.len(), MESSAGES);
+    let quoted: std::collections::BTreeSet<_> =
+        replies.iter().filter_map(|r| r.body["context"]["message_id"].as_str().map(str::to_owned)).collect();
+    assert_eq!(quoted.len(), MESSAGES, "one reply for each message");
+    assert_eq!(db.count("SELECT COUNT(*) AS n FROM inbound_messages WHERE channel <> $1", "-").await, MESSAGES as i64);
+    assert_eq!(db.count("SELECT COUNT(*) AS n FROM commands WHERE tenant_id = $1", "demo").await, MESSAGES as i64);
+    let audit = db.store.evidence().verify().await.expect("verify");
+    assert!(audit.chains.iter().all(|c| c.intact), "the evidence chains are whole: {:?}", audit.first_break);
+
+    // The first instance's event stream shows the moves the others made.
+    let token = crate::helpers::api_token(&db, "demo", "ops-1", "commands:read");
+    let events = apps[0].client.get(apps[0].url("/v1/events")).bearer_auth(&token).header("last-event-id", "0");
+    let mut stream = events.send().await.expect("events");
+    let mut seen = std::collections::BTreeSet::new();
+    let mut pending = String::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while seen.len() < MESSAGES {
+        let chunk = tokio::time::timeout_at(deadline, stream.chunk()).await.expect("events in time").expect("read");
+        let Some(chunk) = chunk else { break };
+        pending.push_str(&String::from_utf8_lossy(&chunk));
+        // Whole lines only: an event may come in pieces.
+        while let Some(end) = pending.find('\n') {
+            let line: String = pending.drain(..=end).collect();
+            let Some(data) = line.trim_end().strip_prefix("data:") else { continue };
+            let event: serde_json::Value = serde_json::from_str(data.trim()).expect("an event");
+            if event["transition"]["to"] == "executed" {
+                seen.insert(event["command_id"].as_str().unwrap_or_default().to_owned());
+            }
+        }
+    }
+    assert_eq!(seen.len(), MESSAGES, "every command's execution, whichever instance moved it");
+    drop(stream);
+    for app in apps {
+        app.stop().await.ok();
+    }
+}
