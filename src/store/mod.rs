@@ -26,6 +26,7 @@ mod inbound;
 mod outbound;
 mod outbox;
 mod postgres;
+mod rate_limits;
 mod repos;
 mod rows;
 mod signals;
@@ -58,7 +59,8 @@ pub use inbound::{DeliveryStatus, InboundOutcome, NewInbound};
 pub use outbound::{OutboundRecord, Recorded};
 pub use outbox::{ClaimedMessage, NewOutboxMessage};
 pub use repos::{
-    Agents, ApiKeys, Commands, Confirmations, Console, Dedupe, Deliveries, Evidence, Inbound, Outbox, Tokens,
+    Agents, ApiKeys, Commands, Confirmations, Console, Dedupe, Deliveries, Evidence, Inbound, Outbox, RateLimits,
+    Tokens,
 };
 pub use snapshot::Snapshot;
 pub use step::{ConsumedToken, OutboxSettle, StepOutcome, StepWrite};

@@ -28,6 +28,12 @@ pub struct Console<'a> {
     pub(crate) store: &'a Store,
 }
 
+/// Rate limits shared by the instances on one database.
+#[derive(Clone, Copy)]
+pub struct RateLimits<'a> {
+    pub(crate) store: &'a Store,
+}
+
 /// Confirmations waiting for an answer.
 #[derive(Clone, Copy)]
 pub struct Confirmations<'a> {
@@ -85,6 +91,10 @@ impl Store {
 
     pub fn console(&self) -> Console<'_> {
         Console { store: self }
+    }
+
+    pub fn rate_limits(&self) -> RateLimits<'_> {
+        RateLimits { store: self }
     }
 
     pub fn confirmations(&self) -> Confirmations<'_> {

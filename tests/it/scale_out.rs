@@ -84,3 +84,27 @@ async fn three_instances_on_one_database_do_everything_once() {
         app.stop().await.ok();
     }
 }
+
+/// A person's limit is the deployment's, not each instance's: three instances do not let them
+/// through three times as often.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rate_limits_hold_for_the_whole_deployment() {
+    let Some(db) = TestDb::postgres().await else { return };
+    let mut config = db.config.clone();
+    config.rate_limits.actor = chatgate::config::Rate { per_minute: 6, burst: 3 };
+    let mut apps: Vec<TestApp> = vec![];
+    for _ in 0..3 {
+        apps.push(respawn_app_with(config.clone()).await);
+    }
+    for n in 0..9 {
+        let app = &apps[n % 3];
+        let sent = Meta::new(app, &db).text(&format!("wamid.LIMIT{n}"), CUSTOMER, &format!("order status {n}")).await;
+        assert_eq!(sent.status(), StatusCode::OK);
+    }
+    let commands = db.count("SELECT COUNT(*) AS n FROM commands WHERE tenant_id = $1", "demo").await;
+    let limited = db.count("SELECT COUNT(*) AS n FROM inbound_messages WHERE status = $1", "rate_limited").await;
+    assert_eq!((commands, limited), (3, 6), "a burst of 3 across all instances, the rest held");
+    for app in apps {
+        app.stop().await.ok();
+    }
+}

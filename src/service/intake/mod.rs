@@ -179,7 +179,9 @@ impl Ingress {
         };
         // IDS §XV: every message counts, repeats included; over the limit it is kept, not acted
         // on, and not answered (answering a flood would only double it).
-        if let Err(wait) = self.policy.security.limits.inbound(tenant.id.as_str(), actor.id.as_str()) {
+        let limits = &self.policy.security.limits;
+        let verdict = limits.inbound_shared(self.engine.store(), tenant.id.as_str(), actor.id.as_str(), now).await?;
+        if let Err(wait) = verdict {
             if let Some(held) = RATE_LIMITED.admit_now() {
                 tracing::warn!(tenant = %tenant.id, ?wait, held, "inbound rate limit reached");
             }

@@ -10,6 +10,8 @@ use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use crate::config::{Rate, RateLimitConfig};
 
 pub struct Limits {
+    /// The configured rates, for the limits kept in the database.
+    rates: RateLimitConfig,
     actor: DefaultKeyedRateLimiter<String>,
     tenant: DefaultKeyedRateLimiter<String>,
     api_client: DefaultKeyedRateLimiter<String>,
@@ -31,6 +33,7 @@ fn quota(rate: Rate) -> Quota {
 impl Limits {
     pub fn new(config: &RateLimitConfig) -> Self {
         Self {
+            rates: config.clone(),
             actor: RateLimiter::keyed(quota(config.actor)),
             tenant: RateLimiter::keyed(quota(config.tenant)),
             api_client: RateLimiter::keyed(quota(config.api_client)),
@@ -43,6 +46,30 @@ impl Limits {
     pub fn inbound(&self, tenant: &str, actor: &str) -> Result<(), Duration> {
         self.check(&self.tenant, tenant.to_owned())?;
         self.check(&self.actor, format!("{tenant}|{actor}"))
+    }
+
+    /// One inbound message, counted against the budget every instance on `store` shares (on
+    /// PostgreSQL, where several gateways can run); a lone SQLite gateway counts in memory.
+    pub async fn inbound_shared(
+        &self,
+        store: &crate::store::Store,
+        tenant: &str,
+        actor: &str,
+        now: time::OffsetDateTime,
+    ) -> Result<Result<(), Duration>, crate::store::StoreError> {
+        if store.backend() != crate::config::BackendKind::Postgres {
+            return Ok(self.inbound(tenant, actor));
+        }
+        for (key, rate) in
+            [(format!("tenant|{tenant}"), self.rates.tenant), (format!("actor|{tenant}|{actor}"), self.rates.actor)]
+        {
+            let interval_ms = (60_000 / i64::from(rate.per_minute.max(1))).max(1);
+            let taken = store.rate_limits().take(&key, interval_ms, i64::from(rate.burst.max(1)), now).await?;
+            if let Err(wait_ms) = taken {
+                return Ok(Err(Duration::from_millis(u64::try_from(wait_ms).unwrap_or(1))));
+            }
+        }
+        Ok(Ok(()))
     }
 
     /// One API request from a client (a token's issuer and subject).
