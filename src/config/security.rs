@@ -98,6 +98,10 @@ pub struct RateLimitConfig {
     pub actor: Rate,
     pub tenant: Rate,
     pub api_client: Rate,
+    /// On PostgreSQL, count the inbound limits in the database, so that every instance on it
+    /// shares one budget (a statement per message); `false` for a single instance counts in
+    /// memory. SQLite always counts in memory (one instance).
+    pub shared: bool,
 }
 
 impl Default for RateLimitConfig {
@@ -106,6 +110,7 @@ impl Default for RateLimitConfig {
             actor: Rate { per_minute: 30, burst: 10 },
             tenant: Rate { per_minute: 3000, burst: 500 },
             api_client: Rate { per_minute: 600, burst: 100 },
+            shared: true,
         }
     }
 }

@@ -108,3 +108,102 @@ async fn rate_limits_hold_for_the_whole_deployment() {
         app.stop().await.ok();
     }
 }
+
+/// An executor stand-in whose first call never ends (the gateway that made it is killed while it
+/// waits) and whose later calls succeed; it counts the calls and keeps their idempotency keys.
+async fn first_call_hangs() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use axum::http::HeaderMap;
+    let keys = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = keys.clone();
+    let app = axum::Router::new().fallback(move |headers: HeaderMap| {
+        let seen = seen.clone();
+        async move {
+            let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+            let first = {
+                let mut keys = seen.lock().expect("lock");
+                keys.push(key);
+                keys.len() == 1
+            };
+            if first {
+                tokio::time::sleep(Duration::from_secs(3_600)).await;
+            }
+            axum::Json(json!({"status": "succeeded", "result": {"state": "shipped"}}))
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("port");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, keys)
+}
+
+/// An instance killed (SIGKILL) while its call to the executor is under way loses nothing:
+/// another instance takes the row when its lease ends and the command is done, with the same key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_instance_loses_nothing_another_takes_its_leased_rows() {
+    let Some(db) = TestDb::postgres().await else { return };
+    let (executor_url, calls) = first_call_hangs().await;
+    // The first instance: the real binary, with the shipped configuration and a short call timeout.
+    let dir = tempfile::tempdir().expect("folder");
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    for file in ["commands.toml", "directory.toml"] {
+        std::fs::copy(shipped.join(file), dir.path().join(file)).expect("copy");
+    }
+    let config = std::fs::read_to_string(shipped.join("chatgate.toml")).expect("shipped config");
+    let config = config.replace("[executors.orders]\n", "[executors.orders]\nrequest_timeout_ms = 1000\n");
+    let config = config
+        .replace("templates = \"../templates\"", &format!("templates = \"{}/templates\"", env!("CARGO_MANIFEST_DIR")));
+    std::fs::write(dir.path().join("chatgate.toml"), config).expect("config");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
+    let mut first = std::process::Command::new(env!("CARGO_BIN_EXE_chatgate"))
+        .arg("--config")
+        .arg(dir.path().join("chatgate.toml"))
+        .arg("serve")
+        .env("CHATGATE_DATABASE_URL", &db.url)
+        .env("CHATGATE_LISTEN", format!("127.0.0.1:{port}"))
+        .env("CHATGATE_ORDERS_EXECUTOR_URL", &executor_url)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the gateway starts");
+    let client = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{port}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !client.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status() == StatusCode::OK) {
+        assert!(std::time::Instant::now() < deadline, "the first instance did not start");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let body = notification(DEMO_NUMBER, vec![text("wamid.KILLED", CUSTOMER, "order status 7")], vec![]);
+    let bytes = body.to_string().into_bytes();
+    let secret = db.config.whatsapp.apps["default"].app_secret.expose().as_bytes().to_owned();
+    let signature = chatgate::channels::whatsapp::signature::sign(&secret, &bytes);
+    let sent = client
+        .post(format!("{base}/webhooks/whatsapp"))
+        .header("content-type", "application/json")
+        .header("x-hub-signature-256", signature)
+        .body(bytes)
+        .send()
+        .await
+        .expect("webhook");
+    assert_eq!(sent.status(), StatusCode::OK);
+    while calls.lock().expect("lock").is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the first instance did not call the executor");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    first.kill().expect("SIGKILL");
+    first.wait().expect("reaped");
+
+    let mut config = db.config.clone();
+    let orders = config.executors.get_mut("orders").expect("orders");
+    orders.url = executor_url;
+    orders.request_timeout_ms = 1_000;
+    config.outbound.poll_interval_ms = 50;
+    let second = respawn_app_with(config).await;
+    let id = crate::helpers::command_of_message(&db, "wamid.KILLED").await;
+    assert_eq!(crate::helpers::settled(&db, id).await, "executed", "the second instance finished it");
+    let keys = calls.lock().expect("lock").clone();
+    assert_eq!(keys.len(), 2, "called again once, after the lease: {keys:?}");
+    assert_eq!(keys[0], keys[1], "with the same idempotency key");
+    let audit = db.store.evidence().verify().await.expect("verify");
+    assert!(audit.chains.iter().all(|c| c.intact));
+    second.stop().await.ok();
+}

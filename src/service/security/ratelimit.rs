@@ -57,7 +57,7 @@ impl Limits {
         actor: &str,
         now: time::OffsetDateTime,
     ) -> Result<Result<(), Duration>, crate::store::StoreError> {
-        if store.backend() != crate::config::BackendKind::Postgres {
+        if !self.rates.shared || store.backend() != crate::config::BackendKind::Postgres {
             return Ok(self.inbound(tenant, actor));
         }
         for (key, rate) in
@@ -100,6 +100,7 @@ mod tests {
             actor: Rate { per_minute: 2, burst: 2 },
             tenant: Rate { per_minute: 100, burst: 100 },
             api_client: Rate { per_minute: 1, burst: 1 },
+            shared: false,
         };
         let limits = Limits::new(&config);
         assert!(limits.inbound("demo", "a").is_ok());
