@@ -1,6 +1,6 @@
 //! Rate limits kept in the database, so that every instance on it counts against one budget
-//! (GCRA: each key's theoretical arrival time). One statement per check, in a transaction that
-//! does not wait for the disk. PostgreSQL only (SQLite is one instance and counts in memory).
+//! (GCRA: each key's theoretical arrival time). One statement per check, no transaction.
+//! PostgreSQL only (SQLite is one instance and counts in memory).
 
 use time::OffsetDateTime;
 
@@ -18,10 +18,6 @@ impl RateLimits<'_> {
         now: OffsetDateTime,
     ) -> Result<Result<(), i64>, StoreError> {
         let now = to_ms(now);
-        // A budget lost in a crash costs nothing worth a disk flush: this transaction does not
-        // wait for one (PostgreSQL's `synchronous_commit`), which is most of what a check costs.
-        let mut tx = self.store.pool().begin().await?;
-        sqlx::query("SET LOCAL synchronous_commit TO OFF").execute(&mut *tx).await?;
         let taken = sqlx::query(
             "INSERT INTO rate_limits (key, tat) VALUES ($1, $2 + $3)
              ON CONFLICT (key) DO UPDATE
