@@ -39,6 +39,12 @@ impl Breaker {
         }
     }
 
+    /// Whether the database failed moments ago (callers that do not probe just refuse).
+    pub(crate) fn is_open(&self) -> bool {
+        let last = *self.last_failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        last.is_some_and(|at| at.elapsed() < COOL_DOWN)
+    }
+
     /// A transaction started: the database is up.
     pub(crate) fn succeeded(&self) {
         *self.last_failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;

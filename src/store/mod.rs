@@ -281,6 +281,18 @@ impl Store {
         &self.signals
     }
 
+    /// A connection for a statement of its own, failing fast (and saying so to the breaker) while
+    /// the database is unreachable.
+    pub(crate) async fn connection(&self) -> Result<sqlx::pool::PoolConnection<Any>, StoreError> {
+        if self.breaker.is_open() {
+            return Err(StoreError::Unavailable("the database was unreachable a moment ago".into()));
+        }
+        self.pool.acquire().await.map_err(|e| {
+            self.breaker.failed();
+            StoreError::Unavailable(format!("cannot reach the database: {e}"))
+        })
+    }
+
     pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
     }

@@ -18,6 +18,9 @@ impl RateLimits<'_> {
         now: OffsetDateTime,
     ) -> Result<Result<(), i64>, StoreError> {
         let now = to_ms(now);
+        // A connection that cannot be had means the database is unavailable (503), as for a
+        // transaction that cannot start.
+        let mut conn = self.store.connection().await?;
         let taken = sqlx::query(
             "INSERT INTO rate_limits (key, tat) VALUES ($1, $2 + $3)
              ON CONFLICT (key) DO UPDATE
@@ -29,13 +32,12 @@ impl RateLimits<'_> {
         .bind(now)
         .bind(interval_ms)
         .bind(burst)
-        .fetch_optional(self.store.pool())
+        .fetch_optional(&mut *conn)
         .await?;
         if taken.is_some() {
             return Ok(Ok(()));
         }
-        let row =
-            sqlx::query("SELECT tat FROM rate_limits WHERE key = $1").bind(key).fetch_one(self.store.pool()).await?;
+        let row = sqlx::query("SELECT tat FROM rate_limits WHERE key = $1").bind(key).fetch_one(&mut *conn).await?;
         let tat = int(&row, "tat")?;
         Ok(Err((tat + interval_ms - now - interval_ms * burst).max(1)))
     }
