@@ -6,6 +6,7 @@
 mod cleanup;
 mod confirmations;
 mod dispatch;
+mod memory;
 mod outbound;
 pub mod sender;
 
@@ -59,6 +60,7 @@ pub fn spawn(state: &Services, stopping: CancellationToken) -> Workers {
     let tracker = TaskTracker::new();
     let config = &state.config;
     tracker.spawn(cleanup::run(state.store.clone(), config.idempotency.cleanup_interval(), stopping.clone()));
+    tracker.spawn(memory::run(Duration::from_secs(10), stopping.clone()));
     let sweep = Duration::from_millis(config.outbound.confirmation_sweep_ms);
     tracker.spawn(confirmations::run(state.engine.clone(), sweep, stopping.clone()));
     let poll = Duration::from_millis(config.outbound.poll_interval_ms);
