@@ -106,5 +106,6 @@ if __name__ == "__main__":
     parser.add_argument("--work-ms", type=int, default=0)
     options = parser.parse_args()
     server = ThreadingHTTPServer(("127.0.0.1", options.port), handler(Keys(), options.secret, options.work_ms / 1000))
-    print(f"executor listening on 127.0.0.1:{options.port}", flush=True)
+    # The port it really has (`--port 0` lets the system choose one).
+    print(f"executor listening on 127.0.0.1:{server.server_address[1]}", flush=True)
     server.serve_forever()

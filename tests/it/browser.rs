@@ -24,13 +24,25 @@ impl Browser {
             eprintln!("skipped: set {CHROMEDRIVER_ENV} (e.g. /usr/bin/chromedriver) to run the browser tests");
             return None;
         };
-        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
-        let driver = Command::new(&driver_path)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
+        // It chooses its own port and says which ("... started successfully on port N."): a port
+        // picked here and handed over could be taken meanwhile by another test's server.
+        let mut driver = Command::new(&driver_path)
+            .arg("--port=0")
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("{driver_path} does not start: {e}"));
+        let stdout = std::io::BufReader::new(driver.stdout.take().expect("stdout"));
+        let (said, port) = std::sync::mpsc::channel();
+        // Read on to the end, so that chromedriver never writes into a closed pipe.
+        std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(stdout).map_while(Result::ok) {
+                if let Some(rest) = line.strip_prefix("ChromeDriver was started successfully on port ") {
+                    let _ = said.send(rest.trim_end_matches('.').parse::<u16>().ok());
+                }
+            }
+        });
+        let port = port.recv_timeout(Duration::from_secs(20)).ok().flatten().expect("chromedriver says its port");
         let binary = std::env::var("CHATGATE_TEST_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
         let options = json!({
             "binary": binary,

@@ -255,21 +255,21 @@ impl Drop for KillOnDrop {
 /// arrive together — what a redelivery after a kill can cause — and tells the second to retry.
 #[tokio::test]
 async fn the_example_executor_dedupes_concurrent_calls_by_key() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/executor.py");
-    let _executor = KillOnDrop(
-        Command::new("python3")
-            .args([script, "--port", &port.to_string(), "--work-ms", "700"])
-            .spawn()
-            .expect("python3 runs the example executor"),
-    );
-    let url = format!("http://127.0.0.1:{port}");
+    // The executor chooses its own port and says which: a port picked here and handed over could
+    // be taken meanwhile by another test's server.
+    let mut child = Command::new("python3")
+        .args([script, "--port", "0", "--work-ms", "700"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs the example executor");
+    let mut first_line = String::new();
+    let stdout = child.stdout.take().expect("stdout");
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut first_line).expect("its first line");
+    let _executor = KillOnDrop(child);
+    let address = first_line.trim().rsplit(' ').next().expect("an address").to_owned();
+    let url = format!("http://{address}");
     let client = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while client.get(&url).send().await.is_err() {
-        assert!(Instant::now() < deadline, "the example executor did not start");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
     let call = || {
         client
             .post(&url)

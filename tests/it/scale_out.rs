@@ -153,20 +153,32 @@ async fn a_killed_instance_loses_nothing_another_takes_its_leased_rows() {
     let config = config
         .replace("templates = \"../templates\"", &format!("templates = \"{}/templates\"", env!("CARGO_MANIFEST_DIR")));
     std::fs::write(dir.path().join("chatgate.toml"), config).expect("config");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
+    // It listens on a port of its own choosing and says which in its log: a port picked here and
+    // handed over could be taken meanwhile by another test's server.
     let mut first = std::process::Command::new(env!("CARGO_BIN_EXE_chatgate"))
         .arg("--config")
         .arg(dir.path().join("chatgate.toml"))
         .arg("serve")
         .env("CHATGATE_DATABASE_URL", &db.url)
-        .env("CHATGATE_LISTEN", format!("127.0.0.1:{port}"))
+        .env("CHATGATE_LISTEN", "127.0.0.1:0")
         .env("CHATGATE_ORDERS_EXECUTOR_URL", &executor_url)
+        .env("NO_COLOR", "1")
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("the gateway starts");
+    let log = std::io::BufReader::new(first.stderr.take().expect("its log"));
+    let (said, address) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(log).map_while(Result::ok) {
+            if let Some(at) = line.split("chatgate listening addr=").nth(1) {
+                let _ = said.send(at.split_whitespace().next().unwrap_or_default().to_owned());
+            }
+        }
+    });
+    let address = address.recv_timeout(Duration::from_secs(20)).expect("the first instance says where it listens");
     let client = reqwest::Client::new();
-    let base = format!("http://127.0.0.1:{port}");
+    let base = format!("http://{address}");
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while !client.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status() == StatusCode::OK) {
         assert!(std::time::Instant::now() < deadline, "the first instance did not start");
