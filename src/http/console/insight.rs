@@ -13,6 +13,7 @@ use super::frame;
 use super::page::{PageError, render};
 use super::session::Signed;
 use crate::http::AppState;
+use crate::http::routes::commands::tenant_chains;
 use crate::service::overview::{Latency, Minute, Standing, overview as figures};
 
 #[derive(Serialize)]
@@ -109,9 +110,7 @@ pub(super) async fn audit(
     let verdict = match verify {
         None => None,
         Some(_) => {
-            let report = state.store.evidence().verify().await?;
-            let tenant = signed.principal().tenant.as_str();
-            let chains: Vec<_> = report.chains.into_iter().filter(|c| c.chain_id == tenant).collect();
+            let chains = tenant_chains(&state.engine, &signed.principal().tenant).await?;
             let broken = chains.iter().find_map(|c| c.broken_at.clone());
             Some(context! {
                 intact => broken.is_none(),

@@ -20,7 +20,7 @@ use crate::domain::lifecycle::State as CommandState;
 use crate::http::AppState;
 use crate::http::idempotency::once;
 use crate::http::routes::bulk::{BulkBody, run_bulk};
-use crate::http::routes::commands::status_document;
+use crate::http::routes::commands::{given, status_document};
 use crate::http::routes::recovery::{RecoveryRequest, run_recovery};
 use crate::http::views::RecoveryStarted;
 use crate::service::recovery::bulk::{BulkFilter, BulkSummary, needs_attention};
@@ -102,13 +102,10 @@ pub(super) async fn attention(
 
 /// The page's filters as the bulk recovery reads them: a state or command nothing has matches nothing.
 fn selection(state: &AppState, filter: &AttentionFilter) -> BulkFilter {
-    let given = |v: &Option<String>| v.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned);
-    let nothing = || ("-".to_owned(), "-".to_owned());
     BulkFilter {
+        // No command needing attention is `received`: an unknown state selects nothing.
         state: given(&filter.state).map(|s| s.parse().unwrap_or(CommandState::Received)),
-        intent: given(&filter.command).map(|name| {
-            state.policy.registry.get(&name).map_or_else(nothing, |s| (s.entity.clone(), s.action.clone()))
-        }),
+        intent: given(&filter.command).map(|name| state.policy.intent_named(&name)),
         ..BulkFilter::default()
     }
 }

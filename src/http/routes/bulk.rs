@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
-use super::commands::invalid_body;
+use super::commands::{given, invalid_body};
 use crate::domain::lifecycle::State as CommandState;
 use crate::domain::lifecycle::recovery::RecoveryAction;
 use crate::http::auth::{Principal, require};
@@ -156,7 +156,6 @@ fn bulk_request(state: &AppState, body: &BulkBody) -> Result<BulkRequest, ApiErr
         return Err(invalid_body("`limit` is an integer between 1 and 200"));
     }
     let f = &body.filter;
-    let given = |v: &Option<String>| v.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned);
     // A time is an RFC 3339 time or left out (null): an empty one is refused, as in the list.
     let time = |raw: &Option<String>, what: &str| {
         raw.as_deref()
@@ -168,10 +167,7 @@ fn bulk_request(state: &AppState, body: &BulkBody) -> Result<BulkRequest, ApiErr
         .map(|s| s.parse().map_err(|_| invalid_body("`filter.state` is a command state (`failed`, ...)")))
         .transpose()?;
     // As in `GET /v1/commands`, a command the registry does not know matches nothing.
-    let intent = given(&f.command).map(|name| match state.policy.registry.get(&name) {
-        Some(spec) => (spec.entity.clone(), spec.action.clone()),
-        None => ("-".to_owned(), "-".to_owned()),
-    });
+    let intent = given(&f.command).map(|name| state.policy.intent_named(&name));
     let filter = BulkFilter {
         state: state_filter,
         intent,

@@ -124,14 +124,10 @@ pub(crate) async fn list(
     };
     // Text filters narrow the list: an empty one is no filter, and a value nothing has (an
     // unknown state or command name) matches nothing.
-    let given = |v: &Option<String>| v.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned);
     let wanted_state = given(&query.state);
     // Like an unknown state, text that cannot be a reference matches nothing.
     let wanted_ref = given(&query.short_ref);
-    let intent = given(&query.command).map(|name| match state.policy.registry.get(&name) {
-        Some(spec) => (spec.entity.clone(), spec.action.clone()),
-        None => ("-".to_owned(), "-".to_owned()),
-    });
+    let intent = given(&query.command).map(|name| state.policy.intent_named(&name));
     let limit = query.limit.unwrap_or(50);
     if !(1..=200).contains(&limit) {
         return Err(bad("`limit` is between 1 and 200"));
@@ -209,10 +205,18 @@ pub(crate) async fn audit(
     State(engine): State<Engine>,
     Extension(principal): Extension<Principal>,
 ) -> Result<Response, ApiError> {
-    let report = engine.store().evidence().verify().await?;
-    let chains: Vec<_> = report.chains.into_iter().filter(|c| c.chain_id == principal.tenant.as_str()).collect();
+    let chains = tenant_chains(&engine, &principal.tenant).await?;
     let intact = chains.iter().all(|c| c.intact);
     Ok(Json(AuditVerdict { intact, chains }).into_response())
+}
+
+/// The tenant's evidence chains, checked end to end (the API's audit and the console's).
+pub(crate) async fn tenant_chains(
+    engine: &Engine,
+    tenant: &crate::domain::command::TenantId,
+) -> Result<Vec<crate::store::ChainReport>, ApiError> {
+    let report = engine.store().evidence().verify().await?;
+    Ok(report.chains.into_iter().filter(|c| c.chain_id == tenant.as_str()).collect())
 }
 
 /// `GET /v1/traces/{correlation_id}`: what happened under one correlation id, as a timeline of
@@ -246,6 +250,11 @@ pub(crate) async fn trace(
         .filter_map(|n| n.caused_by.as_ref().map(|from| TraceEdge { from: from.clone(), to: n.id.clone() }))
         .collect();
     Ok(Json(TraceGraph { correlation_id, nodes, edges }))
+}
+
+/// A text filter as given: trimmed, and none when empty (an empty filter is no filter).
+pub(crate) fn given(value: &Option<String>) -> Option<String> {
+    value.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned)
 }
 
 fn invalid_query(detail: &str) -> ApiError {

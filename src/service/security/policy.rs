@@ -36,6 +36,15 @@ impl Authorization<'_> {
 }
 
 impl Policy {
+    /// The (entity, action) a filter by command name selects: a name the registry does not know
+    /// selects nothing (no command has the intent `-`/`-`).
+    pub fn intent_named(&self, name: &str) -> (String, String) {
+        match self.registry.get(name) {
+            Some(spec) => (spec.entity.clone(), spec.action.clone()),
+            None => ("-".to_owned(), "-".to_owned()),
+        }
+    }
+
     /// The registry's entry for a stored command.
     pub fn spec_of(&self, command: &StoredCommand) -> Option<&CommandSpec> {
         self.registry.by_intent(&command.envelope.intent.entity, &command.envelope.intent.action)
