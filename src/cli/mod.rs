@@ -3,6 +3,7 @@
 
 pub mod simulate;
 
+use crate::service::telemetry::export::Exporting;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -110,15 +111,20 @@ enum AuditCommand {
 /// Parses the command line and runs it; every failure is one line on stderr and a non-zero exit.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => return fail(&anyhow::anyhow!("cannot start the runtime: {e}")),
     };
-    match runtime.block_on(run(cli)) {
+    let exporting = init_tracing(runtime.handle());
+    let code = match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => fail(&e),
+    };
+    // What is left of the traces is sent while the runtime still runs.
+    if let Some(exporting) = exporting {
+        exporting.shutdown();
     }
+    code
 }
 
 fn fail(error: &anyhow::Error) -> ExitCode {
@@ -215,9 +221,25 @@ async fn audit_verify(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn init_tracing() {
-    use tracing_subscriber::EnvFilter;
+/// Logs, and traces when OpenTelemetry's variables ask for them (`service::telemetry::export`).
+fn init_tracing(runtime: &tokio::runtime::Handle) -> Option<Exporting> {
+    use tracing_subscriber::filter::{EnvFilter, Targets};
+    use tracing_subscriber::prelude::*;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
     // Logs go to stderr so that `check-config` and `audit verify --json` print clean output.
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter);
+    let (exporting, failed) = match Exporting::from_env(runtime.clone()) {
+        Ok(exporting) => (exporting, None),
+        Err(error) => (None, Some(error)),
+    };
+    // Only the gateway's own spans become traces (and the events inside them, span events).
+    let traces = exporting.as_ref().map(|exporting| {
+        let spans = Targets::new().with_target("chatgate", tracing::Level::INFO);
+        tracing_opentelemetry::layer().with_tracer(exporting.tracer()).with_filter(spans)
+    });
+    tracing_subscriber::registry().with(logs).with(traces).init();
+    if let Some(error) = failed {
+        tracing::error!(%error, "traces are not exported");
+    }
+    exporting
 }

@@ -162,6 +162,10 @@ async fn post_signed(
         .header("idempotency-key", envelope.idempotency_key.as_str())
         .header("x-correlation-id", envelope.correlation_id.as_str())
         .header("x-chatgate-command-id", envelope.command_id.to_string());
+    // The dispatch's trace context (W3C), when traces are exported.
+    let request = crate::service::telemetry::current_headers()
+        .into_iter()
+        .fold(request, |request, (name, value)| request.header(name, value));
     match signed(request, secret, id, now, body).send().await {
         Err(error) => CallOutcome::Retry { error: format!("network: {error}"), retry_after: None },
         Ok(response) => {

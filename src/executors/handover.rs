@@ -11,6 +11,7 @@ use std::time::Instant;
 use futures_util::future::join_all;
 use serde_json::json;
 use time::OffsetDateTime;
+use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::domain::command::TenantId;
@@ -247,9 +248,10 @@ impl Dispatcher {
         target: &Target,
         plan: &DeliveryPlan,
     ) -> (DeliveryPlan, Option<OutboxSettle>) {
+        let span = crate::service::telemetry::dispatch_span(command, &row.destination, row.attempt);
         let outcome = match &target.executor {
-            Executor::Gateway => self.gateway().call(command).await,
-            executor => executor.call(&command.envelope, plan.id(), row.attempt).await,
+            Executor::Gateway => self.gateway().call(command).instrument(span).await,
+            executor => executor.call(&command.envelope, plan.id(), row.attempt).instrument(span).await,
         };
         let executor = row.destination.clone();
         metrics::counter!("chatgate_dispatch_attempts_total", "executor" => executor, "outcome" => outcome.label())

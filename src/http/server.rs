@@ -76,6 +76,30 @@ impl FromRef<AppState> for Arc<Config> {
     }
 }
 
+/// The span of one request: a `webhook …` span for the providers' and the hooks' calls, and
+/// for a caller that sends a W3C `traceparent` (a hook caller, say), a child of the caller's span.
+fn request_span<B>(request: &Request<B>) -> tracing::Span {
+    let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("-");
+    let path = request.uri().path();
+    let mut segments = path.trim_start_matches('/').split('/');
+    let name = match (segments.next(), segments.next()) {
+        (Some("webhooks"), Some(provider)) => format!("webhook {provider}"),
+        (Some("hooks"), Some(hook)) => format!("webhook hooks/{hook}"),
+        (Some(first), Some(second)) => format!("{} /{first}/{second}", request.method()),
+        _ => format!("{} {path}", request.method()),
+    };
+    let span = tracing::info_span!(
+        "request",
+        method = %request.method(),
+        path,
+        request_id,
+        otel.name = name,
+        otel.kind = "server",
+    );
+    crate::service::telemetry::continue_trace(&span, request.headers());
+    span
+}
+
 /// The whole HTTP surface with its layers. `Router::layer` wraps outward, so they read here from
 /// the innermost (body limit) to the outermost (request id): the problem-body layer sits outside
 /// the timeout and the body limit, so that their bare errors become problem documents too.
@@ -102,10 +126,7 @@ pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
         .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, server.request_timeout()))
         .layer(axum::middleware::from_fn(crate::http::problem::problem_bodies))
         .layer(PropagateRequestIdLayer::x_request_id())
-        .layer(TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
-            let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("-");
-            tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id)
-        }))
+        .layer(TraceLayer::new_for_http().make_span_with(request_span))
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
 }
 

@@ -15,6 +15,7 @@ pub mod replies;
 pub mod security;
 pub mod services;
 pub mod settings;
+pub mod telemetry;
 
 pub use services::Services;
 pub use settings::Settings;

@@ -28,6 +28,9 @@ impl Services {
         let Settings { config, registry, directory, templates, security } = settings;
         let pseudonymizer = Pseudonymizer::new(config.evidence.pseudonym_key.expose().as_bytes());
         let engine = Engine::new(store.clone(), pseudonymizer);
+        if crate::service::telemetry::enabled() {
+            store.observe_moves(Arc::new(crate::service::telemetry::TransitionSpans));
+        }
         let agents = Arc::new(config.executors.keys().cloned().collect());
         let policy = Policy { registry: Arc::new(registry), directory: Arc::new(directory), security, agents };
         let ingress = Ingress::new(engine.clone(), policy.clone(), stored);

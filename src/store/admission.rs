@@ -28,6 +28,7 @@ use crate::store::inbound::{InboundOutcome, NewInbound, insert_inbound, link_inb
 use crate::store::outbox::{NewOutboxMessage, insert_outbox};
 use crate::store::rows::{Param, multi_insert};
 use crate::store::rows::{opt_parsed, parsed, text, to_ms, uuid};
+use crate::store::signals::CommittedMove;
 use crate::store::{Store, StoreError};
 
 /// A new command with its first moves, decided by the engine.
@@ -53,6 +54,8 @@ pub struct AdmissionWrite {
     /// none for callers that answer synchronously.
     pub duplicate_reply: Option<DuplicateReply>,
     pub at: OffsetDateTime,
+    /// The W3C `traceparent` of the request that brought the command, when traces are exported.
+    pub trace_parent: Option<String>,
 }
 
 /// Chooses the reply to a duplicate (IDS §IX). The service layer decides what is said; the store
@@ -182,8 +185,7 @@ impl Store {
         };
         let lifecycle = last.after(envelope.command_kind);
         let version = write.moves.len() as i64;
-        let reason = write.reason_code.as_deref();
-        insert_command(&mut tx, envelope, lifecycle, version, reason, write.reply_to.as_ref(), write.at).await?;
+        insert_command(&mut tx, write, lifecycle, version).await?;
         if let Some(row) = confirmation_row_of(write) {
             insert_confirmation(&mut tx, row).await?;
         }
@@ -198,7 +200,7 @@ impl Store {
             insert_outbox(&mut tx, tenant, Some(envelope.command_id), message, write.at).await?;
         }
         tx.commit().await?;
-        crate::store::count_moves(write.moves.iter().map(|(t, _)| t));
+        self.signals().moved(CommittedMove::admitted(write));
         self.signals().written(&write.outbox);
         Ok(Admitted::New { command_id: envelope.command_id, lifecycle, version })
     }

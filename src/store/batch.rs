@@ -24,6 +24,7 @@ use crate::store::evidence::append_by_chain;
 use crate::store::inbound::{INBOUND_COLUMNS, INBOUND_INSERT, INBOUND_TAIL, inbound_row};
 use crate::store::outbox::{OUTBOX_COLUMNS, OUTBOX_INSERT, outbox_row};
 use crate::store::rows::{Marks, Param, insert_rows, int, placeholder_list};
+use crate::store::signals::CommittedMove;
 use crate::store::{Store, StoreError};
 
 impl Commands<'_> {
@@ -92,7 +93,7 @@ impl Store {
         insert_rows(&mut tx, OUTBOX_INSERT, OUTBOX_COLUMNS, outbox, "").await?;
         tx.commit().await?;
         self.signals().written(writes.iter().flat_map(|w| &w.outbox));
-        crate::store::count_moves(writes.iter().flat_map(|w| w.moves.iter().map(|(t, _)| t)));
+        self.signals().moved(writes.iter().flat_map(CommittedMove::admitted));
         Ok(Some(
             writes
                 .iter()
@@ -185,8 +186,7 @@ async fn insert_commands(
         };
         let lifecycle = last.after(write.envelope.command_kind);
         let version = write.moves.len() as i64;
-        let (reason, reply_to) = (write.reason_code.as_deref(), write.reply_to.as_ref());
-        commands.push(command_row(&write.envelope, lifecycle, version, reason, reply_to, write.at)?);
+        commands.push(command_row(write, lifecycle, version)?);
         transitions.extend(transition_rows(write));
         lifecycles.push((lifecycle, version));
     }

@@ -21,12 +21,14 @@ use crate::domain::lifecycle::Lifecycle;
 use crate::domain::lifecycle::State;
 use crate::domain::lifecycle::Transition;
 use crate::store::Commands;
+use crate::store::admission::AdmissionWrite;
 use crate::store::evidence::append_all;
 use crate::store::outbox::{NewOutboxMessage, insert_outbox};
 use crate::store::rows::{
     Param, from_ms, insert_rows, int, json, multi_insert, opt_int, opt_parsed, opt_text, parsed, text, to_ms,
     update_rows, uuid,
 };
+use crate::store::signals::CommittedMove;
 use crate::store::{ReplyTo, StoreError};
 
 /// A command as stored: its envelope and where it stands.
@@ -40,6 +42,8 @@ pub struct StoredCommand {
     pub reply_to: Option<ReplyTo>,
     pub created_at: OffsetDateTime,
     pub updated_at: OffsetDateTime,
+    /// The W3C `traceparent` the command was admitted under, when traces are exported.
+    pub trace_parent: Option<String>,
 }
 
 /// What `list_commands` selects; every field is optional but the page size.
@@ -84,6 +88,8 @@ pub struct TransitionWrite {
     pub evidence: Vec<EvidenceDraft>,
     pub outbox: Vec<NewOutboxMessage>,
     pub at: OffsetDateTime,
+    /// The command's trace (its `traceparent`), which the move's span joins.
+    pub trace_parent: Option<String>,
 }
 
 /// What a committed move wrote.
@@ -99,7 +105,7 @@ macro_rules! command_columns {
         "command_id, tenant_id, actor_id, channel, conversation_id, message_ids, correlation_id, \
          causation_id, intent_entity, intent_action, intent_target, args, command_kind, idempotency_class, \
          idempotency_key, fingerprint, risk, target_command_id, state, confirmation, version, reason_code, \
-         received_at, expires_at, created_at, updated_at, reply_to"
+         received_at, expires_at, created_at, updated_at, reply_to, trace_parent"
     };
 }
 pub(crate) use command_columns;
@@ -107,21 +113,22 @@ pub(crate) use command_columns;
 pub(crate) const COMMAND_INSERT: &str = "INSERT INTO commands (command_id, tenant_id, actor_id, channel, \
      conversation_id, message_ids, correlation_id, causation_id, intent_entity, intent_action, intent_target, args, \
      command_kind, idempotency_class, idempotency_key, fingerprint, risk, target_command_id, state, confirmation, \
-     version, reason_code, received_at, expires_at, created_at, updated_at, reply_to, short_ref)";
-pub(crate) const COMMAND_COLUMNS: usize = 28;
+     version, reason_code, received_at, expires_at, created_at, updated_at, reply_to, short_ref, trace_parent)";
+pub(crate) const COMMAND_COLUMNS: usize = 29;
 
-/// A command row as [`COMMAND_INSERT`] takes it.
+/// An admitted command's row as [`COMMAND_INSERT`] takes it.
 pub(crate) fn command_row(
-    envelope: &CommandEnvelope,
+    write: &AdmissionWrite,
     lifecycle: Lifecycle,
     version: i64,
-    reason_code: Option<&str>,
-    reply_to: Option<&ReplyTo>,
-    at: OffsetDateTime,
 ) -> Result<Vec<Param>, StoreError> {
-    let e = envelope;
-    let reply_to =
-        reply_to.map(serde_json::to_string).transpose().map_err(|err| StoreError::Corrupt(err.to_string()))?;
+    let (e, reason_code, at) = (&write.envelope, write.reason_code.as_deref(), write.at);
+    let reply_to = write
+        .reply_to
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|err| StoreError::Corrupt(err.to_string()))?;
     let message_ids = serde_json::to_string(&e.message_ids).map_err(|err| StoreError::Corrupt(err.to_string()))?;
     let args = serde_jcs::to_string(&e.args).map_err(|err| StoreError::Corrupt(err.to_string()))?;
     Ok(vec![
@@ -153,19 +160,17 @@ pub(crate) fn command_row(
         to_ms(at).into(),
         reply_to.into(),
         crate::domain::command::ShortRef::of(e.command_id).as_str().into(),
+        write.trace_parent.as_deref().into(),
     ])
 }
 
 pub(crate) async fn insert_command(
     conn: &mut AnyConnection,
-    envelope: &CommandEnvelope,
+    write: &AdmissionWrite,
     lifecycle: Lifecycle,
     version: i64,
-    reason_code: Option<&str>,
-    reply_to: Option<&ReplyTo>,
-    at: OffsetDateTime,
 ) -> Result<(), StoreError> {
-    let row = command_row(envelope, lifecycle, version, reason_code, reply_to, at)?;
+    let row = command_row(write, lifecycle, version)?;
     multi_insert(COMMAND_INSERT, COMMAND_COLUMNS, vec![row], "").execute(&mut *conn).await?;
     Ok(())
 }
@@ -287,6 +292,7 @@ pub(crate) fn decode_command(row: &AnyRow) -> Result<StoredCommand, StoreError> 
             .transpose()?,
         created_at: from_ms(int(row, "created_at")?)?,
         updated_at: from_ms(int(row, "updated_at")?)?,
+        trace_parent: opt_text(row, "trace_parent")?,
     })
 }
 
@@ -316,7 +322,7 @@ impl Commands<'_> {
         let mut tx = self.store.begin().await?;
         if let Some(committed) = apply_transition(&mut tx, write).await? {
             tx.commit().await?;
-            crate::store::count_moves([&write.transition]);
+            self.store.signals().moved([CommittedMove::of(write)]);
             self.store.signals().written(&write.outbox);
             return Ok(committed);
         }

@@ -62,6 +62,7 @@ pub use repos::{
     Agents, ApiKeys, Commands, Confirmations, Console, Dedupe, Deliveries, Evidence, Inbound, Outbox, RateLimits,
     Tokens,
 };
+pub use signals::{CommittedMove, MoveObserver};
 pub use snapshot::Snapshot;
 pub use step::{ConsumedToken, OutboxSettle, StepOutcome, StepWrite};
 pub use trace::TraceNode;
@@ -281,6 +282,12 @@ impl Store {
         &self.signals
     }
 
+    /// Tells `observer` of every move this process commits from now on (all clones of this
+    /// store share it); the first observer set stays. Returns whether this one was set.
+    pub fn observe_moves(&self, observer: Arc<dyn signals::MoveObserver>) -> bool {
+        self.signals.observe(observer)
+    }
+
     /// A connection for a statement of its own, failing fast (and saying so to the breaker) while
     /// the database is unreachable.
     pub(crate) async fn connection(&self) -> Result<sqlx::pool::PoolConnection<Any>, StoreError> {
@@ -295,12 +302,5 @@ impl Store {
 
     pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
-    }
-}
-
-/// Counts committed moves by the state they reached (`chatgate_transitions_total{to}`).
-pub(crate) fn count_moves<'a>(moves: impl IntoIterator<Item = &'a crate::domain::lifecycle::Transition>) {
-    for transition in moves {
-        metrics::counter!("chatgate_transitions_total", "to" => transition.to.as_str()).increment(1);
     }
 }

@@ -1,18 +1,66 @@
-//! Wake-ups for the workers that claim outbox rows: a commit that writes rows of a kind wakes the
-//! worker of that kind at once, instead of leaving them until its next poll. Only this process's
-//! commits wake its workers; rows another instance writes are found by the poll.
+//! What a commit tells the rest of the process. Wake-ups for the workers that claim outbox rows:
+//! a commit that writes rows of a kind wakes the worker of that kind at once, instead of leaving
+//! them until its next poll (only this process's commits wake its workers; rows another instance
+//! writes are found by the poll). And the moves it committed, to whoever observes them (the
+//! service layer's traces), after the commit and never inside it.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
+use time::OffsetDateTime;
 use tokio::sync::Notify;
+use uuid::Uuid;
 
+use crate::domain::lifecycle::Transition;
+use crate::store::admission::AdmissionWrite;
+use crate::store::commands::TransitionWrite;
 use crate::store::outbox::NewOutboxMessage;
 
-/// One `Notify` per outbox kind, made when a worker or a commit first names the kind.
-#[derive(Debug, Default)]
+/// A committed move, as an observer is told of it.
+#[derive(Debug, Clone, Copy)]
+pub struct CommittedMove<'a> {
+    pub command_id: Uuid,
+    pub transition: &'a Transition,
+    /// The command's trace, when it has one.
+    pub trace_parent: Option<&'a str>,
+    /// When the move was decided; it was committed just now.
+    pub decided_at: OffsetDateTime,
+}
+
+impl<'a> CommittedMove<'a> {
+    pub(crate) fn of(write: &'a TransitionWrite) -> Self {
+        let trace_parent = write.trace_parent.as_deref();
+        Self { command_id: write.command_id, transition: &write.transition, trace_parent, decided_at: write.at }
+    }
+
+    /// An admission's moves, from `received`.
+    pub(crate) fn admitted(write: &'a AdmissionWrite) -> impl Iterator<Item = Self> + 'a {
+        write.moves.iter().map(|(transition, _)| Self {
+            command_id: write.envelope.command_id,
+            transition,
+            trace_parent: write.trace_parent.as_deref(),
+            decided_at: write.at,
+        })
+    }
+}
+
+/// Told of every committed move of this process, after its commit.
+pub trait MoveObserver: Send + Sync {
+    fn committed(&self, moves: &[CommittedMove<'_>]);
+}
+
+/// One `Notify` per outbox kind, made when a worker or a commit first names the kind; and the
+/// observer of moves, once one is set.
+#[derive(Default)]
 pub struct OutboxSignals {
     kinds: Mutex<BTreeMap<String, Arc<Notify>>>,
+    observer: OnceLock<Arc<dyn MoveObserver>>,
+}
+
+impl std::fmt::Debug for OutboxSignals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutboxSignals").field("observed", &self.observer.get().is_some()).finish_non_exhaustive()
+    }
 }
 
 impl OutboxSignals {
@@ -20,6 +68,27 @@ impl OutboxSignals {
     pub fn of(&self, kind: &str) -> Arc<Notify> {
         let mut kinds = self.kinds.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         kinds.entry(kind.to_owned()).or_default().clone()
+    }
+
+    /// Sets who is told of committed moves; the first one set stays.
+    pub(crate) fn observe(&self, observer: Arc<dyn MoveObserver>) -> bool {
+        self.observer.set(observer).is_ok()
+    }
+
+    /// Called after a commit with the moves it made: counts them by the state they reached
+    /// (`chatgate_transitions_total{to}`) and tells the observer.
+    pub(crate) fn moved<'a>(&self, moves: impl IntoIterator<Item = CommittedMove<'a>>) {
+        let observer = self.observer.get();
+        let mut told = vec![];
+        for committed in moves {
+            metrics::counter!("chatgate_transitions_total", "to" => committed.transition.to.as_str()).increment(1);
+            if observer.is_some() {
+                told.push(committed);
+            }
+        }
+        if let Some(observer) = observer.filter(|_| !told.is_empty()) {
+            observer.committed(&told);
+        }
     }
 
     /// Called after a commit that wrote `rows`: wakes each kind's worker once.

@@ -16,6 +16,7 @@ use crate::store::evidence::append_all;
 use crate::store::inbound::{InboundOutcome, NewInbound, insert_inbound, link_inbound};
 use crate::store::outbox::{NewOutboxMessage, insert_outbox, settle_outbox};
 use crate::store::rows::to_ms;
+use crate::store::signals::CommittedMove;
 use crate::store::{Commands, Tokens};
 
 #[derive(Debug, Clone)]
@@ -203,7 +204,7 @@ impl Commands<'_> {
             settle_outbox(&mut tx, row, step.at).await?;
         }
         tx.commit().await?;
-        crate::store::count_moves(step.moves.iter().map(|m| &m.transition));
+        self.store.signals().moved(step.moves.iter().map(CommittedMove::of));
         self.store.signals().written(step.outbox.iter().chain(step.moves.iter().flat_map(|m| &m.outbox)));
         Ok(StepOutcome::Committed { moves, evidence_ids })
     }

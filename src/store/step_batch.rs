@@ -21,6 +21,7 @@ use crate::store::deliveries::{DeliveryChange, create_deliveries, log_events, up
 use crate::store::evidence::append_by_chain;
 use crate::store::outbox::{NewOutboxMessage, OUTBOX_COLUMNS, OUTBOX_INSERT, outbox_row, settle_outboxes};
 use crate::store::rows::insert_rows;
+use crate::store::signals::CommittedMove;
 use crate::store::{Commands, OutboxSettle, StepOutcome, StepWrite, Store, StoreError};
 
 impl Commands<'_> {
@@ -82,7 +83,7 @@ impl Store {
         let written: Vec<&NewOutboxMessage> =
             steps.iter().flat_map(|s| s.outbox.iter().chain(s.moves.iter().flat_map(|m| &m.outbox))).collect();
         self.signals().written(written);
-        crate::store::count_moves(steps.iter().flat_map(|s| s.moves.iter().map(|m| &m.transition)));
+        self.signals().moved(steps.iter().flat_map(|s| s.moves.iter().map(CommittedMove::of)));
         Ok(Some(
             evidence.into_iter().map(|(evidence_ids, moves)| StepOutcome::Committed { moves, evidence_ids }).collect(),
         ))

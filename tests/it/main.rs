@@ -29,4 +29,6 @@ mod fake_executor;
 mod fake_graph;
 mod faults;
 mod helpers;
+mod process;
 mod scale_out;
+mod traces;

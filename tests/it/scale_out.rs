@@ -10,6 +10,7 @@ use serde_json::json;
 
 use crate::fake_graph::{Answer, FakeGraph, FakeServer, sending_through};
 use crate::helpers::{CUSTOMER, DEMO_NUMBER, Meta, TestApp, TestDb, respawn_app_with};
+use crate::process::{ConfigDir, Gateway};
 
 fn succeeding(_: usize) -> Answer {
     Answer { status: 200, body: json!({"status": "succeeded", "result": {"state": "shipped"}}), retry_after: None }
@@ -143,47 +144,14 @@ async fn a_killed_instance_loses_nothing_another_takes_its_leased_rows() {
     let Some(db) = TestDb::postgres().await else { return };
     let (executor_url, calls) = first_call_hangs().await;
     // The first instance: the real binary, with the shipped configuration and a short call timeout.
-    let dir = tempfile::tempdir().expect("folder");
-    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
-    for file in ["commands.toml", "directory.toml"] {
-        std::fs::copy(shipped.join(file), dir.path().join(file)).expect("copy");
-    }
-    let config = std::fs::read_to_string(shipped.join("chatgate.toml")).expect("shipped config");
-    let config = config.replace("[executors.orders]\n", "[executors.orders]\nrequest_timeout_ms = 1000\n");
-    let config = config
-        .replace("templates = \"../templates\"", &format!("templates = \"{}/templates\"", env!("CARGO_MANIFEST_DIR")));
-    std::fs::write(dir.path().join("chatgate.toml"), config).expect("config");
-    // It listens on a port of its own choosing and says which in its log: a port picked here and
-    // handed over could be taken meanwhile by another test's server.
-    let mut first = std::process::Command::new(env!("CARGO_BIN_EXE_chatgate"))
-        .arg("--config")
-        .arg(dir.path().join("chatgate.toml"))
-        .arg("serve")
-        .env("CHATGATE_DATABASE_URL", &db.url)
-        .env("CHATGATE_LISTEN", "127.0.0.1:0")
-        .env("CHATGATE_ORDERS_EXECUTOR_URL", &executor_url)
-        .env("NO_COLOR", "1")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("the gateway starts");
-    let log = std::io::BufReader::new(first.stderr.take().expect("its log"));
-    let (said, address) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufRead::lines(log).map_while(Result::ok) {
-            if let Some(at) = line.split("chatgate listening addr=").nth(1) {
-                let _ = said.send(at.split_whitespace().next().unwrap_or_default().to_owned());
-            }
-        }
+    let config = ConfigDir::shipped(|config| {
+        config.replace("[executors.orders]\n", "[executors.orders]\nrequest_timeout_ms = 1000\n")
     });
-    let address = address.recv_timeout(Duration::from_secs(20)).expect("the first instance says where it listens");
+    let env = [("CHATGATE_DATABASE_URL", db.url.as_str()), ("CHATGATE_ORDERS_EXECUTOR_URL", executor_url.as_str())];
+    let mut first = Gateway::start(&config.path(), &env).await;
     let client = reqwest::Client::new();
-    let base = format!("http://{address}");
+    let base = first.base.clone();
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while !client.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status() == StatusCode::OK) {
-        assert!(std::time::Instant::now() < deadline, "the first instance did not start");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
     let body = notification(DEMO_NUMBER, vec![text("wamid.KILLED", CUSTOMER, "order status 7")], vec![]);
     let bytes = body.to_string().into_bytes();
     let secret = db.config.whatsapp.apps["default"].app_secret.expose().as_bytes().to_owned();
@@ -201,8 +169,7 @@ async fn a_killed_instance_loses_nothing_another_takes_its_leased_rows() {
         assert!(std::time::Instant::now() < deadline, "the first instance did not call the executor");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    first.kill().expect("SIGKILL");
-    first.wait().expect("reaped");
+    first.kill();
 
     let mut config = db.config.clone();
     let orders = config.executors.get_mut("orders").expect("orders");

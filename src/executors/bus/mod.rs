@@ -118,7 +118,8 @@ impl Bus {
             .with_content_type("application/json".into())
             .with_content_encoding("utf-8".into())
             .with_message_id(message.event_id.to_string().into())
-            .with_correlation_id(message.correlation_id.as_str().into());
+            .with_correlation_id(message.correlation_id.as_str().into())
+            .with_headers(trace_headers());
         let routing_key = message.routing_key.as_str();
         let options = BasicPublishOptions { mandatory: true, ..BasicPublishOptions::default() };
         let result = async {
@@ -155,6 +156,16 @@ fn hostname() -> String {
         .map(|name| name.trim().to_owned())
         .filter(|name| !name.is_empty())
         .unwrap_or_else(|| "chatgate".into())
+}
+
+/// The dispatch's trace context (W3C `traceparent`, `tracestate`) as AMQP headers, when traces
+/// are exported, as the W3C's AMQP mapping carries it in application properties.
+fn trace_headers() -> FieldTable {
+    let mut headers = FieldTable::default();
+    for (name, value) in crate::service::telemetry::current_headers() {
+        headers.insert(name.into(), lapin::types::AMQPValue::LongString(value.into()));
+    }
+    headers
 }
 
 #[cfg(test)]

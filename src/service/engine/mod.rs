@@ -164,6 +164,7 @@ impl Engine {
             let extra = admission.reply_vars.as_ref();
             outbox.extend(outcome_reply(reply_to, envelope.command_id, current.state, reason, extra));
         }
+        let trace_parent = crate::service::telemetry::admission_traceparent(envelope.command_id);
         Ok(AdmissionWrite {
             envelope,
             moves,
@@ -176,6 +177,7 @@ impl Engine {
             reply_to: admission.reply_to,
             confirmation: admission.confirmation,
             at: now,
+            trace_parent,
         })
     }
 
@@ -241,6 +243,7 @@ impl Engine {
                 evidence,
                 outbox,
                 at: now,
+                trace_parent: command.trace_parent.clone(),
             });
             current = transition.after(command.envelope.command_kind);
             version += 1;

@@ -206,6 +206,7 @@ async fn a_lost_compare_and_swap_is_reported_never_overwritten(db: &TestDb) {
         evidence: vec![],
         outbox: vec![],
         at: now(),
+        trace_parent: None,
     };
     match db.store.commands().commit_transition(&write).await {
         Err(StoreError::StaleVersion { expected: 2, actual: 3, .. }) => {}
