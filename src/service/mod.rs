@@ -7,6 +7,7 @@ pub mod agents;
 pub mod confirmations;
 pub mod dispatch;
 pub mod engine;
+pub mod events;
 pub mod intake;
 pub mod ooc;
 pub mod overview;

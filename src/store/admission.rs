@@ -200,7 +200,7 @@ impl Store {
             insert_outbox(&mut tx, tenant, Some(envelope.command_id), message, write.at).await?;
         }
         tx.commit().await?;
-        self.signals().moved(CommittedMove::admitted(write));
+        self.moved(CommittedMove::admitted(write));
         self.signals().written(&write.outbox);
         Ok(Admitted::New { command_id: envelope.command_id, lifecycle, version })
     }

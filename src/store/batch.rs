@@ -93,7 +93,7 @@ impl Store {
         insert_rows(&mut tx, OUTBOX_INSERT, OUTBOX_COLUMNS, outbox, "").await?;
         tx.commit().await?;
         self.signals().written(writes.iter().flat_map(|w| &w.outbox));
-        self.signals().moved(writes.iter().flat_map(CommittedMove::admitted));
+        self.moved(writes.iter().flat_map(CommittedMove::admitted));
         Ok(Some(
             writes
                 .iter()

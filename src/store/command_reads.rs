@@ -7,7 +7,7 @@ use uuid::Uuid;
 use crate::domain::command::TenantId;
 use crate::store::Commands;
 use crate::store::StoreError;
-use crate::store::rows::{fetch_where_in, int, opt_int, to_ms, uuid};
+use crate::store::rows::{fetch_where_in, int, opt_int, text, to_ms, uuid};
 
 use crate::store::commands::{
     CommandFilter, StoredCommand, TransitionRecord, command_columns, decode_command, decode_transition, load_command,
@@ -138,25 +138,34 @@ impl Commands<'_> {
         rows.iter().map(|row| uuid(row, "command_id")).collect()
     }
 
-    /// A tenant's moves after the move `after` (their ids only grow), oldest first: the event
-    /// stream, resumable from any id a client saw.
+    /// Every move after the move `after`, oldest first, by id, with the move itself only when
+    /// it is the tenant's: the event stream, resumable from any id a client saw. The other
+    /// tenants' ids are there so that a reader can tell a gap (a move not yet committed) from
+    /// another tenant's move.
     pub async fn moves_after(
         self,
         tenant_id: &TenantId,
         after: i64,
         limit: i64,
-    ) -> Result<Vec<(i64, Uuid, TransitionRecord)>, StoreError> {
+    ) -> Result<Vec<(i64, Option<(Uuid, TransitionRecord)>)>, StoreError> {
         let rows = sqlx::query(
-            "SELECT t.id, t.command_id, t.version, t.from_state, t.to_state, t.event, t.reason_code, t.at
+            "SELECT t.id, t.command_id, c.tenant_id, t.version, t.from_state, t.to_state, t.event, t.reason_code,
+                    t.at
              FROM command_transitions t JOIN commands c ON c.command_id = t.command_id
-             WHERE c.tenant_id = $1 AND t.id > $2 ORDER BY t.id LIMIT $3",
+             WHERE t.id > $1 ORDER BY t.id LIMIT $2",
         )
-        .bind(tenant_id.as_str())
         .bind(after)
         .bind(limit)
         .fetch_all(self.store.pool())
         .await?;
-        rows.iter().map(|row| Ok((int(row, "id")?, uuid(row, "command_id")?, decode_transition(row)?))).collect()
+        let tenant = tenant_id.as_str();
+        rows.iter()
+            .map(|row| {
+                let mine = text(row, "tenant_id")? == tenant;
+                let record = if mine { Some((uuid(row, "command_id")?, decode_transition(row)?)) } else { None };
+                Ok((int(row, "id")?, record))
+            })
+            .collect()
     }
 
     /// The id of the newest move of all (where a stream without `Last-Event-ID` starts).

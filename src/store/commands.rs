@@ -322,7 +322,7 @@ impl Commands<'_> {
         let mut tx = self.store.begin().await?;
         if let Some(committed) = apply_transition(&mut tx, write).await? {
             tx.commit().await?;
-            self.store.signals().moved([CommittedMove::of(write)]);
+            self.store.moved([CommittedMove::of(write)]);
             self.store.signals().written(&write.outbox);
             return Ok(committed);
         }

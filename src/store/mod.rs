@@ -22,6 +22,7 @@ mod dedupe;
 mod deliveries;
 mod error;
 mod evidence;
+mod feed;
 mod inbound;
 mod outbound;
 mod outbox;
@@ -119,6 +120,8 @@ pub struct Store {
     signals: Arc<signals::OutboxSignals>,
     /// Fails fast while the database is down.
     breaker: Arc<breaker::Breaker>,
+    /// Wakes the readers of moves.
+    feed: Arc<feed::MoveFeed>,
 }
 
 impl std::fmt::Debug for Store {
@@ -154,6 +157,9 @@ impl Store {
             stats: Arc::default(),
             signals: Arc::default(),
             breaker: Arc::default(),
+            feed: Arc::new(feed::MoveFeed::new(
+                (backend == BackendKind::Postgres).then(|| config.database_url.expose().to_owned()),
+            )),
         };
         store.admissions = Some(writer::spawn(store.clone(), config.max_waiting_admissions));
         Ok(store)
@@ -280,6 +286,18 @@ impl Store {
 
     pub(crate) fn signals(&self) -> &signals::OutboxSignals {
         &self.signals
+    }
+
+    /// Called after a commit with the moves it made: counted, observed, and the readers woken.
+    pub(crate) fn moved<'a>(&self, moves: impl IntoIterator<Item = signals::CommittedMove<'a>>) {
+        if self.signals.moved(moves) {
+            self.feed.bump();
+        }
+    }
+
+    /// Changes whenever moves are committed, by this process or (on PostgreSQL) by any instance.
+    pub fn moves_feed(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.feed.subscribe()
     }
 
     /// Tells `observer` of every move this process commits from now on (all clones of this

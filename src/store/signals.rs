@@ -76,11 +76,13 @@ impl OutboxSignals {
     }
 
     /// Called after a commit with the moves it made: counts them by the state they reached
-    /// (`chatgate_transitions_total{to}`) and tells the observer.
-    pub(crate) fn moved<'a>(&self, moves: impl IntoIterator<Item = CommittedMove<'a>>) {
+    /// (`chatgate_transitions_total{to}`) and tells the observer. Returns whether there were any.
+    pub(crate) fn moved<'a>(&self, moves: impl IntoIterator<Item = CommittedMove<'a>>) -> bool {
         let observer = self.observer.get();
         let mut told = vec![];
+        let mut any = false;
         for committed in moves {
+            any = true;
             metrics::counter!("chatgate_transitions_total", "to" => committed.transition.to.as_str()).increment(1);
             if observer.is_some() {
                 told.push(committed);
@@ -89,6 +91,7 @@ impl OutboxSignals {
         if let Some(observer) = observer.filter(|_| !told.is_empty()) {
             observer.committed(&told);
         }
+        any
     }
 
     /// Called after a commit that wrote `rows`: wakes each kind's worker once.

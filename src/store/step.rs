@@ -204,7 +204,7 @@ impl Commands<'_> {
             settle_outbox(&mut tx, row, step.at).await?;
         }
         tx.commit().await?;
-        self.store.signals().moved(step.moves.iter().map(CommittedMove::of));
+        self.store.moved(step.moves.iter().map(CommittedMove::of));
         self.store.signals().written(step.outbox.iter().chain(step.moves.iter().flat_map(|m| &m.outbox)));
         Ok(StepOutcome::Committed { moves, evidence_ids })
     }

@@ -83,7 +83,7 @@ impl Store {
         let written: Vec<&NewOutboxMessage> =
             steps.iter().flat_map(|s| s.outbox.iter().chain(s.moves.iter().flat_map(|m| &m.outbox))).collect();
         self.signals().written(written);
-        self.signals().moved(steps.iter().flat_map(|s| s.moves.iter().map(CommittedMove::of)));
+        self.moved(steps.iter().flat_map(|s| s.moves.iter().map(CommittedMove::of)));
         Ok(Some(
             evidence.into_iter().map(|(evidence_ids, moves)| StepOutcome::Committed { moves, evidence_ids }).collect(),
         ))

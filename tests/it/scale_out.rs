@@ -86,6 +86,50 @@ async fn three_instances_on_one_database_do_everything_once() {
     }
 }
 
+/// Reads `stream`'s events until one says `command` reached `state`, within `within`.
+async fn event_until(stream: &mut reqwest::Response, state: &str, within: Duration) -> serde_json::Value {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut pending = String::new();
+    loop {
+        let chunk = tokio::time::timeout_at(deadline, stream.chunk()).await.expect("the event in time").expect("read");
+        pending.push_str(&String::from_utf8_lossy(&chunk.expect("the stream goes on")));
+        while let Some(end) = pending.find('\n') {
+            let line: String = pending.drain(..=end).collect();
+            let Some(data) = line.trim_end().strip_prefix("data:") else { continue };
+            let event: serde_json::Value = serde_json::from_str(data.trim()).expect("an event");
+            if event["transition"]["to"] == state {
+                return event;
+            }
+        }
+    }
+}
+
+/// An instance's event stream hears of another instance's moves as they are committed (PostgreSQL
+/// `LISTEN/NOTIFY`), not at its next poll: the stream polls every 10 s when nothing wakes it, and
+/// the move must arrive within 5.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_event_stream_hears_of_another_instances_moves_at_once() {
+    let Some(db) = TestDb::postgres().await else { return };
+    let executor = FakeServer::start_with(succeeding).await;
+    let mut config = db.config.clone();
+    config.executors.get_mut("orders").expect("orders").url = executor.url.clone();
+    let (watching, working) = (respawn_app_with(config.clone()).await, respawn_app_with(config).await);
+    let token = crate::helpers::api_token(&db, "demo", "ops-1", "commands:read");
+    for round in 0..2 {
+        let events = watching.client.get(watching.url("/v1/events")).bearer_auth(&token);
+        let mut stream = events.send().await.expect("events");
+        // The stream has read once and now waits.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let answer = Meta::new(&working, &db).text(&format!("wamid.NOTIFY{round}"), CUSTOMER, "order status 5").await;
+        assert_eq!(answer.status(), StatusCode::OK);
+        let event = event_until(&mut stream, "executed", Duration::from_secs(5)).await;
+        let id = crate::helpers::command_of_message(&db, &format!("wamid.NOTIFY{round}")).await;
+        assert_eq!(event["command_id"], id.to_string());
+    }
+    watching.stop().await.ok();
+    working.stop().await.ok();
+}
+
 /// A person's limit is the deployment's, not each instance's: three instances do not let them
 /// through three times as often.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

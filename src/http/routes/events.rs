@@ -15,14 +15,20 @@ use serde_json::{Value, json};
 
 use crate::http::ApiError;
 
+use crate::domain::command::TenantId;
 use crate::http::AppState;
 use crate::http::Problem;
 use crate::http::auth::Principal;
 use crate::http::auth::require;
 use crate::http::responses::{BearerErrors, PROBLEM_JSON, ProblemDocument};
 use crate::http::views::TransitionEvent;
+use crate::service::events::MoveCursor;
+use crate::store::Store;
 
-const POLL: Duration = Duration::from_millis(250);
+/// How often a stream reads when nothing wakes it (a listener reconnecting may miss a commit).
+const FALLBACK_POLL: Duration = Duration::from_secs(10);
+/// How often a stream waiting for a gap in the ids reads again.
+const GAP_POLL: Duration = Duration::from_millis(250);
 const BATCH: i64 = 100;
 
 pub fn router() -> Router<AppState> {
@@ -61,40 +67,56 @@ pub(crate) async fn events(
     let tenant = principal.tenant.clone();
     let store = state.store.clone();
     let stopping = state.stopping.clone();
-    // (position, events still to send)
-    let stream = futures_util::stream::unfold((after, Vec::<Event>::new()), move |(mut after, mut pending)| {
+    let moved = store.moves_feed();
+    // (where the stream is, events still to send, what wakes it)
+    let start = (MoveCursor::new(after), Vec::<Event>::new(), moved);
+    let stream = futures_util::stream::unfold(start, move |(mut cursor, mut pending, mut moved)| {
         let (store, tenant, stopping) = (store.clone(), tenant.clone(), stopping.clone());
         async move {
             loop {
                 if let Some(event) = pending.pop() {
-                    return Some((Ok(event), (after, pending)));
+                    return Some((Ok(event), (cursor, pending, moved)));
                 }
                 if stopping.is_cancelled() {
                     return None;
                 }
-                match store.commands().moves_after(&tenant, after, BATCH).await {
-                    Ok(moves) if !moves.is_empty() => {
-                        // Sent oldest first: `pending` is popped from the end.
-                        for (id, command_id, record) in moves.into_iter().rev() {
-                            after = after.max(id);
-                            let data = TransitionEvent { command_id, transition: record.into() };
-                            let data = serde_json::to_string(&data).unwrap_or_default();
-                            pending.push(Event::default().id(id.to_string()).event("transition").data(data));
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(error) => tracing::warn!(%error, "event stream cannot read the database"),
-                }
+                // Marks what this read covers: a move committed after it wakes the stream again.
+                moved.mark_unchanged();
+                let waiting = read(&store, &tenant, &mut cursor, &mut pending).await;
                 if pending.is_empty() {
+                    // Woken by a commit of moves (any instance's on PostgreSQL); a gap is
+                    // looked at again soon, and a lost wake-up costs at most the fallback.
+                    let wait = if waiting { GAP_POLL } else { FALLBACK_POLL };
                     tokio::select! {
                         () = stopping.cancelled() => return None,
-                        () = tokio::time::sleep(POLL) => {}
+                        _ = moved.changed() => {}
+                        () = tokio::time::sleep(wait) => {}
                     }
                 }
             }
         }
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+/// Reads the moves after `cursor` into `pending`, newest first (it is popped from the end);
+/// returns whether the stream waits for a gap in the ids.
+async fn read(store: &Store, tenant: &TenantId, cursor: &mut MoveCursor, pending: &mut Vec<Event>) -> bool {
+    match store.commands().moves_after(tenant, cursor.after(), BATCH).await {
+        Ok(moves) => {
+            let (ready, waiting) = cursor.take(moves, std::time::Instant::now());
+            for (id, (command_id, record)) in ready.into_iter().rev() {
+                let data = TransitionEvent { command_id, transition: record.into() };
+                let data = serde_json::to_string(&data).unwrap_or_default();
+                pending.push(Event::default().id(id.to_string()).event("transition").data(data));
+            }
+            waiting
+        }
+        Err(error) => {
+            tracing::warn!(%error, "event stream cannot read the database");
+            false
+        }
+    }
 }
 
 /// An event id as `Last-Event-ID` gives it back: the digits this stream sent.
