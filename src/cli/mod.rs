@@ -1,6 +1,7 @@
 //! The command line: `serve`, `migrate`, `check-config`, `audit verify`, `token mint`,
 //! `stepup mint`, `simulate whatsapp`. The top layer: imports any layer below it.
 
+pub mod conformance;
 pub mod simulate;
 
 use crate::service::telemetry::export::Exporting;
@@ -53,6 +54,27 @@ enum Command {
     Stepup {
         #[command(subcommand)]
         command: StepupCommand,
+    },
+    /// The conformance scenarios (conformance/*.json), run against a gateway as a black box
+    Conformance {
+        #[command(subcommand)]
+        command: ConformanceCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConformanceCommand {
+    /// Run every scenario of DIR, each against a gateway of its own; exits 1 if any fails
+    Run {
+        /// The gateway binary [default: this one]
+        #[arg(long)]
+        bin: Option<std::path::PathBuf>,
+        /// A PostgreSQL server URL: each scenario gets a fresh database on it [default: SQLite]
+        #[arg(long)]
+        database_url: Option<String>,
+        /// The folder of scenarios
+        #[arg(default_value = "conformance")]
+        dir: std::path::PathBuf,
     },
 }
 
@@ -178,6 +200,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let stepup = &settings.security.stepup;
             let token = stepup.mint(&actor, command, &key, now).map_err(|e| anyhow::anyhow!("cannot mint: {e}"))?;
             println!("{token}");
+        }
+        Command::Conformance { command: ConformanceCommand::Run { bin, database_url, dir } } => {
+            return crate::cli::conformance::run(bin, database_url, &dir).await;
         }
         Command::Audit { command: AuditCommand::Verify { json } } => {
             return audit_verify(&Config::load(&source, &env)?, json).await;

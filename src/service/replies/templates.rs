@@ -113,6 +113,12 @@ pub struct Templates {
 }
 
 impl Templates {
+    /// The shipped templates by name (`whatsapp/en/expired`) with their text, as a folder of
+    /// templates holds them (`{name}.txt`).
+    pub fn shipped_sources() -> impl Iterator<Item = (&'static str, &'static str)> {
+        SHIPPED.iter().copied()
+    }
+
     /// The templates under `dir`; the shipped ones when `dir` does not exist and `shipped` allows.
     pub fn load(dir: &Path, shipped: bool) -> Result<Self, TemplateError> {
         if !dir.is_dir() && shipped {

@@ -1,0 +1,158 @@
+//! One scenario against one gateway: the stand-ins, the gateway process, and what the runner
+//! knows of what happened (the commands the steps named, the evidence and the replies already
+//! seen). It speaks to the gateway only over HTTP, as a provider, a hook caller, an operator and
+//! an executor would.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::cli::conformance::gateway::{Gateway, Workspace};
+use crate::cli::conformance::scenario::Scenario;
+use crate::cli::conformance::standins::{StandInExecutor, StandInProvider};
+use crate::config::ConfigSource;
+use crate::service::Settings;
+
+/// The demo directory's people, as scenarios name them.
+pub const PEOPLE: &[(&str, &str)] = &[("customer", "15550000001"), ("admin", "15550000002")];
+/// The demo directory's business number.
+pub const BUSINESS_NUMBER: &str = "100000000000001";
+
+pub struct Rig {
+    pub bin: PathBuf,
+    pub workspace: Workspace,
+    pub gateway: Option<Gateway>,
+    pub executor: StandInExecutor,
+    pub provider: StandInProvider,
+    pub client: reqwest::Client,
+    /// The gateway's settings as the runner wrote them: the secrets it signs and mints with.
+    pub settings: Settings,
+    /// Commands by the name a step gave them.
+    pub names: BTreeMap<String, Uuid>,
+    /// Per named command, the evidence already seen; and the replies already counted.
+    pub evidence_seen: BTreeMap<String, usize>,
+    pub replies_seen: u64,
+}
+
+impl Rig {
+    pub async fn start(bin: &Path, database_url: Option<&str>, scenario: &Scenario) -> Result<Self, String> {
+        let executor = StandInExecutor::start().await.map_err(|e| format!("the stand-in executor: {e}"))?;
+        let provider = StandInProvider::start().await.map_err(|e| format!("the stand-in provider: {e}"))?;
+        let secret = |what: &str| format!("conformance-{what}-{}", Uuid::new_v4().simple());
+        let env = vec![
+            ("CHATGATE_ORDERS_EXECUTOR_URL".to_owned(), executor.url.clone()),
+            ("CHATGATE_WHATSAPP_API_BASE".to_owned(), provider.url.clone()),
+            ("CHATGATE_WHATSAPP_ACCESS_TOKEN".to_owned(), secret("access")),
+            ("CHATGATE_WHATSAPP_APP_SECRET".to_owned(), secret("app")),
+            ("CHATGATE_API_TOKEN_SECRET".to_owned(), secret("api")),
+            ("CHATGATE_STEPUP_SECRET".to_owned(), secret("stepup")),
+            ("CHATGATE_HOOKS_TOKEN".to_owned(), secret("hooks")),
+        ];
+        let workspace = Workspace::create(&scenario.config, &scenario.registry, database_url, env).await?;
+        let settings = {
+            let lookup = |name: &str| workspace.env_var(name).or_else(|| std::env::var(name).ok());
+            Settings::load(&ConfigSource::Explicit(workspace.config_path()), &lookup)
+                .map_err(|e| format!("the scenario's configuration: {e}"))?
+        };
+        let gateway = Gateway::start(bin, &workspace).await?;
+        Ok(Self {
+            bin: bin.to_owned(),
+            workspace,
+            gateway: Some(gateway),
+            executor,
+            provider,
+            client: reqwest::Client::builder().timeout(Duration::from_secs(30)).build().map_err(|e| e.to_string())?,
+            settings,
+            names: BTreeMap::new(),
+            evidence_seen: BTreeMap::new(),
+            replies_seen: 0,
+        })
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        let base = self.gateway.as_ref().map_or("", |g| g.base.as_str());
+        format!("{base}{path}")
+    }
+
+    /// Kills the gateway (SIGKILL) and starts it again on the same database.
+    pub async fn restart(&mut self) -> Result<(), String> {
+        if let Some(mut gateway) = self.gateway.take() {
+            gateway.kill();
+        }
+        self.gateway = Some(Gateway::start(&self.bin, &self.workspace).await?);
+        Ok(())
+    }
+
+    /// An API token of `scopes` for the demo tenant, from the issuer the gateway trusts.
+    pub fn token(&self, scopes: &str) -> Result<String, String> {
+        let authenticator = &self.settings.security.authenticator;
+        let now = time::OffsetDateTime::now_utc();
+        crate::service::security::mint::api_token(authenticator, None, "demo", "conformance", scopes, HOUR, now)
+    }
+
+    /// A step-up proof for the command named `name`, as its actor's identity provider signs it.
+    pub async fn step_up(&self, name: &str) -> Result<String, String> {
+        let id = self.id_of(name)?;
+        let status = self.command(id).await?;
+        let envelope = &status["envelope"];
+        let (actor, key) = (envelope["actor_id"].as_str(), envelope["idempotency_key"].as_str());
+        let (Some(actor), Some(key)) = (actor, key) else { return Err(format!("`{name}` has no actor or key")) };
+        let now = time::OffsetDateTime::now_utc();
+        self.settings.security.stepup.mint(actor, id, key, now).map_err(|e| e.to_string())
+    }
+
+    pub fn id_of(&self, name: &str) -> Result<Uuid, String> {
+        self.names.get(name).copied().ok_or_else(|| format!("no command is named `{name}` yet"))
+    }
+
+    /// `GET` with a reader's token, as JSON.
+    pub async fn read(&self, path: &str) -> Result<Value, String> {
+        let token = self.token("commands:read")?;
+        let response = self.client.get(self.url(path)).bearer_auth(token).send().await.map_err(|e| e.to_string())?;
+        let status = response.status();
+        let body: Value = response.json().await.map_err(|e| format!("GET {path}: {e}"))?;
+        if !status.is_success() {
+            return Err(format!("GET {path}: {status} {body}"));
+        }
+        Ok(body)
+    }
+
+    pub async fn command(&self, id: Uuid) -> Result<Value, String> {
+        self.read(&format!("/v1/commands/{id}")).await
+    }
+
+    /// The commands' ids, newest first.
+    pub async fn command_ids(&self) -> Result<Vec<Uuid>, String> {
+        let page = self.read("/v1/commands?limit=200").await?;
+        let ids = page["commands"].as_array().map(|all| {
+            all.iter().filter_map(|c| c["command_id"].as_str().and_then(|id| id.parse().ok())).collect()
+        });
+        Ok(ids.unwrap_or_default())
+    }
+
+    /// The kinds of a command's evidence, oldest first, without the conversation's.
+    pub async fn evidence_kinds(&self, id: Uuid) -> Result<Vec<String>, String> {
+        let list = self.read(&format!("/v1/commands/{id}/evidence")).await?;
+        let kinds = list["artifacts"].as_array().map(|all| {
+            all.iter()
+                .filter_map(|a| a["kind"].as_str())
+                .filter(|kind| !kind.starts_with("conversation."))
+                .map(str::to_owned)
+                .collect()
+        });
+        Ok(kinds.unwrap_or_default())
+    }
+
+    /// Drops what the scenario made (its PostgreSQL database).
+    pub async fn finish(mut self) {
+        if let Some(mut gateway) = self.gateway.take() {
+            gateway.kill();
+        }
+        self.workspace.remove().await;
+    }
+}
+
+const HOUR: Duration = Duration::from_secs(3_600);

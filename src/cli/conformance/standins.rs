@@ -1,0 +1,109 @@
+//! The runner's own stand-ins, on ports of their own: an executor that does a command's work
+//! once per idempotency key (as the executor contract asks) and answers as the scenario says, and
+//! the provider's messaging API (Meta's Graph API), which takes the gateway's replies and counts
+//! them.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use tokio::net::TcpListener;
+
+use crate::cli::conformance::scenario::ExecutorMode;
+
+#[derive(Debug)]
+struct Ledger {
+    mode: ExecutorMode,
+    done: HashSet<String>,
+}
+
+/// The stand-in executor: `POST` anything, `Idempotency-Key` names the work.
+#[derive(Clone)]
+pub struct StandInExecutor {
+    pub url: String,
+    ledger: Arc<Mutex<Ledger>>,
+}
+
+impl StandInExecutor {
+    pub async fn start() -> std::io::Result<Self> {
+        let ledger = Arc::new(Mutex::new(Ledger { mode: ExecutorMode::Succeed, done: HashSet::new() }));
+        let answering = ledger.clone();
+        let app = Router::new().fallback(move |headers: HeaderMap| {
+            let ledger = answering.clone();
+            async move { answer(&ledger, &headers) }
+        });
+        let url = serve(app).await?;
+        Ok(Self { url, ledger })
+    }
+
+    pub fn set_mode(&self, mode: ExecutorMode) {
+        lock(&self.ledger).mode = mode;
+    }
+
+    /// Work done so far: one per idempotency key it succeeded for.
+    pub fn executions(&self) -> u64 {
+        lock(&self.ledger).done.len() as u64
+    }
+}
+
+fn answer(ledger: &Mutex<Ledger>, headers: &HeaderMap) -> Response {
+    let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let mut ledger = lock(ledger);
+    match ledger.mode {
+        ExecutorMode::Succeed => {
+            ledger.done.insert(key);
+            axum::Json(json!({"status": "succeeded", "result": {"done": true}})).into_response()
+        }
+        ExecutorMode::Fail => {
+            let error = json!({"code": "refused_by_executor", "message": "the stand-in fails", "retryable": false});
+            axum::Json(json!({"status": "failed", "error": error})).into_response()
+        }
+        ExecutorMode::Unavailable => StatusCode::SERVICE_UNAVAILABLE.into_response(),
+        ExecutorMode::Accept => StatusCode::ACCEPTED.into_response(),
+    }
+}
+
+/// The stand-in Graph API: every message the gateway sends is taken and counted.
+#[derive(Clone)]
+pub struct StandInProvider {
+    pub url: String,
+    sent: Arc<Mutex<u64>>,
+}
+
+impl StandInProvider {
+    pub async fn start() -> std::io::Result<Self> {
+        let sent = Arc::new(Mutex::new(0_u64));
+        let counting = sent.clone();
+        let app = Router::new().fallback(move || {
+            let sent = counting.clone();
+            async move {
+                let n = {
+                    let mut sent = lock(&sent);
+                    *sent += 1;
+                    *sent
+                };
+                axum::Json(json!({"messaging_product": "whatsapp", "messages": [{"id": format!("wamid.OUT{n}")}]}))
+            }
+        });
+        let url = serve(app).await?;
+        Ok(Self { url, sent })
+    }
+
+    pub fn sent(&self) -> u64 {
+        *lock(&self.sent)
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+async fn serve(app: Router) -> std::io::Result<String> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}", listener.local_addr()?);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok(url)
+}

@@ -1,0 +1,122 @@
+//! Doing a step: a provider's delivery, a hook call, an API call, the executor's answer, a wait
+//! or a restart. Deliveries sent several times go one after another or all at the same moment.
+
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use serde_json::{Value, json};
+
+use crate::cli::conformance::rig::{BUSINESS_NUMBER, PEOPLE, Rig};
+use crate::cli::conformance::scenario::{Action, ApiCall, Chat, Hook};
+
+/// What the gateway answered a step: each answer's status, and the last one's body.
+#[derive(Debug, Default)]
+pub struct Answered {
+    pub statuses: Vec<u16>,
+    pub body: Value,
+}
+
+pub async fn perform(rig: &mut Rig, action: &Action) -> Result<Answered, String> {
+    match action {
+        Action::Chat(chat) => chat_delivery(rig, chat).await,
+        Action::Hook(hook) => hook_call(rig, hook).await,
+        Action::Api(call) => api_call(rig, call).await,
+        Action::Executor(mode) => {
+            rig.executor.set_mode(*mode);
+            Ok(Answered::default())
+        }
+        Action::WaitMs(ms) => {
+            tokio::time::sleep(Duration::from_millis(*ms)).await;
+            Ok(Answered::default())
+        }
+        Action::Restart(_) => {
+            rig.restart().await?;
+            Ok(Answered::default())
+        }
+    }
+}
+
+/// Sends `requests` one after another, or all at once.
+async fn send_all(requests: Vec<reqwest::RequestBuilder>, concurrent: bool) -> Result<Answered, String> {
+    let mut responses = vec![];
+    if concurrent {
+        responses = join_all(requests.into_iter().map(reqwest::RequestBuilder::send)).await;
+    } else {
+        for request in requests {
+            responses.push(request.send().await);
+        }
+    }
+    let mut answered = Answered::default();
+    for response in responses {
+        let response = response.map_err(|e| format!("the gateway did not answer: {e}"))?;
+        answered.statuses.push(response.status().as_u16());
+        let text = response.text().await.unwrap_or_default();
+        answered.body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    }
+    Ok(answered)
+}
+
+async fn chat_delivery(rig: &Rig, chat: &Chat) -> Result<Answered, String> {
+    let from = PEOPLE.iter().find(|(name, _)| *name == chat.from).map_or(chat.from.as_str(), |(_, id)| id);
+    let body = crate::channels::whatsapp::simulate::notification(
+        BUSINESS_NUMBER,
+        vec![crate::channels::whatsapp::simulate::text(&chat.id, from, &chat.text)],
+        vec![],
+    );
+    let bytes = body.to_string().into_bytes();
+    let secret = rig.settings.config.whatsapp.apps.get("default").ok_or("no WhatsApp app `default`")?;
+    let signature = crate::channels::whatsapp::signature::sign(secret.app_secret.expose().as_bytes(), &bytes);
+    let requests = (0..chat.times)
+        .map(|_| {
+            rig.client
+                .post(rig.url("/webhooks/whatsapp"))
+                .header("content-type", "application/json")
+                .header("x-hub-signature-256", signature.clone())
+                .body(bytes.clone())
+        })
+        .collect();
+    send_all(requests, chat.concurrent).await
+}
+
+async fn hook_call(rig: &Rig, hook: &Hook) -> Result<Answered, String> {
+    let token = rig.settings.config.hooks.token.expose().to_owned();
+    let requests = (0..hook.times)
+        .map(|_| {
+            let request = rig.client.post(rig.url(&hook.path)).bearer_auth(&token).json(&hook.body);
+            hook.headers.iter().fold(request, |request, (name, value)| request.header(name, value))
+        })
+        .collect();
+    send_all(requests, hook.concurrent).await
+}
+
+async fn api_call(rig: &Rig, call: &ApiCall) -> Result<Answered, String> {
+    let path = with_ids(rig, &call.path)?;
+    let method = reqwest::Method::from_bytes(call.method.to_ascii_uppercase().as_bytes())
+        .map_err(|_| format!("`{}` is not an HTTP method", call.method))?;
+    let mut request = rig.client.request(method, rig.url(&path)).bearer_auth(rig.token(&call.scopes)?);
+    if let Some(key) = &call.idempotency_key {
+        request = request.header("idempotency-key", key);
+    }
+    let body = match (&call.body, &call.step_up_for) {
+        (_, Some(name)) => Some(json!({"token": rig.step_up(name).await?})),
+        (body, None) => body.clone(),
+    };
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    send_all(vec![request], false).await
+}
+
+/// `path` with each `{name}` replaced by the id of the command of that name.
+fn with_ids(rig: &Rig, path: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(path.len());
+    let mut rest = path;
+    while let Some(start) = rest.find('{') {
+        let end = rest[start..].find('}').ok_or_else(|| format!("`{path}`: an unclosed `{{`"))? + start;
+        out.push_str(&rest[..start]);
+        out.push_str(&rig.id_of(&rest[start + 1..end])?.to_string());
+        rest = &rest[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
