@@ -31,7 +31,7 @@ where
         if Instant::now() > deadline {
             return Err(format!("{what}: got {got:?}"));
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

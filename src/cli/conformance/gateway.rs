@@ -34,6 +34,12 @@ impl Workspace {
         let dir = tempfile::tempdir().map_err(|e| format!("a folder: {e}"))?;
         let mut settings = parse(SHIPPED_CONFIG)?;
         set(&mut settings, "registry.templates", &Value::from("templates"))?;
+        // The runner reads the API often while it waits, and scenarios repeat messages on
+        // purpose: rate limits stay out of the way unless a scenario sets them.
+        let generous = serde_json::json!({"per_minute": 100_000, "burst": 10_000});
+        for limit in ["rate_limits.api_client", "rate_limits.actor"] {
+            set(&mut settings, limit, &generous)?;
+        }
         for (key, value) in config {
             set(&mut settings, key, value)?;
         }
