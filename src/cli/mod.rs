@@ -75,6 +75,9 @@ enum ConformanceCommand {
         /// The folder of scenarios
         #[arg(default_value = "conformance")]
         dir: std::path::PathBuf,
+        /// Leave a failed scenario's folder (its configuration and gateway.log) and database
+        #[arg(long)]
+        keep: bool,
     },
 }
 
@@ -201,8 +204,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let token = stepup.mint(&actor, command, &key, now).map_err(|e| anyhow::anyhow!("cannot mint: {e}"))?;
             println!("{token}");
         }
-        Command::Conformance { command: ConformanceCommand::Run { bin, database_url, dir } } => {
-            return crate::cli::conformance::run(bin, database_url, &dir).await;
+        Command::Conformance { command: ConformanceCommand::Run { bin, database_url, dir, keep } } => {
+            return crate::cli::conformance::run(bin, database_url, &dir, keep).await;
         }
         Command::Audit { command: AuditCommand::Verify { json } } => {
             return audit_verify(&Config::load(&source, &env)?, json).await;

@@ -21,8 +21,9 @@ use crate::domain::lifecycle::Lifecycle;
 use crate::domain::lifecycle::State;
 use crate::domain::lifecycle::Transition;
 use crate::store::Commands;
-use crate::store::commands::{insert_command, insert_transitions, settle_dedupe, transition_row};
+use crate::store::commands::{insert_command, insert_transitions, transition_row};
 use crate::store::confirmations::{NewConfirmation, confirmation_row, insert_confirmation, pending_prompt};
+use crate::store::dedupe::settle_dedupe;
 use crate::store::evidence::append_all;
 use crate::store::inbound::{InboundOutcome, NewInbound, insert_inbound, link_inbound};
 use crate::store::outbox::{NewOutboxMessage, insert_outbox};
@@ -343,14 +344,16 @@ pub(crate) async fn answer_duplicate(conn: &mut AnyConnection, write: &Admission
     let key = e.idempotency_key.as_str();
 
     if existing_fingerprint != e.fingerprint {
-        // The new command is refused as `execution.rejected` under its own id; the artifact
-        // carries both fingerprints and names the command that holds the key.
-        let draft = EvidenceDraft::new(EvidenceKind::ExecutionRejected, e.command_id, write.trace.clone())
-            .stage(State::Rejected)
+        // The new command is refused and never exists: the decision (IDS §XII's
+        // `conflict_rejected`) is evidence on the command that holds the key, where an operator
+        // or an auditor looking at that command finds it, with both fingerprints.
+        let draft = EvidenceDraft::new(EvidenceKind::DedupeDecided, existing_id, write.trace.clone())
+            .stage(state)
             .reason("idempotency_conflict")
             .decision(serde_json::json!({
                 "dedupe": "conflict_rejected",
                 "idempotency_key": key,
+                "attempted_command_id": e.command_id,
                 "existing_command_id": existing_id,
                 "existing_fingerprint": existing_fingerprint,
                 "attempted_fingerprint": e.fingerprint,

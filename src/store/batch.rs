@@ -18,8 +18,9 @@ use crate::store::admission::{
     AdmissionWrite, Admitted, RESERVE_COLUMNS, RESERVE_INSERT, RESERVE_TAIL, confirmation_row_of, reservation_row,
     transition_rows,
 };
-use crate::store::commands::{COMMAND_COLUMNS, COMMAND_INSERT, command_row, insert_transitions, settle_dedupe};
+use crate::store::commands::{COMMAND_COLUMNS, COMMAND_INSERT, command_row, insert_transitions};
 use crate::store::confirmations::{CONFIRMATION_COLUMNS, CONFIRMATION_INSERT};
+use crate::store::dedupe::settle_dedupe;
 use crate::store::evidence::append_by_chain;
 use crate::store::inbound::{INBOUND_COLUMNS, INBOUND_INSERT, INBOUND_TAIL, inbound_row};
 use crate::store::outbox::{OUTBOX_COLUMNS, OUTBOX_INSERT, outbox_row};

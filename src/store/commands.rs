@@ -204,39 +204,6 @@ pub(crate) async fn insert_transitions(conn: &mut AnyConnection, rows: Vec<Vec<P
     Ok(())
 }
 
-/// A terminal state settles the reservation, so that a duplicate replays this outcome.
-pub(crate) async fn settle_dedupe(
-    conn: &mut AnyConnection,
-    command_id: Uuid,
-    state: State,
-    outcome_ref: Option<Uuid>,
-    at: OffsetDateTime,
-) -> Result<(), StoreError> {
-    settle_dedupes(conn, &[(command_id, state, outcome_ref, at)]).await
-}
-
-/// Settles the reservations of the commands that reached a terminal state, in one statement.
-pub(crate) async fn settle_dedupes(
-    conn: &mut AnyConnection,
-    settled: &[(Uuid, State, Option<Uuid>, OffsetDateTime)],
-) -> Result<(), StoreError> {
-    let rows = settled
-        .iter()
-        .filter(|(_, state, ..)| state.is_terminal())
-        .map(|(command_id, state, outcome_ref, at)| -> Vec<Param> {
-            vec![
-                command_id.to_string().into(),
-                state.as_str().into(),
-                outcome_ref.map(|id| id.to_string()).into(),
-                to_ms(*at).into(),
-            ]
-        })
-        .collect();
-    let set = "status = v.column2, outcome_ref = v.column3, updated_at = v.column4";
-    update_rows(conn, ("dedupe_records", set, "dedupe_records.command_id = v.column1"), 4, rows).await?;
-    Ok(())
-}
-
 pub(crate) async fn load_command(
     conn: &mut AnyConnection,
     tenant_id: &TenantId,
@@ -353,8 +320,9 @@ pub(crate) async fn apply_transition(
     let (t, version) = (&write.transition, write.expected_version + 1);
     let row = transition_row(write.command_id, version, t, write.reason_code.as_deref(), write.at);
     insert_transitions(conn, vec![row]).await?;
+    crate::store::dedupe::lock_dedupes(conn, std::slice::from_ref(write)).await?;
     let evidence_ids = append_all(conn, write.tenant_id.as_str(), &write.evidence, write.at).await?;
-    settle_dedupe(conn, write.command_id, t.to, evidence_ids.last().copied(), write.at).await?;
+    crate::store::dedupe::settle_dedupe(conn, write.command_id, t.to, evidence_ids.last().copied(), write.at).await?;
     for message in &write.outbox {
         insert_outbox(conn, write.tenant_id.as_str(), Some(write.command_id), message, write.at).await?;
     }

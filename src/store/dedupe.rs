@@ -1,10 +1,80 @@
-//! Removing dedupe records whose window has passed (IDS §VIII.C).
+//! Dedupe records after admission: settled when their command ends (the outcome a duplicate is
+//! answered with), locked in one order before a step writes, and removed when their window has
+//! passed (IDS §VIII.C).
 
+use sqlx::AnyConnection;
 use time::OffsetDateTime;
+use uuid::Uuid;
 
+use crate::domain::lifecycle::State;
 use crate::store::Dedupe;
 use crate::store::StoreError;
-use crate::store::rows::to_ms;
+use crate::store::commands::TransitionWrite;
+use crate::store::rows::{Param, to_ms, update_rows};
+
+/// A terminal state settles the reservation, so that a duplicate replays this outcome.
+pub(crate) async fn settle_dedupe(
+    conn: &mut AnyConnection,
+    command_id: Uuid,
+    state: State,
+    outcome_ref: Option<Uuid>,
+    at: OffsetDateTime,
+) -> Result<(), StoreError> {
+    settle_dedupes(conn, &[(command_id, state, outcome_ref, at)]).await
+}
+
+/// Settles the reservations of the commands that reached a terminal state, in one statement.
+/// Locks, in one order, the dedupe records `moves` will settle, before anything else of the step
+/// is written. An admission takes its key's record and then appends evidence (the tenant's chain
+/// head): a step that appended first and then waited for the record would deadlock with it on
+/// PostgreSQL. (SQLite writes one transaction at a time.)
+pub(crate) async fn lock_dedupes<'a>(
+    conn: &mut AnyConnection,
+    moves: impl IntoIterator<Item = &'a TransitionWrite>,
+) -> Result<(), StoreError> {
+    if conn.backend_name().eq_ignore_ascii_case("sqlite") {
+        return Ok(());
+    }
+    let mut ids: Vec<String> =
+        moves.into_iter().filter(|m| m.transition.to.is_terminal()).map(|m| m.command_id.to_string()).collect();
+    if ids.is_empty() {
+        return Ok(());
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    let placeholders: Vec<String> = (1..=ids.len()).map(|i| format!("${i}")).collect();
+    let sql = format!(
+        "SELECT command_id FROM dedupe_records WHERE command_id IN ({}) ORDER BY command_id FOR UPDATE",
+        placeholders.join(", ")
+    );
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for id in ids {
+        query = query.bind(id);
+    }
+    query.fetch_all(&mut *conn).await?;
+    Ok(())
+}
+
+pub(crate) async fn settle_dedupes(
+    conn: &mut AnyConnection,
+    settled: &[(Uuid, State, Option<Uuid>, OffsetDateTime)],
+) -> Result<(), StoreError> {
+    let rows = settled
+        .iter()
+        .filter(|(_, state, ..)| state.is_terminal())
+        .map(|(command_id, state, outcome_ref, at)| -> Vec<Param> {
+            vec![
+                command_id.to_string().into(),
+                state.as_str().into(),
+                outcome_ref.map(|id| id.to_string()).into(),
+                to_ms(*at).into(),
+            ]
+        })
+        .collect();
+    let set = "status = v.column2, outcome_ref = v.column3, updated_at = v.column4";
+    update_rows(conn, ("dedupe_records", set, "dedupe_records.command_id = v.column1"), 4, rows).await?;
+    Ok(())
+}
 
 impl Dedupe<'_> {
     /// Deletes expired records of finished commands; a command still under way keeps its

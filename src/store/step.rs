@@ -11,6 +11,7 @@ use crate::domain::evidence::EvidenceDraft;
 use crate::store::StoreError;
 use crate::store::commands::{CommittedTransition, TransitionWrite, apply_transition};
 use crate::store::confirmations::{SettleConfirmation, settle_confirmation};
+use crate::store::dedupe::lock_dedupes;
 use crate::store::deliveries::{DeliveryChange, apply_delivery};
 use crate::store::evidence::append_all;
 use crate::store::inbound::{InboundOutcome, NewInbound, insert_inbound, link_inbound};
@@ -186,6 +187,7 @@ impl Commands<'_> {
             tx.rollback().await?;
             return Ok(StepOutcome::Stale);
         }
+        lock_dedupes(&mut tx, &step.moves).await?;
         let evidence_ids = append_all(&mut tx, step.tenant_id.as_str(), &step.evidence, step.at).await?;
         let mut moves = Vec::with_capacity(step.moves.len());
         for write in &step.moves {

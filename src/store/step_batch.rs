@@ -14,9 +14,8 @@ use sqlx::AnyConnection;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::store::commands::{
-    CommittedTransition, TransitionWrite, insert_transitions, move_commands, settle_dedupes, transition_row,
-};
+use crate::store::commands::{CommittedTransition, TransitionWrite, insert_transitions, move_commands, transition_row};
+use crate::store::dedupe::{lock_dedupes, settle_dedupes};
 use crate::store::deliveries::{DeliveryChange, create_deliveries, log_events, update_deliveries};
 use crate::store::evidence::append_by_chain;
 use crate::store::outbox::{NewOutboxMessage, OUTBOX_COLUMNS, OUTBOX_INSERT, outbox_row, settle_outboxes};
@@ -58,6 +57,7 @@ impl Store {
             tx.rollback().await?;
             return Ok(None);
         }
+        lock_dedupes(&mut tx, steps.iter().flat_map(|step| &step.moves)).await?;
         let evidence = append_evidence(&mut tx, steps).await?;
         let settled: Vec<_> = steps
             .iter()

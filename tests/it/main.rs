@@ -8,6 +8,7 @@ mod bloodbank_agent;
 mod browser;
 mod cli;
 mod conformance;
+mod conformance_runner;
 mod console_browser;
 mod e2e_amqp;
 mod e2e_console;

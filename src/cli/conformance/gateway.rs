@@ -79,6 +79,12 @@ impl Workspace {
         self.env.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone())
     }
 
+    /// Leaves the folder and the database for a look: says where they are.
+    pub fn keep(self) -> String {
+        let url = self.env_var("CHATGATE_DATABASE_URL").unwrap_or_default();
+        format!("kept {} (gateway.log there), database {url}", self.dir.keep().display())
+    }
+
     /// Drops the PostgreSQL database (the folder goes with `dir`).
     pub async fn remove(self) {
         if let Some((admin, name)) = &self.dropping
@@ -134,8 +140,14 @@ impl Gateway {
         let mut child = command.spawn().map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
         let log = std::io::BufReader::new(child.stderr.take().ok_or("no log")?);
         let (said, address) = std::sync::mpsc::channel();
+        // The gateway's log is kept beside its configuration (`--keep` leaves it there).
+        let mut kept =
+            std::fs::OpenOptions::new().create(true).append(true).open(workspace.dir.path().join("gateway.log")).ok();
         std::thread::spawn(move || {
             for line in std::io::BufRead::lines(log).map_while(Result::ok) {
+                if let Some(file) = kept.as_mut() {
+                    let _ = std::io::Write::write_all(file, format!("{line}\n").as_bytes());
+                }
                 if let Some(at) = line.split("chatgate listening addr=").nth(1) {
                     let _ = said.send(Ok(at.split_whitespace().next().unwrap_or_default().to_owned()));
                 } else if line.starts_with("chatgate: error") {

@@ -27,7 +27,13 @@ pub struct Failure {
 }
 
 /// Runs every `*.json` scenario of `dir` (in name order) and prints how each went.
-pub async fn run(bin: Option<PathBuf>, database_url: Option<String>, dir: &Path) -> anyhow::Result<ExitCode> {
+/// `keep`: a failed scenario's folder (configuration, `gateway.log`) and database are left.
+pub async fn run(
+    bin: Option<PathBuf>,
+    database_url: Option<String>,
+    dir: &Path,
+    keep: bool,
+) -> anyhow::Result<ExitCode> {
     let bin = match bin {
         Some(bin) => bin,
         None => std::env::current_exe()?,
@@ -46,7 +52,7 @@ pub async fn run(bin: Option<PathBuf>, database_url: Option<String>, dir: &Path)
         let name = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         let started = Instant::now();
         let outcome = match Scenario::read(file) {
-            Ok(scenario) => run_one(&bin, database_url.as_deref(), &scenario).await,
+            Ok(scenario) => run_one(&bin, database_url.as_deref(), &scenario, keep).await,
             Err(error) => Err(Failure { step: "reading it".into(), difference: error }),
         };
         let took = started.elapsed().as_secs_f64();
@@ -74,8 +80,9 @@ fn is_schema(path: &Path) -> bool {
     path.file_name().is_some_and(|n| n.to_string_lossy().ends_with(".schema.json"))
 }
 
-/// One scenario from start to end; the gateway and its database go afterwards whatever happened.
-pub async fn run_one(bin: &Path, database_url: Option<&str>, scenario: &Scenario) -> Result<(), Failure> {
+/// One scenario from start to end; the gateway and its database go afterwards (unless it failed
+/// and `keep` says to leave them).
+pub async fn run_one(bin: &Path, database_url: Option<&str>, scenario: &Scenario, keep: bool) -> Result<(), Failure> {
     let starting = |difference| Failure { step: "starting the gateway".into(), difference };
     let mut rig = Rig::start(bin, database_url, scenario).await.map_err(starting)?;
     let mut outcome = Ok(());
@@ -84,11 +91,17 @@ pub async fn run_one(bin: &Path, database_url: Option<&str>, scenario: &Scenario
             Ok(answered) => checks::check(&mut rig, &step.expect, step.names.as_deref(), &answered).await,
             Err(error) => Err(error),
         };
+        // Whom a chat command is from: its step-up proofs name them (the API masks the actor).
+        if let (Some(name), scenario::Action::Chat(chat)) = (&step.names, &step.action) {
+            rig.actors.insert(name.clone(), rig::person(&chat.from).to_owned());
+        }
         if let Err(difference) = done {
             outcome = Err(Failure { step: step.name(index), difference });
             break;
         }
     }
-    rig.finish().await;
+    if let Some(kept) = rig.finish(keep && outcome.is_err()).await {
+        println!("      {kept}");
+    }
     outcome
 }

@@ -18,6 +18,8 @@ use crate::service::Settings;
 
 /// The demo directory's people, as scenarios name them.
 pub const PEOPLE: &[(&str, &str)] = &[("customer", "15550000001"), ("admin", "15550000002")];
+/// The subject of the runner's API tokens: the operator.
+pub const OPERATOR: &str = "conformance-operator";
 /// The demo directory's business number.
 pub const BUSINESS_NUMBER: &str = "100000000000001";
 
@@ -35,6 +37,15 @@ pub struct Rig {
     /// Per named command, the evidence already seen; and the replies already counted.
     pub evidence_seen: BTreeMap<String, usize>,
     pub replies_seen: u64,
+    /// The step-up proofs minted, by command name.
+    pub proofs: BTreeMap<String, String>,
+    /// Whom each named chat command is from.
+    pub actors: BTreeMap<String, String>,
+}
+
+/// A person as a scenario names them: `customer`, `admin`, or their WhatsApp id.
+pub fn person(name: &str) -> &str {
+    PEOPLE.iter().find(|(known, _)| *known == name).map_or(name, |(_, id)| id)
 }
 
 impl Rig {
@@ -69,6 +80,8 @@ impl Rig {
             names: BTreeMap::new(),
             evidence_seen: BTreeMap::new(),
             replies_seen: 0,
+            proofs: BTreeMap::new(),
+            actors: BTreeMap::new(),
         })
     }
 
@@ -90,15 +103,21 @@ impl Rig {
     pub fn token(&self, scopes: &str) -> Result<String, String> {
         let authenticator = &self.settings.security.authenticator;
         let now = time::OffsetDateTime::now_utc();
-        crate::service::security::mint::api_token(authenticator, None, "demo", "conformance", scopes, HOUR, now)
+        crate::service::security::mint::api_token(authenticator, None, "demo", OPERATOR, scopes, HOUR, now)
     }
 
     /// A step-up proof for the command named `name`, as its actor's identity provider signs it.
     pub async fn step_up(&self, name: &str) -> Result<String, String> {
+        self.step_up_as(name, None).await
+    }
+
+    /// A step-up proof for the command named `name`, naming `who` (its actor by default).
+    pub async fn step_up_as(&self, name: &str, who: Option<&str>) -> Result<String, String> {
         let id = self.id_of(name)?;
         let status = self.command(id).await?;
         let envelope = &status["envelope"];
-        let (actor, key) = (envelope["actor_id"].as_str(), envelope["idempotency_key"].as_str());
+        let known = self.actors.get(name).map(String::as_str);
+        let (actor, key) = (who.or(known).or(envelope["actor_id"].as_str()), envelope["idempotency_key"].as_str());
         let (Some(actor), Some(key)) = (actor, key) else { return Err(format!("`{name}` has no actor or key")) };
         let now = time::OffsetDateTime::now_utc();
         self.settings.security.stepup.mint(actor, id, key, now).map_err(|e| e.to_string())
@@ -127,9 +146,9 @@ impl Rig {
     /// The commands' ids, newest first.
     pub async fn command_ids(&self) -> Result<Vec<Uuid>, String> {
         let page = self.read("/v1/commands?limit=200").await?;
-        let ids = page["commands"].as_array().map(|all| {
-            all.iter().filter_map(|c| c["command_id"].as_str().and_then(|id| id.parse().ok())).collect()
-        });
+        let ids = page["commands"]
+            .as_array()
+            .map(|all| all.iter().filter_map(|c| c["command_id"].as_str().and_then(|id| id.parse().ok())).collect());
         Ok(ids.unwrap_or_default())
     }
 
@@ -146,12 +165,16 @@ impl Rig {
         Ok(kinds.unwrap_or_default())
     }
 
-    /// Drops what the scenario made (its PostgreSQL database).
-    pub async fn finish(mut self) {
+    /// Drops what the scenario made (its PostgreSQL database), or keeps it and says where.
+    pub async fn finish(mut self, keep: bool) -> Option<String> {
         if let Some(mut gateway) = self.gateway.take() {
             gateway.kill();
         }
+        if keep {
+            return Some(self.workspace.keep());
+        }
         self.workspace.remove().await;
+        None
     }
 }
 

@@ -102,6 +102,13 @@ pub struct ApiCall {
     /// A step-up proof for the command of this name is minted and sent as `{"token": ...}`.
     #[serde(default)]
     pub step_up_for: Option<String>,
+    /// The proof last minted for the command of this name is sent again (a replay).
+    #[serde(default)]
+    pub step_up_again: Option<String>,
+    /// The operator proves who they are for the command of this name: a proof naming the
+    /// token's subject goes in the `Step-Up` header (recovery of a high-risk command).
+    #[serde(default)]
+    pub operator_step_up: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

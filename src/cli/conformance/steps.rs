@@ -6,7 +6,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use serde_json::{Value, json};
 
-use crate::cli::conformance::rig::{BUSINESS_NUMBER, PEOPLE, Rig};
+use crate::cli::conformance::rig::{BUSINESS_NUMBER, OPERATOR, Rig};
 use crate::cli::conformance::scenario::{Action, ApiCall, Chat, Hook};
 
 /// What the gateway answered a step: each answer's status, and the last one's body.
@@ -57,7 +57,7 @@ async fn send_all(requests: Vec<reqwest::RequestBuilder>, concurrent: bool) -> R
 }
 
 async fn chat_delivery(rig: &Rig, chat: &Chat) -> Result<Answered, String> {
-    let from = PEOPLE.iter().find(|(name, _)| *name == chat.from).map_or(chat.from.as_str(), |(_, id)| id);
+    let from = crate::cli::conformance::rig::person(&chat.from);
     let body = crate::channels::whatsapp::simulate::notification(
         BUSINESS_NUMBER,
         vec![crate::channels::whatsapp::simulate::text(&chat.id, from, &chat.text)],
@@ -89,7 +89,7 @@ async fn hook_call(rig: &Rig, hook: &Hook) -> Result<Answered, String> {
     send_all(requests, hook.concurrent).await
 }
 
-async fn api_call(rig: &Rig, call: &ApiCall) -> Result<Answered, String> {
+async fn api_call(rig: &mut Rig, call: &ApiCall) -> Result<Answered, String> {
     let path = with_ids(rig, &call.path)?;
     let method = reqwest::Method::from_bytes(call.method.to_ascii_uppercase().as_bytes())
         .map_err(|_| format!("`{}` is not an HTTP method", call.method))?;
@@ -97,9 +97,20 @@ async fn api_call(rig: &Rig, call: &ApiCall) -> Result<Answered, String> {
     if let Some(key) = &call.idempotency_key {
         request = request.header("idempotency-key", key);
     }
-    let body = match (&call.body, &call.step_up_for) {
-        (_, Some(name)) => Some(json!({"token": rig.step_up(name).await?})),
-        (body, None) => body.clone(),
+    if let Some(name) = &call.operator_step_up {
+        request = request.header("step-up", rig.step_up_as(name, Some(OPERATOR)).await?);
+    }
+    let body = match (&call.step_up_for, &call.step_up_again) {
+        (Some(name), _) => {
+            let proof = rig.step_up(name).await?;
+            rig.proofs.insert(name.clone(), proof.clone());
+            Some(json!({"token": proof}))
+        }
+        (None, Some(name)) => {
+            let proof = rig.proofs.get(name).ok_or_else(|| format!("no proof was minted for `{name}`"))?;
+            Some(json!({"token": proof}))
+        }
+        (None, None) => call.body.clone(),
     };
     if let Some(body) = body {
         request = request.json(&body);

@@ -93,6 +93,25 @@ pub(super) fn invalid_attempt(
         }))
 }
 
+/// A request refused because of the command's state, not a lifecycle event (a recovery action).
+pub(super) fn refusal(
+    command: &StoredCommand,
+    reason_code: &str,
+    decision: Value,
+    trace: TraceBindings,
+) -> EvidenceDraft {
+    let mut decision = decision;
+    if let Some(fields) = decision.as_object_mut() {
+        fields.insert("refused".into(), json!(true));
+        fields.insert("from".into(), json!(command.lifecycle.state));
+        fields.insert("version".into(), json!(command.version));
+    }
+    EvidenceDraft::new(EvidenceKind::InvalidTransitionAttempt, command.envelope.command_id, trace)
+        .stage(command.lifecycle.state)
+        .reason(reason_code)
+        .decision(decision)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -251,6 +251,21 @@ impl Engine {
         Ok(writes)
     }
 
+    /// Records that something asked of `command` was refused because of its state (a recovery
+    /// its state does not allow, say): `invalid_transition_attempt` evidence (SMCL §XIII), with
+    /// what was asked in `decision`. Nothing else changes.
+    pub async fn record_refusal(
+        &self,
+        command: &StoredCommand,
+        reason_code: &str,
+        decision: Value,
+        now: OffsetDateTime,
+    ) -> Result<Uuid, EngineError> {
+        let draft = evidence::refusal(command, reason_code, decision, self.trace_for(&command.envelope));
+        let ids = self.store.evidence().record(command.envelope.tenant_id.as_str(), &[draft], now).await?;
+        Ok(ids.first().copied().unwrap_or_default())
+    }
+
     pub async fn command(&self, tenant_id: &TenantId, command_id: Uuid) -> Result<StoredCommand, EngineError> {
         self.store.commands().get(tenant_id, command_id).await?.ok_or(EngineError::NotFound(command_id))
     }

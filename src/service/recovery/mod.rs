@@ -148,7 +148,15 @@ pub async fn recover(
 ) -> Result<Recovered, RecoveryError> {
     let target = engine.store().commands().get(operator.tenant, target_id).await?.ok_or(RecoveryError::NotFound)?;
     let proving = operator.step_up != StepUp::None;
-    let message = admissible(engine.store(), policy, &target, action, proving).await?;
+    let message = match admissible(engine.store(), policy, &target, action, proving).await {
+        Err(RecoveryError::NotAllowed { action, state, allowed }) => {
+            // A recovery the target's state does not allow is an invalid attempt (SMCL §XIII).
+            let asked = json!({"attempted_recovery": action, "allowed": allowed, "by": operator.id});
+            engine.record_refusal(&target, "recovery_not_allowed", asked, now).await?;
+            return Err(RecoveryError::NotAllowed { action, state, allowed });
+        }
+        admitted => admitted?,
+    };
     if let StepUp::Token(token) = operator.step_up
         && needs_step_up(policy, &target, action)
     {

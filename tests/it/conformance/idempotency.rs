@@ -166,10 +166,12 @@ async fn a_reused_key_with_a_different_command_is_rejected_with_both_fingerprint
     };
     assert_ne!(attempted.fingerprint, first_fp);
     assert!(db.engine.command(&demo, attempted.command_id).await.is_err(), "nothing was created");
-    let artifacts = evidence(db, &demo, attempted.command_id).await;
-    assert_eq!(artifacts.len(), 1);
-    let a = &artifacts[0];
-    assert_eq!((a.artifact_id, a.kind.as_str()), (evidence_id, "execution.rejected"));
+    assert!(evidence(db, &demo, attempted.command_id).await.is_empty(), "the refused command never exists");
+    // The decision is on the command that holds the key.
+    let artifacts = evidence(db, &demo, first).await;
+    let a = artifacts.last().expect("the decision");
+    assert_eq!((a.artifact_id, a.kind.as_str()), (evidence_id, "dedupe.decided"));
+    assert_eq!(a.body["decision"]["attempted_command_id"], attempted.command_id.to_string());
     assert_eq!(a.body["reason_code"], "idempotency_conflict");
     assert_eq!(a.body["decision"]["dedupe"], "conflict_rejected");
     assert_eq!(a.body["decision"]["existing_fingerprint"], first_fp.as_str());
