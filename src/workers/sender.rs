@@ -177,12 +177,10 @@ impl Sender {
                         count(outgoing.channel.as_str(), "retry");
                         let (id, attempt) = (message.id, message.attempt);
                         tracing::info!(%id, attempt, ?delay, %error, "send failed; retrying");
-                        self.engine
-                            .store()
-                            .outbox()
-                            .fail(message.id, &error, Some(now + delay), now)
-                            .await
-                            .map(|()| None)
+                        // Retry-After counts from the answer, not from when the call started.
+                        let answered = OffsetDateTime::now_utc();
+                        let outbox = self.engine.store().outbox();
+                        outbox.fail(message.id, &error, Some(answered + delay), answered).await.map(|()| None)
                     }
                     None => {
                         let errors = Some(json!({"last_error": error}));

@@ -29,7 +29,7 @@ where
             return Ok(got);
         }
         if Instant::now() > deadline {
-            return Err(format!("{what}: got {got:?}"));
+            return Err(format!("{what}, got {got:?}"));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -7,9 +7,9 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
+use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
 use crate::cli::conformance::scenario::ExecutorMode;
@@ -49,21 +49,31 @@ impl StandInExecutor {
     }
 }
 
+type Response = axum::http::Response<Body>;
+
 fn answer(ledger: &Mutex<Ledger>, headers: &HeaderMap) -> Response {
     let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
     let mut ledger = lock(ledger);
     match ledger.mode {
         ExecutorMode::Succeed => {
             ledger.done.insert(key);
-            axum::Json(json!({"status": "succeeded", "result": {"done": true}})).into_response()
+            json_answer(StatusCode::OK, &json!({"status": "succeeded", "result": {"done": true}}))
         }
         ExecutorMode::Fail => {
             let error = json!({"code": "refused_by_executor", "message": "the stand-in fails", "retryable": false});
-            axum::Json(json!({"status": "failed", "error": error})).into_response()
+            json_answer(StatusCode::OK, &json!({"status": "failed", "error": error}))
         }
-        ExecutorMode::Unavailable => StatusCode::SERVICE_UNAVAILABLE.into_response(),
-        ExecutorMode::Accept => StatusCode::ACCEPTED.into_response(),
+        ExecutorMode::Unavailable => json_answer(StatusCode::SERVICE_UNAVAILABLE, &json!({"error": "unavailable"})),
+        ExecutorMode::Accept => json_answer(StatusCode::ACCEPTED, &json!({"status": "accepted"})),
     }
+}
+
+/// A JSON answer, as an executor or the Graph API sends it.
+fn json_answer(status: StatusCode, body: &Value) -> Response {
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert("content-type", axum::http::HeaderValue::from_static("application/json"));
+    response
 }
 
 /// The stand-in Graph API: every message the gateway sends is taken and counted.
@@ -85,7 +95,8 @@ impl StandInProvider {
                     *sent += 1;
                     *sent
                 };
-                axum::Json(json!({"messaging_product": "whatsapp", "messages": [{"id": format!("wamid.OUT{n}")}]}))
+                let sent = json!({"messaging_product": "whatsapp", "messages": [{"id": format!("wamid.OUT{n}")}]});
+                json_answer(StatusCode::OK, &sent)
             }
         });
         let url = serve(app).await?;
