@@ -61,6 +61,9 @@ fn a_broken_scenario_fails_naming_the_step_and_the_difference() {
     assert_ne!(broken, good);
     std::fs::write(dir.path().join("b-broken.json"), broken).expect("write");
     std::fs::write(dir.path().join("c-unreadable.json"), "{\"summary\": \"no steps\", \"covers\": []}").expect("write");
+    // A misspelt key is refused, not skipped: a check nobody runs cannot fail.
+    let misspelt = good.replacen("\"expect\"", "\"expext\"", 1);
+    std::fs::write(dir.path().join("d-misspelt.json"), misspelt).expect("write");
     let output = run(dir.path(), None);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(!output.status.success(), "{stdout}");
@@ -72,5 +75,8 @@ fn a_broken_scenario_fails_naming_the_step_and_the_difference() {
     );
     let unreadable = stdout.lines().find(|l| l.starts_with("FAIL  c-unreadable")).expect("the unreadable one fails");
     assert!(unreadable.contains("reading it: not a scenario: missing field `steps`"), "{unreadable}");
-    assert!(stdout.contains("conformance: 1 passed, 2 failed"), "{stdout}");
+    let misspelt = stdout.lines().find(|l| l.starts_with("FAIL  d-misspelt")).expect("the misspelt one fails");
+    assert!(misspelt.contains("a step does exactly one of chat, twilio"), "{misspelt}");
+    assert!(misspelt.contains("\"expext\""), "{misspelt}");
+    assert!(stdout.contains("conformance: 1 passed, 3 failed"), "{stdout}");
 }

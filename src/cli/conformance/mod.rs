@@ -7,6 +7,7 @@
 
 mod checks;
 mod gateway;
+mod providers;
 mod rig;
 mod scenario;
 mod standins;
@@ -87,7 +88,7 @@ pub async fn run_one(bin: &Path, database_url: Option<&str>, scenario: &Scenario
     let mut rig = Rig::start(bin, database_url, scenario).await.map_err(starting)?;
     let mut outcome = Ok(());
     for (index, step) in scenario.steps.iter().enumerate() {
-        let done = match steps::perform(&mut rig, &step.action).await {
+        let done = match steps::perform(&mut rig, step).await {
             Ok(answered) => checks::check(&mut rig, &step.expect, step.names.as_deref(), &answered).await,
             Err(error) => Err(error),
         };

@@ -18,6 +18,16 @@ use crate::service::Settings;
 
 /// The demo directory's people, as scenarios name them.
 pub const PEOPLE: &[(&str, &str)] = &[("customer", "15550000001"), ("admin", "15550000002")];
+/// The URL the gateway is told it is reached at (Twilio signs the URL it called).
+pub const PUBLIC_BASE: &str = "https://gateway.conformance.test";
+
+/// A fresh Standard Webhooks secret (`whsec_` and base64 of random bytes).
+fn standard_secret() -> String {
+    use base64::Engine as _;
+    let bytes: [u8; 24] = rand::random();
+    format!("whsec_{}", base64::engine::general_purpose::STANDARD.encode(bytes))
+}
+
 /// The subject of the runner's API tokens: the operator.
 pub const OPERATOR: &str = "conformance-operator";
 /// The demo directory's business number.
@@ -61,6 +71,9 @@ impl Rig {
             ("CHATGATE_API_TOKEN_SECRET".to_owned(), secret("api")),
             ("CHATGATE_STEPUP_SECRET".to_owned(), secret("stepup")),
             ("CHATGATE_HOOKS_TOKEN".to_owned(), secret("hooks")),
+            ("CHATGATE_TWILIO_AUTH_TOKEN".to_owned(), secret("twilio")),
+            ("CHATGATE_PUBLIC_BASE_URL".to_owned(), PUBLIC_BASE.to_owned()),
+            ("CHATGATE_STANDARD_DEMO_SECRET".to_owned(), standard_secret()),
         ];
         let workspace = Workspace::create(&scenario.config, &scenario.registry, database_url, env).await?;
         let settings = {

@@ -26,20 +26,57 @@ pub struct Scenario {
     pub steps: Vec<Step>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// One thing done, and what must follow. Read by hand (serde's `flatten` would let a misspelt
+/// key pass unnoticed): besides `label`, `names`, `times`, `concurrent` and `expect`, a step has
+/// exactly one action key.
+#[derive(Debug)]
 pub struct Step {
     /// How failures name the step (its number otherwise).
-    #[serde(default)]
     pub label: Option<String>,
-    #[serde(flatten)]
     pub action: Action,
     /// The name the command this step creates goes by in later steps (`{name}` in paths).
-    #[serde(default)]
     pub names: Option<String>,
-    #[serde(default)]
+    /// How a delivery is sent: how many times, one after another or all at once.
+    pub repeat: Repeat,
     pub expect: Expect,
 }
+
+#[derive(Debug, Clone, Copy)]
+pub struct Repeat {
+    pub times: u32,
+    pub concurrent: bool,
+}
+
+impl<'de> Deserialize<'de> for Step {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error as _;
+        let mut fields = serde_json::Map::<String, Value>::deserialize(deserializer)?;
+        let mut take = |key: &str| fields.remove(key).unwrap_or(Value::Null);
+        let (label, names, times, concurrent, expect) =
+            (take("label"), take("names"), take("times"), take("concurrent"), take("expect"));
+        // A key that is not there reads as `null`, which every one of these takes as "not given".
+        fn field<T: serde::de::DeserializeOwned, E: serde::de::Error>(what: &str, value: Value) -> Result<T, E> {
+            serde_json::from_value(value).map_err(|e| E::custom(format!("`{what}`: {e}")))
+        }
+        let times: Option<u32> = field::<_, D::Error>("times", times)?;
+        let concurrent: Option<bool> = field::<_, D::Error>("concurrent", concurrent)?;
+        let expect: Option<Expect> = field::<_, D::Error>("expect", expect)?;
+        if fields.len() != 1 {
+            let found: Vec<&String> = fields.keys().collect();
+            return Err(D::Error::custom(format!("a step does exactly one of {ACTIONS}; it has {found:?}")));
+        }
+        Ok(Self {
+            label: field::<_, D::Error>("label", label)?,
+            action: serde_json::from_value(Value::Object(fields)).map_err(D::Error::custom)?,
+            names: field::<_, D::Error>("names", names)?,
+            repeat: Repeat { times: times.unwrap_or(1).max(1), concurrent: concurrent.unwrap_or(false) },
+            expect: expect.unwrap_or_default(),
+        })
+    }
+}
+
+/// The action keys, as an error names them.
+const ACTIONS: &str = "chat, twilio, standard, hook, api, executor, wait_ms, restart";
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
@@ -48,6 +85,10 @@ pub enum Action {
     Chat(Chat),
     /// A hook call (`/hooks/...`) with the bridge's token, sent `times` times.
     Hook(Hook),
+    /// A Twilio Messaging webhook (a WhatsApp message through Twilio), signed as Twilio signs.
+    Twilio(Chat),
+    /// A Standard Webhooks delivery from a configured source, signed with its secret.
+    Standard(Standard),
     /// An operator's or an executor's call to the REST API with a token of `scopes`.
     Api(ApiCall),
     /// How the stand-in executor answers from now on.
@@ -66,11 +107,6 @@ pub struct Chat {
     pub text: String,
     /// The provider's message id; the same id twice is a redelivery.
     pub id: String,
-    #[serde(default = "one")]
-    pub times: u32,
-    /// The `times` deliveries at the same moment instead of one after another.
-    #[serde(default)]
-    pub concurrent: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -81,10 +117,16 @@ pub struct Hook {
     pub body: Value,
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
-    #[serde(default = "one")]
-    pub times: u32,
-    #[serde(default)]
-    pub concurrent: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Standard {
+    /// The source's name (`demo` in the shipped configuration): `/webhooks/standard/{source}`.
+    pub source: String,
+    /// The `webhook-id`: the same id again is the sender's retry.
+    pub id: String,
+    pub body: Value,
 }
 
 #[derive(Debug, Deserialize)]
@@ -157,10 +199,6 @@ pub struct Expect {
     /// How many commands exist so far.
     #[serde(default)]
     pub commands: Option<u64>,
-}
-
-fn one() -> u32 {
-    1
 }
 
 impl Scenario {

@@ -7,7 +7,7 @@ use futures_util::future::join_all;
 use serde_json::{Value, json};
 
 use crate::cli::conformance::rig::{BUSINESS_NUMBER, OPERATOR, Rig};
-use crate::cli::conformance::scenario::{Action, ApiCall, Chat, Hook};
+use crate::cli::conformance::scenario::{Action, ApiCall, Chat, Hook, Repeat, Step};
 
 /// What the gateway answered a step: each answer's status, and the last one's body.
 #[derive(Debug, Default)]
@@ -16,10 +16,13 @@ pub struct Answered {
     pub body: Value,
 }
 
-pub async fn perform(rig: &mut Rig, action: &Action) -> Result<Answered, String> {
-    match action {
-        Action::Chat(chat) => chat_delivery(rig, chat).await,
-        Action::Hook(hook) => hook_call(rig, hook).await,
+pub async fn perform(rig: &mut Rig, step: &Step) -> Result<Answered, String> {
+    let repeat = step.repeat;
+    match &step.action {
+        Action::Chat(chat) => chat_delivery(rig, chat, repeat).await,
+        Action::Hook(hook) => hook_call(rig, hook, repeat).await,
+        Action::Twilio(chat) => crate::cli::conformance::providers::twilio(rig, chat, repeat).await,
+        Action::Standard(delivery) => crate::cli::conformance::providers::standard(rig, delivery, repeat).await,
         Action::Api(call) => api_call(rig, call).await,
         Action::Executor(mode) => {
             rig.executor.set_mode(*mode);
@@ -36,8 +39,16 @@ pub async fn perform(rig: &mut Rig, action: &Action) -> Result<Answered, String>
     }
 }
 
+/// `request` made as many times as `repeat` says, and sent.
+pub(super) async fn send_repeated(
+    request: impl Fn() -> reqwest::RequestBuilder,
+    repeat: Repeat,
+) -> Result<Answered, String> {
+    send_all((0..repeat.times).map(|_| request()).collect(), repeat.concurrent).await
+}
+
 /// Sends `requests` one after another, or all at once.
-async fn send_all(requests: Vec<reqwest::RequestBuilder>, concurrent: bool) -> Result<Answered, String> {
+pub(super) async fn send_all(requests: Vec<reqwest::RequestBuilder>, concurrent: bool) -> Result<Answered, String> {
     let mut responses = vec![];
     if concurrent {
         responses = join_all(requests.into_iter().map(reqwest::RequestBuilder::send)).await;
@@ -56,7 +67,7 @@ async fn send_all(requests: Vec<reqwest::RequestBuilder>, concurrent: bool) -> R
     Ok(answered)
 }
 
-async fn chat_delivery(rig: &Rig, chat: &Chat) -> Result<Answered, String> {
+async fn chat_delivery(rig: &Rig, chat: &Chat, repeat: Repeat) -> Result<Answered, String> {
     let from = crate::cli::conformance::rig::person(&chat.from);
     let body = crate::channels::whatsapp::simulate::notification(
         BUSINESS_NUMBER,
@@ -66,27 +77,23 @@ async fn chat_delivery(rig: &Rig, chat: &Chat) -> Result<Answered, String> {
     let bytes = body.to_string().into_bytes();
     let secret = rig.settings.config.whatsapp.apps.get("default").ok_or("no WhatsApp app `default`")?;
     let signature = crate::channels::whatsapp::signature::sign(secret.app_secret.expose().as_bytes(), &bytes);
-    let requests = (0..chat.times)
-        .map(|_| {
-            rig.client
-                .post(rig.url("/webhooks/whatsapp"))
-                .header("content-type", "application/json")
-                .header("x-hub-signature-256", signature.clone())
-                .body(bytes.clone())
-        })
-        .collect();
-    send_all(requests, chat.concurrent).await
+    let request = || {
+        rig.client
+            .post(rig.url("/webhooks/whatsapp"))
+            .header("content-type", "application/json")
+            .header("x-hub-signature-256", signature.clone())
+            .body(bytes.clone())
+    };
+    send_repeated(request, repeat).await
 }
 
-async fn hook_call(rig: &Rig, hook: &Hook) -> Result<Answered, String> {
+async fn hook_call(rig: &Rig, hook: &Hook, repeat: Repeat) -> Result<Answered, String> {
     let token = rig.settings.config.hooks.token.expose().to_owned();
-    let requests = (0..hook.times)
-        .map(|_| {
-            let request = rig.client.post(rig.url(&hook.path)).bearer_auth(&token).json(&hook.body);
-            hook.headers.iter().fold(request, |request, (name, value)| request.header(name, value))
-        })
-        .collect();
-    send_all(requests, hook.concurrent).await
+    let request = || {
+        let request = rig.client.post(rig.url(&hook.path)).bearer_auth(&token).json(&hook.body);
+        hook.headers.iter().fold(request, |request, (name, value)| request.header(name, value))
+    };
+    send_repeated(request, repeat).await
 }
 
 async fn api_call(rig: &mut Rig, call: &ApiCall) -> Result<Answered, String> {
