@@ -81,9 +81,9 @@ const ACTIONS: &str = "chat, twilio, standard, hook, api, executor, wait_ms, res
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Action {
-    /// A signed WhatsApp delivery of one text message (Meta's webhook), sent `times` times.
+    /// A signed WhatsApp delivery of one text message (Meta's webhook).
     Chat(Chat),
-    /// A hook call (`/hooks/...`) with the bridge's token, sent `times` times.
+    /// A hook call (`/hooks/...`) with the bridge's token.
     Hook(Hook),
     /// A Twilio Messaging webhook (a WhatsApp message through Twilio), signed as Twilio signs.
     Twilio(Chat),
