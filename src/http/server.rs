@@ -81,23 +81,33 @@ impl FromRef<AppState> for Arc<Config> {
 fn request_span<B>(request: &Request<B>) -> tracing::Span {
     let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("-");
     let path = request.uri().path();
-    let mut segments = path.trim_start_matches('/').split('/');
-    let name = match (segments.next(), segments.next()) {
-        (Some("webhooks"), Some(provider)) => format!("webhook {provider}"),
-        (Some("hooks"), Some(hook)) => format!("webhook hooks/{hook}"),
-        (Some(first), Some(second)) => format!("{} /{first}/{second}", request.method()),
-        _ => format!("{} {path}", request.method()),
-    };
     let span = tracing::info_span!(
         "request",
         method = %request.method(),
         path,
         request_id,
-        otel.name = name,
+        otel.name = tracing::field::Empty,
         otel.kind = "server",
     );
-    crate::service::telemetry::continue_trace(&span, request.headers());
+    // Named and joined to the caller's trace only when traces are exported: nothing more per
+    // request otherwise.
+    if crate::service::telemetry::enabled() {
+        span.record("otel.name", span_name(request.method(), path));
+        crate::service::telemetry::continue_trace(&span, request.headers());
+    }
     span
+}
+
+/// `webhook whatsapp`, `webhook hooks/agent`, `GET /v1/commands`: what a request is, without
+/// the ids in its path.
+fn span_name(method: &axum::http::Method, path: &str) -> String {
+    let mut segments = path.trim_start_matches('/').split('/');
+    match (segments.next(), segments.next()) {
+        (Some("webhooks"), Some(provider)) => format!("webhook {provider}"),
+        (Some("hooks"), Some(hook)) => format!("webhook hooks/{hook}"),
+        (Some(first), Some(second)) => format!("{method} /{first}/{second}"),
+        _ => format!("{method} {path}"),
+    }
 }
 
 /// The whole HTTP surface with its layers. `Router::layer` wraps outward, so they read here from

@@ -4,7 +4,6 @@
 //! every effect must happen exactly once.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -12,24 +11,20 @@ use serde_json::Value;
 use crate::fake_executor::{FakeExecutor, Fault};
 use crate::helpers::{Backend, CUSTOMER, DEMO_NUMBER, TestDb};
 
-const BIN: &str = env!("CARGO_BIN_EXE_chatgate");
 const APP_SECRET: &str = "demo-whatsapp-app-secret";
 
-/// A `chatgate serve` process on its own port and configuration.
+/// A `chatgate serve` process with its own configuration, on a port it chooses.
 struct Gateway {
-    child: Child,
-    base: String,
+    process: crate::process::Gateway,
     client: reqwest::Client,
 }
 
 impl Gateway {
     async fn start(folder: &Path, name: &str, database_url: &str, executor_url: &str) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
         let shipped = Path::new(env!("CARGO_MANIFEST_DIR"));
         let config = format!(
             r#"
 [server]
-listen = "127.0.0.1:{port}"
 shutdown_grace_ms = 2000
 [storage]
 database_url = "{database_url}"
@@ -61,31 +56,7 @@ backoff_max_ms = 100
         );
         let path = folder.join(format!("{name}.toml"));
         std::fs::write(&path, config).expect("config file");
-        let mut command = Command::new(BIN);
-        for (key, _) in std::env::vars().filter(|(k, _)| k.starts_with("CHATGATE_")) {
-            command.env_remove(key);
-        }
-        let child = command
-            .args(["--config", path.to_str().expect("utf-8 path"), "serve"])
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("chatgate starts");
-        let gateway = Self { child, base: format!("http://127.0.0.1:{port}"), client: reqwest::Client::new() };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !gateway
-            .client
-            .get(format!("{}/healthz", gateway.base))
-            .send()
-            .await
-            .is_ok_and(|r| r.status().is_success())
-        {
-            assert!(Instant::now() < deadline, "the gateway did not become healthy");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        gateway
+        Self { process: crate::process::start(&path, &[]).await, client: reqwest::Client::new() }
     }
 
     async fn ask(&self, id: &str, text: &str) {
@@ -95,7 +66,7 @@ backoff_max_ms = 100
         let signature = signature::sign(APP_SECRET.as_bytes(), body.as_bytes());
         let response = self
             .client
-            .post(format!("{}/webhooks/whatsapp", self.base))
+            .post(self.process.url("/webhooks/whatsapp"))
             .header("x-hub-signature-256", signature)
             .header("content-type", "application/json")
             .body(body)
@@ -107,15 +78,7 @@ backoff_max_ms = 100
 
     /// SIGKILL: no grace, no cleanup, leases left held.
     fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.kill();
     }
 }
 

@@ -87,6 +87,16 @@ impl FakeServer {
         Self::start_with(executor_default).await
     }
 
+    /// A stand-in for an HTTP executor that does the work and says so at once.
+    pub async fn succeeding_executor() -> Self {
+        Self::start_with(|_| Answer {
+            status: 200,
+            body: json!({"status": "succeeded", "result": {"state": "shipped"}}),
+            retry_after: None,
+        })
+        .await
+    }
+
     pub async fn start_with(default: Default) -> Self {
         let inner = Arc::new(Mutex::new(Inner { requests: vec![], script: VecDeque::new(), default }));
         let app = Router::new().fallback(record).with_state(inner.clone());

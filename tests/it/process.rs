@@ -1,12 +1,11 @@
 //! The real binary as a process: the shipped configuration in a folder of its own, changed as a
-//! test needs, the gateway listening on a port of its own choosing (it says which in its log: a
-//! port picked here and handed over could be taken meanwhile by another test's server).
+//! test needs, and the gateway started as the conformance runner starts it (on a port of its own
+//! choosing, which it says in its log: a port picked here and handed over could be taken meanwhile
+//! by another test's server).
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
-use reqwest::StatusCode;
+pub use chatgate::cli::conformance::gateway::Gateway;
 
 /// The shipped `config/` copied into a temporary folder, `chatgate.toml` changed by `edit`.
 pub struct ConfigDir {
@@ -32,61 +31,9 @@ impl ConfigDir {
     }
 }
 
-/// A running `chatgate serve`; killed when dropped.
-pub struct Gateway {
-    pub child: Child,
-    pub base: String,
-}
-
-impl Gateway {
-    /// Starts `chatgate serve` with `config` and `env`, and waits until `/readyz` answers 200.
-    pub async fn start(config: &Path, env: &[(&str, &str)]) -> Self {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_chatgate"));
-        command.arg("--config").arg(config).arg("serve").env("CHATGATE_LISTEN", "127.0.0.1:0").env("NO_COLOR", "1");
-        for (name, value) in env {
-            command.env(name, value);
-        }
-        let mut child = command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("the gateway starts");
-        let log = std::io::BufReader::new(child.stderr.take().expect("its log"));
-        let (said, address) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufRead::lines(log).map_while(Result::ok) {
-                if let Some(at) = line.split("chatgate listening addr=").nth(1) {
-                    let _ = said.send(at.split_whitespace().next().unwrap_or_default().to_owned());
-                }
-            }
-        });
-        let address = address.recv_timeout(Duration::from_secs(20)).expect("the gateway says where it listens");
-        let gateway = Self { child, base: format!("http://{address}") };
-        let client = reqwest::Client::new();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !client.get(gateway.url("/readyz")).send().await.is_ok_and(|r| r.status() == StatusCode::OK) {
-            assert!(Instant::now() < deadline, "the gateway did not become ready");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        gateway
-    }
-
-    pub fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    /// SIGKILL, and reaped.
-    pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// SIGTERM, and waits for the process to end.
-    pub fn terminate(&mut self) {
-        // SAFETY: signalling a child process this test started and has not reaped.
-        let _ = unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        self.kill();
-    }
+/// `chatgate serve` (this build's binary) with `config` and `env`, ready; killed when dropped.
+pub async fn start(config: &Path, env: &[(&str, &str)]) -> Gateway {
+    let env: Vec<(String, String)> = env.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect();
+    let bin = Path::new(env!("CARGO_BIN_EXE_chatgate"));
+    Gateway::start(bin, config, &env, None).await.unwrap_or_else(|e| panic!("the gateway: {e}"))
 }

@@ -8,13 +8,9 @@ use chatgate::channels::whatsapp::simulate::{notification, text};
 use reqwest::StatusCode;
 use serde_json::json;
 
-use crate::fake_graph::{Answer, FakeGraph, FakeServer, sending_through};
+use crate::fake_graph::{FakeGraph, FakeServer, sending_through};
 use crate::helpers::{CUSTOMER, DEMO_NUMBER, Meta, TestApp, TestDb, respawn_app_with};
-use crate::process::{ConfigDir, Gateway};
-
-fn succeeding(_: usize) -> Answer {
-    Answer { status: 200, body: json!({"status": "succeeded", "result": {"state": "shipped"}}), retry_after: None }
-}
+use crate::process::ConfigDir;
 
 const MESSAGES: usize = 20;
 
@@ -22,7 +18,7 @@ const MESSAGES: usize = 20;
 async fn three_instances_on_one_database_do_everything_once() {
     let Some(db) = TestDb::postgres().await else { return };
     let graph = FakeGraph::start().await;
-    let executor = FakeServer::start_with(succeeding).await;
+    let executor = FakeServer::succeeding_executor().await;
     let mut config = sending_through(&db.config, &graph);
     config.executors.get_mut("orders").expect("orders").url = executor.url.clone();
     let mut apps: Vec<TestApp> = vec![];
@@ -110,7 +106,7 @@ async fn event_until(stream: &mut reqwest::Response, state: &str, within: Durati
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_event_stream_hears_of_another_instances_moves_at_once() {
     let Some(db) = TestDb::postgres().await else { return };
-    let executor = FakeServer::start_with(succeeding).await;
+    let executor = FakeServer::succeeding_executor().await;
     let mut config = db.config.clone();
     config.executors.get_mut("orders").expect("orders").url = executor.url.clone();
     let (watching, working) = (respawn_app_with(config.clone()).await, respawn_app_with(config).await);
@@ -192,7 +188,7 @@ async fn a_killed_instance_loses_nothing_another_takes_its_leased_rows() {
         config.replace("[executors.orders]\n", "[executors.orders]\nrequest_timeout_ms = 1000\n")
     });
     let env = [("CHATGATE_DATABASE_URL", db.url.as_str()), ("CHATGATE_ORDERS_EXECUTOR_URL", executor_url.as_str())];
-    let mut first = Gateway::start(&config.path(), &env).await;
+    let mut first = crate::process::start(&config.path(), &env).await;
     let client = reqwest::Client::new();
     let base = first.base.clone();
     let deadline = std::time::Instant::now() + Duration::from_secs(20);

@@ -17,6 +17,7 @@ use prost::Message;
 use reqwest::StatusCode;
 use serde_json::json;
 
+use crate::fake_graph::FakeServer;
 use crate::helpers::{CUSTOMER, DEMO_NUMBER};
 use crate::process::{ConfigDir, Gateway};
 
@@ -80,22 +81,10 @@ async fn otlp_receiver() -> (String, Spans) {
     (url, spans)
 }
 
-/// An executor stand-in that succeeds and keeps the `traceparent` of each call, by command.
-async fn executor() -> (String, Arc<Mutex<Vec<(String, String)>>>) {
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let kept = calls.clone();
-    let app = axum::Router::new().fallback(move |headers: HeaderMap| {
-        let kept = kept.clone();
-        async move {
-            let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
-            kept.lock().expect("lock").push((header("x-chatgate-command-id"), header("traceparent")));
-            axum::Json(json!({"status": "succeeded", "result": {"state": "done"}}))
-        }
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("port");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (url, calls)
+/// What the executor stand-in was sent: (the command's id, its `traceparent`) of each call.
+fn calls(executor: &FakeServer) -> Vec<(String, String)> {
+    let header = |r: &crate::fake_graph::Recorded, name: &str| r.headers.get(name).cloned().unwrap_or_default();
+    executor.requests().iter().map(|r| (header(r, "x-chatgate-command-id"), header(r, "traceparent"))).collect()
 }
 
 async fn until<T>(what: &str, mut found: impl FnMut() -> Option<T>) -> T {
@@ -133,7 +122,8 @@ async fn spans_of(spans: &Spans, command: &str, last: &str) -> Vec<Received> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_spans_of_one_command_share_one_trace_across_the_gateway_and_its_executor() {
     let (collector, spans) = otlp_receiver().await;
-    let (executor_url, calls) = executor().await;
+    let executor = FakeServer::succeeding_executor().await;
+    let executor_url = executor.url.clone();
     let config = ConfigDir::shipped(|config| config);
     let database = format!("sqlite://{}/chatgate.db", config.dir.path().display());
     let env = [
@@ -143,7 +133,7 @@ async fn the_spans_of_one_command_share_one_trace_across_the_gateway_and_its_exe
         ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.as_str()),
         ("OTEL_BSP_SCHEDULE_DELAY", "100"),
     ];
-    let mut gateway = Gateway::start(&config.path(), &env).await;
+    let gateway = crate::process::start(&config.path(), &env).await;
     let client = reqwest::Client::new();
 
     // A hook caller in a trace of its own: the command continues it.
@@ -175,7 +165,7 @@ async fn the_spans_of_one_command_share_one_trace_across_the_gateway_and_its_exe
     // The executor was called in the dispatch span: same trace, the dispatch span its parent.
     let dispatch = hooked_spans.iter().find(|s| s.name == "dispatch orders").expect("a dispatch span");
     let traceparent = until("the executor's call", || {
-        calls.lock().expect("lock").iter().find(|(command, _)| *command == hooked).map(|(_, tp)| tp.clone())
+        calls(&executor).into_iter().find(|(command, _)| *command == hooked).map(|(_, tp)| tp)
     })
     .await;
     assert_eq!(traceparent, format!("00-{caller_trace}-{}-01", dispatch.span_id), "the executor joins the trace");
@@ -189,10 +179,9 @@ async fn the_spans_of_one_command_share_one_trace_across_the_gateway_and_its_exe
     })
     .await;
     assert_eq!(whatsapp(&client, &gateway, "wamid.TRACE2", "yes").await, StatusCode::OK);
-    let refund = until("the refund's executor call", || {
-        calls.lock().expect("lock").iter().find(|(command, _)| *command != hooked).cloned()
-    })
-    .await;
+    let refund =
+        until("the refund's executor call", || calls(&executor).into_iter().find(|(command, _)| *command != hooked))
+            .await;
     let refund_spans = spans_of(&spans, &refund.0, "executed").await;
     assert!(refund_spans.iter().all(|s| s.trace_id == first), "one trace: {refund_spans:#?}");
     assert!(refund_spans.iter().any(|s| s.name.ends_with("→ confirmed")), "{refund_spans:#?}");
@@ -205,17 +194,17 @@ async fn the_spans_of_one_command_share_one_trace_across_the_gateway_and_its_exe
         .map(|s| s.trace_id.clone())
         .collect();
     assert_eq!(answers.len(), 1, "the answer's webhook is a trace of its own");
-    gateway.terminate();
 }
 
 /// Without the variables nothing is exported and nothing is propagated.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_an_endpoint_nothing_is_exported_or_propagated() {
-    let (executor_url, calls) = executor().await;
+    let executor = FakeServer::succeeding_executor().await;
+    let executor_url = executor.url.clone();
     let config = ConfigDir::shipped(|config| config);
     let database = format!("sqlite://{}/chatgate.db", config.dir.path().display());
     let env = [("CHATGATE_DATABASE_URL", database.as_str()), ("CHATGATE_ORDERS_EXECUTOR_URL", executor_url.as_str())];
-    let gateway = Gateway::start(&config.path(), &env).await;
+    let gateway = crate::process::start(&config.path(), &env).await;
     let called = reqwest::Client::new()
         .post(gateway.url("/hooks/agent"))
         .bearer_auth("demo-hooks-token-change-me")
@@ -225,7 +214,7 @@ async fn without_an_endpoint_nothing_is_exported_or_propagated() {
         .await
         .expect("hook call");
     assert_eq!(called.status(), StatusCode::ACCEPTED);
-    let call = until("the executor's call", || calls.lock().expect("lock").first().cloned()).await;
+    let call = until("the executor's call", || calls(&executor).into_iter().next()).await;
     assert_eq!(call.1, "", "no traceparent is sent");
 }
 
@@ -278,7 +267,7 @@ async fn the_trace_context_travels_in_the_amqp_headers_to_bloodbank_agents() {
         ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.as_str()),
         ("OTEL_BSP_SCHEDULE_DELAY", "100"),
     ];
-    let mut gateway = Gateway::start(&config.path(), &env).await;
+    let gateway = crate::process::start(&config.path(), &env).await;
     let caller_trace = "0af7651916cd43dd8448eb211c80319c";
     let called = reqwest::Client::new()
         .post(gateway.url("/hooks/agent"))
@@ -306,7 +295,7 @@ async fn the_trace_context_travels_in_the_amqp_headers_to_bloodbank_agents() {
     })
     .await;
     assert_eq!(traceparent, format!("00-{caller_trace}-{}-01", dispatch.span_id));
-    gateway.terminate();
+    drop(gateway);
     let channel = connection.create_channel().await.expect("channel");
     for queue in [queue, responses] {
         let _ = channel.queue_delete(queue.as_str().into(), lapin::options::QueueDeleteOptions::default()).await;

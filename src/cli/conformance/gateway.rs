@@ -75,6 +75,11 @@ impl Workspace {
         self.dir.path().join("chatgate.toml")
     }
 
+    /// The scenario's gateway, its log kept beside its configuration (`--keep` leaves it there).
+    pub async fn start(&self, bin: &Path) -> Result<Gateway, String> {
+        Gateway::start(bin, &self.config_path(), &self.env, Some(self.dir.path().join("gateway.log"))).await
+    }
+
     pub fn env_var(&self, name: &str) -> Option<String> {
         self.env.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone())
     }
@@ -123,28 +128,33 @@ fn set(table: &mut toml::Table, key: &str, value: &Value) -> Result<(), String> 
     Ok(())
 }
 
-/// A running gateway; killed when dropped.
+/// A running gateway (`chatgate serve` as a process: the runner's, and the tests' that need the
+/// real binary); killed when dropped.
 pub struct Gateway {
     child: Child,
     pub base: String,
 }
 
 impl Gateway {
-    /// Starts `bin serve` in `workspace` and waits until `/readyz` answers 200.
-    pub async fn start(bin: &Path, workspace: &Workspace) -> Result<Self, String> {
+    /// Starts `bin serve` with `config` and `env` on a port it chooses (read from its log, which
+    /// is copied to `log` when given) and waits until `/readyz` answers 200.
+    pub async fn start(
+        bin: &Path,
+        config: &Path,
+        env: &[(String, String)],
+        log: Option<PathBuf>,
+    ) -> Result<Self, String> {
         let mut command = Command::new(bin);
-        command.arg("--config").arg(workspace.config_path()).arg("serve");
+        command.arg("--config").arg(config).arg("serve");
         command.env("CHATGATE_LISTEN", "127.0.0.1:0").env("NO_COLOR", "1").env("RUST_LOG", "warn,chatgate=info");
-        command.envs(workspace.env.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+        command.envs(env.iter().map(|(n, v)| (n.as_str(), v.as_str())));
         command.stdout(Stdio::null()).stderr(Stdio::piped());
         let mut child = command.spawn().map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
-        let log = std::io::BufReader::new(child.stderr.take().ok_or("no log")?);
+        let stderr = std::io::BufReader::new(child.stderr.take().ok_or("no log")?);
         let (said, address) = std::sync::mpsc::channel();
-        // The gateway's log is kept beside its configuration (`--keep` leaves it there).
-        let mut kept =
-            std::fs::OpenOptions::new().create(true).append(true).open(workspace.dir.path().join("gateway.log")).ok();
+        let mut kept = log.and_then(|path| std::fs::OpenOptions::new().create(true).append(true).open(path).ok());
         std::thread::spawn(move || {
-            for line in std::io::BufRead::lines(log).map_while(Result::ok) {
+            for line in std::io::BufRead::lines(stderr).map_while(Result::ok) {
                 if let Some(file) = kept.as_mut() {
                     let _ = std::io::Write::write_all(file, format!("{line}\n").as_bytes());
                 }
@@ -171,6 +181,10 @@ impl Gateway {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         Ok(gateway)
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
     }
 
     /// SIGKILL, and reaped.

@@ -6,7 +6,7 @@
 //! line per scenario, a summary, and a non-zero exit when any failed. docs/CONFORMANCE.md.
 
 mod checks;
-mod gateway;
+pub mod gateway;
 mod providers;
 mod rig;
 mod scenario;

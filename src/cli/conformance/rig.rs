@@ -81,7 +81,7 @@ impl Rig {
             Settings::load(&ConfigSource::Explicit(workspace.config_path()), &lookup)
                 .map_err(|e| format!("the scenario's configuration: {e}"))?
         };
-        let gateway = Gateway::start(bin, &workspace).await?;
+        let gateway = workspace.start(bin).await?;
         Ok(Self {
             bin: bin.to_owned(),
             workspace,
@@ -99,8 +99,7 @@ impl Rig {
     }
 
     pub fn url(&self, path: &str) -> String {
-        let base = self.gateway.as_ref().map_or("", |g| g.base.as_str());
-        format!("{base}{path}")
+        self.gateway.as_ref().map_or_else(|| path.to_owned(), |gateway| gateway.url(path))
     }
 
     /// Kills the gateway (SIGKILL) and starts it again on the same database.
@@ -108,7 +107,7 @@ impl Rig {
         if let Some(mut gateway) = self.gateway.take() {
             gateway.kill();
         }
-        self.gateway = Some(Gateway::start(&self.bin, &self.workspace).await?);
+        self.gateway = Some(self.workspace.start(&self.bin).await?);
         Ok(())
     }
 
@@ -117,11 +116,6 @@ impl Rig {
         let authenticator = &self.settings.security.authenticator;
         let now = time::OffsetDateTime::now_utc();
         crate::service::security::mint::api_token(authenticator, None, "demo", OPERATOR, scopes, HOUR, now)
-    }
-
-    /// A step-up proof for the command named `name`, as its actor's identity provider signs it.
-    pub async fn step_up(&self, name: &str) -> Result<String, String> {
-        self.step_up_as(name, None).await
     }
 
     /// A step-up proof for the command named `name`, naming `who` (its actor by default).

@@ -6,8 +6,9 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use serde_json::{Value, json};
 
-use crate::cli::conformance::rig::{BUSINESS_NUMBER, OPERATOR, Rig};
-use crate::cli::conformance::scenario::{Action, ApiCall, Chat, Hook, Repeat, Step};
+use crate::cli::conformance::providers;
+use crate::cli::conformance::rig::{OPERATOR, Rig};
+use crate::cli::conformance::scenario::{Action, ApiCall, Hook, Repeat, Step};
 
 /// What the gateway answered a step: each answer's status, and the last one's body.
 #[derive(Debug, Default)]
@@ -19,10 +20,10 @@ pub struct Answered {
 pub async fn perform(rig: &mut Rig, step: &Step) -> Result<Answered, String> {
     let repeat = step.repeat;
     match &step.action {
-        Action::Chat(chat) => chat_delivery(rig, chat, repeat).await,
+        Action::Chat(chat) => providers::whatsapp(rig, chat, repeat).await,
         Action::Hook(hook) => hook_call(rig, hook, repeat).await,
-        Action::Twilio(chat) => crate::cli::conformance::providers::twilio(rig, chat, repeat).await,
-        Action::Standard(delivery) => crate::cli::conformance::providers::standard(rig, delivery, repeat).await,
+        Action::Twilio(chat) => providers::twilio(rig, chat, repeat).await,
+        Action::Standard(delivery) => providers::standard(rig, delivery, repeat).await,
         Action::Api(call) => api_call(rig, call).await,
         Action::Executor(mode) => {
             rig.executor.set_mode(*mode);
@@ -67,26 +68,6 @@ pub(super) async fn send_all(requests: Vec<reqwest::RequestBuilder>, concurrent:
     Ok(answered)
 }
 
-async fn chat_delivery(rig: &Rig, chat: &Chat, repeat: Repeat) -> Result<Answered, String> {
-    let from = crate::cli::conformance::rig::person(&chat.from);
-    let body = crate::channels::whatsapp::simulate::notification(
-        BUSINESS_NUMBER,
-        vec![crate::channels::whatsapp::simulate::text(&chat.id, from, &chat.text)],
-        vec![],
-    );
-    let bytes = body.to_string().into_bytes();
-    let secret = rig.settings.config.whatsapp.apps.get("default").ok_or("no WhatsApp app `default`")?;
-    let signature = crate::channels::whatsapp::signature::sign(secret.app_secret.expose().as_bytes(), &bytes);
-    let request = || {
-        rig.client
-            .post(rig.url("/webhooks/whatsapp"))
-            .header("content-type", "application/json")
-            .header("x-hub-signature-256", signature.clone())
-            .body(bytes.clone())
-    };
-    send_repeated(request, repeat).await
-}
-
 async fn hook_call(rig: &Rig, hook: &Hook, repeat: Repeat) -> Result<Answered, String> {
     let token = rig.settings.config.hooks.token.expose().to_owned();
     let request = || {
@@ -109,7 +90,7 @@ async fn api_call(rig: &mut Rig, call: &ApiCall) -> Result<Answered, String> {
     }
     let body = match (&call.step_up_for, &call.step_up_again) {
         (Some(name), _) => {
-            let proof = rig.step_up(name).await?;
+            let proof = rig.step_up_as(name, None).await?;
             rig.proofs.insert(name.clone(), proof.clone());
             Some(json!({"token": proof}))
         }
