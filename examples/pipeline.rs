@@ -17,15 +17,17 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use chatgate::channels::whatsapp::{payload, signature, simulate};
+use chatgate::channels::whatsapp::{payload, signature};
 use clap::Parser;
+
+mod common;
+use common::{NUMBER, SECRET, fire, free_port, gateway_binary, peak_rss_mb, percentile, serve, signed, start_gateway};
 use tokio::sync::Mutex;
 
 #[derive(Parser, Clone)]
@@ -43,31 +45,13 @@ struct Args {
     /// webhook to its reply at light load.
     #[arg(long, default_value_t = 200)]
     latency_samples: usize,
+    /// People in the directory, imported through the API before the run (the `--people` who
+    /// write among them); 0: the directory file lists the `--people` themselves.
+    #[arg(long, default_value_t = 0)]
+    directory: usize,
     /// The gateway binary to measure (another build, for a before/after); built when absent.
     #[arg(long)]
     gateway: Option<PathBuf>,
-}
-
-const SECRET: &str = "bench-app-secret";
-const NUMBER: &str = "100000000000001";
-
-/// What one load run saw.
-struct Load {
-    ok: usize,
-    failed: usize,
-    elapsed: Duration,
-    latencies: Vec<Duration>,
-    last_answer: Instant,
-}
-
-impl Load {
-    fn rate(&self) -> f64 {
-        self.ok as f64 / self.elapsed.as_secs_f64()
-    }
-
-    fn p(&self, q: f64) -> Duration {
-        percentile(&self.latencies, q)
-    }
 }
 
 /// Signed single-message deliveries: `order status N` from person `N % people`.
@@ -81,60 +65,8 @@ fn bodies(args: &Args, run: &str) -> Arc<Vec<(Vec<u8>, String)>> {
     Arc::new(bodies)
 }
 
-/// One signed single-message delivery: its body and its `X-Hub-Signature-256`.
-fn signed(id: &str, from: &str, text: &str) -> (Vec<u8>, String) {
-    let message = simulate::text(id, from, text);
-    let body = simulate::notification(NUMBER, vec![message], vec![]).to_string().into_bytes();
-    let signature = signature::sign(SECRET.as_bytes(), &body);
-    (body, signature)
-}
-
 fn person(n: usize) -> String {
     format!("1666{n:07}")
-}
-
-/// Sends every body flat out over `connections` and waits for every answer.
-async fn fire(url: &str, bodies: Arc<Vec<(Vec<u8>, String)>>, connections: usize) -> Load {
-    let client = reqwest::Client::builder().pool_max_idle_per_host(connections).build().expect("client");
-    let next = Arc::new(AtomicUsize::new(0));
-    let started = Instant::now();
-    let workers: Vec<_> = (0..connections)
-        .map(|_| {
-            let (client, url, bodies, next) = (client.clone(), url.to_owned(), bodies.clone(), next.clone());
-            tokio::spawn(async move {
-                let (mut latencies, mut failed) = (vec![], 0);
-                while let Some((body, signed)) = bodies.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    let at = Instant::now();
-                    let request = client.post(&url).header("content-type", "application/json");
-                    let request = request.header(signature::HEADER, signed).body(body.clone());
-                    match request.send().await {
-                        Ok(response) if response.status().is_success() => {
-                            let _ = response.bytes().await;
-                            latencies.push(at.elapsed());
-                        }
-                        _ => failed += 1,
-                    }
-                }
-                (latencies, failed)
-            })
-        })
-        .collect();
-    let (mut latencies, mut failed) = (vec![], 0);
-    for worker in workers {
-        let (mut l, f) = worker.await.expect("a load worker");
-        latencies.append(&mut l);
-        failed += f;
-    }
-    let elapsed = started.elapsed();
-    latencies.sort();
-    Load { ok: latencies.len(), failed, elapsed, latencies, last_answer: Instant::now() }
-}
-
-async fn serve(router: Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a free port");
-    let address = listener.local_addr().expect("address");
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    format!("http://{address}")
 }
 
 /// The anchor: the same signature check and the same parser, nothing stored.
@@ -190,7 +122,8 @@ fn configure(dir: &Path, port: u16, database_url: &str, graph: &str, people: usi
          [whatsapp.apps.default]\napp_secret = \"{SECRET}\"\nverify_token = \"bench\"\n\
          [rate_limits]\nactor = {{ per_minute = 10000000, burst = 1000000 }}\n\
          tenant = {{ per_minute = 10000000, burst = 1000000 }}\n\
-         [executors.orders]\nurl = \"builtin:echo\"\n[executors.gateway]\nurl = \"builtin:gateway\"\n",
+         [executors.orders]\nurl = \"builtin:echo\"\n[executors.gateway]\nurl = \"builtin:gateway\"\n\
+         [auth.issuers.bench]\nissuer = \"bench\"\nalgorithms = [\"HS256\"]\nsecret = \"bench-api-token-secret-0123456789\"\n",
         commands = root.join("config/commands.toml").display(),
         directory = dir.join("directory.toml").display(),
         templates = root.join("templates").display(),
@@ -200,42 +133,6 @@ fn configure(dir: &Path, port: u16, database_url: &str, graph: &str, people: usi
     path
 }
 
-/// The release binary, built if it is not there yet.
-fn gateway_binary() -> PathBuf {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = std::process::Command::new(cargo)
-        .args(["build", "--release", "--quiet", "--bin", "chatgate"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .status()
-        .expect("cargo build");
-    assert!(status.success(), "the release binary builds");
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/chatgate")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a port")
-}
-
-fn peak_rss_mb(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let kb: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0.0);
-    kb / 1024.0
-}
-
-/// The gateway process, stopped however the run ends.
-struct Gateway(std::process::Child);
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// One backend's run: ingest and end to end.
 async fn pipeline(args: &Args, backend: &str, database_url: &str, anchor_rate: f64) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
@@ -243,23 +140,15 @@ async fn pipeline(args: &Args, backend: &str, database_url: &str, anchor_rate: f
     let graph_url =
         serve(Router::new().route("/{version}/{phone}/messages", post(graph_send)).with_state(graph.clone())).await;
     let port = free_port();
-    let config = configure(dir.path(), port, database_url, &graph_url, args.people);
+    let file_people = if args.directory > 0 { 0 } else { args.people };
+    let config = configure(dir.path(), port, database_url, &graph_url, file_people);
     let binary = args.gateway.clone().unwrap_or_else(gateway_binary);
-    let gateway = std::process::Command::new(binary)
-        .args(["--config", &config.display().to_string(), "serve"])
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(dir.path().join("serve.log"))?)
-        .spawn()?;
-    let gateway = Gateway(gateway);
-    let pid = gateway.0.id();
-    let base = format!("http://127.0.0.1:{port}");
-    let client = reqwest::Client::new();
-    let up = Instant::now();
-    while !client.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success()) {
-        anyhow::ensure!(up.elapsed() < Duration::from_secs(30), "the gateway did not start: see its log");
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let (gateway, base) = start_gateway(&binary, &config, port, &dir.path().join("serve.log")).await?;
+    if args.directory > 0 {
+        import_directory(args, backend, &base, &common::mint_token(&binary, &config, "directory:write")?).await?;
     }
+    let pid = gateway.0.id();
+    let client = reqwest::Client::new();
     let run = uuid::Uuid::now_v7().simple().to_string();
     let latency = light_load_latency(args, &base, &graph).await;
     graph.replies.lock().await.clear();
@@ -325,6 +214,17 @@ async fn pipeline(args: &Args, backend: &str, database_url: &str, anchor_rate: f
     goals.print(backend);
     drop(gateway);
     Ok(())
+}
+
+/// `--directory` people imported through the API, twice (the second changes nothing), timed.
+async fn import_directory(args: &Args, backend: &str, base: &str, token: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(args.people <= args.directory, "--people are among the --directory people");
+    let line = |n: usize| {
+        let person = serde_json::json!({"id": format!("c-{n}"), "name": format!("Person {n}"), "roles": ["customer"],
+            "addresses": {"whatsapp": person(n)}});
+        format!("{person}\n")
+    };
+    common::import_twice(base, token, backend, (0..args.directory).map(line).collect()).await
 }
 
 /// How many admissions and worker steps each group commit carried (the gateway's counters).
@@ -429,11 +329,6 @@ impl Goals {
         );
         println!("  peak RSS <= 64 MB: {:.1} MB, {}", self.peak_rss_mb, verdict(self.peak_rss_mb <= 64.0));
     }
-}
-
-fn percentile(sorted: &[Duration], q: f64) -> Duration {
-    let n = sorted.len().max(1) - 1;
-    sorted.get((n as f64 * q) as usize).copied().unwrap_or_default()
 }
 
 /// Webhooks one at a time, each timed from its send to its reply reaching the Graph stand-in.

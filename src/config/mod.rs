@@ -1,10 +1,13 @@
 //! Configuration: one typed configuration, read from TOML with `${VAR}` interpolation and
 //! environment overrides, checked once at start-up so that a bad value stops the process with a
 //! clear line. Sections in `sections.rs`, executors in `executors.rs`, security and the hook
-//! bridge in `security.rs`, the check in `validate.rs`. Imports `domain` only.
+//! bridge in `security.rs`, the caps that keep callers apart in `protections.rs`, the check in
+//! `validate.rs`. Imports `domain` only.
 
+mod directory;
 mod executors;
 mod interpolate;
+mod protections;
 mod secret;
 mod sections;
 mod security;
@@ -15,8 +18,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use directory::DirectoryConfig;
 pub use executors::{DEFAULT_EXCHANGE, DEFAULT_RESPONSE_QUEUE, ExecutorConfig, ExecutorTarget};
 pub use interpolate::{InterpolationError, interpolate};
+pub use protections::{EventsConfig, MetricsConfig};
 pub use secret::{BackendKind, DatabaseUrl, Secret};
 pub use sections::{
     ConsoleConfig, EvidenceConfig, IdempotencyConfig, OutboundConfig, RegistryFiles, ServerConfig, StorageConfig,
@@ -71,6 +76,12 @@ pub struct Config {
     pub standard_webhooks: BTreeMap<String, StandardSource>,
     #[serde(default)]
     pub console: ConsoleConfig,
+    #[serde(default)]
+    pub events: EventsConfig,
+    #[serde(default)]
+    pub metrics: MetricsConfig,
+    #[serde(default)]
+    pub directory: DirectoryConfig,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -188,7 +199,11 @@ pub fn parse_toml<T: serde::de::DeserializeOwned>(
         key,
         error,
     })?;
-    T::deserialize(toml::Value::Table(table)).map_err(|e| parse_error(e.to_string()))
+    T::deserialize(toml::Value::Table(table)).map_err(|e| {
+        // The text as written says where (`line 12, column 1`); interpolation only fills in values,
+        // so a field that does not belong fails there alike.
+        parse_error(toml::from_str::<T>(text).err().map_or_else(|| e.to_string(), |located| located.to_string()))
+    })
 }
 
 fn interpolate_table(

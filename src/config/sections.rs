@@ -274,10 +274,13 @@ impl Default for EvidenceConfig {
 pub struct ConsoleConfig {
     /// A session ends after this long, or when the token it was opened with expires if sooner.
     pub session_minutes: u64,
+    /// Sessions one operator (a token's issuer and subject) keeps open; signing in once more
+    /// ends the oldest.
+    pub max_sessions_per_operator: u32,
 }
 
 impl Default for ConsoleConfig {
     fn default() -> Self {
-        Self { session_minutes: 8 * 60 }
+        Self { session_minutes: 8 * 60, max_sessions_per_operator: 10 }
     }
 }

@@ -90,14 +90,20 @@ pub struct Rate {
     pub burst: u32,
 }
 
-/// Rate limits: inbound chat messages per actor and per tenant (duplicates count), API requests
-/// per client (token subject).
+/// Rate limits: inbound chat messages per actor and per tenant (duplicates count; a sender the
+/// tenant does not know counts as an actor of its own), API requests per client (token subject),
+/// refusals sent to unknown senders per tenant, console sign-ins per client address.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RateLimitConfig {
     pub actor: Rate,
     pub tenant: Rate,
     pub api_client: Rate,
+    /// Replies to senders the tenant does not know (each a paid conversation on WhatsApp), per
+    /// tenant: past it, their messages are kept and counted, not answered.
+    pub unknown_sender_replies: Rate,
+    /// Console sign-in attempts per client address.
+    pub sign_in: Rate,
     /// On PostgreSQL, count the inbound limits in the database, so that every instance on it
     /// shares one budget (a statement per message); `false` for a single instance counts in
     /// memory. SQLite always counts in memory (one instance).
@@ -110,6 +116,8 @@ impl Default for RateLimitConfig {
             actor: Rate { per_minute: 30, burst: 10 },
             tenant: Rate { per_minute: 3000, burst: 500 },
             api_client: Rate { per_minute: 600, burst: 100 },
+            unknown_sender_replies: Rate { per_minute: 30, burst: 10 },
+            sign_in: Rate { per_minute: 10, burst: 5 },
             shared: true,
         }
     }

@@ -33,6 +33,17 @@ impl Config {
         if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
             return Err(ConfigError::Invalid(format!("{name} must be greater than 0")));
         }
+        if self.events.max_streams == 0 || self.events.max_streams_per_client == 0 {
+            return Err(ConfigError::Invalid("events.max_streams and max_streams_per_client must be above 0".into()));
+        }
+        // Streams hold their connections: at least half of them stay for webhooks and the API.
+        if self.events.max_streams > self.server.max_connections / 2 {
+            return Err(ConfigError::Invalid(format!(
+                "events.max_streams ({}) must be at most half of server.max_connections ({})",
+                self.events.max_streams, self.server.max_connections
+            )));
+        }
+        self.metrics.listen_addr()?;
         if self.outbound.backoff_initial_ms > self.outbound.backoff_max_ms {
             return Err(ConfigError::Invalid("outbound.backoff_initial_ms is above outbound.backoff_max_ms".into()));
         }

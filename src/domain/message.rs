@@ -74,10 +74,11 @@ pub enum Content {
     Notice {
         kind: String,
     },
-    /// A message whose content the provider could not give (its `errors` say why): stored with
-    /// them, not answered.
+    /// A message that cannot be read: the provider could not give its content (its `errors` say
+    /// why), or a field it needs is missing or malformed (`reason`). Stored, not answered.
     Unreadable {
         kind: String,
+        reason: String,
         errors: Option<Value>,
     },
 }
@@ -89,6 +90,14 @@ impl Content {
             Self::Reaction { .. } => Some("reaction"),
             Self::Notice { .. } => Some("notice"),
             Self::Unreadable { .. } => Some("unreadable"),
+            _ => None,
+        }
+    }
+
+    /// Why the message cannot be read, when it cannot.
+    pub fn unreadable_reason(&self) -> Option<&str> {
+        match self {
+            Self::Unreadable { reason, .. } => Some(reason),
             _ => None,
         }
     }

@@ -17,7 +17,6 @@ use crate::domain::delivery::Applied;
 use crate::domain::delivery::DeliveryEvent;
 use crate::domain::delivery::DeliveryState;
 use crate::domain::delivery::OutOfOrder;
-use crate::executors::executor::error_of;
 use crate::service::dispatch::conclude;
 use crate::service::dispatch::dispatch_rows;
 use crate::service::engine::Engine;
@@ -307,4 +306,14 @@ pub async fn expire_undispatched(engine: &Engine, now: OffsetDateTime, limit: i6
         }
     }
     Ok(canceled)
+}
+
+/// The error an executor reported, with a code (`executor_error` when it gave none).
+pub fn error_of(body: &Value) -> Value {
+    let error = &body["error"];
+    json!({
+        "code": error["code"].as_str().unwrap_or("executor_error"),
+        "message": error["message"].as_str().unwrap_or(""),
+        "retryable": error["retryable"].as_bool().unwrap_or(false),
+    })
 }

@@ -255,8 +255,7 @@ impl Dispatcher {
 
     /// The registry's `timeout` for the command (how long its execution may take).
     fn execution_timeout(&self, command: &StoredCommand) -> Duration {
-        let intent = &command.envelope.intent;
-        self.policy.registry.by_intent(&intent.entity, &intent.action).map_or(Duration::from_secs(30), |s| s.timeout)
+        self.policy.known_spec_of(command).map_or(Duration::from_secs(30), |s| s.timeout)
     }
 }
 

@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 use std::sync::Arc;
 
+use crate::executors::acks::error_of;
 use crate::executors::bus::bloodbank;
 
 use crate::config::{ExecutorConfig, ExecutorTarget};
@@ -205,16 +206,6 @@ pub fn classify(status: StatusCode, retry_after: Option<Duration>, body: &str) -
         let error = if parsed.is_object() { parsed } else { json!({"body": truncate(body, 300)}) };
         CallOutcome::Refused { status: status.as_u16(), error }
     }
-}
-
-/// The error an executor reported, with a code (`executor_error` when it gave none).
-pub fn error_of(body: &Value) -> Value {
-    let error = &body["error"];
-    json!({
-        "code": error["code"].as_str().unwrap_or("executor_error"),
-        "message": error["message"].as_str().unwrap_or(""),
-        "retryable": error["retryable"].as_bool().unwrap_or(false),
-    })
 }
 
 fn truncate(text: &str, max: usize) -> String {

@@ -1,5 +1,6 @@
 //! Executors: the systems that do the work, over HTTP or the Bloodbank bus (AMQP), the dispatcher
-//! that hands them commands, and the ACKs they answer with. Imports `domain`, `config`, `store`
+//! that hands them commands, and the ACKs they answer with; and the tenants' identity resolvers,
+//! the systems that say who a sender is. Imports `domain`, `config`, `store`
 //! and `service`.
 
 pub mod acks;
@@ -7,3 +8,4 @@ pub mod bus;
 pub mod dispatcher;
 pub mod executor;
 mod handover;
+pub mod resolver;

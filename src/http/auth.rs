@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::Request;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{FromFnLayer, Next};
 use axum::response::{IntoResponse, Response};
+use cookie::Cookie;
 
 use crate::http::Problem;
 use crate::service::security::{Security, TokenError};
@@ -62,6 +63,22 @@ async fn admit(scope: &'static str, mut request: Request, next: Next) -> Respons
     next.run(request).await
 }
 
+/// The console's session cookie's name: a console session is the other way a caller proves who
+/// they are.
+pub const COOKIE: &str = "chatgate_session";
+
+/// The session cookie a request carries, if any.
+pub fn cookie_value(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(Cookie::split_parse)
+        .filter_map(Result::ok)
+        .find(|c| c.name() == COOKIE)
+        .map(|c| c.value().to_owned())
+}
+
 /// The principal of the console session a safe (GET) request carries, if it is open.
 async fn console_reader(
     method: &axum::http::Method,
@@ -71,7 +88,7 @@ async fn console_reader(
     if method != axum::http::Method::GET {
         return None;
     }
-    let value = crate::http::console::session::cookie_value(headers)?;
+    let value = cookie_value(headers)?;
     let store = store?;
     match crate::service::security::sessions::signed_in(store, &value, time::OffsetDateTime::now_utc()).await {
         Ok(session) => session.map(|s| s.principal),

@@ -70,7 +70,7 @@ fn channel_problem(error: &ChannelError) -> Problem {
 fn store_problem(error: &StoreError) -> Problem {
     match error {
         // The caller should come back: the database is down or busy, or the command moved.
-        StoreError::Unavailable(_) | StoreError::Contention(_) => {
+        StoreError::Unavailable(_) | StoreError::CannotWrite(_) | StoreError::Contention(_) => {
             Problem::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", "Storage unavailable")
                 .detail("The database cannot be reached right now; nothing was stored. Retry later.")
                 .retry_after(1)
@@ -81,6 +81,8 @@ fn store_problem(error: &StoreError) -> Problem {
                 .with("state", state.as_str())
         }
         StoreError::CommandNotFound(_) => Problem::for_status(StatusCode::NOT_FOUND),
+        StoreError::InvalidValue(_) => Problem::new(StatusCode::BAD_REQUEST, "invalid_character", "Bad Request")
+            .detail("A value holds a character that cannot be stored (a NUL); nothing was stored."),
         other => internal(&other.to_string()),
     }
 }
@@ -107,4 +109,9 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         self.problem().into_response()
     }
+}
+
+/// A request whose body (or a header it needs) is not what the route takes: 400, nothing stored.
+pub(crate) fn invalid_body(detail: &str) -> ApiError {
+    Problem::new(StatusCode::BAD_REQUEST, "invalid_body", "Bad Request").detail(detail.to_owned()).into()
 }

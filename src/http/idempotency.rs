@@ -12,7 +12,7 @@ use sha2::Digest;
 use time::OffsetDateTime;
 
 use crate::domain::command::IdempotencyKey;
-use crate::http::routes::commands::invalid_body;
+use crate::http::error::invalid_body;
 use crate::http::{ApiError, Problem};
 use crate::store::{KeyClaim, Store};
 

@@ -5,6 +5,8 @@
 pub mod auth;
 pub mod console;
 pub mod error;
+pub mod guards;
+pub mod headers;
 pub(crate) mod idempotency;
 pub mod listen;
 pub mod openapi;

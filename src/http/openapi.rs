@@ -9,7 +9,7 @@ use axum::{Extension, Json, Router};
 use serde_json::Value;
 use utoipa::openapi::RefOr;
 use utoipa::openapi::link::Link;
-use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use crate::config::HooksConfig;
@@ -49,13 +49,26 @@ use crate::http::AppState;
         crate::http::routes::agents::pause,
         crate::http::routes::agents::resume,
         crate::http::routes::events::events,
+        crate::http::routes::directory::actors::list,
+        crate::http::routes::directory::actors::create,
+        crate::http::routes::directory::actors::read,
+        crate::http::routes::directory::actors::update,
+        crate::http::routes::directory::actors::remove,
+        crate::http::routes::directory::actors::erase,
+        crate::http::routes::directory::roles::list,
+        crate::http::routes::directory::roles::set,
+        crate::http::routes::directory::roles::remove,
+        crate::http::routes::directory::bulk::import,
+        crate::http::routes::directory::bulk::export,
+        crate::http::routes::reload::reload,
     ),
     components(schemas(crate::http::responses::ProblemDocument, crate::http::views::TransitionEvent)),
     modifiers(&BearerTokens, &Links)
 )]
 pub struct ApiDoc;
 
-/// The JWT bearer scheme every `/v1` route uses.
+/// The schemes callers prove themselves with: the JWT bearer every `/v1` route takes, the hook
+/// bridge's token (as a bearer or in `x-openclaw-token`), and `/metrics`'s token when one is set.
 struct BearerTokens;
 
 impl Modify for BearerTokens {
@@ -64,6 +77,10 @@ impl Modify for BearerTokens {
         let mut http = Http::new(HttpAuthScheme::Bearer);
         http.bearer_format = Some("JWT".into());
         components.add_security_scheme("bearer", SecurityScheme::Http(http));
+        components.add_security_scheme("hooks_token", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
+        let header = ApiKey::Header(ApiKeyValue::new("x-openclaw-token"));
+        components.add_security_scheme("hooks_header", SecurityScheme::ApiKey(header));
+        components.add_security_scheme("metrics_token", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
     }
 }
 
@@ -75,6 +92,7 @@ pub fn document(hooks: &HooksConfig) -> Value {
     describe_bodies(&mut document);
     describe_headers(&mut document);
     describe_event_stream(&mut document);
+    describe_nul_refusal(&mut document);
     move_hooks(&mut document, hooks.base_path.trim_end_matches('/'));
     document
 }
@@ -124,6 +142,34 @@ fn describe_event_stream(document: &mut Value) {
     let parameters = events["parameters"].as_array_mut().into_iter().flatten();
     for parameter in parameters.filter(|p| p["name"] == "Last-Event-ID") {
         parameter["schema"] = crate::http::routes::events::last_event_id_schema();
+    }
+}
+
+/// A path or query parameter never holds a NUL character (`http::guards` refuses one, 400): each
+/// text parameter's schema says so, and each operation that has one documents the 400.
+fn describe_nul_refusal(document: &mut Value) {
+    let operations = document["paths"].as_object_mut().into_iter().flat_map(|paths| paths.values_mut());
+    let operations = operations.filter_map(Value::as_object_mut).flat_map(|item| item.values_mut());
+    for operation in operations.filter_map(Value::as_object_mut) {
+        let parameters = operation.get_mut("parameters").and_then(Value::as_array_mut).into_iter().flatten();
+        let in_url: Vec<&mut Value> = parameters.filter(|p| p["in"] == "path" || p["in"] == "query").collect();
+        if in_url.is_empty() {
+            continue;
+        }
+        for schema in in_url.into_iter().filter_map(|p| p.get_mut("schema")) {
+            let text =
+                schema["type"] == "string" || schema["type"].as_array().is_some_and(|t| t.contains(&"string".into()));
+            if text && schema.get("pattern").is_none() && schema.get("format").is_none() {
+                schema["pattern"] = "^[^\\u0000]*$".into();
+            }
+        }
+        let responses = operation.entry("responses").or_insert_with(|| Value::Object(Default::default()));
+        if responses.get("400").is_none() {
+            responses["400"] = serde_json::json!({
+                "description": "A parameter holds a NUL character",
+                "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}},
+            });
+        }
     }
 }
 

@@ -7,8 +7,8 @@ use utoipa::{IntoResponses, ToSchema};
 
 pub use super::problem::PROBLEM_JSON;
 
-/// An RFC 9457 problem document, as every error body is (`type` is derived from `code`; a problem
-/// may carry more members, such as `state` or `allowed_actions`).
+/// An RFC 9457 problem document, as every error body is (`type` is derived from `code`). The
+/// members after `request_id` are carried by the problems they explain, and only by those.
 #[derive(Serialize, ToSchema)]
 #[schema(as = Problem)]
 pub struct ProblemDocument {
@@ -19,6 +19,23 @@ pub struct ProblemDocument {
     pub detail: Option<String>,
     /// A stable, machine-readable name of the problem.
     pub code: String,
+    /// The request's `x-request-id`, to find it in the logs.
+    pub request_id: Option<String>,
+    /// The state of the command (or agent) the request found (409s).
+    pub state: Option<String>,
+    /// What the command's state allows instead (a refused recovery, 409).
+    pub allowed: Option<Vec<String>>,
+    /// The scope the token lacks (403).
+    pub required_scope: Option<String>,
+    /// Why the command is where it is (a refused step).
+    pub reason_code: Option<String>,
+    /// The evidence artifact that records a refusal.
+    pub evidence_id: Option<String>,
+    /// The delivery's state, for a refused ACK.
+    pub delivery_state: Option<String>,
+    /// The lines refused, each with its number and why (an import none of whose lines could be
+    /// imported, 422).
+    pub problems: Option<Vec<crate::service::directory::LineProblem>>,
 }
 
 /// The errors of every route behind a bearer token and its scope.

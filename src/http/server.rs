@@ -18,7 +18,6 @@ use tower_http::trace::TraceLayer;
 use crate::config::Config;
 
 use crate::channels::StoredMessageReader;
-use crate::http::routes;
 use crate::service::engine::Engine;
 use crate::service::intake::Ingress;
 use crate::service::{Services, Settings};
@@ -114,27 +113,46 @@ fn span_name(method: &axum::http::Method, path: &str) -> String {
 /// the innermost (body limit) to the outermost (request id): the problem-body layer sits outside
 /// the timeout and the body limit, so that their bare errors become problem documents too.
 pub fn router(state: AppState) -> Router {
-    with_layers(routes::router(&state.config), state)
+    with_layers(routes(&state.config), state)
+}
+
+/// Every route the gateway serves: the API and the webhooks, the console built on them, and the
+/// OpenAPI document that describes them.
+pub fn routes(config: &crate::config::Config) -> Router<AppState> {
+    crate::http::routes::router(config)
+        .merge(crate::http::console::router())
+        .merge(crate::http::openapi::router(&config.hooks))
 }
 
 /// Serves `routes` behind the same fallback and layers as the real router; `router` uses it,
 /// and tests use it to put a route of their own behind the real layers.
 pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
     let server = state.config.server.clone();
+    let https = crate::http::headers::Https(server.public_base_url.starts_with("https://"));
     let security = state.policy.security.clone();
     let store = state.store.clone();
+    let directory = state.config.directory.clone();
+    // `Router::layer` wraps the routes there so far: the import, merged after, keeps limits of
+    // its own (a large body, a long time) under the same outer layers.
+    let import = crate::http::routes::directory::bulk::import_router()
+        .layer(DefaultBodyLimit::max(directory.import_max_bytes))
+        .layer(RequestBodyLimitLayer::new(directory.import_max_bytes))
+        .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, directory.import_timeout()));
     routes
+        .layer(DefaultBodyLimit::max(server.body_limit_bytes))
+        .layer(RequestBodyLimitLayer::new(server.body_limit_bytes))
+        // A request that outlives its budget is our failure, and a retry may succeed: 503.
+        .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, server.request_timeout()))
+        .merge(import)
         .fallback(crate::http::problem::not_found)
         .with_state(state)
         // What the scope layers of the routes need (`security::require`).
         .layer(axum::Extension(security))
         // What the scope layers read console sessions from (a session reads `/v1/events`).
         .layer(axum::Extension(store))
-        .layer(DefaultBodyLimit::max(server.body_limit_bytes))
-        .layer(RequestBodyLimitLayer::new(server.body_limit_bytes))
-        // A request that outlives its budget is our failure, and a retry may succeed: 503.
-        .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, server.request_timeout()))
+        .layer(axum::middleware::from_fn(crate::http::guards::refuse_nul))
         .layer(axum::middleware::from_fn(crate::http::problem::problem_bodies))
+        .layer(axum::middleware::from_fn_with_state(https, crate::http::headers::security_headers))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(TraceLayer::new_for_http().make_span_with(request_span))
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
@@ -144,12 +162,15 @@ pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
 pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     let store = Store::connect(&settings.config.storage).await?;
     store.migrate().await?;
-    let addr = settings.config.server.listen_addr()?;
+    let state = AppState::new(settings, store);
+    // The directory file's people and roles are in the database before the first message.
+    state.services.prepare(time::OffsetDateTime::now_utc()).await?;
+    let addr = state.config.server.listen_addr()?;
     let listener = TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
-    for name in settings.config.demo_secrets() {
+    for name in state.config.demo_secrets() {
         tracing::warn!(setting = %name, "a demo secret is in use; set your own before production");
     }
-    run(listener, AppState::new(settings, store), shutdown_signal()).await
+    run(listener, state, shutdown_signal()).await
 }
 
 /// Serves on `listener` until `shutdown` completes, then lets in-flight requests and workers
@@ -173,15 +194,19 @@ pub async fn run_router(
     let addr: SocketAddr = listener.local_addr()?;
     let grace = state.config.server.shutdown_grace();
     let state_limits = (state.config.server.header_read_timeout(), state.config.server.max_connections);
+    let descriptor_reserve = descriptors_besides_clients(&state.config, state.store.backend());
     let stopping = state.stopping.clone();
     let workers = workers::spawn(&state.services, stopping.clone());
+    let hangups = crate::http::routes::reload::reload_on_hangup(state.services.clone(), stopping.clone());
     let store = state.store.clone();
     tracing::info!(%addr, backend = store.backend_name(), "chatgate listening");
 
+    let metrics = serve_metrics_apart(&state).await?;
     let on_signal = stopping.clone();
     drop(state);
     let limits =
-        crate::http::listen::ConnectionLimits { header_read_timeout: state_limits.0, max_connections: state_limits.1 };
+        crate::http::listen::ConnectionLimits { header_read_timeout: state_limits.0, max_connections: state_limits.1 }
+            .within(crate::http::listen::raise_open_file_limit(), descriptor_reserve);
     let server = crate::http::listen::serve(listener, app, limits, async move {
         shutdown.await;
         tracing::info!("shutting down: finishing in-flight requests");
@@ -199,9 +224,37 @@ pub async fn run_router(
     if tokio::time::timeout(grace, workers.wait()).await.is_err() {
         tracing::warn!("background workers did not stop in time");
     }
+    if let Some(metrics) = metrics {
+        metrics.abort();
+    }
+    hangups.abort();
     store.close().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// `/metrics` on an address of its own (`metrics.listen`), when one is configured: a port the load
+/// balancer does not expose.
+async fn serve_metrics_apart(state: &AppState) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+    let Some(addr) = state.config.metrics.listen_addr()? else { return Ok(None) };
+    let listener = TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, "metrics listening");
+    let app = with_layers(crate::http::routes::metrics::only(), state.clone());
+    Ok(Some(tokio::spawn(async move {
+        if let Err(error) = axum::serve(listener, app).await {
+            tracing::warn!(%error, "the metrics listener stopped");
+        }
+    })))
+}
+
+/// The file descriptors the process needs besides its clients' connections: the database pool,
+/// a connection per call to an executor and per reply sent at once, and a margin for the rest
+/// (the listener, the log, the PostgreSQL listener, the bus, files).
+fn descriptors_besides_clients(config: &crate::config::Config, backend: crate::store::BackendKind) -> usize {
+    let executors: usize = config.executors.values().map(|e| e.max_in_flight).sum();
+    let replies = usize::try_from(config.outbound.batch).unwrap_or(0);
+    config.storage.pool_size(backend) as usize + executors + replies + 64
 }
 
 /// Completes on SIGTERM (how orchestrators stop a process) or SIGINT (Ctrl-C).

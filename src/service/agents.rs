@@ -1,5 +1,10 @@
 //! Pausing and resuming agents (the executors, seen as agents): one versioned move, for the
-//! operator API and the chat's `pause` and `resume` alike.
+//! operator API, the console and the chat's `pause` and `resume` alike.
+//!
+//! Agents are the deployment's: every tenant's commands for `orders` go to the one `orders`
+//! executor, so pausing it holds every tenant's. Changing one therefore takes a deployment-level
+//! scope, [`ADMIN_SCOPE`], not a tenant's `agents:write`; reading their states (`agents:read`)
+//! shows each tenant the executors its own commands wait on.
 
 use std::collections::BTreeSet;
 
@@ -11,6 +16,10 @@ use crate::domain::agent::Agent;
 
 use crate::domain::agent::AgentEvent;
 use crate::store::{Store, StoreError};
+
+/// The scope that pauses and resumes the deployment's agents. Granting it in a tenant's directory
+/// role makes that tenant's people operators of the whole deployment.
+pub const ADMIN_SCOPE: &str = "agents:admin";
 
 #[derive(Debug, thiserror::Error)]
 pub enum AgentChangeError {

@@ -5,14 +5,19 @@
 
 pub mod agents;
 pub mod confirmations;
+pub mod directory;
 pub mod dispatch;
 pub mod engine;
 pub mod events;
+pub mod figures;
 pub mod intake;
+pub mod live;
 pub mod ooc;
 pub mod overview;
 pub mod recovery;
+pub mod reload;
 pub mod replies;
+pub mod scopes;
 pub mod security;
 pub mod services;
 pub mod settings;

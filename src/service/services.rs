@@ -6,10 +6,15 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::domain::evidence::Pseudonymizer;
 use crate::service::Settings;
+use crate::service::directory::People;
 use crate::service::engine::Engine;
+use crate::service::events::EventStreams;
+use crate::service::figures::Figures;
 use crate::service::intake::{Ingress, StoredMessages};
+use crate::service::live::Live;
 use crate::service::replies::Templates;
 use crate::service::security::Policy;
+use crate::service::security::Registries;
 use crate::store::Store;
 
 #[derive(Clone)]
@@ -18,22 +23,59 @@ pub struct Services {
     pub store: Store,
     pub engine: Engine,
     pub ingress: Ingress,
-    pub templates: Arc<Templates>,
+    /// The reply templates, swapped whole on reload.
+    pub templates: Live<Templates>,
     pub policy: Policy,
+    /// The event streams' reader, caps and news of ended sessions.
+    pub streams: EventStreams,
+    /// The database figures `/metrics` shows, read at most once a second.
+    pub figures: Arc<Figures>,
+    /// What the directory file seeds the database with (applied by `prepare`).
+    pub seed: Live<crate::domain::directory::Seed>,
+    /// Where the registry, the directory and the templates are read again on reload.
+    pub files: Option<crate::service::settings::Files>,
 }
 
 impl Services {
     /// `stored` reads each channel's stored messages again (the channels layer provides it).
     pub fn new(settings: Settings, store: Store, stored: Arc<dyn StoredMessages>) -> Self {
-        let Settings { config, registry, directory, templates, security } = settings;
+        let Settings { config, files, registry, tenants, seed, templates, security } = settings;
         let pseudonymizer = Pseudonymizer::new(config.evidence.pseudonym_key.expose().as_bytes());
+        let people = People::new(store.clone(), pseudonymizer.clone());
         let engine = Engine::new(store.clone(), pseudonymizer);
         if crate::service::telemetry::enabled() {
             store.observe_moves(Arc::new(crate::service::telemetry::TransitionSpans));
         }
         let agents = Arc::new(config.executors.keys().cloned().collect());
-        let policy = Policy { registry: Arc::new(registry), directory: Arc::new(directory), security, agents };
-        let ingress = Ingress::new(engine.clone(), policy.clone(), stored);
-        Self { config: Arc::new(config), store, engine, ingress, templates: Arc::new(templates), policy }
+        let tenants = Live::new(tenants);
+        // What reading an earlier registry version again needs, as `Settings` read this one.
+        let executors = config.executors.keys().cloned().collect();
+        let registry = Registries::new(registry, store.clone(), executors, config.idempotency.default_window());
+        let policy = Policy { registry, tenants, people, security, agents };
+        let ingress = Ingress::new(engine.clone(), policy.clone(), stored, Arc::new(crate::service::ooc::Precheck));
+        let streams = EventStreams::new(store.clone(), &config.events);
+        let figures = Arc::default();
+        let templates = Live::new(templates);
+        let seed = Live::new(seed);
+        let config = Arc::new(config);
+        Self { config, files, store, engine, ingress, templates, policy, streams, figures, seed }
+    }
+}
+
+impl Services {
+    /// What the files give the database before the first message (on start, and again on
+    /// reload): the registry's version, so that any instance can read commands admitted under it,
+    /// and the directory file's roles and people, the database winning for what was changed
+    /// through the API.
+    pub async fn prepare(
+        &self,
+        now: time::OffsetDateTime,
+    ) -> Result<crate::service::directory::SeedReport, crate::store::StoreError> {
+        self.policy.registry.record(now).await?;
+        let report = self.policy.people.seed(&self.seed.get(), now).await?;
+        for refused in &report.refused {
+            tracing::warn!(%refused, "the directory file names a person who cannot be written");
+        }
+        Ok(report)
     }
 }

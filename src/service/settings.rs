@@ -8,8 +8,7 @@ use std::sync::Arc;
 use crate::config::{
     Config, ConfigError, ConfigSource, DEFAULT_CONFIG_PATH, SHIPPED_COMMANDS, SHIPPED_DIRECTORY, parse_toml,
 };
-use crate::domain::directory::Directory;
-use crate::domain::directory::DirectoryFile;
+use crate::domain::directory::{DirectoryFile, Seed, Tenants};
 use crate::domain::registry::Registry;
 use crate::service::replies::Templates;
 use crate::service::security::Security;
@@ -17,27 +16,48 @@ use crate::service::security::Security;
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub config: Config,
+    /// Where the registry, the directory and the templates were read from, to read them again on
+    /// reload; none when they were given as text (tests, embedding).
+    pub files: Option<Files>,
     pub registry: Registry,
-    pub directory: Directory,
+    /// The tenants (their numbers, their policies) and what the file seeds their directories with.
+    pub tenants: Tenants,
+    pub seed: Seed,
     pub templates: Templates,
     /// Token issuers' keys and the rate limiters, built from `config`.
     pub security: Arc<Security>,
 }
 
-impl Settings {
-    pub fn load(source: &ConfigSource, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let config = Config::load(source, env)?;
-        let (folder, shipped_fallback) = match source {
-            ConfigSource::Explicit(path) => (path.parent().map(Path::to_path_buf).unwrap_or_default(), false),
-            ConfigSource::Default => {
-                (PathBuf::from(DEFAULT_CONFIG_PATH).parent().map(Path::to_path_buf).unwrap_or_default(), true)
-            }
-        };
+/// The folder the registry, the directory and the templates are read from (the configuration
+/// file's), and whether the shipped ones stand in for missing files (the demo from an empty folder).
+#[derive(Debug, Clone)]
+pub struct Files {
+    pub folder: PathBuf,
+    pub shipped_fallback: bool,
+}
+
+/// What the files give, read and checked together: at start, and again on reload.
+#[derive(Debug, Clone)]
+pub struct FileSettings {
+    pub registry: Registry,
+    pub tenants: Tenants,
+    pub seed: Seed,
+    pub templates: Templates,
+}
+
+impl Files {
+    /// The files `config` names, in this folder (missing ones are an error).
+    pub fn at(folder: impl Into<PathBuf>) -> Self {
+        Self { folder: folder.into(), shipped_fallback: false }
+    }
+
+    /// Reads and checks the registry, the directory and the templates `config` names.
+    pub fn read(&self, config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Result<FileSettings, ConfigError> {
         let read = |relative: &Path, shipped: &'static str| -> Result<(PathBuf, String), ConfigError> {
-            let path = folder.join(relative);
+            let path = self.folder.join(relative);
             match std::fs::read_to_string(&path) {
                 Ok(text) => Ok((path, text)),
-                Err(e) if shipped_fallback && e.kind() == std::io::ErrorKind::NotFound => {
+                Err(e) if self.shipped_fallback && e.kind() == std::io::ErrorKind::NotFound => {
                     Ok((path, shipped.to_owned()))
                 }
                 Err(error) => Err(ConfigError::Read { path, error }),
@@ -45,10 +65,50 @@ impl Settings {
         };
         let (commands_path, commands) = read(&config.registry.commands, SHIPPED_COMMANDS)?;
         let (directory_path, directory) = read(&config.registry.directory, SHIPPED_DIRECTORY)?;
-        let templates = Templates::load(&folder.join(&config.registry.templates), shipped_fallback)
+        let templates = Templates::load(&self.folder.join(&config.registry.templates), self.shipped_fallback)
             .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         let files = [(commands_path.as_path(), commands.as_str()), (directory_path.as_path(), directory.as_str())];
-        Self::assemble(config, files, templates, &folder, env)
+        FileSettings::check(config, files, templates, env)
+    }
+}
+
+impl FileSettings {
+    fn check(
+        config: &Config,
+        [(commands_path, commands), (directory_path, directory)]: [(&Path, &str); 2],
+        templates: Templates,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        // Every template renders against its sample data, or nothing starts (or reloads).
+        templates.check().map_err(|problems| ConfigError::Invalid(format!("templates: {}", problems.join("; "))))?;
+        let executors: BTreeSet<String> = config.executors.keys().cloned().collect();
+        let registry = Registry::parse(commands_path, commands, &executors, config.idempotency.default_window())
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        let file: DirectoryFile = parse_toml(directory_path, directory, env)?;
+        let (tenants, seed) =
+            file.build(directory).map_err(|e| ConfigError::Invalid(format!("{}: {e}", directory_path.display())))?;
+        Ok(Self { registry, tenants, seed, templates })
+    }
+}
+
+impl Settings {
+    pub fn load(source: &ConfigSource, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let config = Config::load(source, env)?;
+        let files = match source {
+            ConfigSource::Explicit(path) => Files::at(path.parent().map(Path::to_path_buf).unwrap_or_default()),
+            ConfigSource::Default => Files {
+                folder: PathBuf::from(DEFAULT_CONFIG_PATH).parent().map(Path::to_path_buf).unwrap_or_default(),
+                shipped_fallback: true,
+            },
+        };
+        Self::from_files(config, files, env)
+    }
+
+    /// The given configuration with the registry, the directory and the templates read from
+    /// `files` (and read again from there on reload).
+    pub fn from_files(config: Config, files: Files, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let read = files.read(&config, env)?;
+        Self::assemble(config, Some(files), read)
     }
 
     /// The given configuration with the shipped registry and directory (tests, embedding).
@@ -58,35 +118,30 @@ impl Settings {
 
     /// The given configuration and command registry, with the shipped directory (tests).
     pub fn with_registry(config: Config, commands: &str) -> Result<Self, ConfigError> {
-        let env = |name: &str| std::env::var(name).ok();
-        let templates = Templates::shipped().map_err(|e| ConfigError::Invalid(e.to_string()))?;
-        let files =
-            [(Path::new("config/commands.toml"), commands), (Path::new("config/directory.toml"), SHIPPED_DIRECTORY)];
-        Self::assemble(config, files, templates, Path::new("."), &env)
+        Self::with_files(config, commands, SHIPPED_DIRECTORY)
     }
 
-    fn assemble(
-        config: Config,
-        [(commands_path, commands), (directory_path, directory)]: [(&Path, &str); 2],
-        templates: Templates,
-        folder: &Path,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Self, ConfigError> {
-        // Every template renders against its sample data, or nothing starts.
-        templates.check().map_err(|problems| ConfigError::Invalid(format!("templates: {}", problems.join("; "))))?;
-        let executors: BTreeSet<String> = config.executors.keys().cloned().collect();
-        let registry = Registry::parse(commands_path, commands, &executors, config.idempotency.default_window())
-            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
-        let file: DirectoryFile = parse_toml(directory_path, directory, env)?;
-        let directory =
-            Directory::build(file).map_err(|e| ConfigError::Invalid(format!("{}: {e}", directory_path.display())))?;
-        let security = Security::load(&config, folder).map_err(ConfigError::Invalid)?;
-        Ok(Self { config, registry, directory, templates, security: Arc::new(security) })
+    /// The given configuration, command registry and directory, with the shipped templates
+    /// (tests, embedding).
+    pub fn with_files(config: Config, commands: &str, directory: &str) -> Result<Self, ConfigError> {
+        let env = |name: &str| std::env::var(name).ok();
+        let templates = Templates::shipped().map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        let files = [(Path::new("config/commands.toml"), commands), (Path::new("config/directory.toml"), directory)];
+        let read = FileSettings::check(&config, files, templates, &env)?;
+        Self::assemble(config, None, read)
+    }
+
+    fn assemble(config: Config, files: Option<Files>, read: FileSettings) -> Result<Self, ConfigError> {
+        let folder = files.as_ref().map(|f| f.folder.clone()).unwrap_or_else(|| PathBuf::from("."));
+        let FileSettings { registry, tenants, seed, templates } = read;
+        let served = tenants.tenants().map(|t| t.id.clone()).collect();
+        let security = Security::load(&config, &folder, served).map_err(ConfigError::Invalid)?;
+        Ok(Self { config, files, registry, tenants, seed, templates, security: Arc::new(security) })
     }
 
     /// One line each about the registry and the directory, for `check-config`.
     pub fn summary(&self) -> String {
-        let tenants: Vec<String> = self.directory.tenants().map(|t| t.id.to_string()).collect();
+        let tenants: Vec<String> = self.tenants.tenants().map(|t| t.id.to_string()).collect();
         let locales: Vec<String> = self.templates.locales().map(|(c, l)| format!("{c}/{l}")).collect();
         format!(
             "registry: {} commands ({}); directory: tenants {}; templates: {}",

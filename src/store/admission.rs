@@ -21,12 +21,12 @@ use crate::domain::lifecycle::Lifecycle;
 use crate::domain::lifecycle::State;
 use crate::domain::lifecycle::Transition;
 use crate::store::Commands;
-use crate::store::commands::{insert_command, insert_transitions, transition_row};
+use crate::store::commands::{CommandRow, insert_command, insert_transitions, transition_row};
 use crate::store::confirmations::{NewConfirmation, confirmation_row, insert_confirmation, pending_prompt};
 use crate::store::dedupe::settle_dedupe;
 use crate::store::evidence::append_all;
 use crate::store::inbound::{InboundOutcome, NewInbound, insert_inbound, link_inbound};
-use crate::store::outbox::{NewOutboxMessage, insert_outbox};
+use crate::store::outbox::{NewOutboxMessage, ReplyTo, insert_outbox};
 use crate::store::rows::{Param, multi_insert};
 use crate::store::rows::{opt_parsed, parsed, text, to_ms, uuid};
 use crate::store::signals::CommittedMove;
@@ -59,53 +59,33 @@ pub struct AdmissionWrite {
     pub trace_parent: Option<String>,
 }
 
+impl AdmissionWrite {
+    /// The new command's row.
+    pub(crate) fn row(&self) -> CommandRow<'_> {
+        CommandRow {
+            envelope: &self.envelope,
+            reason_code: self.reason_code.as_deref(),
+            reply_to: self.reply_to.as_ref(),
+            trace_parent: self.trace_parent.as_deref(),
+            at: self.at,
+        }
+    }
+
+    /// Its moves from `received`, as observers are told of them once committed.
+    pub(crate) fn committed_moves(&self) -> impl Iterator<Item = CommittedMove<'_>> {
+        self.moves.iter().map(|(transition, _)| CommittedMove {
+            command_id: self.envelope.command_id,
+            transition,
+            trace_parent: self.trace_parent.as_deref(),
+            decided_at: self.at,
+        })
+    }
+}
+
 /// Chooses the reply to a duplicate (IDS §IX). The service layer decides what is said; the store
 /// gives it the facts: where to reply, what the duplicate came to, and the prompt of the command
 /// when it still waits for its confirmation.
 pub type DuplicateReply = fn(&ReplyTo, &Admitted, Option<serde_json::Value>) -> Option<NewOutboxMessage>;
-
-/// A conversation address to queue a reply to.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct ReplyTo {
-    /// The outbox destination (`whatsapp:{phone_number_id}:{wa_id}`).
-    pub destination: String,
-    /// Fields every reply to this conversation carries (channel, recipient, the message answered).
-    pub base: serde_json::Value,
-    /// The name the person knows the command by (the registry's), for the replies about it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub command: Option<String>,
-    /// How the command reads to the person ("refund 25 on order 1234"), for the replies about it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub what: Option<String>,
-    /// The template of the reply when the command executed (the registry's `reply`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub executed_template: Option<String>,
-    /// How long replies queued now wait for the provider's HTTP answer to carry them (Twilio's
-    /// TwiML). Never stored: replies made later, from the stored address, go out at once.
-    #[serde(skip)]
-    pub hold: Option<std::time::Duration>,
-}
-
-impl ReplyTo {
-    /// A reply rendered later from `template` with `vars`.
-    pub fn message(&self, template: &str, vars: serde_json::Value) -> NewOutboxMessage {
-        let mut payload = self.base.clone();
-        if let Some(map) = payload.as_object_mut() {
-            map.insert("purpose".into(), "reply".into());
-            map.insert("template".into(), template.into());
-            map.insert("vars".into(), vars);
-        }
-        self.outbox(payload)
-    }
-
-    /// An outbox message with `payload` to this address.
-    pub fn outbox(&self, payload: serde_json::Value) -> NewOutboxMessage {
-        NewOutboxMessage { kind: MESSAGE_KIND.into(), destination: self.destination.clone(), payload, hold: self.hold }
-    }
-}
-
-/// The outbox kind of a message to a person (prompts and replies), which the sender claims.
-pub const MESSAGE_KIND: &str = "message";
 
 /// The existing command a duplicate was answered from.
 #[derive(Debug, Clone, PartialEq)]
@@ -186,7 +166,7 @@ impl Store {
         };
         let lifecycle = last.after(envelope.command_kind);
         let version = write.moves.len() as i64;
-        insert_command(&mut tx, write, lifecycle, version).await?;
+        insert_command(&mut tx, &write.row(), lifecycle, version).await?;
         if let Some(row) = confirmation_row_of(write) {
             insert_confirmation(&mut tx, row).await?;
         }
@@ -201,7 +181,7 @@ impl Store {
             insert_outbox(&mut tx, tenant, Some(envelope.command_id), message, write.at).await?;
         }
         tx.commit().await?;
-        self.moved(CommittedMove::admitted(write));
+        self.moved(write.committed_moves());
         self.signals().written(&write.outbox);
         Ok(Admitted::New { command_id: envelope.command_id, lifecycle, version })
     }

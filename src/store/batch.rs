@@ -25,7 +25,6 @@ use crate::store::evidence::append_by_chain;
 use crate::store::inbound::{INBOUND_COLUMNS, INBOUND_INSERT, INBOUND_TAIL, inbound_row};
 use crate::store::outbox::{OUTBOX_COLUMNS, OUTBOX_INSERT, outbox_row};
 use crate::store::rows::{Marks, Param, insert_rows, int, placeholder_list};
-use crate::store::signals::CommittedMove;
 use crate::store::{Store, StoreError};
 
 impl Commands<'_> {
@@ -94,7 +93,7 @@ impl Store {
         insert_rows(&mut tx, OUTBOX_INSERT, OUTBOX_COLUMNS, outbox, "").await?;
         tx.commit().await?;
         self.signals().written(writes.iter().flat_map(|w| &w.outbox));
-        self.moved(writes.iter().flat_map(CommittedMove::admitted));
+        self.moved(writes.iter().flat_map(AdmissionWrite::committed_moves));
         Ok(Some(
             writes
                 .iter()
@@ -187,7 +186,7 @@ async fn insert_commands(
         };
         let lifecycle = last.after(write.envelope.command_kind);
         let version = write.moves.len() as i64;
-        commands.push(command_row(write, lifecycle, version)?);
+        commands.push(command_row(&write.row(), lifecycle, version)?);
         transitions.extend(transition_rows(write));
         lifecycles.push((lifecycle, version));
     }
@@ -224,6 +223,8 @@ pub struct GroupCommitStats {
     pub batched: AtomicU64,
     pub step_batches: AtomicU64,
     pub steps_batched: AtomicU64,
+    /// Reads of moves for the event streams (one per commit however many streams are open).
+    pub move_reads: AtomicU64,
 }
 
 /// No two writes carry the same message or claim the same key: their answers depend on each

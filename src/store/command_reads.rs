@@ -13,6 +13,16 @@ use crate::store::commands::{
     CommandFilter, StoredCommand, TransitionRecord, command_columns, decode_command, decode_transition, load_command,
 };
 
+/// A committed move with whose it is: what the event streams send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredMove {
+    /// The move's id: it only grows, so a stream resumes after the last one it sent.
+    pub id: i64,
+    pub tenant_id: TenantId,
+    pub command_id: Uuid,
+    pub record: TransitionRecord,
+}
+
 impl Commands<'_> {
     /// The commands with these ids, whatever their tenant (the caller checks it), in no order.
     pub async fn get_many(self, ids: &[Uuid]) -> Result<Vec<StoredCommand>, StoreError> {
@@ -138,16 +148,10 @@ impl Commands<'_> {
         rows.iter().map(|row| uuid(row, "command_id")).collect()
     }
 
-    /// Every move after the move `after`, oldest first, by id, with the move itself only when
-    /// it is the tenant's: the event stream, resumable from any id a client saw. The other
-    /// tenants' ids are there so that a reader can tell a gap (a move not yet committed) from
-    /// another tenant's move.
-    pub async fn moves_after(
-        self,
-        tenant_id: &TenantId,
-        after: i64,
-        limit: i64,
-    ) -> Result<Vec<(i64, Option<(Uuid, TransitionRecord)>)>, StoreError> {
+    /// Every move after the move `after`, oldest first, by id, whatever its tenant: the event
+    /// streams read them once for every stream of the process, each keeping its tenant's.
+    pub async fn moves_since(self, after: i64, limit: i64) -> Result<Vec<StoredMove>, StoreError> {
+        self.store.stats.move_reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let rows = sqlx::query(
             "SELECT t.id, t.command_id, c.tenant_id, t.version, t.from_state, t.to_state, t.event, t.reason_code,
                     t.at
@@ -158,12 +162,16 @@ impl Commands<'_> {
         .bind(limit)
         .fetch_all(self.store.pool())
         .await?;
-        let tenant = tenant_id.as_str();
         rows.iter()
             .map(|row| {
-                let mine = text(row, "tenant_id")? == tenant;
-                let record = if mine { Some((uuid(row, "command_id")?, decode_transition(row)?)) } else { None };
-                Ok((int(row, "id")?, record))
+                let tenant_id =
+                    TenantId::parse(&text(row, "tenant_id")?).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                Ok(StoredMove {
+                    id: int(row, "id")?,
+                    tenant_id,
+                    command_id: uuid(row, "command_id")?,
+                    record: decode_transition(row)?,
+                })
             })
             .collect()
     }

@@ -21,15 +21,14 @@ use crate::domain::lifecycle::Lifecycle;
 use crate::domain::lifecycle::State;
 use crate::domain::lifecycle::Transition;
 use crate::store::Commands;
-use crate::store::admission::AdmissionWrite;
+use crate::store::StoreError;
 use crate::store::evidence::append_all;
-use crate::store::outbox::{NewOutboxMessage, insert_outbox};
+use crate::store::outbox::{NewOutboxMessage, ReplyTo, insert_outbox};
 use crate::store::rows::{
     Param, from_ms, insert_rows, int, json, multi_insert, opt_int, opt_parsed, opt_text, parsed, text, to_ms,
     update_rows, uuid,
 };
 use crate::store::signals::CommittedMove;
-use crate::store::{ReplyTo, StoreError};
 
 /// A command as stored: its envelope and where it stands.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,6 +91,29 @@ pub struct TransitionWrite {
     pub trace_parent: Option<String>,
 }
 
+impl TransitionWrite {
+    /// The command it moves and the state it moves it to.
+    pub(crate) fn ends_in(&self) -> (Uuid, State) {
+        (self.command_id, self.transition.to)
+    }
+
+    /// The move as observers are told of it once committed.
+    pub(crate) fn committed(&self) -> CommittedMove<'_> {
+        let trace_parent = self.trace_parent.as_deref();
+        CommittedMove { command_id: self.command_id, transition: &self.transition, trace_parent, decided_at: self.at }
+    }
+}
+
+/// A new command's row: its envelope and what its first moves leave.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CommandRow<'a> {
+    pub envelope: &'a CommandEnvelope,
+    pub reason_code: Option<&'a str>,
+    pub reply_to: Option<&'a ReplyTo>,
+    pub trace_parent: Option<&'a str>,
+    pub at: OffsetDateTime,
+}
+
 /// What a committed move wrote.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CommittedTransition {
@@ -105,7 +127,7 @@ macro_rules! command_columns {
         "command_id, tenant_id, actor_id, channel, conversation_id, message_ids, correlation_id, \
          causation_id, intent_entity, intent_action, intent_target, args, command_kind, idempotency_class, \
          idempotency_key, fingerprint, risk, target_command_id, state, confirmation, version, reason_code, \
-         received_at, expires_at, created_at, updated_at, reply_to, trace_parent"
+         received_at, expires_at, created_at, updated_at, reply_to, trace_parent, registry_version"
     };
 }
 pub(crate) use command_columns;
@@ -113,22 +135,19 @@ pub(crate) use command_columns;
 pub(crate) const COMMAND_INSERT: &str = "INSERT INTO commands (command_id, tenant_id, actor_id, channel, \
      conversation_id, message_ids, correlation_id, causation_id, intent_entity, intent_action, intent_target, args, \
      command_kind, idempotency_class, idempotency_key, fingerprint, risk, target_command_id, state, confirmation, \
-     version, reason_code, received_at, expires_at, created_at, updated_at, reply_to, short_ref, trace_parent)";
-pub(crate) const COMMAND_COLUMNS: usize = 29;
+     version, reason_code, received_at, expires_at, created_at, updated_at, reply_to, short_ref, trace_parent, \
+     registry_version)";
+pub(crate) const COMMAND_COLUMNS: usize = 30;
 
 /// An admitted command's row as [`COMMAND_INSERT`] takes it.
 pub(crate) fn command_row(
-    write: &AdmissionWrite,
+    write: &CommandRow<'_>,
     lifecycle: Lifecycle,
     version: i64,
 ) -> Result<Vec<Param>, StoreError> {
-    let (e, reason_code, at) = (&write.envelope, write.reason_code.as_deref(), write.at);
-    let reply_to = write
-        .reply_to
-        .as_ref()
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(|err| StoreError::Corrupt(err.to_string()))?;
+    let (e, reason_code, at) = (write.envelope, write.reason_code, write.at);
+    let reply_to =
+        write.reply_to.map(serde_json::to_string).transpose().map_err(|err| StoreError::Corrupt(err.to_string()))?;
     let message_ids = serde_json::to_string(&e.message_ids).map_err(|err| StoreError::Corrupt(err.to_string()))?;
     let args = serde_jcs::to_string(&e.args).map_err(|err| StoreError::Corrupt(err.to_string()))?;
     Ok(vec![
@@ -160,13 +179,14 @@ pub(crate) fn command_row(
         to_ms(at).into(),
         reply_to.into(),
         crate::domain::command::ShortRef::of(e.command_id).as_str().into(),
-        write.trace_parent.as_deref().into(),
+        write.trace_parent.into(),
+        e.registry_version.as_deref().into(),
     ])
 }
 
 pub(crate) async fn insert_command(
     conn: &mut AnyConnection,
-    write: &AdmissionWrite,
+    write: &CommandRow<'_>,
     lifecycle: Lifecycle,
     version: i64,
 ) -> Result<(), StoreError> {
@@ -244,6 +264,7 @@ pub(crate) fn decode_command(row: &AnyRow) -> Result<StoredCommand, StoreError> 
         received_at: from_ms(int(row, "received_at")?)?,
         expires_at: opt_int(row, "expires_at")?.map(from_ms).transpose()?,
         target_command_id: opt_parsed(row, "target_command_id")?,
+        registry_version: opt_text(row, "registry_version")?,
     };
     Ok(StoredCommand {
         lifecycle: Lifecycle {
@@ -289,7 +310,7 @@ impl Commands<'_> {
         let mut tx = self.store.begin().await?;
         if let Some(committed) = apply_transition(&mut tx, write).await? {
             tx.commit().await?;
-            self.store.moved([CommittedMove::of(write)]);
+            self.store.moved([write.committed()]);
             self.store.signals().written(&write.outbox);
             return Ok(committed);
         }
@@ -320,7 +341,7 @@ pub(crate) async fn apply_transition(
     let (t, version) = (&write.transition, write.expected_version + 1);
     let row = transition_row(write.command_id, version, t, write.reason_code.as_deref(), write.at);
     insert_transitions(conn, vec![row]).await?;
-    crate::store::dedupe::lock_dedupes(conn, std::slice::from_ref(write)).await?;
+    crate::store::dedupe::lock_dedupes(conn, [write.ends_in()]).await?;
     let evidence_ids = append_all(conn, write.tenant_id.as_str(), &write.evidence, write.at).await?;
     crate::store::dedupe::settle_dedupe(conn, write.command_id, t.to, evidence_ids.last().copied(), write.at).await?;
     for message in &write.outbox {
@@ -361,5 +382,15 @@ pub(crate) async fn move_commands(conn: &mut AnyConnection, runs: &[&[Transition
         reason_code = COALESCE(v.column9, commands.reason_code)";
     let matching = "commands.command_id = v.column1 AND commands.tenant_id = v.column2 \
         AND commands.version = v.column3 AND commands.state = v.column4";
-    update_rows(conn, ("commands", set, matching), 9, rows).await
+    let moved = update_rows(conn, ("commands", set, matching), 9, rows).await?;
+    // Every way out of `confirmation_required` but an answer (a cancel, an expiry, a recovery)
+    // closes the confirmation with the move, so no one is asked about an ended command.
+    let left_unanswered: Vec<(Uuid, OffsetDateTime)> = runs
+        .iter()
+        .filter(|run| run.iter().any(|w| w.transition.from == State::ConfirmationRequired))
+        .filter_map(|run| run.last().filter(|w| w.transition.to != State::ConfirmationRequired))
+        .map(|last| (last.command_id, last.at))
+        .collect();
+    crate::store::confirmations::close_confirmations(conn, &left_unanswered).await?;
+    Ok(moved)
 }

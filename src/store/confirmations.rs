@@ -16,12 +16,14 @@ use crate::store::StoreError;
 use crate::store::rows::{Param, from_ms, int, json, multi_insert, opt_int, opt_text, parsed, text, to_ms, uuid};
 
 named_enum! {
-    /// Where a confirmation stands; only `pending` can be answered.
+    /// Where a confirmation stands; only `pending` can be answered. `closed`: the command ended
+    /// (canceled, recovered) before anyone answered, closed by the move that ended it.
     ConfirmationStatus {
         Pending => "pending",
         Accepted => "accepted",
         Declined => "declined",
         Expired => "expired",
+        Closed => "closed",
     }
 }
 
@@ -125,6 +127,24 @@ pub(crate) async fn settle_confirmation(
     .execute(&mut *conn)
     .await?;
     Ok(done.rows_affected() == 1)
+}
+
+/// Closes the pending confirmations of commands that left `confirmation_required` without an
+/// answer, in the transaction of the move (an answer settles its confirmation before its moves).
+pub(crate) async fn close_confirmations(
+    conn: &mut AnyConnection,
+    command_ids: &[(Uuid, OffsetDateTime)],
+) -> Result<(), StoreError> {
+    for (command_id, at) in command_ids {
+        sqlx::query(
+            "UPDATE confirmations SET status = 'closed', answered_at = $2 WHERE command_id = $1 AND status = 'pending'",
+        )
+        .bind(command_id.to_string())
+        .bind(to_ms(*at))
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
 }
 
 /// The pending prompt of a command, for a duplicate that should see it again.

@@ -82,6 +82,23 @@ impl Console<'_> {
         }))
     }
 
+    /// Ends the operator's sessions but the newest `keep` (their cookies open nothing from now on).
+    pub async fn keep_newest(self, issuer: &str, subject: &str, keep: u32) -> Result<u64, StoreError> {
+        let mut tx = self.store.begin().await?;
+        let done = sqlx::query(
+            "DELETE FROM console_sessions WHERE issuer = $1 AND subject = $2 AND id_hash NOT IN
+               (SELECT id_hash FROM console_sessions WHERE issuer = $1 AND subject = $2
+                ORDER BY created_at DESC, id_hash LIMIT $3)",
+        )
+        .bind(issuer)
+        .bind(subject)
+        .bind(i64::from(keep))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected())
+    }
+
     /// Ends a session: its cookie opens nothing from now on.
     pub async fn end(self, id_hash: &str) -> Result<(), StoreError> {
         let mut tx = self.store.begin().await?;

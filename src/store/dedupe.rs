@@ -9,7 +9,6 @@ use uuid::Uuid;
 use crate::domain::lifecycle::State;
 use crate::store::Dedupe;
 use crate::store::StoreError;
-use crate::store::commands::TransitionWrite;
 use crate::store::rows::{Param, to_ms, update_rows};
 
 /// A terminal state settles the reservation, so that a duplicate replays this outcome.
@@ -28,15 +27,16 @@ pub(crate) async fn settle_dedupe(
 /// is written. An admission takes its key's record and then appends evidence (the tenant's chain
 /// head): a step that appended first and then waited for the record would deadlock with it on
 /// PostgreSQL. (SQLite writes one transaction at a time.)
-pub(crate) async fn lock_dedupes<'a>(
+/// `moves`: each move's command and the state it moves to.
+pub(crate) async fn lock_dedupes(
     conn: &mut AnyConnection,
-    moves: impl IntoIterator<Item = &'a TransitionWrite>,
+    moves: impl IntoIterator<Item = (Uuid, State)>,
 ) -> Result<(), StoreError> {
     if conn.backend_name().eq_ignore_ascii_case("sqlite") {
         return Ok(());
     }
     let mut ids: Vec<String> =
-        moves.into_iter().filter(|m| m.transition.to.is_terminal()).map(|m| m.command_id.to_string()).collect();
+        moves.into_iter().filter(|(_, to)| to.is_terminal()).map(|(command_id, _)| command_id.to_string()).collect();
     if ids.is_empty() {
         return Ok(());
     }

@@ -10,6 +10,14 @@ pub enum StoreError {
     /// The database cannot be reached, is locked or timed out: retry later.
     #[error("database unavailable: {0}")]
     Unavailable(String),
+    /// The database answers but cannot write: a full disk, an I/O error, a read-only database.
+    /// Retry later; readiness fails while the gateway's own writes meet this (`store::health`).
+    #[error("the database cannot write: {0}")]
+    CannotWrite(String),
+    /// The database refused a value the caller gave (PostgreSQL takes no NUL character in text):
+    /// the caller's input, never a reason to retry; nothing was stored.
+    #[error("the database refused a value: {0}")]
+    InvalidValue(String),
     /// Two transactions crossed (a PostgreSQL deadlock or serialization failure) and this one was
     /// rolled back: doing it again is safe and will most likely pass.
     #[error("concurrent transactions crossed: {0}")]
@@ -40,20 +48,32 @@ impl From<sqlx::Error> for StoreError {
             E::Database(db) if matches!(db.code().as_deref(), Some("40001" | "40P01")) => {
                 Self::Contention(error.to_string())
             }
+            E::Database(db) if cannot_write(db.code().as_deref()) => Self::CannotWrite(error.to_string()),
+            // character_not_in_repertoire: a NUL in text.
+            E::Database(db) if db.code().as_deref() == Some("22021") => Self::InvalidValue(error.to_string()),
             E::Database(db) if is_transient(db.code().as_deref()) => Self::Unavailable(error.to_string()),
             _ => Self::Database(error),
         }
     }
 }
 
-/// SQLite busy/locked, PostgreSQL shutdown, too many connections and connection loss, and on both
-/// a full disk or an I/O error: conditions that pass, so the caller should retry.
+/// SQLite busy/locked, PostgreSQL shutdown, too many connections and connection loss: conditions
+/// that pass, so the caller should retry.
 fn is_transient(code: Option<&str>) -> bool {
-    matches!(code, Some("5" | "6" | "261" | "517" | "57P01" | "57P02" | "57P03" | "53300" | "53100" | "58030"))
+    matches!(code, Some("5" | "6" | "261" | "517" | "57P01" | "57P02" | "57P03" | "53300"))
         || code.is_some_and(|c| c.starts_with("08"))
-        || code.and_then(|c| c.parse::<i32>().ok()).is_some_and(|c| matches!(c & 0xff, SQLITE_IOERR | SQLITE_FULL))
+}
+
+/// A full disk, an I/O error or a read-only database, on either backend: PostgreSQL's
+/// `disk_full`, `io_error` and `read_only_sql_transaction`, SQLite's FULL, IOERR and READONLY.
+fn cannot_write(code: Option<&str>) -> bool {
+    matches!(code, Some("53100" | "58030" | "25006"))
+        || code
+            .and_then(|c| c.parse::<i32>().ok())
+            .is_some_and(|c| matches!(c & 0xff, SQLITE_READONLY | SQLITE_IOERR | SQLITE_FULL))
 }
 
 /// SQLite's primary result codes (the extended ones carry them in their low byte).
+const SQLITE_READONLY: i32 = 8;
 const SQLITE_IOERR: i32 = 10;
 const SQLITE_FULL: i32 = 13;

@@ -23,6 +23,8 @@ pub struct NewInbound {
     pub tenant_id: Option<TenantId>,
     pub status: String,
     pub payload: Value,
+    /// Why a message that cannot be read could not be (stored with it for whoever looks).
+    pub detail: Option<String>,
     pub received_at: OffsetDateTime,
 }
 
@@ -183,8 +185,8 @@ impl DeliveryStatus {
 }
 
 pub(crate) const INBOUND_INSERT: &str = "INSERT INTO inbound_messages \
-    (id, channel, provider_message_id, tenant_id, status, payload, command_id, received_at)";
-pub(crate) const INBOUND_COLUMNS: usize = 8;
+    (id, channel, provider_message_id, tenant_id, status, payload, command_id, received_at, detail)";
+pub(crate) const INBOUND_COLUMNS: usize = 9;
 /// Transport dedupe: a row that exists already is left alone, and only new ids come back.
 pub(crate) const INBOUND_TAIL: &str = "ON CONFLICT (channel, provider_message_id) DO NOTHING RETURNING id";
 
@@ -199,6 +201,7 @@ pub(crate) fn inbound_row(id: Uuid, message: &NewInbound, command_id: Option<Uui
         message.payload.to_string().into(),
         command_id.map(|c| c.to_string()).into(),
         to_ms(message.received_at).into(),
+        message.detail.clone().into(),
     ]
 }
 

@@ -20,14 +20,17 @@ mod confirmations;
 mod console;
 mod dedupe;
 mod deliveries;
+mod directory;
 mod error;
 mod evidence;
 mod feed;
+mod health;
 mod inbound;
 mod outbound;
 mod outbox;
 mod postgres;
 mod rate_limits;
+mod registry_versions;
 mod repos;
 mod rows;
 mod signals;
@@ -47,25 +50,30 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 
 pub use crate::config::BackendKind;
 use crate::config::StorageConfig;
-pub use admission::{AdmissionWrite, Admitted, DuplicateOf, DuplicateReply, MESSAGE_KIND, ReplyTo};
+pub use admission::{AdmissionWrite, Admitted, DuplicateOf, DuplicateReply};
 pub use api_keys::KeyClaim;
 pub use batch::GroupCommitStats;
+pub use command_reads::StoredMove;
 pub use commands::{CommandFilter, CommittedTransition, StoredCommand, TransitionRecord, TransitionWrite};
 pub use confirmations::{Confirmation, ConfirmationStatus, NewConfirmation, SettleConfirmation};
 pub use console::{ConsoleSession, Finished, MinuteCount};
 pub use deliveries::{Delivery, DeliveryChange, DeliveryLogEntry, NewDelivery};
+pub use directory::{
+    BatchRow, ClaimedLookup, ERASED_PAYLOAD, Erased, Erasure, NewWait, PersonWrite, Search, Source, StoredAnswer,
+    StoredPerson, StoredRole, Waiting, Written,
+};
 pub use error::StoreError;
 pub use evidence::{AuditReport, ChainReport, StoredArtifact};
 pub use inbound::{DeliveryStatus, InboundOutcome, NewInbound};
 pub use outbound::{OutboundRecord, Recorded};
-pub use outbox::{ClaimedMessage, NewOutboxMessage};
+pub use outbox::{ClaimedMessage, MESSAGE_KIND, NOTICE_KIND, NewOutboxMessage, OutboxSettle, ReplyTo};
 pub use repos::{
-    Agents, ApiKeys, Commands, Confirmations, Console, Dedupe, Deliveries, Evidence, Inbound, Outbox, RateLimits,
-    Tokens,
+    Agents, ApiKeys, Commands, Confirmations, Console, Dedupe, Deliveries, Directory, Evidence, Identities, Inbound,
+    Outbox, RateLimits, RegistryVersions, Tokens,
 };
 pub use signals::{CommittedMove, MoveObserver};
-pub use snapshot::Snapshot;
-pub use step::{ConsumedToken, OutboxSettle, StepOutcome, StepWrite};
+pub use snapshot::{SNAPSHOT_QUERIES, Snapshot};
+pub use step::{ConsumedToken, StepOutcome, StepWrite};
 pub use trace::TraceNode;
 
 /// A write transaction. On SQLite it also holds the process's write gate: SQLite has one writer
@@ -74,11 +82,17 @@ pub use trace::TraceNode;
 pub(crate) struct Tx {
     tx: Transaction<'static, Any>,
     _gate: Option<OwnedMutexGuard<()>>,
+    health: Arc<health::WriteHealth>,
 }
 
 impl Tx {
+    /// Commits; a commit the database cannot write (a full disk) makes readiness fail.
     pub(crate) async fn commit(self) -> Result<(), StoreError> {
-        Ok(self.tx.commit().await?)
+        let committed = self.tx.commit().await.map_err(StoreError::from);
+        if let Err(error) = &committed {
+            self.health.observe_failure(error);
+        }
+        committed
     }
 
     pub(crate) async fn rollback(self) -> Result<(), StoreError> {
@@ -122,6 +136,8 @@ pub struct Store {
     breaker: Arc<breaker::Breaker>,
     /// Wakes the readers of moves.
     feed: Arc<feed::MoveFeed>,
+    /// Whether the gateway's own writes fail for want of space (readiness).
+    health: Arc<health::WriteHealth>,
 }
 
 impl std::fmt::Debug for Store {
@@ -160,6 +176,7 @@ impl Store {
             feed: Arc::new(feed::MoveFeed::new(
                 (backend == BackendKind::Postgres).then(|| config.database_url.expose().to_owned()),
             )),
+            health: Arc::default(),
         };
         store.admissions = Some(writer::spawn(store.clone(), config.max_waiting_admissions));
         Ok(store)
@@ -204,15 +221,38 @@ impl Store {
         Ok(())
     }
 
-    /// Whether the database can write: one row updated and committed (readiness). A database
-    /// that answers but cannot write (a full disk, read-only) is not ready.
+    /// Whether the database can write what the gateway acknowledges (readiness): one row updated
+    /// and committed; and, while the gateway's own writes fail for want of space or I/O, a write
+    /// the size of an admission batch (`health::PROBE_BYTES`), whose success ends the failure. A
+    /// database that answers but cannot write (a full disk, read-only) is not ready.
     pub async fn can_write(&self) -> Result<(), StoreError> {
+        let sized = self.health.failing_since().is_some();
+        let filler = if sized { probe_filler() } else { String::new() };
         let mut tx = self.begin().await?;
-        sqlx::query("UPDATE readiness SET checked_at = $1 WHERE id = 1")
+        sqlx::query("UPDATE readiness SET checked_at = $1, filler = $2 WHERE id = 1")
             .bind(rows::to_ms(time::OffsetDateTime::now_utc()))
+            .bind(filler)
             .execute(&mut *tx)
             .await?;
-        tx.commit().await
+        tx.commit().await?;
+        if sized {
+            // The space the probe took is given back (the next probe finds it free again).
+            let mut tx = self.begin().await?;
+            sqlx::query("UPDATE readiness SET filler = '' WHERE id = 1").execute(&mut *tx).await?;
+            tx.commit().await?;
+            self.health.recovered();
+        }
+        Ok(())
+    }
+
+    /// What the gateway's acknowledged writes came to: a committed admission ends a failure,
+    /// a failed one for want of space starts one.
+    pub(crate) fn observe_admissions<T>(&self, results: &[Result<T, StoreError>]) {
+        if results.iter().any(Result::is_ok) {
+            self.health.recovered();
+        } else if let Some(Err(error)) = results.first() {
+            self.health.observe_failure(error);
+        }
     }
 
     pub async fn close(&self) {
@@ -254,13 +294,22 @@ impl Store {
         match self.pool.begin_with(self.dialect().begin_write()).await {
             Ok(tx) => {
                 self.breaker.succeeded();
-                Ok(Tx { tx, _gate: gate })
+                Ok(Tx { tx, _gate: gate, health: self.health.clone() })
             }
             Err(e) => {
                 self.breaker.failed();
                 Err(StoreError::Unavailable(format!("cannot start a transaction: {e}")))
             }
         }
+    }
+
+    /// A connection to read with. Like `begin`, whatever keeps a connection from being had means
+    /// the database is unavailable: the caller should retry, never get a 500.
+    pub(crate) async fn reader(&self) -> Result<sqlx::pool::PoolConnection<sqlx::Any>, StoreError> {
+        if self.breaker.is_open() {
+            return Err(StoreError::Unavailable("the database was unreachable a moment ago".into()));
+        }
+        self.pool.acquire().await.map_err(|e| StoreError::Unavailable(format!("cannot get a connection: {e}")))
     }
 
     /// Group commit so far: (transactions that carried a batch, admissions in them).
@@ -273,6 +322,11 @@ impl Store {
     pub fn step_batch_stats(&self) -> (u64, u64) {
         use std::sync::atomic::Ordering::Relaxed;
         (self.stats.step_batches.load(Relaxed), self.stats.steps_batched.load(Relaxed))
+    }
+
+    /// How many times the moves were read for the event streams so far.
+    pub fn move_reads(&self) -> u64 {
+        self.stats.move_reads.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn admission_writer(&self) -> Option<&tokio::sync::mpsc::Sender<writer::Job>> {
@@ -321,4 +375,12 @@ impl Store {
     pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
     }
+}
+
+/// Text that no storage compresses away (random hex), `health::PROBE_BYTES` long.
+fn probe_filler() -> String {
+    use rand::RngCore;
+    let mut bytes = vec![0u8; health::PROBE_BYTES / 2];
+    rand::rng().fill_bytes(&mut bytes);
+    hex::encode(bytes)
 }

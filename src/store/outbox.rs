@@ -11,7 +11,6 @@ use uuid::Uuid;
 use crate::store::Outbox;
 use crate::store::StoreError;
 use crate::store::rows::{Param, int, json, multi_insert, opt_parsed, text, to_ms, update_rows, uuid};
-use crate::store::step::OutboxSettle;
 
 /// An effect to perform once the transaction that decided it has committed.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,6 +22,62 @@ pub struct NewOutboxMessage {
     pub payload: Value,
     /// Due this long after it is written rather than at once (see [`crate::store::ReplyTo::hold`]).
     pub hold: Option<Duration>,
+}
+
+/// A conversation address to queue a reply to.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ReplyTo {
+    /// The outbox destination (`whatsapp:{phone_number_id}:{wa_id}`).
+    pub destination: String,
+    /// Fields every reply to this conversation carries (channel, recipient, the message answered).
+    pub base: serde_json::Value,
+    /// The name the person knows the command by (the registry's), for the replies about it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// How the command reads to the person ("refund 25 on order 1234"), for the replies about it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub what: Option<String>,
+    /// The template of the reply when the command executed (the registry's `reply`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executed_template: Option<String>,
+    /// How long replies queued now wait for the provider's HTTP answer to carry them (Twilio's
+    /// TwiML). Never stored: replies made later, from the stored address, go out at once.
+    #[serde(skip)]
+    pub hold: Option<std::time::Duration>,
+}
+
+impl ReplyTo {
+    /// A reply rendered later from `template` with `vars`.
+    pub fn message(&self, template: &str, vars: serde_json::Value) -> NewOutboxMessage {
+        let mut payload = self.base.clone();
+        if let Some(map) = payload.as_object_mut() {
+            map.insert("purpose".into(), "reply".into());
+            map.insert("template".into(), template.into());
+            map.insert("vars".into(), vars);
+        }
+        self.outbox(payload)
+    }
+
+    /// An outbox message with `payload` to this address.
+    pub fn outbox(&self, payload: serde_json::Value) -> NewOutboxMessage {
+        NewOutboxMessage { kind: MESSAGE_KIND.into(), destination: self.destination.clone(), payload, hold: self.hold }
+    }
+}
+
+/// The outbox kind of a message to a person (prompts and replies), which the sender claims.
+pub const MESSAGE_KIND: &str = "message";
+
+/// The outbox kind of a message to someone the tenant does not know (a refusal): the sender
+/// takes these only with the room messages to known people leave, so that a flood of strangers
+/// never makes a customer wait.
+pub const NOTICE_KIND: &str = "notice";
+
+/// The fate of a claimed outbox row, written with the step that worked on it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OutboxSettle {
+    Done(Uuid),
+    Retry { id: Uuid, at: OffsetDateTime, error: String },
+    Dead { id: Uuid, error: String },
 }
 
 /// A row a worker now holds until its lease ends.
@@ -225,7 +280,7 @@ impl Outbox<'_> {
         // stamped a moment after `now`) is not held and goes the usual way.
         let rows = sqlx::query(concat!(
             "UPDATE outbox SET locked_until = $1, attempts = attempts + 1, updated_at = $2
-             WHERE kind = $3 AND destination = $4 AND status = 'pending' AND locked_until IS NULL AND ",
+             WHERE kind IN ($3, $5) AND destination = $4 AND status = 'pending' AND locked_until IS NULL AND ",
             held_row!(""),
             " RETURNING id, tenant_id, command_id, kind, destination, payload, attempts"
         ))
@@ -233,6 +288,7 @@ impl Outbox<'_> {
         .bind(to_ms(now))
         .bind(crate::store::MESSAGE_KIND)
         .bind(destination)
+        .bind(crate::store::NOTICE_KIND)
         .fetch_all(self.store.pool())
         .await?;
         claimed(&rows)

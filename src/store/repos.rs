@@ -40,6 +40,24 @@ pub struct Confirmations<'a> {
     pub(crate) store: &'a Store,
 }
 
+/// The directory as data: roles, people, addresses.
+#[derive(Clone, Copy)]
+pub struct Directory<'a> {
+    pub(crate) store: &'a Store,
+}
+
+/// An identity resolver's answers and the messages waiting for them.
+#[derive(Clone, Copy)]
+pub struct Identities<'a> {
+    pub(crate) store: &'a Store,
+}
+
+/// Every command registry the gateway has run, by version.
+#[derive(Clone, Copy)]
+pub struct RegistryVersions<'a> {
+    pub(crate) store: &'a Store,
+}
+
 /// Dedupe records (idempotency keys) and their expiry.
 #[derive(Clone, Copy)]
 pub struct Dedupe<'a> {
@@ -99,6 +117,18 @@ impl Store {
 
     pub fn confirmations(&self) -> Confirmations<'_> {
         Confirmations { store: self }
+    }
+
+    pub fn directory(&self) -> Directory<'_> {
+        Directory { store: self }
+    }
+
+    pub fn identities(&self) -> Identities<'_> {
+        Identities { store: self }
+    }
+
+    pub fn registry_versions(&self) -> RegistryVersions<'_> {
+        RegistryVersions { store: self }
     }
 
     pub fn dedupe(&self) -> Dedupe<'_> {

@@ -242,6 +242,52 @@ pub(crate) async fn fetch_where_in(
     Ok(rows)
 }
 
+/// [`fetch_where_in`] within one tenant: `{select} WHERE tenant_id = $1 AND {column} IN (...)`,
+/// which an index on `(tenant_id, {column})` answers.
+pub(crate) async fn fetch_tenant_in(
+    conn: &mut sqlx::AnyConnection,
+    select: &str,
+    tenant: &str,
+    column: &str,
+    values: &[String],
+) -> Result<Vec<AnyRow>, crate::store::StoreError> {
+    let marks = Marks::for_connection(conn);
+    let mut rows = vec![];
+    for chunk in values.chunks(PARAMS_PER_STATEMENT) {
+        rows.extend(tenant_in(select, tenant, column, chunk, marks).fetch_all(&mut *conn).await?);
+    }
+    Ok(rows)
+}
+
+/// `{statement} WHERE tenant_id = $1 AND {column} IN (...)` run for every value (a `DELETE`, an
+/// `UPDATE`): how many rows it touched.
+pub(crate) async fn execute_tenant_in(
+    conn: &mut sqlx::AnyConnection,
+    statement: &str,
+    tenant: &str,
+    column: &str,
+    values: &[String],
+) -> Result<u64, crate::store::StoreError> {
+    let marks = Marks::for_connection(conn);
+    let mut touched = 0;
+    for chunk in values.chunks(PARAMS_PER_STATEMENT) {
+        touched += tenant_in(statement, tenant, column, chunk, marks).execute(&mut *conn).await?.rows_affected();
+    }
+    Ok(touched)
+}
+
+fn tenant_in<'q>(
+    statement: &str,
+    tenant: &'q str,
+    column: &str,
+    chunk: &'q [String],
+    marks: Marks,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments> {
+    let list = placeholder_list(1, chunk.len(), marks);
+    let sql = format!("{statement} WHERE tenant_id = {} AND {column} IN {list}", marks.mark(1));
+    chunk.iter().fold(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant), |query, value| query.bind(value.as_str()))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -12,8 +12,6 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::domain::lifecycle::Transition;
-use crate::store::admission::AdmissionWrite;
-use crate::store::commands::TransitionWrite;
 use crate::store::outbox::NewOutboxMessage;
 
 /// A committed move, as an observer is told of it.
@@ -25,23 +23,6 @@ pub struct CommittedMove<'a> {
     pub trace_parent: Option<&'a str>,
     /// When the move was decided; it was committed just now.
     pub decided_at: OffsetDateTime,
-}
-
-impl<'a> CommittedMove<'a> {
-    pub(crate) fn of(write: &'a TransitionWrite) -> Self {
-        let trace_parent = write.trace_parent.as_deref();
-        Self { command_id: write.command_id, transition: &write.transition, trace_parent, decided_at: write.at }
-    }
-
-    /// An admission's moves, from `received`.
-    pub(crate) fn admitted(write: &'a AdmissionWrite) -> impl Iterator<Item = Self> + 'a {
-        write.moves.iter().map(|(transition, _)| Self {
-            command_id: write.envelope.command_id,
-            transition,
-            trace_parent: write.trace_parent.as_deref(),
-            decided_at: write.at,
-        })
-    }
 }
 
 /// Told of every committed move of this process, after its commit.

@@ -1,5 +1,8 @@
 //! Figures read from the database when `/metrics` is scraped: queue depths and ages, agents by
-//! state, and the Bloodbank command-completeness figures.
+//! state, deliveries in flight and of the last hour, and the Bloodbank command-completeness
+//! figures. Every query reads through an index a range that grows with what is in flight (or
+//! with an hour of traffic), never with the tables' whole history: a scrape costs the same with a
+//! thousand deliveries stored or a million (`SNAPSHOT_QUERIES`, whose plans a test reads).
 
 use time::OffsetDateTime;
 
@@ -12,9 +15,10 @@ pub struct Snapshot {
     pub outbox: Vec<(String, i64, f64)>,
     /// (agent state, agents) for agents that ever moved.
     pub agents: Vec<(String, i64)>,
-    /// (delivery state, deliveries).
+    /// (delivery state, deliveries): those in flight, and those closed within the window.
     pub deliveries: Vec<(String, i64)>,
-    /// Deliveries whose target acknowledged them, that ended with a result, that ended failed.
+    /// Of those, the deliveries whose target acknowledged them, that ended with a result, that
+    /// ended failed.
     pub acked: i64,
     pub results: i64,
     pub errors: i64,
@@ -22,50 +26,62 @@ pub struct Snapshot {
     pub orphaned: i64,
 }
 
+const PENDING: &str = "SELECT kind, COUNT(*) AS n, MIN(created_at) AS oldest FROM outbox WHERE status = 'pending' \
+    GROUP BY kind";
+const AGENTS: &str = "SELECT state, COUNT(*) AS n FROM agents GROUP BY state";
+/// Deliveries in flight, by state (the index on `(state, updated_at)`, one range per state).
+const IN_FLIGHT: &str = "SELECT state, COUNT(*) AS n FROM deliveries \
+    WHERE state IN ('received', 'validated', 'routed', 'delivered', 'executed') GROUP BY state";
+/// Deliveries closed within the window, by outcome.
+const CLOSED: &str = "SELECT outcome, COUNT(*) AS n FROM deliveries WHERE state = 'closed' AND updated_at >= $1 \
+    GROUP BY outcome";
+/// Started commands not heard of since the cutoff (the index on `(state, expires_at)`).
+const ORPHANED: &str = "SELECT COUNT(*) AS n FROM commands c WHERE c.state = 'started' AND c.updated_at <= $1 \
+    AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.command_id = c.command_id \
+    AND d.state IN ('delivered', 'executed'))";
+
+/// Every query a scrape runs, for a test to read their plans.
+pub const SNAPSHOT_QUERIES: [&str; 5] = [PENDING, AGENTS, IN_FLIGHT, CLOSED, ORPHANED];
+
 impl Store {
+    /// The figures at `now`: deliveries closed within `window`, commands orphaned for
+    /// `orphan_after`.
     pub async fn snapshot(
         &self,
         now: OffsetDateTime,
+        window: std::time::Duration,
         orphan_after: std::time::Duration,
     ) -> Result<Snapshot, StoreError> {
         let pool = self.pool();
+        let before = |span: std::time::Duration| to_ms(now) - i64::try_from(span.as_millis()).unwrap_or(i64::MAX);
         let mut snapshot = Snapshot::default();
-        let rows = sqlx::query(
-            "SELECT kind, COUNT(*) AS n, MIN(created_at) AS oldest FROM outbox WHERE status = 'pending' GROUP BY kind",
-        )
-        .fetch_all(pool)
-        .await?;
-        for row in &rows {
+        for row in &sqlx::query(PENDING).fetch_all(pool).await? {
             let age = opt_int(row, "oldest")?.map_or(0.0, |oldest| (to_ms(now) - oldest).max(0) as f64 / 1000.0);
             snapshot.outbox.push((text(row, "kind")?, int(row, "n")?, age));
         }
-        for row in &sqlx::query("SELECT state, COUNT(*) AS n FROM agents GROUP BY state").fetch_all(pool).await? {
+        for row in &sqlx::query(AGENTS).fetch_all(pool).await? {
             snapshot.agents.push((text(row, "state")?, int(row, "n")?));
         }
-        for row in &sqlx::query("SELECT state, COUNT(*) AS n FROM deliveries GROUP BY state").fetch_all(pool).await? {
-            snapshot.deliveries.push((text(row, "state")?, int(row, "n")?));
+        for row in &sqlx::query(IN_FLIGHT).fetch_all(pool).await? {
+            let (state, n) = (text(row, "state")?, int(row, "n")?);
+            if matches!(state.as_str(), "delivered" | "executed") {
+                snapshot.acked += n;
+            }
+            snapshot.deliveries.push((state, n));
         }
-        let row = sqlx::query(
-            "SELECT
-               SUM(CASE WHEN state IN ('delivered', 'executed') OR outcome IS NOT NULL THEN 1 ELSE 0 END) AS acked,
-               SUM(CASE WHEN outcome = 'succeeded' THEN 1 ELSE 0 END) AS results,
-               SUM(CASE WHEN outcome = 'failed' THEN 1 ELSE 0 END) AS errors
-             FROM deliveries",
-        )
-        .fetch_one(pool)
-        .await?;
-        snapshot.acked = opt_int(&row, "acked")?.unwrap_or(0);
-        snapshot.results = opt_int(&row, "results")?.unwrap_or(0);
-        snapshot.errors = opt_int(&row, "errors")?.unwrap_or(0);
-        let cutoff = to_ms(now) - i64::try_from(orphan_after.as_millis()).unwrap_or(i64::MAX);
-        let row = sqlx::query(
-            "SELECT COUNT(*) AS n FROM commands c WHERE c.state = 'started' AND c.updated_at <= $1
-               AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.command_id = c.command_id
-                               AND d.state IN ('delivered', 'executed'))",
-        )
-        .bind(cutoff)
-        .fetch_one(pool)
-        .await?;
+        let mut closed = 0;
+        for row in &sqlx::query(CLOSED).bind(before(window)).fetch_all(pool).await? {
+            let n = int(row, "n")?;
+            // One that ended with a result or an error was acknowledged; one given up was not.
+            match crate::store::rows::opt_text(row, "outcome")?.as_deref() {
+                Some("succeeded") => (snapshot.results, snapshot.acked) = (snapshot.results + n, snapshot.acked + n),
+                Some("failed") => (snapshot.errors, snapshot.acked) = (snapshot.errors + n, snapshot.acked + n),
+                _ => {}
+            }
+            closed += n;
+        }
+        snapshot.deliveries.push(("closed".into(), closed));
+        let row = sqlx::query(ORPHANED).bind(before(orphan_after)).fetch_one(pool).await?;
         snapshot.orphaned = int(&row, "n")?;
         Ok(snapshot)
     }

@@ -15,9 +15,8 @@ use crate::store::dedupe::lock_dedupes;
 use crate::store::deliveries::{DeliveryChange, apply_delivery};
 use crate::store::evidence::append_all;
 use crate::store::inbound::{InboundOutcome, NewInbound, insert_inbound, link_inbound};
-use crate::store::outbox::{NewOutboxMessage, insert_outbox, settle_outbox};
+use crate::store::outbox::{NewOutboxMessage, OutboxSettle, insert_outbox, settle_outbox};
 use crate::store::rows::to_ms;
-use crate::store::signals::CommittedMove;
 use crate::store::{Commands, Tokens};
 
 #[derive(Debug, Clone)]
@@ -44,14 +43,6 @@ pub struct StepWrite {
     /// What becomes of the outbox row the step worked on.
     pub outbox_row: Option<OutboxSettle>,
     pub at: OffsetDateTime,
-}
-
-/// The fate of a claimed outbox row, written with the step that worked on it.
-#[derive(Debug, Clone, PartialEq)]
-pub enum OutboxSettle {
-    Done(Uuid),
-    Retry { id: Uuid, at: OffsetDateTime, error: String },
-    Dead { id: Uuid, error: String },
 }
 
 impl StepWrite {
@@ -99,7 +90,7 @@ pub enum StepOutcome {
 }
 
 /// Records a token's use; `false` when it was used before.
-async fn consume_token(
+pub(crate) async fn consume_token(
     conn: &mut sqlx::AnyConnection,
     token: &ConsumedToken,
     command_id: Option<Uuid>,
@@ -187,7 +178,7 @@ impl Commands<'_> {
             tx.rollback().await?;
             return Ok(StepOutcome::Stale);
         }
-        lock_dedupes(&mut tx, &step.moves).await?;
+        lock_dedupes(&mut tx, step.moves.iter().map(TransitionWrite::ends_in)).await?;
         let evidence_ids = append_all(&mut tx, step.tenant_id.as_str(), &step.evidence, step.at).await?;
         let mut moves = Vec::with_capacity(step.moves.len());
         for write in &step.moves {
@@ -206,7 +197,7 @@ impl Commands<'_> {
             settle_outbox(&mut tx, row, step.at).await?;
         }
         tx.commit().await?;
-        self.store.moved(step.moves.iter().map(CommittedMove::of));
+        self.store.moved(step.moves.iter().map(TransitionWrite::committed));
         self.store.signals().written(step.outbox.iter().chain(step.moves.iter().flat_map(|m| &m.outbox)));
         Ok(StepOutcome::Committed { moves, evidence_ids })
     }

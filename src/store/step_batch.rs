@@ -20,7 +20,6 @@ use crate::store::deliveries::{DeliveryChange, create_deliveries, log_events, up
 use crate::store::evidence::append_by_chain;
 use crate::store::outbox::{NewOutboxMessage, OUTBOX_COLUMNS, OUTBOX_INSERT, outbox_row, settle_outboxes};
 use crate::store::rows::insert_rows;
-use crate::store::signals::CommittedMove;
 use crate::store::{Commands, OutboxSettle, StepOutcome, StepWrite, Store, StoreError};
 
 impl Commands<'_> {
@@ -57,7 +56,7 @@ impl Store {
             tx.rollback().await?;
             return Ok(None);
         }
-        lock_dedupes(&mut tx, steps.iter().flat_map(|step| &step.moves)).await?;
+        lock_dedupes(&mut tx, steps.iter().flat_map(|step| step.moves.iter().map(TransitionWrite::ends_in))).await?;
         let evidence = append_evidence(&mut tx, steps).await?;
         let settled: Vec<_> = steps
             .iter()
@@ -83,7 +82,7 @@ impl Store {
         let written: Vec<&NewOutboxMessage> =
             steps.iter().flat_map(|s| s.outbox.iter().chain(s.moves.iter().flat_map(|m| &m.outbox))).collect();
         self.signals().written(written);
-        self.moved(steps.iter().flat_map(|s| s.moves.iter().map(CommittedMove::of)));
+        self.moved(steps.iter().flat_map(|s| s.moves.iter().map(TransitionWrite::committed)));
         Ok(Some(
             evidence.into_iter().map(|(evidence_ids, moves)| StepOutcome::Committed { moves, evidence_ids }).collect(),
         ))

@@ -27,6 +27,7 @@ async fn run(store: Store, mut jobs: mpsc::Receiver<Job>) {
     while jobs.recv_many(&mut batch, MAX_BATCH).await > 0 {
         let (writes, replies): (Vec<_>, Vec<_>) = batch.drain(..).map(|job| (job.write, job.reply)).unzip();
         let results = store.commands().admit_many(&writes).await;
+        store.observe_admissions(&results);
         for (reply, result) in replies.into_iter().zip(results) {
             // The caller may have gone (a timed-out request); the admission stands either way.
             let _ = reply.send(result);

@@ -1,11 +1,12 @@
 //! Workers: the background loops fed by the database — dispatch and its timers, the outbound
-//! sender, confirmation expiry, clean-up. Each stops when the token is cancelled. Imports every
+//! sender, confirmation expiry, identity lookups, clean-up. Each stops when the token is cancelled. Imports every
 //! layer below it except `http` and `cli`: `domain`, `config`, `store`, `service`, `channels`
 //! (the provider clients) and `executors`.
 
 mod cleanup;
 mod confirmations;
 mod dispatch;
+mod identity;
 mod memory;
 mod outbound;
 pub mod sender;
@@ -76,6 +77,7 @@ pub fn spawn(state: &Services, stopping: CancellationToken) -> Workers {
         Err(error) => tracing::error!(%error, "cannot build the executors: commands stay queued for dispatch"),
     }
     tracker.spawn(dispatch::timers(state.engine.clone(), sweep, stopping.clone()));
+    tracker.spawn(identity::run(state.clone(), poll, stopping.clone()));
     match outbound_sender(state) {
         Ok(Some(sender)) => {
             tracker.spawn(outbound::run(sender, Duration::from_millis(config.outbound.poll_interval_ms), stopping));

@@ -9,7 +9,8 @@ use crate::workers::sender::Sender;
 
 pub(super) async fn run(sender: Sender, every: Duration, stopping: CancellationToken) {
     let draining = stopping.clone();
-    let wakes = vec![sender.engine().store().outbox_signal(crate::store::MESSAGE_KIND)];
+    let store = sender.engine().store();
+    let wakes = [crate::store::MESSAGE_KIND, crate::store::NOTICE_KIND].map(|kind| store.outbox_signal(kind)).to_vec();
     crate::workers::woken_or_periodically(every, stopping, wakes, || async {
         loop {
             match sender.send_due(OffsetDateTime::now_utc()).await {

@@ -10,7 +10,6 @@
 //! window is the batch's send time.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
@@ -28,9 +27,10 @@ use crate::channels::whatsapp::client::whatsapp_body;
 use crate::config::OutboundConfig;
 use crate::domain::retry::RetryPolicy;
 use crate::service::engine::Engine;
+use crate::service::live::Live;
 use crate::service::replies::outgoing::{Outgoing, record, render};
 use crate::service::replies::templates::Templates;
-use crate::store::{ClaimedMessage, MESSAGE_KIND, OutboundRecord, Recorded, StoreError};
+use crate::store::{ClaimedMessage, MESSAGE_KIND, NOTICE_KIND, OutboundRecord, Recorded, StoreError};
 
 /// The providers messages leave through, by channel.
 #[derive(Clone, Debug, Default)]
@@ -80,7 +80,7 @@ impl Providers {
 #[derive(Clone)]
 pub struct Sender {
     engine: Engine,
-    templates: Arc<Templates>,
+    templates: Live<Templates>,
     providers: Providers,
     policy: RetryPolicy,
     lease: Duration,
@@ -88,7 +88,7 @@ pub struct Sender {
 }
 
 impl Sender {
-    pub fn new(engine: Engine, templates: Arc<Templates>, providers: Providers, config: &OutboundConfig) -> Self {
+    pub fn new(engine: Engine, templates: Live<Templates>, providers: Providers, config: &OutboundConfig) -> Self {
         Self {
             engine,
             templates,
@@ -109,10 +109,16 @@ impl Sender {
     }
 
     /// Claims and sends one batch; returns how many were claimed. Messages to one person go in
-    /// order; different people's go at the same time.
+    /// order; different people's go at the same time. Messages to known people go first; notices
+    /// to strangers only fill the room they leave.
     pub async fn send_due(&self, now: OffsetDateTime) -> Result<usize, StoreError> {
         // In the order they were written (the store sorts what it claims).
-        let claimed = self.engine.store().outbox().claim(MESSAGE_KIND, self.batch, self.lease, now).await?;
+        let outbox = self.engine.store().outbox();
+        let mut claimed = outbox.claim(MESSAGE_KIND, self.batch, self.lease, now).await?;
+        let room = self.batch - i64::try_from(claimed.len()).unwrap_or(self.batch);
+        if room > 0 {
+            claimed.extend(outbox.claim(NOTICE_KIND, room, self.lease, now).await?);
+        }
         let count = claimed.len();
         let mut by_person: BTreeMap<String, Vec<ClaimedMessage>> = BTreeMap::new();
         for message in claimed {
@@ -149,12 +155,13 @@ impl Sender {
     /// again later, which is written here).
     async fn send_one(&self, message: &ClaimedMessage) -> Result<Option<Recorded>, StoreError> {
         let now = OffsetDateTime::now_utc();
-        let outgoing = match render(&self.templates, message) {
+        let keyed = self.engine.pseudonymizer();
+        let outgoing = match render(&self.templates.get(), message) {
             Ok(outgoing) => outgoing,
             Err(problem) => {
                 // Nothing to retry: the same row renders the same way next time.
                 tracing::error!(id = %message.id, %problem, "a message cannot be rendered; giving it up");
-                let record = record(&self.engine, message, None, None, &problem, Some(json!({"render": problem})));
+                let record = record(keyed, message, None, None, &problem, Some(json!({"render": problem})));
                 return Ok(Some(give_up(record, &problem)));
             }
         };
@@ -169,7 +176,7 @@ impl Sender {
         match result {
             SendResult::Sent { id } => {
                 count(outgoing.channel.as_str(), "sent");
-                Ok(Some(Recorded::Sent(record(&self.engine, message, Some(&outgoing), Some(id), "sent", None))))
+                Ok(Some(Recorded::Sent(record(keyed, message, Some(&outgoing), Some(id), "sent", None))))
             }
             SendResult::Retry { error, retry_after } => {
                 match self.policy.next_delay(u32::try_from(message.attempt).unwrap_or(u32::MAX), retry_after) {
@@ -184,14 +191,14 @@ impl Sender {
                     }
                     None => {
                         let errors = Some(json!({"last_error": error}));
-                        let record = record(&self.engine, message, Some(&outgoing), None, "attempts_exhausted", errors);
+                        let record = record(keyed, message, Some(&outgoing), None, "attempts_exhausted", errors);
                         Ok(Some(give_up(record, &error)))
                     }
                 }
             }
             SendResult::Refused { status, error } => {
                 let text = format!("{status}: {error}");
-                let record = record(&self.engine, message, Some(&outgoing), None, "refused", Some(error));
+                let record = record(keyed, message, Some(&outgoing), None, "refused", Some(error));
                 Ok(Some(give_up(record, &text)))
             }
         }

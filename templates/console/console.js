@@ -76,15 +76,23 @@
   }
 
   var watched = (document.body.dataset.watch || "").split(" ").filter(Boolean);
-  var source = new EventSource("/v1/events");
-  // The stream starts at the moment it opens: what moved between rendering the page and now (or
-  // while reconnecting) is caught up by rendering the live region once more.
-  source.addEventListener("open", function () { refreshRegion(0); say("live"); });
-  source.addEventListener("error", function () { say("reconnecting…"); });
-  source.addEventListener("transition", function (event) {
-    var data = JSON.parse(event.data);
-    if (mode === "rows") { queueRow(data.command_id); }
-    else if (mode === "watch") { if (watched.indexOf(data.command_id) >= 0) refreshRegion(300); }
-    else { refreshRegion(1500); }
-  });
+  function connect() {
+    var source = new EventSource("/v1/events");
+    // The stream starts at the moment it opens: what moved between rendering the page and now (or
+    // while reconnecting) is caught up by rendering the live region once more.
+    source.addEventListener("open", function () { refreshRegion(0); say("live"); });
+    source.addEventListener("error", function () {
+      say("reconnecting…");
+      // A refusal (too many streams open, 429) or the end of the session closes the stream for
+      // good: the browser does not try again by itself, so the page does, a little later.
+      if (source.readyState === EventSource.CLOSED) setTimeout(connect, 5000);
+    });
+    source.addEventListener("transition", function (event) {
+      var data = JSON.parse(event.data);
+      if (mode === "rows") { queueRow(data.command_id); }
+      else if (mode === "watch") { if (watched.indexOf(data.command_id) >= 0) refreshRegion(300); }
+      else { refreshRegion(1500); }
+    });
+  }
+  connect();
 })();

@@ -29,7 +29,7 @@ fn rank(module: &str) -> Option<u8> {
     LAYERS.iter().find(|(name, _)| *name == module).map(|(_, rank)| *rank)
 }
 
-fn source_files(dir: &Path, found: &mut Vec<PathBuf>) {
+pub(crate) fn source_files(dir: &Path, found: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("src is readable").flatten() {
         let path = entry.path();
         if path.is_dir() {
@@ -40,9 +40,94 @@ fn source_files(dir: &Path, found: &mut Vec<PathBuf>) {
     }
 }
 
-/// A file without its unit tests.
+/// A file without its unit tests: each item under `#[cfg(test)]` (a `mod tests { .. }`, a
+/// `mod tests;`, a helper) is left out, and the file is read on after it.
 fn until_tests(text: &str) -> Vec<&str> {
-    text.split("#[cfg(test)]").next().unwrap_or_default().lines().collect()
+    let lines: Vec<&str> = text.lines().collect();
+    let mut kept = vec![];
+    let mut i = 0;
+    while i < lines.len() {
+        if lines[i].trim() == "#[cfg(test)]" {
+            i = end_of_item(&lines, i + 1) + 1;
+            continue;
+        }
+        kept.push(lines[i]);
+        i += 1;
+    }
+    kept
+}
+
+/// The last line of the item that starts at `start` (its attributes first).
+fn end_of_item(lines: &[&str], start: usize) -> usize {
+    let mut j = start;
+    while j < lines.len() && lines[j].trim_start().starts_with("#[") {
+        j += 1;
+    }
+    let (mut depth, mut opened) = (0i64, false);
+    while j < lines.len() {
+        let code = without_literals(lines[j]);
+        depth += code.matches('{').count() as i64 - code.matches('}').count() as i64;
+        opened |= code.contains('{');
+        if (opened && depth <= 0) || (!opened && code.trim_end().ends_with(';')) {
+            return j;
+        }
+        j += 1;
+    }
+    lines.len().saturating_sub(1)
+}
+
+/// A line without the insides of its string and character literals and its trailing comment,
+/// so that a `"{"` is not taken for a brace.
+fn without_literals(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                while let Some(inner) = chars.next() {
+                    match inner {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '"' => break,
+                        _ => {}
+                    }
+                }
+                out.push_str("\"\"");
+            }
+            '\'' if matches!(chars.clone().nth(1), Some('\'')) || chars.peek() == Some(&'\\') => {
+                // A character literal ('{', '\n'); a lifetime has no closing quote.
+                for inner in chars.by_ref() {
+                    if inner == '\'' {
+                        break;
+                    }
+                }
+            }
+            '/' if chars.peek() == Some(&'/') => break,
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// The files that are unit tests themselves: those a parent declares as `#[cfg(test)] mod x;`.
+fn test_files(files: &[PathBuf]) -> BTreeSet<PathBuf> {
+    let mut found = BTreeSet::new();
+    for file in files {
+        let text = std::fs::read_to_string(file).expect("a source file is text");
+        let lines: Vec<&str> = text.lines().collect();
+        for pair in lines.windows(2).filter(|pair| pair[0].trim() == "#[cfg(test)]") {
+            let Some(name) = pair[1].trim().strip_prefix("mod ").and_then(|rest| rest.strip_suffix(';')) else {
+                continue;
+            };
+            let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+            let dir = file.parent().unwrap_or(Path::new("."));
+            let folder = if matches!(stem, "mod" | "lib" | "main") { dir.to_owned() } else { dir.join(stem) };
+            found.insert(folder.join(format!("{name}.rs")));
+            found.insert(folder.join(name).join("mod.rs"));
+        }
+    }
+    found
 }
 
 /// A file's code without its unit tests and without comments (doc comments name other layers).
@@ -133,8 +218,9 @@ fn long_functions(code: &[&str]) -> Vec<(String, usize)> {
         };
         let (mut depth, mut opened, mut j) = (0i64, false, i);
         while j < code.len() {
-            depth += code[j].matches('{').count() as i64 - code[j].matches('}').count() as i64;
-            opened |= code[j].contains('{');
+            let line = without_literals(code[j]);
+            depth += line.matches('{').count() as i64 - line.matches('}').count() as i64;
+            opened |= line.contains('{');
             if opened && depth <= 0 {
                 break;
             }
@@ -155,7 +241,8 @@ fn every_import_points_down_and_the_rooms_stay_small() {
     source_files(&src, &mut files);
     assert!(files.len() > 50, "the source files were found ({})", files.len());
     let mut broken = vec![];
-    for file in &files {
+    let tests = test_files(&files);
+    for file in files.iter().filter(|file| !tests.contains(*file)) {
         let relative = file.strip_prefix(&src).expect("under src");
         let text = std::fs::read_to_string(file).expect("a source file is text");
         broken.extend(violations(relative, &text));
@@ -190,6 +277,11 @@ fn the_checks_bite_on_code_that_breaks_the_rules() {
     assert_eq!(violations(Path::new("channels/x.rs"), sideways).len(), 1, "channels and executors stay apart");
     let in_tests = "fn f() {}\n#[cfg(test)]\nmod tests { use crate::http::AppState; }\n";
     assert!(violations(Path::new("domain/x.rs"), in_tests).is_empty(), "unit tests may reach anywhere");
+    // An item-level `#[cfg(test)]` leaves out that item only: what follows is still read.
+    let after_tests = "#[cfg(test)]\nfn helper() {\n    let _ = \"{\";\n}\nuse crate::service::ooc::GATEWAY;\n";
+    assert_eq!(violations(Path::new("domain/x.rs"), after_tests).len(), 1, "read past a test item");
+    let braces_in_strings = format!("fn f() {{\n    let _ = \"{{{{\";\n}}\n{}", "fn g() {}\n".repeat(70));
+    assert!(violations(Path::new("service/x.rs"), &braces_in_strings).is_empty(), "a \"{{\" is not a brace");
     let commented = "//! Called by `crate::http` and `crate::workers`.\nfn f() {}\n";
     assert!(violations(Path::new("store/x.rs"), commented).is_empty(), "comments are not imports");
     let io = "fn read() { let _ = std::fs::read(\"x\"); }\n";
@@ -204,4 +296,85 @@ fn the_checks_bite_on_code_that_breaks_the_rules() {
     let big = "const X: u8 = 1;\n".repeat(401);
     assert_eq!(violations(Path::new("service/x.rs"), &big).len(), 1, "a file over 400 lines");
     assert_eq!(violations(Path::new("api/x.rs"), "fn f() {}\n").len(), 1, "an unknown top-level module");
+}
+
+/// The modules directly inside `layer` (its files and folders, `mod.rs` aside) and, for each, the
+/// others it names (`crate::layer::x`, or `super::x` from a file directly in the layer's folder).
+fn modules_inside(src: &Path, layer: &str) -> std::collections::BTreeMap<String, BTreeSet<String>> {
+    let folder = src.join(layer);
+    let names: BTreeSet<String> = std::fs::read_dir(&folder)
+        .expect("a layer folder")
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let module = name.strip_suffix(".rs").map(str::to_owned).or_else(|| e.path().is_dir().then_some(name));
+            module.filter(|m| m != "mod")
+        })
+        .collect();
+    let mut edges = std::collections::BTreeMap::new();
+    for name in &names {
+        let (file, dir) = (folder.join(format!("{name}.rs")), folder.join(name));
+        let mut files = vec![];
+        if file.is_file() {
+            files.push(file);
+        } else {
+            source_files(&dir, &mut files);
+        }
+        let mut named = BTreeSet::new();
+        for path in files.iter().filter(|p| !p.ends_with("tests.rs")) {
+            let text = std::fs::read_to_string(path).expect("source");
+            let code = code_of(&text).join("\n");
+            let mut words: Vec<String> = vec![];
+            for (at, _) in code.match_indices(&format!("crate::{layer}::")) {
+                words.extend(first_word(&code[at + layer.len() + 9..]));
+            }
+            if path.parent() == Some(folder.as_path()) {
+                words.extend(code.match_indices("super::").filter_map(|(at, _)| first_word(&code[at + 7..])));
+            }
+            named.extend(words.into_iter().filter(|w| w != name && names.contains(w)));
+        }
+        edges.insert(name.clone(), named);
+    }
+    edges
+}
+
+/// A cycle among `edges`, if there is one (as the modules on it).
+fn a_cycle(edges: &std::collections::BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        at: &str,
+        edges: &std::collections::BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(start) = path.iter().position(|p| p == at) {
+            return Some(path[start..].to_vec());
+        }
+        if !done.insert(at.to_owned()) {
+            return None;
+        }
+        path.push(at.to_owned());
+        let found = edges.get(at).into_iter().flatten().find_map(|next| visit(next, edges, path, done));
+        path.pop();
+        found
+    }
+    let mut done = BTreeSet::new();
+    edges.keys().find_map(|start| visit(start, edges, &mut vec![], &mut done))
+}
+
+/// Inside each layer the modules import one another in one direction: a reader can read them in
+/// an order, each using only those before it (issue 27.12).
+#[test]
+fn inside_each_layer_the_modules_have_an_order() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut circles = vec![];
+    for (layer, _) in LAYERS {
+        if let Some(cycle) = a_cycle(&modules_inside(&src, layer)) {
+            circles.push(format!("{layer}: {}", cycle.join(" -> ")));
+        }
+    }
+    assert!(circles.is_empty(), "modules that import each other: {circles:?}");
+    let mut looped = std::collections::BTreeMap::new();
+    looped.insert("a".to_owned(), BTreeSet::from(["b".to_owned()]));
+    looped.insert("b".to_owned(), BTreeSet::from(["a".to_owned()]));
+    assert!(a_cycle(&looped).is_some(), "the check bites on a circle");
 }

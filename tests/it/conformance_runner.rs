@@ -60,7 +60,11 @@ fn a_broken_scenario_fails_naming_the_step_and_the_difference() {
     let broken = good.replace("\"executions\": 1", "\"executions\": 2");
     assert_ne!(broken, good);
     std::fs::write(dir.path().join("b-broken.json"), broken).expect("write");
-    std::fs::write(dir.path().join("c-unreadable.json"), "{\"summary\": \"no steps\", \"covers\": []}").expect("write");
+    std::fs::write(
+        dir.path().join("c-unreadable.json"),
+        "{\"summary\": \"no steps\", \"clause\": \"SMCL §XI.1: x\", \"covers\": []}",
+    )
+    .expect("write");
     // A misspelt key is refused, not skipped: a check nobody runs cannot fail.
     let misspelt = good.replacen("\"expect\"", "\"expext\"", 1);
     std::fs::write(dir.path().join("d-misspelt.json"), misspelt).expect("write");

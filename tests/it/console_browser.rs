@@ -17,7 +17,7 @@ use crate::conformance::{drive, path_to};
 use crate::fake_graph::FakeServer;
 use crate::helpers::{CUSTOMER, Meta, TestApp, TestDb, refund, spawn_app_with, tenant};
 
-const SCOPES: &str = "commands:read recovery:write audit:read agents:read agents:write";
+const SCOPES: &str = "commands:read recovery:write audit:read agents:read agents:admin";
 
 fn succeeded() -> Value {
     json!({"status": "succeeded", "result": {"state": "shipped"}})
@@ -57,6 +57,7 @@ async fn an_operator_finds_and_fixes_commands_in_the_console() {
     audit_and_overview(&mut browser, &app).await;
     another_tenants_command_is_not_found(&browser, &app, &db).await;
     on_a_phone(&mut browser, &app).await;
+    works_under_its_content_security_policy(&mut browser, &app).await;
     sign_out(&mut browser, &app, &cookie).await;
     browser.close().await;
     app.stop().await.expect("stop");
@@ -79,13 +80,7 @@ async fn sign_in(browser: &mut Browser, app: &TestApp, token: &str) -> String {
     assert_eq!(cookie.same_site(), Some(cookie::SameSite::Strict), "no other site sends it");
     assert_ne!(cookie.secure(), Some(true), "plain http here: a Secure cookie would not come back");
     // Behind https (a proxy says so) the cookie is Secure; it never outlives the token (10 min).
-    let response = plain_client()
-        .post(app.url("/console/sign-in"))
-        .header("x-forwarded-proto", "https")
-        .form(&[("token", token)])
-        .send()
-        .await
-        .expect("sign in");
+    let response = crate::helpers::console_sign_in(app, token, &[("x-forwarded-proto", "https")]).await;
     let set_cookie = response.headers()["set-cookie"].to_str().expect("ascii").to_owned();
     let parsed = cookie::Cookie::parse(set_cookie.clone()).expect("a cookie");
     assert_eq!((parsed.secure(), parsed.http_only()), (Some(true), Some(true)), "{set_cookie}");
@@ -270,6 +265,40 @@ async fn on_a_phone(browser: &mut Browser, app: &TestApp) {
     assert_eq!(overflow.expect("script"), json!(true), "nothing runs off a phone's screen");
     browser.screenshot("phone-commands").await;
     browser.client.set_window_size(1280, 1000).await.expect("desktop size");
+}
+
+/// Issue 27.8: the pages carry a Content-Security-Policy that allows only the gateway's own script
+/// and stylesheet and no framing; under it the console's stylesheet and script work, the step-up
+/// page's too, and the browser refuses to show a console page in a frame.
+async fn works_under_its_content_security_policy(browser: &mut Browser, app: &TestApp) {
+    browser.goto(&app.url("/console/commands")).await;
+    browser.wait_text("#live-status", "the event stream", |t| t == "live").await;
+    let js = |script: &'static str| browser.client.execute(script, vec![]);
+    let styled = js("return getComputedStyle(document.querySelector('.top')).backgroundColor").await;
+    assert_eq!(styled.expect("script"), json!("rgb(16, 42, 67)"), "the stylesheet applies");
+    browser.no_script_error().await;
+    // Another site (another port) that frames the console: the browser shows an error page in
+    // the frame, not the console (the session cookie would be sent: same host).
+    let framing = axum::Router::new().route(
+        "/",
+        axum::routing::get(move |axum::extract::State(target): axum::extract::State<String>| async move {
+            axum::response::Html(format!("<!doctype html><iframe src=\"{target}\" width=800 height=600></iframe>"))
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("port");
+    let elsewhere = format!("http://{}/", listener.local_addr().expect("address"));
+    let framing = framing.with_state(app.url("/console/commands"));
+    let site = tokio::spawn(async move { axum::serve(listener, framing).await });
+    browser.goto(&elsewhere).await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    browser.client.enter_frame(0).await.expect("the frame");
+    let shown = browser.client.find_all(fantoccini::Locator::Css("main")).await.expect("find");
+    browser.client.enter_parent_frame().await.expect("back");
+    assert!(shown.is_empty(), "the browser shows no console page in another site's frame");
+    site.abort();
+    browser.goto(&app.url("/step-up?command=none&nonce=none")).await;
+    let width = js("return getComputedStyle(document.body).maxWidth").await;
+    assert_eq!(width.expect("script"), json!("544px"), "the step-up page's own stylesheet applies");
 }
 
 /// Signing out ends the session on the server: the old cookie opens nothing, not even the stream.

@@ -15,6 +15,10 @@ use crate::helpers::{Backend, CUSTOMER, Meta, TestApp, TestDb, spawn_app_with};
 
 const AMQP_ENV: &str = "CHATGATE_TEST_AMQP_URL";
 
+/// The broker is shared by the tests of one run and one of them stops it: that one holds the lock
+/// alone, every other test that talks to the broker holds it shared.
+pub static BROKER: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
 fn rabbitmqctl(args: &[&str]) {
     let status = std::process::Command::new("rabbitmqctl").args(args).stdout(std::process::Stdio::null()).status();
     assert!(status.is_ok_and(|s| s.success()), "rabbitmqctl {args:?}");
@@ -154,6 +158,7 @@ async fn commands_round_trip_over_rabbitmq_and_survive_a_broker_restart() {
         eprintln!("skipped: {AMQP_ENV} is not set");
         return;
     };
+    let _alone = BROKER.write().await;
     let db = TestDb::new(Backend::Sqlite).await.expect("sqlite");
     let rig = Rig::start(&db, &url).await;
     rig.round_trip(&db).await;
@@ -184,6 +189,7 @@ async fn a_bloodbank_agent_is_understood_on_postgres_too() {
         eprintln!("skipped: {AMQP_ENV} or the PostgreSQL URL is not set");
         return;
     };
+    let _shared = BROKER.read().await;
     let rig = Rig::start(&db, &url).await;
     rig.round_trip(&db).await;
     rig.stop().await;

@@ -15,7 +15,7 @@ const READ_FAILS: &[Event] = &[Event::SubmitForAuthorization, Event::Allow, Even
 
 on_both_backends!(bulk_recovery_acts_once_per_key_on_the_filtered_failures_and_sums_up);
 
-const SCOPES: &str = "commands:read recovery:write audit:read agents:read agents:write";
+const SCOPES: &str = "commands:read recovery:write audit:read agents:read agents:admin";
 
 async fn bulk(app: &TestApp, token: &str, key: Option<&str>, body: &Value) -> (StatusCode, Value) {
     let mut request = app.client.post(app.url("/v1/recovery/bulk")).bearer_auth(token).json(body);
@@ -115,7 +115,7 @@ fn plain() -> reqwest::Client {
 
 /// Signs in with `token`; the session cookie's value.
 async fn session(app: &TestApp, token: &str) -> String {
-    let response = plain().post(app.url("/console/sign-in")).form(&[("token", token)]).send().await.expect("sign in");
+    let response = crate::helpers::console_sign_in(app, token, &[]).await;
     assert_eq!(response.status(), StatusCode::SEE_OTHER);
     let set = response.headers()["set-cookie"].to_str().expect("ascii").to_owned();
     let cookie = cookie::Cookie::parse(set.clone()).expect("cookie");
@@ -150,8 +150,10 @@ fn csrf_of(html: &str) -> String {
 async fn console_sessions_forms_scopes_and_tenants_hold_over_http() {
     let db = TestDb::sqlite().await;
     let app = spawn_app_with(&db, db.config.clone()).await;
-    let bad = plain().post(app.url("/console/sign-in")).form(&[("token", "nope")]).send().await.expect("sign in");
-    assert_eq!((bad.status(), bad.headers().get("set-cookie")), (StatusCode::UNAUTHORIZED, None));
+    let bad = crate::helpers::console_sign_in(&app, "nope", &[]).await;
+    let sets_session =
+        bad.headers().get_all("set-cookie").iter().any(|c| c.as_bytes().starts_with(b"chatgate_session"));
+    assert_eq!((bad.status(), sets_session), (StatusCode::UNAUTHORIZED, false));
     let cookie = session(&app, &api_token(&db, "demo", "ops-1", SCOPES)).await;
     let (status, html) = page(&app, &cookie, "/console/agents").await;
     assert_eq!(status, StatusCode::OK);
@@ -220,16 +222,68 @@ async fn the_audit_page_names_the_first_broken_link() {
     let app = spawn_app_with(&db, db.config.clone()).await;
     let cookie = session(&app, &api_token(&db, "demo", "ops-1", SCOPES)).await;
     let (_, intact) = page(&app, &cookie, "/console/audit?verify=1").await;
-    assert!(intact.contains("Intact: 7 artifacts checked"), "{intact}");
-
     let mut conn = db.raw().await;
+    // The chain holds the directory file's changes (the gateway applied it on start) and the refund's.
+    let (count, executed): (i64, i64) = sqlx::query_as(
+        "SELECT COUNT(*), MAX(CASE WHEN body LIKE '%\"executed\"%' THEN seq END) FROM evidence WHERE chain_id = 'demo'",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .expect("the chain");
+    assert!(intact.contains(&format!("Intact: {count} artifacts checked")), "{intact}");
+
     conn.execute("DROP TRIGGER evidence_no_update").await.expect("drop guard");
-    conn.execute("UPDATE evidence SET body = REPLACE(body, '\"executed\"', '\"failed\"') WHERE seq = 7")
-        .await
-        .expect("tamper");
+    let tamper =
+        format!("UPDATE evidence SET body = REPLACE(body, '\"executed\"', '\"failed\"') WHERE seq = {executed}");
+    conn.execute(sqlx::AssertSqlSafe(tamper)).await.expect("tamper");
     let (status, broken) = page(&app, &cookie, "/console/audit?verify=1").await;
     assert_eq!(status, StatusCode::OK);
-    assert!(broken.contains("Broken: the first link that does not hold") && broken.contains("(#7)"), "{broken}");
+    let link = format!("(#{executed})");
+    assert!(broken.contains("Broken: the first link that does not hold") && broken.contains(&link), "{broken}");
     assert!(broken.contains("altered"), "{broken}");
+    app.stop().await.expect("stop");
+}
+
+/// Issue 27.10b: a sign-in comes from this console's own form (a page on another site cannot sign
+/// a victim's browser into the attacker's tenant: login CSRF), within the client address's budget
+/// of attempts, and an operator keeps a bounded number of sessions (the oldest end).
+#[tokio::test]
+async fn sign_in_comes_from_its_own_form_within_a_budget_and_sessions_are_bounded() {
+    let db = TestDb::sqlite().await;
+    let mut config = db.config.clone();
+    config.rate_limits.sign_in = chatgate::config::Rate { per_minute: 1, burst: 8 };
+    config.console.max_sessions_per_operator = 3;
+    let app = spawn_app_with(&db, config).await;
+    let token = api_token(&db, "demo", "ops-1", SCOPES);
+    // Another site's page posts the attacker's token: no form cookie, or a field of its own.
+    let forged = plain().post(app.url("/console/sign-in")).form(&[("token", token.as_str())]).send().await;
+    let forged = forged.expect("sign in");
+    assert_eq!(forged.status(), StatusCode::FORBIDDEN);
+    assert!(!forged.headers().get_all("set-cookie").iter().any(|c| c.as_bytes().starts_with(b"chatgate_session")));
+    let guessed = plain()
+        .post(app.url("/console/sign-in"))
+        .header("cookie", "chatgate_sign_in=chosen-by-the-attacker")
+        .form(&[("token", token.as_str()), ("sign_in", "something-else")])
+        .send()
+        .await
+        .expect("sign in");
+    assert_eq!(guessed.status(), StatusCode::FORBIDDEN);
+    assert_eq!(db.count("SELECT COUNT(*) FROM console_sessions WHERE subject = $1", "ops-1").await, 0);
+
+    // Five sign-ins of one operator: three sessions stay, the oldest cookies open nothing.
+    let mut cookies = vec![];
+    for _ in 0..5 {
+        cookies.push(session(&app, &token).await);
+    }
+    assert_eq!(db.count("SELECT COUNT(*) FROM console_sessions WHERE subject = $1", "ops-1").await, 3);
+    assert_eq!(page(&app, &cookies[0], "/console/commands").await.0, StatusCode::SEE_OTHER, "the oldest ended");
+    assert_eq!(page(&app, &cookies[4], "/console/commands").await.0, StatusCode::OK, "the newest stands");
+
+    // Eight attempts from this address were allowed (two forged, five sign-ins, this one); the
+    // next is refused with when to come back, before any token is looked at.
+    assert_eq!(crate::helpers::console_sign_in(&app, "nope", &[]).await.status(), StatusCode::UNAUTHORIZED);
+    let refused = crate::helpers::console_sign_in(&app, &token, &[]).await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(refused.headers().contains_key("retry-after"));
     app.stop().await.expect("stop");
 }

@@ -26,19 +26,19 @@ on_both_backends!(
     a_read_only_command_is_answered_without_a_prompt,
 );
 
-struct Chat<'a> {
+pub(crate) struct Chat<'a> {
     db: &'a TestDb,
     graph: FakeGraph,
-    app: TestApp,
+    pub(crate) app: TestApp,
     seen: usize,
 }
 
 impl<'a> Chat<'a> {
-    async fn start(db: &'a TestDb) -> Self {
+    pub(crate) async fn start(db: &'a TestDb) -> Self {
         Self::start_with(db, |_| {}).await
     }
 
-    async fn start_with(db: &'a TestDb, tweak: impl FnOnce(&mut chatgate::config::Config)) -> Self {
+    pub(crate) async fn start_with(db: &'a TestDb, tweak: impl FnOnce(&mut chatgate::config::Config)) -> Self {
         let graph = FakeGraph::start().await;
         let mut config = sending_through(&db.config, &graph);
         tweak(&mut config);
@@ -46,21 +46,21 @@ impl<'a> Chat<'a> {
         Self { db, graph, app, seen: 0 }
     }
 
-    fn meta(&self) -> Meta<'_> {
+    pub(crate) fn meta(&self) -> Meta<'_> {
         Meta::new(&self.app, self.db)
     }
 
-    async fn says(&self, id: &str, from: &str, text: &str) {
+    pub(crate) async fn says(&self, id: &str, from: &str, text: &str) {
         assert_eq!(self.meta().text(id, from, text).await.status(), 200);
     }
 
-    async fn taps(&self, id: &str, from: &str, button_id: &str) {
+    pub(crate) async fn taps(&self, id: &str, from: &str, button_id: &str) {
         let tap = simulate::button_reply(id, from, button_id, "Yes");
         assert_eq!(self.meta().post(&simulate::notification(DEMO_NUMBER, vec![tap], vec![])).await.status(), 200);
     }
 
     /// The next message sent to a person: (recipient, text, whole body).
-    async fn next_reply(&mut self) -> (String, String, Value) {
+    pub(crate) async fn next_reply(&mut self) -> (String, String, Value) {
         let requests = self.graph.wait_for(self.seen + 1, Duration::from_secs(20)).await;
         let body = requests[self.seen].body.clone();
         self.seen += 1;
@@ -68,13 +68,13 @@ impl<'a> Chat<'a> {
     }
 
     /// No further message is sent.
-    async fn nothing_more(&self) {
+    pub(crate) async fn nothing_more(&self) {
         self.graph.exactly(self.seen).await;
     }
 
     /// Asks for a refund and returns its command id and the prompt's code and nonce, as the
     /// person sees them.
-    async fn refund_prompted(&mut self, id: &str, text: &str) -> (Uuid, String, String) {
+    pub(crate) async fn refund_prompted(&mut self, id: &str, text: &str) -> (Uuid, String, String) {
         self.says(id, CUSTOMER, text).await;
         let (to, prompt, body) = self.next_reply().await;
         assert_eq!(to, CUSTOMER);
@@ -86,22 +86,22 @@ impl<'a> Chat<'a> {
         (self.command_of(id).await, code, nonce)
     }
 
-    async fn command_of(&self, message_id: &str) -> Uuid {
+    pub(crate) async fn command_of(&self, message_id: &str) -> Uuid {
         crate::helpers::command_of_message(self.db, message_id).await
     }
 
-    async fn state(&self, command_id: Uuid) -> (String, Option<String>) {
+    pub(crate) async fn state(&self, command_id: Uuid) -> (String, Option<String>) {
         let command = self.db.store.commands().get(&tenant("demo"), command_id).await.expect("read").expect("command");
         (command.lifecycle.state.to_string(), command.reason_code)
     }
 
-    async fn events(&self, command_id: Uuid) -> Vec<String> {
+    pub(crate) async fn events(&self, command_id: Uuid) -> Vec<String> {
         let moves = self.db.store.commands().transitions(command_id).await.expect("transitions");
         moves.iter().map(|m| m.event.to_string()).collect()
     }
 
     /// The `command.confirmation.answered` artifacts: (outcome, reason, from).
-    async fn answers(&self) -> Vec<(String, String, String)> {
+    pub(crate) async fn answers(&self) -> Vec<(String, String, String)> {
         let mut conn = self.db.raw().await;
         let rows = sqlx::query("SELECT body FROM evidence WHERE kind = $1 ORDER BY seq")
             .bind("command.confirmation.answered")
@@ -123,7 +123,7 @@ impl<'a> Chat<'a> {
         crate::helpers::settled(self.db, command_id).await
     }
 
-    async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.app.stop().await.expect("stop");
     }
 }
@@ -251,13 +251,18 @@ async fn another_person_cannot_confirm_and_is_recorded(db: &TestDb) {
     let (to, text, _) = chat.next_reply().await;
     assert_eq!(to, ADMIN);
     assert!(text.contains("don't know that confirmation code"), "nothing said about whose it is: {text}");
+    // Exactly what a made-up code gets: no reference, nothing that tells the code exists.
+    chat.says("wamid.W2b", ADMIN, "YES QQQQQQ").await;
+    let (_, made_up, _) = chat.next_reply().await;
+    assert_eq!(text, made_up, "someone else's code is answered as a made-up one");
     chat.taps("wamid.W3", ADMIN, &format!("cg:yes:{nonce}")).await;
     chat.next_reply().await;
     assert_eq!(chat.state(id).await.0, "confirmation_required", "confirms nothing");
     let admin = db.engine.pseudonym(ADMIN);
     let answers = chat.answers().await;
-    assert_eq!(answers.len(), 2);
-    assert!(answers.iter().all(|a| (a.0.as_str(), a.1.as_str(), &a.2) == ("wrong_actor", "wrong_actor", &admin)));
+    let theirs: Vec<_> = answers.iter().filter(|a| a.1 != "unknown_confirmation").collect();
+    assert_eq!((answers.len(), theirs.len()), (3, 2));
+    assert!(theirs.iter().all(|a| (a.0.as_str(), a.1.as_str(), &a.2) == ("wrong_actor", "wrong_actor", &admin)));
 
     // The person who was asked still can.
     chat.says("wamid.W4", CUSTOMER, &format!("YES {code}")).await;

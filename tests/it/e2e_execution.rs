@@ -547,7 +547,7 @@ mod agents {
         config.outbound.poll_interval_ms = 20;
         config.outbound.confirmation_sweep_ms = 50;
         let app = spawn_app_with(db, config).await;
-        let (writer, reader) = (token(db, "agents:write"), token(db, "agents:read"));
+        let (writer, reader) = (token(db, "agents:admin"), token(db, "agents:read"));
         assert_eq!(post(&app, &reader, "/v1/agents/orders/pause").await.0, StatusCode::FORBIDDEN);
         assert_eq!(post(&app, &writer, "/v1/agents/nobody/pause").await.0, StatusCode::NOT_FOUND);
         let (status, body) = post(&app, &writer, "/v1/agents/orders/pause").await;

@@ -488,7 +488,7 @@ async fn an_agent_move_is_checked_again_when_it_runs(db: &TestDb) {
     // paused.
     let prompt = chat.ask(ADMIN, "pause orders").await;
     assert!(prompt.contains("YES "), "{prompt}");
-    let token = api_token(db, "demo", "ops-1", "agents:write");
+    let token = api_token(db, "demo", "ops-1", "agents:admin");
     let paused = chat.app.client.post(chat.app.url("/v1/agents/orders/pause")).bearer_auth(&token).send().await;
     assert_eq!(paused.expect("pause").status(), StatusCode::OK);
     chat.ask(ADMIN, &format!("YES {}", code_in(&prompt))).await;

@@ -347,7 +347,7 @@ async fn the_metrics_scrape_parses_as_prometheus_text() {
 }
 
 /// Reads an SSE response until `n` events came (or the deadline passes): (id, data) pairs.
-async fn read_events(response: &mut reqwest::Response, n: usize) -> Vec<(i64, Value)> {
+pub(crate) async fn read_events(response: &mut reqwest::Response, n: usize) -> Vec<(i64, Value)> {
     let mut buffer = String::new();
     let mut events = vec![];
     let deadline = std::time::Instant::now() + Duration::from_secs(10);

@@ -19,7 +19,7 @@ on_both_backends!(
 
 /// The real routes plus one that takes `delay` to answer.
 fn with_slow_route(delay: Duration) -> axum::Router<chatgate::http::AppState> {
-    chatgate::http::routes::router(&chatgate::config::Config::default()).route(
+    chatgate::http::server::routes(&chatgate::config::Config::default()).route(
         "/test/slow",
         get(move || async move {
             tokio::time::sleep(delay).await;

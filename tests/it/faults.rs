@@ -43,6 +43,14 @@ impl SmallDisk {
         let _ = file.sync_all();
     }
 
+    /// Fills the disk, then gives `kilobytes` back: room for a small write, not for a big one.
+    fn fill_leaving(&self, kilobytes: u64) {
+        self.fill();
+        let file = std::fs::OpenOptions::new().write(true).open(self.filler()).expect("filler");
+        let size = file.metadata().expect("size").len();
+        file.set_len(size.saturating_sub(kilobytes * 1024)).expect("shrink the filler");
+    }
+
     fn free(&self) {
         std::fs::remove_file(self.filler()).expect("remove filler");
     }
@@ -74,14 +82,21 @@ async fn post_until(app: &TestApp, db: &TestDb, tag: &str, wanted: StatusCode, w
     seen
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_recovers_from_a_full_disk_by_itself() {
-    let Some(disk) = SmallDisk::mount(16) else { return };
+/// A gateway whose SQLite database is on a 16 MB disk of its own, which took a first webhook;
+/// `None` where no disk can be mounted.
+async fn gateway_on_a_small_disk() -> Option<(SmallDisk, TestDb, TestApp)> {
+    let disk = SmallDisk::mount(16)?;
     let url = format!("sqlite://{}", disk.path.join("chatgate.db").display());
     let tweak = |c: &mut chatgate::config::Config| c.storage.database_url = chatgate::config::DatabaseUrl::new(url);
     let db = TestDb::new_with(Backend::Sqlite, tweak).await.expect("sqlite");
     let app = spawn_app_with(&db, db.config.clone()).await;
     assert_eq!(post_until(&app, &db, "A", StatusCode::OK, Duration::ZERO).await, [StatusCode::OK]);
+    Some((disk, db, app))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_recovers_from_a_full_disk_by_itself() {
+    let Some((disk, db, app)) = gateway_on_a_small_disk().await else { return };
 
     disk.fill();
     let full = post_until(&app, &db, "F", StatusCode::OK, Duration::from_secs(2)).await;
@@ -96,6 +111,35 @@ async fn sqlite_recovers_from_a_full_disk_by_itself() {
     let last = db.store.commands().list(&crate::helpers::tenant("demo"), &newest).await.expect("read");
     let id = last[0].envelope.command_id;
     assert_eq!(crate::helpers::settled(&db, id).await, "executed", "the dispatcher works again");
+    app.stop().await.expect("stop");
+}
+
+/// Issue 27.3: `/readyz` is not ready while the gateway cannot store what it would acknowledge,
+/// probe after probe (spaced past the store's half-second breaker, which hid it before), and is
+/// ready again by itself once space is back, with no webhook needed to find out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_fails_for_as_long_as_the_disk_is_full() {
+    let Some((disk, db, app)) = gateway_on_a_small_disk().await else { return };
+    assert_eq!(status_of(&app, "/readyz").await, StatusCode::OK);
+
+    // Room for the one page a small write needs, not for an admission.
+    disk.fill_leaving(48);
+    let full = post_until(&app, &db, "F", StatusCode::OK, Duration::from_secs(1)).await;
+    assert!(full.iter().all(|s| *s == StatusCode::SERVICE_UNAVAILABLE), "a full disk is 503 (retry): {full:?}");
+    let mut probes = vec![];
+    for _ in 0..8 {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        probes.push(status_of(&app, "/readyz").await);
+    }
+    assert!(probes.iter().all(|s| *s == StatusCode::SERVICE_UNAVAILABLE), "not ready while full: {probes:?}");
+
+    disk.free();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while status_of(&app, "/readyz").await != StatusCode::OK {
+        assert!(Instant::now() < deadline, "ready again once space is back, without traffic");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(post_until(&app, &db, "B", StatusCode::OK, Duration::from_secs(5)).await.last(), Some(&StatusCode::OK));
     app.stop().await.expect("stop");
 }
 

@@ -127,6 +127,8 @@ impl TestDb {
         config.server.listen = "127.0.0.1:0".into();
         // Tests send bursts from one actor; the rate-limit tests set their own limits.
         config.rate_limits.actor = chatgate::config::Rate { per_minute: 60_000, burst: 10_000 };
+        // Tests sign in to the console often, all from 127.0.0.1.
+        config.rate_limits.sign_in = chatgate::config::Rate { per_minute: 60_000, burst: 10_000 };
         tweak(&mut config);
         let store = Store::connect(&config.storage).await.expect("test database opens");
         store.migrate().await.expect("migrations apply");
@@ -256,7 +258,7 @@ pub async fn spawn_app(db: &TestDb) -> TestApp {
 }
 
 pub async fn spawn_app_with(db: &TestDb, config: Config) -> TestApp {
-    let routes = chatgate::http::routes::router(&config);
+    let routes = chatgate::http::server::routes(&config);
     spawn_app_with_routes(db, config, routes).await
 }
 
@@ -264,7 +266,7 @@ pub async fn spawn_app_with(db: &TestDb, config: Config) -> TestApp {
 /// the one it had), as a restarted process would open.
 pub async fn respawn_app_with(config: Config) -> TestApp {
     let store = Store::connect(&config.storage).await.expect("the database opens again");
-    let routes = chatgate::http::routes::router(&config);
+    let routes = chatgate::http::server::routes(&config);
     spawn_on(store, config, routes).await
 }
 
@@ -275,14 +277,62 @@ pub async fn spawn_app_with_routes(db: &TestDb, config: Config, routes: axum::Ro
 
 /// The real application with a registry of the test's own.
 pub async fn spawn_app_with_registry(db: &TestDb, config: Config, commands: &str) -> TestApp {
-    let settings = chatgate::service::Settings::with_registry(config, commands).expect("the test registry");
-    let routes = chatgate::http::routes::router(&settings.config);
+    let settings = chatgate::service::Settings::with_files(config, commands, &test_directory()).expect("registry");
+    let routes = chatgate::http::server::routes(&settings.config);
     spawn_settings(db.store.clone(), settings, routes).await
 }
 
-async fn spawn_on(store: Store, config: Config, routes: axum::Router<AppState>) -> TestApp {
-    let settings = chatgate::service::Settings::with_shipped_registry(config).expect("shipped registry");
+/// The real application with a registry and a directory file of the test's own.
+pub async fn spawn_app_with_files(db: &TestDb, config: Config, commands: &str, directory: &str) -> TestApp {
+    let settings = chatgate::service::Settings::with_files(config, commands, directory).expect("settings");
+    let routes = chatgate::http::server::routes(&settings.config);
+    spawn_settings(db.store.clone(), settings, routes).await
+}
+
+/// The real application with settings of the test's own (read from a folder, say).
+pub async fn spawn_app_with_settings(db: &TestDb, settings: chatgate::service::Settings) -> TestApp {
+    let routes = chatgate::http::server::routes(&settings.config);
+    spawn_settings(db.store.clone(), settings, routes).await
+}
+
+/// `spawn_app_with_files` as a restarted process would run it: a store of its own.
+pub async fn respawn_app_with_files(config: Config, commands: &str, directory: &str) -> TestApp {
+    let store = Store::connect(&config.storage).await.expect("the database opens again");
+    let settings = chatgate::service::Settings::with_files(config, commands, directory).expect("settings");
+    let routes = chatgate::http::server::routes(&settings.config);
     spawn_settings(store, settings, routes).await
+}
+
+async fn spawn_on(store: Store, config: Config, routes: axum::Router<AppState>) -> TestApp {
+    spawn_settings(store, test_settings(config), routes).await
+}
+
+/// The tests' second tenant: another shop on another number, with a customer and an operator of
+/// its own, so that isolation is tested between two tenants the gateway serves.
+pub const OTHER_TENANT: &str = r#"
+[tenants.other]
+display_name = "Other Shop"
+phone_number_ids = ["100000000000009"]
+locale = "en"
+
+[tenants.other.roles]
+customer = ["orders:read", "orders:refund"]
+operator = ["commands:read", "recovery:write", "agents:read", "agents:write"]
+
+[tenants.other.actors.15550000009]
+name = "Other's operator"
+roles = ["customer", "operator"]
+"#;
+
+/// The shipped directory and the tests' second tenant.
+pub fn test_directory() -> String {
+    format!("{}\n{OTHER_TENANT}", chatgate::config::SHIPPED_DIRECTORY)
+}
+
+/// The settings the test gateways run with: the shipped registry, the test directory.
+pub fn test_settings(config: Config) -> chatgate::service::Settings {
+    let commands = chatgate::config::SHIPPED_COMMANDS;
+    chatgate::service::Settings::with_files(config, commands, &test_directory()).expect("test settings")
 }
 
 async fn spawn_settings(
@@ -294,6 +344,7 @@ async fn spawn_settings(
     let addr = listener.local_addr().expect("bound address");
     let (stop, stopped) = oneshot::channel::<()>();
     let state = AppState::new(settings, store);
+    state.services.prepare(time::OffsetDateTime::now_utc()).await.expect("the directory file is applied");
     let app = chatgate::http::server::with_layers(routes, state.clone());
     let task = tokio::spawn(run_router(listener, app, state, async move {
         let _ = stopped.await;
@@ -390,7 +441,7 @@ pub fn standard_signature(secret: &str, id: &str, timestamp: i64, body: &str) ->
 /// An API token the test configuration's demo issuer signs: `subject` in `tenant`, with `scope`
 /// (space-separated), valid for ten minutes.
 pub fn api_token(db: &TestDb, tenant: &str, subject: &str, scope: &str) -> String {
-    let settings = chatgate::service::Settings::with_shipped_registry(db.config.clone()).expect("settings");
+    let settings = test_settings(db.config.clone());
     let ten_minutes = Duration::from_secs(600);
     let now = time::OffsetDateTime::now_utc();
     chatgate::service::security::mint::api_token(
@@ -403,4 +454,25 @@ pub fn api_token(db: &TestDb, tenant: &str, subject: &str, scope: &str) -> Strin
         now,
     )
     .expect("token")
+}
+
+/// Signs in to the console as a browser does: the sign-in form first (its cookie and its field
+/// bind the sign-in to this console's own page), then the token. The answer to the sign-in, with
+/// redirects not followed; `extra` headers go with both requests.
+pub async fn console_sign_in(app: &TestApp, token: &str, extra: &[(&str, &str)]) -> reqwest::Response {
+    let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("client");
+    let mut form = client.get(app.url("/console/sign-in"));
+    for (name, value) in extra {
+        form = form.header(*name, *value);
+    }
+    let form = form.send().await.expect("the sign-in form");
+    let set = form.headers().get("set-cookie").map(|v| v.to_str().expect("ascii").to_owned()).unwrap_or_default();
+    let cookie = cookie::Cookie::parse(set).map(|c| format!("{}={}", c.name(), c.value())).unwrap_or_default();
+    let html = form.text().await.expect("the form's page");
+    let field = html.split("name=\"sign_in\" value=\"").nth(1).and_then(|rest| rest.split('"').next());
+    let mut post = client.post(app.url("/console/sign-in")).header("cookie", cookie);
+    for (name, value) in extra {
+        post = post.header(*name, *value);
+    }
+    post.form(&[("token", token), ("sign_in", field.unwrap_or_default())]).send().await.expect("sign in")
 }

@@ -226,3 +226,40 @@ async fn a_killed_instance_loses_nothing_another_takes_its_leased_rows() {
     assert!(audit.chains.iter().all(|c| c.intact));
     second.stop().await.ok();
 }
+
+/// Issue 28.9: a person added through one instance writes to another at once, or, where that
+/// instance had just looked the address up and found nobody, within its lookup memory's time
+/// (`service::directory::LOOKUP_TTL`, two seconds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_person_added_on_one_instance_writes_to_another() {
+    let Some(db) = TestDb::postgres().await else { return };
+    let (first, second) = (respawn_app_with(db.config.clone()).await, respawn_app_with(db.config.clone()).await);
+    let (api, meta) = (crate::directory_api::Api::new(&first, &db), Meta::new(&second, &db));
+    let status = |id: &'static str| {
+        db.count("SELECT COUNT(*) FROM inbound_messages WHERE provider_message_id = $1 AND status = 'command'", id)
+    };
+    // Someone added on the first, never looked up on the second: known there at once.
+    let person = json!({"id": "c-601", "roles": ["customer"], "addresses": {"whatsapp": "15556060601"}});
+    assert_eq!(api.post("/v1/directory/actors", person).await.0, StatusCode::CREATED);
+    assert_eq!(meta.text("wamid.ADD1", "15556060601", "order status 1").await.status(), 200);
+    assert_eq!(status("wamid.ADD1").await, 1, "known on the other instance at once");
+    // Someone the second found nobody for a moment ago: known there within the lookup memory's time.
+    meta.text("wamid.ADD2", "15556060602", "order status 2").await;
+    let person = json!({"id": "c-602", "roles": ["customer"], "addresses": {"whatsapp": "15556060602"}});
+    assert_eq!(api.post("/v1/directory/actors", person).await.0, StatusCode::CREATED);
+    let added = std::time::Instant::now();
+    let ids = ["wamid.ADD3", "wamid.ADD4", "wamid.ADD5", "wamid.ADD6", "wamid.ADD7", "wamid.ADD8", "wamid.ADD9"];
+    let mut known = None;
+    for id in ids {
+        meta.text(id, "15556060602", "order status 3").await;
+        if status(id).await == 1 {
+            known = Some(added.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let within = chatgate::service::directory::LOOKUP_TTL + Duration::from_secs(1);
+    assert!(known.is_some_and(|after| after <= within), "known after {known:?}, not within {within:?}");
+    first.stop().await.ok();
+    second.stop().await.ok();
+}

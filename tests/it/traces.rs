@@ -251,6 +251,7 @@ async fn the_trace_context_travels_in_the_amqp_headers_to_bloodbank_agents() {
         eprintln!("skipped: CHATGATE_TEST_AMQP_URL is not set");
         return;
     };
+    let _shared = crate::e2e_amqp::BROKER.read().await;
     let run = uuid::Uuid::now_v7().simple().to_string();
     let (exchange, queue, responses) =
         (format!("test.traces.{run}"), format!("test.traces.agent.{run}"), format!("test.traces.gateway.{run}"));

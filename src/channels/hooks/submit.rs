@@ -87,6 +87,8 @@ pub async fn submit(state: &Services, headers: &HeaderMap, s: Submission) -> Res
         (key, _) => key,
     };
     let request = CommandRequest {
+        // A submission names its intent itself: no registry entry describes it.
+        registry_version: None,
         tenant_id: TenantId::parse(&s.tenant).map_err(|_| config("tenant"))?,
         actor_id: ActorId::parse(&s.actor).map_err(|_| config("actor"))?,
         channel: Channel::parse(s.channel).map_err(|_| config("channel"))?,

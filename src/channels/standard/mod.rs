@@ -96,6 +96,7 @@ fn command(name: &str, id: &str, source: &StandardSource, payload: Value) -> Res
         tenant_id: Some(tenant),
         status: "received".into(),
         payload,
+        detail: None,
         received_at: OffsetDateTime::now_utc(),
     };
     Ok(Submission {

@@ -33,7 +33,7 @@ pub async fn take(
     for message in &held {
         match render(templates, message) {
             Ok(outgoing) => {
-                let sent = record(engine, message, Some(&outgoing), None, "sent_inline", None);
+                let sent = record(engine.pseudonymizer(), message, Some(&outgoing), None, "sent_inline", None);
                 match store.outbox().record_sent(&sent, now).await {
                     Ok(()) => texts.push(outgoing.text),
                     Err(error) => tracing::warn!(%error, id = %message.id, "a reply is left to the outbox"),
@@ -41,8 +41,14 @@ pub async fn take(
             }
             Err(problem) => {
                 tracing::error!(id = %message.id, %problem, "a message cannot be rendered; giving it up");
-                let failed =
-                    record(engine, message, None, None, &problem, Some(serde_json::json!({"render": problem})));
+                let failed = record(
+                    engine.pseudonymizer(),
+                    message,
+                    None,
+                    None,
+                    &problem,
+                    Some(serde_json::json!({"render": problem})),
+                );
                 if let Err(error) = store.outbox().record_given_up(&failed, &problem, now).await {
                     tracing::warn!(%error, id = %message.id, "cannot record a message given up");
                 }

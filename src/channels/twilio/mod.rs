@@ -103,7 +103,8 @@ async fn message(state: &Services, uri: &Uri, headers: &HeaderMap, body: &[u8]) 
     }
     let lease = Duration::from_millis(state.config.outbound.lease_ms);
     let destination = reply_destination(&message);
-    let replies = inline::take(&state.engine, &state.templates, &destination, lease, OffsetDateTime::now_utc()).await;
+    let replies =
+        inline::take(&state.engine, &state.templates.get(), &destination, lease, OffsetDateTime::now_utc()).await;
     let answer = twiml::response(&replies);
     if let Err(error) = inbound.record_answer(&message.channel, &message.provider_message_id, &answer).await {
         // The answer still goes out; only a retry of this webhook would miss it.

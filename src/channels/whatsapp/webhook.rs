@@ -82,8 +82,8 @@ pub async fn handle_delivery(
     delivery: &payload::Delivery,
     now: OffsetDateTime,
 ) -> Result<DeliverySummary, EngineError> {
-    let mut summary =
-        DeliverySummary { messages: delivery.messages.len(), statuses: delivery.statuses.len(), ..Default::default() };
+    let statuses = delivery.statuses.len() + delivery.unreadable_statuses;
+    let mut summary = DeliverySummary { messages: delivery.messages.len(), statuses, ..Default::default() };
     for message in &delivery.messages {
         match ingress.handle(message, now).await? {
             Handled::Command { outcome, .. } if outcome.is_duplicate() => summary.duplicates += 1,

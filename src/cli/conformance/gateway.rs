@@ -187,6 +187,11 @@ impl Gateway {
         format!("{}{path}", self.base)
     }
 
+    /// The process's id (to send it a signal).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGKILL, and reaped.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

@@ -52,15 +52,17 @@ pub async fn run(
     for file in &files {
         let name = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         let started = Instant::now();
-        let outcome = match Scenario::read(file) {
-            Ok(scenario) => run_one(&bin, database_url.as_deref(), &scenario, keep).await,
-            Err(error) => Err(Failure { step: "reading it".into(), difference: error }),
+        let (clause, outcome) = match Scenario::read(file) {
+            Ok(scenario) => (scenario.clause.clone(), run_one(&bin, database_url.as_deref(), &scenario, keep).await),
+            Err(error) => (String::new(), Err(Failure { step: "reading it".into(), difference: error })),
         };
         let took = started.elapsed().as_secs_f64();
         match outcome {
             Ok(()) => {
                 passed += 1;
-                println!("ok    {name} ({took:.1} s)");
+                // The clause it checks, up to its colon (`CMB §6.3`).
+                let clause = clause.split(':').next().unwrap_or_default();
+                println!("ok    {name} ({took:.1} s) {clause}");
             }
             Err(failure) => {
                 println!("FAIL  {name} ({took:.1} s): {}: {}", failure.step, failure.difference);

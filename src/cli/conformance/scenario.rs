@@ -15,6 +15,8 @@ pub struct Scenario {
     pub schema: Option<String>,
     /// What the scenario shows, in a sentence.
     pub summary: String,
+    /// The clause of the source documents it checks, named and numbered (`IDS §XIII.5: ...`).
+    pub clause: String,
     /// The seed requirements it demonstrates (`SMCL XI.1`, `IDS XIII.4`, `CMB ACK.duplicate`, ...).
     pub covers: Vec<String>,
     /// Keys of `chatgate.toml` to set, dotted (`confirmations.sweep_interval_ms`).

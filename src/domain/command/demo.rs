@@ -22,6 +22,7 @@ pub fn refund(tenant: &str, order: &str, amount: &str, message_id: &str) -> Resu
     args.insert("order_id".into(), order.into());
     args.insert("amount".into(), amount.into());
     Ok(CommandRequest {
+        registry_version: None,
         tenant_id: TenantId::parse(tenant)?,
         actor_id: ActorId::parse("15550000001")?,
         channel: Channel::parse("whatsapp")?,

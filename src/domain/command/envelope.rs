@@ -81,6 +81,8 @@ pub struct CommandRequest {
     pub dedupe_window: Duration,
     /// For recovery commands: the command they act on.
     pub target_command_id: Option<Uuid>,
+    /// The command registry it is admitted under (`Registry::version`).
+    pub registry_version: Option<String>,
 }
 
 /// The canonical envelope, as stored and as handed to executors.
@@ -106,6 +108,9 @@ pub struct CommandEnvelope {
     #[serde(with = "time::serde::rfc3339::option")]
     pub expires_at: Option<OffsetDateTime>,
     pub target_command_id: Option<Uuid>,
+    /// The command registry it was admitted under: it keeps that entry when the registry is
+    /// reloaded (none for commands admitted before registries had versions).
+    pub registry_version: Option<String>,
 }
 
 impl CommandEnvelope {
@@ -143,6 +148,7 @@ impl CommandEnvelope {
             received_at: now,
             expires_at: request.ttl.map(|ttl| now + ttl),
             target_command_id: request.target_command_id,
+            registry_version: request.registry_version,
         }
     }
 }

@@ -30,6 +30,9 @@ named_enum! {
         // A recovery command was made for this command (it links to it; the recovery's own
         // artifacts link back through `target_command_id`).
         RecoveryRequested => "recovery.requested",
+        // The directory: a person or a role made, changed, deactivated, deleted or erased (who
+        // changed whom, from what to what; the person named by their keyed pseudonym).
+        DirectoryChanged => "directory.changed",
     }
 }
 

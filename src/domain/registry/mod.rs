@@ -2,21 +2,20 @@
 //! command is deduplicated, confirmed, authorized and routed. Loaded from `config/commands.toml`
 //! and validated at start-up, every problem reported with the line it is on.
 
+mod build;
 pub mod pattern;
 pub mod reads_as;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
-
-use serde::Deserialize;
-use toml::Spanned;
 
 use crate::domain::command::envelope::Args;
 
 use crate::domain::command::envelope::Risk;
 use crate::domain::command::idempotency::IdempotencyClass;
 use crate::domain::lifecycle::CommandKind;
+use build::{RawRegistry, build};
 pub use pattern::{Pattern, PatternError, PlaceholderType, canonical_decimal};
 pub use reads_as::ReadsAs;
 
@@ -72,6 +71,8 @@ impl CommandSpec {
 pub enum Interpretation<'a> {
     Command {
         spec: &'a CommandSpec,
+        /// Where `spec` is in the registry's `commands()`.
+        at: usize,
         args: Args,
     },
     /// Matches two or more commands: refused as ambiguous (SMCL S6) rather than guessed.
@@ -84,6 +85,11 @@ pub enum Interpretation<'a> {
 #[derive(Debug, Clone, Default)]
 pub struct Registry {
     commands: Vec<CommandSpec>,
+    /// Names this registry among the ones the gateway has run (the start of the SHA-256 of its
+    /// file): a command records it, and keeps its entry when the registry is reloaded.
+    version: String,
+    /// The file it was read from, kept so that every instance can read a version again.
+    text: String,
 }
 
 /// Every problem found, one line each, each naming `file:line`.
@@ -92,6 +98,10 @@ pub struct Registry {
 pub struct RegistryError(pub Vec<String>);
 
 const HELP_WORDS: &[&str] = &["help", "?", "menu", "commands"];
+
+/// The executor that is the gateway itself: the built-in chat commands (`status`, `why`,
+/// `retry`, ...) run there (`builtin:gateway`).
+pub const GATEWAY_EXECUTOR: &str = "gateway";
 
 impl Registry {
     /// Parses and validates a registry file; `executors` are the names configured, and
@@ -139,7 +149,8 @@ impl Registry {
             }
         }
         if problems.is_empty() {
-            Ok(Self { commands: commands.into_iter().map(|(_, spec)| spec).collect() })
+            let commands = commands.into_iter().map(|(_, spec)| spec).collect();
+            Ok(Self { commands, version: Self::version_of(text), text: text.to_owned() })
         } else {
             Err(RegistryError(problems))
         }
@@ -148,11 +159,31 @@ impl Registry {
     /// A registry from specs as they are, without the overlap check (for tests of the runtime
     /// ambiguity guard).
     pub fn from_specs(commands: Vec<CommandSpec>) -> Self {
-        Self { commands }
+        Self { commands, version: "specs".into(), text: String::new() }
+    }
+
+    /// The version a registry file's text has.
+    pub fn version_of(text: &str) -> String {
+        use sha2::Digest;
+        let digest = hex::encode(sha2::Sha256::digest(text.as_bytes()));
+        format!("r-{}", &digest[..16])
+    }
+
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    pub fn text(&self) -> &str {
+        &self.text
     }
 
     pub fn commands(&self) -> &[CommandSpec] {
         &self.commands
+    }
+
+    /// Where the command an envelope's intent stands for is in `commands()`.
+    pub fn position(&self, entity: &str, action: &str) -> Option<usize> {
+        self.commands.iter().position(|c| c.entity == entity && c.action == action)
     }
 
     pub fn get(&self, name: &str) -> Option<&CommandSpec> {
@@ -198,19 +229,19 @@ impl Registry {
         if tokens.is_empty() {
             return Interpretation::NoMatch;
         }
-        let mut found: Vec<(&CommandSpec, Args)> = vec![];
-        for spec in &self.commands {
+        let mut found: Vec<(usize, &CommandSpec, Args)> = vec![];
+        for (at, spec) in self.commands.iter().enumerate() {
             if let Some(args) = patterns(spec).iter().find_map(|p| p.matches(tokens)) {
-                found.push((spec, args));
+                found.push((at, spec, args));
             }
         }
         match found.len() {
             0 => Interpretation::NoMatch,
             1 => {
-                let (spec, args) = found.remove(0);
-                Interpretation::Command { spec, args }
+                let (at, spec, args) = found.remove(0);
+                Interpretation::Command { spec, at, args }
             }
-            _ => Interpretation::Ambiguous(found.into_iter().map(|(spec, _)| spec).collect()),
+            _ => Interpretation::Ambiguous(found.into_iter().map(|(_, spec, _)| spec).collect()),
         }
     }
 
@@ -219,7 +250,7 @@ impl Registry {
         // What the tenant's systems do first, then the gateway's own (status, why, ...).
         let mut commands: Vec<&CommandSpec> =
             self.commands.iter().filter(|c| c.scopes.is_subset(scopes) && !c.patterns.is_empty()).collect();
-        commands.sort_by_key(|c| c.executor == crate::service::ooc::GATEWAY);
+        commands.sort_by_key(|c| c.executor == GATEWAY_EXECUTOR);
         commands
             .iter()
             .map(|c| if c.description.is_empty() { c.usage() } else { format!("{} — {}", c.usage(), c.description) })
@@ -229,182 +260,6 @@ impl Registry {
 
 fn pairs<'a>(a: &'a [Pattern], b: &'a [Pattern]) -> impl Iterator<Item = (&'a Pattern, &'a Pattern)> {
     a.iter().flat_map(move |x| b.iter().map(move |y| (x, y)))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawRegistry {
-    #[serde(default)]
-    commands: BTreeMap<String, Spanned<RawCommand>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawCommand {
-    entity: String,
-    action: String,
-    target: Option<String>,
-    #[serde(default)]
-    patterns: Vec<Spanned<String>>,
-    #[serde(default)]
-    reply_ids: Vec<Spanned<String>>,
-    kind: CommandKind,
-    idempotency: Option<IdempotencyClass>,
-    dedupe_window: Option<Spanned<String>>,
-    confirmation: Option<bool>,
-    confirmation_ttl: Option<Spanned<String>>,
-    #[serde(default)]
-    step_up: bool,
-    #[serde(default)]
-    scopes: Vec<String>,
-    executor: Spanned<String>,
-    /// More targets the command goes to; all of them must execute it (the seed's default
-    /// multi-target policy).
-    #[serde(default)]
-    also_executors: Vec<String>,
-    timeout: Option<Spanned<String>>,
-    ttl: Option<Spanned<String>>,
-    risk: Option<Risk>,
-    compensation: Option<String>,
-    #[serde(default)]
-    description: String,
-    reply: Option<String>,
-    /// How the command reads to a person: text with `{argument}`s.
-    reads_as: Option<Spanned<String>>,
-}
-
-fn build(
-    name: &str,
-    raw: &RawCommand,
-    executors: &BTreeSet<String>,
-    default_window: Duration,
-    at: &dyn Fn(usize) -> String,
-) -> Result<CommandSpec, Vec<String>> {
-    let mut problems = vec![];
-    let mut problem = |offset: usize, what: String| problems.push(format!("{}: command `{name}`: {what}", at(offset)));
-    let compile = |list: &[Spanned<String>],
-                   parse: fn(&str) -> Result<Pattern, PatternError>,
-                   problem: &mut dyn FnMut(usize, String)|
-     -> Vec<Pattern> {
-        list.iter()
-            .filter_map(|p| {
-                parse(p.get_ref()).map_err(|e| problem(p.span().start, format!("pattern `{}`: {e}", p.get_ref()))).ok()
-            })
-            .collect()
-    };
-    let patterns = compile(&raw.patterns, Pattern::parse, &mut problem);
-    let reply_ids = compile(&raw.reply_ids, Pattern::parse_reply_id, &mut problem);
-    let mut duration = |value: &Option<Spanned<String>>, default: Duration, field: &str| match value {
-        None => default,
-        Some(v) => humantime::parse_duration(v.get_ref()).unwrap_or_else(|e| {
-            problem(v.span().start, format!("{field} `{}` is not a duration such as 30s, 5m or 24h: {e}", v.get_ref()));
-            default
-        }),
-    };
-    let dedupe_window = duration(&raw.dedupe_window, default_window, "dedupe_window");
-    let confirmation_ttl = duration(&raw.confirmation_ttl, Duration::from_secs(300), "confirmation_ttl");
-    let timeout = duration(&raw.timeout, Duration::from_secs(30), "timeout");
-    let ttl = duration(&raw.ttl, Duration::from_secs(600), "ttl");
-    let mutation = raw.kind == CommandKind::Mutation;
-    let idempotency_class =
-        raw.idempotency.unwrap_or(if mutation { IdempotencyClass::I1 } else { IdempotencyClass::I0 });
-    let confirmation = raw.confirmation.unwrap_or(mutation);
-    let executor_at = raw.executor.span().start;
-    if !executors.contains(raw.executor.get_ref()) {
-        let known: Vec<&str> = executors.iter().map(String::as_str).collect();
-        problem(
-            executor_at,
-            format!("executor `{}` is not configured (known: {})", raw.executor.get_ref(), known.join(", ")),
-        );
-    }
-    for extra in &raw.also_executors {
-        if !executors.contains(extra) || extra == raw.executor.get_ref() {
-            problem(executor_at, format!("also_executors: `{extra}` is not another configured executor"));
-        }
-    }
-    if mutation && idempotency_class == IdempotencyClass::I0 {
-        problem(executor_at, "a mutation cannot be I0 (read-only); IDS defaults mutations to I1".into());
-    }
-    if !mutation && (confirmation || raw.step_up) {
-        problem(executor_at, "a read needs neither confirmation nor step-up".into());
-    }
-    // The person confirms what they asked for before being asked to prove who they are, and
-    // the step-up link can then name the command.
-    if mutation && raw.step_up && !confirmation {
-        problem(executor_at, "step_up needs confirmation = true".into());
-    }
-    if patterns.is_empty() && reply_ids.is_empty() && raw.patterns.is_empty() && raw.reply_ids.is_empty() {
-        problem(executor_at, "has neither patterns nor reply_ids: nothing can ask for it".into());
-    }
-    if let Some(target) = &raw.target {
-        let has = |p: &Pattern| {
-            p.parts.iter().any(|part| matches!(part, pattern::Part::Placeholder { name, .. } if name == target))
-        };
-        if !patterns.iter().chain(&reply_ids).all(has) {
-            problem(executor_at, format!("target `{target}` is not a placeholder of every pattern"));
-        }
-    }
-    let intent_ok = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    if !intent_ok(&raw.entity) || !intent_ok(&raw.action) {
-        problem(executor_at, "entity and action are single words of letters, digits, '_' or '-'".into());
-    }
-    let reads_as = reading(raw, &patterns, &reply_ids, name, &mut problem);
-    if !problems.is_empty() {
-        return Err(problems);
-    }
-    Ok(CommandSpec {
-        name: name.to_owned(),
-        entity: raw.entity.to_lowercase(),
-        action: raw.action.to_lowercase(),
-        target_arg: raw.target.clone(),
-        patterns,
-        reply_ids,
-        kind: raw.kind,
-        idempotency_class,
-        dedupe_window,
-        confirmation,
-        confirmation_ttl,
-        step_up: raw.step_up,
-        scopes: raw.scopes.iter().cloned().collect(),
-        executor: raw.executor.get_ref().clone(),
-        targets: std::iter::once(raw.executor.get_ref().clone()).chain(raw.also_executors.iter().cloned()).collect(),
-        timeout,
-        ttl,
-        risk: raw.risk.unwrap_or(if mutation { Risk::Medium } else { Risk::Low }),
-        compensation: raw.compensation.clone(),
-        description: raw.description.clone(),
-        reply: raw.reply.clone(),
-        reads_as,
-    })
-}
-
-/// The command's `reads_as`, whose every argument each of its patterns captures (so that it
-/// always reads in full), else its first pattern.
-fn reading(
-    raw: &RawCommand,
-    patterns: &[Pattern],
-    reply_ids: &[Pattern],
-    name: &str,
-    problem: &mut dyn FnMut(usize, String),
-) -> ReadsAs {
-    let fallback = || patterns.first().or(reply_ids.first()).map_or_else(|| ReadsAs::text(name), ReadsAs::of_pattern);
-    let Some(source) = &raw.reads_as else { return fallback() };
-    let reads = match ReadsAs::parse(source.get_ref()) {
-        Ok(reads) => reads,
-        Err(e) => {
-            problem(source.span().start, format!("reads_as `{}` {e}", source.get_ref()));
-            return fallback();
-        }
-    };
-    let captures = |p: &Pattern, arg: &str| {
-        p.parts.iter().any(|part| matches!(part, pattern::Part::Placeholder { name, .. } if name == arg))
-    };
-    for arg in reads.names() {
-        if !patterns.iter().chain(reply_ids).all(|p| captures(p, arg)) {
-            problem(source.span().start, format!("reads_as: `{{{arg}}}` is not a placeholder of every pattern"));
-        }
-    }
-    reads
 }
 
 #[cfg(test)]

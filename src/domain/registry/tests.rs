@@ -16,7 +16,7 @@ fn shipped() -> Registry {
 fn the_shipped_registry_interprets_the_demo_commands() {
     let registry = shipped();
     match registry.interpret_text("Refund  1234   25.00") {
-        Interpretation::Command { spec, args } => {
+        Interpretation::Command { spec, args, .. } => {
             assert_eq!((spec.name.as_str(), spec.kind, spec.confirmation), ("refund", CommandKind::Mutation, true));
             assert_eq!(serde_json::Value::Object(args), serde_json::json!({"order_id": "1234", "amount": "25"}));
         }
@@ -156,7 +156,7 @@ fn a_message_matching_two_commands_is_ambiguous_at_run_time() {
 #[test]
 fn a_command_reads_to_a_person_as_the_registry_says_never_as_a_raw_pattern() {
     let registry = shipped();
-    let Interpretation::Command { spec, args } = registry.interpret_text("refund 1234 25.00") else {
+    let Interpretation::Command { spec, args, .. } = registry.interpret_text("refund 1234 25.00") else {
         panic!("a refund");
     };
     assert_eq!(spec.reads(&args), "refund 25 on order 1234");
@@ -172,10 +172,10 @@ fn a_command_reads_to_a_person_as_the_registry_says_never_as_a_raw_pattern() {
     let unclosed = parse(&with("r {id")).expect_err("unclosed").to_string();
     assert!(unclosed.contains("reads_as `r {id` a `{` without its `}`"), "{unclosed}");
     let fine = parse(&with("item {id}")).expect("parses");
-    let Interpretation::Command { spec, args } = fine.interpret_text("again 7 3") else { panic!("a command") };
+    let Interpretation::Command { spec, args, .. } = fine.interpret_text("again 7 3") else { panic!("a command") };
     assert_eq!(spec.reads(&args), "item 7");
     // Without `reads_as`, the first pattern with its values: no `{placeholder}` reaches a person.
-    let Interpretation::Command { spec, args } = registry.interpret_text("order status A-17") else {
+    let Interpretation::Command { spec, args, .. } = registry.interpret_text("order status A-17") else {
         panic!("order status");
     };
     assert!(!spec.reads(&args).contains('{'), "{}", spec.reads(&args));

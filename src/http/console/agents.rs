@@ -12,12 +12,13 @@ use super::page::{PageError, render};
 use super::session::{Changing, Signed};
 use crate::http::AppState;
 use crate::http::routes::agents::{list as list_agents, pause, resume};
+use crate::service::agents::ADMIN_SCOPE;
 
 /// `GET /console/agents`.
 pub(super) async fn list(State(state): State<AppState>, signed: Signed) -> Result<Response, PageError> {
     signed.require("agents:read")?;
     let agents = list_agents(State(state.clone())).await?.0.agents;
-    let can_change = signed.principal().scopes.contains("agents:write");
+    let can_change = signed.principal().scopes.contains(ADMIN_SCOPE);
     let vars = context! {
         title => "Agents", nav => "agents", session => frame(&signed), agents, can_change,
     };
@@ -33,7 +34,7 @@ pub(super) async fn change(
     Path((agent, change)): Path<(String, String)>,
     Changing { signed, .. }: Changing<NoFields>,
 ) -> Result<Response, PageError> {
-    signed.require("agents:write")?;
+    signed.require(ADMIN_SCOPE)?;
     let principal = Extension(signed.principal().clone());
     let path = Path(agent);
     let _moved = match change.as_str() {

@@ -77,7 +77,8 @@ pub(super) async fn list(
     signed.require("commands:read")?;
     let (commands, next) = rows(&state, &signed, &filter).await?;
     let states: Vec<&str> = CommandState::ALL.iter().map(|s| s.as_str()).collect();
-    let command_names: Vec<&str> = state.policy.registry.commands().iter().map(|c| c.name.as_str()).collect();
+    let registry = state.policy.registry.current();
+    let command_names: Vec<&str> = registry.commands().iter().map(|c| c.name.as_str()).collect();
     let windows: Vec<_> = WINDOWS.iter().map(|(value, label, _)| context! { value, label }).collect();
     let vars = context! {
         title => "Commands", nav => "commands", live => "rows", session => frame(&signed),
@@ -153,7 +154,8 @@ pub(super) async fn one(
         if can_recover { status.recovery_actions.iter().map(|a| a.as_str()).collect() } else { vec![] };
     let step_up = (command.lifecycle.state == CommandState::AuthzPending)
         .then_some("waiting for the person's step-up proof (the chat sent them a link)");
-    let name = state.policy.spec_of(&command).map_or("command", |s| s.name.as_str());
+    let spec = state.policy.known_spec_of(&command);
+    let name = spec.as_ref().map_or("command", |s| s.name.as_str());
     let vars = context! {
         title => format!("{} {name}", ShortRef::of(id)), name,
         nav => "commands", live => "watch", watch, session => frame(&signed),

@@ -1,10 +1,12 @@
 //! `/console`: the operator console, server-rendered from `templates/console/` with plain CSS and
 //! a little plain JavaScript (live updates from `/v1/events`). Every page reads and changes
 //! through the same functions as the API (`routes::commands::list`, `routes::recovery::
-//! run_recovery`, `routes::bulk::run_bulk`, `service::agents`), under the same scopes and tenant.
+//! run_recovery`, `routes::bulk::run_bulk`, `service::agents`, `service::directory`), under the
+//! same scopes and tenant.
 
 mod agents;
 mod commands;
+mod directory;
 mod insight;
 pub mod page;
 mod recover;
@@ -38,6 +40,11 @@ pub fn router() -> Router<AppState> {
         .route("/console/attention/bulk", post(recover::bulk))
         .route("/console/agents", get(agents::list))
         .route("/console/agents/{agent}/{change}", post(agents::change))
+        .route("/console/directory", get(directory::find))
+        .route("/console/directory/{id}", get(directory::person))
+        .route("/console/directory/{id}/roles", post(directory::roles))
+        .route("/console/directory/{id}/active", post(directory::active))
+        .route("/console/directory/{id}/erase", post(directory::erase))
         .route("/console/audit", get(insight::audit))
         .route("/console/static/console.css", get(stylesheet))
         .route("/console/static/console.js", get(script))
@@ -83,6 +90,7 @@ impl Row {
         let name = state
             .policy
             .registry
+            .current()
             .by_intent(&intent.entity, &intent.action)
             .map_or_else(|| format!("{} {}", intent.action, intent.entity), |spec| spec.name.clone());
         let created = OffsetDateTime::parse(&status.created_at, &time::format_description::well_known::Rfc3339);

@@ -26,6 +26,8 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("agents.html", include_str!("../../../templates/console/agents.html")),
     ("audit.html", include_str!("../../../templates/console/audit.html")),
     ("message.html", include_str!("../../../templates/console/message.html")),
+    ("directory.html", include_str!("../../../templates/console/directory.html")),
+    ("person.html", include_str!("../../../templates/console/person.html")),
 ];
 
 fn environment() -> &'static Environment<'static> {

@@ -92,7 +92,8 @@ pub(super) async fn attention(
     for command in needs_attention(&state.engine, tenant, now, 200).await?.iter().filter(|c| selection.admits(c)) {
         commands.push(Row::of(&state, &status_document(&state, command, false).await?, now));
     }
-    let command_names: Vec<&str> = state.policy.registry.commands().iter().map(|c| c.name.as_str()).collect();
+    let registry = state.policy.registry.current();
+    let command_names: Vec<&str> = registry.commands().iter().map(|c| c.name.as_str()).collect();
     let vars = context! {
         title => "Needs attention", nav => "attention", live => "refresh", session => frame(&signed),
         commands, command_names, filter, key => form_key(),

@@ -5,8 +5,8 @@
 
 use axum::Form;
 use axum::extract::{FromRef, FromRequest, FromRequestParts, Request};
+use axum::http::HeaderMap;
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, header};
 use cookie::{Cookie, SameSite};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -18,20 +18,7 @@ use crate::service::security::Principal;
 use crate::service::security::sessions::{SignedIn, signed_in};
 use crate::store::Store;
 
-/// The session cookie's name.
-pub const COOKIE: &str = "chatgate_session";
-
-/// The session cookie a request carries, if any.
-pub fn cookie_value(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(Cookie::split_parse)
-        .filter_map(Result::ok)
-        .find(|c| c.name() == COOKIE)
-        .map(|c| c.value().to_owned())
-}
+pub use crate::http::auth::{COOKIE, cookie_value};
 
 /// The `Set-Cookie` that hands the browser its session: HttpOnly (no script reads it),
 /// SameSite=Strict (no other site sends it), Secure when the console is reached over https.

@@ -1,5 +1,7 @@
 //! `/v1/agents`: the dispatch targets as agents, and pausing and resuming them. A paused agent's
 //! commands wait (their dispatch rows are not claimed) and go out on resume, or expire by TTL.
+//! Agents are the deployment's, shared by every tenant: changing one takes `agents:admin`
+//! (`service::agents::ADMIN_SCOPE`).
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -17,13 +19,13 @@ use crate::http::auth::Principal;
 use crate::http::auth::require;
 use crate::http::responses::{BearerErrors, PROBLEM_JSON, ProblemDocument};
 use crate::http::views::{AgentList, AgentView};
-use crate::service::agents::AgentChangeError;
+use crate::service::agents::{ADMIN_SCOPE, AgentChangeError};
 
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/v1/agents", get(list).route_layer(require("agents:read")))
-        .route("/v1/agents/{agent}/pause", post(pause).route_layer(require("agents:write")))
-        .route("/v1/agents/{agent}/resume", post(resume).route_layer(require("agents:write")))
+        .route("/v1/agents/{agent}/pause", post(pause).route_layer(require(ADMIN_SCOPE)))
+        .route("/v1/agents/{agent}/resume", post(resume).route_layer(require(ADMIN_SCOPE)))
 }
 
 fn describe(name: &str, agent: &Agent) -> AgentView {
@@ -54,7 +56,7 @@ pub(crate) async fn list(State(state): State<AppState>) -> Result<Json<AgentList
     post,
     path = "/v1/agents/{agent}/pause",
     tag = "agents",
-    security(("bearer" = ["agents:write"])),
+    security(("bearer" = ["agents:admin"])),
     params(("agent" = String, Path)),
     responses(
         (status = 200, description = "Paused", body = AgentView),
@@ -76,7 +78,7 @@ pub(crate) async fn pause(
     post,
     path = "/v1/agents/{agent}/resume",
     tag = "agents",
-    security(("bearer" = ["agents:write"])),
+    security(("bearer" = ["agents:admin"])),
     params(("agent" = String, Path)),
     responses(
         (status = 200, description = "Resumed", body = AgentView),

@@ -12,6 +12,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::http::ApiError;
+pub(crate) use crate::http::error::invalid_body;
 
 use crate::domain::command::ShortRef;
 use crate::http::AppState;
@@ -259,10 +260,6 @@ pub(crate) fn given(value: &Option<String>) -> Option<String> {
 
 fn invalid_query(detail: &str) -> ApiError {
     Problem::new(StatusCode::BAD_REQUEST, "invalid_query", "Bad Request").detail(detail.to_owned()).into()
-}
-
-pub(crate) fn invalid_body(detail: &str) -> ApiError {
-    Problem::new(StatusCode::BAD_REQUEST, "invalid_body", "Bad Request").detail(detail.to_owned()).into()
 }
 
 pub(crate) fn not_found(id: Uuid) -> ApiError {

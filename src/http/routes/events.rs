@@ -1,6 +1,8 @@
 //! `GET /v1/events`: the caller's tenant's transitions as Server-Sent Events. Each event's id is
 //! the move's id, which only grows, so a client that reconnects with `Last-Event-ID` misses
-//! nothing and sees nothing twice.
+//! nothing and sees nothing twice. Streams are capped per client and per instance (429 with
+//! `Retry-After` past either) and end with the token or console session that opened them; one
+//! reader serves them all (`service::events`).
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -9,27 +11,18 @@ use axum::Router;
 use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use futures_util::Stream;
 use serde_json::{Value, json};
 
 use crate::http::ApiError;
-
-use crate::domain::command::TenantId;
 use crate::http::AppState;
 use crate::http::Problem;
-use crate::http::auth::Principal;
-use crate::http::auth::require;
+use crate::http::auth::{Principal, require, too_many};
 use crate::http::responses::{BearerErrors, PROBLEM_JSON, ProblemDocument};
 use crate::http::views::TransitionEvent;
-use crate::service::events::MoveCursor;
-use crate::store::Store;
-
-/// How often a stream reads when nothing wakes it (a listener reconnecting may miss a commit).
-const FALLBACK_POLL: Duration = Duration::from_secs(10);
-/// How often a stream waiting for a gap in the ids reads again.
-const GAP_POLL: Duration = Duration::from_millis(250);
-const BATCH: i64 = 100;
+use crate::service::events::{TenantStream, TooManyStreams};
+use crate::store::StoredMove;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/v1/events", get(events).route_layer(require("commands:read")))
@@ -43,8 +36,8 @@ pub fn router() -> Router<AppState> {
     params(("Last-Event-ID" = Option<String>, Header,
         description = "The id of the last event received (digits): the stream resumes after it")),
     responses(
-        (status = 200, description = "Transitions as Server-Sent Events", content_type = "text/event-stream",
-            body = String),
+        (status = 200, description = "Transitions as Server-Sent Events, until the token or the console session \
+            that opened the stream ends", content_type = "text/event-stream", body = String),
         (status = 400, description = "A bad Last-Event-ID", content_type = PROBLEM_JSON, body = ProblemDocument),
         BearerErrors
     )
@@ -53,70 +46,34 @@ pub(crate) async fn events(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     headers: HeaderMap,
-) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let resume = headers.get("last-event-id").map(|v| v.to_str().ok().and_then(event_id));
-    let after = match resume {
-        Some(Some(id)) => id,
+) -> Result<Response, ApiError> {
+    let after = match headers.get("last-event-id").map(|v| v.to_str().ok().and_then(event_id)) {
+        None => None,
+        Some(Some(id)) => Some(id),
         Some(None) => {
             return Err(Problem::new(StatusCode::BAD_REQUEST, "invalid_last_event_id", "Bad Request")
                 .detail("Last-Event-ID is the id of an event this stream sent.")
                 .into());
         }
-        None => state.store.commands().last_move_id().await?,
     };
-    let tenant = principal.tenant.clone();
-    let store = state.store.clone();
-    let stopping = state.stopping.clone();
-    let moved = store.moves_feed();
-    // (where the stream is, events still to send, what wakes it)
-    let start = (MoveCursor::new(after), Vec::<Event>::new(), moved);
-    let stream = futures_util::stream::unfold(start, move |(mut cursor, mut pending, mut moved)| {
-        let (store, tenant, stopping) = (store.clone(), tenant.clone(), stopping.clone());
-        async move {
-            loop {
-                if let Some(event) = pending.pop() {
-                    return Some((Ok(event), (cursor, pending, moved)));
-                }
-                if stopping.is_cancelled() {
-                    return None;
-                }
-                // Marks what this read covers: a move committed after it wakes the stream again.
-                moved.mark_unchanged();
-                let waiting = read(&store, &tenant, &mut cursor, &mut pending).await;
-                if pending.is_empty() {
-                    // Woken by a commit of moves (any instance's on PostgreSQL); a gap is
-                    // looked at again soon, and a lost wake-up costs at most the fallback.
-                    let wait = if waiting { GAP_POLL } else { FALLBACK_POLL };
-                    tokio::select! {
-                        () = stopping.cancelled() => return None,
-                        _ = moved.changed() => {}
-                        () = tokio::time::sleep(wait) => {}
-                    }
-                }
-            }
-        }
+    let client = format!("{}|{}", principal.issuer, principal.subject);
+    let slot = match state.streams.slots.take(&client) {
+        Ok(slot) => slot,
+        Err(TooManyStreams(detail, wait)) => return Ok(too_many(wait, detail)),
+    };
+    let stream = TenantStream::open(&state.streams, &principal, after, slot, state.stopping.clone()).await?;
+    let events = futures_util::stream::unfold(stream, |mut stream| async move {
+        let next = stream.next().await?;
+        Some((Ok::<_, Infallible>(event(&next)), stream))
     });
-    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+    Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))).into_response())
 }
 
-/// Reads the moves after `cursor` into `pending`, newest first (it is popped from the end);
-/// returns whether the stream waits for a gap in the ids.
-async fn read(store: &Store, tenant: &TenantId, cursor: &mut MoveCursor, pending: &mut Vec<Event>) -> bool {
-    match store.commands().moves_after(tenant, cursor.after(), BATCH).await {
-        Ok(moves) => {
-            let (ready, waiting) = cursor.take(moves, std::time::Instant::now());
-            for (id, (command_id, record)) in ready.into_iter().rev() {
-                let data = TransitionEvent { command_id, transition: record.into() };
-                let data = serde_json::to_string(&data).unwrap_or_default();
-                pending.push(Event::default().id(id.to_string()).event("transition").data(data));
-            }
-            waiting
-        }
-        Err(error) => {
-            tracing::warn!(%error, "event stream cannot read the database");
-            false
-        }
-    }
+/// One move as the stream sends it: its id, which `Last-Event-ID` gives back.
+fn event(moved: &StoredMove) -> Event {
+    let data = TransitionEvent { command_id: moved.command_id, transition: moved.record.clone().into() };
+    let data = serde_json::to_string(&data).unwrap_or_default();
+    Event::default().id(moved.id.to_string()).event("transition").data(data)
 }
 
 /// An event id as `Last-Event-ID` gives it back: the digits this stream sent.

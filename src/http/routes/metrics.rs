@@ -1,15 +1,16 @@
 //! `GET /metrics`: Prometheus text exposition of the counters the gateway keeps.
 //!
 //! Counters are recorded with the `metrics` facade wherever things happen; one process-wide
-//! recorder (metrics-exporter-prometheus, without its own HTTP listener) renders them here.
+//! recorder (metrics-exporter-prometheus, without its own HTTP listener) renders them here. The
+//! database's figures are read at most once a second (`service::figures`), through bounded
+//! queries. `metrics.token` asks for a bearer token; `metrics.listen` serves it on an address of
+//! its own instead of the main one.
 
 use std::sync::OnceLock;
 
-use std::time::Duration;
-
 use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -18,8 +19,7 @@ use crate::domain::agent::AgentState;
 use crate::domain::delivery::DeliveryState;
 use crate::http::AppState;
 use crate::http::Problem;
-use crate::store::Store;
-use time::OffsetDateTime;
+use crate::http::responses::{PROBLEM_JSON, ProblemDocument};
 
 static RECORDER: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
@@ -39,13 +39,22 @@ pub fn install() -> Option<&'static PrometheusHandle> {
         .as_ref()
 }
 
-pub fn router() -> Router<AppState> {
+/// `/metrics` on the main address, unless `metrics.listen` gives it one of its own.
+pub fn router(config: &crate::config::Config) -> Router<AppState> {
+    match config.metrics.listen.trim() {
+        "" => only(),
+        _ => Router::new(),
+    }
+}
+
+/// A router with `/metrics` alone (its own address serves this).
+pub fn only() -> Router<AppState> {
     Router::new().route("/metrics", get(render))
 }
 
-/// Figures read from the database at scrape time, as gauges.
-async fn record_snapshot(store: &Store) {
-    let snapshot = match store.snapshot(OffsetDateTime::now_utc(), Duration::from_secs(300)).await {
+/// Figures read from the database (at most once a second), as gauges.
+async fn record_snapshot(state: &AppState) {
+    let snapshot = match state.figures.get(&state.store).await {
         Ok(snapshot) => snapshot,
         Err(error) => {
             tracing::warn!(%error, "metrics: the database figures are unavailable");
@@ -54,7 +63,7 @@ async fn record_snapshot(store: &Store) {
         }
     };
     metrics::gauge!("chatgate_store_up").set(1.0);
-    for kind in ["message", "dispatch"] {
+    for kind in ["message", "notice", "dispatch"] {
         let (depth, age) =
             snapshot.outbox.iter().find(|(k, _, _)| k == kind).map_or((0, 0.0), |(_, n, age)| (*n, *age));
         metrics::gauge!("chatgate_outbox_pending", "kind" => kind).set(depth as f64);
@@ -70,8 +79,9 @@ async fn record_snapshot(store: &Store) {
         total += n;
         metrics::gauge!("chatgate_deliveries", "state" => state.as_str()).set(n as f64);
     }
-    // Bloodbank command completeness (OBS-1): of the commands dispatched, how many were
-    // acknowledged, ended with a result, ended with an error; and those nobody answers.
+    // Bloodbank command completeness (OBS-1): of the deliveries in flight or closed within the
+    // last hour, how many were acknowledged, ended with a result, ended with an error; and the
+    // commands nobody answers.
     let rate = |n: i64| if total == 0 { 0.0 } else { n as f64 / total as f64 };
     metrics::gauge!("chatgate_completeness_ack_rate").set(rate(snapshot.acked));
     metrics::gauge!("chatgate_completeness_result_rate").set(rate(snapshot.results));
@@ -83,10 +93,22 @@ async fn record_snapshot(store: &Store) {
     get,
     path = "/metrics",
     tag = "operations",
-    responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain", body = String))
+    security((), ("metrics_token" = [])),
+    responses(
+        (status = 200, description = "Prometheus text exposition", content_type = "text/plain", body = String),
+        (status = 401, description = "`metrics.token` is set and the request does not carry it",
+            content_type = PROBLEM_JSON, body = ProblemDocument)
+    )
 )]
-pub(crate) async fn render(State(store): State<Store>) -> Response {
-    record_snapshot(&store).await;
+pub(crate) async fn render(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let token = state.config.metrics.token.expose();
+    if !token.is_empty() && !bearer_is(&headers, token) {
+        return Problem::new(StatusCode::UNAUTHORIZED, "unauthorized", "Unauthorized")
+            .detail("The metrics need the bearer token configured as metrics.token.")
+            .challenge("Bearer realm=\"chatgate-metrics\"".to_owned())
+            .into_response();
+    }
+    record_snapshot(&state).await;
     match install() {
         Some(handle) => {
             ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], handle.render()).into_response()
@@ -95,4 +117,14 @@ pub(crate) async fn render(State(store): State<Store>) -> Response {
             .detail("another metrics recorder is installed in this process")
             .into_response(),
     }
+}
+
+/// Whether the request carries `Authorization: Bearer <token>` (compared in constant time).
+fn bearer_is(headers: &HeaderMap, token: &str) -> bool {
+    let offered = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .unwrap_or_default();
+    bool::from(subtle::ConstantTimeEq::ct_eq(offered.trim().as_bytes(), token.as_bytes()))
 }

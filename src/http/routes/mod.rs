@@ -1,13 +1,16 @@
-//! The HTTP surface: one router per resource, merged in `app`.
+//! The API and the webhooks: one router per resource, merged here. The server adds the console
+//! and the OpenAPI document beside them (`server::routes`): both are built on these.
 
 pub mod acks;
 pub mod agents;
 pub mod bulk;
 pub mod commands;
+pub mod directory;
 pub mod events;
 pub mod health;
 pub mod metrics;
 pub mod recovery;
+pub mod reload;
 pub mod step_up_page;
 pub mod webhooks;
 
@@ -16,11 +19,11 @@ use axum::Router;
 use crate::config::Config;
 use crate::http::AppState;
 
-/// Every resource's routes.
+/// Every resource's routes (the console's and the document's are `server::routes`').
 pub fn router(config: &Config) -> Router<AppState> {
     Router::new()
         .merge(health::router())
-        .merge(metrics::router())
+        .merge(metrics::router(config))
         .merge(webhooks::whatsapp::router())
         .merge(webhooks::hooks::router(&config.hooks.base_path))
         .merge(webhooks::standard::router())
@@ -30,8 +33,8 @@ pub fn router(config: &Config) -> Router<AppState> {
         .merge(bulk::router())
         .merge(acks::router())
         .merge(agents::router())
+        .merge(directory::router())
+        .merge(reload::router())
         .merge(events::router())
-        .merge(crate::http::openapi::router(&config.hooks))
         .merge(step_up_page::router())
-        .merge(crate::http::console::router())
 }

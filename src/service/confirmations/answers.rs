@@ -70,6 +70,8 @@ impl AnswerOutcome {
 pub struct Answering<'a> {
     pub tenant_id: &'a TenantId,
     pub actor_id: &'a ActorId,
+    /// The scopes the actor holds now (what their confirmed command is authorized on).
+    pub scopes: &'a std::collections::BTreeSet<String>,
     pub reply_to: &'a ReplyTo,
     /// The message carrying the answer (recorded with the step: transport dedupe).
     pub inbound: &'a NewInbound,
@@ -179,9 +181,14 @@ async fn decide(
 
     let name = command.reply_to.as_ref().and_then(|r| r.command.clone()).unwrap_or_else(|| "request".into());
     if let Some((outcome, reason, reply)) = refused(who, &confirmation, &command, &name) {
+        // Answered as a made-up code is: no reference to that command tells the sender it exists.
+        step.command_id =
+            step.command_id.filter(|_| !matches!(outcome, AnswerOutcome::WrongActor | AnswerOutcome::Unmatched));
         return Ok(conclude(step, decision, outcome, Some(reason), Some(reply)));
     }
-    let (outcome, status, moves) = answer_moves(who, answer, &confirmation, &command, &name, via, now);
+    // A yes authorizes under the registry entry the command was admitted with.
+    let answered = (answer, &confirmation, who.policy.authorize(&command, who.scopes.clone(), false).await?);
+    let (outcome, status, moves) = answer_moves(who, answered, &command, &name, via, now);
     let Ok(writes) = engine.plan_moves(&command, moves, now) else {
         // The command moved on without this confirmation (an operator canceled it, say).
         let reply = where_it_stands(who.reply_to, &command);
@@ -193,12 +200,16 @@ async fn decide(
         answered_by: (outcome != AnswerOutcome::TooLate).then(|| who.actor_id.clone()),
     });
     step.moves = writes;
-    let reason = match outcome {
+    Ok(conclude(step, decision, outcome, reason_of(outcome), None))
+}
+
+/// The reason code an answer that moved its command records, if any.
+fn reason_of(outcome: AnswerOutcome) -> Option<&'static str> {
+    match outcome {
         AnswerOutcome::TooLate => Some(EXPIRED),
         AnswerOutcome::Declined => Some(DECLINED),
         _ => None,
-    };
-    Ok(conclude(step, decision, outcome, reason, None))
+    }
 }
 
 /// The answer's step, the decision its evidence records and its trace, before its confirmation
@@ -248,7 +259,7 @@ fn refused(
         return Some((AnswerOutcome::Unmatched, "binding_mismatch", unknown()));
     }
     match confirmation.status {
-        ConfirmationStatus::Accepted | ConfirmationStatus::Declined => {
+        ConfirmationStatus::Accepted | ConfirmationStatus::Declined | ConfirmationStatus::Closed => {
             Some((AnswerOutcome::AlreadyAnswered, "already_answered", where_it_stands(who.reply_to, command)))
         }
         ConfirmationStatus::Expired => {

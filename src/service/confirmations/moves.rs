@@ -12,7 +12,7 @@ use crate::service::dispatch;
 use crate::service::engine::MoveContext;
 use crate::service::replies::outcome::DECLINED;
 use crate::service::replies::outcome::EXPIRED;
-use crate::service::security::AuthzDecision;
+use crate::service::security::{Authorization, AuthzDecision};
 use crate::store::{Confirmation, ConfirmationStatus, StoredCommand};
 
 /// How many times a step that lost a race is decided again before giving up (the provider's
@@ -22,8 +22,7 @@ use super::answers::{AnswerOutcome, Answering};
 /// What a counted answer does: the command's moves and the confirmation's new status.
 pub(super) fn answer_moves(
     who: &Answering<'_>,
-    answer: &Answer,
-    confirmation: &Confirmation,
+    (answer, confirmation, authorization): (&Answer, &Confirmation, Option<Authorization>),
     command: &StoredCommand,
     name: &str,
     via: &str,
@@ -42,7 +41,7 @@ pub(super) fn answer_moves(
         Verdict::Yes => {
             let confirm = MoveContext { decision: Some(bound), ..MoveContext::default() };
             let mut moves = vec![(Event::Confirm, confirm)];
-            moves.extend(authorization_moves(who, command, name));
+            moves.extend(authorization_moves(who, command, authorization, name));
             (AnswerOutcome::Accepted, ConfirmationStatus::Accepted, moves)
         }
         Verdict::No => {
@@ -59,6 +58,7 @@ pub(super) fn answer_moves(
 pub(super) fn authorization_moves(
     who: &Answering<'_>,
     command: &StoredCommand,
+    authorization: Option<Authorization>,
     name: &str,
 ) -> Vec<(Event, MoveContext)> {
     let command_id = command.envelope.command_id;
@@ -68,7 +68,7 @@ pub(super) fn authorization_moves(
         outbox,
         reply_vars: None,
     };
-    let Some(authorization) = who.policy.authorize(command, false) else {
+    let Some(authorization) = authorization else {
         let decision = json!({"authz": "deny", "reason": "the registry no longer has this command"});
         return vec![
             (Event::SubmitForAuthorization, context(None, &decision, vec![])),

@@ -70,6 +70,7 @@ pub(super) fn first_seen(envelope: &CommandEnvelope) -> Value {
         "idempotency_key": envelope.idempotency_key,
         "idempotency_class": envelope.idempotency_class,
         "fingerprint": envelope.fingerprint,
+        "registry_version": envelope.registry_version,
     })
 }
 

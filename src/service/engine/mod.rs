@@ -100,6 +100,11 @@ impl Engine {
     }
 
     /// The keyed hash that stands for a person (or any identifier) in evidence.
+    /// The keyed hash evidence names people and conversations with.
+    pub fn pseudonymizer(&self) -> &Pseudonymizer {
+        &self.pseudonymizer
+    }
+
     pub fn pseudonym(&self, value: &str) -> String {
         self.pseudonymizer.pseudonym(value)
     }

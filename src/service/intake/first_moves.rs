@@ -16,7 +16,7 @@ use crate::domain::lifecycle::Event;
 use crate::domain::message::InboundMessage;
 use crate::service::confirmations::confirm;
 use crate::service::dispatch;
-use crate::service::ooc;
+use crate::service::intake::Refused;
 use crate::service::security::authz;
 use crate::service::security::authz::AuthzDecision;
 use crate::store::{NewConfirmation, NewInbound, NewOutboxMessage, ReplyTo};
@@ -36,7 +36,7 @@ pub(super) fn first_moves(
     held: &BTreeSet<String>,
     args: &Args,
     reply_to: &ReplyTo,
-    refused: Option<ooc::Refused>,
+    refused: Option<Refused>,
     now: OffsetDateTime,
 ) -> FirstMoves {
     let decision = authz::decide(spec, held, false);
@@ -51,7 +51,7 @@ pub(super) fn first_moves(
     // Authorized at once: started too, with the dispatch row in the same transaction.
     let dispatch = || dispatch::dispatch_rows(&spec.targets);
     // SMCL's "pre-confirm validation path": a recovery action that could not run now is refused
-    // before anyone is asked to confirm it (`ooc::precheck` leaves someone without the scope to
+    // before anyone is asked to confirm it (the chat operations' `Precheck` leaves someone without the scope to
     // the authorization refusal below).
     if let Some(refused) = refused {
         return FirstMoves {
@@ -104,6 +104,7 @@ pub(super) fn inbound_row(
         tenant_id: tenant.map(|t| t.id.clone()),
         status: status.to_owned(),
         payload: message.raw.clone(),
+        detail: message.content.unreadable_reason().map(str::to_owned),
         received_at: now,
     }
 }

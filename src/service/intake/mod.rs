@@ -10,23 +10,29 @@ use uuid::Uuid;
 
 use crate::domain::command::{Args, CommandRequest, ExternalId, IdempotencyClass, Intent};
 use crate::domain::directory::{Actor, Tenant, UnknownSenderPolicy};
-use crate::domain::lifecycle::State;
 use crate::domain::message::{Content, InboundMessage, StatusUpdate};
-use crate::domain::registry::{CommandSpec, Interpretation};
-use crate::service::confirmations::answers::{self, AnswerOutcome, Answering};
+use crate::domain::registry::Interpretation;
+use crate::service::confirmations::answers::{self, Answering};
 use crate::service::confirmations::confirm::Answer;
 use crate::service::engine::{Admission, Engine, EngineError};
-use crate::service::ooc;
-use crate::service::security::Policy;
+use crate::service::security::ratelimit::Budget;
+use crate::service::security::{Policy, Spec};
 use crate::store::{
-    Admitted, DeliveryStatus, InboundOutcome, NewOutboxMessage, ReplyTo, Store, StoreError, StoredCommand,
+    DeliveryStatus, InboundOutcome, NOTICE_KIND, NewOutboxMessage, ReplyTo, Store, StoreError, StoredCommand,
 };
 
 mod first_moves;
+mod from_above;
+mod handled;
+mod identity;
 mod throttled;
+
+pub use from_above::{Precheck, Refused, StoredMessages};
+pub use handled::{CommandOutcome, Handled};
 
 pub use first_moves::reply_destination;
 use first_moves::{conversation_id, first_moves, inbound_row, reply_address};
+use identity::Writer;
 use throttled::Throttled;
 
 /// The per-message warnings a flood would repeat, at most one a second each.
@@ -41,85 +47,12 @@ pub enum Reprocessed {
     NotACommand(&'static str),
 }
 
-/// What became of one inbound message.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Handled {
-    /// Seen before (a redelivered webhook): nothing new was written.
-    Redelivered,
-    /// Sent to a number no tenant owns: stored as unroutable.
-    Unroutable,
-    /// From someone the tenant does not list: refused (with a reply) or ignored, per policy.
-    UnknownSender,
-    /// Not a command (help, no match, ambiguous, media, reactions): stored, answered when useful.
-    NotACommand { status: &'static str },
-    /// A command was admitted, or the message repeated one (IDS replay / in progress).
-    Command { command_id: Uuid, outcome: CommandOutcome },
-    /// A different command under a taken key (only possible with caller-supplied keys).
-    Conflict,
-    /// An answer to a confirmation.
-    Answer(AnswerOutcome),
-    /// Over the actor's or the tenant's rate limit: stored, not acted on.
-    RateLimited,
-}
-
-/// What a message that names a command came to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CommandOutcome {
-    /// A new command, in the state its first moves left it.
-    Admitted(State),
-    /// The same command again after it ended: its outcome is replayed (IDS).
-    Replayed,
-    /// The same command again while it runs: "in progress" (IDS).
-    InProgress,
-}
-
-impl CommandOutcome {
-    pub fn is_duplicate(self) -> bool {
-        !matches!(self, Self::Admitted(_))
-    }
-}
-
-impl Handled {
-    /// The message was seen before (a redelivered webhook, or a repeated answer): nothing new.
-    pub fn is_redelivery(&self) -> bool {
-        matches!(self, Self::Redelivered | Self::Answer(AnswerOutcome::Redelivered))
-    }
-
-    /// What admitting a message's command came to.
-    fn admitted(admitted: Admitted) -> Self {
-        match admitted {
-            Admitted::New { command_id, lifecycle, .. } => {
-                Self::Command { command_id, outcome: CommandOutcome::Admitted(lifecycle.state) }
-            }
-            Admitted::Replayed(d) => Self::Command { command_id: d.command_id, outcome: CommandOutcome::Replayed },
-            Admitted::InProgress(d) => Self::Command { command_id: d.command_id, outcome: CommandOutcome::InProgress },
-            Admitted::Conflict { .. } => Self::Conflict,
-            Admitted::Redelivered { .. } => Self::Redelivered,
-        }
-    }
-
-    /// The `outcome` label of `chatgate_inbound_messages_total`.
-    pub fn outcome(&self) -> &'static str {
-        match self {
-            Self::Redelivered => "redelivered",
-            Self::Unroutable => "unroutable",
-            Self::UnknownSender => "unknown_sender",
-            Self::NotACommand { status } => status,
-            Self::Command { outcome, .. } if outcome.is_duplicate() => "duplicate",
-            Self::Command { .. } => "command",
-            Self::Conflict => "conflict",
-            Self::Answer(AnswerOutcome::Redelivered) => "redelivered",
-            Self::Answer(_) => "answer",
-            Self::RateLimited => "rate_limited",
-        }
-    }
-}
-
 #[derive(Clone)]
 pub struct Ingress {
     engine: Engine,
     policy: Policy,
     stored: Arc<dyn StoredMessages>,
+    precheck: Arc<dyn Precheck>,
 }
 
 impl std::fmt::Debug for Ingress {
@@ -129,8 +62,8 @@ impl std::fmt::Debug for Ingress {
 }
 
 impl Ingress {
-    pub fn new(engine: Engine, policy: Policy, stored: Arc<dyn StoredMessages>) -> Self {
-        Self { engine, policy, stored }
+    pub fn new(engine: Engine, policy: Policy, stored: Arc<dyn StoredMessages>, precheck: Arc<dyn Precheck>) -> Self {
+        Self { engine, policy, stored, precheck }
     }
 
     /// A stored message read again (see [`StoredMessages`]).
@@ -160,22 +93,37 @@ impl Ingress {
     }
 
     async fn handle_uncounted(&self, message: &InboundMessage, now: OffsetDateTime) -> Result<Handled, EngineError> {
-        let Some(tenant) = self.policy.directory.tenant_for_number(&message.to) else {
+        let tenants = self.policy.tenants.get();
+        let Some(tenant) = tenants.tenant_for_number(&message.to) else {
             if let Some(held) = UNROUTABLE.admit_now() {
                 let id = &message.provider_message_id;
                 tracing::warn!(to = %message.to, %id, held, "message to an unknown number stored as unroutable");
             }
             return self.record(message, None, "unroutable", &[], Handled::Unroutable, now).await;
         };
+        // A message that cannot be read is kept and never answered, whoever sent it (its sender
+        // may be the part that could not be read).
+        if message.content.unreadable_reason().is_some() {
+            let status = "unreadable";
+            return self.record(message, Some(tenant), status, &[], Handled::NotACommand { status }, now).await;
+        }
+        let writer = self.who_wrote(message, tenant, now).await?;
+        self.handle_as(message, tenant, writer, now).await
+    }
+
+    /// A message from `writer`: kept for the resolver, a stranger's, or a person's.
+    async fn handle_as(
+        &self,
+        message: &InboundMessage,
+        tenant: &Tenant,
+        writer: Writer,
+        now: OffsetDateTime,
+    ) -> Result<Handled, EngineError> {
         let reply_to = reply_address(message, tenant);
-        let Some(actor) = tenant.actor(&message.from) else {
-            let (status, replies) = match tenant.unknown_sender {
-                UnknownSenderPolicy::Refuse => {
-                    ("refused_unknown_sender", vec![reply_to.message("rejected", json!({"reason": "unknown_sender"}))])
-                }
-                UnknownSenderPolicy::Ignore => ("ignored_unknown_sender", vec![]),
-            };
-            return self.record(message, Some(tenant), status, &replies, Handled::UnknownSender, now).await;
+        let actor = match writer {
+            Writer::Wait => return self.wait(message, tenant, now).await,
+            Writer::Stranger => return self.handle_stranger(message, tenant, &reply_to, now).await,
+            Writer::Known(actor) => actor,
         };
         // IDS §XV: every message counts, repeats included; over the limit it is kept, not acted
         // on, and not answered (answering a flood would only double it).
@@ -192,13 +140,47 @@ impl Ingress {
             let who = Answering {
                 tenant_id: &tenant.id,
                 actor_id: &actor.id,
+                scopes: &actor.scopes,
                 reply_to: &reply_to,
                 inbound: &inbound,
                 policy: &self.policy,
             };
             return Ok(Handled::Answer(answers::handle(&self.engine, &who, &answer, now).await?));
         }
-        self.interpret(message, tenant, actor, reply_to, now).await
+        self.interpret(message, tenant, &actor, reply_to, now).await
+    }
+
+    /// A message from someone the tenant does not list. Their messages count against the same
+    /// limits as an actor's (each address its own budget); a refusal is sent only within the
+    /// tenant's budget of them (each one is a paid conversation), as a notice that waits for
+    /// known people's messages to leave first; past it the message is kept and counted.
+    async fn handle_stranger(
+        &self,
+        message: &InboundMessage,
+        tenant: &Tenant,
+        reply_to: &ReplyTo,
+        now: OffsetDateTime,
+    ) -> Result<Handled, EngineError> {
+        let (store, limits) = (self.engine.store(), &self.policy.security.limits);
+        let stranger = format!("unknown:{}:{}", message.channel, message.from);
+        if limits.inbound_shared(store, tenant.id.as_str(), &stranger, now).await?.is_err() {
+            return self.record(message, Some(tenant), "rate_limited", &[], Handled::RateLimited, now).await;
+        }
+        let (status, refusal) = match tenant.unknown_sender {
+            // Handled as a person in the role (`sender`); one whose address is not an id is ignored.
+            UnknownSenderPolicy::Ignore | UnknownSenderPolicy::AsRole(_) => ("ignored_unknown_sender", None),
+            UnknownSenderPolicy::Refuse => {
+                let budget = limits.take(store, Budget::UnknownSenderReplies, tenant.id.as_str(), now).await?;
+                if budget.is_err() {
+                    let labels = [("tenant", tenant.id.to_string())];
+                    metrics::counter!("chatgate_unknown_sender_refusals_unsent_total", &labels).increment(1);
+                }
+                let reply = reply_to.message("rejected", json!({"reason": "unknown_sender"}));
+                ("refused_unknown_sender", budget.ok().map(|()| NewOutboxMessage { kind: NOTICE_KIND.into(), ..reply }))
+            }
+        };
+        let replies: Vec<NewOutboxMessage> = refusal.into_iter().collect();
+        self.record(message, Some(tenant), status, &replies, Handled::UnknownSender, now).await
     }
 
     /// A message from a known actor that is not an answer: a command, help, or nothing.
@@ -214,9 +196,10 @@ impl Ingress {
         if let Some(status) = message.content.unanswered() {
             return self.record(message, Some(tenant), status, &[], Handled::NotACommand { status }, now).await;
         }
+        let registry = self.policy.registry.current();
         let interpretation = match &message.content {
-            Content::Text(text) => self.policy.registry.interpret_text(text),
-            Content::Reply { id, .. } => self.policy.registry.interpret_reply_id(id),
+            Content::Text(text) => registry.interpret_text(text),
+            Content::Reply { id, .. } => registry.interpret_reply_id(id),
             other => {
                 let vars = json!({"unsupported": other.kind(), "commands": self.help(actor)});
                 let replies = [reply_to.message("help", vars)];
@@ -225,8 +208,8 @@ impl Ingress {
             }
         };
         match interpretation {
-            Interpretation::Command { spec, args } => {
-                self.admit(message, tenant, actor, spec, args, reply_to, now).await
+            Interpretation::Command { at, args, .. } => {
+                self.admit(message, tenant, actor, &Spec::at(&registry, at), args, reply_to, now).await
             }
             Interpretation::Help | Interpretation::NoMatch => {
                 let status = if interpretation == Interpretation::Help { "help" } else { "no_match" };
@@ -244,7 +227,7 @@ impl Ingress {
     }
 
     fn help(&self, actor: &Actor) -> Vec<String> {
-        self.policy.registry.help_lines(&actor.scopes)
+        self.policy.registry.current().help_lines(&actor.scopes)
     }
 
     /// Stores a message that starts no command, with its replies, once.
@@ -270,7 +253,7 @@ impl Ingress {
         message: &InboundMessage,
         tenant: &Tenant,
         actor: &Actor,
-        spec: &CommandSpec,
+        spec: &Spec,
         args: Args,
         reply_to: ReplyTo,
         now: OffsetDateTime,
@@ -287,7 +270,7 @@ impl Ingress {
         message: &InboundMessage,
         tenant: &Tenant,
         actor: &Actor,
-        spec: &CommandSpec,
+        spec: &Spec,
         args: Args,
         reply_to: ReplyTo,
         reprocess_of: Option<&StoredCommand>,
@@ -312,12 +295,13 @@ impl Ingress {
             ttl: Some(spec.ttl),
             dedupe_window: spec.dedupe_window,
             target_command_id: reprocess_of.map(|t| t.envelope.command_id),
+            registry_version: Some(spec.registry_version().to_owned()),
         };
         let (command, what) = (Some(spec.name.clone()), Some(spec.reads(&args)));
         let reply_to = ReplyTo { command, what, executed_template: spec.reply.clone(), ..reply_to };
         // A reprocessed message is not asked anything: its command goes where the first one went.
         let refused = match reprocess_of {
-            None => ooc::precheck(self.store(), &self.policy, &tenant.id, actor, spec, &args).await?,
+            None => self.precheck.refused(self.store(), &self.policy, &tenant.id, actor, spec, &args).await?,
             Some(_) => None,
         };
         let first = first_moves(spec, &actor.scopes, &args, &reply_to, refused, now);
@@ -343,22 +327,26 @@ impl Ingress {
         message: &InboundMessage,
         now: OffsetDateTime,
     ) -> Result<Reprocessed, EngineError> {
-        let Some(tenant) =
-            self.policy.directory.tenant_for_number(&message.to).filter(|t| t.id == target.envelope.tenant_id)
-        else {
+        let tenants = self.policy.tenants.get();
+        let Some(tenant) = tenants.tenant_for_number(&message.to).filter(|t| t.id == target.envelope.tenant_id) else {
             return Ok(Reprocessed::NotACommand("unroutable"));
         };
-        let Some(actor) = tenant.actor(&message.from) else { return Ok(Reprocessed::NotACommand("unknown_sender")) };
+        // Reprocessing never waits: a sender the resolver has not named is unknown here.
+        let Writer::Known(actor) = self.who_wrote(message, tenant, now).await? else {
+            return Ok(Reprocessed::NotACommand("unknown_sender"));
+        };
+        let registry = self.policy.registry.current();
         let interpretation = match &message.content {
-            Content::Text(text) => self.policy.registry.interpret_text(text),
-            Content::Reply { id, .. } => self.policy.registry.interpret_reply_id(id),
+            Content::Text(text) => registry.interpret_text(text),
+            Content::Reply { id, .. } => registry.interpret_reply_id(id),
             _ => return Ok(Reprocessed::NotACommand("not_a_command")),
         };
-        let Interpretation::Command { spec, args } = interpretation else {
+        let Interpretation::Command { at, args, .. } = interpretation else {
             return Ok(Reprocessed::NotACommand("no_match"));
         };
+        let spec = Spec::at(&registry, at);
         let reply_to = reply_address(message, tenant);
-        match self.admit_as(message, tenant, actor, spec, args, reply_to, Some(target), now).await? {
+        match self.admit_as(message, tenant, &actor, &spec, args, reply_to, Some(target), now).await? {
             Handled::Command { command_id, .. } => Ok(Reprocessed::Command(command_id)),
             _ => Ok(Reprocessed::NotACommand("not_admitted")),
         }
@@ -386,12 +374,4 @@ impl Ingress {
         }
         Ok(())
     }
-}
-
-/// Reads a stored message (as `Store::message_of` returns it) back into the message it was, for
-/// reprocessing. Each channel knows its own stored form, and channels sit above this layer, so
-/// the composition root hands intake a reader (`channels::StoredMessageReader`).
-/// `conversation` is the command's (`{channel}:{business number}:{person}`).
-pub trait StoredMessages: Send + Sync {
-    fn reread(&self, channel: &str, raw: &Value, conversation: &ExternalId) -> Option<InboundMessage>;
 }

@@ -40,7 +40,7 @@ pub(super) async fn recover(gateway: &Gateway, asker: &Asker<'_>, now: OffsetDat
         .map_err(|_| refused("unknown_operation", json!({"message": format!("no recovery `{}`", intent.action)})))?;
     let target = gateway.resolve(asker, arg(asker.command, "ref").unwrap_or_default()).await?;
     // A chat command the registry sends through step-up was proved before it was authorized.
-    let proved = gateway.policy.spec_of(asker.command).is_some_and(|spec| spec.step_up);
+    let proved = gateway.policy.spec_of(asker.command).await?.is_some_and(|spec| spec.step_up);
     let id = operator_id(asker);
     let operator = Operator {
         tenant: asker.tenant,

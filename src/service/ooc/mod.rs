@@ -11,7 +11,7 @@ mod precheck;
 mod queries;
 pub mod view;
 
-pub use precheck::{Refused, precheck};
+pub use precheck::Precheck;
 
 use std::collections::BTreeSet;
 
@@ -28,7 +28,7 @@ use crate::service::security::Policy;
 use crate::store::{Store, StoreError, StoredCommand};
 
 /// The executor name the registry's built-in commands go to.
-pub const GATEWAY: &str = "gateway";
+pub const GATEWAY: &str = crate::domain::registry::GATEWAY_EXECUTOR;
 
 /// The scope that lets a person see every command of the tenant, not only their own.
 pub const SEE_ALL: &str = "commands:read";
@@ -87,7 +87,10 @@ impl Gateway {
     /// Executes `command`; a storage failure is worth another attempt, like an executor's 503.
     pub async fn call(&self, command: &StoredCommand) -> CallOutcome {
         let e = &command.envelope;
-        let scopes = self.policy.scopes_of(command);
+        let scopes = match self.policy.scopes_of(command).await {
+            Ok(scopes) => scopes,
+            Err(error) => return CallOutcome::Retry { error: format!("storage: {error}"), retry_after: None },
+        };
         let asker = Asker { tenant: &e.tenant_id, actor: e.actor_id.as_str(), scopes, command };
         let now = OffsetDateTime::now_utc();
         let answer = match e.intent.action.as_str() {
@@ -121,13 +124,13 @@ impl Gateway {
     pub(crate) fn name_of(&self, command: &StoredCommand) -> String {
         let intent = &command.envelope.intent;
         self.policy
-            .spec_of(command)
+            .known_spec_of(command)
             .map_or_else(|| format!("{}.{}", intent.entity, intent.action), |spec| spec.name.clone())
     }
 
     /// Whether a command is one of these built-ins (left out of the lists people ask for).
     pub(crate) fn is_builtin(&self, command: &StoredCommand) -> bool {
-        self.policy.spec_of(command).is_some_and(|spec| spec.executor == GATEWAY)
+        self.policy.known_spec_of(command).is_some_and(|spec| spec.executor == GATEWAY)
     }
 }
 

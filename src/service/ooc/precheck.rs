@@ -22,6 +22,7 @@ use crate::domain::directory::Actor;
 use crate::domain::lifecycle::recovery::RecoveryAction;
 use crate::domain::registry::CommandSpec;
 use crate::service::agents;
+use crate::service::intake::Refused;
 use crate::service::ooc::resolve;
 use crate::service::recovery::admissible;
 use crate::service::security::Policy;
@@ -29,45 +30,45 @@ use crate::service::security::authz;
 use crate::service::security::authz::AuthzDecision;
 use crate::store::{Store, StoreError};
 
-/// Why a command is refused before its confirmation: its reason code and what the person hears
-/// (the `error` of the `failed` reply).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Refused {
-    pub code: &'static str,
-    pub detail: Value,
-}
+/// The chat operations' check before a confirmation, handed to intake (`intake::Precheck`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Precheck;
 
-/// `None` when `spec` may go on to its confirmation (anything that is not a recovery action or
-/// an agent move passes; someone without its scope is left to authorization, which reveals
-/// nothing about the target).
-pub async fn precheck(
-    store: &Store,
-    policy: &Policy,
-    tenant: &TenantId,
-    actor: &Actor,
-    spec: &CommandSpec,
-    args: &Args,
-) -> Result<Option<Refused>, StoreError> {
-    if spec.executor != GATEWAY || matches!(authz::decide(spec, &actor.scopes, false), AuthzDecision::Deny { .. }) {
-        return Ok(None);
-    }
-    let checked = if let Ok(action) = spec.action.parse::<RecoveryAction>() {
-        recovery(store, policy, tenant, actor, action, spec.step_up, args).await
-    } else if let Some(event) = actions::agent_event(&spec.action) {
-        let name = args.get("agent").and_then(Value::as_str).unwrap_or_default();
-        agents::admissible(store, &policy.agents, name, event)
-            .await
-            .map(drop)
-            .map_err(|error| actions::agent_refusal(error, name))
-    } else {
-        return Ok(None);
-    };
-    match checked {
-        Ok(()) => Ok(None),
-        Err(Refusal::Refused { code, detail }) => {
-            Ok(Some(Refused { code, detail: crate::service::ooc::with_code(code, detail) }))
+#[async_trait::async_trait]
+impl crate::service::intake::Precheck for Precheck {
+    /// `None` when `spec` may go on to its confirmation (anything that is not a recovery action or
+    /// an agent move passes; someone without its scope is left to authorization, which reveals
+    /// nothing about the target).
+    async fn refused(
+        &self,
+        store: &Store,
+        policy: &Policy,
+        tenant: &TenantId,
+        actor: &Actor,
+        spec: &CommandSpec,
+        args: &Args,
+    ) -> Result<Option<Refused>, StoreError> {
+        if spec.executor != GATEWAY || matches!(authz::decide(spec, &actor.scopes, false), AuthzDecision::Deny { .. }) {
+            return Ok(None);
         }
-        Err(Refusal::Store(error)) => Err(error),
+        let checked = if let Ok(action) = spec.action.parse::<RecoveryAction>() {
+            recovery(store, policy, tenant, actor, action, spec.step_up, args).await
+        } else if let Some(event) = actions::agent_event(&spec.action) {
+            let name = args.get("agent").and_then(Value::as_str).unwrap_or_default();
+            agents::admissible(store, &policy.agents, name, event)
+                .await
+                .map(drop)
+                .map_err(|error| actions::agent_refusal(error, name))
+        } else {
+            return Ok(None);
+        };
+        match checked {
+            Ok(()) => Ok(None),
+            Err(Refusal::Refused { code, detail }) => {
+                Ok(Some(Refused { code, detail: crate::service::ooc::with_code(code, detail) }))
+            }
+            Err(Refusal::Store(error)) => Err(error),
+        }
     }
 }
 

@@ -31,6 +31,8 @@ fn cancel_request(operator: &Operator<'_>, target: &StoredCommand) -> Result<Com
     let e = &target.envelope;
     let invalid = |what: &str| RecoveryError::Conflict(format!("cannot build the recovery command: {what}"));
     Ok(CommandRequest {
+        // The gateway's own cancel: no registry entry describes it.
+        registry_version: None,
         tenant_id: e.tenant_id.clone(),
         actor_id: ActorId::parse(&format!("operator:{}", slug(operator.id))).map_err(|_| invalid("operator id"))?,
         channel: Channel::parse("api").map_err(|_| invalid("channel"))?,
@@ -114,10 +116,10 @@ pub(super) async fn retry(
     now: OffsetDateTime,
 ) -> Result<Recovered, RecoveryError> {
     let e = &target.envelope;
-    // A registry command goes to the registry's targets now; one submitted for an agent (the hook
-    // bridge, a Standard Webhooks source) to the agents it went to.
-    let spec = policy.registry.by_intent(&e.intent.entity, &e.intent.action);
-    let targets = match spec {
+    // A registry command goes to the targets of the entry it was admitted under; one submitted for
+    // an agent (the hook bridge, a Standard Webhooks source) to the agents it went to.
+    let spec = policy.spec_of(target).await?;
+    let targets = match &spec {
         Some(spec) => spec.targets.clone(),
         None => engine.store().deliveries().dispatch_targets(e.command_id).await?,
     };
@@ -128,7 +130,7 @@ pub(super) async fn retry(
         return Err(RecoveryError::Conflict("a recovery of this command is under way".into()));
     }
     // The failed command holds the key; this one carries it to the executor unreserved.
-    let mut request = follow_up(target, e.intent.clone(), e.command_kind, IdempotencyClass::I0, e.risk, spec);
+    let mut request = follow_up(target, e.intent.clone(), e.command_kind, IdempotencyClass::I0, e.risk, spec.as_ref());
     request.message_ids = e.message_ids.clone();
     let admission = Admission {
         then: dispatch::authorized_at_once(e.command_kind),
@@ -156,13 +158,13 @@ pub(super) async fn compensate(
     now: OffsetDateTime,
 ) -> Result<Recovered, RecoveryError> {
     let e = &target.envelope;
-    let Some(spec) = policy.compensation_of(target) else {
+    let Some(spec) = policy.compensation_of(target).await? else {
         return Err(RecoveryError::Conflict("the registry declares no compensation for this command".into()));
     };
     let intent = Intent::parse(&spec.entity, &spec.action, e.intent.target.as_deref())
         .map_err(|_| RecoveryError::Conflict("cannot build the compensation's intent".into()))?;
     // Its own key: compensating the same command twice is one compensation.
-    let request = follow_up(target, intent, spec.kind, spec.idempotency_class, spec.risk, Some(spec));
+    let request = follow_up(target, intent, spec.kind, spec.idempotency_class, spec.risk, Some(&spec));
     let admission = Admission {
         then: dispatch::authorized_at_once(spec.kind),
         decision: Some(decision(RecoveryAction::Compensate, operator, target)),

@@ -25,11 +25,11 @@ use crate::domain::lifecycle::EvidenceKind;
 use crate::domain::lifecycle::State;
 use crate::domain::lifecycle::recovery::RecoveryAction;
 use crate::domain::lifecycle::recovery::allowed;
-use crate::domain::registry::CommandSpec;
 use crate::service::engine::Engine;
 use crate::service::engine::EngineError;
 use crate::service::intake::Ingress;
 use crate::service::security::Policy;
+use crate::service::security::Spec;
 use crate::store::{Store, StoreError, StoredCommand};
 
 mod actions;
@@ -101,7 +101,8 @@ pub async fn allowed_actions(
     target: &StoredCommand,
 ) -> Result<(Vec<RecoveryAction>, SourceMessage), StoreError> {
     let message = store.inbound().message_of(target.envelope.command_id).await?;
-    let actions = allowed(target.lifecycle.state, policy.compensation_of(target).is_some(), message.is_some());
+    let compensable = policy.compensation_of(target).await?.is_some();
+    let actions = allowed(target.lifecycle.state, compensable, message.is_some());
     Ok((actions, message))
 }
 
@@ -120,7 +121,7 @@ pub async fn admissible(
     if !actions.contains(&action) {
         return Err(RecoveryError::NotAllowed { action, state: target.lifecycle.state, allowed: actions });
     }
-    if needs_step_up(policy, target, action) && !proving {
+    if !proving && needs_step_up(policy, target, action).await? {
         return Err(RecoveryError::StepUpRequired("this action on a high-risk command needs a step-up proof".into()));
     }
     Ok(message)
@@ -128,13 +129,13 @@ pub async fn admissible(
 
 /// Whether what `action` would run is risky (the registry says `high`), so that the operator
 /// proves it is them, once (the proof names them, the target and its key).
-fn needs_step_up(policy: &Policy, target: &StoredCommand, action: RecoveryAction) -> bool {
+async fn needs_step_up(policy: &Policy, target: &StoredCommand, action: RecoveryAction) -> Result<bool, StoreError> {
     let runs = match action {
-        RecoveryAction::Compensate => policy.compensation_of(target),
-        RecoveryAction::Retry | RecoveryAction::Reprocess => policy.spec_of(target),
+        RecoveryAction::Compensate => policy.compensation_of(target).await?,
+        RecoveryAction::Retry | RecoveryAction::Reprocess => policy.spec_of(target).await?,
         RecoveryAction::Cancel => None,
     };
-    runs.is_some_and(|spec| spec.risk == Risk::High)
+    Ok(runs.is_some_and(|spec| spec.risk == Risk::High))
 }
 
 pub async fn recover(
@@ -158,7 +159,7 @@ pub async fn recover(
         admitted => admitted?,
     };
     if let StepUp::Token(token) = operator.step_up
-        && needs_step_up(policy, &target, action)
+        && needs_step_up(policy, &target, action).await?
     {
         let proof = policy
             .security
@@ -196,7 +197,7 @@ pub(super) fn follow_up(
     kind: CommandKind,
     idempotency_class: IdempotencyClass,
     risk: Risk,
-    spec: Option<&CommandSpec>,
+    spec: Option<&Spec>,
 ) -> CommandRequest {
     let e = &target.envelope;
     // A command no registry entry describes (a hook call, a Standard Webhooks event) keeps the
@@ -219,6 +220,8 @@ pub(super) fn follow_up(
         ttl: spec.map(|s| s.ttl).or(own_ttl),
         dedupe_window: spec.map_or(std::time::Duration::ZERO, |s| s.dedupe_window),
         target_command_id: Some(e.command_id),
+        // Its own entry's registry, else the target's.
+        registry_version: spec.map(|s| s.registry_version().to_owned()).or_else(|| e.registry_version.clone()),
     }
 }
 

@@ -5,9 +5,9 @@
 use serde_json::{Value, json};
 
 use crate::domain::command::Channel;
+use crate::domain::evidence::Pseudonymizer;
 use crate::domain::evidence::{EvidenceDraft, TraceBindings};
 use crate::domain::lifecycle::EvidenceKind;
-use crate::service::engine::Engine;
 use crate::service::replies::templates::Templates;
 use crate::store::{ClaimedMessage, OutboundRecord};
 
@@ -80,7 +80,7 @@ pub fn render(templates: &Templates, message: &ClaimedMessage) -> Result<Outgoin
 /// What is kept of a send: the row for status webhooks and the evidence. `outcome` is `sent`
 /// (through the provider's API), `sent_inline` (in the answer to its webhook) or why it failed.
 pub fn record(
-    engine: &Engine,
+    pseudonyms: &Pseudonymizer,
     message: &ClaimedMessage,
     outgoing: Option<&Outgoing>,
     provider_id: Option<String>,
@@ -91,7 +91,7 @@ pub fn record(
     let sent = outcome.starts_with("sent");
     let kind = if sent { EvidenceKind::MessageSent } else { EvidenceKind::MessageFailed };
     let trace = TraceBindings {
-        conversation: Some(engine.pseudonym(&message.destination)),
+        conversation: Some(pseudonyms.pseudonym(&message.destination)),
         message_ids: provider_id.iter().cloned().chain(p["in_reply_to"].as_str().map(str::to_owned)).collect(),
         ..TraceBindings::default()
     };

@@ -1,6 +1,7 @@
 //! API authentication: a bearer token verified against the issuer it names, read into the
 //! [`Principal`] that calls. The HTTP layer (`http::auth`) asks this for every scoped route.
 
+use crate::service::live::Live;
 use std::collections::BTreeSet;
 
 use serde::Deserialize;
@@ -17,6 +18,9 @@ pub struct Principal {
     pub scopes: BTreeSet<String>,
     /// When the proof ends: the token's `exp` (a console session ends no later).
     pub expires_at: Option<time::OffsetDateTime>,
+    /// The console session the caller came with (its id's hash), when not a bearer token: what
+    /// the caller opens (an event stream) ends with it.
+    pub session: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -39,11 +43,29 @@ pub struct Authenticator {
     leeway_secs: u64,
     max_lifetime_secs: u64,
     issuers: Vec<Issuer>,
+    /// The tenants this gateway serves (the directory's): a token for any other is refused.
+    tenants: Live<BTreeSet<TenantId>>,
 }
 
 impl Authenticator {
-    pub fn new(audience: String, leeway_secs: u64, max_lifetime_secs: u64, issuers: Vec<Issuer>) -> Self {
-        Self { audience, leeway_secs, max_lifetime_secs, issuers }
+    pub fn new(
+        audience: String,
+        leeway_secs: u64,
+        max_lifetime_secs: u64,
+        issuers: Vec<Issuer>,
+        tenants: BTreeSet<TenantId>,
+    ) -> Self {
+        Self { audience, leeway_secs, max_lifetime_secs, issuers, tenants: Live::new(tenants) }
+    }
+
+    /// Serves `tenants` from now on (a reload of the directory file).
+    pub fn serve(&self, tenants: BTreeSet<TenantId>) {
+        self.tenants.set(tenants);
+    }
+
+    /// Whether `tenant` is served here.
+    pub fn serves(&self, tenant: &str) -> bool {
+        TenantId::parse(tenant).is_ok_and(|t| self.tenants.get().contains(&t))
     }
 
     /// Verifies a bearer token against the issuer it names.
@@ -53,6 +75,9 @@ impl Authenticator {
         let claims: ApiClaims =
             issuer.verify(token, &self.audience, self.leeway_secs, &["exp", "iss", "aud", "sub"])?;
         let tenant = TenantId::parse(&claims.tenant).map_err(|_| TokenError::MissingClaim)?;
+        if !self.tenants.get().contains(&tenant) {
+            return Err(TokenError::UnknownTenant);
+        }
         let mut scopes: BTreeSet<String> =
             claims.scope.iter().flat_map(|s| s.split_whitespace()).map(str::to_owned).collect();
         scopes.extend(claims.scp.into_iter().flatten());
@@ -62,7 +87,7 @@ impl Authenticator {
             return Err(TokenError::TooLong);
         }
         let expires_at = claims.exp.and_then(|exp| time::OffsetDateTime::from_unix_timestamp(exp).ok());
-        Ok(Principal { issuer: iss, subject: claims.sub, tenant, scopes, expires_at })
+        Ok(Principal { issuer: iss, subject: claims.sub, tenant, scopes, expires_at, session: None })
     }
 
     pub fn issuers(&self) -> &[Issuer] {

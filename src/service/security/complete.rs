@@ -12,9 +12,9 @@ use crate::service::dispatch;
 use crate::service::engine::Engine;
 use crate::service::engine::EngineError;
 use crate::service::engine::MoveContext;
-use crate::service::security::Policy;
 use crate::service::security::StepUpError;
 use crate::service::security::authz::AuthzDecision;
+use crate::service::security::{Authorization, Policy};
 use crate::store::{ConsumedToken, StepOutcome, StepWrite, StoredCommand};
 
 #[derive(Debug, thiserror::Error)]
@@ -57,8 +57,10 @@ pub async fn complete_step_up(
         return Err(StepUpFailure::NotAwaiting(command.lifecycle.state));
     }
     let consume = ConsumedToken { issuer: proof.issuer.clone(), jti: proof.jti.clone(), expires_at: proof.expires_at };
+    let held = policy.scopes_of(&command).await?;
+    let authorization = policy.authorize(&command, held, true).await?;
     let step = StepWrite {
-        moves: decided_moves(engine, policy, &command, &proof.evidence(), now)?,
+        moves: decided_moves(engine, (&command, authorization), &proof.evidence(), now)?,
         consume: Some(consume),
         ..StepWrite::new(tenant.clone(), Some(command_id), now)
     };
@@ -78,13 +80,12 @@ pub async fn complete_step_up(
 /// The decision with the proof in hand: allow (and tell the person), or deny.
 fn decided_moves(
     engine: &Engine,
-    policy: &Policy,
-    command: &StoredCommand,
+    (command, authorization): (&StoredCommand, Option<Authorization>),
     proof: &serde_json::Value,
     now: OffsetDateTime,
 ) -> Result<Vec<crate::store::TransitionWrite>, StepUpFailure> {
     let name = command.reply_to.as_ref().and_then(|r| r.command.clone()).unwrap_or_else(|| "request".into());
-    let (event, reason, mut decision, outbox, targets) = match policy.authorize(command, true) {
+    let (event, reason, mut decision, outbox, targets) = match authorization {
         Some(authorization) if authorization.decision == AuthzDecision::Allow => {
             let told = command
                 .reply_to

@@ -34,6 +34,9 @@ pub enum TokenError {
     Critical,
     #[error("the token lives longer than this gateway accepts")]
     TooLong,
+    /// Its `tenant` is not one this gateway serves: refused everywhere, never a tenant of its own.
+    #[error("the token's tenant is not served here")]
+    UnknownTenant,
     #[error("the token is not valid: {0}")]
     Invalid(String),
 }

@@ -20,6 +20,9 @@ pub fn api_token(
     ttl: Duration,
     now: OffsetDateTime,
 ) -> Result<String, String> {
+    if !authenticator.serves(tenant) {
+        return Err(format!("no tenant `{tenant}` in the directory: a token for it would be refused"));
+    }
     let issuers = authenticator.issuers();
     let issuer = match iss {
         Some(iss) => issuers.iter().find(|i| i.iss == iss).ok_or_else(|| format!("no issuer `{iss}` is configured"))?,

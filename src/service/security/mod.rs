@@ -9,6 +9,7 @@ pub mod keys;
 pub mod mint;
 pub mod policy;
 pub mod ratelimit;
+pub mod registries;
 pub mod sessions;
 pub mod stepup;
 
@@ -20,6 +21,7 @@ pub use complete::{StepUpFailure, complete_step_up};
 pub use keys::{Issuer, TokenError};
 pub use policy::{Authorization, Policy};
 pub use ratelimit::Limits;
+pub use registries::{Registries, Spec};
 pub use stepup::{StepUpError, StepUpProof, StepUpVerifier};
 
 use crate::config::Config;
@@ -33,8 +35,13 @@ pub struct Security {
 }
 
 impl Security {
-    /// Loads every issuer's keys; key files are relative to `folder`. One line per problem.
-    pub fn load(config: &Config, folder: &Path) -> Result<Self, String> {
+    /// Loads every issuer's keys; key files are relative to `folder`; `tenants` are those the
+    /// directory lists (a token for any other is refused). One line per problem.
+    pub fn load(
+        config: &Config,
+        folder: &Path,
+        tenants: std::collections::BTreeSet<crate::domain::command::TenantId>,
+    ) -> Result<Self, String> {
         let issuers = config
             .auth
             .issuers
@@ -48,6 +55,7 @@ impl Security {
                 config.auth.leeway_secs,
                 config.auth.max_lifetime_secs,
                 issuers,
+                tenants,
             ),
             stepup: StepUpVerifier::new(stepup_issuer, config.stepup.clone(), config.auth.leeway_secs),
             limits: Limits::new(&config.rate_limits),

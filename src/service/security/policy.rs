@@ -1,21 +1,26 @@
-//! The tenant's policy in one place: the registry (what each command requires), the directory
-//! (what each actor holds) and the security gates. Channels and the API ask it the same question.
+//! The tenant's policy in one place: the registry (what each command requires), the tenants and
+//! the people (what each actor holds) and the security gates. Channels and the API ask it the
+//! same question.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use crate::domain::directory::Directory;
-use crate::domain::registry::CommandSpec;
-use crate::domain::registry::Registry;
+use crate::domain::directory::Tenants;
+use crate::service::live::Live;
 use crate::service::security::Security;
 use crate::service::security::authz;
 use crate::service::security::authz::AuthzDecision;
-use crate::store::StoredCommand;
+use crate::service::security::registries::{Registries, Spec};
+use crate::store::{StoreError, StoredCommand};
 
 #[derive(Debug, Clone)]
 pub struct Policy {
-    pub registry: Arc<Registry>,
-    pub directory: Arc<Directory>,
+    /// The command registry now, and the versions commands were admitted under.
+    pub registry: Registries,
+    /// The tenants the directory file declares, swapped whole on reload.
+    pub tenants: Live<Tenants>,
+    /// Who writes to each tenant (the directory as data).
+    pub people: crate::service::directory::People,
     pub security: Arc<Security>,
     /// The agents (executors) the configuration declares: what `pause` and `resume` may name.
     pub agents: Arc<BTreeSet<String>>,
@@ -23,15 +28,15 @@ pub struct Policy {
 
 /// A decision about one stored command, with what it was decided on.
 #[derive(Debug, Clone)]
-pub struct Authorization<'a> {
+pub struct Authorization {
     pub decision: AuthzDecision,
-    pub spec: &'a CommandSpec,
+    pub spec: Spec,
     pub held: BTreeSet<String>,
 }
 
-impl Authorization<'_> {
+impl Authorization {
     pub fn evidence(&self) -> serde_json::Value {
-        self.decision.evidence(self.spec, &self.held)
+        self.decision.evidence(&self.spec, &self.held)
     }
 }
 
@@ -39,38 +44,47 @@ impl Policy {
     /// The (entity, action) a filter by command name selects: a name the registry does not know
     /// selects nothing (no command has the intent `-`/`-`).
     pub fn intent_named(&self, name: &str) -> (String, String) {
-        match self.registry.get(name) {
+        match self.registry.current().get(name) {
             Some(spec) => (spec.entity.clone(), spec.action.clone()),
             None => ("-".to_owned(), "-".to_owned()),
         }
     }
 
-    /// The registry's entry for a stored command.
-    pub fn spec_of(&self, command: &StoredCommand) -> Option<&CommandSpec> {
-        self.registry.by_intent(&command.envelope.intent.entity, &command.envelope.intent.action)
+    /// The registry's entry for a stored command: in the version it was admitted under.
+    pub async fn spec_of(&self, command: &StoredCommand) -> Result<Option<Spec>, StoreError> {
+        self.registry.spec_of(command).await
     }
 
-    /// The command that compensates `command`, when the registry declares one.
-    pub fn compensation_of(&self, command: &StoredCommand) -> Option<&CommandSpec> {
-        self.spec_of(command).and_then(|spec| spec.compensation.as_deref()).and_then(|name| self.registry.get(name))
+    /// `spec_of` from what this process has at hand (see `Registries::known_spec_of`): for a
+    /// command's name on a page, or its execution timeout.
+    pub fn known_spec_of(&self, command: &StoredCommand) -> Option<Spec> {
+        self.registry.known_spec_of(command)
     }
 
-    /// Authorizes a stored command for its actor. `None` when the registry no longer knows the
-    /// command (it was removed since): such a command cannot be authorized.
-    pub fn authorize(&self, command: &StoredCommand, stepped_up: bool) -> Option<Authorization<'_>> {
-        let spec = self.spec_of(command)?;
-        let held = self.scopes_of(command);
-        Some(Authorization { decision: authz::decide(spec, &held, stepped_up), spec, held })
+    /// The command that compensates `command`, when its registry declares one.
+    pub async fn compensation_of(&self, command: &StoredCommand) -> Result<Option<Spec>, StoreError> {
+        let spec = self.spec_of(command).await?;
+        Ok(spec.and_then(|spec| spec.compensation.clone().and_then(|name| spec.sibling(&name))))
+    }
+
+    /// Authorizes a stored command for its actor, who holds `held` now. `None` when the registry
+    /// it was admitted under does not know the command: such a command cannot be authorized.
+    pub async fn authorize(
+        &self,
+        command: &StoredCommand,
+        held: BTreeSet<String>,
+        stepped_up: bool,
+    ) -> Result<Option<Authorization>, StoreError> {
+        let Some(spec) = self.spec_of(command).await? else { return Ok(None) };
+        Ok(Some(Authorization { decision: authz::decide(&spec, &held, stepped_up), spec, held }))
     }
 
     /// The scopes the directory gives the command's actor now (none for an actor it no longer
-    /// lists).
-    pub fn scopes_of(&self, command: &StoredCommand) -> BTreeSet<String> {
+    /// lists; the tenant's role for strangers to someone it handled so).
+    pub async fn scopes_of(&self, command: &StoredCommand) -> Result<BTreeSet<String>, StoreError> {
         let e = &command.envelope;
-        self.directory
-            .tenant(e.tenant_id.as_str())
-            .and_then(|t| t.actor(e.actor_id.as_str()))
-            .map(|a| a.scopes.clone())
-            .unwrap_or_default()
+        let tenants = self.tenants.get();
+        let stranger_role = tenants.tenant(e.tenant_id.as_str()).and_then(|t| t.unknown_sender.role());
+        self.people.scopes_of(&e.tenant_id, e.actor_id.as_str(), stranger_role).await
     }
 }

@@ -1,5 +1,7 @@
-//! Rate limits with governor (GCRA, keyed): inbound chat messages per actor and per tenant, API
-//! requests per client. A refused request learns when to come back.
+//! Rate limits with governor (GCRA, keyed), each a named [`Budget`]: inbound chat messages per
+//! actor and per tenant, API requests per client, refusals sent to unknown senders per tenant,
+//! console sign-ins per client address. A refused request learns when to come back. The inbound
+//! budgets and the refusals can be the deployment's, kept in the database (PostgreSQL).
 
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -9,12 +11,50 @@ use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 use crate::config::{Rate, RateLimitConfig};
 
+/// What a limit counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Budget {
+    /// Inbound messages of a tenant.
+    Tenant,
+    /// Inbound messages of one sender in a tenant (a known actor, or an unknown address).
+    Actor,
+    /// API requests of one client.
+    ApiClient,
+    /// Replies to unknown senders, per tenant.
+    UnknownSenderReplies,
+    /// Console sign-ins from one client address.
+    SignIn,
+}
+
+impl Budget {
+    const ALL: [Self; 5] = [Self::Tenant, Self::Actor, Self::ApiClient, Self::UnknownSenderReplies, Self::SignIn];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Tenant => "tenant",
+            Self::Actor => "actor",
+            Self::ApiClient => "api_client",
+            Self::UnknownSenderReplies => "unknown_sender_replies",
+            Self::SignIn => "sign_in",
+        }
+    }
+
+    fn rate(self, rates: &RateLimitConfig) -> Rate {
+        match self {
+            Self::Tenant => rates.tenant,
+            Self::Actor => rates.actor,
+            Self::ApiClient => rates.api_client,
+            Self::UnknownSenderReplies => rates.unknown_sender_replies,
+            Self::SignIn => rates.sign_in,
+        }
+    }
+}
+
 pub struct Limits {
     /// The configured rates, for the limits kept in the database.
     rates: RateLimitConfig,
-    actor: DefaultKeyedRateLimiter<String>,
-    tenant: DefaultKeyedRateLimiter<String>,
-    api_client: DefaultKeyedRateLimiter<String>,
+    /// One keyed limiter per budget, in `Budget::ALL`'s order.
+    limiters: Vec<DefaultKeyedRateLimiter<String>>,
     clock: DefaultClock,
 }
 
@@ -32,24 +72,36 @@ fn quota(rate: Rate) -> Quota {
 
 impl Limits {
     pub fn new(config: &RateLimitConfig) -> Self {
-        Self {
-            rates: config.clone(),
-            actor: RateLimiter::keyed(quota(config.actor)),
-            tenant: RateLimiter::keyed(quota(config.tenant)),
-            api_client: RateLimiter::keyed(quota(config.api_client)),
-            clock: DefaultClock::default(),
+        let limiters = Budget::ALL.iter().map(|b| RateLimiter::keyed(quota(b.rate(config)))).collect();
+        Self { rates: config.clone(), limiters, clock: DefaultClock::default() }
+    }
+
+    /// Takes one from `key`'s `budget` in this process. `Err` says how long until one more.
+    pub fn take_here(&self, budget: Budget, key: &str) -> Result<(), Duration> {
+        let at = Budget::ALL.iter().position(|b| *b == budget).unwrap_or_default();
+        self.limiters[at].check_key(&key.to_owned()).map_err(|not_until| not_until.wait_time_from(self.clock.now()))
+    }
+
+    /// Takes one from `key`'s `budget`, counted against what every instance on `store` shares
+    /// (on PostgreSQL, where several gateways can run); a lone SQLite gateway counts in memory.
+    pub async fn take(
+        &self,
+        store: &crate::store::Store,
+        budget: Budget,
+        key: &str,
+        now: time::OffsetDateTime,
+    ) -> Result<Result<(), Duration>, crate::store::StoreError> {
+        if !self.rates.shared || store.backend() != crate::config::BackendKind::Postgres {
+            return Ok(self.take_here(budget, key));
         }
+        let rate = budget.rate(&self.rates);
+        let interval_ms = (60_000 / i64::from(rate.per_minute.max(1))).max(1);
+        let key = format!("{}|{key}", budget.name());
+        let taken = store.rate_limits().take(&key, interval_ms, i64::from(rate.burst.max(1)), now).await?;
+        Ok(taken.map_err(|wait_ms| Duration::from_millis(u64::try_from(wait_ms).unwrap_or(1))))
     }
 
-    /// One inbound message from `actor` of `tenant`: the tenant's limit, then the actor's. `Err`
-    /// says how long until one more would be allowed.
-    pub fn inbound(&self, tenant: &str, actor: &str) -> Result<(), Duration> {
-        self.check(&self.tenant, tenant.to_owned())?;
-        self.check(&self.actor, format!("{tenant}|{actor}"))
-    }
-
-    /// One inbound message, counted against the budget every instance on `store` shares (on
-    /// PostgreSQL, where several gateways can run); a lone SQLite gateway counts in memory.
+    /// One inbound message from `actor` of `tenant`: the tenant's limit, then the actor's.
     pub async fn inbound_shared(
         &self,
         store: &crate::store::Store,
@@ -57,33 +109,21 @@ impl Limits {
         actor: &str,
         now: time::OffsetDateTime,
     ) -> Result<Result<(), Duration>, crate::store::StoreError> {
-        if !self.rates.shared || store.backend() != crate::config::BackendKind::Postgres {
-            return Ok(self.inbound(tenant, actor));
+        let tenant_ok = self.take(store, Budget::Tenant, tenant, now).await?;
+        if tenant_ok.is_err() {
+            return Ok(tenant_ok);
         }
-        for (key, rate) in
-            [(format!("tenant|{tenant}"), self.rates.tenant), (format!("actor|{tenant}|{actor}"), self.rates.actor)]
-        {
-            let interval_ms = (60_000 / i64::from(rate.per_minute.max(1))).max(1);
-            let taken = store.rate_limits().take(&key, interval_ms, i64::from(rate.burst.max(1)), now).await?;
-            if let Err(wait_ms) = taken {
-                return Ok(Err(Duration::from_millis(u64::try_from(wait_ms).unwrap_or(1))));
-            }
-        }
-        Ok(Ok(()))
+        self.take(store, Budget::Actor, &format!("{tenant}|{actor}"), now).await
     }
 
     /// One API request from a client (a token's issuer and subject).
     pub fn api_client(&self, client: &str) -> Result<(), Duration> {
-        self.check(&self.api_client, client.to_owned())
-    }
-
-    fn check(&self, limiter: &DefaultKeyedRateLimiter<String>, key: String) -> Result<(), Duration> {
-        limiter.check_key(&key).map_err(|not_until| not_until.wait_time_from(self.clock.now()))
+        self.take_here(Budget::ApiClient, client)
     }
 
     /// Forgets keys that are back to full capacity (run now and then: keys are actors and clients).
     pub fn shrink(&self) {
-        for limiter in [&self.actor, &self.tenant, &self.api_client] {
+        for limiter in &self.limiters {
             limiter.retain_recent();
             limiter.shrink_to_fit();
         }
@@ -101,14 +141,20 @@ mod tests {
             tenant: Rate { per_minute: 100, burst: 100 },
             api_client: Rate { per_minute: 1, burst: 1 },
             shared: false,
+            ..RateLimitConfig::default()
         };
         let limits = Limits::new(&config);
-        assert!(limits.inbound("demo", "a").is_ok());
-        assert!(limits.inbound("demo", "a").is_ok());
-        let wait = limits.inbound("demo", "a").expect_err("third in a burst of two");
+        let inbound = |tenant: &str, actor: &str| {
+            limits
+                .take_here(Budget::Tenant, tenant)
+                .and_then(|()| limits.take_here(Budget::Actor, &format!("{tenant}|{actor}")))
+        };
+        assert!(inbound("demo", "a").is_ok());
+        assert!(inbound("demo", "a").is_ok());
+        let wait = inbound("demo", "a").expect_err("third in a burst of two");
         assert!(wait > Duration::ZERO && wait <= Duration::from_secs(30), "{wait:?}");
-        assert!(limits.inbound("demo", "b").is_ok(), "another actor is unaffected");
-        assert!(limits.inbound("other", "a").is_ok(), "the same number in another tenant too");
+        assert!(inbound("demo", "b").is_ok(), "another actor is unaffected");
+        assert!(inbound("other", "a").is_ok(), "the same number in another tenant too");
         assert!(limits.api_client("x").is_ok());
         assert!(limits.api_client("x").is_err());
         assert!(limits.api_client("y").is_ok());

@@ -47,7 +47,7 @@ pub enum SignInError {
 }
 
 /// 32 random bytes, URL-safe: a session id or a form token.
-fn random_token() -> String {
+pub fn random_token() -> String {
     let bytes: [u8; 32] = rand::rng().random();
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
@@ -57,12 +57,12 @@ fn id_hash(cookie_value: &str) -> String {
 }
 
 /// Verifies `token` as the API would and opens a session that ends after `ttl`, or when the
-/// token expires if that is sooner.
+/// token expires if that is sooner; the operator keeps at most `most` sessions.
 pub async fn sign_in(
     store: &Store,
     authenticator: &Authenticator,
     token: &str,
-    ttl: time::Duration,
+    (ttl, most): (time::Duration, u32),
     now: OffsetDateTime,
 ) -> Result<Opened, SignInError> {
     let principal = authenticator.authenticate(token.trim())?;
@@ -78,12 +78,15 @@ pub async fn sign_in(
     };
     let cookie_value = random_token();
     store.console().open(&id_hash(&cookie_value), &session, now).await?;
+    // Signing in again and again opens no more than `most` sessions: the oldest end.
+    store.console().keep_newest(&principal.issuer, &principal.subject, most.max(1)).await?;
     Ok(Opened { cookie_value, expires_at })
 }
 
 /// The operator a session cookie stands for, if the session is open.
 pub async fn signed_in(store: &Store, cookie_value: &str, now: OffsetDateTime) -> Result<Option<SignedIn>, StoreError> {
-    let Some(session) = store.console().find(&id_hash(cookie_value), now).await? else { return Ok(None) };
+    let hash = id_hash(cookie_value);
+    let Some(session) = store.console().find(&hash, now).await? else { return Ok(None) };
     let Ok(tenant) = TenantId::parse(&session.tenant_id) else {
         return Err(StoreError::Corrupt(format!("console session tenant `{}`", session.tenant_id)));
     };
@@ -94,6 +97,7 @@ pub async fn signed_in(store: &Store, cookie_value: &str, now: OffsetDateTime) -
         tenant,
         scopes,
         expires_at: Some(session.expires_at),
+        session: Some(hash),
     };
     Ok(Some(SignedIn { principal, csrf_token: session.csrf_token, expires_at: session.expires_at }))
 }
@@ -115,6 +119,7 @@ mod tests {
             tenant: TenantId::parse("demo").expect("tenant"),
             scopes: BTreeSet::new(),
             expires_at: None,
+            session: None,
         };
         let session = SignedIn { principal, csrf_token: random_token(), expires_at: OffsetDateTime::now_utc() };
         assert!(session.csrf_matches(&session.csrf_token.clone()));

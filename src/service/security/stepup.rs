@@ -87,6 +87,19 @@ impl StepUpVerifier {
         command: &StoredCommand,
         now: OffsetDateTime,
     ) -> Result<StepUpProof, StepUpError> {
+        let e = &command.envelope;
+        self.verify_binding(token, subject, (e.command_id, e.idempotency_key.as_str()), now)
+    }
+
+    /// A proof of `subject` bound to `(id, key)`: a command and its idempotency key, or another
+    /// risky action named so (an erasure: `service::directory::erasure_binding`).
+    pub fn verify_binding(
+        &self,
+        token: &str,
+        subject: &str,
+        (id, key): (Uuid, &str),
+        now: OffsetDateTime,
+    ) -> Result<StepUpProof, StepUpError> {
         let claims: StepUpClaims =
             self.issuer.verify(token, &self.config.audience, self.leeway_secs, &["exp", "iss", "aud", "sub"])?;
         let leeway = i64::try_from(self.leeway_secs).unwrap_or(0);
@@ -97,14 +110,13 @@ impl StepUpVerifier {
         if claims.iat > now.unix_timestamp() + leeway {
             return Err(TokenError::NotYetValid.into());
         }
-        let e = &command.envelope;
         if claims.sub != subject {
             return Err(StepUpError::Mismatch("actor"));
         }
-        if claims.command_id != e.command_id {
+        if claims.command_id != id {
             return Err(StepUpError::Mismatch("command"));
         }
-        if claims.idempotency_key != e.idempotency_key.as_str() {
+        if claims.idempotency_key != key {
             return Err(StepUpError::Mismatch("idempotency key"));
         }
         if !self.config.acr_values.contains(&claims.acr) {

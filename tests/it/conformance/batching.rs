@@ -27,6 +27,7 @@ fn inbound(message_id: &str) -> NewInbound {
         tenant_id: Some(crate::helpers::tenant("demo")),
         status: "received".into(),
         payload: json!({"id": message_id}),
+        detail: None,
         received_at: now(),
     }
 }

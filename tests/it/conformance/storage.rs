@@ -39,6 +39,7 @@ async fn claimed_rows_come_back_in_the_order_they_were_written(db: &TestDb) {
         tenant_id: Some(tenant("demo")),
         status: "help".into(),
         payload: json!({}),
+        detail: None,
         received_at: now(),
     };
     db.store.inbound().record(&inbound, &replies).await.expect("record");
@@ -62,6 +63,7 @@ async fn a_message_waits_behind_an_earlier_one_held_for_an_answer_or_in_flight(d
             tenant_id: Some(tenant("demo")),
             status: "help".into(),
             payload: json!({}),
+            detail: None,
             received_at: now(),
         };
         let store = db.store.clone();
@@ -107,6 +109,7 @@ async fn a_redelivered_provider_message_is_one_row(db: &TestDb) {
         tenant_id: Some(tenant("demo")),
         status: "received".into(),
         payload: json!({"text": "refund 1234 25.00"}),
+        detail: None,
         received_at: now(),
     };
     let first = db.store.inbound().record(&message("whatsapp"), &[]).await.expect("record");

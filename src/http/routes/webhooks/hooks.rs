@@ -102,6 +102,7 @@ pub(crate) fn accepted(command_id: Uuid) -> Response {
     post,
     path = "/hooks/wake",
     tag = "hooks",
+    security(("hooks_token" = []), ("hooks_header" = [])),
     params(
         ("Idempotency-Key" = Option<String>, Header),
         ("X-Correlation-Id" = Option<String>, Header),
@@ -129,6 +130,7 @@ pub(crate) async fn wake(
     post,
     path = "/hooks/agent",
     tag = "hooks",
+    security(("hooks_token" = []), ("hooks_header" = [])),
     params(
         ("Idempotency-Key" = Option<String>, Header),
         ("X-Correlation-Id" = Option<String>, Header),
@@ -156,6 +158,7 @@ pub(crate) async fn agent(
     post,
     path = "/hooks/{name}",
     tag = "hooks",
+    security(("hooks_token" = []), ("hooks_header" = [])),
     params(
         ("name" = String, Path),
         ("Idempotency-Key" = Option<String>, Header),

@@ -1,0 +1,185 @@
+//! What the benchmarks share (`pipeline`, `protections`): the gateway binary as a process,
+//! signed WhatsApp deliveries, a load generator, percentiles, the process's memory.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use chatgate::channels::whatsapp::{signature, simulate};
+
+pub const SECRET: &str = "bench-app-secret";
+pub const NUMBER: &str = "100000000000001";
+
+/// What one load run saw.
+pub struct Load {
+    pub ok: usize,
+    pub failed: usize,
+    pub elapsed: Duration,
+    pub latencies: Vec<Duration>,
+    pub last_answer: Instant,
+}
+
+impl Load {
+    pub fn rate(&self) -> f64 {
+        self.ok as f64 / self.elapsed.as_secs_f64()
+    }
+
+    pub fn p(&self, q: f64) -> Duration {
+        percentile(&self.latencies, q)
+    }
+}
+
+/// One signed single-message delivery: its body and its `X-Hub-Signature-256`.
+pub fn signed(id: &str, from: &str, text: &str) -> (Vec<u8>, String) {
+    let message = simulate::text(id, from, text);
+    let body = simulate::notification(NUMBER, vec![message], vec![]).to_string().into_bytes();
+    let signature = signature::sign(SECRET.as_bytes(), &body);
+    (body, signature)
+}
+
+/// Sends every body flat out over `connections` and waits for every answer.
+pub async fn fire(url: &str, bodies: Arc<Vec<(Vec<u8>, String)>>, connections: usize) -> Load {
+    let client = reqwest::Client::builder().pool_max_idle_per_host(connections).build().expect("client");
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let workers: Vec<_> = (0..connections)
+        .map(|_| {
+            let (client, url, bodies, next) = (client.clone(), url.to_owned(), bodies.clone(), next.clone());
+            tokio::spawn(async move {
+                let (mut latencies, mut failed) = (vec![], 0);
+                while let Some((body, signed)) = bodies.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let at = Instant::now();
+                    let request = client.post(&url).header("content-type", "application/json");
+                    let request = request.header(signature::HEADER, signed).body(body.clone());
+                    match request.send().await {
+                        Ok(response) if response.status().is_success() => {
+                            let _ = response.bytes().await;
+                            latencies.push(at.elapsed());
+                        }
+                        _ => failed += 1,
+                    }
+                }
+                (latencies, failed)
+            })
+        })
+        .collect();
+    let (mut latencies, mut failed) = (vec![], 0);
+    for worker in workers {
+        let (mut l, f) = worker.await.expect("a load worker");
+        latencies.append(&mut l);
+        failed += f;
+    }
+    let elapsed = started.elapsed();
+    latencies.sort();
+    Load { ok: latencies.len(), failed, elapsed, latencies, last_answer: Instant::now() }
+}
+
+pub async fn serve(router: Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a free port");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    format!("http://{address}")
+}
+
+/// The release binary, built if it is not there yet.
+pub fn gateway_binary() -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = std::process::Command::new(cargo)
+        .args(["build", "--release", "--quiet", "--bin", "chatgate"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .expect("cargo build");
+    assert!(status.success(), "the release binary builds");
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/chatgate")
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a port")
+}
+
+pub fn peak_rss_mb(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0.0);
+    kb / 1024.0
+}
+
+/// The gateway process, stopped however the run ends.
+pub struct Gateway(pub std::process::Child);
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub fn percentile(sorted: &[Duration], q: f64) -> Duration {
+    let n = sorted.len().max(1) - 1;
+    sorted.get((n as f64 * q) as usize).copied().unwrap_or_default()
+}
+
+/// A token for `scope` from the gateway's own CLI (`token mint`, the configuration's issuer).
+pub fn mint_token(binary: &Path, config: &Path, scope: &str) -> anyhow::Result<String> {
+    let out = std::process::Command::new(binary)
+        .args(["--config", &config.display().to_string(), "token", "mint", "--tenant", "demo", "--scope", scope])
+        .output()?;
+    anyhow::ensure!(out.status.success(), "token mint: {}", String::from_utf8_lossy(&out.stderr));
+    Ok(String::from_utf8(out.stdout)?.trim().to_owned())
+}
+
+/// `lines` (JSON lines) through `POST /v1/directory/import`: the report, and how long it took.
+pub async fn import_people(base: &str, token: &str, lines: String) -> anyhow::Result<(serde_json::Value, Duration)> {
+    let started = Instant::now();
+    let response = reqwest::Client::new()
+        .post(format!("{base}/v1/directory/import"))
+        .bearer_auth(token)
+        .header("content-type", "application/x-ndjson")
+        .body(lines)
+        .send()
+        .await?;
+    anyhow::ensure!(response.status().is_success(), "import: {}", response.status());
+    let report = response.json().await?;
+    Ok((report, started.elapsed()))
+}
+
+/// `lines` imported twice (the second changes nothing), each timed and printed.
+pub async fn import_twice(base: &str, token: &str, backend: &str, lines: String) -> anyhow::Result<()> {
+    let count = lines.lines().count();
+    for pass in ["import", "the same again"] {
+        let (report, took) = import_people(base, token, lines.clone()).await?;
+        let (created, updated, unchanged) = (&report["created"], &report["updated"], &report["unchanged"]);
+        println!(
+            "{backend}: {pass}: {count} people in {took:.2?} ({:.0}/s): created {created}, updated {updated}, \
+             unchanged {unchanged}, refused {}",
+            count as f64 / took.as_secs_f64(),
+            report["refused"]
+        );
+    }
+    Ok(())
+}
+
+/// `binary serve` with `config` on `port`, its log in `log`, once `/readyz` answers 200.
+pub async fn start_gateway(binary: &Path, config: &Path, port: u16, log: &Path) -> anyhow::Result<(Gateway, String)> {
+    let child = std::process::Command::new(binary)
+        .args(["--config", &config.display().to_string(), "serve"])
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(log)?)
+        .spawn()?;
+    let (gateway, base) = (Gateway(child), format!("http://127.0.0.1:{port}"));
+    let client = reqwest::Client::new();
+    let up = Instant::now();
+    while !client.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success()) {
+        anyhow::ensure!(up.elapsed() < Duration::from_secs(30), "the gateway did not start: see {}", log.display());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok((gateway, base))
+}

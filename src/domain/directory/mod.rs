@@ -1,0 +1,75 @@
+//! The directory: the tenants (which provider numbers reach each, what happens to a sender it
+//! does not know, its language), and the people who write to them — their roles, the scopes those
+//! grant, and the addresses they write from. Tenants are the deployment's configuration
+//! (`config/directory.toml`); people and roles are data (the database), which the same file seeds.
+
+mod fields;
+mod file;
+mod people;
+mod resolver;
+
+use std::collections::{BTreeMap, HashMap};
+
+pub use fields::{MAX_ADDRESSES, OneOrMany, PersonFields, RESERVED_ID_PREFIXES};
+pub use file::{DirectoryFile, RawActor, RawTenant, Seed};
+pub use people::{Actor, Address, AddressKind, Person, PersonError, Roles};
+pub use resolver::{Answer as ResolverAnswer, Lookup, RawResolver, Resolved, Resolver};
+
+use crate::domain::command::TenantId;
+
+/// What to do with a message from a sender the tenant does not list.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum UnknownSenderPolicy {
+    /// Refused with a reason, and the sender gets a reply saying so.
+    #[default]
+    Refuse,
+    /// Stored and acknowledged, nothing said back.
+    Ignore,
+    /// Handled as a person with this role (anyone may ask where an order is; nobody unknown may
+    /// refund), under an id made of their address.
+    AsRole(String),
+}
+
+/// A tenant as the deployment configures it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tenant {
+    pub id: TenantId,
+    pub display_name: String,
+    pub phone_number_ids: Vec<String>,
+    pub unknown_sender: UnknownSenderPolicy,
+    pub locale: String,
+    /// Who to ask about a sender the directory does not know, if anyone.
+    pub resolver: Option<Resolver>,
+}
+
+/// The tenants, found by the numbers that reach them.
+#[derive(Debug, Clone, Default)]
+pub struct Tenants {
+    tenants: BTreeMap<String, Tenant>,
+    by_number: HashMap<String, String>,
+}
+
+impl UnknownSenderPolicy {
+    /// The role someone nobody listed writes with, if the tenant gives one.
+    pub fn role(&self) -> Option<&str> {
+        match self {
+            Self::AsRole(role) => Some(role),
+            _ => None,
+        }
+    }
+}
+
+impl Tenants {
+    /// The tenant a provider number (WhatsApp `phone_number_id`, a Twilio number) belongs to.
+    pub fn tenant_for_number(&self, number: &str) -> Option<&Tenant> {
+        self.by_number.get(number).and_then(|name| self.tenants.get(name))
+    }
+
+    pub fn tenant(&self, id: &str) -> Option<&Tenant> {
+        self.tenants.get(id)
+    }
+
+    pub fn tenants(&self) -> impl Iterator<Item = &Tenant> {
+        self.tenants.values()
+    }
+}

@@ -1,0 +1,170 @@
+//! People: who writes to a tenant, in what roles, from which addresses. A person is data (the
+//! operator API and imports make them, the directory file seeds them); an [`Actor`] is a person
+//! as a message finds them, with the scopes their roles grant now.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::domain::command::ActorId;
+use crate::domain::names::named_enum;
+
+named_enum! {
+    /// Where a person writes from. A WhatsApp `wa_id` and a phone number are the same digits: one
+    /// address serves every channel that names people by their number. `whatsapp`: the WhatsApp
+    /// id (`wa_id`), digits only; `whatsapp_user_id`: Meta's business-scoped user id (`US.…`), by
+    /// which WhatsApp may name a sender instead; `phone`: a number that writes by SMS or through
+    /// Twilio, digits only.
+    AddressKind {
+        Whatsapp => "whatsapp",
+        WhatsappUserId => "whatsapp_user_id",
+        Phone => "phone",
+    }
+}
+
+/// One address of a person.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Address {
+    pub kind: AddressKind,
+    pub value: String,
+}
+
+impl Address {
+    /// An address as stored and looked up: numbers without `+`, spaces or dashes; other ids trimmed.
+    pub fn new(kind: AddressKind, raw: &str) -> Result<Self, PersonError> {
+        let value = match kind {
+            AddressKind::Whatsapp | AddressKind::Phone => {
+                let digits: String = raw.chars().filter(|c| !matches!(c, '+' | ' ' | '-' | '(' | ')')).collect();
+                // E.164 numbers have at most 15 digits; the shortest real ones, 7 or so.
+                if !(6..=20).contains(&digits.len()) || !digits.chars().all(|c| c.is_ascii_digit()) {
+                    return Err(PersonError(format!("`{raw}` is not a phone number")));
+                }
+                digits
+            }
+            AddressKind::WhatsappUserId => {
+                let id = raw.trim();
+                if id.is_empty() || id.len() > 128 || !id.chars().all(|c| c.is_ascii_graphic()) {
+                    return Err(PersonError(format!("`{raw}` is not a user id")));
+                }
+                id.to_owned()
+            }
+        };
+        Ok(Self { kind, value })
+    }
+}
+
+/// Why a person as given cannot be kept.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PersonError(pub String);
+
+/// A person as the directory keeps them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Person {
+    pub id: ActorId,
+    pub name: String,
+    pub roles: Vec<String>,
+    /// Their language, when it is not the tenant's.
+    pub locale: Option<String>,
+    /// A person deactivated is treated as someone nobody listed.
+    pub active: bool,
+    pub addresses: BTreeSet<Address>,
+}
+
+impl Person {
+    /// Checks what cannot be kept: roles the tenant does not have, an empty or odd locale.
+    pub fn check(&self, roles: &Roles) -> Result<(), PersonError> {
+        if let Some(role) = self.roles.iter().find(|r| !roles.0.contains_key(*r)) {
+            return Err(PersonError(format!("role `{role}` is not one of the tenant's")));
+        }
+        let locale_ok =
+            |l: &str| (2..=16).contains(&l.len()) && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+        if let Some(locale) = self.locale.as_deref().filter(|l| !locale_ok(l)) {
+            return Err(PersonError(format!("locale `{locale}` is not a language tag")));
+        }
+        if self.name.chars().count() > 200 {
+            return Err(PersonError("a name is at most 200 characters".into()));
+        }
+        Ok(())
+    }
+}
+
+/// A tenant's roles: each a set of scopes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Roles(pub BTreeMap<String, BTreeSet<String>>);
+
+impl Roles {
+    /// A role as given: a name of letters, digits, `-` and `_` (at most 64) and at most 64
+    /// scopes, each like `orders:refund`.
+    pub fn checked(name: &str, scopes: &[String]) -> Result<(String, BTreeSet<String>), PersonError> {
+        let word = |s: &str| {
+            !s.is_empty() && s.len() <= 64 && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_".contains(c))
+        };
+        if !word(name) {
+            return Err(PersonError(format!("`{name}` is not a role name (letters, digits, `-`, `_`)")));
+        }
+        if scopes.len() > 64 {
+            return Err(PersonError("a role grants at most 64 scopes".into()));
+        }
+        let scope = |s: &str| s.len() <= 64 && s.split(':').all(word);
+        if let Some(bad) = scopes.iter().find(|s| !scope(s)) {
+            return Err(PersonError(format!("`{bad}` is not a scope (like `orders:refund`)")));
+        }
+        Ok((name.to_owned(), scopes.iter().cloned().collect()))
+    }
+
+    /// The scopes `roles` grant together (an unknown role grants nothing).
+    pub fn scopes_of<'a>(&self, roles: impl IntoIterator<Item = &'a String>) -> BTreeSet<String> {
+        roles.into_iter().filter_map(|r| self.0.get(r)).flatten().cloned().collect()
+    }
+}
+
+/// A person as a message finds them: who, and what they may do now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Actor {
+    pub id: ActorId,
+    pub name: String,
+    pub roles: Vec<String>,
+    /// The union of the roles' scopes.
+    pub scopes: BTreeSet<String>,
+    pub locale: Option<String>,
+}
+
+impl Actor {
+    pub fn of(person: &Person, roles: &Roles) -> Self {
+        Self {
+            id: person.id.clone(),
+            name: person.name.clone(),
+            roles: person.roles.clone(),
+            scopes: roles.scopes_of(&person.roles),
+            locale: person.locale.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_digits_and_roles_must_exist() {
+        assert_eq!(
+            Address::new(AddressKind::Whatsapp, "+55 11 99999-0000").map(|a| a.value),
+            Ok("5511999990000".into())
+        );
+        assert!(Address::new(AddressKind::Phone, "call me").is_err());
+        assert_eq!(Address::new(AddressKind::WhatsappUserId, " US.1 ").map(|a| a.value), Ok("US.1".into()));
+        let roles = Roles([("customer".to_owned(), BTreeSet::from(["orders:read".to_owned()]))].into());
+        let person = |role: &str| Person {
+            id: ActorId::parse("c-1").expect("id"),
+            name: "Ana".into(),
+            roles: vec![role.into()],
+            locale: Some("pt-BR".into()),
+            active: true,
+            addresses: BTreeSet::new(),
+        };
+        assert!(person("customer").check(&roles).is_ok());
+        assert!(person("ghost").check(&roles).is_err());
+        assert_eq!(Actor::of(&person("customer"), &roles).scopes, BTreeSet::from(["orders:read".to_owned()]));
+    }
+}

@@ -1,0 +1,217 @@
+//! Reading `commands.toml`: each command's raw fields checked against the rules of the registry
+//! and turned into a [`CommandSpec`], every problem named with the line it is on.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::pattern::{self, Pattern, PatternError};
+use super::{CommandSpec, ReadsAs};
+use crate::domain::command::envelope::Risk;
+use crate::domain::command::idempotency::IdempotencyClass;
+use crate::domain::lifecycle::CommandKind;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRegistry {
+    #[serde(default)]
+    pub(super) commands: BTreeMap<String, Spanned<RawCommand>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCommand {
+    entity: String,
+    action: String,
+    target: Option<String>,
+    #[serde(default)]
+    patterns: Vec<Spanned<String>>,
+    #[serde(default)]
+    reply_ids: Vec<Spanned<String>>,
+    kind: CommandKind,
+    idempotency: Option<IdempotencyClass>,
+    dedupe_window: Option<Spanned<String>>,
+    confirmation: Option<bool>,
+    confirmation_ttl: Option<Spanned<String>>,
+    #[serde(default)]
+    step_up: bool,
+    #[serde(default)]
+    scopes: Vec<String>,
+    executor: Spanned<String>,
+    /// More targets the command goes to; all of them must execute it (the seed's default
+    /// multi-target policy).
+    #[serde(default)]
+    also_executors: Vec<String>,
+    timeout: Option<Spanned<String>>,
+    ttl: Option<Spanned<String>>,
+    risk: Option<Risk>,
+    compensation: Option<String>,
+    #[serde(default)]
+    description: String,
+    reply: Option<String>,
+    /// How the command reads to a person: text with `{argument}`s.
+    reads_as: Option<Spanned<String>>,
+}
+
+pub(super) fn build(
+    name: &str,
+    raw: &RawCommand,
+    executors: &BTreeSet<String>,
+    default_window: Duration,
+    at: &dyn Fn(usize) -> String,
+) -> Result<CommandSpec, Vec<String>> {
+    let mut problems = vec![];
+    let mut problem = |offset: usize, what: String| problems.push(format!("{}: command `{name}`: {what}", at(offset)));
+    let patterns = compile(&raw.patterns, Pattern::parse, &mut problem);
+    let reply_ids = compile(&raw.reply_ids, Pattern::parse_reply_id, &mut problem);
+    let mut duration = |value: &Option<Spanned<String>>, default: Duration, field: &str| match value {
+        None => default,
+        Some(v) => humantime::parse_duration(v.get_ref()).unwrap_or_else(|e| {
+            problem(v.span().start, format!("{field} `{}` is not a duration such as 30s, 5m or 24h: {e}", v.get_ref()));
+            default
+        }),
+    };
+    let dedupe_window = duration(&raw.dedupe_window, default_window, "dedupe_window");
+    let confirmation_ttl = duration(&raw.confirmation_ttl, Duration::from_secs(300), "confirmation_ttl");
+    let timeout = duration(&raw.timeout, Duration::from_secs(30), "timeout");
+    let ttl = duration(&raw.ttl, Duration::from_secs(600), "ttl");
+    let mutation = raw.kind == CommandKind::Mutation;
+    let idempotency_class =
+        raw.idempotency.unwrap_or(if mutation { IdempotencyClass::I1 } else { IdempotencyClass::I0 });
+    let confirmation = raw.confirmation.unwrap_or(mutation);
+    check_routing(raw, executors, &mut problem);
+    check_gates(raw, idempotency_class, confirmation, &mut problem);
+    check_patterns(raw, &patterns, &reply_ids, &mut problem);
+    let reads_as = reading(raw, &patterns, &reply_ids, name, &mut problem);
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(CommandSpec {
+        name: name.to_owned(),
+        entity: raw.entity.to_lowercase(),
+        action: raw.action.to_lowercase(),
+        target_arg: raw.target.clone(),
+        patterns,
+        reply_ids,
+        kind: raw.kind,
+        idempotency_class,
+        dedupe_window,
+        confirmation,
+        confirmation_ttl,
+        step_up: raw.step_up,
+        scopes: raw.scopes.iter().cloned().collect(),
+        executor: raw.executor.get_ref().clone(),
+        targets: std::iter::once(raw.executor.get_ref().clone()).chain(raw.also_executors.iter().cloned()).collect(),
+        timeout,
+        ttl,
+        risk: raw.risk.unwrap_or(if mutation { Risk::Medium } else { Risk::Low }),
+        compensation: raw.compensation.clone(),
+        description: raw.description.clone(),
+        reply: raw.reply.clone(),
+        reads_as,
+    })
+}
+
+/// Patterns as written, each that does not parse a problem.
+fn compile(
+    list: &[Spanned<String>],
+    parse: fn(&str) -> Result<Pattern, PatternError>,
+    problem: &mut dyn FnMut(usize, String),
+) -> Vec<Pattern> {
+    list.iter()
+        .filter_map(|p| {
+            parse(p.get_ref()).map_err(|e| problem(p.span().start, format!("pattern `{}`: {e}", p.get_ref()))).ok()
+        })
+        .collect()
+}
+
+/// Every executor the command names is configured, and named once.
+fn check_routing(raw: &RawCommand, executors: &BTreeSet<String>, problem: &mut dyn FnMut(usize, String)) {
+    let executor_at = raw.executor.span().start;
+    if !executors.contains(raw.executor.get_ref()) {
+        let known: Vec<&str> = executors.iter().map(String::as_str).collect();
+        problem(
+            executor_at,
+            format!("executor `{}` is not configured (known: {})", raw.executor.get_ref(), known.join(", ")),
+        );
+    }
+    for extra in &raw.also_executors {
+        if !executors.contains(extra) || extra == raw.executor.get_ref() {
+            problem(executor_at, format!("also_executors: `{extra}` is not another configured executor"));
+        }
+    }
+}
+
+/// The gates fit the kind: a mutation is never I0, a read is neither confirmed nor stepped up,
+/// and a step-up comes after a confirmation.
+fn check_gates(raw: &RawCommand, class: IdempotencyClass, confirmation: bool, problem: &mut dyn FnMut(usize, String)) {
+    let (at, mutation) = (raw.executor.span().start, raw.kind == CommandKind::Mutation);
+    if mutation && class == IdempotencyClass::I0 {
+        problem(at, "a mutation cannot be I0 (read-only); IDS defaults mutations to I1".into());
+    }
+    if !mutation && (confirmation || raw.step_up) {
+        problem(at, "a read needs neither confirmation nor step-up".into());
+    }
+    // The person confirms what they asked for before being asked to prove who they are, and
+    // the step-up link can then name the command.
+    if mutation && raw.step_up && !confirmation {
+        problem(at, "step_up needs confirmation = true".into());
+    }
+}
+
+/// Something can ask for the command, its target is captured by every pattern, and its intent
+/// is made of plain words.
+fn check_patterns(
+    raw: &RawCommand,
+    patterns: &[Pattern],
+    reply_ids: &[Pattern],
+    problem: &mut dyn FnMut(usize, String),
+) {
+    let at = raw.executor.span().start;
+    if patterns.is_empty() && reply_ids.is_empty() && raw.patterns.is_empty() && raw.reply_ids.is_empty() {
+        problem(at, "has neither patterns nor reply_ids: nothing can ask for it".into());
+    }
+    if let Some(target) = &raw.target {
+        let has = |p: &Pattern| {
+            p.parts.iter().any(|part| matches!(part, pattern::Part::Placeholder { name, .. } if name == target))
+        };
+        if !patterns.iter().chain(reply_ids).all(has) {
+            problem(at, format!("target `{target}` is not a placeholder of every pattern"));
+        }
+    }
+    let intent_ok = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !intent_ok(&raw.entity) || !intent_ok(&raw.action) {
+        problem(at, "entity and action are single words of letters, digits, '_' or '-'".into());
+    }
+}
+
+/// The command's `reads_as`, whose every argument each of its patterns captures (so that it
+/// always reads in full), else its first pattern.
+fn reading(
+    raw: &RawCommand,
+    patterns: &[Pattern],
+    reply_ids: &[Pattern],
+    name: &str,
+    problem: &mut dyn FnMut(usize, String),
+) -> ReadsAs {
+    let fallback = || patterns.first().or(reply_ids.first()).map_or_else(|| ReadsAs::text(name), ReadsAs::of_pattern);
+    let Some(source) = &raw.reads_as else { return fallback() };
+    let reads = match ReadsAs::parse(source.get_ref()) {
+        Ok(reads) => reads,
+        Err(e) => {
+            problem(source.span().start, format!("reads_as `{}` {e}", source.get_ref()));
+            return fallback();
+        }
+    };
+    let captures = |p: &Pattern, arg: &str| {
+        p.parts.iter().any(|part| matches!(part, pattern::Part::Placeholder { name, .. } if name == arg))
+    };
+    for arg in reads.names() {
+        if !patterns.iter().chain(reply_ids).all(|p| captures(p, arg)) {
+            problem(source.span().start, format!("reads_as: `{{{arg}}}` is not a placeholder of every pattern"));
+        }
+    }
+    reads
+}

@@ -1,0 +1,47 @@
+//! A short memory of lookups, so that a busy person costs no query per message: an entry lives a
+//! few seconds (`TTL`), this process's own changes forget every entry of their tenant at once, and
+//! the memory never grows past `CAPACITY` entries (no whole directory is held). Another
+//! instance's change is seen here within `TTL`.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::domain::directory::Actor;
+
+/// How long a lookup is remembered.
+pub const TTL: Duration = Duration::from_secs(2);
+const CAPACITY: usize = 20_000;
+
+/// (tenant, what was looked up) → (when, who it was).
+type Entries = HashMap<(String, String), (Instant, Option<Actor>)>;
+
+#[derive(Debug, Default)]
+pub struct Lookups {
+    entries: Mutex<Entries>,
+}
+
+impl Lookups {
+    /// What `(tenant, key)` was found to be, if it was looked up within `TTL`.
+    pub fn get(&self, tenant: &str, key: &str) -> Option<Option<Actor>> {
+        let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        let (at, actor) = entries.get(&(tenant.to_owned(), key.to_owned()))?;
+        (at.elapsed() < TTL).then(|| actor.clone())
+    }
+
+    pub fn put(&self, tenant: &str, key: &str, actor: Option<Actor>) {
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        if entries.len() >= CAPACITY {
+            entries.retain(|_, (at, _)| at.elapsed() < TTL);
+            if entries.len() >= CAPACITY {
+                entries.clear();
+            }
+        }
+        entries.insert((tenant.to_owned(), key.to_owned()), (Instant::now(), actor));
+    }
+
+    /// Forgets the tenant's lookups (a change was made here).
+    pub fn forget(&self, tenant: &str) {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner).retain(|(t, _), _| t != tenant);
+    }
+}

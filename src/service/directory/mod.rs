@@ -1,0 +1,137 @@
+//! People: who writes to each tenant, looked up in the database when their message comes, and
+//! changed by the operator API, imports and the directory file — each change written with its
+//! evidence in the tenant's chain.
+//!
+//! - `cache`: a few seconds' memory of lookups (no whole directory in memory).
+//! - `change`: one person's change as evidence (who changed whom, from what to what).
+//! - `manage`: an operator's changes: people made, changed, deleted; roles set and removed.
+//! - `erase`: a person erased on request, with a step-up proof.
+//! - `identity`: what a tenant's identity resolver said of senders the directory does not list.
+//! - `import`: many people from JSON lines or CSV, a batch at a time, each line on its own.
+//! - `seed`: the directory file's roles and people, applied on start and on reload.
+
+mod cache;
+mod change;
+mod erase;
+mod identity;
+mod import;
+mod manage;
+mod seed;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+pub use cache::TTL as LOOKUP_TTL;
+pub use change::{Change, ChangedBy};
+pub use erase::{ErasureReport, erasure_binding};
+pub use identity::Resolution;
+pub use import::{ImportError, ImportFormat, ImportReport, Importer, LineProblem};
+pub use manage::{Changing, DirectoryError};
+pub use seed::SeedReport;
+
+use crate::domain::command::{ActorId, TenantId};
+use crate::domain::directory::{Actor, Roles};
+use crate::domain::evidence::Pseudonymizer;
+use crate::store::{Store, StoreError};
+
+#[derive(Debug, Clone)]
+pub struct People {
+    store: Store,
+    pseudonymizer: Pseudonymizer,
+    lookups: Arc<cache::Lookups>,
+}
+
+impl People {
+    pub fn new(store: Store, pseudonymizer: Pseudonymizer) -> Self {
+        Self { store, pseudonymizer, lookups: Arc::default() }
+    }
+
+    /// The active person an address names in `tenant`, with the scopes their roles grant now.
+    pub async fn find(&self, tenant: &TenantId, address: &str) -> Result<Option<Actor>, StoreError> {
+        let key = format!("address:{address}");
+        if let Some(known) = self.lookups.get(tenant.as_str(), &key) {
+            return Ok(known);
+        }
+        let found = match self.store.directory().find(tenant, address).await? {
+            Some(stored) if stored.person.active => Some(Actor::of(&stored.person, &self.roles(tenant).await?)),
+            _ => None,
+        };
+        self.lookups.put(tenant.as_str(), &key, found.clone());
+        Ok(found)
+    }
+
+    /// The active person `id` is, with their scopes now.
+    pub async fn actor(&self, tenant: &TenantId, id: &str) -> Result<Option<Actor>, StoreError> {
+        let key = format!("id:{id}");
+        if let Some(known) = self.lookups.get(tenant.as_str(), &key) {
+            return Ok(known);
+        }
+        let found = match self.store.directory().get(tenant, id).await? {
+            Some(stored) if stored.person.active => Some(Actor::of(&stored.person, &self.roles(tenant).await?)),
+            _ => None,
+        };
+        self.lookups.put(tenant.as_str(), &key, found.clone());
+        Ok(found)
+    }
+
+    /// The scopes `actor` holds now in `tenant` (none for someone the directory no longer lists or
+    /// who was deactivated); someone handled in the tenant's role for strangers holds that role's.
+    pub async fn scopes_of(
+        &self,
+        tenant: &TenantId,
+        actor: &str,
+        stranger_role: Option<&str>,
+    ) -> Result<BTreeSet<String>, StoreError> {
+        if let Some(actor) = self.actor(tenant, actor).await? {
+            return Ok(actor.scopes);
+        }
+        // Someone a resolver named: the roles its latest answer gave them.
+        if let Some(person) = self.store.identities().person(tenant, actor).await? {
+            return Ok(self.resolved_actor(tenant, &person).await?.scopes);
+        }
+        match stranger_role {
+            Some(role) if actor.starts_with(STRANGER_PREFIX) => {
+                Ok(self.roles(tenant).await?.scopes_of([&role.to_owned()]))
+            }
+            _ => Ok(BTreeSet::new()),
+        }
+    }
+
+    /// An address as the directory keeps it: a number without its `+`.
+    pub fn address_of(raw: &str) -> &str {
+        raw.trim().trim_start_matches('+')
+    }
+
+    /// Someone nobody listed, when the tenant gives strangers a role (`stranger_role`): a person
+    /// in that role under an id made of their address (`unknown:whatsapp:15550009999`).
+    pub async fn stranger(
+        &self,
+        tenant: &TenantId,
+        (channel, address): (&str, &str),
+        stranger_role: Option<&str>,
+        name: Option<&str>,
+    ) -> Result<Option<Actor>, StoreError> {
+        let Some(role) = stranger_role else { return Ok(None) };
+        let Ok(id) = ActorId::parse(&format!("{STRANGER_PREFIX}{channel}:{address}")) else { return Ok(None) };
+        let scopes = self.roles(tenant).await?.scopes_of([&role.to_owned()]);
+        let name = name.unwrap_or_default().to_owned();
+        Ok(Some(Actor { id, name, roles: vec![role.to_owned()], scopes, locale: None }))
+    }
+
+    pub async fn roles(&self, tenant: &TenantId) -> Result<Roles, StoreError> {
+        self.store.directory().roles(tenant).await
+    }
+
+    pub(crate) fn pseudonym(&self, value: &str) -> String {
+        self.pseudonymizer.pseudonym(value)
+    }
+
+    /// This process changed `tenant`'s directory: lookups are made afresh.
+    pub(crate) fn changed(&self, tenant: &TenantId) {
+        self.lookups.forget(tenant.as_str());
+    }
+}
+
+/// How the id of someone nobody listed begins (`unknown:whatsapp:15550009999`): their commands
+/// name them by their address, under the tenant's role for strangers.
+pub const STRANGER_PREFIX: &str = "unknown:";

@@ -1,0 +1,80 @@
+//! Issue 27.9: a scrape of `/metrics` costs the same whatever the tables hold — its queries read
+//! through indexes what is in flight (or an hour of it), and the database is read at most once a
+//! second however many scrapes come — and `/metrics` can be protected by a bearer token or moved
+//! to an address of its own.
+
+use reqwest::StatusCode;
+use sqlx::Row;
+
+use crate::helpers::{Backend, TestDb, spawn_app_with};
+
+/// SQLite's plan for `sql`: one line per step (`SCAN t` reads a whole table, `SEARCH t USING
+/// INDEX` a range of it).
+async fn plan(db: &TestDb, sql: &str) -> Vec<String> {
+    let mut conn = db.raw().await;
+    let explain = format!("EXPLAIN QUERY PLAN {sql}");
+    let rows = sqlx::query(sqlx::AssertSqlSafe(explain)).bind(0_i64).fetch_all(&mut conn).await.expect("plan");
+    rows.iter().map(|row| row.try_get::<String, _>("detail").expect("detail")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_scrape_reads_a_bounded_range_at_most_once_a_second() {
+    let db = TestDb::new(Backend::Sqlite).await.expect("sqlite");
+    for sql in chatgate::store::SNAPSHOT_QUERIES {
+        let steps = plan(&db, sql).await;
+        let whole = steps.iter().filter(|s| s.starts_with("SCAN") && !s.contains("agents")).collect::<Vec<_>>();
+        assert!(whole.is_empty(), "a scrape reads a whole table: {sql}\n{steps:#?}");
+    }
+    let app = spawn_app_with(&db, db.config.clone()).await;
+    let scrapes: Vec<_> = (0..40).map(|_| app.client.get(app.url("/metrics")).send()).collect();
+    for scrape in futures_util::future::join_all(scrapes).await {
+        assert_eq!(scrape.expect("scrape").status(), StatusCode::OK);
+    }
+    let state = chatgate::http::AppState::new(crate::helpers::test_settings(db.config.clone()), db.store.clone());
+    let figures = &state.figures;
+    for _ in 0..10 {
+        figures.get(&db.store).await.expect("figures");
+    }
+    assert_eq!(figures.reads(), 1, "ten reads within a second are one");
+    app.stop().await.expect("stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_token_protects_the_metrics() {
+    let db = TestDb::sqlite().await;
+    let mut config = db.config.clone();
+    config.metrics.token = chatgate::config::Secret::new("scrape-me");
+    let app = spawn_app_with(&db, config).await;
+    let without = app.client.get(app.url("/metrics")).send().await.expect("scrape");
+    assert_eq!(without.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(without.headers()["content-type"], "application/problem+json");
+    let wrong = app.client.get(app.url("/metrics")).bearer_auth("scrape-you").send().await.expect("scrape");
+    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    let right = app.client.get(app.url("/metrics")).bearer_auth("scrape-me").send().await.expect("scrape");
+    assert_eq!(right.status(), StatusCode::OK);
+    assert!(right.text().await.expect("text").contains("chatgate_store_up"));
+    app.stop().await.expect("stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metrics_can_have_an_address_of_their_own() {
+    let config = crate::process::ConfigDir::shipped(|c| c);
+    let database = format!("sqlite://{}/chatgate.db", config.dir.path().display());
+    let log = config.dir.path().join("gateway.log");
+    // The shipped configuration reads `metrics.listen` from the environment.
+    let env = vec![
+        ("CHATGATE_DATABASE_URL".to_owned(), database),
+        ("CHATGATE_METRICS_LISTEN".to_owned(), "127.0.0.1:0".to_owned()),
+    ];
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_chatgate"));
+    let gateway = crate::process::Gateway::start(bin, &config.path(), &env, Some(log.clone())).await.expect("gateway");
+    let text = std::fs::read_to_string(&log).expect("log");
+    let apart = text.lines().find_map(|l| l.split("metrics listening addr=").nth(1)).expect("the metrics address");
+    let apart = apart.split_whitespace().next().expect("address").to_owned();
+    let client = reqwest::Client::new();
+    let main = client.get(gateway.url("/metrics")).send().await.expect("main");
+    assert_eq!(main.status(), StatusCode::NOT_FOUND, "not on the main address");
+    let own = client.get(format!("http://{apart}/metrics")).send().await.expect("own");
+    assert_eq!(own.status(), StatusCode::OK);
+    assert!(own.text().await.expect("text").contains("chatgate_store_up"));
+}
