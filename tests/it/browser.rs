@@ -12,9 +12,14 @@ use serde_json::json;
 
 pub const CHROMEDRIVER_ENV: &str = "CHATGATE_TEST_CHROMEDRIVER";
 
+/// One browser at a time: two chromiums starting together on two busy cores can each take longer
+/// than the tests wait for, and the tests would measure the machine, not the console.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 pub struct Browser {
     pub client: Client,
     driver: Child,
+    _alone: tokio::sync::MutexGuard<'static, ()>,
 }
 
 impl Browser {
@@ -24,6 +29,7 @@ impl Browser {
             eprintln!("skipped: set {CHROMEDRIVER_ENV} (e.g. /usr/bin/chromedriver) to run the browser tests");
             return None;
         };
+        let alone = ONE_AT_A_TIME.lock().await;
         // It chooses its own port and says which ("... started successfully on port N."): a port
         // picked here and handed over could be taken meanwhile by another test's server.
         let mut driver = Command::new(&driver_path)
@@ -42,7 +48,7 @@ impl Browser {
                 }
             }
         });
-        let port = port.recv_timeout(Duration::from_secs(20)).ok().flatten().expect("chromedriver says its port");
+        let port = port.recv_timeout(Duration::from_secs(60)).ok().flatten().expect("chromedriver says its port");
         let binary = std::env::var("CHATGATE_TEST_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
         let options = json!({
             "binary": binary,
@@ -52,7 +58,7 @@ impl Browser {
         let mut capabilities = serde_json::Map::new();
         capabilities.insert("goog:chromeOptions".into(), options);
         let url = format!("http://127.0.0.1:{port}");
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(60);
         let client = loop {
             let mut builder = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new());
             match builder.capabilities(capabilities.clone()).connect(&url).await {
@@ -61,7 +67,7 @@ impl Browser {
                 Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
             }
         };
-        Some(Self { client, driver })
+        Some(Self { client, driver, _alone: alone })
     }
 
     pub async fn goto(&self, url: &str) {

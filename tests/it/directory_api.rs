@@ -93,6 +93,7 @@ async fn operators_manage_people_and_roles_and_every_change_is_evidence(db: &Tes
     let (status, problem) = api.patch("/v1/directory/actors/c-1042", taken).await;
     assert_eq!((status, problem["code"].clone()), (StatusCode::CONFLICT, json!("address_taken")), "{problem}");
     assert_eq!(api.patch("/v1/directory/actors/c-1042", json!({"rolez": []})).await.0, StatusCode::BAD_REQUEST);
+    assert_eq!(api.patch("/v1/directory/actors/c-1042", json!([null, null])).await.0, StatusCode::BAD_REQUEST);
     assert_eq!(api.get("/v1/directory/actors/c-1042").await.1["version"], 2, "the refusals changed nothing");
     let (_, off) = api.patch("/v1/directory/actors/c-1042", json!({"active": false})).await;
     assert_eq!(off["active"], false);

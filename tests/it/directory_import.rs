@@ -64,10 +64,10 @@ async fn an_import_twice_changes_nothing_and_bad_lines_are_reported_by_number(db
     assert_eq!(changes(db).await, after_first, "no evidence for a change that did not happen");
     assert_eq!(api.get("/v1/directory/actors/c-1042").await.1["version"], 1);
     // A file none of whose lines can be imported is a 422 naming them; not JSON lines nor CSV, a 415.
-    let (status, problem) = import(&app, &token, "application/x-ndjson", "{}\nnot json\n".into()).await;
+    let (status, problem) = import(&app, &token, "application/x-ndjson", "{}\nnot json\n[\"c-77\"]\n".into()).await;
     assert_eq!(
-        (status, problem["problems"][1]["line"].clone()),
-        (StatusCode::UNPROCESSABLE_ENTITY, json!(2)),
+        (status, problem["problems"][1]["line"].clone(), problem["problems"][2]["line"].clone()),
+        (StatusCode::UNPROCESSABLE_ENTITY, json!(2), json!(3)),
         "{problem}"
     );
     assert_eq!(import(&app, &token, "application/json", lines[0].into()).await.0, StatusCode::UNSUPPORTED_MEDIA_TYPE);

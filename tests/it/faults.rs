@@ -286,7 +286,7 @@ async fn an_executor_down_longer_than_eight_attempts_is_retried_until_the_delive
     app.stop().await.expect("stop");
 }
 
-struct KillOnDrop(std::process::Child);
+pub(crate) struct KillOnDrop(pub(crate) std::process::Child);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {

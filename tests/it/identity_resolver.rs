@@ -18,6 +18,7 @@ on_both_backends!(
     an_unknown_answer_makes_a_stranger_and_is_kept,
     a_resolver_that_times_out_and_is_down_for_a_minute_loses_nothing_and_admits_nothing_twice,
     past_give_up_after_a_waiting_message_is_an_unknown_senders,
+    the_example_resolver_answers_from_its_csv,
 );
 
 async fn spawn(db: &TestDb, resolver: &FakeResolver, graph: &FakeGraph, timeout_ms: u64, give_up: &str) -> TestApp {
@@ -162,5 +163,46 @@ async fn past_give_up_after_a_waiting_message_is_an_unknown_senders(db: &TestDb)
         0,
         "no answer kept"
     );
+    app.stop().await.expect("stop");
+}
+
+/// `examples/identity_resolver.py`, the resolver the docs show, answers from its CSV: a listed
+/// sender writes as the person it names, anyone else is a stranger, and an unsigned request is
+/// refused.
+async fn the_example_resolver_answers_from_its_csv(db: &TestDb) {
+    let folder = tempfile::tempdir().expect("folder");
+    let people = folder.path().join("people.csv");
+    let rows = "tenant,address,id,name,roles,locale\ndemo,15550606060,c-1042,Ana,customer,pt\n";
+    std::fs::write(&people, rows).expect("csv");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/identity_resolver.py");
+    let people = people.to_str().expect("path");
+    let args = [script, "--port", "0", "--secret", crate::fake_resolver::SECRET, "--people", people];
+    let mut child = std::process::Command::new("python3")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs the example resolver");
+    let mut first_line = String::new();
+    let stdout = child.stdout.take().expect("stdout");
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut first_line).expect("its first line");
+    let _resolver = crate::faults::KillOnDrop(child);
+    let url = format!("http://{}", first_line.trim().rsplit(' ').next().expect("an address"));
+    let unsigned = reqwest::Client::new().post(&url).json(&json!({"tenant": "demo", "address": "1"})).send().await;
+    assert_eq!(unsigned.expect("answer").status(), 401);
+
+    let graph = FakeGraph::start().await;
+    let section =
+        format!("\n[tenants.demo.resolver]\nurl = \"{url}\"\nsecret = \"{}\"\n", crate::fake_resolver::SECRET);
+    let directory = format!("{}{section}", test_directory());
+    let config = sending_through(&db.config, &graph);
+    let app = spawn_app_with_files(db, config, chatgate::config::SHIPPED_COMMANDS, &directory).await;
+    let meta = Meta::new(&app, db);
+    meta.text("wamid.E1", "15550606060", "order status 8").await;
+    meta.text("wamid.E2", "15550707070", "order status 9").await;
+    assert_eq!(handled(db, "wamid.E1", Duration::from_secs(10)).await, "command");
+    assert_eq!(handled(db, "wamid.E2", Duration::from_secs(10)).await, "refused_unknown_sender");
+    let id = crate::helpers::command_of_message(db, "wamid.E1").await;
+    let command = db.store.commands().get(&crate::helpers::tenant("demo"), id).await.expect("read").expect("command");
+    assert_eq!(command.envelope.actor_id.as_str(), "c-1042");
     app.stop().await.expect("stop");
 }

@@ -13,6 +13,8 @@ use crate::domain::command::ActorId;
 /// Ids no person may have: the gateway names someone nobody listed `unknown:…` and someone
 /// erased `erased:…`.
 pub const RESERVED_ID_PREFIXES: &[&str] = &["unknown:", "erased:"];
+/// The byte a JSON object begins with.
+const JSON_OBJECT_OPENS: &[u8] = b"{";
 /// How many addresses one person may have.
 pub const MAX_ADDRESSES: usize = 16;
 
@@ -57,6 +59,16 @@ fn nullable<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D
 }
 
 impl PersonFields {
+    /// A person's fields written as a JSON object (an API body, an import line). Only an object:
+    /// serde would also read the struct from an array (`["c-1042"]` as the id), a shape nobody
+    /// means.
+    pub fn from_json(text: &[u8]) -> Result<Self, String> {
+        if !text.trim_ascii_start().starts_with(JSON_OBJECT_OPENS) {
+            return Err("a person's fields are a JSON object".into());
+        }
+        serde_json::from_slice(text).map_err(|e| e.to_string())
+    }
+
     /// The fields of `person` as an export line (which an import reads back unchanged).
     pub fn of(person: &Person) -> Self {
         let mut addresses: BTreeMap<AddressKind, Vec<String>> = BTreeMap::new();
@@ -193,5 +205,11 @@ mod tests {
         assert!(fields(r#"{"name": "a\u0000b"}"#).apply(&id, None).is_err());
         assert!(fields(r#"{"addresses": {"whatsapp": "call me"}}"#).apply(&id, None).is_err());
         assert!(serde_json::from_str::<PersonFields>(r#"{"addresses": {"fax": "1"}}"#).is_err());
+        // serde reads a struct from an array too; a person's fields are an object only.
+        assert!(serde_json::from_str::<PersonFields>(r#"["c-1042"]"#).is_ok(), "what from_json is for");
+        for array in [&b"[\"c-1042\"]"[..], b" [null, null]", b"null", b"\"c-1\""] {
+            assert!(PersonFields::from_json(array).is_err(), "{}", String::from_utf8_lossy(array));
+        }
+        assert_eq!(PersonFields::from_json(b" {\"id\": \"c-1\"}").map(|f| f.id), Ok(Some("c-1".into())));
     }
 }

@@ -21,6 +21,10 @@ const BATCH: usize = 500;
 const ROUNDS: usize = 8;
 /// How many refused lines the report names (all are counted).
 const PROBLEMS_SHOWN: usize = 100;
+/// People written before the database's statistics are first brought up to date, and how much
+/// that number grows before the next time (`Directory::refresh_statistics`).
+const FIRST_REFRESH: u64 = 1_000;
+const REFRESH_GROWTH: u64 = 4;
 
 named_enum! {
     /// How the lines are written: `ndjson` (`application/x-ndjson`, one JSON object a line) or
@@ -86,6 +90,8 @@ pub struct Importer<'a> {
     roles: Roles,
     pending: Vec<(u64, PersonFields)>,
     report: ImportReport,
+    /// How many people written brings the next refresh of the statistics.
+    next_refresh: u64,
 }
 
 /// A line read and checked, not yet written: its number, the person, how they were.
@@ -95,7 +101,8 @@ impl<'a> Importer<'a> {
     pub async fn new(people: &'a People, who: Changing<'a>, format: ImportFormat) -> Result<Self, StoreError> {
         let roles = people.roles(who.tenant).await?;
         let report = ImportReport::default();
-        Ok(Self { people, who, format, header: None, roles, pending: vec![], report })
+        let next_refresh = FIRST_REFRESH;
+        Ok(Self { people, who, format, header: None, roles, pending: vec![], report, next_refresh })
     }
 
     /// Line `number`, as read (`Err`: why it could not be, a line too long say).
@@ -112,7 +119,7 @@ impl<'a> Importer<'a> {
             return Ok(());
         }
         let fields = match (self.format, &self.header) {
-            (ImportFormat::NdJson, _) => serde_json::from_str::<PersonFields>(line).map_err(|e| e.to_string()),
+            (ImportFormat::NdJson, _) => PersonFields::from_json(line.as_bytes()),
             (ImportFormat::Csv, None) => {
                 self.header = Some(header(line).map_err(ImportError::Header)?);
                 return Ok(());
@@ -155,8 +162,13 @@ impl<'a> Importer<'a> {
         for (line, _) in pending {
             self.refuse(line, "the person changed while this line was written; import it again".into());
         }
-        if self.report.created + self.report.updated > 0 {
+        let written = self.report.created + self.report.updated;
+        if written > 0 {
             self.people.changed(self.who.tenant);
+        }
+        if written >= self.next_refresh {
+            self.next_refresh = written * REFRESH_GROWTH;
+            self.people.store.directory().refresh_statistics().await?;
         }
         Ok(())
     }

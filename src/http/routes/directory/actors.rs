@@ -149,7 +149,8 @@ pub(crate) async fn read(
     security(("bearer" = ["directory:write"])),
     params(
         ("id" = String, Path, description = "The person's id"),
-        ("If-Match" = Option<String>, Header, description = "The version read (their `ETag`)")
+        ("If-Match" = Option<String>, Header, nullable = false, pattern = r#"^(\*|(W/)?"?[0-9]{1,18}"?)$"#,
+            description = "The version read (their `ETag`), or `*`")
     ),
     request_body(content = PersonFields, description = "The fields to change; `{\"active\": false}` deactivates"),
     responses(
@@ -185,7 +186,8 @@ pub(crate) async fn update(
     security(("bearer" = ["directory:write"])),
     params(
         ("id" = String, Path, description = "The person's id"),
-        ("If-Match" = Option<String>, Header, description = "The version read (their `ETag`)")
+        ("If-Match" = Option<String>, Header, nullable = false, pattern = r#"^(\*|(W/)?"?[0-9]{1,18}"?)$"#,
+            description = "The version read (their `ETag`), or `*`")
     ),
     responses(
         (status = 204, description = "Deleted from the directory (their commands stay; see erasure)"),
@@ -269,7 +271,7 @@ pub(crate) async fn run_erasure(
 }
 
 fn read_fields(body: &[u8]) -> Result<PersonFields, ApiError> {
-    serde_json::from_slice(body).map_err(|e| invalid_body(&format!("Not a person's fields: {e}")))
+    PersonFields::from_json(body).map_err(|e| invalid_body(&format!("Not a person's fields: {e}")))
 }
 
 fn with_etag(mut response: Response, version: i64) -> Response {
