@@ -48,3 +48,4 @@ mod security_headers;
 mod strangers;
 mod tenancy;
 mod traces;
+mod value_rules;

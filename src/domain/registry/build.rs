@@ -7,8 +7,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::pattern::{self, Pattern, PatternError};
-use super::{CommandSpec, ReadsAs};
+use super::pattern::{self, Part, Pattern, PatternError};
+use super::{CommandSpec, ReadsAs, ValueRule};
 use crate::domain::command::envelope::Risk;
 use crate::domain::command::idempotency::IdempotencyClass;
 use crate::domain::lifecycle::CommandKind;
@@ -53,6 +53,9 @@ pub(super) struct RawCommand {
     reply: Option<String>,
     /// How the command reads to a person: text with `{argument}`s.
     reads_as: Option<Spanned<String>>,
+    /// The rules its values keep, by placeholder name.
+    #[serde(default)]
+    values: BTreeMap<String, Spanned<ValueRule>>,
 }
 
 pub(super) fn build(
@@ -85,6 +88,7 @@ pub(super) fn build(
     check_gates(raw, idempotency_class, confirmation, &mut problem);
     check_patterns(raw, &patterns, &reply_ids, &mut problem);
     let reads_as = reading(raw, &patterns, &reply_ids, name, &mut problem);
+    let values = value_rules(raw, &patterns, &mut problem);
     if !problems.is_empty() {
         return Err(problems);
     }
@@ -111,7 +115,34 @@ pub(super) fn build(
         description: raw.description.clone(),
         reply: raw.reply.clone(),
         reads_as,
+        values,
     })
+}
+
+/// The value rules, each naming a placeholder the patterns capture and sound in itself.
+fn value_rules(
+    raw: &RawCommand,
+    patterns: &[Pattern],
+    problem: &mut impl FnMut(usize, String),
+) -> BTreeMap<String, ValueRule> {
+    let captured = |name: &str| {
+        patterns
+            .iter()
+            .flat_map(|p| &p.parts)
+            .any(|part| matches!(part, Part::Placeholder { name: n, .. } if n == name))
+    };
+    let mut rules = BTreeMap::new();
+    for (name, rule) in &raw.values {
+        let at = rule.span().start;
+        if !captured(name) {
+            problem(at, format!("values.{name}: no pattern captures `{name}`"));
+        } else if let Err(e) = rule.get_ref().check() {
+            problem(at, format!("values.{name}: {e}"));
+        } else {
+            rules.insert(name.clone(), rule.get_ref().clone());
+        }
+    }
+    rules
 }
 
 /// Patterns as written, each that does not parse a problem.

@@ -5,6 +5,7 @@
 mod build;
 pub mod pattern;
 pub mod reads_as;
+pub mod values;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -18,6 +19,7 @@ use crate::domain::lifecycle::CommandKind;
 use build::{RawRegistry, build};
 pub use pattern::{Pattern, PatternError, PlaceholderType, canonical_decimal};
 pub use reads_as::ReadsAs;
+pub use values::{BrokenRule, RuleKind, ValueRule};
 
 /// One validated command.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,11 +55,18 @@ pub struct CommandSpec {
     pub reply: Option<String>,
     /// How the command reads to a person (`reads_as`, else its first pattern).
     pub reads_as: ReadsAs,
+    /// The rules its values keep, by placeholder name.
+    pub values: std::collections::BTreeMap<String, ValueRule>,
 }
 
 impl CommandSpec {
     pub fn usage(&self) -> String {
         self.patterns.first().map(Pattern::usage).unwrap_or_else(|| self.name.clone())
+    }
+
+    /// The first rule of `values` that `args` break.
+    pub fn broken_rule(&self, args: &Args) -> Option<BrokenRule> {
+        self.values.iter().find_map(|(name, rule)| rule.admits(name, args.get(name)?).err())
     }
 
     /// The command as a person reads it, with `args` in place: "refund 25 on order 1234".
@@ -77,6 +86,11 @@ pub enum Interpretation<'a> {
     },
     /// Matches two or more commands: refused as ambiguous (SMCL S6) rather than guessed.
     Ambiguous(Vec<&'a CommandSpec>),
+    /// Written as `spec` is, with a value that breaks its rule.
+    BrokenRule {
+        spec: &'a CommandSpec,
+        broken: BrokenRule,
+    },
     /// Asks for help explicitly.
     Help,
     NoMatch,
@@ -230,18 +244,26 @@ impl Registry {
             return Interpretation::NoMatch;
         }
         let mut found: Vec<(usize, &CommandSpec, Args)> = vec![];
+        let mut broken: Option<(&CommandSpec, BrokenRule)> = None;
         for (at, spec) in self.commands.iter().enumerate() {
             if let Some(args) = patterns(spec).iter().find_map(|p| p.matches(tokens)) {
-                found.push((at, spec, args));
+                match spec.broken_rule(&args) {
+                    None => found.push((at, spec, args)),
+                    Some(rule) => broken = broken.or(Some((spec, rule))),
+                }
             }
         }
-        match found.len() {
-            0 => Interpretation::NoMatch,
-            1 => {
+        // A value that breaks its command's rule is never read as another command instead.
+        match (found.len(), broken) {
+            (0, None) => Interpretation::NoMatch,
+            (0, Some((spec, rule))) => Interpretation::BrokenRule { spec, broken: rule },
+            (1, None) => {
                 let (at, spec, args) = found.remove(0);
                 Interpretation::Command { spec, at, args }
             }
-            _ => Interpretation::Ambiguous(found.into_iter().map(|(_, spec, _)| spec).collect()),
+            (_, broken) => Interpretation::Ambiguous(
+                found.into_iter().map(|(_, spec, _)| spec).chain(broken.map(|(spec, _)| spec)).collect(),
+            ),
         }
     }
 

@@ -180,3 +180,41 @@ fn a_command_reads_to_a_person_as_the_registry_says_never_as_a_raw_pattern() {
     };
     assert!(!spec.reads(&args).contains('{'), "{}", spec.reads(&args));
 }
+
+#[test]
+fn a_refund_of_nothing_of_a_negative_or_of_a_fraction_of_a_cent_breaks_its_rule() {
+    let registry = shipped();
+    let rule_of = |text: &str| match registry.interpret_text(text) {
+        Interpretation::BrokenRule { spec, broken } => Some((spec.name.clone(), broken.rule, broken.limit)),
+        Interpretation::Command { .. } => None,
+        other => panic!("{text}: {other:?}"),
+    };
+    let refund = |rule: RuleKind, limit: &str| Some(("refund".to_owned(), rule, limit.to_owned()));
+    assert_eq!(rule_of("refund 1234 -25"), refund(RuleKind::MoreThan, "0"));
+    assert_eq!(rule_of("refund 1234 0"), refund(RuleKind::MoreThan, "0"));
+    assert_eq!(rule_of("refund 1234 0.00"), refund(RuleKind::MoreThan, "0"));
+    assert_eq!(rule_of("refund 1234 25.999"), refund(RuleKind::Decimals, "2"));
+    assert_eq!(rule_of("refund 1234 10000.01"), refund(RuleKind::AtMost, "10000"));
+    assert_eq!(rule_of("reverse refund 1234 -1"), Some(("refund_reversal".into(), RuleKind::MoreThan, "0".into())));
+    assert_eq!(rule_of("refund 1234 25.00"), None);
+    assert_eq!(rule_of("refund 1234 0.01"), None);
+    assert_eq!(rule_of("refund 1234 10000"), None);
+}
+
+#[test]
+fn a_value_rule_names_a_captured_value_and_is_sound() {
+    let with = |values: &str| {
+        format!(
+            "[commands.x]\nentity = \"a\"\naction = \"b\"\npatterns = [\"x {{n:decimal}}\"]\nkind = \"read\"\n\
+             executor = \"orders\"\n{values}\n"
+        )
+    };
+    let err = parse(&with("values.m = { more_than = \"0\" }")).expect_err("not captured").to_string();
+    assert!(err.contains("commands.toml:7: command `x`: values.m: no pattern captures `m`"), "{err}");
+    let err = parse(&with("values.n = { at_most = \"lots\" }")).expect_err("not a number").to_string();
+    assert!(err.contains("values.n: `at_most` is a number"), "{err}");
+    assert!(parse(&with("values.n = { kind = 1 }")).is_err(), "an unknown field");
+    let fine = parse(&with("values.n = { at_least = \"1\", decimals = 0 }")).expect("valid");
+    assert!(matches!(fine.interpret_text("x 0"), Interpretation::BrokenRule { .. }));
+    assert!(matches!(fine.interpret_text("x 3"), Interpretation::Command { .. }));
+}

@@ -216,6 +216,14 @@ impl Ingress {
                 let replies = [reply_to.message("help", json!({"commands": self.help(actor)}))];
                 self.record(message, Some(tenant), status, &replies, Handled::NotACommand { status }, now).await
             }
+            Interpretation::BrokenRule { spec, broken } => {
+                let (rule, limit) = (broken.rule.as_str(), &broken.limit);
+                let vars = json!({"reason": "invalid_value", "value": broken.value, "rule": rule, "limit": limit,
+                    "usage": spec.usage()});
+                let replies = [reply_to.message("rejected", vars)];
+                let handled = Handled::NotACommand { status: "invalid_value" };
+                self.record(message, Some(tenant), "invalid_value", &replies, handled, now).await
+            }
             Interpretation::Ambiguous(specs) => {
                 let candidates: Vec<String> = specs.iter().map(|s| s.usage()).collect();
                 let vars = json!({"reason": "ambiguous", "candidates": candidates});
@@ -341,8 +349,10 @@ impl Ingress {
             Content::Reply { id, .. } => registry.interpret_reply_id(id),
             _ => return Ok(Reprocessed::NotACommand("not_a_command")),
         };
-        let Interpretation::Command { at, args, .. } = interpretation else {
-            return Ok(Reprocessed::NotACommand("no_match"));
+        let (at, args) = match interpretation {
+            Interpretation::Command { at, args, .. } => (at, args),
+            Interpretation::BrokenRule { .. } => return Ok(Reprocessed::NotACommand("invalid_value")),
+            _ => return Ok(Reprocessed::NotACommand("no_match")),
         };
         let spec = Spec::at(&registry, at);
         let reply_to = reply_address(message, tenant);

@@ -242,7 +242,8 @@ pub fn sample_vars(name: &str) -> serde_json::Value {
         "declined" | "expired" => json!({"command": "refund", "code": "K7Q2"}),
         "rejected" => json!({
             "reason": "missing_scope", "command": "close_account", "candidates": ["refund {order_id} {amount}"],
-            "codes": ["K7Q2", "P3XM"],
+            "codes": ["K7Q2", "P3XM"], "value": "amount", "rule": "more_than", "limit": "0",
+            "usage": "refund {order_id} {amount}",
         }),
         "confirmed" => json!({"command": "refund", "command_id": "0190f3a1-0000-7000-8000-000000000000"}),
         "canceled" => json!({"command": "refund", "reason": "ttl_expired"}),

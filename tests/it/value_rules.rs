@@ -1,0 +1,38 @@
+//! Issue 29, values with rules: a refund of a negative amount, of nothing, of a fraction of a
+//! cent or of more than the registry allows is no command. The person is told the rule and how
+//! to write the command — not the help text, not a prompt a "yes" would confirm — and nothing
+//! is stored but the message.
+
+use crate::e2e_conversation::Chat;
+use crate::helpers::{CUSTOMER, TestDb, on_both_backends};
+
+on_both_backends!(a_value_that_breaks_its_rule_is_told_the_rule_and_makes_no_command);
+
+async fn a_value_that_breaks_its_rule_is_told_the_rule_and_makes_no_command(db: &TestDb) {
+    let mut chat = Chat::start(db).await;
+    let usage = "Write it as: refund {order_id} {amount}";
+    let cases = [
+        ("wamid.V1", "refund 1234 -25", "the amount must be more than 0"),
+        ("wamid.V2", "refund 1234 0", "the amount must be more than 0"),
+        ("wamid.V3", "refund 1234 25.999", "the amount has at most 2 digits after the point"),
+        ("wamid.V4", "Refund 1234 10000.01", "the amount must be at most 10000"),
+    ];
+    for (id, text, rule) in cases {
+        chat.says(id, CUSTOMER, text).await;
+        let (to, reply, _) = chat.next_reply().await;
+        assert_eq!((to.as_str(), reply), (CUSTOMER, format!("I didn't do that: {rule}. {usage}")), "{text}");
+        let status = "SELECT status FROM inbound_messages WHERE provider_message_id = $1";
+        let mut conn = db.raw().await;
+        let row = sqlx::query(status).bind(id).fetch_one(&mut conn).await.expect("stored");
+        assert_eq!(sqlx::Row::get::<String, _>(&row, "status"), "invalid_value", "{text}");
+    }
+    assert_eq!(db.count("SELECT COUNT(*) FROM commands WHERE tenant_id = $1", "demo").await, 0, "no command");
+    assert_eq!(db.count("SELECT COUNT(*) FROM confirmations WHERE tenant_id = $1", "demo").await, 0);
+    chat.says("wamid.V5", CUSTOMER, "yes").await;
+    let (_, reply, _) = chat.next_reply().await;
+    assert!(reply.starts_with("There is nothing waiting for your confirmation."), "{reply}");
+    // The same refund written within its rules is prompted as ever.
+    let (id, _, _) = chat.refund_prompted("wamid.V6", "refund 1234 25.00").await;
+    assert_eq!(chat.state(id).await.0, "confirmation_required");
+    chat.stop().await;
+}
