@@ -1,12 +1,16 @@
 //! Issue 29, values with rules: a refund of a negative amount, of nothing, of a fraction of a
 //! cent or of more than the registry allows is no command. The person is told the rule and how
 //! to write the command — not the help text, not a prompt a "yes" would confirm — and nothing
-//! is stored but the message.
+//! is stored but the message. And a refund written as people write it is prompted with its
+//! canonical reading, while a negation of it is not read at all.
 
 use crate::e2e_conversation::Chat;
 use crate::helpers::{CUSTOMER, TestDb, on_both_backends};
 
-on_both_backends!(a_value_that_breaks_its_rule_is_told_the_rule_and_makes_no_command);
+on_both_backends!(
+    a_value_that_breaks_its_rule_is_told_the_rule_and_makes_no_command,
+    a_refund_written_as_people_write_is_prompted_and_its_negation_is_not_read
+);
 
 async fn a_value_that_breaks_its_rule_is_told_the_rule_and_makes_no_command(db: &TestDb) {
     let mut chat = Chat::start(db).await;
@@ -34,5 +38,18 @@ async fn a_value_that_breaks_its_rule_is_told_the_rule_and_makes_no_command(db: 
     // The same refund written within its rules is prompted as ever.
     let (id, _, _) = chat.refund_prompted("wamid.V6", "refund 1234 25.00").await;
     assert_eq!(chat.state(id).await.0, "confirmation_required");
+    chat.stop().await;
+}
+
+async fn a_refund_written_as_people_write_is_prompted_and_its_negation_is_not_read(db: &TestDb) {
+    let mut chat = Chat::start(db).await;
+    chat.says("wamid.N1", CUSTOMER, "don't refund 1234 25.00").await;
+    let (_, reply, _) = chat.next_reply().await;
+    assert!(!reply.contains("Please confirm"), "{reply}");
+    assert_eq!(db.count("SELECT COUNT(*) FROM commands WHERE tenant_id = $1", "demo").await, 0, "no command");
+    let (id, _, _) = chat.refund_prompted("wamid.N2", "Hi, please refund #1234 25.00, thanks!").await;
+    let command = db.store.commands().get(&crate::helpers::tenant("demo"), id).await.expect("read").expect("command");
+    let args = &command.envelope.args;
+    assert_eq!((args["order_id"].as_str(), args["amount"].as_str()), (Some("1234"), Some("25")));
     chat.stop().await;
 }

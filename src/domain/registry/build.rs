@@ -18,6 +18,9 @@ use crate::domain::lifecycle::CommandKind;
 pub(super) struct RawRegistry {
     #[serde(default)]
     pub(super) commands: BTreeMap<String, Spanned<RawCommand>>,
+    /// Each locale's words for reading messages not written exactly (`normalize`).
+    #[serde(default)]
+    pub(super) language: BTreeMap<String, super::LanguageWords>,
 }
 
 #[derive(Deserialize)]

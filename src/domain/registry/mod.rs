@@ -3,6 +3,7 @@
 //! and validated at start-up, every problem reported with the line it is on.
 
 mod build;
+pub mod normalize;
 pub mod pattern;
 pub mod reads_as;
 pub mod values;
@@ -17,7 +18,8 @@ use crate::domain::command::envelope::Risk;
 use crate::domain::command::idempotency::IdempotencyClass;
 use crate::domain::lifecycle::CommandKind;
 use build::{RawRegistry, build};
-pub use pattern::{Pattern, PatternError, PlaceholderType, canonical_decimal};
+pub use normalize::{LanguageWords, Normalizer};
+pub use pattern::{Part, Pattern, PatternError, PlaceholderType, canonical_decimal};
 pub use reads_as::ReadsAs;
 pub use values::{BrokenRule, RuleKind, ValueRule};
 
@@ -64,6 +66,14 @@ impl CommandSpec {
         self.patterns.first().map(Pattern::usage).unwrap_or_else(|| self.name.clone())
     }
 
+    /// Whether a pattern takes free text (`{..:text}`), which normalizing would change.
+    pub fn takes_text(&self) -> bool {
+        self.patterns
+            .iter()
+            .flat_map(|p| &p.parts)
+            .any(|p| matches!(p, Part::Placeholder { kind: PlaceholderType::Text, .. }))
+    }
+
     /// The first rule of `values` that `args` break.
     pub fn broken_rule(&self, args: &Args) -> Option<BrokenRule> {
         self.values.iter().find_map(|(name, rule)| rule.admits(name, args.get(name)?).err())
@@ -104,6 +114,8 @@ pub struct Registry {
     version: String,
     /// The file it was read from, kept so that every instance can read a version again.
     text: String,
+    /// How a message not written exactly as a pattern is read again (`[language.*]`).
+    normalizer: Normalizer,
 }
 
 /// Every problem found, one line each, each naming `file:line`.
@@ -164,7 +176,8 @@ impl Registry {
         }
         if problems.is_empty() {
             let commands = commands.into_iter().map(|(_, spec)| spec).collect();
-            Ok(Self { commands, version: Self::version_of(text), text: text.to_owned() })
+            let normalizer = Normalizer::new(&raw.language);
+            Ok(Self { commands, version: Self::version_of(text), text: text.to_owned(), normalizer })
         } else {
             Err(RegistryError(problems))
         }
@@ -173,7 +186,7 @@ impl Registry {
     /// A registry from specs as they are, without the overlap check (for tests of the runtime
     /// ambiguity guard).
     pub fn from_specs(commands: Vec<CommandSpec>) -> Self {
-        Self { commands, version: "specs".into(), text: String::new() }
+        Self { commands, version: "specs".into(), text: String::new(), normalizer: Normalizer::default() }
     }
 
     /// The version a registry file's text has.
@@ -219,14 +232,32 @@ impl Registry {
     }
 
     /// What a text message asks for.
+    /// Written exactly as a pattern first; otherwise normalized (`normalize`), where a command
+    /// that takes free text (`{..:text}`) is never read, since its value would change.
     pub fn interpret_text(&self, text: &str) -> Interpretation<'_> {
         let tokens: Vec<&str> = text.split_whitespace().collect();
-        if let [word] = tokens.as_slice()
+        let exact = self.interpret_tokens(&tokens);
+        if exact != Interpretation::NoMatch {
+            return exact;
+        }
+        let normalized = self.normalizer.tokens(text);
+        let normalized: Vec<&str> = normalized.iter().map(String::as_str).collect();
+        if normalized == tokens {
+            return exact;
+        }
+        match self.interpret_tokens(&normalized) {
+            Interpretation::Command { spec, .. } if spec.takes_text() => Interpretation::NoMatch,
+            other => other,
+        }
+    }
+
+    fn interpret_tokens(&self, tokens: &[&str]) -> Interpretation<'_> {
+        if let [word] = tokens
             && HELP_WORDS.contains(&word.to_lowercase().as_str())
         {
             return Interpretation::Help;
         }
-        self.interpret(&tokens, |spec| &spec.patterns)
+        self.interpret(tokens, |spec| &spec.patterns)
     }
 
     /// What an interactive reply id asks for (`status:1234`).

@@ -218,3 +218,44 @@ fn a_value_rule_names_a_captured_value_and_is_sound() {
     assert!(matches!(fine.interpret_text("x 0"), Interpretation::BrokenRule { .. }));
     assert!(matches!(fine.interpret_text("x 3"), Interpretation::Command { .. }));
 }
+
+#[test]
+fn everyday_phrasings_are_read_and_their_values_kept() {
+    let registry = shipped();
+    let read = |text: &str| match registry.interpret_text(text) {
+        Interpretation::Command { spec, args, .. } => {
+            let values: Vec<String> = args.values().map(|v| v.as_str().unwrap_or_default().to_owned()).collect();
+            format!("{} {}", spec.name, values.join(" "))
+        }
+        other => format!("{other:?}"),
+    };
+    for (text, reading) in [
+        ("Order status 1234?", "order_status 1234"),
+        ("order status #1234", "order_status 1234"),
+        ("Where is my order 1234?", "order_status 1234"),
+        ("hi, where is order A-17 please", "order_status A-17"),
+        ("ＯＲＤＥＲ ＳＴＡＴＵＳ １２３４", "order_status 1234"),
+        ("please refund 1234 25.00", "refund 25 1234"),
+        ("refund #1234 25.00, thanks!", "refund 25 1234"),
+        ("Refund 25.00 on order 1234.", "refund 25 1234"),
+        ("refund order no. 1234 25", "refund 25 1234"),
+        ("Olá, estado da encomenda 1234?", "order_status 1234"),
+        ("reembolsar 1234 25.00 por favor", "refund 25 1234"),
+        ("help?", "Help"),
+    ] {
+        assert_eq!(read(text), reading, "{text}");
+    }
+    // Never read: a negation, a filler inside the values, a word left over, two commands.
+    for text in [
+        "don't refund 1234 25.00",
+        "do not refund 1234 25.00",
+        "refund 1234 25.00 no wait",
+        "refund please 1234 25.00",
+        "refund 1234 25.00 and 4567 10.00",
+        "refund 1234 25.00 order status 1234",
+    ] {
+        assert_eq!(read(text), "NoMatch", "{text}");
+    }
+    // Normalized, a value that breaks its rule is still told so, never read.
+    assert!(matches!(registry.interpret_text("please refund #1234 -25!"), Interpretation::BrokenRule { .. }));
+}

@@ -1,0 +1,141 @@
+//! What a message is read as when it is not written exactly as a pattern: Unicode compatibility
+//! forms folded (full-width digits become ASCII), the punctuation people put after a
+//! word (`1234?`, `#1234,`), a `#` or a number mark (`no.`, `nº`) before a number, and greetings
+//! and politeness (`hi`, `please`, `thanks`) at either end of the message — the words each locale
+//! lists in the registry (`[language.en] fillers`, compared without case). Values are never
+//! changed otherwise (an id keeps its capitals: patterns compare their own words without case),
+//! and a word inside the message stays where it is, so `refund please 1234 25` is still not read.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use unicode_normalization::UnicodeNormalization;
+
+/// Punctuation that may follow any word.
+const TRAILING: &[char] = &[',', ';', ':', '!', '?', '¿', '¡', '…'];
+
+/// `[language.LOCALE]` in the registry.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LanguageWords {
+    /// Greetings and politeness, one word or several (`thank you`), dropped at either end.
+    #[serde(default)]
+    pub fillers: Vec<String>,
+    /// Words that say "number" before one (`no.`, `nº`), dropped before a number.
+    #[serde(default)]
+    pub number_marks: Vec<String>,
+}
+
+/// Every locale's words at once: a greeting in any of the tenant's languages is noise.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Normalizer {
+    /// Filler phrases as tokens, longest first.
+    fillers: Vec<Vec<String>>,
+    number_marks: Vec<String>,
+}
+
+/// Compatibility forms folded (`１２` is `12`).
+fn compatible(text: &str) -> String {
+    text.nfkc().collect()
+}
+
+/// Folded and lower-cased: how a word is compared with the lists.
+fn fold(text: &str) -> String {
+    compatible(text).to_lowercase()
+}
+
+impl Normalizer {
+    pub fn new(languages: &BTreeMap<String, LanguageWords>) -> Self {
+        let mut fillers: Vec<Vec<String>> = languages
+            .values()
+            .flat_map(|l| &l.fillers)
+            .map(|f| fold(f).split_whitespace().map(str::to_owned).collect::<Vec<_>>())
+            .filter(|f| !f.is_empty())
+            .collect();
+        fillers.sort_by_key(|f| std::cmp::Reverse(f.len()));
+        fillers.dedup();
+        let number_marks = languages.values().flat_map(|l| &l.number_marks).map(|m| fold(m)).collect();
+        Self { fillers, number_marks }
+    }
+
+    /// `text` as words, normalized.
+    pub fn tokens(&self, text: &str) -> Vec<String> {
+        let folded = compatible(text);
+        let words: Vec<&str> = folded.split_whitespace().collect();
+        let last = words.len().saturating_sub(1);
+        let mut tokens: Vec<String> = words
+            .iter()
+            .enumerate()
+            .map(|(i, word)| {
+                let word = word.trim_end_matches(TRAILING);
+                // A full stop ends the message; inside it, `no.` and `25.00` keep theirs.
+                let word = if i == last { word.trim_end_matches(['.', '!', '?']) } else { word };
+                let word = word.trim_end_matches(TRAILING);
+                word.strip_prefix('#').filter(|w| w.starts_with(|c: char| c.is_ascii_digit())).unwrap_or(word)
+            })
+            .filter(|w| !w.is_empty() && !w.chars().all(|c| TRAILING.contains(&c) || c == '.'))
+            .map(str::to_owned)
+            .collect();
+        self.drop_number_marks(&mut tokens);
+        self.drop_fillers(&mut tokens);
+        tokens
+    }
+
+    fn drop_number_marks(&self, tokens: &mut Vec<String>) {
+        let mut i = 0;
+        while i + 1 < tokens.len() {
+            let before_number = tokens[i + 1].starts_with(|c: char| c.is_ascii_digit());
+            if before_number && self.number_marks.contains(&tokens[i].to_lowercase()) {
+                tokens.remove(i);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Filler phrases at the start and the end, as many as there are.
+    fn drop_fillers(&self, tokens: &mut Vec<String>) {
+        loop {
+            let lower: Vec<String> = tokens.iter().map(|t| t.to_lowercase()).collect();
+            let at_start = self.fillers.iter().find(|f| lower.starts_with(f));
+            if let Some(filler) = at_start.filter(|f| f.len() < tokens.len()) {
+                tokens.drain(..filler.len());
+                continue;
+            }
+            let at_end = self.fillers.iter().find(|f| lower.ends_with(f));
+            if let Some(filler) = at_end.filter(|f| f.len() < tokens.len()) {
+                tokens.truncate(tokens.len() - filler.len());
+                continue;
+            }
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn english() -> Normalizer {
+        let words = LanguageWords {
+            fillers: ["hi", "hello", "please", "pls", "thanks", "thank you"].map(String::from).to_vec(),
+            number_marks: ["no.", "nº", "number"].map(String::from).to_vec(),
+        };
+        Normalizer::new(&BTreeMap::from([("en".to_owned(), words)]))
+    }
+
+    #[test]
+    fn greetings_punctuation_marks_and_wide_digits_go_and_values_stay() {
+        let n = english();
+        let read = |text: &str| n.tokens(text).join(" ");
+        assert_eq!(read("Order status 1234?"), "Order status 1234");
+        assert_eq!(read("Hi, please refund #1234 25.00, thank you!"), "refund 1234 25.00");
+        assert_eq!(read("refund order no. 1234 25.00."), "refund order 1234 25.00");
+        assert_eq!(read("ＲＥＦＵＮＤ １２３４ ２５"), "REFUND 1234 25");
+        assert_eq!(read("refund please 1234 25"), "refund please 1234 25", "only at the ends");
+        assert_eq!(read("please"), "please", "a message is never emptied");
+        assert_eq!(read("order status #A-17"), "order status #A-17", "a # before a word stays");
+        assert_eq!(read("order status A-17?"), "order status A-17", "an id keeps its capitals");
+        assert_eq!(read("don't refund 1234 25"), "don't refund 1234 25");
+    }
+}
