@@ -85,6 +85,24 @@ impl CommandSpec {
     }
 }
 
+crate::domain::names::named_enum! {
+    /// How a text was read as its command: written exactly as a pattern, read once normalized,
+    /// or an interactive reply's id.
+    ReadingRule {
+        Exact => "exact",
+        Normalized => "normalized",
+        ReplyId => "reply_id",
+    }
+}
+
+/// How a message became its command: the rule and the pattern that read it (what the
+/// canonicalization's evidence records, so that an auditor can see why a text was a refund).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reading {
+    pub rule: ReadingRule,
+    pub pattern: String,
+}
+
 /// What a message means to the registry.
 #[derive(Debug, PartialEq)]
 pub enum Interpretation<'a> {
@@ -93,6 +111,7 @@ pub enum Interpretation<'a> {
         /// Where `spec` is in the registry's `commands()`.
         at: usize,
         args: Args,
+        reading: Reading,
     },
     /// Matches two or more commands: refused as ambiguous (SMCL S6) rather than guessed.
     Ambiguous(Vec<&'a CommandSpec>),
@@ -104,6 +123,19 @@ pub enum Interpretation<'a> {
     /// Asks for help explicitly.
     Help,
     NoMatch,
+}
+
+impl Interpretation<'_> {
+    /// How the message was read, for the metrics: the reading rule of a command, or why none.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Command { reading, .. } => reading.rule.as_str(),
+            Self::Ambiguous(_) => "ambiguous",
+            Self::BrokenRule { .. } => "refused",
+            Self::Help => "help",
+            Self::NoMatch => "no_match",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -236,7 +268,7 @@ impl Registry {
     /// that takes free text (`{..:text}`) is never read, since its value would change.
     pub fn interpret_text(&self, text: &str) -> Interpretation<'_> {
         let tokens: Vec<&str> = text.split_whitespace().collect();
-        let exact = self.interpret_tokens(&tokens);
+        let exact = self.interpret_tokens(&tokens, ReadingRule::Exact);
         if exact != Interpretation::NoMatch {
             return exact;
         }
@@ -245,41 +277,42 @@ impl Registry {
         if normalized == tokens {
             return exact;
         }
-        match self.interpret_tokens(&normalized) {
+        match self.interpret_tokens(&normalized, ReadingRule::Normalized) {
             Interpretation::Command { spec, .. } if spec.takes_text() => Interpretation::NoMatch,
             other => other,
         }
     }
 
-    fn interpret_tokens(&self, tokens: &[&str]) -> Interpretation<'_> {
+    fn interpret_tokens(&self, tokens: &[&str], rule: ReadingRule) -> Interpretation<'_> {
         if let [word] = tokens
             && HELP_WORDS.contains(&word.to_lowercase().as_str())
         {
             return Interpretation::Help;
         }
-        self.interpret(tokens, |spec| &spec.patterns)
+        self.interpret(tokens, |spec| &spec.patterns, rule)
     }
 
     /// What an interactive reply id asks for (`status:1234`).
     pub fn interpret_reply_id(&self, id: &str) -> Interpretation<'_> {
         let tokens: Vec<&str> = id.split([':', ' ']).filter(|t| !t.is_empty()).collect();
-        self.interpret(&tokens, |spec| &spec.reply_ids)
+        self.interpret(&tokens, |spec| &spec.reply_ids, ReadingRule::ReplyId)
     }
 
     fn interpret<'a>(
         &'a self,
         tokens: &[&str],
         patterns: impl Fn(&'a CommandSpec) -> &'a Vec<Pattern>,
+        rule: ReadingRule,
     ) -> Interpretation<'a> {
         if tokens.is_empty() {
             return Interpretation::NoMatch;
         }
-        let mut found: Vec<(usize, &CommandSpec, Args)> = vec![];
+        let mut found: Vec<(usize, &CommandSpec, Args, &str)> = vec![];
         let mut broken: Option<(&CommandSpec, BrokenRule)> = None;
         for (at, spec) in self.commands.iter().enumerate() {
-            if let Some(args) = patterns(spec).iter().find_map(|p| p.matches(tokens)) {
+            if let Some((args, pattern)) = patterns(spec).iter().find_map(|p| Some((p.matches(tokens)?, &p.source))) {
                 match spec.broken_rule(&args) {
-                    None => found.push((at, spec, args)),
+                    None => found.push((at, spec, args, pattern)),
                     Some(rule) => broken = broken.or(Some((spec, rule))),
                 }
             }
@@ -289,11 +322,11 @@ impl Registry {
             (0, None) => Interpretation::NoMatch,
             (0, Some((spec, rule))) => Interpretation::BrokenRule { spec, broken: rule },
             (1, None) => {
-                let (at, spec, args) = found.remove(0);
-                Interpretation::Command { spec, at, args }
+                let (at, spec, args, pattern) = found.remove(0);
+                Interpretation::Command { spec, at, args, reading: Reading { rule, pattern: pattern.to_owned() } }
             }
             (_, broken) => Interpretation::Ambiguous(
-                found.into_iter().map(|(_, spec, _)| spec).chain(broken.map(|(spec, _)| spec)).collect(),
+                found.into_iter().map(|(_, spec, ..)| spec).chain(broken.map(|(spec, _)| spec)).collect(),
             ),
         }
     }

@@ -10,6 +10,7 @@ use crate::domain::lifecycle::Event;
 use crate::domain::lifecycle::EvidenceKind;
 use crate::domain::lifecycle::InvalidTransition;
 use crate::domain::lifecycle::Transition;
+use crate::domain::registry::Reading;
 use crate::store::StoredCommand;
 
 /// The artifacts of a move: one per kind SMCL §IX names for the new state, each carrying the
@@ -62,16 +63,21 @@ fn merge(base: Option<Value>, extra: Option<Value>) -> Option<Value> {
     }
 }
 
-/// IDS §XII: the accepted command records that its key was seen for the first time.
-pub(super) fn first_seen(envelope: &CommandEnvelope) -> Value {
+/// IDS §XII: the accepted command records that its key was seen for the first time; and, for a
+/// message, how its text was read (the rule and the pattern, never the text itself).
+pub(super) fn first_seen(envelope: &CommandEnvelope, reading: Option<&Reading>) -> Value {
     let dedupe = if envelope.idempotency_class.reserves_key() { "first_seen" } else { "not_reserved" };
-    json!({
+    let mut decision = json!({
         "dedupe": dedupe,
         "idempotency_key": envelope.idempotency_key,
         "idempotency_class": envelope.idempotency_class,
         "fingerprint": envelope.fingerprint,
         "registry_version": envelope.registry_version,
-    })
+    });
+    if let Some(reading) = reading {
+        decision["read_as"] = json!({"rule": reading.rule, "pattern": reading.pattern});
+    }
+    decision
 }
 
 /// SMCL §VI.B: a refused move is recorded with what was attempted and why.

@@ -23,6 +23,7 @@ use crate::domain::lifecycle::InvalidTransition;
 use crate::domain::lifecycle::Lifecycle;
 use crate::domain::lifecycle::State;
 use crate::domain::lifecycle::Transition;
+use crate::domain::registry::Reading;
 use crate::service::replies::outcome::{duplicate_reply, outcome_reply};
 use crate::store::{
     AdmissionWrite, Admitted, DuplicateReply, NewConfirmation, NewInbound, NewOutboxMessage, ReplyTo, Store,
@@ -62,6 +63,8 @@ pub struct Admission<'a> {
     pub confirmation: Option<NewConfirmation>,
     /// Variables for the outcome reply when the first moves end the command (a refusal's `error`).
     pub reply_vars: Option<Value>,
+    /// How the message was read as this command, recorded with its canonicalization.
+    pub reading: Option<Reading>,
 }
 
 /// What a move carries besides its event.
@@ -158,7 +161,10 @@ impl Engine {
         for (i, &event) in std::iter::once(&Event::Canonicalize).chain(then).enumerate() {
             let transition = lifecycle::apply(current, event).map_err(EngineError::InvalidPlan)?;
             let last = i == then.len();
-            let decision = if i == 0 { Some(evidence::first_seen(&envelope)) } else { admission.decision.clone() };
+            let decision = match i {
+                0 => Some(evidence::first_seen(&envelope, admission.reading.as_ref())),
+                _ => admission.decision.clone(),
+            };
             let reason = if last && i > 0 { admission.reason_code.clone() } else { None };
             moves.push((transition, transition_evidence(&transition, envelope.command_id, &trace, decision, reason)));
             current = transition.after(envelope.command_kind);

@@ -11,7 +11,7 @@ use uuid::Uuid;
 use crate::domain::command::{Args, CommandRequest, ExternalId, IdempotencyClass, Intent};
 use crate::domain::directory::{Actor, Tenant, UnknownSenderPolicy};
 use crate::domain::message::{Content, InboundMessage, StatusUpdate};
-use crate::domain::registry::Interpretation;
+use crate::domain::registry::{Interpretation, Reading};
 use crate::service::confirmations::answers::{self, Answering};
 use crate::service::confirmations::confirm::Answer;
 use crate::service::engine::{Admission, Engine, EngineError};
@@ -38,6 +38,13 @@ use throttled::Throttled;
 /// The per-message warnings a flood would repeat, at most one a second each.
 static RATE_LIMITED: Throttled = Throttled::new();
 static UNROUTABLE: Throttled = Throttled::new();
+
+/// The command a message asks for: its registry entry, its values, and how it was read.
+struct Asked {
+    spec: Spec,
+    args: Args,
+    reading: Reading,
+}
 
 /// What reprocessing a stored message came to.
 #[derive(Debug, Clone, PartialEq)]
@@ -207,9 +214,11 @@ impl Ingress {
                 return self.record(message, Some(tenant), "not_a_command", &replies, handled, now).await;
             }
         };
+        metrics::counter!("chatgate_text_readings_total", "reading" => interpretation.label()).increment(1);
         match interpretation {
-            Interpretation::Command { at, args, .. } => {
-                self.admit(message, tenant, actor, &Spec::at(&registry, at), args, reply_to, now).await
+            Interpretation::Command { at, args, reading, .. } => {
+                let asked = Asked { spec: Spec::at(&registry, at), args, reading };
+                self.admit_as(message, tenant, actor, asked, reply_to, None, now).await
             }
             Interpretation::Help | Interpretation::NoMatch => {
                 let status = if interpretation == Interpretation::Help { "help" } else { "no_match" };
@@ -255,35 +264,22 @@ impl Ingress {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    async fn admit(
-        &self,
-        message: &InboundMessage,
-        tenant: &Tenant,
-        actor: &Actor,
-        spec: &Spec,
-        args: Args,
-        reply_to: ReplyTo,
-        now: OffsetDateTime,
-    ) -> Result<Handled, EngineError> {
-        self.admit_as(message, tenant, actor, spec, args, reply_to, None, now).await
-    }
-
-    /// `admit`, or, with `reprocess_of`, the same message admitted again as a new command that
-    /// names the old one: no transport dedupe (the message is recorded already) and no key
-    /// reservation (the old command holds the key).
+    /// A message admitted as the command it asks for, or, with `reprocess_of`, the same message
+    /// admitted again as a new command that names the old one: no transport dedupe (the message
+    /// is recorded already) and no key reservation (the old command holds the key).
     #[allow(clippy::too_many_arguments)]
     async fn admit_as(
         &self,
         message: &InboundMessage,
         tenant: &Tenant,
         actor: &Actor,
-        spec: &Spec,
-        args: Args,
+        asked: Asked,
         reply_to: ReplyTo,
         reprocess_of: Option<&StoredCommand>,
         now: OffsetDateTime,
     ) -> Result<Handled, EngineError> {
+        let Asked { spec, args, reading } = asked;
+        let spec = &spec;
         let target =
             spec.target_arg.as_ref().and_then(|name| args.get(name)).and_then(Value::as_str).map(str::to_owned);
         let request = CommandRequest {
@@ -322,6 +318,7 @@ impl Ingress {
             reply_to: Some(reply_to),
             confirmation: first.confirmation,
             reply_vars: first.reply_vars,
+            reading: Some(reading),
         };
         let (_, admitted) = self.engine.accept_with(request, admission, now).await?;
         Ok(Handled::admitted(admitted))
@@ -349,14 +346,14 @@ impl Ingress {
             Content::Reply { id, .. } => registry.interpret_reply_id(id),
             _ => return Ok(Reprocessed::NotACommand("not_a_command")),
         };
-        let (at, args) = match interpretation {
-            Interpretation::Command { at, args, .. } => (at, args),
+        let (at, args, reading) = match interpretation {
+            Interpretation::Command { at, args, reading, .. } => (at, args, reading),
             Interpretation::BrokenRule { .. } => return Ok(Reprocessed::NotACommand("invalid_value")),
             _ => return Ok(Reprocessed::NotACommand("no_match")),
         };
-        let spec = Spec::at(&registry, at);
+        let asked = Asked { spec: Spec::at(&registry, at), args, reading };
         let reply_to = reply_address(message, tenant);
-        match self.admit_as(message, tenant, &actor, &spec, args, reply_to, Some(target), now).await? {
+        match self.admit_as(message, tenant, &actor, asked, reply_to, Some(target), now).await? {
             Handled::Command { command_id, .. } => Ok(Reprocessed::Command(command_id)),
             _ => Ok(Reprocessed::NotACommand("not_admitted")),
         }
