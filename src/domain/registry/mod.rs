@@ -193,22 +193,28 @@ impl Registry {
                 problems.push(format!("{line}: command `{}`: compensation `{comp}` is not a command", spec.name));
             }
         }
+        let normalizer = Normalizer::new(&raw.language);
+        let normalized = |p: &Pattern| p.normalized(|w| normalizer.word(w));
         for (i, (line_a, a)) in commands.iter().enumerate() {
             for (line_b, b) in &commands[i + 1..] {
                 for (pa, pb) in pairs(&a.patterns, &b.patterns).chain(pairs(&a.reply_ids, &b.reply_ids)) {
-                    if pa.overlaps(pb) {
-                        problems.push(format!(
-                            "{line_b}: command `{}` pattern `{}` overlaps `{}` of command `{}` ({line_a}): \
-                             one message could mean both",
-                            b.name, pb.source, pa.source, a.name
-                        ));
-                    }
+                    let how = if pa.overlaps(pb) {
+                        ""
+                    } else if normalized(pa).overlaps(&normalized(pb)) {
+                        " once normalized"
+                    } else {
+                        continue;
+                    };
+                    problems.push(format!(
+                        "{line_b}: command `{}` pattern `{}` overlaps `{}` of command `{}` ({line_a}){how}: \
+                         one message could mean both",
+                        b.name, pb.source, pa.source, a.name
+                    ));
                 }
             }
         }
         if problems.is_empty() {
             let commands = commands.into_iter().map(|(_, spec)| spec).collect();
-            let normalizer = Normalizer::new(&raw.language);
             Ok(Self { commands, version: Self::version_of(text), text: text.to_owned(), normalizer })
         } else {
             Err(RegistryError(problems))

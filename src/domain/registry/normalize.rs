@@ -58,6 +58,15 @@ impl Normalizer {
         Self { fillers, number_marks }
     }
 
+    /// One word of a pattern as a normalized message would have it (folded, lower case, without
+    /// the punctuation after it): so that `check-config` sees two patterns that only normalizing
+    /// tells apart.
+    pub fn word(&self, word: &str) -> String {
+        let folded = fold(word);
+        let trimmed = folded.trim_end_matches(TRAILING).trim_end_matches(['.', '!', '?']);
+        trimmed.strip_prefix('#').unwrap_or(trimmed).to_owned()
+    }
+
     /// `text` as words, normalized.
     pub fn tokens(&self, text: &str) -> Vec<String> {
         let folded = compatible(text);

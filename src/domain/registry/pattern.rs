@@ -211,6 +211,19 @@ impl Pattern {
         words.join(" ")
     }
 
+    /// The pattern with each of its words as `word` normalizes it.
+    pub fn normalized(&self, word: impl Fn(&str) -> String) -> Self {
+        let parts = self
+            .parts
+            .iter()
+            .map(|part| match part {
+                Part::Literal(literal) => Part::Literal(word(literal)),
+                placeholder => placeholder.clone(),
+            })
+            .collect();
+        Self { source: self.source.clone(), parts }
+    }
+
     /// Whether some message could match both patterns (checked at start-up, so that a
     /// registry never depends on which of two commands is tried first).
     pub fn overlaps(&self, other: &Pattern) -> bool {

@@ -259,3 +259,20 @@ fn everyday_phrasings_are_read_and_their_values_kept() {
     // Normalized, a value that breaks its rule is still told so, never read.
     assert!(matches!(registry.interpret_text("please refund #1234 -25!"), Interpretation::BrokenRule { .. }));
 }
+
+#[test]
+fn check_config_reports_patterns_that_overlap_once_normalized() {
+    let two = |a: &str, b: &str| {
+        format!(
+            "[commands.a]\nentity = \"a\"\naction = \"a\"\npatterns = [\"{a}\"]\nkind = \"read\"\nexecutor = \"orders\"\n\
+             [commands.b]\nentity = \"b\"\naction = \"b\"\npatterns = [\"{b}\"]\nkind = \"read\"\nexecutor = \"orders\"\n"
+        )
+    };
+    for (a, b) in [("ｓｔａｔｕｓ {r:id}", "status {r:id}"), ("status? {r:id}", "status {r:id}")] {
+        let err = parse(&two(a, b)).expect_err("overlap once normalized").to_string();
+        assert!(err.contains("once normalized: one message could mean both"), "{a} / {b}: {err}");
+    }
+    let err = parse(&two("status {r:id}", "STATUS {r:id}")).expect_err("plain overlap").to_string();
+    assert!(err.contains("of command `a` (commands.toml:1): one message"), "{err}");
+    assert!(parse(&two("status {r:id}", "state {r:id}")).is_ok());
+}
