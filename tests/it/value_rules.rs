@@ -45,7 +45,10 @@ async fn a_refund_written_as_people_write_is_prompted_and_its_negation_is_not_re
     let mut chat = Chat::start(db).await;
     chat.says("wamid.N1", CUSTOMER, "don't refund 1234 25.00").await;
     let (_, reply, _) = chat.next_reply().await;
-    assert!(!reply.contains("Please confirm"), "{reply}");
+    assert_eq!(reply, "OK, I won't do that. Nothing was done.");
+    chat.says("wamid.N3", CUSTOMER, "refund 1234 25.00 and order status 1234").await;
+    let (_, reply, _) = chat.next_reply().await;
+    assert_eq!(reply, "One request at a time, please: send each in a message of its own. Nothing was done.");
     assert_eq!(db.count("SELECT COUNT(*) FROM commands WHERE tenant_id = $1", "demo").await, 0, "no command");
     let (id, _, _) = chat.refund_prompted("wamid.N2", "Hi, please refund #1234 25.00, thanks!").await;
     let command = db.store.commands().get(&crate::helpers::tenant("demo"), id).await.expect("read").expect("command");

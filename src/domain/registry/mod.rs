@@ -6,6 +6,7 @@ mod build;
 pub mod normalize;
 pub mod pattern;
 pub mod reads_as;
+mod refusals;
 pub mod values;
 
 use std::collections::BTreeSet;
@@ -115,6 +116,10 @@ pub enum Interpretation<'a> {
     },
     /// Matches two or more commands: refused as ambiguous (SMCL S6) rather than guessed.
     Ambiguous(Vec<&'a CommandSpec>),
+    /// `spec`, said not to be done ("don't …", "… no wait"): never run.
+    Negated(&'a CommandSpec),
+    /// Two requests in one message: never run, one at a time.
+    Several,
     /// Written as `spec` is, with a value that breaks its rule.
     BrokenRule {
         spec: &'a CommandSpec,
@@ -132,6 +137,8 @@ impl Interpretation<'_> {
             Self::Command { reading, .. } => reading.rule.as_str(),
             Self::Ambiguous(_) => "ambiguous",
             Self::BrokenRule { .. } => "refused",
+            Self::Negated(_) => "negated",
+            Self::Several => "several",
             Self::Help => "help",
             Self::NoMatch => "no_match",
         }
@@ -281,10 +288,15 @@ impl Registry {
         let normalized = self.normalizer.tokens(text);
         let normalized: Vec<&str> = normalized.iter().map(String::as_str).collect();
         if normalized == tokens {
-            return exact;
+            let words: Vec<String> = tokens.iter().map(|w| (*w).to_owned()).collect();
+            return self.refusal(&words).unwrap_or(exact);
         }
         match self.interpret_tokens(&normalized, ReadingRule::Normalized) {
             Interpretation::Command { spec, .. } if spec.takes_text() => Interpretation::NoMatch,
+            Interpretation::NoMatch => {
+                let words: Vec<String> = normalized.iter().map(|w| (*w).to_owned()).collect();
+                self.refusal(&words).unwrap_or(Interpretation::NoMatch)
+            }
             other => other,
         }
     }

@@ -24,6 +24,15 @@ pub struct LanguageWords {
     /// Words that say "number" before one (`no.`, `nº`), dropped before a number.
     #[serde(default)]
     pub number_marks: Vec<String>,
+    /// Words that say "do not" before a command (`don't`, `never`): such a message is never one.
+    #[serde(default)]
+    pub negations: Vec<String>,
+    /// Words that take a command back after it (`no wait`, `never mind`).
+    #[serde(default)]
+    pub retractions: Vec<String>,
+    /// Words between two commands in one message (`and`, `then`).
+    #[serde(default)]
+    pub joiners: Vec<String>,
 }
 
 /// Every locale's words at once: a greeting in any of the tenant's languages is noise.
@@ -32,6 +41,22 @@ pub struct Normalizer {
     /// Filler phrases as tokens, longest first.
     fillers: Vec<Vec<String>>,
     number_marks: Vec<String>,
+    /// Phrases as tokens, longest first.
+    negations: Vec<Vec<String>>,
+    retractions: Vec<Vec<String>>,
+    joiners: Vec<Vec<String>>,
+}
+
+/// Each phrase of every locale as folded tokens, longest first.
+fn phrases<'l>(lists: impl Iterator<Item = &'l Vec<String>>) -> Vec<Vec<String>> {
+    let mut phrases: Vec<Vec<String>> = lists
+        .flatten()
+        .map(|f| fold(f).split_whitespace().map(str::to_owned).collect::<Vec<_>>())
+        .filter(|f| !f.is_empty())
+        .collect();
+    phrases.sort_by_key(|f| std::cmp::Reverse(f.len()));
+    phrases.dedup();
+    phrases
 }
 
 /// Compatibility forms folded (`１２` is `12`).
@@ -39,23 +64,21 @@ fn compatible(text: &str) -> String {
     text.nfkc().collect()
 }
 
-/// Folded and lower-cased: how a word is compared with the lists.
+/// Folded and lower-cased, a typographic apostrophe as `'`: how a word is compared with the lists.
 fn fold(text: &str) -> String {
-    compatible(text).to_lowercase()
+    compatible(text).to_lowercase().replace('\u{2019}', "'")
 }
 
 impl Normalizer {
     pub fn new(languages: &BTreeMap<String, LanguageWords>) -> Self {
-        let mut fillers: Vec<Vec<String>> = languages
-            .values()
-            .flat_map(|l| &l.fillers)
-            .map(|f| fold(f).split_whitespace().map(str::to_owned).collect::<Vec<_>>())
-            .filter(|f| !f.is_empty())
-            .collect();
-        fillers.sort_by_key(|f| std::cmp::Reverse(f.len()));
-        fillers.dedup();
         let number_marks = languages.values().flat_map(|l| &l.number_marks).map(|m| fold(m)).collect();
-        Self { fillers, number_marks }
+        Self {
+            fillers: phrases(languages.values().map(|l| &l.fillers)),
+            number_marks,
+            negations: phrases(languages.values().map(|l| &l.negations)),
+            retractions: phrases(languages.values().map(|l| &l.retractions)),
+            joiners: phrases(languages.values().map(|l| &l.joiners)),
+        }
     }
 
     /// One word of a pattern as a normalized message would have it (folded, lower case, without
@@ -88,6 +111,31 @@ impl Normalizer {
         self.drop_number_marks(&mut tokens);
         self.drop_fillers(&mut tokens);
         tokens
+    }
+
+    /// What is left of `tokens` without a negation before it or a retraction after it, when
+    /// there is one.
+    pub fn unsaid<'t>(&self, tokens: &'t [String]) -> Option<&'t [String]> {
+        let lower: Vec<String> = tokens.iter().map(|t| fold(t)).collect();
+        let before = self.negations.iter().find(|n| lower.starts_with(n) && n.len() < tokens.len());
+        if let Some(negation) = before {
+            return Some(&tokens[negation.len()..]);
+        }
+        let after = self.retractions.iter().find(|r| lower.ends_with(r) && r.len() < tokens.len());
+        after.map(|retraction| &tokens[..tokens.len() - retraction.len()])
+    }
+
+    /// Every way `tokens` could be two requests: at each word, and around each joiner.
+    pub fn halves<'t>(&self, tokens: &'t [String]) -> Vec<(&'t [String], &'t [String])> {
+        let lower: Vec<String> = tokens.iter().map(|t| fold(t)).collect();
+        let mut halves = vec![];
+        for at in 1..tokens.len() {
+            halves.push((&tokens[..at], &tokens[at..]));
+            for joiner in self.joiners.iter().filter(|j| lower[at..].starts_with(j) && at + j.len() < tokens.len()) {
+                halves.push((&tokens[..at], &tokens[at + joiner.len()..]));
+            }
+        }
+        halves
     }
 
     fn drop_number_marks(&self, tokens: &mut Vec<String>) {
@@ -129,6 +177,9 @@ mod tests {
         let words = LanguageWords {
             fillers: ["hi", "hello", "please", "pls", "thanks", "thank you"].map(String::from).to_vec(),
             number_marks: ["no.", "nº", "number"].map(String::from).to_vec(),
+            negations: ["don't", "do not"].map(String::from).to_vec(),
+            retractions: ["no wait"].map(String::from).to_vec(),
+            joiners: ["and"].map(String::from).to_vec(),
         };
         Normalizer::new(&BTreeMap::from([("en".to_owned(), words)]))
     }

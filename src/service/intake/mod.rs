@@ -214,7 +214,8 @@ impl Ingress {
                 return self.record(message, Some(tenant), "not_a_command", &replies, handled, now).await;
             }
         };
-        metrics::counter!("chatgate_text_readings_total", "reading" => interpretation.label()).increment(1);
+        let label = interpretation.label();
+        metrics::counter!("chatgate_text_readings_total", "reading" => label).increment(1);
         match interpretation {
             Interpretation::Command { at, args, reading, .. } => {
                 let asked = Asked { spec: Spec::at(&registry, at), args, reading };
@@ -232,6 +233,11 @@ impl Ingress {
                 let replies = [reply_to.message("rejected", vars)];
                 let handled = Handled::NotACommand { status: "invalid_value" };
                 self.record(message, Some(tenant), "invalid_value", &replies, handled, now).await
+            }
+            // Said not to be done, or two at once: told why, never run.
+            Interpretation::Negated(_) | Interpretation::Several => {
+                let replies = [reply_to.message("rejected", json!({"reason": label}))];
+                self.record(message, Some(tenant), label, &replies, Handled::NotACommand { status: label }, now).await
             }
             Interpretation::Ambiguous(specs) => {
                 let candidates: Vec<String> = specs.iter().map(|s| s.usage()).collect();
