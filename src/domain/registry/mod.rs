@@ -288,15 +288,11 @@ impl Registry {
         let normalized = self.normalizer.tokens(text);
         let normalized: Vec<&str> = normalized.iter().map(String::as_str).collect();
         if normalized == tokens {
-            let words: Vec<String> = tokens.iter().map(|w| (*w).to_owned()).collect();
-            return self.refusal(&words).unwrap_or(exact);
+            return self.refusal(&tokens).unwrap_or(exact);
         }
         match self.interpret_tokens(&normalized, ReadingRule::Normalized) {
             Interpretation::Command { spec, .. } if spec.takes_text() => Interpretation::NoMatch,
-            Interpretation::NoMatch => {
-                let words: Vec<String> = normalized.iter().map(|w| (*w).to_owned()).collect();
-                self.refusal(&words).unwrap_or(Interpretation::NoMatch)
-            }
+            Interpretation::NoMatch => self.refusal(&normalized).unwrap_or(Interpretation::NoMatch),
             other => other,
         }
     }

@@ -115,7 +115,7 @@ impl Normalizer {
 
     /// What is left of `tokens` without a negation before it or a retraction after it, when
     /// there is one.
-    pub fn unsaid<'t>(&self, tokens: &'t [String]) -> Option<&'t [String]> {
+    pub fn unsaid<'t, 'w>(&self, tokens: &'t [&'w str]) -> Option<&'t [&'w str]> {
         let lower: Vec<String> = tokens.iter().map(|t| fold(t)).collect();
         let before = self.negations.iter().find(|n| lower.starts_with(n) && n.len() < tokens.len());
         if let Some(negation) = before {
@@ -126,7 +126,7 @@ impl Normalizer {
     }
 
     /// Every way `tokens` could be two requests: at each word, and around each joiner.
-    pub fn halves<'t>(&self, tokens: &'t [String]) -> Vec<(&'t [String], &'t [String])> {
+    pub fn halves<'t, 'w>(&self, tokens: &'t [&'w str]) -> Vec<(&'t [&'w str], &'t [&'w str])> {
         let lower: Vec<String> = tokens.iter().map(|t| fold(t)).collect();
         let mut halves = vec![];
         for at in 1..tokens.len() {

@@ -9,7 +9,7 @@ const MOST_WORDS: usize = 40;
 
 impl Registry {
     /// What a normalized text that reads as no command says instead, if anything.
-    pub(super) fn refusal(&self, tokens: &[String]) -> Option<Interpretation<'_>> {
+    pub(super) fn refusal(&self, tokens: &[&str]) -> Option<Interpretation<'_>> {
         if let Some(rest) = self.normalizer.unsaid(tokens)
             && let Some(spec) = self.requested(rest)
         {
@@ -27,9 +27,8 @@ impl Registry {
     }
 
     /// The command `tokens` ask for, whether or not its values keep their rules.
-    fn requested(&self, tokens: &[String]) -> Option<&CommandSpec> {
-        let words: Vec<&str> = tokens.iter().map(String::as_str).collect();
-        match self.interpret_tokens(&words, ReadingRule::Normalized) {
+    fn requested(&self, tokens: &[&str]) -> Option<&CommandSpec> {
+        match self.interpret_tokens(tokens, ReadingRule::Normalized) {
             Interpretation::Command { spec, .. } | Interpretation::BrokenRule { spec, .. } => Some(spec),
             _ => None,
         }

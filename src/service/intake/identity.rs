@@ -54,6 +54,22 @@ impl Ingress {
         Ok(stranger.map_or(Writer::Stranger, Writer::Known))
     }
 
+    /// A message from someone the tenant does not list (or not yet known), over the limit their
+    /// address shares with an actor's: kept as rate-limited, unanswered.
+    pub(super) async fn stranger_limited(
+        &self,
+        message: &InboundMessage,
+        tenant: &Tenant,
+        now: OffsetDateTime,
+    ) -> Result<Option<Handled>, EngineError> {
+        let (store, limits) = (self.engine.store(), &self.policy.security.limits);
+        let stranger = format!("unknown:{}:{}", message.channel, message.from);
+        if limits.inbound_shared(store, tenant.id.as_str(), &stranger, now).await?.is_ok() {
+            return Ok(None);
+        }
+        self.record(message, Some(tenant), "rate_limited", &[], Handled::RateLimited, now).await.map(Some)
+    }
+
     /// Keeps `message` for the resolver (its sender counts against a stranger's limit meanwhile).
     pub(super) async fn wait(
         &self,
@@ -61,11 +77,10 @@ impl Ingress {
         tenant: &Tenant,
         now: OffsetDateTime,
     ) -> Result<Handled, EngineError> {
-        let (store, limits) = (self.engine.store(), &self.policy.security.limits);
-        let stranger = format!("unknown:{}:{}", message.channel, message.from);
-        if limits.inbound_shared(store, tenant.id.as_str(), &stranger, now).await?.is_err() {
-            return self.record(message, Some(tenant), "rate_limited", &[], Handled::RateLimited, now).await;
+        if let Some(limited) = self.stranger_limited(message, tenant, now).await? {
+            return Ok(limited);
         }
+        let store = self.engine.store();
         let conversation = super::first_moves::conversation_id(message);
         let wait = NewWait {
             tenant: &tenant.id,

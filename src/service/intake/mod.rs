@@ -168,11 +168,10 @@ impl Ingress {
         reply_to: &ReplyTo,
         now: OffsetDateTime,
     ) -> Result<Handled, EngineError> {
-        let (store, limits) = (self.engine.store(), &self.policy.security.limits);
-        let stranger = format!("unknown:{}:{}", message.channel, message.from);
-        if limits.inbound_shared(store, tenant.id.as_str(), &stranger, now).await?.is_err() {
-            return self.record(message, Some(tenant), "rate_limited", &[], Handled::RateLimited, now).await;
+        if let Some(limited) = self.stranger_limited(message, tenant, now).await? {
+            return Ok(limited);
         }
+        let (store, limits) = (self.engine.store(), &self.policy.security.limits);
         let (status, refusal) = match tenant.unknown_sender {
             // Handled as a person in the role (`sender`); one whose address is not an id is ignored.
             UnknownSenderPolicy::Ignore | UnknownSenderPolicy::AsRole(_) => ("ignored_unknown_sender", None),
