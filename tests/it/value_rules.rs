@@ -60,7 +60,10 @@ async fn a_refund_written_as_people_write_is_prompted_and_its_negation_is_not_re
     let row = sqlx::query(evidence).bind(id.to_string()).fetch_one(&mut conn).await.expect("the reading's evidence");
     let body: serde_json::Value = serde_json::from_str(&sqlx::Row::get::<String, _>(&row, "body")).expect("json");
     let read_as = body.pointer("/decision/read_as").cloned().unwrap_or_else(|| panic!("no read_as in {body}"));
-    assert_eq!(read_as, serde_json::json!({"rule": "normalized", "pattern": "refund {order_id:id} {amount:decimal}"}));
+    assert_eq!(
+        read_as,
+        serde_json::json!({"rule": "normalized", "pattern": "refund {order_id:id} {amount:money}", "typos": 0})
+    );
     assert!(!body.to_string().contains("thanks"), "the text itself is not evidence");
     chat.stop().await;
 }

@@ -5,6 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 
+use crate::domain::registry::Currency;
+
 use super::people::{Address, AddressKind, Person, Roles};
 use super::{RawResolver, Tenant, Tenants, UnknownSenderPolicy};
 use crate::domain::command::{ActorId, TenantId};
@@ -30,6 +32,8 @@ pub struct RawTenant {
     #[serde(default)]
     unknown_sender: RawUnknownSender,
     locale: Option<String>,
+    /// ISO 4217 code of the currency its amounts are in (`USD`).
+    currency: Option<String>,
     #[serde(default)]
     roles: BTreeMap<String, Vec<String>>,
     #[serde(default)]
@@ -117,6 +121,13 @@ impl DirectoryFile {
                 phone_number_ids: raw.phone_number_ids.clone(),
                 unknown_sender,
                 locale: raw.locale.clone().unwrap_or_else(|| "en".into()),
+                currency: raw.currency.as_ref().and_then(|code| match Currency::by_code(code) {
+                    Some(currency) => Some(currency.code.to_owned()),
+                    None => {
+                        problems.push(format!("tenants.{name}.currency: `{code}` is not a currency chatgate knows"));
+                        None
+                    }
+                }),
                 resolver,
             };
             tenants.tenants.insert(name, tenant);

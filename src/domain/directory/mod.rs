@@ -38,8 +38,17 @@ pub struct Tenant {
     pub phone_number_ids: Vec<String>,
     pub unknown_sender: UnknownSenderPolicy,
     pub locale: String,
+    /// ISO 4217: the currency its amounts are in; one written with another is refused.
+    pub currency: Option<String>,
     /// Who to ask about a sender the directory does not know, if anyone.
     pub resolver: Option<Resolver>,
+}
+
+impl Tenant {
+    /// Who its people's messages are read for: its locale's numbers, its currency.
+    pub fn audience(&self) -> crate::domain::registry::Audience {
+        crate::domain::registry::Audience { locale: self.locale.clone(), currency: self.currency.clone() }
+    }
 }
 
 /// The tenants, found by the numbers that reach them.

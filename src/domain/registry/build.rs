@@ -59,7 +59,13 @@ pub(super) struct RawCommand {
     /// The rules its values keep, by placeholder name.
     #[serde(default)]
     values: BTreeMap<String, Spanned<ValueRule>>,
+    /// Edits allowed in the command's words, all together (`refnd` for `refund`): default 1,
+    /// 0 for none; values are never read with a typo.
+    typos: Option<usize>,
 }
+
+/// Edits in a command's words read as a typo when the registry does not say.
+const DEFAULT_TYPOS: usize = 1;
 
 pub(super) fn build(
     name: &str,
@@ -118,6 +124,7 @@ pub(super) fn build(
         description: raw.description.clone(),
         reply: raw.reply.clone(),
         reads_as,
+        typos: raw.typos.unwrap_or(DEFAULT_TYPOS),
         values,
     })
 }

@@ -3,10 +3,13 @@
 //! and validated at start-up, every problem reported with the line it is on.
 
 mod build;
+mod interpret;
 pub mod normalize;
+pub mod numbers;
 pub mod pattern;
 pub mod reads_as;
 mod refusals;
+mod suggest;
 pub mod values;
 
 use std::collections::BTreeSet;
@@ -19,7 +22,9 @@ use crate::domain::command::envelope::Risk;
 use crate::domain::command::idempotency::IdempotencyClass;
 use crate::domain::lifecycle::CommandKind;
 use build::{RawRegistry, build};
+pub use interpret::ACCEPT_PREFIX;
 pub use normalize::{LanguageWords, Normalizer};
+pub use numbers::Currency;
 pub use pattern::{Part, Pattern, PatternError, PlaceholderType, canonical_decimal};
 pub use reads_as::ReadsAs;
 pub use values::{BrokenRule, RuleKind, ValueRule};
@@ -60,6 +65,8 @@ pub struct CommandSpec {
     pub reads_as: ReadsAs,
     /// The rules its values keep, by placeholder name.
     pub values: std::collections::BTreeMap<String, ValueRule>,
+    /// Edits read as typos in its words, all together.
+    pub typos: usize,
 }
 
 impl CommandSpec {
@@ -84,24 +91,62 @@ impl CommandSpec {
     pub fn reads(&self, args: &Args) -> String {
         self.reads_as.fill(args)
     }
+
+    /// The command written exactly as its first pattern that takes all of `args`: what a person
+    /// accepting a suggestion sends back, read again exactly.
+    pub fn written(&self, args: &Args) -> Option<String> {
+        let takes_all = |p: &&Pattern| {
+            let names: BTreeSet<&str> = p
+                .parts
+                .iter()
+                .filter_map(|part| match part {
+                    Part::Placeholder { name, .. } => Some(name.as_str()),
+                    Part::Literal(_) => None,
+                })
+                .collect();
+            names.len() == args.len() && args.keys().all(|k| names.contains(k.as_str()))
+        };
+        self.patterns.iter().find(takes_all).map(|p| ReadsAs::of_pattern(p).fill(args))
+    }
 }
 
 crate::domain::names::named_enum! {
     /// How a text was read as its command: written exactly as a pattern, read once normalized,
-    /// or an interactive reply's id.
+    /// read with typos in its words, an interactive reply's id, or a suggestion the person
+    /// accepted.
     ReadingRule {
         Exact => "exact",
         Normalized => "normalized",
+        Fuzzy => "fuzzy",
         ReplyId => "reply_id",
+        Accepted => "accepted",
     }
 }
 
-/// How a message became its command: the rule and the pattern that read it (what the
-/// canonicalization's evidence records, so that an auditor can see why a text was a refund).
+/// How a message became its command: the rule and the pattern that read it, and the edits made
+/// to its words (what the canonicalization's evidence records, so that an auditor can see why
+/// "refnd 1234 25" was a refund).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reading {
     pub rule: ReadingRule,
     pub pattern: String,
+    pub typos: usize,
+}
+
+impl Reading {
+    /// Whether the person must see the command and confirm it whatever the registry says: a
+    /// mutation read with typos in its words is never run on a guess.
+    pub fn needs_confirmation(&self) -> bool {
+        self.rule == ReadingRule::Fuzzy
+    }
+}
+
+/// Who a message is read for: the tenant's locale (how its numbers are written) and currency.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Audience {
+    pub locale: String,
+    /// ISO 4217; an amount written with another currency is refused.
+    pub currency: Option<String>,
 }
 
 /// What a message means to the registry.
@@ -125,6 +170,18 @@ pub enum Interpretation<'a> {
         spec: &'a CommandSpec,
         broken: BrokenRule,
     },
+    /// Written as `spec` is, with an amount that could mean two things (`2,500`): asked back.
+    TwoReadings {
+        spec: &'a CommandSpec,
+        value: String,
+        readings: (String, String),
+    },
+    /// Not understood, but close to `spec`: "did you mean …?". With `accept`, the exact text
+    /// the person accepts with one tap (`refund 1234 25`); without, the command's usage.
+    DidYouMean {
+        spec: &'a CommandSpec,
+        accept: Option<String>,
+    },
     /// Asks for help explicitly.
     Help,
     NoMatch,
@@ -137,6 +194,8 @@ impl Interpretation<'_> {
             Self::Command { reading, .. } => reading.rule.as_str(),
             Self::Ambiguous(_) => "ambiguous",
             Self::BrokenRule { .. } => "refused",
+            Self::TwoReadings { .. } => "asked_back",
+            Self::DidYouMean { .. } => "suggested",
             Self::Negated(_) => "negated",
             Self::Several => "several",
             Self::Help => "help",
@@ -161,8 +220,6 @@ pub struct Registry {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}", .0.join("; "))]
 pub struct RegistryError(pub Vec<String>);
-
-const HELP_WORDS: &[&str] = &["help", "?", "menu", "commands"];
 
 /// The executor that is the gateway itself: the built-in chat commands (`status`, `why`,
 /// `retry`, ...) run there (`builtin:gateway`).
@@ -274,75 +331,6 @@ impl Registry {
         let text = include_str!("../../../config/commands.toml");
         Self::parse(Path::new("commands.toml"), text, &executors, std::time::Duration::from_secs(3_600))
             .unwrap_or_else(|e| panic!("the shipped registry is valid: {e}"))
-    }
-
-    /// What a text message asks for.
-    /// Written exactly as a pattern first; otherwise normalized (`normalize`), where a command
-    /// that takes free text (`{..:text}`) is never read, since its value would change.
-    pub fn interpret_text(&self, text: &str) -> Interpretation<'_> {
-        let tokens: Vec<&str> = text.split_whitespace().collect();
-        let exact = self.interpret_tokens(&tokens, ReadingRule::Exact);
-        if exact != Interpretation::NoMatch {
-            return exact;
-        }
-        let normalized = self.normalizer.tokens(text);
-        let normalized: Vec<&str> = normalized.iter().map(String::as_str).collect();
-        if normalized == tokens {
-            return self.refusal(&tokens).unwrap_or(exact);
-        }
-        match self.interpret_tokens(&normalized, ReadingRule::Normalized) {
-            Interpretation::Command { spec, .. } if spec.takes_text() => Interpretation::NoMatch,
-            Interpretation::NoMatch => self.refusal(&normalized).unwrap_or(Interpretation::NoMatch),
-            other => other,
-        }
-    }
-
-    fn interpret_tokens(&self, tokens: &[&str], rule: ReadingRule) -> Interpretation<'_> {
-        if let [word] = tokens
-            && HELP_WORDS.contains(&word.to_lowercase().as_str())
-        {
-            return Interpretation::Help;
-        }
-        self.interpret(tokens, |spec| &spec.patterns, rule)
-    }
-
-    /// What an interactive reply id asks for (`status:1234`).
-    pub fn interpret_reply_id(&self, id: &str) -> Interpretation<'_> {
-        let tokens: Vec<&str> = id.split([':', ' ']).filter(|t| !t.is_empty()).collect();
-        self.interpret(&tokens, |spec| &spec.reply_ids, ReadingRule::ReplyId)
-    }
-
-    fn interpret<'a>(
-        &'a self,
-        tokens: &[&str],
-        patterns: impl Fn(&'a CommandSpec) -> &'a Vec<Pattern>,
-        rule: ReadingRule,
-    ) -> Interpretation<'a> {
-        if tokens.is_empty() {
-            return Interpretation::NoMatch;
-        }
-        let mut found: Vec<(usize, &CommandSpec, Args, &str)> = vec![];
-        let mut broken: Option<(&CommandSpec, BrokenRule)> = None;
-        for (at, spec) in self.commands.iter().enumerate() {
-            if let Some((args, pattern)) = patterns(spec).iter().find_map(|p| Some((p.matches(tokens)?, &p.source))) {
-                match spec.broken_rule(&args) {
-                    None => found.push((at, spec, args, pattern)),
-                    Some(rule) => broken = broken.or(Some((spec, rule))),
-                }
-            }
-        }
-        // A value that breaks its command's rule is never read as another command instead.
-        match (found.len(), broken) {
-            (0, None) => Interpretation::NoMatch,
-            (0, Some((spec, rule))) => Interpretation::BrokenRule { spec, broken: rule },
-            (1, None) => {
-                let (at, spec, args, pattern) = found.remove(0);
-                Interpretation::Command { spec, at, args, reading: Reading { rule, pattern: pattern.to_owned() } }
-            }
-            (_, broken) => Interpretation::Ambiguous(
-                found.into_iter().map(|(_, spec, ..)| spec).chain(broken.map(|(spec, _)| spec)).collect(),
-            ),
-        }
     }
 
     /// The commands an actor holding `scopes` may ask for, as usage lines for a help reply.

@@ -11,6 +11,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use unicode_normalization::UnicodeNormalization;
 
+use super::numbers::{NumberStyle, is_currency_mark};
+
 /// Punctuation that may follow any word.
 const TRAILING: &[char] = &[',', ';', ':', '!', '?', '¿', '¡', '…'];
 
@@ -33,6 +35,11 @@ pub struct LanguageWords {
     /// Words between two commands in one message (`and`, `then`).
     #[serde(default)]
     pub joiners: Vec<String>,
+    /// The mark between whole and fraction in the locale's numbers (`,` in Portuguese); `.`
+    /// when unset.
+    pub decimal_mark: Option<char>,
+    /// The locale's own ten digits, 0 to 9, when it has them: read as ASCII's.
+    pub digits: Option<String>,
 }
 
 /// Every locale's words at once: a greeting in any of the tenant's languages is noise.
@@ -45,6 +52,8 @@ pub struct Normalizer {
     negations: Vec<Vec<String>>,
     retractions: Vec<Vec<String>>,
     joiners: Vec<Vec<String>>,
+    /// How each locale writes numbers, by its name (`pt`).
+    styles: BTreeMap<String, NumberStyle>,
 }
 
 /// Each phrase of every locale as folded tokens, longest first.
@@ -78,7 +87,18 @@ impl Normalizer {
             negations: phrases(languages.values().map(|l| &l.negations)),
             retractions: phrases(languages.values().map(|l| &l.retractions)),
             joiners: phrases(languages.values().map(|l| &l.joiners)),
+            styles: languages
+                .iter()
+                .map(|(name, l)| (name.to_lowercase(), NumberStyle::new(l.decimal_mark, l.digits.as_deref())))
+                .collect(),
         }
+    }
+
+    /// How `locale` (`pt-BR`, then `pt`) writes numbers; `.` and ASCII digits if it is not listed.
+    pub fn style(&self, locale: &str) -> NumberStyle {
+        let locale = locale.to_lowercase();
+        let language = locale.split(['-', '_']).next().unwrap_or_default();
+        self.styles.get(&locale).or_else(|| self.styles.get(language)).cloned().unwrap_or_default()
     }
 
     /// One word of a pattern as a normalized message would have it (folded, lower case, without
@@ -110,6 +130,7 @@ impl Normalizer {
             .collect();
         self.drop_number_marks(&mut tokens);
         self.drop_fillers(&mut tokens);
+        join_currency_marks(&mut tokens);
         tokens
     }
 
@@ -169,6 +190,26 @@ impl Normalizer {
     }
 }
 
+/// A currency mark written apart from its amount (`25 USD`, `$ 25`) joined to it, so that the
+/// amount is one value (`25USD`).
+fn join_currency_marks(tokens: &mut Vec<String>) {
+    let numeric = |t: &str| t.starts_with(|c: char| c.is_numeric() || c == '-' || c == '−');
+    let mut i = 0;
+    while i < tokens.len() {
+        if is_currency_mark(&tokens[i]) {
+            if i + 1 < tokens.len() && numeric(&tokens[i + 1]) {
+                let number = tokens.remove(i + 1);
+                tokens[i].push_str(&number);
+            } else if i > 0 && tokens[i - 1].ends_with(|c: char| c.is_numeric()) {
+                let mark = tokens.remove(i);
+                tokens[i - 1].push_str(&mark);
+                continue;
+            }
+        }
+        i += 1;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,6 +221,7 @@ mod tests {
             negations: ["don't", "do not"].map(String::from).to_vec(),
             retractions: ["no wait"].map(String::from).to_vec(),
             joiners: ["and"].map(String::from).to_vec(),
+            ..LanguageWords::default()
         };
         Normalizer::new(&BTreeMap::from([("en".to_owned(), words)]))
     }
@@ -197,5 +239,7 @@ mod tests {
         assert_eq!(read("order status #A-17"), "order status #A-17", "a # before a word stays");
         assert_eq!(read("order status A-17?"), "order status A-17", "an id keeps its capitals");
         assert_eq!(read("don't refund 1234 25"), "don't refund 1234 25");
+        assert_eq!(read("refund 1234 25 USD"), "refund 1234 25USD", "a currency apart joins its amount");
+        assert_eq!(read("refund 1234 $ 25"), "refund 1234 $25");
     }
 }

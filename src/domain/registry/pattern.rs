@@ -7,6 +7,8 @@
 
 use serde_json::Value;
 
+use super::numbers::{NumberRead, NumberStyle, split_money};
+
 /// What a placeholder accepts and how its value is normalized.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PlaceholderType {
@@ -16,6 +18,9 @@ pub enum PlaceholderType {
     Decimal,
     /// An optionally signed whole number.
     Int,
+    /// An amount: a decimal with, in a normalized message, a currency symbol or code beside it
+    /// (`$25`, `25 EUR`) that must name the tenant's currency.
+    Money,
     /// Any single token.
     Word,
     /// The rest of the message (at least one token); must be the last part.
@@ -28,6 +33,7 @@ impl PlaceholderType {
             "id" => Self::Id,
             "decimal" => Self::Decimal,
             "int" => Self::Int,
+            "money" => Self::Money,
             "word" => Self::Word,
             "text" => Self::Text,
             _ => return None,
@@ -43,7 +49,7 @@ impl PlaceholderType {
                     && token.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
                 ok.then(|| Value::String(token.to_owned()))
             }
-            Self::Decimal => canonical_decimal(token).map(Value::String),
+            Self::Decimal | Self::Money => canonical_decimal(token).map(Value::String),
             Self::Int => canonical_decimal(token).filter(|d| !d.contains('.')).map(Value::String),
             Self::Word | Self::Text => Some(Value::String(token.to_owned())),
         }
@@ -73,6 +79,83 @@ pub fn canonical_decimal(token: &str) -> Option<String> {
     Some(if negative && magnitude != "0" { format!("-{magnitude}") } else { magnitude })
 }
 
+/// How a message's words and values are read: exactly as a pattern writes them, or in the
+/// tenant's number style with up to `typos` edits in the pattern's words.
+#[derive(Debug, Clone, Copy)]
+pub struct Reading<'s> {
+    /// `None`: ASCII decimals only, no currency.
+    pub numbers: Option<&'s NumberStyle>,
+    /// Edits allowed in all the words together (never in values).
+    pub typos: usize,
+    /// Words shorter than this are never read with a typo (`why` is not `who`).
+    pub shortest_typo_word: usize,
+}
+
+impl Reading<'_> {
+    pub const EXACT: Reading<'static> = Reading { numbers: None, typos: 0, shortest_typo_word: usize::MAX };
+
+    /// The edits between a message's word and a pattern's, if within what this reading allows.
+    fn typos_between(&self, token: &str, word: &str) -> Option<usize> {
+        let lower = token.to_lowercase();
+        if lower == *word {
+            return Some(0);
+        }
+        if self.typos == 0 || word.chars().count() < self.shortest_typo_word {
+            return None;
+        }
+        let edits = strsim::damerau_levenshtein(&lower, word);
+        (edits <= self.typos).then_some(edits)
+    }
+}
+
+/// A pattern's reading of a message.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Match {
+    pub args: serde_json::Map<String, Value>,
+    /// `(placeholder, mark)`: the currency written beside an amount.
+    pub marks: Vec<(String, String)>,
+    /// `(placeholder, the locale's reading, the other)`: an amount that could mean two things.
+    pub two_readings: Option<(String, String, String)>,
+    /// The placeholders that are money.
+    pub money: Vec<String>,
+    /// Edits made to the pattern's words to read the message.
+    pub typos: usize,
+}
+
+impl Match {
+    fn value(&mut self, name: &str, kind: PlaceholderType, token: &str, how: &Reading<'_>) -> Option<()> {
+        let numeric = matches!(kind, PlaceholderType::Decimal | PlaceholderType::Int | PlaceholderType::Money);
+        if kind == PlaceholderType::Money {
+            self.money.push(name.to_owned());
+        }
+        let Some(style) = how.numbers.filter(|_| numeric) else {
+            self.args.insert(name.to_owned(), kind.normalize(token)?);
+            return Some(());
+        };
+        let number = if kind == PlaceholderType::Money {
+            let written = split_money(token)?;
+            if let Some(mark) = written.mark {
+                self.marks.push((name.to_owned(), mark.to_owned()));
+            }
+            style.read(&written.number)
+        } else {
+            style.read(token)
+        };
+        let value = match number {
+            NumberRead::Number(n) => kind.normalize(&n)?,
+            NumberRead::TwoReadings(ours, other) => {
+                let (ours, other) = (kind.normalize(&ours)?, kind.normalize(&other)?);
+                let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+                self.two_readings.get_or_insert((name.to_owned(), text(&ours), text(&other)));
+                ours
+            }
+            NumberRead::NotANumber => return None,
+        };
+        self.args.insert(name.to_owned(), value);
+        Some(())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Part {
     /// A word that must be there, compared case-insensitively (stored lowercase).
@@ -94,7 +177,7 @@ pub struct Pattern {
 pub enum PatternError {
     #[error("pattern is empty")]
     Empty,
-    #[error("`{0}` is not a placeholder: write {{name:type}} with type id, decimal, int, word or text")]
+    #[error("`{0}` is not a placeholder: write {{name:type}} with type id, decimal, int, money, word or text")]
     BadPlaceholder(String),
     #[error("placeholder `{0}` appears twice")]
     Duplicate(String),
@@ -168,34 +251,39 @@ impl Pattern {
         Ok(Self { source: source.to_owned(), parts })
     }
 
-    /// The arguments when `tokens` match, normalized; `None` otherwise.
+    /// The arguments when `tokens` match exactly, normalized; `None` otherwise.
     pub fn matches(&self, tokens: &[&str]) -> Option<serde_json::Map<String, Value>> {
-        let mut args = serde_json::Map::new();
+        let found = self.read(tokens, &Reading::EXACT)?;
+        (found.marks.is_empty() && found.two_readings.is_none()).then_some(found.args)
+    }
+
+    /// What `tokens` say when they match as `how` reads them: the arguments, the currency marks
+    /// beside amounts, an amount with two readings, the typos corrected in the words.
+    pub fn read(&self, tokens: &[&str], how: &Reading<'_>) -> Option<Match> {
+        let mut found = Match::default();
         let mut rest = tokens;
         for part in &self.parts {
             match part {
                 Part::Literal(word) => {
                     let (first, tail) = rest.split_first()?;
-                    if first.to_lowercase() != *word {
-                        return None;
-                    }
+                    found.typos += how.typos_between(first, word)?;
                     rest = tail;
                 }
                 Part::Placeholder { name, kind: PlaceholderType::Text } => {
                     if rest.is_empty() {
                         return None;
                     }
-                    args.insert(name.clone(), Value::String(rest.join(" ")));
+                    found.args.insert(name.clone(), Value::String(rest.join(" ")));
                     rest = &[];
                 }
                 Part::Placeholder { name, kind } => {
                     let (first, tail) = rest.split_first()?;
-                    args.insert(name.clone(), kind.normalize(first)?);
+                    found.value(name, *kind, first, how)?;
                     rest = tail;
                 }
             }
         }
-        rest.is_empty().then_some(args)
+        (rest.is_empty() && found.typos <= how.typos).then_some(found)
     }
 
     /// A usage line for help replies: `refund {order_id} {amount}`.
@@ -253,8 +341,7 @@ fn token_overlap(a: &Part, b: &Part) -> bool {
         (Part::Placeholder { kind: x, .. }, Part::Placeholder { kind: y, .. }) => match (x, y) {
             // Every decimal and int is also a word; whole numbers are ids.
             (Word | Text, _) | (_, Word | Text) => true,
-            (Id, Id) | (Decimal, Decimal) | (Int, Int) | (Decimal, Int) | (Int, Decimal) => true,
-            (Id, Decimal | Int) | (Decimal | Int, Id) => true,
+            (Id | Decimal | Int | Money, Id | Decimal | Int | Money) => true,
         },
     }
 }
@@ -308,7 +395,7 @@ mod tests {
     #[test]
     fn malformed_patterns_are_refused() {
         assert_eq!(Pattern::parse("  "), Err(PatternError::Empty));
-        assert!(matches!(Pattern::parse("refund {x:money}"), Err(PatternError::BadPlaceholder(_))));
+        assert!(matches!(Pattern::parse("refund {x:cash}"), Err(PatternError::BadPlaceholder(_))));
         assert!(matches!(Pattern::parse("refund {x}{y}"), Err(PatternError::BadPlaceholder(_))));
         assert_eq!(Pattern::parse("refund {x:id} {x:id}"), Err(PatternError::Duplicate("x".into())));
         assert_eq!(Pattern::parse("{x:id} refund"), Err(PatternError::NoLeadingLiteral));

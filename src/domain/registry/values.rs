@@ -38,6 +38,7 @@ named_enum! {
         AtMost => "at_most",
         Decimals => "decimals",
         Choices => "choices",
+        Currency => "currency",
     }
 }
 

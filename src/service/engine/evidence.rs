@@ -75,7 +75,7 @@ pub(super) fn first_seen(envelope: &CommandEnvelope, reading: Option<&Reading>) 
         "registry_version": envelope.registry_version,
     });
     if let Some(reading) = reading {
-        decision["read_as"] = json!({"rule": reading.rule, "pattern": reading.pattern});
+        decision["read_as"] = json!({"rule": reading.rule, "pattern": reading.pattern, "typos": reading.typos});
     }
     decision
 }

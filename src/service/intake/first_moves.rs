@@ -37,6 +37,7 @@ pub(super) fn first_moves(
     args: &Args,
     reply_to: &ReplyTo,
     refused: Option<Refused>,
+    must_confirm: bool,
     now: OffsetDateTime,
 ) -> FirstMoves {
     let decision = authz::decide(spec, held, false);
@@ -63,7 +64,9 @@ pub(super) fn first_moves(
             reply_vars: Some(json!({"error": refused.detail})),
         };
     }
-    match (&decision, spec.kind, spec.confirmation) {
+    // A mutation read with typos is confirmed whatever the registry says: the prompt shows how
+    // it was read ("refund 25 on order 1234").
+    match (&decision, spec.kind, spec.confirmation || must_confirm) {
         // Refused before anyone is asked to confirm: canonicalized → authz_pending → rejected
         // (the engine queues the refusal as the command's outcome reply).
         (AuthzDecision::Deny { .. }, _, _) => moves(&[Event::SubmitForAuthorization, Event::Deny], &decision, vec![]),

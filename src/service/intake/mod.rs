@@ -26,6 +26,7 @@ mod from_above;
 mod handled;
 mod identity;
 mod throttled;
+mod unadmitted;
 
 pub use from_above::{Precheck, Refused, StoredMessages};
 pub use handled::{CommandOutcome, Handled};
@@ -204,7 +205,7 @@ impl Ingress {
         }
         let registry = self.policy.registry.current();
         let interpretation = match &message.content {
-            Content::Text(text) => registry.interpret_text(text),
+            Content::Text(text) => registry.interpret_text_for(text, &tenant.audience()),
             Content::Reply { id, .. } => registry.interpret_reply_id(id),
             other => {
                 let vars = json!({"unsupported": other.kind(), "commands": self.help(actor)});
@@ -220,30 +221,10 @@ impl Ingress {
                 let asked = Asked { spec: Spec::at(&registry, at), args, reading };
                 self.admit_as(message, tenant, actor, asked, reply_to, None, now).await
             }
-            Interpretation::Help | Interpretation::NoMatch => {
-                let status = if interpretation == Interpretation::Help { "help" } else { "no_match" };
-                let replies = [reply_to.message("help", json!({"commands": self.help(actor)}))];
-                self.record(message, Some(tenant), status, &replies, Handled::NotACommand { status }, now).await
-            }
-            Interpretation::BrokenRule { spec, broken } => {
-                let (rule, limit) = (broken.rule.as_str(), &broken.limit);
-                let vars = json!({"reason": "invalid_value", "value": broken.value, "rule": rule, "limit": limit,
-                    "usage": spec.usage()});
-                let replies = [reply_to.message("rejected", vars)];
-                let handled = Handled::NotACommand { status: "invalid_value" };
-                self.record(message, Some(tenant), "invalid_value", &replies, handled, now).await
-            }
-            // Said not to be done, or two at once: told why, never run.
-            Interpretation::Negated(_) | Interpretation::Several => {
-                let replies = [reply_to.message("rejected", json!({"reason": label}))];
-                self.record(message, Some(tenant), label, &replies, Handled::NotACommand { status: label }, now).await
-            }
-            Interpretation::Ambiguous(specs) => {
-                let candidates: Vec<String> = specs.iter().map(|s| s.usage()).collect();
-                let vars = json!({"reason": "ambiguous", "candidates": candidates});
-                let replies = [reply_to.message("rejected", vars)];
-                let handled = Handled::NotACommand { status: "ambiguous" };
-                self.record(message, Some(tenant), "ambiguous", &replies, handled, now).await
+            // Not a command: told why, or what was close, and never run.
+            other => {
+                let (status, reply) = unadmitted::answer(&other, &reply_to, || self.help(actor));
+                self.record(message, Some(tenant), status, &[reply], Handled::NotACommand { status }, now).await
             }
         }
     }
@@ -313,7 +294,7 @@ impl Ingress {
             None => self.precheck.refused(self.store(), &self.policy, &tenant.id, actor, spec, &args).await?,
             Some(_) => None,
         };
-        let first = first_moves(spec, &actor.scopes, &args, &reply_to, refused, now);
+        let first = first_moves(spec, &actor.scopes, &args, &reply_to, refused, reading.needs_confirmation(), now);
         let admission = Admission {
             then: first.events,
             decision: first.decision,
@@ -347,7 +328,7 @@ impl Ingress {
         };
         let registry = self.policy.registry.current();
         let interpretation = match &message.content {
-            Content::Text(text) => registry.interpret_text(text),
+            Content::Text(text) => registry.interpret_text_for(text, &tenant.audience()),
             Content::Reply { id, .. } => registry.interpret_reply_id(id),
             _ => return Ok(Reprocessed::NotACommand("not_a_command")),
         };

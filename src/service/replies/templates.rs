@@ -33,6 +33,8 @@ pub const REQUIRED: &[&str] = &[
     "canceled",
     "button_yes",
     "button_no",
+    "suggestion",
+    "button_accept",
     // The built-in chat commands' replies (the registry's `reply`).
     "requests",
     "request_status",
@@ -63,6 +65,8 @@ const SHIPPED: &[(&str, &str)] = &[
     ("whatsapp/en/canceled", include_str!("../../../templates/whatsapp/en/canceled.txt")),
     ("whatsapp/en/button_yes", include_str!("../../../templates/whatsapp/en/button_yes.txt")),
     ("whatsapp/en/button_no", include_str!("../../../templates/whatsapp/en/button_no.txt")),
+    ("whatsapp/en/suggestion", include_str!("../../../templates/whatsapp/en/suggestion.txt")),
+    ("whatsapp/en/button_accept", include_str!("../../../templates/whatsapp/en/button_accept.txt")),
     ("whatsapp/pt/confirmation_prompt", include_str!("../../../templates/whatsapp/pt/confirmation_prompt.txt")),
     ("whatsapp/pt/declined", include_str!("../../../templates/whatsapp/pt/declined.txt")),
     ("whatsapp/pt/expired", include_str!("../../../templates/whatsapp/pt/expired.txt")),
@@ -77,6 +81,8 @@ const SHIPPED: &[(&str, &str)] = &[
     ("whatsapp/pt/canceled", include_str!("../../../templates/whatsapp/pt/canceled.txt")),
     ("whatsapp/pt/button_yes", include_str!("../../../templates/whatsapp/pt/button_yes.txt")),
     ("whatsapp/pt/button_no", include_str!("../../../templates/whatsapp/pt/button_no.txt")),
+    ("whatsapp/pt/suggestion", include_str!("../../../templates/whatsapp/pt/suggestion.txt")),
+    ("whatsapp/pt/button_accept", include_str!("../../../templates/whatsapp/pt/button_accept.txt")),
     ("whatsapp/en/requests", include_str!("../../../templates/whatsapp/en/requests.txt")),
     ("whatsapp/en/request_status", include_str!("../../../templates/whatsapp/en/request_status.txt")),
     ("whatsapp/en/why", include_str!("../../../templates/whatsapp/en/why.txt")),
@@ -255,6 +261,7 @@ pub fn sample_vars(name: &str) -> serde_json::Value {
             "error": {"code": "not_allowed", "ref": "R7K2QX", "state": "executed", "allowed": ["compensate"]}}),
         "step_up_required" => json!({"command": "close_account", "link": "https://chatgate.example/step-up/abc"}),
         "help" => json!({"commands": ["order status {order_id} — where an order is"], "unsupported": "image"}),
+        "suggestion" => json!({"usage": "refund {order_id} {amount}", "suggestion": "refund 1234 25"}),
         "requests" => {
             json!({"command": "my_requests", "result": {"list": "failures", "page": 2, "items": [line], "more": true}})
         }
@@ -266,8 +273,9 @@ pub fn sample_vars(name: &str) -> serde_json::Value {
         other => chat_operation_vars(other),
     };
     // Every message about a command carries its short reference (see `store::outbox`).
-    if let Some(map) =
-        vars.as_object_mut().filter(|_| !matches!(name, "help" | "rejected" | "button_yes" | "button_no"))
+    if let Some(map) = vars
+        .as_object_mut()
+        .filter(|_| !matches!(name, "help" | "rejected" | "button_yes" | "button_no" | "suggestion" | "button_accept"))
     {
         map.insert("ref".into(), "R7K2QX".into());
     }

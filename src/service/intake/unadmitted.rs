@@ -1,0 +1,52 @@
+//! What a message that reads as no command is answered: why, in the person's language, and what
+//! they could write instead — one place for every reading that is not a command (help, a value
+//! that breaks its rule, an amount asked back, "did you mean …?", a negation, two at once).
+
+use serde_json::json;
+
+use crate::domain::registry::Interpretation;
+use crate::store::{NewOutboxMessage, ReplyTo};
+
+/// The inbound status a reading that is no command is stored with, and its reply.
+pub(super) fn answer(
+    interpretation: &Interpretation<'_>,
+    reply_to: &ReplyTo,
+    help: impl FnOnce() -> Vec<String>,
+) -> (&'static str, NewOutboxMessage) {
+    let rejected = |vars| reply_to.message("rejected", vars);
+    match interpretation {
+        Interpretation::BrokenRule { spec, broken } => {
+            let vars = json!({"reason": "invalid_value", "value": broken.value, "rule": broken.rule.as_str(),
+                "limit": broken.limit, "usage": spec.usage()});
+            ("invalid_value", rejected(vars))
+        }
+        Interpretation::TwoReadings { spec, value, readings: (ours, other) } => {
+            let vars = json!({"reason": "two_readings", "value": value, "readings": [ours, other],
+                "usage": spec.usage()});
+            ("two_readings", rejected(vars))
+        }
+        Interpretation::DidYouMean { spec, accept } => ("suggested", suggestion(reply_to, spec.usage(), accept)),
+        Interpretation::Negated(_) => ("negated", rejected(json!({"reason": "negated"}))),
+        Interpretation::Several => ("several", rejected(json!({"reason": "several"}))),
+        Interpretation::Ambiguous(specs) => {
+            let candidates: Vec<String> = specs.iter().map(|s| s.usage()).collect();
+            ("ambiguous", rejected(json!({"reason": "ambiguous", "candidates": candidates})))
+        }
+        Interpretation::Help => ("help", reply_to.message("help", json!({"commands": help()}))),
+        Interpretation::NoMatch | Interpretation::Command { .. } => {
+            ("no_match", reply_to.message("help", json!({"commands": help()})))
+        }
+    }
+}
+
+/// "Did you mean …?": with the whole command, a button that sends it (read again exactly, so
+/// a mutation still asks for its confirmation); without, the command's usage.
+fn suggestion(reply_to: &ReplyTo, usage: String, accept: &Option<String>) -> NewOutboxMessage {
+    let vars = json!({"usage": usage, "suggestion": accept});
+    let mut message = reply_to.message("suggestion", vars);
+    if let (Some(text), Some(map)) = (accept, message.payload.as_object_mut()) {
+        let id = format!("{}{text}", crate::domain::registry::ACCEPT_PREFIX);
+        map.insert("buttons".into(), json!([{"id": id, "template": "button_accept"}]));
+    }
+    message
+}
