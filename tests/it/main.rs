@@ -39,6 +39,7 @@ mod fake_resolver;
 mod faults;
 mod helpers;
 mod identity_resolver;
+mod language_corpus;
 mod metrics_scrape;
 mod process;
 mod reference_docs;

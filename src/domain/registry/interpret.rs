@@ -103,9 +103,11 @@ impl Registry {
             if pass.rule != ReadingRule::Exact && pass.rule != ReadingRule::ReplyId && spec.takes_text() {
                 continue;
             }
+            // Numbers as the tenant writes them even in a text written exactly: `2.500` is never
+            // 2.5 to a Portuguese shop.
             let how = match pass.rule {
-                ReadingRule::Exact | ReadingRule::ReplyId | ReadingRule::Accepted => HowRead::EXACT,
-                ReadingRule::Normalized => HowRead { numbers: Some(&style), ..HowRead::EXACT },
+                ReadingRule::ReplyId | ReadingRule::Accepted => HowRead::EXACT,
+                ReadingRule::Exact | ReadingRule::Normalized => HowRead { numbers: Some(&style), ..HowRead::EXACT },
                 ReadingRule::Fuzzy => HowRead {
                     numbers: Some(&style),
                     typos: spec.typos + pass.extra_typos,
