@@ -147,3 +147,32 @@ pub(super) fn reply_address(message: &InboundMessage, tenant: &Tenant) -> ReplyT
         hold: message.answered_inline,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mutation_read_with_a_typo_is_confirmed_even_when_the_registry_lets_it_through() {
+        let registry = crate::domain::registry::Registry::shipped_for_tests();
+        let mut refund = registry.get("refund").expect("refund").clone();
+        refund.confirmation = false;
+        let held: BTreeSet<String> = refund.scopes.clone();
+        let args = serde_json::json!({"order_id": "1234", "amount": "25"}).as_object().cloned().unwrap_or_default();
+        let reply_to = ReplyTo {
+            destination: "whatsapp:1:2".into(),
+            base: json!({}),
+            command: None,
+            what: None,
+            executed_template: None,
+            hold: None,
+        };
+        let now = OffsetDateTime::now_utc();
+        let at_once = first_moves(&refund, &held, &args, &reply_to, None, false, now);
+        assert!(at_once.confirmation.is_none(), "as the registry says: authorized at once");
+        let typo = first_moves(&refund, &held, &args, &reply_to, None, true, now);
+        let prompt = typo.confirmation.expect("asked to confirm");
+        assert_eq!(prompt.prompt["vars"]["what"], "refund 25 on order 1234");
+        assert_eq!(typo.events, &[Event::RequestConfirmation]);
+    }
+}
