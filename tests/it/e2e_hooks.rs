@@ -16,6 +16,7 @@ on_both_backends!(
     a_mapped_hook_and_an_idempotency_key,
     the_202_comes_before_a_slow_executor_answers,
     the_bridge_listens_under_its_configured_base_path,
+    a_hook_call_the_registry_describes_keeps_its_value_rules,
 );
 
 const TOKEN: &str = "demo-hooks-token-change-me";
@@ -214,6 +215,31 @@ async fn a_mapped_hook_and_an_idempotency_key(db: &TestDb) {
     let (status, _, _) = call(&app, "/hooks/order-shipped", json!({"order": {}}), bearer(), None).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(db.count("SELECT COUNT(*) FROM commands WHERE actor_id = $1", "hookd-bridge").await, 1);
+    app.stop().await.expect("stop");
+}
+
+async fn a_hook_call_the_registry_describes_keeps_its_value_rules(db: &TestDb) {
+    let mut config = db.config.clone();
+    let refund = chatgate::config::HookMapping {
+        agent: "orders".into(),
+        entity: "order".into(),
+        action: "refund".into(),
+        args: [("order_id".to_owned(), "/order".to_owned()), ("amount".to_owned(), "/amount".to_owned())].into(),
+    };
+    config.hooks.mappings.insert("refund".into(), refund);
+    let app = spawn_app_with(db, config).await;
+    for amount in [json!(-25), json!("0"), json!(25.999), json!("10000.01"), json!(true)] {
+        let (status, problem, _) =
+            call(&app, "/hooks/refund", json!({"order": "1234", "amount": amount}), bearer(), None).await;
+        assert_eq!((status, problem["code"].as_str()), (StatusCode::BAD_REQUEST, Some("invalid_value")), "{amount}");
+    }
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM commands WHERE actor_id = $1", "hookd-bridge").await,
+        0,
+        "nothing stored"
+    );
+    let (status, body, _) = call(&app, "/hooks/refund", json!({"order": "1234", "amount": 25.5}), bearer(), None).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     app.stop().await.expect("stop");
 }
 

@@ -81,6 +81,16 @@ pub async fn submit(state: &Services, headers: &HeaderMap, s: Submission) -> Res
         ChannelError::Misconfigured(what)
     };
     let (supplied_key, correlation_id) = caller_headers(headers)?;
+    // A caller's command that the registry describes keeps the registry's value rules, as a
+    // person's does: no machine refunds −25 either.
+    if let Some(spec) = state.policy.registry.current().by_intent(&s.intent.entity, &s.intent.action)
+        && let Some(broken) = spec.broken_rule(&s.args)
+    {
+        return Err(bad(
+            "invalid_value",
+            format!("`{}` breaks its rule: {} {}", broken.value, broken.rule, broken.limit),
+        ));
+    }
     let supplied_key = supplied_key.or(s.key);
     let supplied_key = match (supplied_key, s.unkeyed) {
         (None, Unkeyed::Unique) => IdempotencyKey::parse(&format!("call:{}", Uuid::now_v7())).ok(),

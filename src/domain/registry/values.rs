@@ -83,15 +83,26 @@ impl ValueRule {
         Ok(())
     }
 
+    fn numeric(&self) -> bool {
+        self.more_than.is_some() || self.at_least.is_some() || self.at_most.is_some()
+    }
+
     /// Whether `value`, as the placeholder `name` captured it, keeps the rule.
     pub fn admits(&self, name: &str, value: &Value) -> Result<(), BrokenRule> {
         let broken = |rule: RuleKind, limit: &str| BrokenRule { value: name.to_owned(), rule, limit: limit.to_owned() };
-        let Some(text) = value.as_str() else { return Ok(()) };
+        // A machine caller's JSON number is read as written (`25.5`); a person's values are text.
+        let text = match value {
+            Value::String(text) => text.clone(),
+            Value::Number(number) => number.to_string(),
+            _ if self.choices.is_empty() && !self.numeric() && self.decimals.is_none() => return Ok(()),
+            _ if self.choices.is_empty() => return Err(broken(RuleKind::NotANumber, "")),
+            _ => return Err(broken(RuleKind::Choices, &self.choices.join(", "))),
+        };
+        let text = text.as_str();
         if !self.choices.is_empty() && !self.choices.iter().any(|c| c.eq_ignore_ascii_case(text)) {
             return Err(broken(RuleKind::Choices, &self.choices.join(", ")));
         }
-        let numeric = self.more_than.is_some() || self.at_least.is_some() || self.at_most.is_some();
-        if !numeric && self.decimals.is_none() {
+        if !self.numeric() && self.decimals.is_none() {
             return Ok(());
         }
         let Some(units) = fixed(text) else { return Err(broken(RuleKind::NotANumber, "")) };
@@ -151,6 +162,10 @@ mod tests {
         assert_eq!(check("0"), broken(RuleKind::MoreThan, "0"));
         assert_eq!(check("25.999"), broken(RuleKind::Decimals, "2"));
         assert_eq!(check("10000.01"), broken(RuleKind::AtMost, "10000"));
+        // A machine caller's numbers keep the same rule.
+        assert_eq!(rule.admits("amount", &serde_json::json!(-25)), broken(RuleKind::MoreThan, "0"));
+        assert_eq!(rule.admits("amount", &serde_json::json!(25.5)), Ok(()));
+        assert_eq!(rule.admits("amount", &serde_json::json!(true)), broken(RuleKind::NotANumber, ""));
     }
 
     #[test]
