@@ -1,6 +1,7 @@
 //! The command line: `serve`, `migrate`, `check-config`, `audit verify`, `token mint`,
-//! `stepup mint`, `simulate whatsapp`. The top layer: imports any layer below it.
+//! `stepup mint`, `simulate whatsapp`, `chat`. The top layer: imports any layer below it.
 
+pub mod chat;
 pub mod conformance;
 pub mod simulate;
 
@@ -45,6 +46,8 @@ enum Command {
         #[command(subcommand)]
         channel: SimulateChannel,
     },
+    /// Talk to a running gateway as one person on WhatsApp, in the terminal
+    Chat(crate::cli::chat::ChatArgs),
     /// API tokens from the configured development issuer
     Token {
         #[command(subcommand)]
@@ -184,6 +187,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Simulate { channel: SimulateChannel::Whatsapp(args) } => {
             let config = Config::load(&source, &env)?;
             return crate::cli::simulate::whatsapp(&config, &args).await;
+        }
+        Command::Chat(args) => {
+            let config = Config::load(&source, &env)?;
+            return crate::cli::chat::chat(&config, &args).await;
         }
         Command::Token { command: TokenCommand::Mint { tenant, scope, subject, issuer, ttl } } => {
             let settings = Settings::load(&source, &env)?;

@@ -43,13 +43,7 @@ pub struct WhatsAppArgs {
 }
 
 pub async fn whatsapp(config: &Config, args: &WhatsAppArgs) -> anyhow::Result<ExitCode> {
-    let app_name = args.app.as_deref().unwrap_or(&config.whatsapp.default_app);
-    let app = config
-        .whatsapp
-        .apps
-        .get(app_name)
-        .with_context(|| format!("no WhatsApp app `{app_name}` in the configuration"))?;
-    let id = args.id.clone().unwrap_or_else(|| format!("wamid.SIM{}", uuid::Uuid::now_v7().simple()));
+    let id = args.id.clone().unwrap_or_else(new_message_id);
     let delivery = match (&args.text, &args.button_reply, &args.status) {
         (Some(text), None, None) => {
             simulate::notification(&args.to, vec![simulate::text(&id, &args.from, text)], vec![])
@@ -63,29 +57,61 @@ pub async fn whatsapp(config: &Config, args: &WhatsAppArgs) -> anyhow::Result<Ex
         }
         _ => bail!("say what to send: --text, --button-reply or --status"),
     };
-    let body = delivery.to_string().into_bytes();
-    let signed = signature::sign(app.app_secret.expose().as_bytes(), &body);
-    let path = match &args.app {
-        Some(name) => format!("/webhooks/whatsapp/{name}"),
-        None => "/webhooks/whatsapp".to_owned(),
-    };
-    let url = format!("{}{path}", args.url.trim_end_matches('/'));
-    let client = reqwest::Client::new();
+    let gateway = Gateway::new(config, &args.url, args.app.as_deref())?;
     let mut all_ok = true;
     for attempt in 1..=args.repeat.max(1) {
-        let response = client
-            .post(&url)
-            .header("content-type", "application/json")
-            .header(signature::HEADER, &signed)
-            .body(body.clone())
-            .send()
-            .await
-            .with_context(|| format!("cannot reach {url}"))?;
-        let status = response.status();
-        let text = response.text().await.unwrap_or_default();
-        let shown = serde_json::from_str::<Value>(&text).map(|v| v.to_string()).unwrap_or(text);
-        println!("#{attempt} {status} {shown}");
+        let (status, answer) = gateway.post(&delivery).await?;
+        println!("#{attempt} {status} {answer}");
         all_ok &= status.is_success();
     }
     Ok(if all_ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// A new WhatsApp message id.
+pub fn new_message_id() -> String {
+    format!("wamid.SIM{}", uuid::Uuid::now_v7().simple())
+}
+
+/// A running gateway's WhatsApp webhook, and the app secret its deliveries are signed with.
+pub struct Gateway {
+    client: reqwest::Client,
+    url: String,
+    app_secret: Vec<u8>,
+}
+
+impl Gateway {
+    pub fn new(config: &Config, base_url: &str, app: Option<&str>) -> anyhow::Result<Self> {
+        let app_name = app.unwrap_or(&config.whatsapp.default_app);
+        let secret = config
+            .whatsapp
+            .apps
+            .get(app_name)
+            .with_context(|| format!("no WhatsApp app `{app_name}` in the configuration"))?
+            .app_secret
+            .expose()
+            .as_bytes()
+            .to_vec();
+        let path = app.map_or_else(|| "/webhooks/whatsapp".to_owned(), |name| format!("/webhooks/whatsapp/{name}"));
+        let url = format!("{}{path}", base_url.trim_end_matches('/'));
+        Ok(Self { client: reqwest::Client::new(), url, app_secret: secret })
+    }
+
+    /// Posts one delivery, signed; the gateway's status and answer.
+    pub async fn post(&self, delivery: &Value) -> anyhow::Result<(reqwest::StatusCode, String)> {
+        let body = delivery.to_string().into_bytes();
+        let signed = signature::sign(&self.app_secret, &body);
+        let response = self
+            .client
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header(signature::HEADER, &signed)
+            .body(body)
+            .send()
+            .await
+            .with_context(|| format!("cannot reach {}", self.url))?;
+        let status = response.status();
+        let text = response.text().await.unwrap_or_default();
+        let shown = serde_json::from_str::<Value>(&text).map(|v| v.to_string()).unwrap_or(text);
+        Ok((status, shown))
+    }
 }

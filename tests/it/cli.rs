@@ -13,7 +13,7 @@ use crate::helpers::{TestDb, refund};
 const BIN: &str = env!("CARGO_BIN_EXE_chatgate");
 
 /// The binary with an environment that says nothing about chatgate, run in `dir`.
-fn chatgate(dir: &Path) -> Command {
+pub(crate) fn chatgate(dir: &Path) -> Command {
     let mut command = Command::new(BIN);
     command.current_dir(dir);
     for (name, _) in std::env::vars() {
@@ -42,11 +42,11 @@ fn assert_one_line_failure(output: &Output, mentions: &str) {
     assert!(lines[0].starts_with("chatgate: error: ") && lines[0].contains(mentions), "{err}");
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
 }
 
-async fn wait_until_healthy(child: &mut Child, base: &str) {
+pub(crate) async fn wait_until_healthy(child: &mut Child, base: &str) {
     let client = reqwest::Client::new();
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
@@ -61,7 +61,7 @@ async fn wait_until_healthy(child: &mut Child, base: &str) {
     panic!("chatgate did not become healthy in time");
 }
 
-fn terminate(child: &mut Child) -> std::process::ExitStatus {
+pub(crate) fn terminate(child: &mut Child) -> std::process::ExitStatus {
     let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill runs");
     assert!(killed.success());
     let deadline = Instant::now() + Duration::from_secs(15);

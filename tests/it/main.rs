@@ -6,6 +6,7 @@
 mod architecture;
 mod bloodbank_agent;
 mod browser;
+mod chat_cli;
 mod cli;
 mod conformance;
 mod conformance_runner;
