@@ -72,6 +72,18 @@ pub(crate) fn caller_headers(
     Ok((key, correlation_id))
 }
 
+/// A caller's command that the registry describes keeps the registry's value rules, as a
+/// person's does: no machine refunds −25 either.
+fn keeps_value_rules(state: &Services, intent: &Intent, args: &Map<String, Value>) -> Result<(), ChannelError> {
+    let registry = state.policy.registry.current();
+    match registry.by_intent(&intent.entity, &intent.action).and_then(|spec| spec.broken_rule(args)) {
+        Some(broken) => {
+            Err(bad("invalid_value", format!("`{}` breaks its rule: {} {}", broken.value, broken.rule, broken.limit)))
+        }
+        None => Ok(()),
+    }
+}
+
 /// Admits a submission: the command, auto-confirmed and authorized by the caller's credential,
 /// started with its dispatch row, in one transaction. `Idempotency-Key` and `X-Correlation-Id`
 /// come from the headers. Returns the command's id — the existing one for a repeat.
@@ -81,16 +93,7 @@ pub async fn submit(state: &Services, headers: &HeaderMap, s: Submission) -> Res
         ChannelError::Misconfigured(what)
     };
     let (supplied_key, correlation_id) = caller_headers(headers)?;
-    // A caller's command that the registry describes keeps the registry's value rules, as a
-    // person's does: no machine refunds −25 either.
-    if let Some(spec) = state.policy.registry.current().by_intent(&s.intent.entity, &s.intent.action)
-        && let Some(broken) = spec.broken_rule(&s.args)
-    {
-        return Err(bad(
-            "invalid_value",
-            format!("`{}` breaks its rule: {} {}", broken.value, broken.rule, broken.limit),
-        ));
-    }
+    keeps_value_rules(state, &s.intent, &s.args)?;
     let supplied_key = supplied_key.or(s.key);
     let supplied_key = match (supplied_key, s.unkeyed) {
         (None, Unkeyed::Unique) => IdempotencyKey::parse(&format!("call:{}", Uuid::now_v7())).ok(),

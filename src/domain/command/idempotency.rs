@@ -106,6 +106,11 @@ named_enum! {
 }
 
 impl IdempotencyClass {
+    /// What a command declares none of is: I1 for a mutation (IDS's default), I0 for a read.
+    pub fn default_for(mutation: bool) -> Self {
+        if mutation { Self::I1 } else { Self::I0 }
+    }
+
     /// I0 (read-only) needs no reservation: repeating a read has no effect to duplicate.
     pub fn reserves_key(self) -> bool {
         self != Self::I0

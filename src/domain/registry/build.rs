@@ -90,8 +90,7 @@ pub(super) fn build(
     let timeout = duration(&raw.timeout, Duration::from_secs(30), "timeout");
     let ttl = duration(&raw.ttl, Duration::from_secs(600), "ttl");
     let mutation = raw.kind == CommandKind::Mutation;
-    let idempotency_class =
-        raw.idempotency.unwrap_or(if mutation { IdempotencyClass::I1 } else { IdempotencyClass::I0 });
+    let idempotency_class = raw.idempotency.unwrap_or(IdempotencyClass::default_for(mutation));
     let confirmation = raw.confirmation.unwrap_or(mutation);
     check_routing(raw, executors, &mut problem);
     check_gates(raw, idempotency_class, confirmation, &mut problem);

@@ -70,28 +70,31 @@ pub(super) fn first_moves(
         // Refused before anyone is asked to confirm: canonicalized → authz_pending → rejected
         // (the engine queues the refusal as the command's outcome reply).
         (AuthzDecision::Deny { .. }, _, _) => moves(&[Event::SubmitForAuthorization, Event::Deny], &decision, vec![]),
-        (_, CommandKind::Mutation, true) => {
-            let what = reply_to.what.clone().unwrap_or_else(|| spec.reads(args));
-            let vars = json!({
-                "command": spec.name, "what": what, "usage": spec.usage(), "args": args, "step_up": spec.step_up,
-            });
-            let confirmation = confirm::prompt(reply_to, vars, spec.confirmation_ttl, now);
-            FirstMoves {
-                events: &[Event::RequestConfirmation],
-                decision: Some(json!({
-                    "confirmation": "requested",
-                    "code": confirmation.code,
-                    "expires_at": confirmation.expires_at.unix_timestamp(),
-                })),
-                reason_code: None,
-                outbox: vec![confirm::prompt_message(reply_to, &confirmation)],
-                confirmation: Some(confirmation),
-                reply_vars: None,
-            }
-        }
+        (_, CommandKind::Mutation, true) => asked_to_confirm(spec, args, reply_to, now),
         // A read, or a mutation the registry lets through without confirmation (and so without
         // step-up, which the registry only allows after a confirmation): authorized at once.
         (_, kind, _) => moves(dispatch::authorized_at_once(kind), &AuthzDecision::Allow, dispatch()),
+    }
+}
+
+/// A mutation waits for its person's answer: the prompt, with the command as it reads.
+fn asked_to_confirm(spec: &CommandSpec, args: &Args, reply_to: &ReplyTo, now: OffsetDateTime) -> FirstMoves {
+    let what = reply_to.what.clone().unwrap_or_else(|| spec.reads(args));
+    let vars = json!({
+        "command": spec.name, "what": what, "usage": spec.usage(), "args": args, "step_up": spec.step_up,
+    });
+    let confirmation = confirm::prompt(reply_to, vars, spec.confirmation_ttl, now);
+    FirstMoves {
+        events: &[Event::RequestConfirmation],
+        decision: Some(json!({
+            "confirmation": "requested",
+            "code": confirmation.code,
+            "expires_at": confirmation.expires_at.unix_timestamp(),
+        })),
+        reason_code: None,
+        outbox: vec![confirm::prompt_message(reply_to, &confirmation)],
+        confirmation: Some(confirmation),
+        reply_vars: None,
     }
 }
 
