@@ -66,7 +66,7 @@ async fn a_person_chats_with_a_running_gateway_from_the_terminal() {
     until(&lines, "chatgate: Did you mean: refund 4410 12.5?");
     say("1");
     until(&lines, "chatgate: Please confirm: refund 12.5 on order 4410");
-    drop(say);
     let _ = chat.kill();
+    let _ = chat.wait();
     assert_eq!(terminate(&mut server).code(), Some(0));
 }
