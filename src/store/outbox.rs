@@ -224,6 +224,19 @@ pub(crate) async fn settle_outboxes(
 }
 
 impl Outbox<'_> {
+    /// The newest message written to `destination` (a person), whether sent or not: its payload.
+    pub async fn last_message_to(self, destination: &str) -> Result<Option<Value>, StoreError> {
+        let row = sqlx::query(
+            "SELECT payload FROM outbox WHERE destination = $1 AND kind = $2 ORDER BY id DESC LIMIT 1",
+        )
+        .bind(destination)
+        .bind(MESSAGE_KIND)
+        .fetch_optional(self.store.pool())
+        .await?;
+        let payload: Option<String> = row.map(|row| sqlx::Row::get(&row, 0));
+        Ok(payload.and_then(|p| serde_json::from_str(&p).ok()))
+    }
+
     /// The first row of `kind` written for `command_id` to `destination` (a command's dispatch
     /// row, which a hook caller is told of).
     pub async fn first_of(self, command_id: Uuid, kind: &str, destination: &str) -> Result<Option<Uuid>, StoreError> {

@@ -20,6 +20,7 @@ on_both_backends!(
     an_sms_gets_help_in_twiml_and_a_redelivery_the_same_answer,
     status_callbacks_record_what_became_of_a_sent_message,
     bad_signatures_and_bodies_are_refused_and_store_nothing,
+    an_sms_suggestion_is_accepted_by_replying_1,
 );
 
 const AUTH_TOKEN: &str = "test-twilio-auth-token";
@@ -241,6 +242,20 @@ async fn a_button_payload_confirms(db: &TestDb) {
         .await;
     assert_eq!(messages(&twiml).len(), 1, "{twiml}");
     assert_eq!(command_state(db, Duration::from_secs(20), "executed").await, "executed");
+}
+
+/// SMS has no buttons: a suggestion is taken by replying "1", and a "1" after anything else (a
+/// confirmation prompt) is no answer at all.
+async fn an_sms_suggestion_is_accepted_by_replying_1(db: &TestDb) {
+    let twilio = Twilio::start(db).await;
+    let sms = |sid: &str, body: &str| message(sid, "+15550000001", "+14155238886", body, &[]);
+    let offered = messages(&twilio.says(&sms("SM61", "rfnd 4410 12.50")).await);
+    assert!(offered[0].starts_with("Did you mean: refund 4410 12.5? Reply 1"), "{offered:?}");
+    let prompt = messages(&twilio.says(&sms("SM62", "1")).await);
+    assert!(prompt[0].starts_with("Please confirm: refund 12.5 on order 4410"), "{prompt:?}");
+    let again = messages(&twilio.says(&sms("SM63", "1")).await);
+    assert!(!again[0].starts_with("Please confirm"), "a 1 after the prompt confirms nothing: {again:?}");
+    assert_eq!(db.count("SELECT COUNT(*) FROM commands WHERE tenant_id = $1", "demo").await, 1);
 }
 
 async fn an_sms_gets_help_in_twiml_and_a_redelivery_the_same_answer(db: &TestDb) {

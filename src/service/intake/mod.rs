@@ -205,7 +205,10 @@ impl Ingress {
         }
         let registry = self.policy.registry.current();
         let interpretation = match &message.content {
-            Content::Text(text) => registry.interpret_text_for(text, &tenant.audience()),
+            Content::Text(text) => match unadmitted::suggestion_chosen(self.store(), text, &reply_to).await? {
+                Some(id) => registry.interpret_reply_id(&id),
+                None => registry.interpret_text_for(text, &tenant.audience()),
+            },
             Content::Reply { id, .. } => registry.interpret_reply_id(id),
             other => {
                 let vars = json!({"unsupported": other.kind(), "commands": self.help(actor)});

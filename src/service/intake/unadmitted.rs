@@ -4,8 +4,8 @@
 
 use serde_json::json;
 
-use crate::domain::registry::Interpretation;
-use crate::store::{NewOutboxMessage, ReplyTo};
+use crate::domain::registry::{ACCEPT_PREFIX, Interpretation};
+use crate::store::{NewOutboxMessage, ReplyTo, Store, StoreError};
 
 /// The inbound status a reading that is no command is stored with, and its reply.
 pub(super) fn answer(
@@ -45,8 +45,24 @@ fn suggestion(reply_to: &ReplyTo, usage: String, accept: &Option<String>) -> New
     let vars = json!({"usage": usage, "suggestion": accept});
     let mut message = reply_to.message("suggestion", vars);
     if let (Some(text), Some(map)) = (accept, message.payload.as_object_mut()) {
-        let id = format!("{}{text}", crate::domain::registry::ACCEPT_PREFIX);
+        let id = format!("{ACCEPT_PREFIX}{text}");
         map.insert("buttons".into(), json!([{"id": id, "template": "button_accept"}]));
     }
     message
+}
+
+/// A bare "1" that answers a suggestion — the last message to its sender offered one — is that
+/// suggestion's button id, as if tapped: the numbered choice of channels without buttons (SMS).
+/// Only a suggestion is answered so (a confirmation's buttons are never a number: "1" is no "yes").
+pub(super) async fn suggestion_chosen(
+    store: &Store,
+    text: &str,
+    reply_to: &ReplyTo,
+) -> Result<Option<String>, StoreError> {
+    if text.trim().trim_end_matches(['.', '!']) != "1" {
+        return Ok(None);
+    }
+    let last = store.outbox().last_message_to(&reply_to.destination).await?;
+    let id = last.as_ref().and_then(|payload| payload["buttons"][0]["id"].as_str());
+    Ok(id.filter(|id| id.starts_with(ACCEPT_PREFIX)).map(str::to_owned))
 }
