@@ -10,10 +10,28 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
-/// A Standard Webhooks secret: `whsec_` followed by the base64 key.
+/// Base64 with or without its `=` padding, as the reference libraries read a secret.
+const SECRET_BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    base64::engine::GeneralPurposeConfig::new()
+        .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+);
+
+/// A Standard Webhooks secret: the base64 key, with or without the `whsec_` prefix and with or
+/// without padding — as the reference libraries accept it (their tests verify with
+/// `MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw` and `whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw` alike;
+/// standard-webhooks/standard-webhooks `libraries/python/tests/test_webhooks.py`,
+/// `libraries/javascript/src/webhook.test.ts`).
 pub fn key(secret: &str) -> Result<Vec<u8>, String> {
-    let encoded = secret.strip_prefix("whsec_").ok_or("a Standard Webhooks secret starts with `whsec_`")?;
-    base64::engine::general_purpose::STANDARD.decode(encoded).map_err(|e| format!("not base64: {e}"))
+    let encoded = secret.strip_prefix("whsec_").unwrap_or(secret);
+    if encoded.is_empty() {
+        return Err("a Standard Webhooks secret is not empty".into());
+    }
+    let key = SECRET_BASE64.decode(encoded).map_err(|e| format!("not base64: {e}"))?;
+    if key.is_empty() {
+        return Err("a Standard Webhooks secret is not empty".into());
+    }
+    Ok(key)
 }
 
 /// `v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">`.
@@ -114,6 +132,17 @@ mod tests {
             sign(&key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1_614_265_330, body),
             "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
         );
-        assert!(super::key("plain").is_err());
+        assert!(super::key("not base64!").is_err());
+        assert!(super::key("whsec_").is_err() && super::key("").is_err(), "an empty secret");
+    }
+
+    #[test]
+    fn a_secret_is_read_with_or_without_its_prefix_and_padding() {
+        // As the reference libraries' tests: the same key with and without `whsec_`.
+        let branded = key("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").expect("branded");
+        assert_eq!(key("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"), Ok(branded));
+        assert_eq!(key("whsec_YWI="), Ok(b"ab".to_vec()));
+        assert_eq!(key("whsec_YWI"), Ok(b"ab".to_vec()), "without padding");
+        assert_eq!(key("YWI"), Ok(b"ab".to_vec()));
     }
 }

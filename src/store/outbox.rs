@@ -226,13 +226,12 @@ pub(crate) async fn settle_outboxes(
 impl Outbox<'_> {
     /// The newest message written to `destination` (a person), whether sent or not: its payload.
     pub async fn last_message_to(self, destination: &str) -> Result<Option<Value>, StoreError> {
-        let row = sqlx::query(
-            "SELECT payload FROM outbox WHERE destination = $1 AND kind = $2 ORDER BY id DESC LIMIT 1",
-        )
-        .bind(destination)
-        .bind(MESSAGE_KIND)
-        .fetch_optional(self.store.pool())
-        .await?;
+        let row =
+            sqlx::query("SELECT payload FROM outbox WHERE destination = $1 AND kind = $2 ORDER BY id DESC LIMIT 1")
+                .bind(destination)
+                .bind(MESSAGE_KIND)
+                .fetch_optional(self.store.pool())
+                .await?;
         let payload: Option<String> = row.map(|row| sqlx::Row::get(&row, 0));
         Ok(payload.and_then(|p| serde_json::from_str(&p).ok()))
     }

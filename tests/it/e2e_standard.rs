@@ -15,6 +15,7 @@ on_both_backends!(
     signed_deliveries_become_commands_once,
     bad_deliveries_are_refused_and_store_nothing,
     a_message_source_chats_and_its_replies_come_back_signed,
+    secrets_without_the_prefix_or_padding_verify_as_the_reference_libraries_do,
 );
 
 const OLD: &str = "whsec_b2xkLXNlY3JldC1vZi10aGUtZGVtby1zb3VyY2U=";
@@ -268,4 +269,25 @@ async fn a_message_source_chats_and_its_replies_come_back_signed(db: &TestDb) {
     let again = replies[5].body["text"].as_str().expect("text");
     assert!(again.contains("YES ") && again.contains("99"), "the request asked again: {again}");
     assert_eq!(replies[5].body["conversation"], "T-7");
+}
+
+/// The reference libraries' tests (standard-webhooks/standard-webhooks at 10d3e46,
+/// `libraries/javascript/src/webhook.test.ts`; `libraries/python/tests/test_webhooks.py`) verify
+/// with `MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw` with and without `whsec_`; a secret written without
+/// its base64 padding is the same key. Each starts the gateway and verifies its deliveries.
+async fn secrets_without_the_prefix_or_padding_verify_as_the_reference_libraries_do(db: &TestDb) {
+    // Base64 of "old-secret", written without its `==`.
+    let unpadded = "b2xkLXNlY3JldA";
+    let reference = "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    let mut config = db.config.clone();
+    let demo = config.standard_webhooks.get_mut("demo").expect("the demo source");
+    demo.secrets = vec![Secret::new(reference), Secret::new(unpadded)];
+    let app = spawn_app_with(db, config).await;
+    for (n, signed_with) in [reference.to_owned(), format!("whsec_{unpadded}==")].into_iter().enumerate() {
+        let (id, ts) = (format!("msg_ref_{n}"), now());
+        let body = json!({"data": {"order_id": format!("R-{n}")}}).to_string();
+        let (status, answer) = deliver(&app, "demo", &id, ts, &body, &signature(&signed_with, &id, ts, &body)).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{signed_with}: {answer}");
+    }
+    app.stop().await.expect("stop");
 }
