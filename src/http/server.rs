@@ -47,6 +47,8 @@ impl AppState {
         // Before anything counts: counts made without a recorder are lost.
         crate::http::routes::metrics::install();
         let services = Services::new(settings, store, Arc::new(StoredMessageReader));
+        let tenants: Vec<String> = services.policy.tenants.get().tenants().map(|t| t.id.to_string()).collect();
+        crate::service::telemetry::catalog::announce(services.config.executors.keys(), tenants.iter());
         Self { services, stopping: CancellationToken::new() }
     }
 }

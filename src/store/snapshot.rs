@@ -13,8 +13,8 @@ use crate::store::{Store, StoreError};
 pub struct Snapshot {
     /// (outbox kind, pending rows, age in seconds of the oldest pending row).
     pub outbox: Vec<(String, i64, f64)>,
-    /// (agent state, agents) for agents that ever moved.
-    pub agents: Vec<(String, i64)>,
+    /// (agent, state) for agents that ever moved (the others are idle).
+    pub agents: Vec<(String, String)>,
     /// (delivery state, deliveries): those in flight, and those closed within the window.
     pub deliveries: Vec<(String, i64)>,
     /// Of those, the deliveries whose target acknowledged them, that ended with a result, that
@@ -28,7 +28,8 @@ pub struct Snapshot {
 
 const PENDING: &str = "SELECT kind, COUNT(*) AS n, MIN(created_at) AS oldest FROM outbox WHERE status = 'pending' \
     GROUP BY kind";
-const AGENTS: &str = "SELECT state, COUNT(*) AS n FROM agents GROUP BY state";
+/// One row per agent that ever moved: as many as the deployment configures.
+const AGENTS: &str = "SELECT name, state FROM agents";
 /// Deliveries in flight, by state (the index on `(state, updated_at)`, one range per state).
 const IN_FLIGHT: &str = "SELECT state, COUNT(*) AS n FROM deliveries \
     WHERE state IN ('received', 'validated', 'routed', 'delivered', 'executed') GROUP BY state";
@@ -60,7 +61,7 @@ impl Store {
             snapshot.outbox.push((text(row, "kind")?, int(row, "n")?, age));
         }
         for row in &sqlx::query(AGENTS).fetch_all(pool).await? {
-            snapshot.agents.push((text(row, "state")?, int(row, "n")?));
+            snapshot.agents.push((text(row, "name")?, text(row, "state")?));
         }
         for row in &sqlx::query(IN_FLIGHT).fetch_all(pool).await? {
             let (state, n) = (text(row, "state")?, int(row, "n")?);

@@ -328,9 +328,9 @@ async fn the_metrics_scrape_parses_as_prometheus_text() {
         ("chatgate_outbox_oldest_age_seconds", Some(("kind", "message"))),
         ("chatgate_agents", Some(("state", "paused"))),
         ("chatgate_deliveries", Some(("state", "executed"))),
-        ("chatgate_completeness_ack_rate", None),
-        ("chatgate_completeness_result_rate", None),
-        ("chatgate_completeness_error_rate", None),
+        ("chatgate_completeness_ack_ratio", None),
+        ("chatgate_completeness_result_ratio", None),
+        ("chatgate_completeness_error_ratio", None),
         ("chatgate_orphaned_commands", None),
         ("chatgate_ack_latency_seconds_count", None),
         ("chatgate_result_latency_seconds_count", None),
@@ -338,7 +338,7 @@ async fn the_metrics_scrape_parses_as_prometheus_text() {
         assert!(has(name, label), "{name} {label:?} missing from the scrape");
     }
     let ack_rate =
-        scrape.samples.iter().find(|s| s.metric == "chatgate_completeness_ack_rate").map(|s| format!("{:?}", s.value));
+        scrape.samples.iter().find(|s| s.metric == "chatgate_completeness_ack_ratio").map(|s| format!("{:?}", s.value));
     assert!(
         ack_rate.as_deref().is_some_and(|v| v.contains('1')),
         "one command dispatched and acknowledged: {ack_rate:?}"

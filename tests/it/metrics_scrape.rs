@@ -78,3 +78,47 @@ async fn the_metrics_can_have_an_address_of_their_own() {
     assert_eq!(own.status(), StatusCode::OK);
     assert!(own.text().await.expect("text").contains("chatgate_store_up"));
 }
+
+/// Issue 30.3: Prometheus's conventions — every family with `# HELP` and `# TYPE`, no gauge named
+/// as if it were `rate()`, the series alerts name there from the first scrape (at 0), and the
+/// agents gauge agreeing with `/v1/agents`. CI runs `promtool check metrics` on a scrape too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_family_is_described_present_from_the_start_and_agrees_with_the_api() {
+    let db = TestDb::sqlite().await;
+    let app = spawn_app_with(&db, db.config.clone()).await;
+    let text = app.client.get(app.url("/metrics")).send().await.expect("scrape").text().await.expect("text");
+    let named = |prefix: &str| -> std::collections::BTreeSet<String> {
+        text.lines().filter_map(|l| l.strip_prefix(prefix)?.split_whitespace().next().map(str::to_owned)).collect()
+    };
+    let (typed, described) = (named("# TYPE "), named("# HELP "));
+    assert!(typed.iter().all(|f| described.contains(f)), "without help: {:?}", typed.difference(&described));
+    assert!(typed.iter().all(|f| !f.ends_with("_rate")), "a gauge named like rate(): {typed:?}");
+    for family in chatgate::service::telemetry::catalog::FAMILIES {
+        let histogram = family.kind == chatgate::service::telemetry::catalog::Kind::Histogram;
+        assert!(histogram || typed.contains(family.name), "{} is missing from the start", family.name);
+    }
+    for series in [
+        "chatgate_confirmations_expired_total 0",
+        "chatgate_webhooks_total{channel=\"hooks\",outcome=\"unknown_app\"} 0",
+        "chatgate_delivery_timeouts_total{class=\"execution_timeout\"} 0",
+        "chatgate_completeness_ack_ratio 0",
+    ] {
+        assert!(text.lines().any(|l| l == series), "{series} is not there at 0");
+    }
+    let token = crate::helpers::api_token(&db, "demo", "ops", "agents:read");
+    let agents: serde_json::Value = app
+        .client
+        .get(app.url("/v1/agents"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("agents")
+        .json()
+        .await
+        .expect("json");
+    let listed = agents["agents"].as_array().expect("agents listed");
+    let idle = listed.iter().filter(|a| a["state"] == "idle").count();
+    assert!(idle > 0, "{agents}");
+    assert!(text.lines().any(|l| l == format!("chatgate_agents{{state=\"idle\"}} {idle}")), "idle agents: {idle}");
+    app.stop().await.expect("stop");
+}

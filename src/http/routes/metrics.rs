@@ -22,6 +22,7 @@ use crate::http::Problem;
 use crate::http::responses::{PROBLEM_JSON, ProblemDocument};
 
 static RECORDER: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+static SCRAPE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Installs the process's recorder once; later calls return the same handle. `None` when
 /// another recorder was installed first (by an embedding program).
@@ -69,9 +70,14 @@ async fn record_snapshot(state: &AppState) {
         metrics::gauge!("chatgate_outbox_pending", "kind" => kind).set(depth as f64);
         metrics::gauge!("chatgate_outbox_oldest_age_seconds", "kind" => kind).set(age);
     }
-    for state in AgentState::ALL {
-        let n = snapshot.agents.iter().find(|(s, _)| s == state.as_str()).map_or(0, |(_, n)| *n);
-        metrics::gauge!("chatgate_agents", "state" => state.as_str()).set(n as f64);
+    // Every configured agent, in its state (an agent that never moved is idle), as /v1/agents
+    // lists them.
+    let state_of = |name: &String| {
+        snapshot.agents.iter().find(|(agent, _)| agent == name).map_or(AgentState::Idle.as_str(), |(_, s)| s.as_str())
+    };
+    for agent_state in AgentState::ALL {
+        let n = state.policy.agents.iter().filter(|name| state_of(name) == agent_state.as_str()).count();
+        metrics::gauge!("chatgate_agents", "state" => agent_state.as_str()).set(n as f64);
     }
     let mut total = 0;
     for state in DeliveryState::ALL {
@@ -82,10 +88,10 @@ async fn record_snapshot(state: &AppState) {
     // Bloodbank command completeness (OBS-1): of the deliveries in flight or closed within the
     // last hour, how many were acknowledged, ended with a result, ended with an error; and the
     // commands nobody answers.
-    let rate = |n: i64| if total == 0 { 0.0 } else { n as f64 / total as f64 };
-    metrics::gauge!("chatgate_completeness_ack_rate").set(rate(snapshot.acked));
-    metrics::gauge!("chatgate_completeness_result_rate").set(rate(snapshot.results));
-    metrics::gauge!("chatgate_completeness_error_rate").set(rate(snapshot.errors));
+    let ratio = |n: i64| if total == 0 { 0.0 } else { n as f64 / total as f64 };
+    metrics::gauge!("chatgate_completeness_ack_ratio").set(ratio(snapshot.acked));
+    metrics::gauge!("chatgate_completeness_result_ratio").set(ratio(snapshot.results));
+    metrics::gauge!("chatgate_completeness_error_ratio").set(ratio(snapshot.errors));
     metrics::gauge!("chatgate_orphaned_commands").set(snapshot.orphaned as f64);
 }
 
@@ -108,6 +114,9 @@ pub(crate) async fn render(State(state): State<AppState>, headers: HeaderMap) ->
             .challenge("Bearer realm=\"chatgate-metrics\"".to_owned())
             .into_response();
     }
+    // The database's gauges are the process's: set and rendered under one lock, so that a scrape
+    // shows its own reading whole even where several gateways share a process (the tests).
+    let _scrape = SCRAPE.lock().await;
     record_snapshot(&state).await;
     match install() {
         Some(handle) => {

@@ -9,6 +9,7 @@
 //! Nothing is made unless traces are exported (`OTEL_EXPORTER_OTLP_ENDPOINT` or
 //! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` set, see [`export`]): every helper here is then a no-op.
 
+pub mod catalog;
 pub mod export;
 
 use std::collections::HashMap;
