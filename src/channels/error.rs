@@ -17,11 +17,13 @@ pub struct Refusal {
     pub detail: Option<String>,
     /// `WWW-Authenticate`, for a 401.
     pub challenge: Option<&'static str>,
+    /// `Retry-After` in seconds, for a 429.
+    pub retry_after: Option<u64>,
 }
 
 impl Refusal {
     pub fn new(status: StatusCode, code: &'static str, title: &'static str) -> Self {
-        Self { status, code, title, detail: None, challenge: None }
+        Self { status, code, title, detail: None, challenge: None, retry_after: None }
     }
 
     /// 400 with `code`.
@@ -41,6 +43,11 @@ impl Refusal {
 
     pub fn challenge(mut self, challenge: &'static str) -> Self {
         self.challenge = Some(challenge);
+        self
+    }
+
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after = Some(secs);
         self
     }
 }

@@ -56,6 +56,10 @@ fn channel_problem(error: &ChannelError) -> Problem {
                 Some(detail) => problem.detail(detail.clone()),
                 None => problem,
             };
+            let problem = match refusal.retry_after {
+                Some(secs) => problem.retry_after(secs),
+                None => problem,
+            };
             match refusal.challenge {
                 Some(challenge) => problem.challenge(challenge),
                 None => problem,

@@ -89,7 +89,7 @@ impl Modify for BearerTokens {
 /// annotations say the default, `/hooks`).
 pub fn document(hooks: &HooksConfig) -> Value {
     let mut document = serde_json::to_value(ApiDoc::openapi()).unwrap_or(Value::Null);
-    describe_bodies(&mut document);
+    describe_bodies(&mut document, &hooks.agents);
     describe_headers(&mut document);
     describe_event_stream(&mut document);
     describe_nul_refusal(&mut document);
@@ -98,7 +98,7 @@ pub fn document(hooks: &HooksConfig) -> Value {
 }
 
 /// The bodies as the code that reads them describes them (the annotations say "JSON" or "form").
-fn describe_bodies(document: &mut Value) {
+fn describe_bodies(document: &mut Value, hook_agents: &[String]) {
     let (json, form) = ("application/json", "application/x-www-form-urlencoded");
     let mut bodies: Vec<(String, &str, Value)> = vec![
         ("/v1/commands/{id}/recovery".into(), json, crate::http::routes::recovery::recovery_body_schema()),
@@ -110,7 +110,7 @@ fn describe_bodies(document: &mut Value) {
         ("/webhooks/twilio/status".into(), form, crate::channels::twilio::form::status_schema()),
         ("/step-up".into(), form, crate::http::routes::step_up_page::form_schema()),
     ];
-    for (route, schema) in crate::channels::hooks::body_schemas() {
+    for (route, schema) in crate::channels::hooks::body_schemas(hook_agents) {
         bodies.push((format!("{DEFAULT_HOOKS_BASE}{route}"), json, schema));
     }
     for (path, media_type, schema) in bodies {
@@ -120,15 +120,22 @@ fn describe_bodies(document: &mut Value) {
     }
 }
 
-/// The formats of the headers a submission checks, wherever they are documented.
+/// The formats of the headers a submission checks, wherever they are documented — except the
+/// hook bridge's replay key, which it reads as OpenClaw does (anything; an unusable one ignored).
 fn describe_headers(document: &mut Value) {
     let headers = crate::channels::hooks::header_schemas();
-    let operations = document["paths"].as_object_mut().into_iter().flat_map(|paths| paths.values_mut());
-    let operations = operations.filter_map(Value::as_object_mut).flat_map(|item| item.values_mut());
-    for parameter in operations.filter_map(|op| op.get_mut("parameters").and_then(Value::as_array_mut)).flatten() {
-        let name = parameter["name"].as_str().unwrap_or_default().to_ascii_lowercase();
-        if let Some((_, schema)) = headers.iter().find(|(header, _)| *header == name) {
-            parameter["schema"] = schema.clone();
+    let Some(paths) = document["paths"].as_object_mut() else { return };
+    for (path, item) in paths.iter_mut() {
+        let hooks = path.starts_with(DEFAULT_HOOKS_BASE);
+        let operations = item.as_object_mut().into_iter().flat_map(|item| item.values_mut());
+        for parameter in operations.filter_map(|op| op.get_mut("parameters").and_then(Value::as_array_mut)).flatten() {
+            let name = parameter["name"].as_str().unwrap_or_default().to_ascii_lowercase();
+            if hooks && name == "idempotency-key" {
+                continue;
+            }
+            if let Some((_, schema)) = headers.iter().find(|(header, _)| *header == name) {
+                parameter["schema"] = schema.clone();
+            }
         }
     }
 }

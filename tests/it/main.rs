@@ -24,6 +24,7 @@ mod e2e_health;
 mod e2e_hook_callers;
 mod e2e_hooks;
 mod e2e_ooc;
+mod e2e_openclaw_hooks;
 mod e2e_operator;
 mod e2e_outbound;
 mod e2e_security;

@@ -16,9 +16,11 @@ pub(super) const SESSION_KEY: &str = "^[!-~]{1,250}$";
 /// The bridge's bodies as the OpenAPI document describes them, written next to the checks below
 /// so that the two say the same: a text is a string with something besides spaces, an optional
 /// field may be left out or `null`. `/agent` takes OpenClaw's `message` or hookd's `text` (which
-/// may be blank: nothing to do, 204); an `agentId` this gateway does not know runs the default
-/// agent, as OpenClaw does.
-pub fn body_schemas() -> [(&'static str, Value); 3] {
+/// may be blank: nothing to do, 204); an `agentId` is one of `agents` (the configured ones); a
+/// direct destination is `channel` and `to` together (never `last`) unless `deliver` is false;
+/// `timeoutSeconds` and `idempotencyKey` may be anything (what is not usable is ignored, as
+/// OpenClaw ignores it).
+pub fn body_schemas(agents: &[String]) -> [(&'static str, Value); 3] {
     // Something besides what `str::trim` removes (Unicode White_Space), spelled out so that any
     // regex engine reads it alike.
     let text = json!({"type": "string", "pattern": NOT_ONLY_SPACE});
@@ -38,14 +40,18 @@ pub fn body_schemas() -> [(&'static str, Value); 3] {
         "properties": {
             "message": text,
             "text": {"type": "string"},
-            "name": optional_text, "channel": optional_text, "to": optional_text,
+            "name": optional_text, "channel": optional_text, "to": optional_text, "accountId": optional_text,
             "model": optional_text, "thinking": optional_text,
-            "agentId": optional_text,
+            "agentId": {"enum": agents.iter().map(|a| json!(a)).chain([Value::Null]).collect::<Vec<_>>()},
             "sessionKey": session,
+            "sessionMode": {"enum": ["isolated", "persistent", null]},
             "wakeMode": mode_or_null,
             "deliver": {"type": ["boolean", "null"]},
-            "timeoutSeconds": {"type": ["integer", "null"], "minimum": 1, "maximum": 86_400},
+            "waitForCompletion": {"type": ["boolean", "null"]},
+            "timeoutSeconds": {},
+            "idempotencyKey": {},
         },
+        "allOf": destination_schema(),
     });
     let wake = json!({
         "type": "object",
@@ -55,17 +61,30 @@ pub fn body_schemas() -> [(&'static str, Value); 3] {
     [("/wake", wake), ("/agent", agent), ("/{name}", json!({"type": "object"}))]
 }
 
+/// While delivery is on (`deliver` not `false`): a `channel` needs its `to` and is not `last`, a
+/// `to` needs its `channel`, an `accountId` needs both (as `openclaw::destination` checks).
+fn destination_schema() -> Value {
+    let delivering = json!({"not": {"const": false}});
+    let given = |field: &str| json!({"required": [field], "properties": {field: {"type": "string"}, "deliver": delivering.clone()}});
+    let also = |fields: &[&str]| {
+        let properties: serde_json::Map<String, Value> =
+            fields.iter().map(|f| ((*f).to_owned(), json!({"type": "string"}))).collect();
+        json!({"required": fields, "properties": properties})
+    };
+    json!([
+        {"if": given("channel"), "then": {"required": ["to"], "properties": {"to": {"type": "string"},
+            "channel": {"not": {"const": "last"}}}}},
+        {"if": given("to"), "then": also(&["channel"])},
+        {"if": given("accountId"), "then": also(&["channel", "to"])},
+    ])
+}
+
 /// The headers a submission reads, as checked in `submit` (lower-case names).
 pub fn header_schemas() -> [(&'static str, Value); 2] {
     [
         ("idempotency-key", json!({"type": "string", "pattern": "^[!-~]{1,255}$"})),
         ("x-correlation-id", json!({"type": "string", "pattern": "^[!-~]{1,256}$"})),
     ]
-}
-
-pub(super) fn whole_seconds(n: &serde_json::Number) -> Option<u64> {
-    n.as_u64()
-        .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && (0.0..=u64::MAX as f64).contains(f)).map(|f| f as u64))
 }
 
 pub(super) fn body_object(body: &[u8]) -> Result<Map<String, Value>, ChannelError> {

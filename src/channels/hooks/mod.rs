@@ -4,16 +4,20 @@
 //! `/hooks/{name}`) and Bloodbank's hookd bridge callers (`/hooks/agent` with `text`, a
 //! `[Command]` line and `sessionKey: "agent:<name>:main"`). Each call becomes a command for the
 //! target agent, stored with its evidence and dispatch row in one transaction; the caller never
-//! waits for the executor. Every call is a command of its own unless it carries a key (an
-//! `Idempotency-Key`, or hookd's `[Command] id=`), as OpenClaw runs every hook it is sent.
+//! waits for the executor unless it asks to (`waitForCompletion`). Every call is a command of its
+//! own unless it carries a replay key (`Idempotency-Key`, `X-OpenClaw-Idempotency-Key`, the body's
+//! `idempotencyKey`, or hookd's `[Command] id=`), as OpenClaw runs every hook it is sent. The
+//! contract followed is OpenClaw's `docs/gateway/config-hooks.md` at 256572f (`openclaw`).
 
+mod auth;
 mod body;
+mod completion;
 pub mod hookd;
+mod openclaw;
 mod submit;
 
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::HeaderMap;
 use serde_json::{Map, Value};
-use subtle::ConstantTimeEq;
 use uuid::Uuid;
 
 use crate::channels::{ChannelError, Refusal};
@@ -23,9 +27,11 @@ use crate::domain::command::Intent;
 use crate::service::Services;
 use crate::service::dispatch::DISPATCH_KIND;
 
-use body::{body_object, mode_field, text_field, whole_seconds};
+use auth::authenticate;
+use body::{body_object, mode_field, text_field};
 pub use body::{body_schemas, header_schemas};
-pub use submit::{Submission, Unkeyed, submit};
+pub use completion::{Completion, CompletionStatus};
+pub use submit::{Submission, Submitted, Unkeyed, submit};
 
 /// A hook call the bridge took: the command, the agent it goes to, and what the callers of
 /// either family read back.
@@ -42,12 +48,32 @@ pub struct Accepted {
 /// How the bridge answers a call.
 #[derive(Debug, Clone, PartialEq)]
 pub enum HookOutcome {
-    /// `/hooks/wake`: done as far as the caller is concerned (OpenClaw answers 200 with the mode).
-    Woken { accepted: Accepted, mode: String },
-    /// `/hooks/agent` and mapped hooks: queued (202).
+    /// `/hooks/wake`: done as far as the caller is concerned (OpenClaw answers 200 with the mode
+    /// and whether the wake was queued or the same wake was already waiting).
+    Woken { accepted: Accepted, mode: String, event: WakeOutcome },
+    /// `/hooks/agent` and mapped hooks: admitted (OpenClaw answers 200 with the run id).
     Queued(Accepted),
+    /// `/hooks/agent` with `waitForCompletion`: admitted and waited for.
+    Completed { accepted: Accepted, completion: Completion },
     /// A hookd text with nothing in it: nothing stored (hookd answers 204).
     NothingToDo,
+}
+
+crate::domain::names::named_enum! {
+    /// OpenClaw's `eventOutcome` of a wake: queued, or the same wake already waiting.
+    WakeOutcome {
+        Queued => "queued",
+        Coalesced => "coalesced",
+    }
+}
+
+/// A hook request as the edge read it: the query, the headers, the body and the caller's address
+/// (failed authentications are counted by it).
+pub struct HookRequest<'a> {
+    pub query: Option<&'a str>,
+    pub headers: &'a HeaderMap,
+    pub body: &'a [u8],
+    pub client: String,
 }
 
 /// What a hook call asks for, once read and checked.
@@ -64,50 +90,28 @@ pub(crate) fn bad(code: &'static str, detail: impl Into<String>) -> ChannelError
     Refusal::bad_request(code, detail).into()
 }
 
-/// The hook token, from `Authorization: Bearer` or `x-openclaw-token`, compared in constant time;
-/// a token in the query string is refused (it ends up in logs and proxies).
-fn authenticate(state: &Services, headers: &HeaderMap, query: Option<&str>) -> Result<(), ChannelError> {
-    let expected = state.config.hooks.token.expose();
-    if expected.is_empty() {
-        return Err(Refusal::not_configured("The hook bridge is not configured.").into());
-    }
-    if query.is_some_and(|q| q.split('&').any(|p| p.split('=').next().is_some_and(|k| k.eq_ignore_ascii_case("token"))))
-    {
-        return Err(bad(
-            "token_in_query",
-            "The hook token goes in a header (Authorization or x-openclaw-token), never in the URL.",
-        ));
-    }
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-        .or_else(|| headers.get("x-openclaw-token").and_then(|v| v.to_str().ok()))
-        .map(str::trim);
-    let ok = given.is_some_and(|g| bool::from(g.as_bytes().ct_eq(expected.as_bytes())));
-    if ok {
-        return Ok(());
-    }
-    Err(Refusal::new(StatusCode::UNAUTHORIZED, "unauthorized", "Unauthorized")
-        .detail("A valid hook token is required.")
-        .challenge("Bearer realm=\"chatgate-hooks\"")
-        .into())
-}
-
 fn default_agent(state: &Services) -> Result<String, ChannelError> {
     state.config.hooks.agents.first().cloned().ok_or_else(|| bad("no_agent", "No agent is configured for hooks."))
 }
 
-/// The agent a call names (`agentId`, or hookd's `sessionKey: "agent:<name>:..."`) when this
-/// gateway knows it, else the default agent, as OpenClaw runs an unknown `agentId`; the name asked
-/// for goes into the decision.
+/// The agent a call names: an `agentId` must be one this gateway knows (OpenClaw: 400); hookd's
+/// `sessionKey: "agent:<name>:..."` names one when it is known, else the default agent runs it
+/// (the name asked for goes into the decision); no name, the default agent.
 fn choose_agent(
     state: &Services,
-    named: Option<&str>,
+    args: &Map<String, Value>,
+    session: Option<&str>,
     decision: &mut Map<String, Value>,
 ) -> Result<String, ChannelError> {
-    match named {
-        Some(name) if state.config.hooks.agents.iter().any(|a| a == name) => Ok(name.to_owned()),
+    let known = |name: &str| state.config.hooks.agents.iter().any(|a| a == name);
+    if let Some(id) = args.get("agentId").and_then(Value::as_str) {
+        return match known(id) {
+            true => Ok(id.to_owned()),
+            false => Err(bad("unknown_agent", format!("No agent `{id}` is configured for hooks."))),
+        };
+    }
+    match session.and_then(hookd::agent_of_session) {
+        Some(name) if known(name) => Ok(name.to_owned()),
         Some(name) => {
             decision.insert("requested_agent".into(), name.into());
             default_agent(state)
@@ -120,58 +124,65 @@ fn intent(entity: &str, action: &str) -> Result<Intent, ChannelError> {
     Intent::parse(entity, action, None).map_err(|e| bad("invalid_hook", e.to_string()))
 }
 
-/// `POST /hooks/wake`: `{"text": "...", "mode": "now" | "next-heartbeat"}`.
-pub async fn wake(
-    state: &Services,
-    query: Option<&str>,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<HookOutcome, ChannelError> {
-    authenticate(state, headers, query)?;
-    let body = body_object(body)?;
+/// `POST /hooks/wake`: `{"text": "...", "mode": "now" | "next-heartbeat"}`. The same wake while
+/// an earlier one still waits is coalesced into it (`eventOutcome: "coalesced"`), as OpenClaw's
+/// queue does; otherwise it is queued.
+pub async fn wake(state: &Services, request: &HookRequest<'_>) -> Result<HookOutcome, ChannelError> {
+    authenticate(state, request.headers, request.query, &request.client)?;
+    let body = body_object(request.body)?;
     let text = text_field(&body, "text", true)?.unwrap_or_default();
     let mode = mode_field(&body, "mode")?.unwrap_or_else(|| "now".into());
     let mut args = Map::new();
-    args.insert("text".into(), text.into());
+    args.insert("text".into(), text.clone().into());
     args.insert("mode".into(), mode.clone().into());
-    let call = HookCall {
-        agent: default_agent(state)?,
-        intent: intent("agent", "wake")?,
-        args,
+    let agent = default_agent(state)?;
+    let wake = intent("agent", "wake")?;
+    let call = |key| HookCall {
+        agent: agent.clone(),
+        intent: wake.clone(),
+        args: args.clone(),
         conversation: "hooks:wake".into(),
-        key: None,
+        key,
         decision: Map::new(),
     };
-    Ok(HookOutcome::Woken { accepted: admit(state, headers, call).await?, mode })
+    // A caller's key makes a retry the same wake; without one, the same wake while the earlier
+    // one still waits is coalesced into it.
+    let keyed = openclaw::replay_key(request.headers, &body);
+    let waiting = keyed.clone().or_else(|| openclaw::digest_key("wake", &[&agent, &text, &mode]));
+    let (accepted, event) = match admit(state, request.headers, call(waiting)).await? {
+        (accepted, Submitted::New(_)) => (accepted, WakeOutcome::Queued),
+        (accepted, Submitted::InProgress(_)) => (accepted, WakeOutcome::Coalesced),
+        (accepted, Submitted::Done(_)) if keyed.is_some() => (accepted, WakeOutcome::Coalesced),
+        // The same wake, already done: this one is a wake of its own.
+        (_, Submitted::Done(_)) => (admit(state, request.headers, call(None)).await?.0, WakeOutcome::Queued),
+    };
+    Ok(HookOutcome::Woken { accepted, mode, event })
 }
 
 /// `POST /hooks/agent`: OpenClaw's `{"message": "..."}` or hookd's `{"text": "..."}`, with the
 /// optional OpenClaw fields, each checked.
-pub async fn agent(
-    state: &Services,
-    query: Option<&str>,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<HookOutcome, ChannelError> {
-    authenticate(state, headers, query)?;
-    let body = body_object(body)?;
+pub async fn agent(state: &Services, request: &HookRequest<'_>) -> Result<HookOutcome, ChannelError> {
+    authenticate(state, request.headers, request.query, &request.client)?;
+    let body = body_object(request.body)?;
     // Every field and header is checked before anything is decided, an empty call's too.
-    submit::caller_headers(headers)?;
+    submit::caller_headers(request.headers, false)?;
     let mut nothing_to_do = false;
+    if body.get("text").is_some_and(|text| !text.is_string()) {
+        return Err(bad("invalid_body", "`text` is a string"));
+    }
     let (mut args, action, key, mut decision) = match (body.get("message"), body.get("text")) {
         (None, Some(Value::String(text))) => {
             let read = hookd::parse(text);
             nothing_to_do = read.is_empty();
             hookd_call(text, read)?
         }
-        (None, Some(_)) => return Err(bad("invalid_body", "`text` is a string")),
         _ => {
             let mut args = Map::new();
             args.insert("message".into(), text_field(&body, "message", true)?.into());
             (args, "run".to_owned(), None, Map::new())
         }
     };
-    openclaw_fields(&body, &mut args)?;
+    openclaw::fields(&body, &mut args)?;
     let session = args.get("sessionKey").and_then(Value::as_str);
     if session.is_some_and(|k| k.len() > 250 || !k.chars().all(|c| c.is_ascii_graphic())) {
         return Err(bad("invalid_body", "`sessionKey` is 1 to 250 visible ASCII characters"));
@@ -179,11 +190,18 @@ pub async fn agent(
     if nothing_to_do {
         return Ok(HookOutcome::NothingToDo);
     }
-    let named = args.get("agentId").and_then(Value::as_str).or_else(|| session.and_then(hookd::agent_of_session));
-    let agent = choose_agent(state, named, &mut decision)?;
+    let agent = choose_agent(state, &args, session, &mut decision)?;
     let conversation = session.map_or_else(|| "hooks:agent".into(), |k| format!("hooks:{k}"));
+    let key = openclaw::replay_key(request.headers, &body).or(key);
+    let wait = body.get("waitForCompletion") == Some(&Value::Bool(true));
+    let timeout = args.get("timeoutSeconds").and_then(Value::as_u64);
     let call = HookCall { agent, intent: intent("agent", &action)?, args, conversation, key, decision };
-    Ok(HookOutcome::Queued(admit(state, headers, call).await?))
+    let (accepted, _) = admit(state, request.headers, call).await?;
+    if wait {
+        let completion = completion::wait_for(state, accepted.command_id, timeout).await?;
+        return Ok(HookOutcome::Completed { accepted, completion });
+    }
+    Ok(HookOutcome::Queued(accepted))
 }
 
 type CallParts = (Map<String, Value>, String, Option<IdempotencyKey>, Map<String, Value>);
@@ -207,47 +225,15 @@ fn hookd_call(text: &str, read: hookd::HookText) -> Result<CallParts, ChannelErr
     Ok((args, read.action, key, decision))
 }
 
-/// OpenClaw's optional `/hooks/agent` fields, each checked, into the arguments.
-fn openclaw_fields(body: &Map<String, Value>, args: &mut Map<String, Value>) -> Result<(), ChannelError> {
-    for name in ["name", "agentId", "sessionKey", "channel", "to", "model", "thinking"] {
-        if let Some(value) = text_field(body, name, false)? {
-            args.insert(name.into(), value.into());
-        }
-    }
-    if let Some(mode) = mode_field(body, "wakeMode")? {
-        args.insert("wakeMode".into(), mode.into());
-    }
-    match body.get("deliver") {
-        None | Some(Value::Null) => {}
-        Some(Value::Bool(b)) => {
-            args.insert("deliver".into(), (*b).into());
-        }
-        Some(_) => return Err(bad("invalid_body", "`deliver` is a boolean")),
-    }
-    match body.get("timeoutSeconds") {
-        None | Some(Value::Null) => {}
-        // A whole number, written `30` or `30.0` (JSON does not tell them apart).
-        Some(Value::Number(n)) if whole_seconds(n).is_some_and(|s| (1..=86_400).contains(&s)) => {
-            args.insert("timeoutSeconds".into(), whole_seconds(n).into());
-        }
-        Some(_) => return Err(bad("invalid_body", "`timeoutSeconds` is a whole number of seconds from 1 to 86400")),
-    }
-    Ok(())
-}
-
 /// `POST /hooks/{name}`: a mapped hook; its fields become the command's arguments.
-pub async fn mapped(
-    state: &Services,
-    name: &str,
-    query: Option<&str>,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<HookOutcome, ChannelError> {
-    authenticate(state, headers, query)?;
+pub async fn mapped(state: &Services, name: &str, request: &HookRequest<'_>) -> Result<HookOutcome, ChannelError> {
+    authenticate(state, request.headers, request.query, &request.client)?;
     let Some(mapping) = state.config.hooks.mappings.get(name) else {
         return Err(Refusal::not_configured(format!("No hook `{name}`.")).into());
     };
-    let body = Value::Object(body_object(body)?);
+    let object = body_object(request.body)?;
+    let key = openclaw::replay_key(request.headers, &object);
+    let body = Value::Object(object);
     let mut args = Map::new();
     for (arg, pointer) in &mapping.args {
         match body.pointer(pointer) {
@@ -263,15 +249,15 @@ pub async fn mapped(
         intent: intent(&mapping.entity, &mapping.action)?,
         args,
         conversation: format!("hooks:{name}"),
-        key: None,
+        key,
         decision: Map::new(),
     };
-    Ok(HookOutcome::Queued(admit(state, headers, call).await?))
+    Ok(HookOutcome::Queued(admit(state, request.headers, call).await?.0))
 }
 
 /// Admits the call as a command of the bridge's principal — authorized (the token is the
 /// authorization), started with its dispatch row — and says where it went.
-async fn admit(state: &Services, headers: &HeaderMap, call: HookCall) -> Result<Accepted, ChannelError> {
+async fn admit(state: &Services, headers: &HeaderMap, call: HookCall) -> Result<(Accepted, Submitted), ChannelError> {
     let hooks = &state.config.hooks;
     let routing_key = command_routing_key(&call.agent, &call.intent.action);
     let submission = Submission {
@@ -286,10 +272,12 @@ async fn admit(state: &Services, headers: &HeaderMap, call: HookCall) -> Result<
         authorized_by: "hook token",
         message: None,
         key: call.key,
+        header_key: false,
         unkeyed: Unkeyed::Unique,
         decision: call.decision,
     };
-    let command_id = submit(state, headers, submission).await?;
+    let submitted = submit(state, headers, submission).await?;
+    let command_id = submitted.command_id();
     metrics::counter!("chatgate_webhooks_total", "channel" => "hooks", "outcome" => "accepted").increment(1);
     // Written with the command; a failure to read it back must not turn an accepted call into an
     // error the caller would retry.
@@ -297,5 +285,5 @@ async fn admit(state: &Services, headers: &HeaderMap, call: HookCall) -> Result<
         tracing::warn!(error = %e, %command_id, "cannot read back a hook call's dispatch row");
         None
     });
-    Ok(Accepted { command_id, agent: call.agent, routing_key, outbox_id })
+    Ok((Accepted { command_id, agent: call.agent, routing_key, outbox_id }, submitted))
 }

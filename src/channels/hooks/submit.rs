@@ -38,9 +38,12 @@ pub struct Submission {
     pub authorized_by: &'static str,
     /// The carrying message, for transport dedupe (a sender's delivery id).
     pub message: Option<crate::store::NewInbound>,
-    /// The call's own key when its body names one (hookd's `[Command] id=`); an
-    /// `Idempotency-Key` header wins over it.
+    /// The call's own key (hookd's `[Command] id=`, a hook's resolved replay key); an
+    /// `Idempotency-Key` header wins over it when `header_key`.
     pub key: Option<IdempotencyKey>,
+    /// Whether the `Idempotency-Key` header is read here (a Standard Webhooks sender's); the hook
+    /// bridge resolves its replay key itself, as OpenClaw does.
+    pub header_key: bool,
     /// What a call with no key at all is: the same content within the window is the same command
     /// (`Derived`), or every call is a command of its own (`Unique`, as OpenClaw runs every hook).
     pub unkeyed: Unkeyed,
@@ -64,9 +67,13 @@ fn header<T>(headers: &HeaderMap, name: &str, parse: impl Fn(&str) -> Option<T>)
 /// with a bad one is refused whatever else it says.
 pub(crate) fn caller_headers(
     headers: &HeaderMap,
+    with_key: bool,
 ) -> Result<(Option<IdempotencyKey>, Option<ExternalId>), ChannelError> {
-    let key = header(headers, "idempotency-key", |k| IdempotencyKey::parse(k).ok())
-        .map_err(|()| bad("invalid_idempotency_key", "`Idempotency-Key` is 1 to 255 visible ASCII characters"))?;
+    let key = match with_key {
+        true => header(headers, "idempotency-key", |k| IdempotencyKey::parse(k).ok())
+            .map_err(|()| bad("invalid_idempotency_key", "`Idempotency-Key` is 1 to 255 visible ASCII characters"))?,
+        false => None,
+    };
     let correlation_id = header(headers, "x-correlation-id", |c| ExternalId::parse(c).ok())
         .map_err(|()| bad("invalid_correlation_id", "`X-Correlation-Id` is visible ASCII"))?;
     Ok((key, correlation_id))
@@ -84,15 +91,33 @@ fn keeps_value_rules(state: &Services, intent: &Intent, args: &Map<String, Value
     }
 }
 
+/// What became of a submission: a new command, or the same one again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Submitted {
+    New(Uuid),
+    /// The same call again while its command is under way.
+    InProgress(Uuid),
+    /// The same call again after its command ended.
+    Done(Uuid),
+}
+
+impl Submitted {
+    pub fn command_id(self) -> Uuid {
+        match self {
+            Self::New(id) | Self::InProgress(id) | Self::Done(id) => id,
+        }
+    }
+}
+
 /// Admits a submission: the command, auto-confirmed and authorized by the caller's credential,
 /// started with its dispatch row, in one transaction. `Idempotency-Key` and `X-Correlation-Id`
 /// come from the headers. Returns the command's id — the existing one for a repeat.
-pub async fn submit(state: &Services, headers: &HeaderMap, s: Submission) -> Result<Uuid, ChannelError> {
+pub async fn submit(state: &Services, headers: &HeaderMap, s: Submission) -> Result<Submitted, ChannelError> {
     let config = |what: &'static str| -> ChannelError {
         tracing::error!(what, "a submission source is misconfigured");
         ChannelError::Misconfigured(what)
     };
-    let (supplied_key, correlation_id) = caller_headers(headers)?;
+    let (supplied_key, correlation_id) = caller_headers(headers, s.header_key)?;
     keeps_value_rules(state, &s.intent, &s.args)?;
     let supplied_key = supplied_key.or(s.key);
     let supplied_key = match (supplied_key, s.unkeyed) {
@@ -134,10 +159,11 @@ pub async fn submit(state: &Services, headers: &HeaderMap, s: Submission) -> Res
     };
     let (_, admitted) = state.engine.accept_with(request, admission, OffsetDateTime::now_utc()).await?;
     match admitted {
-        Admitted::New { command_id, .. } => Ok(command_id),
+        Admitted::New { command_id, .. } => Ok(Submitted::New(command_id)),
         // The same call again: the same command.
-        Admitted::Replayed(d) | Admitted::InProgress(d) => Ok(d.command_id),
-        Admitted::Redelivered { command_id: Some(command_id), .. } => Ok(command_id),
+        Admitted::Replayed(d) => Ok(Submitted::Done(d.command_id)),
+        Admitted::InProgress(d) => Ok(Submitted::InProgress(d.command_id)),
+        Admitted::Redelivered { command_id: Some(command_id), .. } => Ok(Submitted::InProgress(command_id)),
         Admitted::Redelivered { command_id: None, .. } => Err(config("a redelivered message without its command")),
         Admitted::Conflict { .. } => {
             Err(Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused", "Idempotency-Key reused")

@@ -62,7 +62,7 @@ pub async fn receive(
         };
         return Ok(Delivered::Handled { outcome: handled.outcome(), command_id });
     }
-    let command_id = submit(state, headers, command(name, &id, source, payload)?).await?;
+    let command_id = submit(state, headers, command(name, &id, source, payload)?).await?.command_id();
     metrics::counter!("chatgate_webhooks_total", "channel" => "standard", "outcome" => "accepted").increment(1);
     Ok(Delivered::Accepted(command_id))
 }
@@ -111,6 +111,7 @@ fn command(name: &str, id: &str, source: &StandardSource, payload: Value) -> Res
         authorized_by: "standard webhooks signature",
         message: Some(message),
         key: None,
+        header_key: true,
         // The same event under another `webhook-id` is the same command.
         unkeyed: Unkeyed::Derived,
         decision: serde_json::Map::new(),

@@ -5,6 +5,7 @@
 pub mod authn;
 pub mod authz;
 pub mod complete;
+pub mod failures;
 pub mod keys;
 pub mod mint;
 pub mod policy;
@@ -32,6 +33,8 @@ pub struct Security {
     pub authenticator: Authenticator,
     pub stepup: StepUpVerifier,
     pub limits: Limits,
+    /// Failed hook-token authentications per client address (OpenClaw's throttle: 20 in 60 s).
+    pub hook_auth_failures: failures::FailureWindow,
 }
 
 impl Security {
@@ -59,6 +62,7 @@ impl Security {
             ),
             stepup: StepUpVerifier::new(stepup_issuer, config.stepup.clone(), config.auth.leeway_secs),
             limits: Limits::new(&config.rate_limits),
+            hook_auth_failures: failures::FailureWindow::new(20, std::time::Duration::from_secs(60)),
         })
     }
 }

@@ -1,21 +1,22 @@
 //! The hook bridge's routes (`/hooks/wake`, `/hooks/agent`, `/hooks/{name}` under
 //! `hooks.base_path`). One answer body serves both families of callers (docs/REFERENCE.md, "The
 //! hook bridge's answers"): OpenClaw's `ok` and `runId`, hookd's `status`, `queued`, `command_id`,
-//! `routing_key` and `outbox_id`, chatgate's `status_url` and `Location`. The status is the one
-//! each family checks: 200 for a wake, 202 for an agent run or a mapped hook, 204 for a hookd text
-//! with nothing in it.
+//! `routing_key` and `outbox_id`, chatgate's `status_url` and `Location`. The status is 200 for a
+//! wake, an agent run and a mapped hook (as OpenClaw's newest contract answers admission), 204 for
+//! a hookd text with nothing in it.
 
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::channels::hooks::{self, Accepted, HookOutcome};
+use crate::channels::hooks::{self, Accepted, HookOutcome, HookRequest};
+use crate::http::listen::PeerAddr;
 use crate::http::responses::HookErrors;
 use crate::http::{ApiError, AppState};
 
@@ -40,6 +41,14 @@ pub struct HookAnswer {
     /// A wake's mode (`now` or `next-heartbeat`); absent for other calls.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
+    /// A wake's outcome: `queued`, or `coalesced` into the same wake still waiting.
+    #[serde(rename = "eventOutcome", skip_serializing_if = "Option::is_none")]
+    #[schema(example = "queued")]
+    pub event_outcome: Option<String>,
+    /// With `waitForCompletion`: how the command ended (`ok`, `error`), or `pending` when it had
+    /// not ended within the wait, and its state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completion: Option<HookCompletion>,
     /// hookd's `accepted`.
     #[schema(example = "accepted")]
     pub status: String,
@@ -55,12 +64,23 @@ pub struct HookAnswer {
     pub status_url: String,
 }
 
+/// What a caller that waited is told of its command.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HookCompletion {
+    #[schema(example = "ok")]
+    pub status: String,
+    #[schema(example = "executed")]
+    pub state: String,
+}
+
 impl HookAnswer {
-    fn new(accepted: Accepted, mode: Option<String>) -> Self {
+    fn new(accepted: Accepted) -> Self {
         Self {
             ok: true,
             run_id: accepted.command_id,
-            mode,
+            mode: None,
+            event_outcome: None,
+            completion: None,
             status: "accepted".into(),
             queued: true,
             command_id: accepted.command_id,
@@ -76,12 +96,21 @@ fn status_url(command_id: Uuid) -> String {
 }
 
 fn answer(outcome: HookOutcome) -> Response {
-    let (status, body) = match outcome {
+    let body = match outcome {
         HookOutcome::NothingToDo => return StatusCode::NO_CONTENT.into_response(),
-        HookOutcome::Woken { accepted, mode } => (StatusCode::OK, HookAnswer::new(accepted, Some(mode))),
-        HookOutcome::Queued(accepted) => (StatusCode::ACCEPTED, HookAnswer::new(accepted, None)),
+        HookOutcome::Woken { accepted, mode, event } => {
+            HookAnswer { mode: Some(mode), event_outcome: Some(event.as_str().to_owned()), ..HookAnswer::new(accepted) }
+        }
+        HookOutcome::Queued(accepted) => HookAnswer::new(accepted),
+        HookOutcome::Completed { accepted, completion } => HookAnswer {
+            completion: Some(HookCompletion {
+                status: completion.status.as_str().to_owned(),
+                state: completion.state.as_str().to_owned(),
+            }),
+            ..HookAnswer::new(accepted)
+        },
     };
-    (status, [(header::LOCATION, body.status_url.clone())], Json(body)).into_response()
+    (StatusCode::OK, [(header::LOCATION, body.status_url.clone())], Json(body)).into_response()
 }
 
 /// What a command submitted by a machine caller is answered: 202, the id and where to follow it.
@@ -105,6 +134,7 @@ pub(crate) fn accepted(command_id: Uuid) -> Response {
     security(("hooks_token" = []), ("hooks_header" = [])),
     params(
         ("Idempotency-Key" = Option<String>, Header),
+        ("X-OpenClaw-Idempotency-Key" = Option<String>, Header),
         ("X-Correlation-Id" = Option<String>, Header),
         ("x-openclaw-token" = Option<String>, Header)
     ),
@@ -117,11 +147,13 @@ pub(crate) fn accepted(command_id: Uuid) -> Response {
 )]
 pub(crate) async fn wake(
     State(state): State<AppState>,
+    peer: Option<Extension<PeerAddr>>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    Ok(answer(hooks::wake(&state, query.as_deref(), &headers, &body).await?))
+    let request = HookRequest { query: query.as_deref(), headers: &headers, body: &body, client: client(peer) };
+    Ok(answer(hooks::wake(&state, &request).await?))
 }
 
 /// `POST /hooks/agent`: OpenClaw's `{"message": "..."}` or hookd's `{"text": "...", "sessionKey":
@@ -133,12 +165,14 @@ pub(crate) async fn wake(
     security(("hooks_token" = []), ("hooks_header" = [])),
     params(
         ("Idempotency-Key" = Option<String>, Header),
+        ("X-OpenClaw-Idempotency-Key" = Option<String>, Header),
         ("X-Correlation-Id" = Option<String>, Header),
         ("x-openclaw-token" = Option<String>, Header)
     ),
     request_body(content = serde_json::Value, content_type = "application/json"),
     responses(
-        (status = 202, description = "Accepted: the command is stored and queued for the agent",
+        (status = 200, description = "Admitted: the command is stored and queued for the agent (with \
+            `waitForCompletion`, answered once it ended or the wait is over)",
             body = HookAnswer, headers(("Location" = String, description = "The command's status"))),
         (status = 204, description = "A hookd `text` with nothing in it: nothing stored"),
         HookErrors
@@ -146,11 +180,13 @@ pub(crate) async fn wake(
 )]
 pub(crate) async fn agent(
     State(state): State<AppState>,
+    peer: Option<Extension<PeerAddr>>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    Ok(answer(hooks::agent(&state, query.as_deref(), &headers, &body).await?))
+    let request = HookRequest { query: query.as_deref(), headers: &headers, body: &body, client: client(peer) };
+    Ok(answer(hooks::agent(&state, &request).await?))
 }
 
 /// `POST /hooks/{name}`: a mapped hook; its fields become the command's arguments.
@@ -162,22 +198,30 @@ pub(crate) async fn agent(
     params(
         ("name" = String, Path),
         ("Idempotency-Key" = Option<String>, Header),
+        ("X-OpenClaw-Idempotency-Key" = Option<String>, Header),
         ("X-Correlation-Id" = Option<String>, Header),
         ("x-openclaw-token" = Option<String>, Header)
     ),
     request_body(content = serde_json::Value, content_type = "application/json"),
     responses(
-        (status = 202, description = "Accepted: the command is stored and queued for the mapping's agent",
+        (status = 200, description = "Admitted: the command is stored and queued for the mapping's agent",
             body = HookAnswer, headers(("Location" = String, description = "The command's status"))),
         HookErrors
     )
 )]
 pub(crate) async fn mapped(
     State(state): State<AppState>,
+    peer: Option<Extension<PeerAddr>>,
     Path(name): Path<String>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    Ok(answer(hooks::mapped(&state, &name, query.as_deref(), &headers, &body).await?))
+    let request = HookRequest { query: query.as_deref(), headers: &headers, body: &body, client: client(peer) };
+    Ok(answer(hooks::mapped(&state, &name, &request).await?))
+}
+
+/// The caller's address, by which failed authentications are counted.
+fn client(peer: Option<Extension<PeerAddr>>) -> String {
+    peer.map_or_else(|| "unknown".to_owned(), |Extension(PeerAddr(addr))| addr.ip().to_string())
 }
