@@ -253,8 +253,8 @@ impl Modify for Links {
         let first_agent = "$response.body#/agents/0/agent";
         let follows: Vec<(&str, &str, &str, NamedLinks)> = vec![
             ("/hooks/wake", "post", "200", command_links(accepted)),
-            ("/hooks/agent", "post", "202", command_links(accepted)),
-            ("/hooks/{name}", "post", "202", command_links(accepted)),
+            ("/hooks/agent", "post", "200", command_links(accepted)),
+            ("/hooks/{name}", "post", "200", command_links(accepted)),
             ("/webhooks/standard/{source}", "post", "202", command_links(accepted)),
             ("/v1/commands", "get", "200", command_links(first_listed)),
             ("/v1/commands/{id}/recovery", "post", "201", command_links("$response.body#/recovery_command_id")),
@@ -347,11 +347,22 @@ mod tests {
         let document = document(&hooks);
         let agent = &document["paths"]["/hooks/agent"]["post"];
         let schema = &agent["requestBody"]["content"]["application/json"]["schema"];
-        // OpenClaw's `message` or hookd's `text`; any `agentId` (an unknown one runs the default).
+        // OpenClaw's `message` or hookd's `text`; an `agentId` of the configured agents (another: 400).
         let either = serde_json::json!([{"required": ["message"]}, {"required": ["text"]}]);
         assert_eq!(schema["anyOf"], either);
-        assert_eq!(schema["properties"]["agentId"]["type"], serde_json::json!(["string", "null"]));
-        let key = agent["parameters"].as_array().expect("parameters").iter().find(|p| p["name"] == "Idempotency-Key");
-        assert_eq!(key.expect("documented")["schema"]["pattern"], "^[!-~]{1,255}$");
+        assert_eq!(schema["properties"]["agentId"]["enum"], serde_json::json!(["orders", "billing", null]));
+        assert_eq!(schema["allOf"].as_array().map(Vec::len), Some(3), "the destination rules");
+        // The bridge's replay key is anything (an unusable one ignored); a recovery's is checked.
+        let key_of = |op: &Value| -> Value {
+            let parameters = op["parameters"].as_array().cloned().unwrap_or_default();
+            parameters
+                .into_iter()
+                .find(|p| p["name"] == "Idempotency-Key")
+                .map(|p| p["schema"].clone())
+                .unwrap_or_default()
+        };
+        assert!(key_of(agent)["pattern"].is_null(), "{}", key_of(agent));
+        let recovery = &document["paths"]["/v1/commands/{id}/recovery"]["post"];
+        assert_eq!(key_of(recovery)["pattern"], "^[!-~]{1,255}$");
     }
 }
