@@ -65,7 +65,10 @@ pub fn body_schemas(agents: &[String]) -> [(&'static str, Value); 3] {
 /// `to` needs its `channel`, an `accountId` needs both (as `openclaw::destination` checks).
 fn destination_schema() -> Value {
     let delivering = json!({"not": {"const": false}});
-    let given = |field: &str| json!({"required": [field], "properties": {field: {"type": "string"}, "deliver": delivering.clone()}});
+    let given = |field: &str| {
+        let properties = json!({field: {"type": "string"}, "deliver": delivering.clone()});
+        json!({"required": [field], "properties": properties})
+    };
     let also = |fields: &[&str]| {
         let properties: serde_json::Map<String, Value> =
             fields.iter().map(|f| ((*f).to_owned(), json!({"type": "string"}))).collect();
