@@ -282,3 +282,31 @@ fn check_config_reports_patterns_that_overlap_once_normalized() {
     assert!(err.contains("of command `a` (commands.toml:1): one message"), "{err}");
     assert!(parse(&two("status {r:id}", "state {r:id}")).is_ok());
 }
+
+#[test]
+fn an_id_with_a_declared_form_is_read_after_normalizing_and_refused_otherwise() {
+    let registry = parse(
+        r##"
+[language.en]
+number_marks = ["no."]
+
+[commands.order_status]
+entity = "order"
+action = "status"
+patterns = ["order status {order_id:id}"]
+values.order_id = { pattern = "[0-9]{4,10}", example = "1234" }
+kind = "read"
+executor = "orders"
+"##,
+    )
+    .expect("valid");
+    let read = |text| registry.interpret_text(text);
+    assert!(matches!(read("order status #1234?"), Interpretation::Command { .. }), "`#` and `?` go first");
+    assert!(matches!(read("order status no. 1234"), Interpretation::Command { .. }));
+    match read("order status A-17") {
+        Interpretation::BrokenRule { broken, .. } => {
+            assert_eq!((broken.rule, broken.limit.as_str()), (RuleKind::Pattern, "1234"))
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -27,6 +27,31 @@ pub struct ValueRule {
     /// The words allowed, compared case-insensitively.
     #[serde(default)]
     pub choices: Vec<String>,
+    /// The form a value has, as a regular expression it matches whole (`[0-9]{4,10}` for an
+    /// order number), checked after normalizing (`#1234` and `no. 1234` are `1234` by then).
+    pub pattern: Option<ValuePattern>,
+    /// How such a value looks, for the reply that refuses another (`1234`).
+    pub example: Option<String>,
+}
+
+/// A value's form: a regular expression (the `regex` crate's syntax), anchored at both ends.
+#[derive(Debug, Clone)]
+pub struct ValuePattern(regex::Regex);
+
+impl PartialEq for ValuePattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.as_str() == other.0.as_str()
+    }
+}
+
+impl Eq for ValuePattern {}
+
+impl<'de> Deserialize<'de> for ValuePattern {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let source = String::deserialize(deserializer)?;
+        let anchored = format!("^(?:{source})$");
+        regex::Regex::new(&anchored).map(Self).map_err(|e| serde::de::Error::custom(format!("`pattern`: {e}")))
+    }
 }
 
 named_enum! {
@@ -39,6 +64,7 @@ named_enum! {
         Decimals => "decimals",
         Choices => "choices",
         Currency => "currency",
+        Pattern => "pattern",
     }
 }
 
@@ -94,13 +120,18 @@ impl ValueRule {
         let text = match value {
             Value::String(text) => text.clone(),
             Value::Number(number) => number.to_string(),
-            _ if self.choices.is_empty() && !self.numeric() && self.decimals.is_none() => return Ok(()),
+            _ if self.choices.is_empty() && !self.numeric() && self.decimals.is_none() && self.pattern.is_none() => {
+                return Ok(());
+            }
             _ if self.choices.is_empty() => return Err(broken(RuleKind::NotANumber, "")),
             _ => return Err(broken(RuleKind::Choices, &self.choices.join(", "))),
         };
         let text = text.as_str();
         if !self.choices.is_empty() && !self.choices.iter().any(|c| c.eq_ignore_ascii_case(text)) {
             return Err(broken(RuleKind::Choices, &self.choices.join(", ")));
+        }
+        if self.pattern.as_ref().is_some_and(|p| !p.0.is_match(text)) {
+            return Err(broken(RuleKind::Pattern, self.example.as_deref().unwrap_or_default()));
         }
         if !self.numeric() && self.decimals.is_none() {
             return Ok(());
@@ -147,6 +178,10 @@ mod tests {
         }
     }
 
+    fn broken_order(rule: RuleKind, limit: &str) -> Result<(), BrokenRule> {
+        Err(BrokenRule { value: "order_id".into(), rule, limit: limit.into() })
+    }
+
     fn broken(rule: RuleKind, limit: &str) -> Result<(), BrokenRule> {
         Err(BrokenRule { value: "amount".into(), rule, limit: limit.into() })
     }
@@ -178,6 +213,15 @@ mod tests {
         assert_eq!(choice.admits("speed", &"EXPRESS".into()), Ok(()));
         assert_eq!(choice.admits("speed", &"slow".into()).map_err(|b| b.rule), Err(RuleKind::Choices));
         assert!(ValueRule { more_than: Some("zero".into()), ..ValueRule::default() }.check().is_err());
+        let order: ValueRule = toml::from_str(
+            r#"pattern = "[0-9]{4,10}"
+example = "1234""#,
+        )
+        .expect("a rule");
+        assert_eq!(order.admits("order_id", &"1234".into()), Ok(()));
+        assert_eq!(order.admits("order_id", &"12".into()), broken_order(RuleKind::Pattern, "1234"));
+        assert_eq!(order.admits("order_id", &"1234x".into()), broken_order(RuleKind::Pattern, "1234"), "anchored");
+        assert!(toml::from_str::<ValueRule>(r#"pattern = "[0-9""#).is_err(), "a pattern that is none");
         assert_eq!(amount().check(), Ok(()));
         assert_eq!(fixed("-0.5"), Some(-500_000_000_000_000_000));
     }
