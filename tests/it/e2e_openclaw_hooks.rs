@@ -141,6 +141,15 @@ async fn wait_for_completion_answers_with_the_outcome(db: &TestDb) {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["completion"], json!({"status": "ok", "state": "executed"}), "{body}");
     assert!(started.elapsed() < Duration::from_secs(30));
+    // Its agent paused (it holds the command until resumed): answered at once, `pending`.
+    let admin = crate::helpers::api_token(db, "demo", "ops", "agents:admin");
+    let paused = app.client.post(app.url("/v1/agents/orders/pause")).bearer_auth(admin).send().await.expect("pause");
+    assert_eq!(paused.status(), StatusCode::OK);
+    let started = Instant::now();
+    let held = json!({"message": "Ship order 4", "waitForCompletion": true});
+    let (status, body, _) = call(&app, "/hooks/agent", held, bearer(), None).await;
+    assert_eq!((status, &body["completion"]["status"]), (StatusCode::OK, &json!("pending")), "{body}");
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
     app.stop().await.expect("stop");
 }
 

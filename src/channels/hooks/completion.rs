@@ -1,14 +1,16 @@
 //! `waitForCompletion`: the `/hooks/agent` request held open after admission until its command
 //! ends, then answered with the outcome (OpenClaw's `completion`: `status` `ok` or `error`), or,
-//! when it has not ended within the call's `timeoutSeconds` (at most `MOST_WAIT`), with
-//! `pending` and the state it is in — the command goes on, and a retry with the same key replays
-//! it. Read from the database, so that the answer is the same whichever instance runs it.
+//! when it has not ended within the call's `timeoutSeconds` (at most `MOST_WAIT`) or its agent is
+//! paused (it holds the command until resumed), with `pending` and the state it is in — the
+//! command goes on, and a retry with the same key replays it. Read from the database, so that the
+//! answer is the same whichever instance runs it.
 
 use std::time::Duration;
 
 use uuid::Uuid;
 
 use crate::channels::ChannelError;
+use crate::domain::agent::AgentState;
 use crate::domain::command::TenantId;
 use crate::domain::lifecycle::State;
 use crate::service::Services;
@@ -36,10 +38,11 @@ pub struct Completion {
     pub state: State,
 }
 
-/// Waits for `command_id` to end, at most `timeout_secs` (or `MOST_WAIT`).
+/// Waits for `command_id`, dispatched to `agent`, to end, at most `timeout_secs` (or `MOST_WAIT`).
 pub(super) async fn wait_for(
     state: &Services,
     command_id: Uuid,
+    agent: &str,
     timeout_secs: Option<u64>,
 ) -> Result<Completion, ChannelError> {
     let tenant = TenantId::parse(&state.config.hooks.tenant).map_err(|_| ChannelError::Misconfigured("tenant"))?;
@@ -52,7 +55,8 @@ pub(super) async fn wait_for(
             let status = if now_in == State::Executed { CompletionStatus::Ok } else { CompletionStatus::Error };
             return Ok(Completion { status, state: now_in });
         }
-        if tokio::time::Instant::now() >= deadline {
+        let held = state.store.agents().get(agent).await?.state == AgentState::Paused;
+        if held || tokio::time::Instant::now() >= deadline {
             return Ok(Completion { status: CompletionStatus::Pending, state: now_in });
         }
         tokio::time::sleep(POLL).await;

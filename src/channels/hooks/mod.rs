@@ -198,7 +198,7 @@ pub async fn agent(state: &Services, request: &HookRequest<'_>) -> Result<HookOu
     let call = HookCall { agent, intent: intent("agent", &action)?, args, conversation, key, decision };
     let (accepted, _) = admit(state, request.headers, call).await?;
     if wait {
-        let completion = completion::wait_for(state, accepted.command_id, timeout).await?;
+        let completion = completion::wait_for(state, accepted.command_id, &accepted.agent, timeout).await?;
         return Ok(HookOutcome::Completed { accepted, completion });
     }
     Ok(HookOutcome::Queued(accepted))
