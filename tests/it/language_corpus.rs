@@ -143,12 +143,15 @@ proptest! {
                     panic!("`{text}` ({}) is not read as a command", pattern.source)
                 };
                 prop_assert_eq!(&read.name, &spec.name, "{}", text);
-                // How it reads to a person, and the exact text a suggestion offers, read back the same.
-                for again in [spec.reads(&args), spec.written(&args).unwrap_or_default()] {
+                // How it reads to a person (in each locale it has a reading for), and the exact text
+                // a suggestion offers, read back the same.
+                let mut readings = vec![("en", spec.reads(&args)), ("en", spec.written(&args).unwrap_or_default())];
+                readings.extend(spec.reads_as_in.keys().map(|locale| (locale.as_str(), spec.reads_in(&args, locale))));
+                for (locale, again) in readings {
                     if spec.takes_text() {
                         continue;
                     }
-                    match registry.interpret_text(&again) {
+                    match registry.interpret_text_for(&again, &audience(locale)) {
                         Interpretation::Command { spec: back, args: back_args, .. } => {
                             prop_assert_eq!(&back.name, &spec.name, "{}", again);
                             prop_assert_eq!(&back_args, &args, "{}", again);

@@ -56,6 +56,9 @@ pub(super) struct RawCommand {
     reply: Option<String>,
     /// How the command reads to a person: text with `{argument}`s.
     reads_as: Option<Spanned<String>>,
+    /// How it reads in other locales, by locale (`reads_as_in.pt = "reembolso de {amount} …"`).
+    #[serde(default)]
+    reads_as_in: BTreeMap<String, Spanned<String>>,
     /// The rules its values keep, by placeholder name.
     #[serde(default)]
     values: BTreeMap<String, Spanned<ValueRule>>,
@@ -92,10 +95,8 @@ pub(super) fn build(
     let mutation = raw.kind == CommandKind::Mutation;
     let idempotency_class = raw.idempotency.unwrap_or(IdempotencyClass::default_for(mutation));
     let confirmation = raw.confirmation.unwrap_or(mutation);
-    check_routing(raw, executors, &mut problem);
-    check_gates(raw, idempotency_class, confirmation, &mut problem);
-    check_patterns(raw, &patterns, &reply_ids, &mut problem);
-    let reads_as = reading(raw, &patterns, &reply_ids, name, &mut problem);
+    check(raw, executors, (idempotency_class, confirmation), (&patterns, &reply_ids), &mut problem);
+    let (reads_as, reads_as_in) = readings(raw, &patterns, &reply_ids, name, &mut problem);
     let values = value_rules(raw, &patterns, &mut problem);
     if !problems.is_empty() {
         return Err(problems);
@@ -123,6 +124,7 @@ pub(super) fn build(
         description: raw.description.clone(),
         reply: raw.reply.clone(),
         reads_as,
+        reads_as_in,
         typos: raw.typos.unwrap_or(DEFAULT_TYPOS),
         values,
     })
@@ -229,15 +231,45 @@ fn check_patterns(
 
 /// The command's `reads_as`, whose every argument each of its patterns captures (so that it
 /// always reads in full), else its first pattern.
-fn reading(
+/// The command's routing, gates and patterns, each problem reported.
+fn check(
     raw: &RawCommand,
+    executors: &BTreeSet<String>,
+    (idempotency_class, confirmation): (IdempotencyClass, bool),
+    (patterns, reply_ids): (&[Pattern], &[Pattern]),
+    problem: &mut impl FnMut(usize, String),
+) {
+    check_routing(raw, executors, problem);
+    check_gates(raw, idempotency_class, confirmation, problem);
+    check_patterns(raw, patterns, reply_ids, problem);
+}
+
+/// How the command reads (`reads_as`) and how it reads in each locale (`reads_as_in`).
+fn readings(
+    raw: &RawCommand,
+    patterns: &[Pattern],
+    reply_ids: &[Pattern],
+    name: &str,
+    problem: &mut dyn FnMut(usize, String),
+) -> (ReadsAs, BTreeMap<String, ReadsAs>) {
+    let default = reading(raw.reads_as.as_ref(), patterns, reply_ids, name, problem);
+    let by_locale = raw
+        .reads_as_in
+        .iter()
+        .map(|(locale, source)| (locale.to_lowercase(), reading(Some(source), patterns, reply_ids, name, problem)))
+        .collect();
+    (default, by_locale)
+}
+
+fn reading(
+    source: Option<&Spanned<String>>,
     patterns: &[Pattern],
     reply_ids: &[Pattern],
     name: &str,
     problem: &mut dyn FnMut(usize, String),
 ) -> ReadsAs {
     let fallback = || patterns.first().or(reply_ids.first()).map_or_else(|| ReadsAs::text(name), ReadsAs::of_pattern);
-    let Some(source) = &raw.reads_as else { return fallback() };
+    let Some(source) = source else { return fallback() };
     let reads = match ReadsAs::parse(source.get_ref()) {
         Ok(reads) => reads,
         Err(e) => {

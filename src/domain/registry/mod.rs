@@ -63,6 +63,8 @@ pub struct CommandSpec {
     pub reply: Option<String>,
     /// How the command reads to a person (`reads_as`, else its first pattern).
     pub reads_as: ReadsAs,
+    /// How it reads in other locales (`reads_as_in`), by lower-case locale.
+    pub reads_as_in: std::collections::BTreeMap<String, ReadsAs>,
     /// The rules its values keep, by placeholder name.
     pub values: std::collections::BTreeMap<String, ValueRule>,
     /// Edits read as typos in its words, all together.
@@ -90,6 +92,14 @@ impl CommandSpec {
     /// The command as a person reads it, with `args` in place: "refund 25 on order 1234".
     pub fn reads(&self, args: &Args) -> String {
         self.reads_as.fill(args)
+    }
+
+    /// The command as a person of `locale` reads it (`pt-BR`, then `pt`, else `reads_as`).
+    pub fn reads_in(&self, args: &Args, locale: &str) -> String {
+        let locale = locale.to_lowercase();
+        let language = locale.split(['-', '_']).next().unwrap_or_default();
+        let reads = self.reads_as_in.get(&locale).or_else(|| self.reads_as_in.get(language));
+        reads.unwrap_or(&self.reads_as).fill(args)
     }
 
     /// The command written exactly as its first pattern that takes all of `args`: what a person

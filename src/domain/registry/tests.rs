@@ -310,3 +310,19 @@ executor = "orders"
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn a_command_reads_in_the_tenants_locale_where_the_registry_says_how() {
+    let registry = shipped();
+    let refund = registry.get("refund").expect("refund");
+    let args = serde_json::json!({"order_id": "1234", "amount": "25"}).as_object().cloned().unwrap_or_default();
+    assert_eq!(refund.reads_in(&args, "pt"), "reembolso de 25 na encomenda 1234");
+    assert_eq!(refund.reads_in(&args, "pt-BR"), "reembolso de 25 na encomenda 1234", "the language's");
+    assert_eq!(refund.reads_in(&args, "en"), "refund 25 on order 1234");
+    assert_eq!(refund.reads_in(&args, "de"), "refund 25 on order 1234", "else the default");
+    let bad = parse(
+        "[commands.a]\nentity = \"a\"\naction = \"a\"\npatterns = [\"a {x:id}\"]\nreads_as_in.pt = \"a {y}\"\n\
+         kind = \"read\"\nexecutor = \"orders\"\n",
+    );
+    assert!(bad.is_err_and(|e| e.to_string().contains("`{y}` is not a placeholder")), "checked as reads_as is");
+}

@@ -290,7 +290,7 @@ impl Ingress {
             target_command_id: reprocess_of.map(|t| t.envelope.command_id),
             registry_version: Some(spec.registry_version().to_owned()),
         };
-        let (command, what) = (Some(spec.name.clone()), Some(spec.reads(&args)));
+        let (command, what) = (Some(spec.name.clone()), Some(spec.reads_in(&args, &tenant.locale)));
         let reply_to = ReplyTo { command, what, executed_template: spec.reply.clone(), ..reply_to };
         // A reprocessed message is not asked anything: its command goes where the first one went.
         let refused = match reprocess_of {
