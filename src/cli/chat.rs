@@ -15,27 +15,17 @@ use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 
 use crate::channels::whatsapp::simulate;
-use crate::cli::simulate::{Gateway, new_message_id};
+use crate::cli::simulate::{Conversation, Gateway, new_message_id};
 use crate::config::Config;
 
 #[derive(Debug, clap::Args)]
 pub struct ChatArgs {
-    /// The gateway's base URL
-    #[arg(long, default_value = "http://127.0.0.1:8080")]
-    pub url: String,
-    /// Who you are: your wa_id
-    #[arg(long, default_value = "15550000001")]
-    pub from: String,
-    /// The business number's phone_number_id (default: the demo tenant's)
-    #[arg(long, env = "CHATGATE_DEMO_PHONE_NUMBER_ID", default_value = "100000000000001")]
-    pub to: String,
+    #[command(flatten)]
+    pub conversation: Conversation,
     /// Where the stand-in for the WhatsApp Cloud API listens; the gateway sends there when
     /// started with CHATGATE_WHATSAPP_API_BASE=http://ADDRESS and any access token
     #[arg(long, default_value = "127.0.0.1:8089")]
     pub listen: String,
-    /// The WhatsApp app to post to (`/webhooks/whatsapp/{app}`; the default app otherwise)
-    #[arg(long)]
-    pub app: Option<String>,
 }
 
 /// One message the gateway sent to the person: its text and its buttons (id, title).
@@ -86,19 +76,19 @@ fn message_of(line: &str, from: &str, buttons: &[(String, String)]) -> Value {
 }
 
 pub async fn chat(config: &Config, args: &ChatArgs) -> anyhow::Result<ExitCode> {
-    let gateway = Gateway::new(config, &args.url, args.app.as_deref())?;
+    let gateway = Gateway::new(config, &args.conversation)?;
+    let Conversation { url, from, to, .. } = &args.conversation;
     let (said, mut replies) = mpsc::unbounded_channel();
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("cannot listen on {} (--listen)", args.listen))?;
-    let stand_in =
-        Router::new().route("/{version}/{number}/messages", post(accept)).with_state((args.from.clone(), said));
+    let stand_in = Router::new().route("/{version}/{number}/messages", post(accept)).with_state((from.clone(), said));
     tokio::spawn(async move { axum::serve(listener, stand_in).await });
     println!(
         "You are {} writing to {} through {}. Replies arrive here when the gateway runs with\n\
          CHATGATE_WHATSAPP_API_BASE=http://{} CHATGATE_WHATSAPP_ACCESS_TOKEN=chat\n\
          Type a message and Enter; a number taps that button; Ctrl-D ends.",
-        args.from, args.to, args.url, args.listen
+        from, to, url, args.listen
     );
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let mut buttons: Vec<(String, String)> = vec![];
@@ -110,7 +100,7 @@ pub async fn chat(config: &Config, args: &ChatArgs) -> anyhow::Result<ExitCode> 
                 if line.is_empty() {
                     continue;
                 }
-                let delivery = simulate::notification(&args.to, vec![message_of(line, &args.from, &buttons)], vec![]);
+                let delivery = simulate::notification(to, vec![message_of(line, from, &buttons)], vec![]);
                 let (status, answer) = gateway.post(&delivery).await?;
                 if !status.is_success() {
                     println!("(the gateway answered {status} {answer})");

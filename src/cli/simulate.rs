@@ -11,8 +11,10 @@ use crate::channels::whatsapp::signature;
 use crate::channels::whatsapp::simulate;
 use crate::config::Config;
 
+/// Who writes to which gateway: its URL, the person, the business number, the app. `simulate`
+/// and `chat` take the same.
 #[derive(Debug, clap::Args)]
-pub struct WhatsAppArgs {
+pub struct Conversation {
     /// The gateway's base URL
     #[arg(long, default_value = "http://127.0.0.1:8080")]
     pub url: String,
@@ -22,6 +24,15 @@ pub struct WhatsAppArgs {
     /// The business number's phone_number_id (default: the demo tenant's)
     #[arg(long, env = "CHATGATE_DEMO_PHONE_NUMBER_ID", default_value = "100000000000001")]
     pub to: String,
+    /// The WhatsApp app to post to (`/webhooks/whatsapp/{app}`; the default app otherwise)
+    #[arg(long)]
+    pub app: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct WhatsAppArgs {
+    #[command(flatten)]
+    pub conversation: Conversation,
     /// Send a text message
     #[arg(long, conflicts_with_all = ["button_reply", "status"])]
     pub text: Option<String>,
@@ -31,9 +42,6 @@ pub struct WhatsAppArgs {
     /// Send a delivery status (`WAMID=STATUS`, e.g. `wamid.X=read`) instead of a message
     #[arg(long)]
     pub status: Option<String>,
-    /// The WhatsApp app to post to (`/webhooks/whatsapp/{app}`; the default app otherwise)
-    #[arg(long)]
-    pub app: Option<String>,
     /// The message id (default: a new one)
     #[arg(long)]
     pub id: Option<String>,
@@ -44,20 +52,19 @@ pub struct WhatsAppArgs {
 
 pub async fn whatsapp(config: &Config, args: &WhatsAppArgs) -> anyhow::Result<ExitCode> {
     let id = args.id.clone().unwrap_or_else(new_message_id);
+    let Conversation { from, to, .. } = &args.conversation;
     let delivery = match (&args.text, &args.button_reply, &args.status) {
-        (Some(text), None, None) => {
-            simulate::notification(&args.to, vec![simulate::text(&id, &args.from, text)], vec![])
-        }
+        (Some(text), None, None) => simulate::notification(to, vec![simulate::text(&id, from, text)], vec![]),
         (None, Some(reply), None) => {
-            simulate::notification(&args.to, vec![simulate::button_reply(&id, &args.from, reply, reply)], vec![])
+            simulate::notification(to, vec![simulate::button_reply(&id, from, reply, reply)], vec![])
         }
         (None, None, Some(status)) => {
             let (wamid, state) = status.split_once('=').context("--status takes WAMID=STATUS")?;
-            simulate::notification(&args.to, vec![], vec![simulate::status(wamid, &args.from, state)])
+            simulate::notification(to, vec![], vec![simulate::status(wamid, from, state)])
         }
         _ => bail!("say what to send: --text, --button-reply or --status"),
     };
-    let gateway = Gateway::new(config, &args.url, args.app.as_deref())?;
+    let gateway = Gateway::new(config, &args.conversation)?;
     let mut all_ok = true;
     for attempt in 1..=args.repeat.max(1) {
         let (status, answer) = gateway.post(&delivery).await?;
@@ -80,7 +87,8 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    pub fn new(config: &Config, base_url: &str, app: Option<&str>) -> anyhow::Result<Self> {
+    pub fn new(config: &Config, conversation: &Conversation) -> anyhow::Result<Self> {
+        let (base_url, app) = (&conversation.url, conversation.app.as_deref());
         let app_name = app.unwrap_or(&config.whatsapp.default_app);
         let secret = config
             .whatsapp

@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::cli::{chatgate, free_port, terminate, wait_until_healthy};
+use crate::cli::{chatgate, free_port, serving, terminate};
 
 /// Lines the chat prints, read on a thread of their own, until one contains `wanted`.
 fn until(lines: &mpsc::Receiver<String>, wanted: &str) -> Vec<String> {
@@ -29,19 +29,12 @@ fn until(lines: &mpsc::Receiver<String>, wanted: &str) -> Vec<String> {
 #[tokio::test]
 async fn a_person_chats_with_a_running_gateway_from_the_terminal() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (port, api_port) = (free_port(), free_port());
-    let mut server = chatgate(dir.path())
-        .arg("serve")
-        .env("CHATGATE_LISTEN", format!("127.0.0.1:{port}"))
-        .env("CHATGATE_WHATSAPP_API_BASE", format!("http://127.0.0.1:{api_port}"))
-        .env("CHATGATE_WHATSAPP_ACCESS_TOKEN", "chat")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn");
-    let base = format!("http://127.0.0.1:{port}");
-    wait_until_healthy(&mut server, &base).await;
+    let api_port = free_port();
+    let env = [
+        ("CHATGATE_WHATSAPP_API_BASE", format!("http://127.0.0.1:{api_port}")),
+        ("CHATGATE_WHATSAPP_ACCESS_TOKEN", "chat".to_owned()),
+    ];
+    let (mut server, base) = serving(dir.path(), &env).await;
     let mut chat = chatgate(dir.path())
         .args(["chat", "--url", &base, "--listen", &format!("127.0.0.1:{api_port}")])
         .stdin(Stdio::piped())

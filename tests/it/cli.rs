@@ -42,6 +42,20 @@ fn assert_one_line_failure(output: &Output, mentions: &str) {
     assert!(lines[0].starts_with("chatgate: error: ") && lines[0].contains(mentions), "{err}");
 }
 
+/// `chatgate serve` in `dir` on a free port with `env`, healthy: the process and its base URL.
+pub(crate) async fn serving(dir: &Path, env: &[(&str, String)]) -> (Child, String) {
+    let port = free_port();
+    let mut command = chatgate(dir);
+    command.arg("serve").env("CHATGATE_LISTEN", format!("127.0.0.1:{port}"));
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let mut server = command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
+    let base = format!("http://127.0.0.1:{port}");
+    wait_until_healthy(&mut server, &base).await;
+    (server, base)
+}
+
 pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
 }
@@ -226,17 +240,7 @@ fn check_config_renders_every_template_and_refuses_a_broken_one() {
 #[tokio::test]
 async fn the_simulator_posts_signed_deliveries_to_a_running_gateway() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let port = free_port();
-    let mut server = chatgate(dir.path())
-        .arg("serve")
-        .env("CHATGATE_LISTEN", format!("127.0.0.1:{port}"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn");
-    let base = format!("http://127.0.0.1:{port}");
-    wait_until_healthy(&mut server, &base).await;
+    let (mut server, base) = serving(dir.path(), &[]).await;
     let simulate = |args: &[&str]| {
         let mut command = chatgate(dir.path());
         command.args(["simulate", "whatsapp", "--url", &base]).args(args);

@@ -57,25 +57,26 @@ async fn a_refund_written_as_people_write_is_prompted_and_its_negation_is_not_re
     let args = &command.envelope.args;
     assert_eq!((args["order_id"].as_str(), args["amount"].as_str()), (Some("1234"), Some("25")));
     // The evidence says how the text was read: normalized, by which pattern (never the text).
-    let evidence = "SELECT body FROM evidence WHERE command_id = $1 AND body LIKE '%read_as%'";
-    let mut conn = db.raw().await;
-    let row = sqlx::query(evidence).bind(id.to_string()).fetch_one(&mut conn).await.expect("the reading's evidence");
-    let body: serde_json::Value = serde_json::from_str(&sqlx::Row::get::<String, _>(&row, "body")).expect("json");
-    let read_as = body.pointer("/decision/read_as").cloned().unwrap_or_else(|| panic!("no read_as in {body}"));
+    let body = evidence_body(db, id).await;
     assert_eq!(
-        read_as,
+        read_as(db, id).await,
         serde_json::json!({"rule": "normalized", "pattern": "refund {order_id:id} {amount:money}", "typos": 0})
     );
     assert!(!body.to_string().contains("thanks"), "the text itself is not evidence");
     chat.stop().await;
 }
 
-/// The evidence of how a command's text was read (`decision.read_as`).
-async fn read_as(db: &TestDb, id: uuid::Uuid) -> serde_json::Value {
+/// The artifact that records how a command's text was read.
+async fn evidence_body(db: &TestDb, id: uuid::Uuid) -> serde_json::Value {
     let evidence = "SELECT body FROM evidence WHERE command_id = $1 AND body LIKE '%read_as%'";
     let mut conn = db.raw().await;
     let row = sqlx::query(evidence).bind(id.to_string()).fetch_one(&mut conn).await.expect("the reading's evidence");
-    let body: serde_json::Value = serde_json::from_str(&sqlx::Row::get::<String, _>(&row, "body")).expect("json");
+    serde_json::from_str(&sqlx::Row::get::<String, _>(&row, "body")).expect("json")
+}
+
+/// How a command's text was read (`decision.read_as`).
+async fn read_as(db: &TestDb, id: uuid::Uuid) -> serde_json::Value {
+    let body = evidence_body(db, id).await;
     body.pointer("/decision/read_as").cloned().unwrap_or_else(|| panic!("no read_as in {body}"))
 }
 

@@ -38,17 +38,14 @@ pub(super) fn fields(body: &Map<String, Value>, args: &mut Map<String, Value>) -
             return Err(bad("invalid_body", format!("`sessionMode` is `isolated` or `persistent`, not `{other}`")));
         }
     }
-    // `waitForCompletion` is the caller's, not the command's: a retry may change it and replay.
-    for flag in ["deliver"] {
-        match body.get(flag) {
-            None | Some(Value::Null) => {}
-            Some(Value::Bool(b)) => {
-                args.insert(flag.into(), (*b).into());
-            }
-            Some(_) => return Err(bad("invalid_body", format!("`{flag}` is a boolean"))),
+    match body.get("deliver") {
+        None | Some(Value::Null) => {}
+        Some(Value::Bool(b)) => {
+            args.insert("deliver".into(), (*b).into());
         }
+        Some(_) => return Err(bad("invalid_body", "`deliver` is a boolean")),
     }
-    // A positive number of seconds, floored; anything else is ignored, as OpenClaw ignores it.
+    // `waitForCompletion` is the caller's, not the command's: a retry may change it and replay.
     match body.get("waitForCompletion") {
         None | Some(Value::Null | Value::Bool(_)) => {}
         Some(_) => return Err(bad("invalid_body", "`waitForCompletion` is a boolean")),

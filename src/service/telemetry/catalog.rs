@@ -19,14 +19,21 @@ pub struct Family {
     pub name: &'static str,
     pub kind: Kind,
     pub help: &'static str,
+    /// Whether its series have labels; one without has a single series, registered at 0.
+    pub labelled: bool,
 }
 
 const fn counter(name: &'static str, help: &'static str) -> Family {
-    Family { name, kind: Kind::Counter, help }
+    Family { name, kind: Kind::Counter, help, labelled: true }
 }
 
 const fn gauge(name: &'static str, help: &'static str) -> Family {
-    Family { name, kind: Kind::Gauge, help }
+    Family { name, kind: Kind::Gauge, help, labelled: true }
+}
+
+/// A family of one series, without labels.
+const fn alone(family: Family) -> Family {
+    Family { labelled: false, ..family }
 }
 
 /// Every family, as `docs/REFERENCE.md` lists them.
@@ -35,58 +42,49 @@ pub const FAMILIES: &[Family] = &[
     counter("chatgate_inbound_messages_total", "Inbound messages, by channel and what became of each."),
     counter("chatgate_text_readings_total", "Messages from known people, by how their text was read."),
     counter("chatgate_delivery_statuses_total", "Providers' delivery statuses of sent messages, by status."),
-    counter("chatgate_admission_batches_total", "Group commits of admissions."),
-    counter("chatgate_admissions_batched_total", "Admissions committed in group commits."),
-    counter("chatgate_admissions_shed_total", "Admissions refused because the admission queue was full."),
-    counter("chatgate_step_batches_total", "Group commits of the workers' steps."),
-    counter("chatgate_steps_batched_total", "Workers' steps committed in group commits."),
+    alone(counter("chatgate_admission_batches_total", "Group commits of admissions.")),
+    alone(counter("chatgate_admissions_batched_total", "Admissions committed in group commits.")),
+    alone(counter("chatgate_admissions_shed_total", "Admissions refused because the admission queue was full.")),
+    alone(counter("chatgate_step_batches_total", "Group commits of the workers' steps.")),
+    alone(counter("chatgate_steps_batched_total", "Workers' steps committed in group commits.")),
     counter("chatgate_outbound_messages_total", "Messages to people, by channel and outcome."),
     counter("chatgate_confirmation_answers_total", "Answers to confirmation prompts, by outcome."),
-    counter("chatgate_confirmations_expired_total", "Confirmations that expired unanswered."),
+    alone(counter("chatgate_confirmations_expired_total", "Confirmations that expired unanswered.")),
     counter("chatgate_delivery_timeouts_total", "Deliveries ended by a timeout, by class."),
     counter("chatgate_transitions_total", "Committed command transitions, by the state entered."),
     counter("chatgate_dispatch_attempts_total", "Attempts to hand a command to an executor, by outcome."),
     counter("chatgate_event_streams_refused_total", "Event streams refused, by the limit reached."),
     counter("chatgate_unknown_sender_refusals_unsent_total", "Refusals to strangers not sent, over budget."),
-    counter("chatgate_connections_refused_total", "Connections refused at the connection limit."),
-    counter("chatgate_bus_unreadable_total", "Bus messages that could not be read."),
+    alone(counter("chatgate_connections_refused_total", "Connections refused at the connection limit.")),
+    alone(counter("chatgate_bus_unreadable_total", "Bus messages that could not be read.")),
     Family {
         name: "chatgate_ack_latency_seconds",
         kind: Kind::Histogram,
         help: "Seconds from a command's receipt to its executor's acknowledgement.",
+        labelled: false,
     },
     Family {
         name: "chatgate_result_latency_seconds",
         kind: Kind::Histogram,
         help: "Seconds from a command's receipt to its result.",
+        labelled: false,
     },
-    gauge("chatgate_event_streams", "Event streams open on this instance."),
+    alone(gauge("chatgate_event_streams", "Event streams open on this instance.")),
     gauge("chatgate_store_up", "1 when the database answered the last scrape's figures, else 0."),
     gauge("chatgate_outbox_pending", "Outbox rows waiting, by kind."),
     gauge("chatgate_outbox_oldest_age_seconds", "Age of the oldest waiting outbox row, by kind."),
     gauge("chatgate_agents", "Configured agents, by state (as /v1/agents lists them)."),
     gauge("chatgate_deliveries", "Deliveries in flight, and closed within the last hour, by state."),
-    gauge("chatgate_completeness_ack_ratio", "Of the last hour's deliveries, the share acknowledged."),
-    gauge("chatgate_completeness_result_ratio", "Of the last hour's deliveries, the share that ended with a result."),
-    gauge("chatgate_completeness_error_ratio", "Of the last hour's deliveries, the share that ended with an error."),
-    gauge("chatgate_orphaned_commands", "Started commands no executor acknowledged for 5 minutes."),
-];
-
-/// The families without labels: one series each.
-const UNLABELLED: &[&str] = &[
-    "chatgate_admission_batches_total",
-    "chatgate_admissions_batched_total",
-    "chatgate_admissions_shed_total",
-    "chatgate_step_batches_total",
-    "chatgate_steps_batched_total",
-    "chatgate_confirmations_expired_total",
-    "chatgate_connections_refused_total",
-    "chatgate_bus_unreadable_total",
-    "chatgate_event_streams",
-    "chatgate_completeness_ack_ratio",
-    "chatgate_completeness_result_ratio",
-    "chatgate_completeness_error_ratio",
-    "chatgate_orphaned_commands",
+    alone(gauge("chatgate_completeness_ack_ratio", "Of the last hour's deliveries, the share acknowledged.")),
+    alone(gauge(
+        "chatgate_completeness_result_ratio",
+        "Of the last hour's deliveries, the share that ended with a result.",
+    )),
+    alone(gauge(
+        "chatgate_completeness_error_ratio",
+        "Of the last hour's deliveries, the share that ended with an error.",
+    )),
+    alone(gauge("chatgate_orphaned_commands", "Started commands no executor acknowledged for 5 minutes.")),
 ];
 
 const CHANNELS: &[&str] = &["whatsapp", "twilio", "standard", "hooks"];
@@ -142,9 +140,10 @@ pub fn announce<'a>(executors: impl Iterator<Item = &'a String>, tenants: impl I
             Kind::Gauge => metrics::describe_gauge!(family.name, family.help),
             Kind::Histogram => metrics::describe_histogram!(family.name, family.help),
         }
+        // A histogram is not registered empty: it appears with its first observation.
         match family.kind {
-            Kind::Counter if UNLABELLED.contains(&family.name) => metrics::counter!(family.name).increment(0),
-            Kind::Gauge if UNLABELLED.contains(&family.name) => metrics::gauge!(family.name).increment(0.0),
+            Kind::Counter if !family.labelled => metrics::counter!(family.name).increment(0),
+            Kind::Gauge if !family.labelled => metrics::gauge!(family.name).increment(0.0),
             _ => {}
         }
     }
