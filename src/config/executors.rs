@@ -50,6 +50,13 @@ pub struct ExecutorConfig {
     /// A RabbitMQ agent that understands `command.{agent}.{action}.cancel`.
     #[serde(default)]
     pub announce_cancel: bool,
+    /// NATS executors: the first word of Bloodbank's subjects (default `bloodbank`:
+    /// `bloodbank.cmd.v1.agent.invocation.start`), and the gateway's durable consumer of the
+    /// agents' events (default `chatgate`; instances sharing it share the events).
+    #[serde(default)]
+    pub subject_prefix: Option<String>,
+    #[serde(default)]
+    pub consumer: Option<String>,
 }
 
 impl ExecutorConfig {
@@ -83,15 +90,36 @@ mod defaults {
 /// The exchange RabbitMQ executors publish to unless configured otherwise.
 pub const DEFAULT_EXCHANGE: &str = "bloodbank.events.v1";
 pub const DEFAULT_RESPONSE_QUEUE: &str = "chatgate.responses";
+/// Bloodbank's subjects on NATS, and the gateway's durable consumer, unless configured otherwise.
+pub const DEFAULT_SUBJECT_PREFIX: &str = "bloodbank";
+pub const DEFAULT_CONSUMER: &str = "chatgate";
 
 /// Where an executor is reached, read from its configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExecutorTarget {
     Echo,
     Gateway,
-    Fail { code: String },
-    Http { url: String, secret: Option<Vec<u8>>, cancel_url: Option<String> },
-    Amqp { url: String, exchange: String, queue: String, agent: String },
+    Fail {
+        code: String,
+    },
+    Http {
+        url: String,
+        secret: Option<Vec<u8>>,
+        cancel_url: Option<String>,
+    },
+    Amqp {
+        url: String,
+        exchange: String,
+        queue: String,
+        agent: String,
+    },
+    /// Bloodbank on NATS JetStream: `agent` is the invocation's `target_agent_id`.
+    Nats {
+        url: String,
+        subject_prefix: String,
+        consumer: String,
+        agent: String,
+    },
 }
 
 impl ExecutorConfig {
@@ -120,9 +148,12 @@ impl ExecutorConfig {
                 agent,
             });
         }
+        if parsed.scheme() == "nats" {
+            return self.nats_target(name, url);
+        }
         if !matches!(parsed.scheme(), "http" | "https") {
             return Err(format!(
-                "executors.{name}.url: `{url}` is not http(s)://, amqp:// or builtin:echo|fail|gateway"
+                "executors.{name}.url: `{url}` is not http(s)://, amqp://, nats:// or builtin:echo|fail|gateway"
             ));
         }
         let secret = self
@@ -135,5 +166,22 @@ impl ExecutorConfig {
             url::Url::parse(cancel).map_err(|e| format!("executors.{name}.cancel_url: {e}"))?;
         }
         Ok(ExecutorTarget::Http { url: url.to_owned(), secret, cancel_url: self.cancel_url.clone() })
+    }
+
+    fn nats_target(&self, name: &str, url: &str) -> Result<ExecutorTarget, String> {
+        let agent = self.agent.clone().unwrap_or_else(|| name.to_owned());
+        if agent.trim().is_empty() {
+            return Err(format!("executors.{name}.agent cannot be empty"));
+        }
+        let subject_prefix = self.subject_prefix.clone().unwrap_or_else(|| DEFAULT_SUBJECT_PREFIX.to_owned());
+        let token = |t: &str| !t.is_empty() && !t.contains(['*', '>', ' ']);
+        if !subject_prefix.split('.').all(token) {
+            return Err(format!("executors.{name}.subject_prefix `{subject_prefix}` is not a NATS subject's words"));
+        }
+        let consumer = self.consumer.clone().unwrap_or_else(|| DEFAULT_CONSUMER.to_owned());
+        if !consumer.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_')) || consumer.is_empty() {
+            return Err(format!("executors.{name}.consumer `{consumer}` is not a JetStream consumer name"));
+        }
+        Ok(ExecutorTarget::Nats { url: url.to_owned(), subject_prefix, consumer, agent })
     }
 }

@@ -15,9 +15,9 @@ use crate::config::Config;
 use crate::domain::command::TenantId;
 use crate::domain::delivery::DeliveryEvent;
 use crate::domain::retry::RetryPolicy;
-use crate::executors::bus::listener::BusAgent;
 use crate::executors::executor::CallOutcome;
 use crate::executors::executor::Executor;
+use crate::executors::responses::{Agents, BusAgent};
 use crate::service::dispatch::CANCEL_NOTICE_KIND;
 use crate::service::dispatch::DeliveryPlan;
 use crate::service::engine::Engine;
@@ -64,7 +64,9 @@ impl Lane {
 }
 
 /// A broker queue to listen on, and which executor each agent on it is.
-pub type BusListener = (Arc<crate::executors::bus::Bus>, crate::executors::bus::listener::Agents);
+pub type BusListener = (Arc<crate::executors::bus::Bus>, Agents);
+/// A NATS connection to consume the agents' events on, and which executor each agent on it is.
+pub type StreamListener = (Arc<crate::executors::jetstream::JetStream>, Agents);
 
 #[derive(Clone)]
 pub struct Dispatcher {
@@ -110,6 +112,19 @@ impl Dispatcher {
                 let entry = listeners.entry(key).or_insert_with(|| (bus.clone(), BTreeMap::new()));
                 let agent_target = BusAgent { target: name.clone(), policy: target.policy };
                 entry.1.insert(agent.clone(), agent_target);
+            }
+        }
+        listeners.into_values().collect()
+    }
+
+    /// The NATS listeners to run: one per server, subjects and consumer, with the agents it serves.
+    pub fn stream_listeners(&self) -> Vec<StreamListener> {
+        let mut listeners: BTreeMap<(String, String, String), StreamListener> = BTreeMap::new();
+        for (name, target) in self.targets.iter() {
+            if let Executor::Nats { stream, agent } = &target.executor {
+                let key = (stream.url.clone(), stream.prefix.clone(), stream.consumer.clone());
+                let entry = listeners.entry(key).or_insert_with(|| (stream.clone(), BTreeMap::new()));
+                entry.1.insert(agent.clone(), BusAgent { target: name.clone(), policy: target.policy });
             }
         }
         listeners.into_values().collect()

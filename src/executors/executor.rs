@@ -20,6 +20,7 @@ use crate::domain::command::CommandEnvelope;
 use crate::domain::retry::parse_retry_after;
 use crate::domain::standard_webhooks;
 use crate::executors::bus::Bus;
+use crate::executors::jetstream::{JetStream, cloudevents};
 
 pub use crate::domain::delivery::CallOutcome;
 
@@ -43,6 +44,20 @@ pub enum Executor {
         agent: String,
         announce_cancel: bool,
     },
+    /// Bloodbank on NATS JetStream; `agent` is the invocation's `target_agent_id`.
+    Nats {
+        stream: Arc<JetStream>,
+        agent: String,
+    },
+}
+
+/// Which hand-over a call is: the delivery (the same for every dispatch of this command to this
+/// executor), the outbox row (the same for every attempt of one dispatch) and the attempt.
+#[derive(Debug, Clone, Copy)]
+pub struct CallIds {
+    pub delivery: Uuid,
+    pub message: Uuid,
+    pub attempt: i64,
 }
 
 impl Executor {
@@ -57,6 +72,10 @@ impl Executor {
                 let bus = Arc::new(Bus::new(&url, &exchange, &queue, timeout));
                 Self::Amqp { bus, agent, announce_cancel: config.announce_cancel }
             }
+            ExecutorTarget::Nats { url, subject_prefix, consumer, agent } => {
+                let stream = Arc::new(JetStream::new(&url, &subject_prefix, &consumer, timeout));
+                Self::Nats { stream, agent }
+            }
             ExecutorTarget::Http { url, secret, cancel_url } => {
                 let client = reqwest::Client::builder()
                     .timeout(timeout)
@@ -68,9 +87,10 @@ impl Executor {
         })
     }
 
-    /// Hands the command to the executor once. `delivery_id` is the Standard Webhooks message id:
-    /// the same on every attempt of this dispatch.
-    pub async fn call(&self, envelope: &CommandEnvelope, delivery_id: Uuid, attempt: i64) -> CallOutcome {
+    /// Hands the command to the executor once. The delivery id is the Standard Webhooks message id
+    /// (the same on every attempt); the outbox row's is the CloudEvent's (a declined command handed
+    /// over again is a new event, a publish sent again after a lost acknowledgement is not).
+    pub async fn call(&self, envelope: &CommandEnvelope, ids: CallIds) -> CallOutcome {
         match self {
             Self::Echo => CallOutcome::Executed { succeeded: true, detail: json!(envelope.args) },
             // The dispatcher runs the gateway's commands itself (they read the store).
@@ -92,13 +112,20 @@ impl Executor {
                     Err(error) => CallOutcome::Retry { error, retry_after: None },
                 }
             }
+            Self::Nats { stream, agent } => {
+                let event = cloudevents::invocation_start(agent, envelope, ids.message, OffsetDateTime::now_utc());
+                match stream.publish(&event).await {
+                    Ok(()) => CallOutcome::Handed,
+                    Err(error) => CallOutcome::Retry { error, retry_after: None },
+                }
+            }
             Self::Http { url, secret, client, .. } => {
                 let body = match serde_json::to_vec(envelope) {
                     Ok(body) => body,
                     Err(e) => return CallOutcome::Refused { status: 0, error: json!({"message": e.to_string()}) },
                 };
-                let id = format!("msg_{}", delivery_id.simple());
-                let request = client.post(url).header("x-chatgate-attempt", attempt.to_string());
+                let id = format!("msg_{}", ids.delivery.simple());
+                let request = client.post(url).header("x-chatgate-attempt", ids.attempt.to_string());
                 post_signed(request, secret.as_deref(), &id, envelope, body).await
             }
         }
@@ -109,7 +136,8 @@ impl Executor {
         match self {
             Self::Http { cancel_url, .. } => cancel_url.is_some(),
             Self::Amqp { announce_cancel, .. } => *announce_cancel,
-            Self::Echo | Self::Fail { .. } | Self::Gateway => false,
+            // Bloodbank's v1 contract has no command that cancels an invocation.
+            Self::Echo | Self::Fail { .. } | Self::Gateway | Self::Nats { .. } => false,
         }
     }
 

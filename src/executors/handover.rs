@@ -18,7 +18,7 @@ use crate::domain::command::TenantId;
 use crate::domain::delivery::{DeliveryEvent, DeliveryState};
 use crate::domain::lifecycle::State;
 use crate::executors::dispatcher::{Dispatcher, Target};
-use crate::executors::executor::Executor;
+use crate::executors::executor::{CallIds, Executor};
 use crate::service::dispatch::{Conclusion, DeliveryPlan};
 use crate::service::engine::EngineError;
 use crate::store::{ClaimedMessage, Delivery, OutboxSettle, StepOutcome, StepWrite, StoredCommand};
@@ -251,7 +251,10 @@ impl Dispatcher {
         let span = crate::service::telemetry::dispatch_span(command, &row.destination, row.attempt);
         let outcome = match &target.executor {
             Executor::Gateway => self.gateway().call(command).instrument(span).await,
-            executor => executor.call(&command.envelope, plan.id(), row.attempt).instrument(span).await,
+            executor => {
+                let ids = CallIds { delivery: plan.id(), message: row.id, attempt: row.attempt };
+                executor.call(&command.envelope, ids).instrument(span).await
+            }
         };
         let executor = row.destination.clone();
         metrics::counter!("chatgate_dispatch_attempts_total", "executor" => executor, "outcome" => outcome.label())

@@ -71,6 +71,10 @@ pub fn spawn(state: &Services, stopping: CancellationToken) -> Workers {
                 let engine = dispatcher.engine().clone();
                 tracker.spawn(crate::executors::bus::listen(bus, agents, engine, stopping.clone()));
             }
+            for (stream, agents) in dispatcher.stream_listeners() {
+                let engine = dispatcher.engine().clone();
+                tracker.spawn(crate::executors::jetstream::listener::listen(stream, agents, engine, stopping.clone()));
+            }
             tracker.spawn(dispatch::cancel_notices(dispatcher.clone(), poll, stopping.clone()));
             tracker.spawn(dispatch::run(dispatcher, poll, stopping.clone()));
         }

@@ -42,6 +42,8 @@ pub struct Source {
     pub host: String,
     #[serde(rename = "type")]
     pub trigger: TriggerType,
+    /// What hookd's bridge wrote beside `type`.
+    pub trigger_type: Option<TriggerType>,
     pub app: Option<String>,
     pub meta: Option<Map<String, Value>>,
 }
@@ -303,6 +305,10 @@ pub fn check(
         (payload.ttl_ms < 24 * 3_600_000, format!("ttl_ms {}", payload.ttl_ms)),
         (command.source.app.as_deref() == Some("chatgate"), format!("source.app {:?}", command.source.app)),
         (matches!(command.source.trigger, TriggerType::Hook), format!("source.type {:?}", command.source.trigger)),
+        (
+            matches!(command.source.trigger_type, Some(TriggerType::Hook)),
+            format!("source.trigger_type {:?}", command.source.trigger_type),
+        ),
         (command.source.meta.as_ref().is_some_and(|m| m.contains_key("tenant_id")), "no source.meta".to_owned()),
         (age.abs() < time::Duration::minutes(5), format!("timestamp {}", command.timestamp)),
         (!command.correlation_ids.is_empty(), "no correlation_ids".to_owned()),

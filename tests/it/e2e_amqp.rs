@@ -24,7 +24,7 @@ fn rabbitmqctl(args: &[&str]) {
     assert!(status.is_ok_and(|s| s.success()), "rabbitmqctl {args:?}");
 }
 
-async fn states(db: &TestDb) -> Vec<(String, String, Option<String>)> {
+pub async fn states(db: &TestDb) -> Vec<(String, String, Option<String>)> {
     let mut conn = db.raw().await;
     let rows =
         sqlx::query("SELECT args, state, reason_code FROM commands").fetch_all(&mut conn).await.expect("commands");
@@ -66,7 +66,7 @@ async fn told_as_the_agent_said(db: &TestDb) {
     assert!(version >= 2, "the agent's state events moved its machine (version {version})");
 }
 
-async fn all_settled(db: &TestDb, expected: usize, within: Duration) -> Vec<(String, String, Option<String>)> {
+pub async fn all_settled(db: &TestDb, expected: usize, within: Duration) -> Vec<(String, String, Option<String>)> {
     let deadline = Instant::now() + within;
     loop {
         let all = states(db).await;
@@ -79,7 +79,7 @@ async fn all_settled(db: &TestDb, expected: usize, within: Duration) -> Vec<(Str
     }
 }
 
-async fn ask(app: &TestApp, db: &TestDb, orders: std::ops::RangeInclusive<u32>) {
+pub async fn ask(app: &TestApp, db: &TestDb, orders: std::ops::RangeInclusive<u32>) {
     let meta = Meta::new(app, db);
     for n in orders {
         assert_eq!(meta.text(&format!("wamid.Q{n}"), CUSTOMER, &format!("order status {n}")).await.status(), 200);

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -18,6 +18,7 @@ use crate::domain::agent::AgentState;
 use crate::domain::agent::command_routing_key;
 use crate::domain::command::CommandEnvelope;
 use crate::domain::command::Risk;
+use crate::executors::responses::{Report, ResultOutcome};
 use crate::service::ooc::view::rfc3339;
 
 /// The envelope version Bloodbank's model defaults to.
@@ -111,6 +112,8 @@ fn event(
         "source": {
             "host": host,
             "type": TRIGGER_TYPE,
+            // hookd's bridge wrote the trigger under both names; readers of either find it.
+            "trigger_type": TRIGGER_TYPE,
             "app": "chatgate",
             "meta": {"tenant_id": envelope.tenant_id, "channel": envelope.channel},
         },
@@ -126,29 +129,6 @@ fn event(
         event_id,
         correlation_id: envelope.correlation_id.to_string(),
     }
-}
-
-/// What an agent said, read from its routing key and body.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Report {
-    /// `.ack`: the agent took the command.
-    Ack { command_id: Uuid },
-    /// `.result`: done (`success`), done with caveats (`partial`), or done before (`skipped`, the
-    /// agent's own dedupe); `detail` is what becomes the command's result.
-    Result { command_id: Uuid, outcome: ResultOutcome, detail: Value },
-    /// `.error`: the agent could not do it; `detail` is `{code, message, retryable, ...}`.
-    Error { command_id: Uuid, retryable: bool, retry_after: Option<Duration>, detail: Value },
-    /// `agent.{name}.state.changed`.
-    State { state: AgentState },
-}
-
-/// The `outcome` values of Bloodbank's command result.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ResultOutcome {
-    Success,
-    Partial,
-    Skipped,
 }
 
 /// Why a message from the bus could not be read.

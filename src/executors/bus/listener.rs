@@ -3,7 +3,6 @@
 //! delivery's ACK or a move of the agent machine. A message is acknowledged to the broker once
 //! what it says is stored; a storage failure leaves it with the broker for another try.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,22 +15,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::domain::agent::Agent;
 use crate::domain::agent::AgentState;
-use crate::domain::retry::RetryPolicy;
-use crate::executors::acks::{AckError, AckRequest, apply_ack, redispatch_later};
 use crate::executors::bus::Bus;
-use crate::executors::bus::bloodbank::{self, Report};
+use crate::executors::bus::bloodbank;
+use crate::executors::responses::{Agents, Report, answer, keep_listening};
 use crate::service::engine::Engine;
-
-/// An agent on the bus: the executor it is configured as, and how soon a command it declined
-/// for now (a retryable `.error` before any ack) is handed to it again.
-#[derive(Debug, Clone)]
-pub struct BusAgent {
-    pub target: String,
-    pub policy: RetryPolicy,
-}
-
-/// The agents a listener serves, by name.
-pub type Agents = BTreeMap<String, BusAgent>;
 
 /// How often a listener waiting for deliveries checks that its connection is still up.
 const LIVENESS_CHECK: Duration = Duration::from_secs(1);
@@ -39,28 +26,11 @@ const LIVENESS_CHECK: Duration = Duration::from_secs(1);
 /// Listens on the gateway's queue until `stopping`, connecting again after any failure.
 /// `targets` says which executor (target) each agent is configured as.
 pub async fn listen(bus: Arc<Bus>, targets: Agents, engine: Engine, stopping: CancellationToken) {
-    const FIRST_BACKOFF: Duration = Duration::from_millis(200);
-    let mut backoff = FIRST_BACKOFF;
-    loop {
-        let started = std::time::Instant::now();
-        let session = consume(&bus, &targets, &engine, &stopping);
-        tokio::select! {
-            () = stopping.cancelled() => return,
-            result = session => if let Err(error) = result {
-                tracing::warn!(%error, exchange = %bus.exchange, "bus listener lost the broker; connecting again");
-            },
-        }
-        // A session that ran a while was a working connection: the broker went away since, so
-        // start again from a short wait; quick failures back off up to 10 s.
-        if started.elapsed() > Duration::from_secs(5) {
-            backoff = FIRST_BACKOFF;
-        }
-        tokio::select! {
-            () = stopping.cancelled() => return,
-            () = tokio::time::sleep(backoff) => {}
-        }
-        backoff = (backoff * 2).min(Duration::from_secs(10));
-    }
+    let name = format!("amqp exchange {}", bus.exchange);
+    keep_listening(&name, &stopping, || async {
+        consume(&bus, &targets, &engine, &stopping).await.map_err(|e| e.to_string())
+    })
+    .await;
 }
 
 async fn consume(
@@ -159,61 +129,4 @@ async fn mirror_state(engine: &Engine, target: &str, reported: AgentState) -> Re
         .await
         .map(|_| ())
         .map_err(|_| ())
-}
-
-/// Applies one agent response to its command's delivery; `Err` only when it should be
-/// delivered again. A result or an error is the delivery ACK too when no ack came before it
-/// (Bloodbank's adapter answers a replay or an expired command without one); an error that
-/// says it is retryable, before any ack, hands the command to the agent again later.
-async fn answer(engine: &Engine, agent: &BusAgent, report: Report) -> Result<(), ()> {
-    let (command_id, ack) = match report {
-        Report::Ack { command_id } => (command_id, AckRequest::delivery(&agent.target)),
-        Report::Result { command_id, detail, .. } => (command_id, AckRequest::succeeded(&agent.target, detail)),
-        Report::Error { command_id, retryable, retry_after, detail } => {
-            if retryable {
-                let delay = agent.policy.next_delay(1, retry_after).unwrap_or(agent.policy.initial);
-                let target = &agent.target;
-                match redispatch_later(engine, command_id, target, detail.clone(), delay, now()).await {
-                    // Not waiting for the agent any more (it acked, or there is no such delivery):
-                    // the error is the execution's failure.
-                    Err(AckError::NoDelivery(_) | AckError::NotFound) => {}
-                    outcome => return record(outcome),
-                }
-            }
-            (command_id, AckRequest::failed(&agent.target, detail))
-        }
-        Report::State { .. } => return Ok(()),
-    };
-    let command = match engine.store().commands().get_unscoped(command_id).await {
-        Ok(Some(command)) => command,
-        Ok(None) => {
-            tracing::warn!(%command_id, "a response for an unknown command; dropped");
-            return Ok(());
-        }
-        Err(error) => {
-            tracing::warn!(%error, "cannot read the command of a response");
-            return Err(());
-        }
-    };
-    record(apply_ack(engine, &command.envelope.tenant_id, command_id, &ack, now()).await.map(|_| ()))
-}
-
-/// `Err` (keep the message) only when storage failed; a refusal is recorded where possible and
-/// never retried.
-fn record(outcome: Result<(), AckError>) -> Result<(), ()> {
-    match outcome {
-        Ok(()) => Ok(()),
-        Err(AckError::Engine(error)) => {
-            tracing::warn!(%error, "cannot record a response");
-            Err(())
-        }
-        Err(error) => {
-            tracing::info!(%error, "agent response refused");
-            Ok(())
-        }
-    }
-}
-
-fn now() -> OffsetDateTime {
-    OffsetDateTime::now_utc()
 }

@@ -1,0 +1,193 @@
+//! NATS JetStream executors against a real `nats-server -js` (`CHATGATE_TEST_NATS_URL`; `.ci/run`
+//! starts one): each command published as Bloodbank's `invocation.start` CloudEvent and validated
+//! against Bloodbank's schemas by a test agent written from Bloodbank's contract
+//! ([`crate::nats_agent`]), which starts, completes, fails with a code, declines for now, repeats
+//! its events and answers out of order; every command ends as the agent said, once, on both
+//! backends. And a server of the test's own, restarted while commands are pending: nothing lost,
+//! nothing done twice.
+
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::e2e_amqp::{all_settled, ask, states};
+use crate::helpers::{Backend, TestApp, TestDb, spawn_app_with};
+use crate::nats_agent::{self, Ledger};
+
+const NATS_ENV: &str = "CHATGATE_TEST_NATS_URL";
+
+/// A gateway whose `orders` executor is Bloodbank on NATS, and the test agent serving it, on
+/// subjects of their own (`t{run}.bloodbank.…`) so that tests sharing a server never meet.
+struct Rig {
+    app: TestApp,
+    ledger: Ledger,
+    stopping: CancellationToken,
+    agent: tokio::task::JoinHandle<()>,
+    url: String,
+    prefix: String,
+}
+
+impl Rig {
+    async fn start(db: &TestDb, url: &str) -> Self {
+        let prefix = format!("t{}.bloodbank", uuid::Uuid::now_v7().simple());
+        let mut config = db.config.clone();
+        config.outbound.poll_interval_ms = 20;
+        let orders = config.executors.get_mut("orders").expect("orders");
+        orders.url = url.to_owned();
+        orders.subject_prefix = Some(prefix.clone());
+        orders.request_timeout_ms = 2_000;
+        orders.max_attempts = Some(500);
+        orders.backoff_initial_ms = 100;
+        orders.backoff_max_ms = 500;
+        let (ledger, stopping) = (Ledger::default(), CancellationToken::new());
+        let agent = tokio::spawn(nats_agent::run(
+            url.to_owned(),
+            prefix.clone(),
+            "orders".into(),
+            ledger.clone(),
+            stopping.clone(),
+        ));
+        let app = spawn_app_with(db, config).await;
+        Self { app, ledger, stopping, agent, url: url.to_owned(), prefix }
+    }
+
+    /// Every command ended as the agent said: 13 with its code, 19 denied with its code, the rest
+    /// executed (17 after one decline, 11 and 15 whatever the order and number of their events).
+    fn check(&self, settled: &[(String, String, Option<String>)]) {
+        for (order, state, reason) in settled {
+            let expected = match order.as_str() {
+                o if o.ends_with("13") => ("failed", Some("ORDER_LOCKED")),
+                o if o.ends_with("19") => ("failed", Some("ROUTE_DENIED")),
+                _ => ("executed", None),
+            };
+            assert_eq!((state.as_str(), reason.as_deref()), expected, "order {order}");
+        }
+        assert_eq!(self.ledger.violations(), Vec::<String>::new(), "every command validates as Bloodbank's");
+        let effects = self.ledger.effects.lock().expect("lock").clone();
+        let executed = settled.iter().filter(|(_, s, _)| s == "executed").count();
+        assert_eq!(effects.len(), executed, "one effect per executed command: {effects:?}");
+        assert!(effects.values().all(|n| *n == 1), "nothing done twice");
+    }
+
+    async fn stop(self) {
+        self.stopping.cancel();
+        let _ = self.agent.await;
+        self.app.stop().await.expect("stop");
+        // The server is shared: leave nothing behind.
+        if let Ok(client) = async_nats::connect(self.url.as_str()).await {
+            let context = async_nats::jetstream::new(client);
+            let name = self.prefix.to_uppercase().replace(['.', '-'], "_");
+            for suffix in ["COMMANDS", "EVENTS"] {
+                let _ = context.delete_stream(format!("{name}_{suffix}")).await;
+            }
+        }
+    }
+}
+
+/// The delivery log of order 17 holds the decline, and the evidence of 13 and 19 their codes.
+async fn told_as_the_agent_said(db: &TestDb) {
+    let mut conn = db.raw().await;
+    let declined = "SELECT COUNT(*) FROM delivery_events d JOIN deliveries v ON v.id = d.delivery_id \
+        JOIN commands c ON c.command_id = v.command_id \
+        WHERE c.args LIKE '%\"17\"%' AND d.outcome = 'refused' AND d.detail LIKE '%AGENT_BUSY%'";
+    let row = sqlx::query(declined).fetch_one(&mut conn).await.expect("delivery log");
+    assert_eq!(sqlx::Row::try_get::<i64, _>(&row, 0).expect("count"), 1, "order 17 was declined once, then done");
+    let evidence = "SELECT COUNT(*) FROM evidence e JOIN commands c ON c.command_id = e.command_id \
+        WHERE c.args LIKE $1 AND e.body LIKE $2";
+    for (order, said) in [("13", "the order is locked"), ("19", "no route to orders"), ("1", "shipped")] {
+        let row = sqlx::query(evidence).bind(format!("%\"{order}\"%")).bind(format!("%{said}%")).fetch_one(&mut conn);
+        let count: i64 = sqlx::Row::get(&row.await.expect("evidence"), 0);
+        assert!(count >= 1, "order {order}: no evidence saying {said}");
+    }
+}
+
+async fn round_trip(backend: Backend) {
+    let Ok(url) = std::env::var(NATS_ENV) else {
+        eprintln!("skipped: {NATS_ENV} is not set");
+        return;
+    };
+    let Some(db) = TestDb::new(backend).await else {
+        eprintln!("skipped: no {backend:?} database");
+        return;
+    };
+    let rig = Rig::start(&db, &url).await;
+    ask(&rig.app, &db, 1..=20).await;
+    let settled = all_settled(&db, 20, Duration::from_secs(30)).await;
+    rig.check(&settled);
+    told_as_the_agent_said(&db).await;
+    rig.stop().await;
+    if backend == Backend::Postgres {
+        db.drop_database().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn commands_round_trip_over_nats_jetstream_on_sqlite() {
+    round_trip(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn commands_round_trip_over_nats_jetstream_on_postgres() {
+    round_trip(Backend::Postgres).await;
+}
+
+/// A `nats-server -js` of the test's own, on a port and a store directory it keeps across a restart.
+struct OwnServer {
+    port: u16,
+    store: tempfile::TempDir,
+    process: std::process::Child,
+}
+
+impl OwnServer {
+    fn start(port: u16, store: tempfile::TempDir) -> Self {
+        let process = std::process::Command::new("nats-server")
+            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+            .arg(store.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("nats-server (Debian's package; .ci/run installs it)");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "nats-server did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self { port, store, process }
+    }
+
+    /// Stops it as a service manager does (SIGTERM), and waits for it to be gone.
+    fn stop(mut self) -> (u16, tempfile::TempDir) {
+        let pid = self.process.id().to_string();
+        let _ = std::process::Command::new("kill").args(["-TERM", &pid]).status();
+        let _ = self.process.wait();
+        (self.port, self.store)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_nats_restart_with_commands_pending_loses_nothing_and_doubles_nothing() {
+    if std::env::var(NATS_ENV).is_err() {
+        eprintln!("skipped: {NATS_ENV} is not set");
+        return;
+    }
+    let server = OwnServer::start(crate::cli::free_port(), tempfile::tempdir().expect("a store directory"));
+    let url = format!("nats://127.0.0.1:{}", server.port);
+    let db = TestDb::new(Backend::Sqlite).await.expect("sqlite");
+    let rig = Rig::start(&db, &url).await;
+    ask(&rig.app, &db, 1..=10).await;
+    all_settled(&db, 10, Duration::from_secs(30)).await;
+
+    // More commands, the server goes away while they are handed over, and more come while it is away.
+    ask(&rig.app, &db, 11..=20).await;
+    let (port, store) = server.stop();
+    ask(&rig.app, &db, 21..=30).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let pending = states(&db).await.iter().filter(|(_, s, _)| s != "executed" && s != "failed").count();
+    assert!(pending >= 10, "commands wait while NATS is away ({pending} pending)");
+    let server = OwnServer::start(port, store);
+    let settled = all_settled(&db, 30, Duration::from_secs(90)).await;
+    rig.check(&settled);
+    assert_eq!(settled.iter().filter(|(_, s, _)| s == "executed").count(), 28, "nothing lost ({pending} pending)");
+    rig.stop().await;
+    drop(server.stop());
+}
