@@ -303,3 +303,58 @@ async fn the_trace_context_travels_in_the_amqp_headers_to_bloodbank_agents() {
     }
     let _ = channel.exchange_delete(exchange.as_str().into(), lapin::options::ExchangeDeleteOptions::default()).await;
 }
+
+/// On NATS, the trace context rides in the CloudEvent itself (the CloudEvents distributed-tracing
+/// extension): `traceparent` is the dispatch's, in the trace of the hook call, and the command still
+/// validates against Bloodbank's schema (whose `traceparent` has a pattern of its own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_trace_context_travels_in_the_cloudevent_to_agents_on_nats() {
+    use futures_util::StreamExt;
+    let Ok(url) = std::env::var("CHATGATE_TEST_NATS_URL") else {
+        eprintln!("skipped: CHATGATE_TEST_NATS_URL is not set");
+        return;
+    };
+    let prefix = format!("t{}.bloodbank", uuid::Uuid::now_v7().simple());
+    let client = async_nats::connect(url.as_str()).await.expect("NATS");
+    let mut commands = client.subscribe(format!("{prefix}.cmd.v1.agent.invocation.start")).await.expect("subscribe");
+    let (collector, spans) = otlp_receiver().await;
+    let config = ConfigDir::shipped(|config| {
+        let shipping = format!("[executors.shipping]\nurl = \"{url}\"\nsubject_prefix = \"{prefix}\"\n");
+        config.replace("agents = [\"orders\"]", "agents = [\"orders\", \"shipping\"]") + "\n" + &shipping
+    });
+    let database = format!("sqlite://{}/chatgate.db", config.dir.path().display());
+    let env = [
+        ("CHATGATE_DATABASE_URL", database.as_str()),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.as_str()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+    ];
+    let gateway = crate::process::start(&config.path(), &env).await;
+    let caller_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let called = reqwest::Client::new()
+        .post(gateway.url("/hooks/agent"))
+        .bearer_auth("demo-hooks-token-change-me")
+        .header("traceparent", format!("00-{caller_trace}-00f067aa0ba902b7-01"))
+        .json(&json!({"message": "ship order 9", "agentId": "shipping"}))
+        .send()
+        .await
+        .expect("hook call");
+    assert_eq!(called.status(), StatusCode::OK);
+    let command = called.json::<serde_json::Value>().await.expect("json")["runId"].as_str().expect("runId").to_owned();
+    let published =
+        tokio::time::timeout(Duration::from_secs(20), commands.next()).await.expect("a command").expect("one");
+    let event: serde_json::Value = serde_json::from_slice(&published.payload).expect("a JSON CloudEvent");
+    assert_eq!(crate::nats_agent::Schemas::get().errors("start", &event), Vec::<String>::new());
+    let dispatch = until("the dispatch span", || {
+        let spans = spans.lock().expect("lock");
+        spans.iter().find(|s| s.name == "dispatch shipping" && s.command.as_deref() == Some(&command)).cloned()
+    })
+    .await;
+    assert_eq!(event["traceparent"], format!("00-{caller_trace}-{}-01", dispatch.span_id));
+    assert_eq!(event["command_id"], command.as_str());
+    drop(gateway);
+    let context = async_nats::jetstream::new(client);
+    let name = prefix.to_uppercase().replace('.', "_");
+    for suffix in ["COMMANDS", "EVENTS"] {
+        let _ = context.delete_stream(format!("{name}_{suffix}")).await;
+    }
+}
