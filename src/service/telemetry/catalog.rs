@@ -56,7 +56,7 @@ pub const FAMILIES: &[Family] = &[
     counter("chatgate_event_streams_refused_total", "Event streams refused, by the limit reached."),
     counter("chatgate_unknown_sender_refusals_unsent_total", "Refusals to strangers not sent, over budget."),
     alone(counter("chatgate_connections_refused_total", "Connections refused at the connection limit.")),
-    alone(counter("chatgate_bus_unreadable_total", "Bus messages that could not be read.")),
+    alone(counter("chatgate_bus_unreadable_total", "Agent messages from RabbitMQ or NATS that could not be read.")),
     Family {
         name: "chatgate_ack_latency_seconds",
         kind: Kind::Histogram,
