@@ -84,9 +84,24 @@ impl Rig {
     }
 }
 
-/// The delivery log of order 17 holds the decline, and the evidence of 13 and 19 their codes.
+/// The delivery log of order 17 holds the decline; those of 11 and 15 the repeated and the late
+/// events, kept without moving anything (CMB §8: duplicates create no transition, out-of-order ACKs
+/// are rejected and logged); the evidence of 13 and 19 holds their codes.
 async fn told_as_the_agent_said(db: &TestDb) {
     let mut conn = db.raw().await;
+    let kept = "SELECT COUNT(*) FROM delivery_events d JOIN deliveries v ON v.id = d.delivery_id \
+        JOIN commands c ON c.command_id = v.command_id WHERE c.args LIKE $1 AND d.outcome <> 'moved'";
+    for order in ["11", "15"] {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let row = sqlx::query(kept).bind(format!("%\"{order}\"%")).fetch_one(&mut conn).await.expect("log");
+            if sqlx::Row::get::<i64, _>(&row, 0) >= 1 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "order {order}: the repeated or late event is not in the delivery log");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
     let declined = "SELECT COUNT(*) FROM delivery_events d JOIN deliveries v ON v.id = d.delivery_id \
         JOIN commands c ON c.command_id = v.command_id \
         WHERE c.args LIKE '%\"17\"%' AND d.outcome = 'refused' AND d.detail LIKE '%AGENT_BUSY%'";
