@@ -113,7 +113,8 @@ impl Executor {
                 }
             }
             Self::Nats { stream, agent } => {
-                let event = cloudevents::invocation_start(agent, envelope, ids.message, OffsetDateTime::now_utc());
+                let address = (ids.message, stream.command_subject());
+                let event = cloudevents::invocation_start(agent, envelope, address, OffsetDateTime::now_utc());
                 match stream.publish(&event).await {
                     Ok(()) => CallOutcome::Handed,
                     Err(error) => CallOutcome::Retry { error, retry_after: None },

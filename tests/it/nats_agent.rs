@@ -221,9 +221,10 @@ impl Agent<'_> {
         if let (Some(data), Some(fields)) = (data.as_object_mut(), fields.as_object()) {
             data.extend(fields.clone());
         }
+        let subject = format!("{}.evt.v1.agent.invocation.{action}", self.prefix);
         let event = json!({
             "specversion": "1.0", "id": Uuid::new_v4(), "source": format!("urn:33god:agent:{}", self.name),
-            "type": format!("bloodbank.v1.agent.invocation.{action}"), "subject": format!("invocations/{invocation}"),
+            "type": format!("bloodbank.v1.agent.invocation.{action}"), "subject": subject,
             "time": time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339)
                 .unwrap_or_default(),
             "datacontenttype": "application/json", "correlationid": command["correlationid"],
@@ -233,7 +234,6 @@ impl Agent<'_> {
         });
         let errors = Schemas::get().errors(action, &event);
         assert!(errors.is_empty(), "the test agent's own {action} breaks Bloodbank's schema: {errors:?}");
-        let subject = format!("{}.evt.v1.agent.invocation.{action}", self.prefix);
         let ack = self.context.publish(subject, event.to_string().into()).await.map_err(|e| e.to_string())?;
         ack.await.map(|_| ()).map_err(|e| e.to_string())
     }

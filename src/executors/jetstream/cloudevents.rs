@@ -23,6 +23,7 @@ use crate::service::ooc::view::rfc3339;
 /// The CloudEvents `type` of the command, and its Bloodbank schema reference.
 pub const START_TYPE: &str = "bloodbank.v1.agent.invocation.start";
 const START_SCHEMA: &str = "bloodbank.v1.agent.invocation.start.v1";
+const START_DATASCHEMA: &str = "apicurio://holyfields/bloodbank.v1.agent.invocation.start/versions/1";
 /// The `source` of everything this gateway publishes (Bloodbank's `urn:33god:service:<name>`).
 const SOURCE: &str = "urn:33god:service:chatgate";
 const PRODUCER: &str = "chatgate";
@@ -37,9 +38,11 @@ pub struct InvocationStart {
     pub source: &'static str,
     #[serde(rename = "type")]
     pub event_type: &'static str,
+    /// The NATS subject it is published on (Bloodbank: the canonical subject bound to its type).
     pub subject: String,
     pub time: String,
     pub datacontenttype: &'static str,
+    pub dataschema: &'static str,
     pub correlationid: Uuid,
     pub causationid: Option<Uuid>,
     pub producer: &'static str,
@@ -92,8 +95,13 @@ pub struct InvocationContext {
     pub ttl_ms: i128,
 }
 
-/// `command_id`'s invocation for `agent`, handed over as event `id`.
-pub fn invocation_start(agent: &str, envelope: &CommandEnvelope, id: Uuid, now: OffsetDateTime) -> InvocationStart {
+/// The command's invocation for `agent`, handed over as event `id` on `subject`.
+pub fn invocation_start(
+    agent: &str,
+    envelope: &CommandEnvelope,
+    (id, subject): (Uuid, String),
+    now: OffsetDateTime,
+) -> InvocationStart {
     let as_uuid = |text: &str| text.parse::<Uuid>().ok();
     let ttl_ms = envelope.expires_at.map_or(0, |at| (at - now).whole_milliseconds().max(1));
     let trace: HashMap<String, String> = crate::service::telemetry::current_headers();
@@ -102,9 +110,10 @@ pub fn invocation_start(agent: &str, envelope: &CommandEnvelope, id: Uuid, now: 
         id,
         source: SOURCE,
         event_type: START_TYPE,
-        subject: format!("commands/{}", envelope.command_id),
+        subject,
         time: rfc3339(now),
         datacontenttype: "application/json",
+        dataschema: START_DATASCHEMA,
         // A root command's correlation is its own id (Bloodbank's rule), unless the gateway's
         // correlation id is itself a UUID.
         correlationid: as_uuid(envelope.correlation_id.as_str()).unwrap_or(envelope.command_id),
