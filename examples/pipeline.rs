@@ -4,7 +4,8 @@
 //!   CHATGATE_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/postgres cargo run --release --example pipeline
 //!
 //! In one run, on the same machine and with the same load generator:
-//! 1. the anchor: a bare axum handler that checks the same HMAC and parses the same JSON;
+//! 1. the anchors: a bare axum handler that checks the same HMAC and parses the same JSON, and the
+//!    same plus one durable SQLite row per webhook by group commit (`common::anchors`);
 //! 2. chatgate (the release binary, a fresh database, rate limits lifted so that every webhook is a
 //!    real admission): `--webhooks` signed single-message webhooks, read commands (`order status N`)
 //!    from `--people` people, sent flat out over `--connections`: the ingest rate and latency; and
@@ -13,20 +14,19 @@
 //!    last webhook's 200); the gateway's peak RSS;
 //! 3. the same on PostgreSQL when `CHATGATE_TEST_POSTGRES_URL` is set (a fresh database, dropped after).
 //!
-//! It prints each figure and its ratio to the anchor.
+//! It prints each figure, chatgate's ingest as a fraction of both anchors, and issue #31's goals.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use chatgate::channels::whatsapp::{payload, signature};
+use chatgate::channels::whatsapp::signature;
 use clap::Parser;
 
 mod common;
+use common::goals::{Anchors, Goals};
 use common::{NUMBER, SECRET, fire, free_port, gateway_binary, peak_rss_mb, percentile, serve, signed, start_gateway};
 use tokio::sync::Mutex;
 
@@ -67,18 +67,6 @@ fn bodies(args: &Args, run: &str) -> Arc<Vec<(Vec<u8>, String)>> {
 
 fn person(n: usize) -> String {
     format!("1666{n:07}")
-}
-
-/// The anchor: the same signature check and the same parser, nothing stored.
-async fn anchor(headers: HeaderMap, body: Bytes) -> StatusCode {
-    let header = headers.get(signature::HEADER).map(|v| v.as_bytes());
-    if signature::verify(SECRET.as_bytes(), header, &body).is_err() {
-        return StatusCode::UNAUTHORIZED;
-    }
-    match payload::parse(&body) {
-        Ok(_) => StatusCode::OK,
-        Err(_) => StatusCode::BAD_REQUEST,
-    }
 }
 
 /// The Graph API stand-in: accepts every message and notes when it came, and when the reply to
@@ -134,7 +122,7 @@ fn configure(dir: &Path, port: u16, database_url: &str, graph: &str, people: usi
 }
 
 /// One backend's run: ingest and end to end.
-async fn pipeline(args: &Args, backend: &str, database_url: &str, anchor_rate: f64) -> anyhow::Result<()> {
+async fn pipeline(args: &Args, backend: &str, database_url: &str, anchors: Anchors) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let graph = Graph::default();
     let graph_url =
@@ -174,9 +162,11 @@ async fn pipeline(args: &Args, backend: &str, database_url: &str, anchor_rate: f
         percentile(&latency, 0.99)
     );
     println!(
-        "{backend}: ingest {:.0} webhooks/s ({:.1}% of the anchor), p50 {:.1?} p99 {:.1?}, {} failed",
+        "{backend}: ingest {:.0} webhooks/s ({:.3}x the bare handler, {:.3}x the durable inbox), p50 {:.1?} p99 {:.1?}, \
+         {} failed",
         load.rate(),
-        100.0 * load.rate() / anchor_rate,
+        load.rate() / anchors.bare,
+        load.rate() / anchors.durable,
         load.p(0.5),
         load.p(0.99),
         load.failed
@@ -203,6 +193,7 @@ async fn pipeline(args: &Args, backend: &str, database_url: &str, anchor_rate: f
         half.to_reply.len()
     );
     let goals = Goals {
+        anchors,
         end_to_end: replies.len() as f64 / end_to_end.as_secs_f64(),
         drain,
         ingest: load.rate(),
@@ -295,42 +286,6 @@ async fn half_load(args: &Args, base: &str, graph: &Graph, rate: f64, run: &str)
     HalfLoad { rate, ingest, to_reply }
 }
 
-/// The issue's goals, and whether this run met them.
-struct Goals {
-    end_to_end: f64,
-    drain: Duration,
-    ingest: f64,
-    half_ingest_p99: Duration,
-    half_reply_p99: Duration,
-    peak_rss_mb: f64,
-}
-
-impl Goals {
-    fn print(&self, backend: &str) {
-        let verdict = |met: bool| if met { "met" } else { "NOT met" };
-        let floor = if backend == "sqlite" { 2_000.0 } else { 1_000.0 };
-        println!("{backend}: goals —");
-        println!(
-            "  end to end >= {floor:.0} commands/s: {:.0}, {}",
-            self.end_to_end,
-            verdict(self.end_to_end >= floor)
-        );
-        println!("  drained within 2 s: {:.2?}, {}", self.drain, verdict(self.drain <= Duration::from_secs(2)));
-        if backend == "sqlite" {
-            println!("  ingest >= 10,000 webhooks/s: {:.0}, {}", self.ingest, verdict(self.ingest >= 10_000.0));
-        }
-        let ms = |d: Duration| d.as_secs_f64() * 1_000.0;
-        println!(
-            "  at half load, ingest p99 <= 20 ms: {:.1} ms, {}; webhook to reply p99 <= 25 ms: {:.1} ms, {}",
-            ms(self.half_ingest_p99),
-            verdict(self.half_ingest_p99 <= Duration::from_millis(20)),
-            ms(self.half_reply_p99),
-            verdict(self.half_reply_p99 <= Duration::from_millis(25))
-        );
-        println!("  peak RSS <= 64 MB: {:.1} MB, {}", self.peak_rss_mb, verdict(self.peak_rss_mb <= 64.0));
-    }
-}
-
 /// Webhooks one at a time, each timed from its send to its reply reaching the Graph stand-in.
 async fn light_load_latency(args: &Args, base: &str, graph: &Graph) -> Vec<Duration> {
     let client = reqwest::Client::new();
@@ -377,20 +332,32 @@ async fn drop_postgres(url: &str, name: &str) -> anyhow::Result<()> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let anchor_url = serve(Router::new().route("/webhooks/whatsapp", post(anchor))).await;
-    let anchor_load = fire(&format!("{anchor_url}/webhooks/whatsapp"), bodies(&args, "anchor"), args.connections).await;
-    println!(
-        "anchor (HMAC + parse, nothing stored): {:.0} webhooks/s, p50 {:.1?} p99 {:.1?}",
-        anchor_load.rate(),
-        anchor_load.p(0.5),
-        anchor_load.p(0.99)
-    );
     let dir = tempfile::tempdir()?;
+    let bare_url = serve(Router::new().route("/webhooks/whatsapp", post(common::anchors::bare))).await;
+    let bare = fire(&format!("{bare_url}/webhooks/whatsapp"), bodies(&args, "bare"), args.connections).await;
+    println!(
+        "anchor, bare handler (HMAC + parse, nothing stored): {:.0} webhooks/s, p50 {:.1?} p99 {:.1?}",
+        bare.rate(),
+        bare.p(0.5),
+        bare.p(0.99)
+    );
+    let durable_url = serve(common::anchors::durable_inbox(dir.path()).await?).await;
+    let durable = fire(&format!("{durable_url}/webhooks/whatsapp"), bodies(&args, "inbox"), args.connections).await;
+    println!(
+        "anchor, durable inbox (the same + one SQLite row per webhook, group commit, fsynced): {:.0} webhooks/s \
+         ({:.3}x the bare handler), p50 {:.1?} p99 {:.1?}, {} failed",
+        durable.rate(),
+        durable.rate() / bare.rate(),
+        durable.p(0.5),
+        durable.p(0.99),
+        durable.failed
+    );
+    let anchors = Anchors { bare: bare.rate(), durable: durable.rate() };
     let sqlite = format!("sqlite://{}", dir.path().join("bench.db").display());
-    pipeline(&args, "sqlite", &sqlite, anchor_load.rate()).await?;
+    pipeline(&args, "sqlite", &sqlite, anchors).await?;
     if let Ok(url) = std::env::var("CHATGATE_TEST_POSTGRES_URL") {
         let (database, name) = fresh_postgres(&url).await?;
-        let outcome = pipeline(&args, "postgres", &database, anchor_load.rate()).await;
+        let outcome = pipeline(&args, "postgres", &database, anchors).await;
         drop_postgres(&url, &name).await?;
         outcome?;
     }

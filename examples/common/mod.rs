@@ -3,6 +3,9 @@
 
 #![allow(dead_code)]
 
+pub mod anchors;
+pub mod goals;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
