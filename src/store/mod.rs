@@ -30,6 +30,7 @@ mod outbound;
 mod outbox;
 mod postgres;
 mod rate_limits;
+pub use rate_limits::{Chain, Take};
 mod registry_versions;
 mod repos;
 mod rows;
@@ -358,18 +359,6 @@ impl Store {
     /// store share it); the first observer set stays. Returns whether this one was set.
     pub fn observe_moves(&self, observer: Arc<dyn signals::MoveObserver>) -> bool {
         self.signals.observe(observer)
-    }
-
-    /// A connection for a statement of its own, failing fast (and saying so to the breaker) while
-    /// the database is unreachable.
-    pub(crate) async fn connection(&self) -> Result<sqlx::pool::PoolConnection<Any>, StoreError> {
-        if self.breaker.is_open() {
-            return Err(StoreError::Unavailable("the database was unreachable a moment ago".into()));
-        }
-        self.pool.acquire().await.map_err(|e| {
-            self.breaker.failed();
-            StoreError::Unavailable(format!("cannot reach the database: {e}"))
-        })
     }
 
     pub(crate) fn pool(&self) -> &AnyPool {

@@ -50,6 +50,7 @@ mod reference_docs;
 mod reload;
 mod scale_out;
 mod security_headers;
+mod shared_limits;
 mod strangers;
 mod tenancy;
 mod traces;

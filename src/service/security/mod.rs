@@ -12,6 +12,7 @@ pub mod policy;
 pub mod ratelimit;
 pub mod registries;
 pub mod sessions;
+pub mod shared_takes;
 pub mod stepup;
 
 use std::path::Path;

@@ -10,6 +10,8 @@ use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 use crate::config::{Rate, RateLimitConfig};
+use crate::service::security::shared_takes::SharedTakes;
+use crate::store::{Store, StoreError, Take};
 
 /// What a limit counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +58,8 @@ pub struct Limits {
     /// One keyed limiter per budget, in `Budget::ALL`'s order.
     limiters: Vec<DefaultKeyedRateLimiter<String>>,
     clock: DefaultClock,
+    /// The batching writer of the shared budgets, started on the first shared take.
+    shared: std::sync::OnceLock<SharedTakes>,
 }
 
 impl std::fmt::Debug for Limits {
@@ -73,7 +77,7 @@ fn quota(rate: Rate) -> Quota {
 impl Limits {
     pub fn new(config: &RateLimitConfig) -> Self {
         let limiters = Budget::ALL.iter().map(|b| RateLimiter::keyed(quota(b.rate(config)))).collect();
-        Self { rates: config.clone(), limiters, clock: DefaultClock::default() }
+        Self { rates: config.clone(), limiters, clock: DefaultClock::default(), shared: std::sync::OnceLock::new() }
     }
 
     /// Takes one from `key`'s `budget` in this process. `Err` says how long until one more.
@@ -86,34 +90,47 @@ impl Limits {
     /// (on PostgreSQL, where several gateways can run); a lone SQLite gateway counts in memory.
     pub async fn take(
         &self,
-        store: &crate::store::Store,
+        store: &Store,
         budget: Budget,
         key: &str,
         now: time::OffsetDateTime,
-    ) -> Result<Result<(), Duration>, crate::store::StoreError> {
-        if !self.rates.shared || store.backend() != crate::config::BackendKind::Postgres {
-            return Ok(self.take_here(budget, key));
-        }
-        let rate = budget.rate(&self.rates);
-        let interval_ms = (60_000 / i64::from(rate.per_minute.max(1))).max(1);
-        let key = format!("{}|{key}", budget.name());
-        let taken = store.rate_limits().take(&key, interval_ms, i64::from(rate.burst.max(1)), now).await?;
-        Ok(taken.map_err(|wait_ms| Duration::from_millis(u64::try_from(wait_ms).unwrap_or(1))))
+    ) -> Result<Result<(), Duration>, StoreError> {
+        self.take_chain(store, &[(budget, key)], now).await
     }
 
     /// One inbound message from `actor` of `tenant`: the tenant's limit, then the actor's.
     pub async fn inbound_shared(
         &self,
-        store: &crate::store::Store,
+        store: &Store,
         tenant: &str,
         actor: &str,
         now: time::OffsetDateTime,
-    ) -> Result<Result<(), Duration>, crate::store::StoreError> {
-        let tenant_ok = self.take(store, Budget::Tenant, tenant, now).await?;
-        if tenant_ok.is_err() {
-            return Ok(tenant_ok);
+    ) -> Result<Result<(), Duration>, StoreError> {
+        let actor = format!("{tenant}|{actor}");
+        self.take_chain(store, &[(Budget::Tenant, tenant), (Budget::Actor, &actor)], now).await
+    }
+
+    /// `takes` in order, stopping at the first refused; shared ones through the batching writer.
+    async fn take_chain(
+        &self,
+        store: &Store,
+        takes: &[(Budget, &str)],
+        now: time::OffsetDateTime,
+    ) -> Result<Result<(), Duration>, StoreError> {
+        if !self.rates.shared || store.backend() != crate::config::BackendKind::Postgres {
+            return Ok(takes.iter().try_for_each(|(budget, key)| self.take_here(*budget, key)));
         }
-        self.take(store, Budget::Actor, &format!("{tenant}|{actor}"), now).await
+        let chain = takes
+            .iter()
+            .map(|(budget, key)| {
+                let rate = budget.rate(&self.rates);
+                let interval_ms = (60_000 / i64::from(rate.per_minute.max(1))).max(1);
+                Take { key: format!("{}|{key}", budget.name()), interval_ms, burst: i64::from(rate.burst.max(1)) }
+            })
+            .collect();
+        let writer = self.shared.get_or_init(|| SharedTakes::start(store.clone()));
+        let taken = writer.take(chain, now).await?;
+        Ok(taken.map_err(|wait_ms| Duration::from_millis(u64::try_from(wait_ms).unwrap_or(1))))
     }
 
     /// One API request from a client (a token's issuer and subject).
