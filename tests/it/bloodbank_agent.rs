@@ -87,14 +87,14 @@ pub struct CommandPayload {
     pub command_payload: Map<String, Value>,
 }
 
-/// What the agent saw and did, for the test to check.
+/// What a test agent (this one, or the NATS one) saw and did, for the test to check.
 #[derive(Clone, Default)]
 pub struct Ledger {
     /// Effects per idempotency key (more than 1 is a double execution).
     pub effects: Arc<Mutex<HashMap<String, u32>>>,
-    /// Commands received per idempotency key.
+    /// Commands received per idempotency key (RabbitMQ) or command id (NATS).
     pub seen: Arc<Mutex<HashMap<String, u32>>>,
-    /// What did not read as Bloodbank's models say it must.
+    /// What did not read as Bloodbank's models or schemas say it must.
     pub violations: Arc<Mutex<Vec<String>>>,
     /// Every command body, as published.
     pub bodies: Arc<Mutex<Vec<Value>>>,
@@ -103,6 +103,10 @@ pub struct Ledger {
 impl Ledger {
     pub fn violations(&self) -> Vec<String> {
         self.violations.lock().expect("lock").clone()
+    }
+
+    pub fn violation(&self, what: String) {
+        self.violations.lock().expect("lock").push(what);
     }
 }
 
@@ -175,7 +179,7 @@ impl Agent<'_> {
         let command = match check(routing_key, properties, &body) {
             Ok(command) => command,
             Err(violation) => {
-                self.ledger.violations.lock().expect("lock").push(violation);
+                self.ledger.violation(violation);
                 return Ok(());
             }
         };

@@ -9,7 +9,7 @@
 //! `command_id`, the way the order number says (see [`Agent::handle`]).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, Context};
@@ -17,6 +17,8 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
+
+pub use crate::bloodbank_agent::Ledger;
 
 const CONTRACTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/contracts/bloodbank");
 const BASE: &str = "https://33god.dev/schemas";
@@ -61,29 +63,6 @@ impl Schemas {
     pub fn errors(&self, action: &str, instance: &Value) -> Vec<String> {
         let validator = &self.validators[action];
         validator.iter_errors(instance).map(|e| format!("{}: {e}", e.instance_path())).collect()
-    }
-}
-
-/// What the agent saw and did, for the test to check.
-#[derive(Clone, Default)]
-pub struct Ledger {
-    /// Effects per idempotency key (more than 1 is a double execution).
-    pub effects: Arc<Mutex<HashMap<String, u32>>>,
-    /// Commands received per command id.
-    pub seen: Arc<Mutex<HashMap<String, u32>>>,
-    /// What did not validate against Bloodbank's schemas or rules.
-    pub violations: Arc<Mutex<Vec<String>>>,
-    /// Every command, as published.
-    pub bodies: Arc<Mutex<Vec<Value>>>,
-}
-
-impl Ledger {
-    pub fn violations(&self) -> Vec<String> {
-        self.violations.lock().expect("lock").clone()
-    }
-
-    fn violation(&self, what: String) {
-        self.violations.lock().expect("lock").push(what);
     }
 }
 

@@ -218,6 +218,54 @@ async fn without_an_endpoint_nothing_is_exported_or_propagated() {
     assert_eq!(call.1, "", "no traceparent is sent");
 }
 
+/// A gateway whose `shipping` agent is `executor` (its lines of TOML), exporting its traces to a
+/// receiver stand-in, after a hook call in trace `caller` (`trace id-span id`) asked it to ship
+/// an order: the gateway, what was exported, and the command's id.
+struct Shipping {
+    _config: ConfigDir,
+    _gateway: Gateway,
+    spans: Spans,
+    command: String,
+}
+
+async fn ship_in_a_trace(executor: &str, caller: &str) -> Shipping {
+    let (collector, spans) = otlp_receiver().await;
+    let config = ConfigDir::shipped(|config| {
+        let shipping = format!("[executors.shipping]\n{executor}");
+        config.replace("agents = [\"orders\"]", "agents = [\"orders\", \"shipping\"]") + "\n" + &shipping
+    });
+    let database = format!("sqlite://{}/chatgate.db", config.dir.path().display());
+    let env = [
+        ("CHATGATE_DATABASE_URL", database.as_str()),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.as_str()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+    ];
+    let gateway = crate::process::start(&config.path(), &env).await;
+    let called = reqwest::Client::new()
+        .post(gateway.url("/hooks/agent"))
+        .bearer_auth("demo-hooks-token-change-me")
+        .header("traceparent", format!("00-{caller}-01"))
+        .json(&json!({"message": "ship order 9", "agentId": "shipping"}))
+        .send()
+        .await
+        .expect("hook call");
+    assert_eq!(called.status(), StatusCode::OK);
+    let command = called.json::<serde_json::Value>().await.expect("json")["runId"].as_str().expect("runId").to_owned();
+    Shipping { _config: config, _gateway: gateway, spans, command }
+}
+
+impl Shipping {
+    /// The `traceparent` the agent should have been given: the dispatch span's, in the caller's trace.
+    async fn dispatch_traceparent(&self, caller_trace: &str) -> String {
+        let dispatch = until("the dispatch span", || {
+            let spans = self.spans.lock().expect("lock");
+            spans.iter().find(|s| s.name == "dispatch shipping" && s.command.as_deref() == Some(&self.command)).cloned()
+        })
+        .await;
+        format!("00-{caller_trace}-{}-01", dispatch.span_id)
+    }
+}
+
 /// A Bloodbank agent's queue on the test exchange: what the gateway publishes for `agent`.
 async fn agent_queue(url: &str, exchange: &str, queue: &str, agent: &str) -> (lapin::Connection, lapin::Consumer) {
     use lapin::options::{BasicConsumeOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
@@ -256,30 +304,9 @@ async fn the_trace_context_travels_in_the_amqp_headers_to_bloodbank_agents() {
     let (exchange, queue, responses) =
         (format!("test.traces.{run}"), format!("test.traces.agent.{run}"), format!("test.traces.gateway.{run}"));
     let (connection, mut consumer) = agent_queue(&url, &exchange, &queue, "shipping").await;
-    let (collector, spans) = otlp_receiver().await;
-    let config = ConfigDir::shipped(|config| {
-        let shipping =
-            format!("[executors.shipping]\nurl = \"{url}\"\nexchange = \"{exchange}\"\nqueue = \"{responses}\"\n");
-        config.replace("agents = [\"orders\"]", "agents = [\"orders\", \"shipping\"]") + "\n" + &shipping
-    });
-    let database = format!("sqlite://{}/chatgate.db", config.dir.path().display());
-    let env = [
-        ("CHATGATE_DATABASE_URL", database.as_str()),
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.as_str()),
-        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
-    ];
-    let gateway = crate::process::start(&config.path(), &env).await;
     let caller_trace = "0af7651916cd43dd8448eb211c80319c";
-    let called = reqwest::Client::new()
-        .post(gateway.url("/hooks/agent"))
-        .bearer_auth("demo-hooks-token-change-me")
-        .header("traceparent", format!("00-{caller_trace}-b7ad6b7169203331-01"))
-        .json(&json!({"message": "ship order 9", "agentId": "shipping"}))
-        .send()
-        .await
-        .expect("hook call");
-    assert_eq!(called.status(), StatusCode::OK);
-    let command = called.json::<serde_json::Value>().await.expect("json")["runId"].as_str().expect("runId").to_owned();
+    let executor = format!("url = \"{url}\"\nexchange = \"{exchange}\"\nqueue = \"{responses}\"\n");
+    let shipping = ship_in_a_trace(&executor, &format!("{caller_trace}-b7ad6b7169203331")).await;
     let delivery = tokio::time::timeout(Duration::from_secs(20), consumer.next())
         .await
         .expect("a command on the bus")
@@ -290,13 +317,8 @@ async fn the_trace_context_travels_in_the_amqp_headers_to_bloodbank_agents() {
         Some(lapin::types::AMQPValue::LongString(value)) => value.to_string(),
         other => panic!("no traceparent in the AMQP headers: {other:?}"),
     };
-    let dispatch = until("the dispatch span", || {
-        let spans = spans.lock().expect("lock");
-        spans.iter().find(|s| s.name == "dispatch shipping" && s.command.as_deref() == Some(&command)).cloned()
-    })
-    .await;
-    assert_eq!(traceparent, format!("00-{caller_trace}-{}-01", dispatch.span_id));
-    drop(gateway);
+    assert_eq!(traceparent, shipping.dispatch_traceparent(caller_trace).await);
+    drop(shipping);
     let channel = connection.create_channel().await.expect("channel");
     for queue in [queue, responses] {
         let _ = channel.queue_delete(queue.as_str().into(), lapin::options::QueueDeleteOptions::default()).await;
@@ -317,41 +339,16 @@ async fn the_trace_context_travels_in_the_cloudevent_to_agents_on_nats() {
     let prefix = format!("t{}.bloodbank", uuid::Uuid::now_v7().simple());
     let client = async_nats::connect(url.as_str()).await.expect("NATS");
     let mut commands = client.subscribe(format!("{prefix}.cmd.v1.agent.invocation.start")).await.expect("subscribe");
-    let (collector, spans) = otlp_receiver().await;
-    let config = ConfigDir::shipped(|config| {
-        let shipping = format!("[executors.shipping]\nurl = \"{url}\"\nsubject_prefix = \"{prefix}\"\n");
-        config.replace("agents = [\"orders\"]", "agents = [\"orders\", \"shipping\"]") + "\n" + &shipping
-    });
-    let database = format!("sqlite://{}/chatgate.db", config.dir.path().display());
-    let env = [
-        ("CHATGATE_DATABASE_URL", database.as_str()),
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.as_str()),
-        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
-    ];
-    let gateway = crate::process::start(&config.path(), &env).await;
     let caller_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
-    let called = reqwest::Client::new()
-        .post(gateway.url("/hooks/agent"))
-        .bearer_auth("demo-hooks-token-change-me")
-        .header("traceparent", format!("00-{caller_trace}-00f067aa0ba902b7-01"))
-        .json(&json!({"message": "ship order 9", "agentId": "shipping"}))
-        .send()
-        .await
-        .expect("hook call");
-    assert_eq!(called.status(), StatusCode::OK);
-    let command = called.json::<serde_json::Value>().await.expect("json")["runId"].as_str().expect("runId").to_owned();
+    let executor = format!("url = \"{url}\"\nsubject_prefix = \"{prefix}\"\n");
+    let shipping = ship_in_a_trace(&executor, &format!("{caller_trace}-00f067aa0ba902b7")).await;
     let published =
         tokio::time::timeout(Duration::from_secs(20), commands.next()).await.expect("a command").expect("one");
     let event: serde_json::Value = serde_json::from_slice(&published.payload).expect("a JSON CloudEvent");
     assert_eq!(crate::nats_agent::Schemas::get().errors("start", &event), Vec::<String>::new());
-    let dispatch = until("the dispatch span", || {
-        let spans = spans.lock().expect("lock");
-        spans.iter().find(|s| s.name == "dispatch shipping" && s.command.as_deref() == Some(&command)).cloned()
-    })
-    .await;
-    assert_eq!(event["traceparent"], format!("00-{caller_trace}-{}-01", dispatch.span_id));
-    assert_eq!(event["command_id"], command.as_str());
-    drop(gateway);
+    assert_eq!(event["traceparent"], shipping.dispatch_traceparent(caller_trace).await);
+    assert_eq!(event["command_id"], shipping.command.as_str());
+    drop(shipping);
     let context = async_nats::jetstream::new(client);
     let name = prefix.to_uppercase().replace('.', "_");
     for suffix in ["COMMANDS", "EVENTS"] {
