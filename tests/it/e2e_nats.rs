@@ -4,7 +4,7 @@
 //! ([`crate::nats_agent`]), which starts, completes, fails with a code, declines for now, repeats
 //! its events and answers out of order; every command ends as the agent said, once, on both
 //! backends. And a server of the test's own, restarted while commands are pending: nothing lost,
-//! nothing done twice.
+//! nothing done twice, on both backends too.
 
 use std::time::{Duration, Instant};
 
@@ -179,15 +179,17 @@ impl OwnServer {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_nats_restart_with_commands_pending_loses_nothing_and_doubles_nothing() {
+async fn restart_mid_run(backend: Backend) {
     if std::env::var(NATS_ENV).is_err() {
         eprintln!("skipped: {NATS_ENV} is not set");
         return;
     }
+    let Some(db) = TestDb::new(backend).await else {
+        eprintln!("skipped: no {backend:?} database");
+        return;
+    };
     let server = OwnServer::start(crate::cli::free_port(), tempfile::tempdir().expect("a store directory"));
     let url = format!("nats://127.0.0.1:{}", server.port);
-    let db = TestDb::new(Backend::Sqlite).await.expect("sqlite");
     let rig = Rig::start(&db, &url).await;
     ask(&rig.app, &db, 1..=10).await;
     all_settled(&db, 10, Duration::from_secs(30)).await;
@@ -205,4 +207,17 @@ async fn a_nats_restart_with_commands_pending_loses_nothing_and_doubles_nothing(
     assert_eq!(settled.iter().filter(|(_, s, _)| s == "executed").count(), 28, "nothing lost ({pending} pending)");
     rig.stop().await;
     drop(server.stop());
+    if backend == Backend::Postgres {
+        db.drop_database().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_nats_restart_with_commands_pending_loses_nothing_and_doubles_nothing_on_sqlite() {
+    restart_mid_run(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_nats_restart_with_commands_pending_loses_nothing_and_doubles_nothing_on_postgres() {
+    restart_mid_run(Backend::Postgres).await;
 }
