@@ -116,24 +116,35 @@ async fn told_as_the_agent_said(db: &TestDb) {
     }
 }
 
-async fn round_trip(backend: Backend) {
+/// The NATS server's URL and a fresh database of `backend`, or `None` (said) when either is not
+/// configured.
+async fn nats_and_database(backend: Backend) -> Option<(String, TestDb)> {
     let Ok(url) = std::env::var(NATS_ENV) else {
         eprintln!("skipped: {NATS_ENV} is not set");
-        return;
+        return None;
     };
     let Some(db) = TestDb::new(backend).await else {
         eprintln!("skipped: no {backend:?} database");
-        return;
+        return None;
     };
+    Some((url, db))
+}
+
+async fn drop_database(db: TestDb, backend: Backend) {
+    if backend == Backend::Postgres {
+        db.drop_database().await;
+    }
+}
+
+async fn round_trip(backend: Backend) {
+    let Some((url, db)) = nats_and_database(backend).await else { return };
     let rig = Rig::start(&db, &url).await;
     ask(&rig.app, &db, 1..=20).await;
     let settled = all_settled(&db, 20, Duration::from_secs(30)).await;
     rig.check(&settled);
     told_as_the_agent_said(&db).await;
     rig.stop().await;
-    if backend == Backend::Postgres {
-        db.drop_database().await;
-    }
+    drop_database(db, backend).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -180,14 +191,8 @@ impl OwnServer {
 }
 
 async fn restart_mid_run(backend: Backend) {
-    if std::env::var(NATS_ENV).is_err() {
-        eprintln!("skipped: {NATS_ENV} is not set");
-        return;
-    }
-    let Some(db) = TestDb::new(backend).await else {
-        eprintln!("skipped: no {backend:?} database");
-        return;
-    };
+    // The shared server's URL only says that NATS tests run: this one has a server of its own.
+    let Some((_, db)) = nats_and_database(backend).await else { return };
     let server = OwnServer::start(crate::cli::free_port(), tempfile::tempdir().expect("a store directory"));
     let url = format!("nats://127.0.0.1:{}", server.port);
     let rig = Rig::start(&db, &url).await;
@@ -207,9 +212,7 @@ async fn restart_mid_run(backend: Backend) {
     assert_eq!(settled.iter().filter(|(_, s, _)| s == "executed").count(), 28, "nothing lost ({pending} pending)");
     rig.stop().await;
     drop(server.stop());
-    if backend == Backend::Postgres {
-        db.drop_database().await;
-    }
+    drop_database(db, backend).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

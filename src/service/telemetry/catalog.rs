@@ -31,6 +31,11 @@ const fn gauge(name: &'static str, help: &'static str) -> Family {
     Family { name, kind: Kind::Gauge, help, labelled: true }
 }
 
+/// A histogram: one series (its buckets, sum and count), without labels.
+const fn histogram(name: &'static str, help: &'static str) -> Family {
+    Family { name, kind: Kind::Histogram, help, labelled: false }
+}
+
 /// A family of one series, without labels.
 const fn alone(family: Family) -> Family {
     Family { labelled: false, ..family }
@@ -57,18 +62,8 @@ pub const FAMILIES: &[Family] = &[
     counter("chatgate_unknown_sender_refusals_unsent_total", "Refusals to strangers not sent, over budget."),
     alone(counter("chatgate_connections_refused_total", "Connections refused at the connection limit.")),
     alone(counter("chatgate_bus_unreadable_total", "Agent messages from RabbitMQ or NATS that could not be read.")),
-    Family {
-        name: "chatgate_ack_latency_seconds",
-        kind: Kind::Histogram,
-        help: "Seconds from a command's receipt to its executor's acknowledgement.",
-        labelled: false,
-    },
-    Family {
-        name: "chatgate_result_latency_seconds",
-        kind: Kind::Histogram,
-        help: "Seconds from a command's receipt to its result.",
-        labelled: false,
-    },
+    histogram("chatgate_ack_latency_seconds", "Seconds from a command's receipt to its executor's acknowledgement."),
+    histogram("chatgate_result_latency_seconds", "Seconds from a command's receipt to its result."),
     alone(gauge("chatgate_event_streams", "Event streams open on this instance.")),
     gauge("chatgate_store_up", "1 when the database answered the last scrape's figures, else 0."),
     gauge("chatgate_outbox_pending", "Outbox rows waiting, by kind."),
