@@ -6,9 +6,11 @@ use axum::http::StatusCode;
 
 use crate::domain::standard_webhooks::SignatureRefusal;
 use crate::service::engine::EngineError;
+use crate::service::intake::inbox::InboxError;
 use crate::store::StoreError;
 
-/// A refusal of the caller's input: never worth a retry as it is.
+/// A refusal of the caller's input (never worth a retry as it is), or of the delivery for now
+/// (a full inbox: 503 with `Retry-After`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Refusal {
     pub status: StatusCode,
@@ -78,6 +80,23 @@ impl From<SignatureRefusal> for ChannelError {
     }
 }
 
+impl From<InboxError> for ChannelError {
+    fn from(error: InboxError) -> Self {
+        match error {
+            InboxError::Full { backlog, retry_after_secs } => {
+                Refusal::new(StatusCode::SERVICE_UNAVAILABLE, "backlog_full", "Service Unavailable")
+                    .detail(format!(
+                        "{backlog} messages wait for admission, the most this gateway holds; nothing of this \
+                         delivery was stored. Send it again later."
+                    ))
+                    .retry_after(retry_after_secs)
+                    .into()
+            }
+            InboxError::Store(error) => Self::Store(error),
+        }
+    }
+}
+
 /// How a webhook ended, the `outcome` label of `chatgate_webhooks_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WebhookOutcome {
@@ -94,6 +113,7 @@ impl WebhookOutcome {
             Ok(_) => Self::Accepted,
             Err(ChannelError::Refused(r)) if r.status == StatusCode::UNAUTHORIZED => Self::BadSignature,
             Err(ChannelError::Refused(r)) if r.status == StatusCode::NOT_FOUND => Self::UnknownApp,
+            Err(ChannelError::Refused(r)) if r.status.is_server_error() => Self::Unavailable,
             Err(ChannelError::Refused(_)) => Self::Malformed,
             Err(_) => Self::Unavailable,
         }

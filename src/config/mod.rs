@@ -6,6 +6,7 @@
 
 mod directory;
 mod executors;
+mod ingest;
 mod interpolate;
 mod protections;
 mod secret;
@@ -20,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 pub use directory::DirectoryConfig;
 pub use executors::{DEFAULT_EXCHANGE, DEFAULT_RESPONSE_QUEUE, ExecutorConfig, ExecutorTarget};
+pub use ingest::{Acknowledge, IngestConfig};
 pub use interpolate::{InterpolationError, interpolate};
 pub use protections::{EventsConfig, MetricsConfig};
 pub use secret::{BackendKind, DatabaseUrl, Secret};
@@ -82,6 +84,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     #[serde(default)]
     pub directory: DirectoryConfig,
+    #[serde(default)]
+    pub ingest: IngestConfig,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -29,6 +29,9 @@ impl Config {
             ("outbound.request_timeout_ms", self.outbound.request_timeout_ms),
             ("outbound.max_attempts", u64::from(self.outbound.max_attempts)),
             ("outbound.confirmation_sweep_ms", self.outbound.confirmation_sweep_ms),
+            ("ingest.max_backlog", self.ingest.max_backlog),
+            ("ingest.admission_batch", self.ingest.admission_batch.max(0) as u64),
+            ("ingest.lease_secs", self.ingest.lease_secs),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
             return Err(ConfigError::Invalid(format!("{name} must be greater than 0")));

@@ -8,8 +8,9 @@ use crate::domain::command::Channel;
 
 use crate::domain::command::ExternalId;
 
-/// A message a person sent, as a channel adapter parsed it.
-#[derive(Debug, Clone, PartialEq)]
+/// A message a person sent, as a channel adapter parsed it (and as the inbox keeps it until it
+/// is admitted).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct InboundMessage {
     pub channel: Channel,
     /// The provider's id (`wamid...`, `SM...`): the transport dedupe key.
@@ -36,7 +37,7 @@ pub struct InboundMessage {
 }
 
 /// Where replies go from and to, in the provider's own terms.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Addresses {
     /// Ours: the number the person wrote to.
     pub business: String,
@@ -47,7 +48,7 @@ pub struct Addresses {
     pub conversation: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Content {
     Text(String),
     /// A tap on an interactive button or list row, or on a template's quick-reply button.

@@ -52,7 +52,9 @@ impl Services {
         let executors = config.executors.keys().cloned().collect();
         let registry = Registries::new(registry, store.clone(), executors, config.idempotency.default_window());
         let policy = Policy { registry, tenants, people, security, agents };
-        let ingress = Ingress::new(engine.clone(), policy.clone(), stored, Arc::new(crate::service::ooc::Precheck));
+        let readers = (stored, Arc::new(crate::service::ooc::Precheck) as Arc<dyn crate::service::intake::Precheck>);
+        let inbox = crate::service::intake::inbox::Inbox::new(store.clone(), &config.ingest);
+        let ingress = Ingress::new(engine.clone(), policy.clone(), readers, inbox);
         let streams = EventStreams::new(store.clone(), &config.events);
         let figures = Arc::default();
         let templates = Live::new(templates);

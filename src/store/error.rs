@@ -38,6 +38,18 @@ pub enum StoreError {
     Database(sqlx::Error),
 }
 
+impl StoreError {
+    /// Whether doing the same again later may pass: the database was away, full, crossed by
+    /// another transaction, or moved on. A refused value or a corrupt row fails the same way
+    /// every time.
+    pub fn is_retryable(&self) -> bool {
+        !matches!(
+            self,
+            Self::InvalidValue(_) | Self::Corrupt(_) | Self::Config(_) | Self::Migrate(_) | Self::CommandNotFound(_)
+        )
+    }
+}
+
 impl From<sqlx::Error> for StoreError {
     fn from(error: sqlx::Error) -> Self {
         use sqlx::Error as E;

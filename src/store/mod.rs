@@ -26,6 +26,7 @@ mod evidence;
 mod feed;
 mod health;
 mod inbound;
+mod inbox;
 mod outbound;
 mod outbox;
 mod postgres;
@@ -66,11 +67,12 @@ pub use directory::{
 pub use error::StoreError;
 pub use evidence::{AuditReport, ChainReport, StoredArtifact};
 pub use inbound::{DeliveryStatus, InboundOutcome, NewInbound};
+pub use inbox::{Entered, InboxEntry, Lease, NewInboxEntry};
 pub use outbound::{OutboundRecord, Recorded};
 pub use outbox::{ClaimedMessage, MESSAGE_KIND, NOTICE_KIND, NewOutboxMessage, OutboxSettle, ReplyTo};
 pub use repos::{
     Agents, ApiKeys, Commands, Confirmations, Console, Dedupe, Deliveries, Directory, Evidence, Identities, Inbound,
-    Outbox, RateLimits, RegistryVersions, Tokens,
+    Inbox, Outbox, RateLimits, RegistryVersions, Tokens,
 };
 pub use signals::{CommittedMove, MoveObserver};
 pub use snapshot::{SNAPSHOT_QUERIES, Snapshot};

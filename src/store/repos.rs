@@ -82,6 +82,12 @@ pub struct Inbound<'a> {
     pub(crate) store: &'a Store,
 }
 
+/// Verified provider messages waiting for admission.
+#[derive(Clone, Copy)]
+pub struct Inbox<'a> {
+    pub(crate) store: &'a Store,
+}
+
 /// Messages and dispatches to send: claims, leases and what became of them.
 #[derive(Clone, Copy)]
 pub struct Outbox<'a> {
@@ -121,6 +127,10 @@ impl Store {
 
     pub fn directory(&self) -> Directory<'_> {
         Directory { store: self }
+    }
+
+    pub fn inbox(&self) -> Inbox<'_> {
+        Inbox { store: self }
     }
 
     pub fn identities(&self) -> Identities<'_> {

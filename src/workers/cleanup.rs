@@ -1,5 +1,6 @@
-//! Removes dedupe records whose window has passed (IDS §VIII.C), and used step-up tokens an hour
-//! after they expired (by then no clock skew can make them valid again).
+//! Removes dedupe records whose window has passed (IDS §VIII.C), used step-up tokens an hour
+//! after they expired (by then no clock skew can make them valid again), and inbox rows an hour
+//! after their admission (a later redelivery is still recognized by its inbound record).
 
 use std::time::Duration;
 
@@ -19,6 +20,9 @@ pub(super) async fn run(store: Store, every: Duration, stopping: CancellationTok
         let an_hour_ago = OffsetDateTime::now_utc() - Duration::from_secs(3600);
         if let Err(error) = store.tokens().purge_consumed(an_hour_ago).await {
             tracing::warn!(%error, "used-token cleanup failed");
+        }
+        if let Err(error) = store.inbox().forget_admitted(an_hour_ago).await {
+            tracing::warn!(%error, "inbox cleanup failed");
         }
     })
     .await;

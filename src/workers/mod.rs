@@ -1,8 +1,9 @@
-//! Workers: the background loops fed by the database — dispatch and its timers, the outbound
+//! Workers: the background loops fed by the database — admission from the inbox, dispatch and its timers, the outbound
 //! sender, confirmation expiry, identity lookups, clean-up. Each stops when the token is cancelled. Imports every
 //! layer below it except `http` and `cli`: `domain`, `config`, `store`, `service`, `channels`
 //! (the provider clients) and `executors`.
 
+mod admission;
 mod cleanup;
 mod confirmations;
 mod dispatch;
@@ -60,6 +61,7 @@ impl Workers {
 pub fn spawn(state: &Services, stopping: CancellationToken) -> Workers {
     let tracker = TaskTracker::new();
     let config = &state.config;
+    tracker.spawn(admission::run(state.clone(), stopping.clone()));
     tracker.spawn(cleanup::run(state.store.clone(), config.idempotency.cleanup_interval(), stopping.clone()));
     tracker.spawn(memory::run(Duration::from_secs(10), stopping.clone()));
     let sweep = Duration::from_millis(config.outbound.confirmation_sweep_ms);

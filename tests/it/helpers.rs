@@ -127,6 +127,11 @@ impl TestDb {
         config.server.listen = "127.0.0.1:0".into();
         // Tests send bursts from one actor; the rate-limit tests set their own limits.
         config.rate_limits.actor = chatgate::config::Rate { per_minute: 60_000, burst: 10_000 };
+        // Most tests read what a webhook came to right after its answer: their gateways answer once
+        // the delivery is admitted (the inbox's own tests, and the conformance runner, answer at
+        // durability, as shipped).
+        config.ingest.acknowledge = chatgate::config::Acknowledge::Admitted;
+        config.ingest.admission_wait_ms = 10_000;
         // Tests sign in to the console often, all from 127.0.0.1.
         config.rate_limits.sign_in = chatgate::config::Rate { per_minute: 60_000, burst: 10_000 };
         tweak(&mut config);

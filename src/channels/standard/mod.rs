@@ -25,8 +25,10 @@ use crate::domain::message::Content;
 use crate::domain::message::InboundMessage;
 use crate::domain::standard_webhooks::{self, Signed};
 use crate::service::Services;
+use crate::config::Acknowledge;
 use crate::service::intake::Handled;
-use crate::store::NewInbound;
+use crate::service::intake::inbox::Received;
+use crate::store::{Entered, NewInbound};
 
 /// What a delivery came to.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,17 +56,39 @@ pub async fn receive(
     let payload: Value = serde_json::from_slice(body).map_err(|e| bad(format!("The body is not JSON: {e}")))?;
     if let Some(mapping) = &source.message {
         let message = chat_message(name, &id, mapping, &payload).map_err(bad)?;
-        let handled = state.ingress.handle(&message, OffsetDateTime::now_utc()).await?;
+        let delivered = store_message(state, message).await?;
         metrics::counter!("chatgate_webhooks_total", "channel" => "standard", "outcome" => "accepted").increment(1);
-        let command_id = match &handled {
-            Handled::Command { command_id, .. } => Some(*command_id),
-            _ => None,
-        };
-        return Ok(Delivered::Handled { outcome: handled.outcome(), command_id });
+        return Ok(delivered);
     }
     let command_id = submit(state, headers, command(name, &id, source, payload)?).await?.command_id();
     metrics::counter!("chatgate_webhooks_total", "channel" => "standard", "outcome" => "accepted").increment(1);
     Ok(Delivered::Accepted(command_id))
+}
+
+/// A `message` source's delivery stored in the inbox; what it came to when `ingest.acknowledge`
+/// waits for its admission, else `accepted` (or `redelivered`: stored before).
+async fn store_message(state: &Services, message: InboundMessage) -> Result<Delivered, ChannelError> {
+    let config = &state.config.ingest;
+    let wait = config.acknowledge == Acknowledge::Admitted;
+    let received = state.ingress.receive(std::slice::from_ref(&message), wait).await?;
+    let handled = match received.into_iter().next() {
+        Some(Received { entered: Entered::New(_), outcome: Some(outcome) }) => {
+            let wait = std::time::Duration::from_millis(config.admission_wait_ms);
+            tokio::time::timeout(wait, outcome).await.ok().and_then(Result::ok)
+        }
+        Some(Received { entered: Entered::New(_), outcome: None }) => None,
+        _ => Some(Handled::Redelivered),
+    };
+    Ok(match handled {
+        Some(handled) => {
+            let command_id = match &handled {
+                Handled::Command { command_id, .. } => Some(*command_id),
+                _ => None,
+            };
+            Delivered::Handled { outcome: handled.outcome(), command_id }
+        }
+        None => Delivered::Handled { outcome: "accepted", command_id: None },
+    })
 }
 
 /// The three Standard Webhooks headers of a request.

@@ -1,7 +1,8 @@
 //! Twilio Messaging (WhatsApp and SMS): `POST /webhooks/twilio`, form-encoded and signed with
 //! `X-Twilio-Signature` over the public URL and the parameters. The message goes through the same
-//! ingress as Meta's; the answer is TwiML carrying the replies due at once (a prompt, a refusal,
-//! help), and later replies (outcomes) go through Twilio's Messages API from the outbox.
+//! inbox and admission as Meta's; the answer waits for that admission (bounded) and is TwiML
+//! carrying the replies due at once (a prompt, a refusal, help); later replies (outcomes), and
+//! those of a message not admitted in time, go through Twilio's Messages API from the outbox.
 
 pub mod client;
 pub mod form;
@@ -16,7 +17,9 @@ use time::OffsetDateTime;
 
 use crate::channels::{ChannelError, Refusal, counted};
 use crate::service::Services;
-use crate::service::intake::reply_destination;
+use crate::service::intake::inbox::Received;
+use crate::service::intake::{Handled, reply_destination};
+use crate::store::Entered;
 
 /// Where Twilio reports what became of the messages we sent through its Messages API.
 pub const STATUS_PATH: &str = "/webhooks/twilio/status";
@@ -88,18 +91,33 @@ async fn status(state: &Services, uri: &Uri, headers: &HeaderMap, body: &[u8]) -
     Ok(())
 }
 
+/// The message goes into the inbox like any other, and the answer waits for its admission (at
+/// most the hold of its replies and `ingest.admission_wait_ms`) so that the replies it queued go
+/// back inline; past that the answer is empty and they go through the Messages API.
 async fn message(state: &Services, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Result<String, ChannelError> {
     let twilio = &state.config.twilio;
     let params = verified_form(state, uri, headers, body)?;
-    let message =
-        form::parse(&params, Duration::from_millis(twilio.inline_hold_ms)).map_err(|e| invalid_payload(&e))?;
-    let handled = state.ingress.handle(&message, OffsetDateTime::now_utc()).await?;
+    let hold = Duration::from_millis(twilio.inline_hold_ms);
+    let message = form::parse(&params, hold).map_err(|e| invalid_payload(&e))?;
+    let received = state.ingress.receive(std::slice::from_ref(&message), true).await?;
     let inbound = state.store.inbound();
-    // A redelivered webhook wrote nothing: Twilio retries when it did not get our answer, so it
-    // gets the first answer again (its replies were recorded as sent with it).
-    if handled.is_redelivery() {
-        let first = inbound.answer_of(&message.channel, &message.provider_message_id).await?;
-        return Ok(first.unwrap_or_else(|| twiml::response(&[])));
+    let wait = hold.min(Duration::from_millis(state.config.ingest.admission_wait_ms));
+    let admitted = match received.into_iter().next() {
+        Some(Received { entered: Entered::New(_), outcome: Some(outcome) }) => {
+            tokio::time::timeout(wait, outcome).await.ok().and_then(Result::ok)
+        }
+        _ => Some(Handled::Redelivered),
+    };
+    match admitted {
+        // Not admitted in time: its replies leave through the API once their hold ends.
+        None => return Ok(twiml::response(&[])),
+        // A redelivered webhook wrote nothing: Twilio retries when it did not get our answer,
+        // so it gets the first answer again (its replies were recorded as sent with it).
+        Some(handled) if handled.is_redelivery() => {
+            let first = inbound.answer_of(&message.channel, &message.provider_message_id).await?;
+            return Ok(first.unwrap_or_else(|| twiml::response(&[])));
+        }
+        Some(_) => {}
     }
     let lease = Duration::from_millis(state.config.outbound.lease_ms);
     let destination = reply_destination(&message);

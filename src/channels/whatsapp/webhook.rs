@@ -2,6 +2,7 @@
 //! deliveries read into messages and statuses that intake handles one at a time.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use axum::http::StatusCode;
 use serde::Serialize;
@@ -10,18 +11,24 @@ use time::OffsetDateTime;
 
 use super::{payload, signature};
 use crate::channels::{ChannelError, Refusal, counted};
-use crate::config::{Config, WhatsAppApp};
-use crate::service::engine::EngineError;
+use crate::config::{Acknowledge, Config, WhatsAppApp};
 use crate::service::intake::{Handled, Ingress};
+use crate::store::Entered;
 
 /// What a delivery came to, as the answer to Meta says it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct DeliverySummary {
     pub messages: usize,
     pub statuses: usize,
-    /// Messages that started a new command.
+    /// Messages stored in the inbox by this delivery, for admission.
+    pub stored: usize,
+    /// Stored messages not admitted when the answer went out (all of them, unless
+    /// `ingest.acknowledge` is `admitted`): they are admitted behind it.
+    pub pending: usize,
+    /// Messages admitted before the answer that started a new command.
     pub commands: usize,
-    /// Messages that repeated a command (its outcome replayed, or it is in progress).
+    /// Messages admitted before the answer that repeated a command (its outcome replayed, or it
+    /// is in progress).
     pub duplicates: usize,
     /// Messages seen before (a redelivered webhook): nothing new was written.
     pub redelivered: usize,
@@ -70,26 +77,41 @@ pub async fn receive(
         let delivery = payload::parse(body).map_err(|e| {
             Refusal::new(StatusCode::BAD_REQUEST, "invalid_payload", "Invalid payload").detail(e.to_string())
         })?;
-        Ok(handle_delivery(ingress, &delivery, OffsetDateTime::now_utc()).await?)
+        handle_delivery(ingress, &delivery, OffsetDateTime::now_utc()).await
     };
     counted("whatsapp", received.await)
 }
 
-/// Every message and status of a delivery, each committed on its own; the first storage failure
-/// answers 503 so that Meta retries, and the retry finds the committed ones already done.
+/// A delivery's messages stored in the inbox together (and, when `ingest.acknowledge` says so,
+/// waited for until admitted, bounded), then its statuses; a storage failure answers 503 so
+/// that Meta retries, and the retry finds what was stored already there.
 pub async fn handle_delivery(
     ingress: &Ingress,
     delivery: &payload::Delivery,
     now: OffsetDateTime,
-) -> Result<DeliverySummary, EngineError> {
+) -> Result<DeliverySummary, ChannelError> {
     let statuses = delivery.statuses.len() + delivery.unreadable_statuses;
     let mut summary = DeliverySummary { messages: delivery.messages.len(), statuses, ..Default::default() };
-    for message in &delivery.messages {
-        match ingress.handle(message, now).await? {
-            Handled::Command { outcome, .. } if outcome.is_duplicate() => summary.duplicates += 1,
-            Handled::Command { .. } => summary.commands += 1,
-            Handled::Redelivered => summary.redelivered += 1,
-            _ => {}
+    let config = ingress.inbox().config();
+    let wait = config.acknowledge == Acknowledge::Admitted;
+    let received = ingress.receive(&delivery.messages, wait).await?;
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(config.admission_wait_ms);
+    for received in received {
+        let Entered::New(_) = received.entered else {
+            summary.redelivered += 1;
+            continue;
+        };
+        summary.stored += 1;
+        let admitted = match received.outcome {
+            Some(outcome) => tokio::time::timeout_at(deadline, outcome).await.ok().and_then(Result::ok),
+            None => None,
+        };
+        match admitted {
+            None => summary.pending += 1,
+            Some(Handled::Command { outcome, .. }) if outcome.is_duplicate() => summary.duplicates += 1,
+            Some(Handled::Command { .. }) => summary.commands += 1,
+            Some(Handled::Redelivered) => summary.redelivered += 1,
+            Some(_) => {}
         }
     }
     for status in &delivery.statuses {

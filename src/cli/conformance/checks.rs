@@ -1,7 +1,7 @@
 //! What must follow a step, checked from outside: the answers, the commands' states and evidence
 //! over the API, the replies the provider stand-in took and the work the executor stand-in did.
-//! What the gateway does after answering (dispatch, replies) is waited for, up to `PATIENCE`, and
-//! a difference names what was expected and what was there.
+//! What the gateway does after answering (admission, dispatch, replies) is waited for, up to
+//! `PATIENCE`, and a difference names what was expected and what was there.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -36,6 +36,8 @@ where
 }
 
 pub async fn check(rig: &mut Rig, expect: &Expect, names: Option<&str>, answered: &Answered) -> Result<(), String> {
+    // The gateway answers webhooks once their messages are stored; admission follows.
+    eventually("the inbox admitted", |backlog: &f64| *backlog == 0.0, || rig.inbox_backlog()).await?;
     if let Some(name) = names {
         name_newest(rig, name).await?;
     }

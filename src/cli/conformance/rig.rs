@@ -146,6 +146,15 @@ impl Rig {
         Ok(body)
     }
 
+    /// The messages the gateway stored and has not admitted yet (`chatgate_inbox_backlog`; none
+    /// before the first webhook).
+    pub async fn inbox_backlog(&self) -> Result<f64, String> {
+        let response = self.client.get(self.url("/metrics")).send().await.map_err(|e| e.to_string())?;
+        let text = response.text().await.map_err(|e| format!("GET /metrics: {e}"))?;
+        let line = text.lines().find_map(|line| line.strip_prefix("chatgate_inbox_backlog "));
+        Ok(line.and_then(|value| value.trim().parse().ok()).unwrap_or(0.0))
+    }
+
     pub async fn command(&self, id: Uuid) -> Result<Value, String> {
         self.read(&format!("/v1/commands/{id}")).await
     }

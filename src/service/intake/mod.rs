@@ -25,6 +25,7 @@ mod first_moves;
 mod from_above;
 mod handled;
 mod identity;
+pub mod inbox;
 mod throttled;
 mod unadmitted;
 
@@ -61,6 +62,7 @@ pub struct Ingress {
     policy: Policy,
     stored: Arc<dyn StoredMessages>,
     precheck: Arc<dyn Precheck>,
+    inbox: inbox::Inbox,
 }
 
 impl std::fmt::Debug for Ingress {
@@ -70,8 +72,17 @@ impl std::fmt::Debug for Ingress {
 }
 
 impl Ingress {
-    pub fn new(engine: Engine, policy: Policy, stored: Arc<dyn StoredMessages>, precheck: Arc<dyn Precheck>) -> Self {
-        Self { engine, policy, stored, precheck }
+    pub fn new(
+        engine: Engine,
+        policy: Policy,
+        (stored, precheck): (Arc<dyn StoredMessages>, Arc<dyn Precheck>),
+        inbox: inbox::Inbox,
+    ) -> Self {
+        Self { engine, policy, stored, precheck, inbox }
+    }
+
+    pub fn inbox(&self) -> &inbox::Inbox {
+        &self.inbox
     }
 
     /// A stored message read again (see [`StoredMessages`]).

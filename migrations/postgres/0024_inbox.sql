@@ -1,0 +1,21 @@
+-- The inbox: every verified provider message, stored durably before the webhook is answered and
+-- admitted behind the answer (docs/ARCHITECTURE.md, "The path of one webhook"). One row per
+-- provider message: a redelivery finds its row. `owner` is the instance that admits it while
+-- `lease_until` lasts; past it (the instance died) another instance takes it over. Admitted rows
+-- stay, for recognizing redeliveries, until the clean-up removes them with the dedupe records.
+CREATE TABLE inbox (
+    id                  BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    channel             TEXT NOT NULL,
+    provider_message_id TEXT NOT NULL,
+    conversation_id     TEXT NOT NULL,
+    payload             TEXT NOT NULL,
+    hold_ms             BIGINT,
+    received_at         BIGINT NOT NULL,
+    owner               TEXT NOT NULL,
+    lease_until         BIGINT NOT NULL,
+    admitted_at         BIGINT,
+    UNIQUE (channel, provider_message_id)
+);
+CREATE INDEX inbox_pending ON inbox (id) WHERE admitted_at IS NULL;
+CREATE INDEX inbox_pending_by_conversation ON inbox (conversation_id, id) WHERE admitted_at IS NULL;
+CREATE INDEX inbox_admitted ON inbox (admitted_at) WHERE admitted_at IS NOT NULL;

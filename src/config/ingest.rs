@@ -1,0 +1,46 @@
+//! `[ingest]`: the inbox every verified webhook message goes into before its answer, and the
+//! admission behind it (docs/ARCHITECTURE.md, "The path of one webhook").
+
+use serde::{Deserialize, Serialize};
+
+/// What a provider's `200` waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Acknowledge {
+    /// The delivery's messages are durable in the inbox: admission runs behind the answer.
+    Durable,
+    /// The delivery's messages are admitted too (at most `admission_wait_ms`; past it the answer
+    /// goes out as `durable` would): the answer then says what each came to.
+    Admitted,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IngestConfig {
+    pub acknowledge: Acknowledge,
+    /// How long an answer that waits for admission (`admitted`; Twilio's TwiML) may wait.
+    pub admission_wait_ms: u64,
+    /// Messages stored and not yet admitted past which a webhook is answered 503 with
+    /// `Retry-After` (providers retry) and nothing of it is stored.
+    pub max_backlog: u64,
+    /// The `Retry-After` of that answer.
+    pub retry_after_secs: u64,
+    /// The most messages one admission pass claims.
+    pub admission_batch: i64,
+    /// How long an instance holds the messages it stored before another may admit them (it
+    /// renews the hold at every pass; only a dead instance's messages are taken over).
+    pub lease_secs: u64,
+}
+
+impl Default for IngestConfig {
+    fn default() -> Self {
+        Self {
+            acknowledge: Acknowledge::Durable,
+            admission_wait_ms: 2_000,
+            max_backlog: 100_000,
+            retry_after_secs: 5,
+            admission_batch: 512,
+            lease_secs: 30,
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! The inbox: verified provider messages stored before their webhook is answered, admitted
+//! behind the answer. Entering is one transaction for every delivery waiting (group commit); a
+//! message already there (a redelivery) is recognized by `(channel, provider message id)`.
+//! Admission claims rows in order, per owner: an instance admits what it stored while its lease
+//! lasts, and takes over another's rows only once that lease has run out (the instance died).
+
+use std::time::Duration;
+
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use crate::domain::command::{Channel, ExternalId};
+use crate::store::StoreError;
+use crate::store::rows::{Param, from_ms, insert_rows, int, opt_int, text, to_ms, update_rows};
+use crate::store::{BackendKind, Inbox};
+
+/// A message to store: what its channel reads it back from (`payload` and the conversation).
+#[derive(Debug, Clone)]
+pub struct NewInboxEntry {
+    pub channel: Channel,
+    pub provider_message_id: ExternalId,
+    /// `{channel}:{business number}:{person}`: admission keeps each one's order.
+    pub conversation_id: String,
+    pub payload: Value,
+    /// How long its replies are held for the webhook's own answer (Twilio's TwiML).
+    pub hold: Option<Duration>,
+}
+
+/// What entering one message came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entered {
+    /// Stored now, as row `id`.
+    New(i64),
+    /// Stored before (a redelivery): nothing written.
+    Seen,
+}
+
+/// A stored message claimed for admission.
+#[derive(Debug, Clone)]
+pub struct InboxEntry {
+    pub id: i64,
+    pub channel: String,
+    pub provider_message_id: String,
+    pub conversation_id: String,
+    pub payload: Value,
+    pub hold: Option<Duration>,
+    /// When the gateway stored it: the receipt time of everything admission writes for it.
+    pub received_at: OffsetDateTime,
+}
+
+/// Who admits the rows an instance enters, and until when before another may take them.
+#[derive(Debug, Clone, Copy)]
+pub struct Lease<'a> {
+    pub owner: &'a str,
+    pub until: OffsetDateTime,
+}
+
+const COLUMNS: usize = 8;
+const INSERT: &str = "INSERT INTO inbox (channel, provider_message_id, conversation_id, payload, hold_ms, received_at, \
+                      owner, lease_until)";
+const INSERT_TAIL: &str = "ON CONFLICT (channel, provider_message_id) DO NOTHING \
+                           RETURNING id, channel, provider_message_id";
+
+impl Inbox<'_> {
+    /// Stores every message of `deliveries` in one transaction: for each, whether it is new.
+    pub async fn enter(
+        self,
+        deliveries: &[Vec<NewInboxEntry>],
+        lease: Lease<'_>,
+        received_at: OffsetDateTime,
+    ) -> Result<Vec<Vec<Entered>>, StoreError> {
+        let rows: Vec<Vec<Param>> = deliveries.iter().flatten().map(|entry| row(entry, lease, received_at)).collect();
+        let mut tx = self.store.begin().await?;
+        let stored = insert_rows(&mut tx, INSERT, COLUMNS, rows, INSERT_TAIL).await?;
+        tx.commit().await?;
+        let mut ids = std::collections::HashMap::with_capacity(stored.len());
+        for row in &stored {
+            ids.insert((text(row, "channel")?, text(row, "provider_message_id")?), int(row, "id")?);
+        }
+        // A message twice in one delivery is entered once: its second copy is a redelivery.
+        let mut entered = |entry: &NewInboxEntry| {
+            let key = (entry.channel.to_string(), entry.provider_message_id.to_string());
+            ids.remove(&key).map_or(Entered::Seen, Entered::New)
+        };
+        Ok(deliveries.iter().map(|delivery| delivery.iter().map(&mut entered).collect()).collect())
+    }
+
+    /// Up to `limit` unadmitted rows, oldest first, now leased to `lease.owner`: its own, and
+    /// others' whose lease ended. A row waits while an older one of its conversation is another
+    /// live instance's, so that a conversation's messages are admitted in the order they came.
+    pub async fn claim(self, lease: Lease<'_>, now: OffsetDateTime, limit: i64) -> Result<Vec<InboxEntry>, StoreError> {
+        let lock = match self.store.backend() {
+            BackendKind::Postgres => "FOR UPDATE SKIP LOCKED",
+            BackendKind::Sqlite => "",
+        };
+        let sql = format!(
+            "UPDATE inbox SET owner = $1, lease_until = $2 WHERE id IN (
+                 SELECT id FROM inbox i WHERE admitted_at IS NULL AND (owner = $1 OR lease_until <= $3)
+                 AND NOT EXISTS (SELECT 1 FROM inbox e WHERE e.admitted_at IS NULL
+                     AND e.conversation_id = i.conversation_id AND e.id < i.id
+                     AND e.owner <> $1 AND e.lease_until > $3)
+                 ORDER BY id LIMIT $4 {lock})
+             RETURNING id, channel, provider_message_id, conversation_id, payload, hold_ms, received_at"
+        );
+        let mut tx = self.store.begin().await?;
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(lease.owner)
+            .bind(to_ms(lease.until))
+            .bind(to_ms(now))
+            .bind(limit)
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        let mut claimed = rows.iter().map(entry).collect::<Result<Vec<_>, _>>()?;
+        claimed.sort_by_key(|entry| entry.id);
+        Ok(claimed)
+    }
+
+    /// Marks rows admitted (they stay, for recognizing redeliveries, until the clean-up).
+    pub async fn admitted(self, ids: &[i64], at: OffsetDateTime) -> Result<(), StoreError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let rows = ids.iter().map(|id| vec![Param::from(*id), Param::from(to_ms(at))]).collect();
+        let mut tx = self.store.begin().await?;
+        let (set, matching) = ("admitted_at = v.column2", "inbox.id = v.column1");
+        update_rows(&mut tx, ("inbox", set, matching), 2, rows).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The rows not yet admitted, and when the oldest of them was stored.
+    pub async fn backlog(self) -> Result<(i64, Option<OffsetDateTime>), StoreError> {
+        let row = sqlx::query("SELECT COUNT(*) AS pending, MIN(received_at) AS oldest FROM inbox WHERE admitted_at IS NULL")
+            .fetch_one(self.store.pool())
+            .await?;
+        Ok((int(&row, "pending")?, opt_int(&row, "oldest")?.map(from_ms).transpose()?))
+    }
+
+    /// Removes rows admitted before `before`; returns how many.
+    pub async fn forget_admitted(self, before: OffsetDateTime) -> Result<u64, StoreError> {
+        let done = sqlx::query("DELETE FROM inbox WHERE admitted_at IS NOT NULL AND admitted_at < $1")
+            .bind(to_ms(before))
+            .execute(self.store.pool())
+            .await?;
+        Ok(done.rows_affected())
+    }
+}
+
+fn row(entry: &NewInboxEntry, lease: Lease<'_>, received_at: OffsetDateTime) -> Vec<Param> {
+    let hold = entry.hold.map(|hold| i64::try_from(hold.as_millis()).unwrap_or(i64::MAX));
+    vec![
+        entry.channel.as_str().into(),
+        entry.provider_message_id.as_str().into(),
+        entry.conversation_id.as_str().into(),
+        entry.payload.to_string().into(),
+        hold.into(),
+        to_ms(received_at).into(),
+        lease.owner.into(),
+        to_ms(lease.until).into(),
+    ]
+}
+
+fn entry(row: &sqlx::any::AnyRow) -> Result<InboxEntry, StoreError> {
+    Ok(InboxEntry {
+        id: int(row, "id")?,
+        channel: text(row, "channel")?,
+        provider_message_id: text(row, "provider_message_id")?,
+        conversation_id: text(row, "conversation_id")?,
+        payload: crate::store::rows::json(row, "payload")?,
+        hold: opt_int(row, "hold_ms")?.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or_default())),
+        received_at: from_ms(int(row, "received_at")?)?,
+    })
+}

@@ -1,0 +1,120 @@
+//! Admission behind the acknowledgement: claims the inbox's rows in large batches, oldest first,
+//! and admits each through the ingress with the inbox's receipt time. Conversations are admitted
+//! side by side (their admissions share the engine's group commits) and each conversation's
+//! messages one after another, in the order they came. A message is marked admitted only after
+//! its admission committed; one whose admission failed for a reason that passes waits for the
+//! next pass, and so do the later messages of its conversation. A crash between the admission's
+//! commit and the mark is harmless: the next pass finds the message recorded (a redelivery).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use time::OffsetDateTime;
+use tokio_util::sync::CancellationToken;
+
+use crate::service::Services;
+use crate::service::engine::EngineError;
+use crate::service::intake::Handled;
+use crate::store::{InboxEntry, StoreError};
+
+/// How often the worker looks without being woken: another instance's rows whose lease ran out,
+/// rows left by a failed pass, and the backlog as the database counts it.
+const IDLE: Duration = Duration::from_secs(1);
+/// After a pass the database failed, before the next.
+const BACKOFF: Duration = Duration::from_millis(200);
+
+pub(super) async fn run(services: Services, stopping: CancellationToken) {
+    let inbox = services.ingress.inbox().clone();
+    let mut counted = std::time::Instant::now().checked_sub(IDLE).unwrap_or_else(std::time::Instant::now);
+    loop {
+        if stopping.is_cancelled() {
+            return;
+        }
+        if counted.elapsed() >= IDLE {
+            refresh_backlog(&services).await;
+            counted = std::time::Instant::now();
+        }
+        match pass(&services).await {
+            // A full batch: more may wait.
+            Ok(claimed) if claimed as i64 >= inbox.config().admission_batch => continue,
+            Ok(_) => {}
+            Err(error) => {
+                tracing::warn!(%error, "the inbox cannot be admitted now; trying again");
+                tokio::time::sleep(BACKOFF).await;
+                continue;
+            }
+        }
+        tokio::select! {
+            () = stopping.cancelled() => return,
+            () = inbox.stored() => {}
+            () = tokio::time::sleep(IDLE) => {}
+        }
+    }
+}
+
+/// One batch claimed and admitted: how many rows were claimed.
+async fn pass(services: &Services) -> Result<usize, StoreError> {
+    let inbox = services.ingress.inbox();
+    let now = OffsetDateTime::now_utc();
+    let claimed = services.store.inbox().claim(inbox.lease(now), now, inbox.config().admission_batch).await?;
+    let count = claimed.len();
+    let mut conversations: HashMap<&str, Vec<&InboxEntry>> = HashMap::new();
+    for entry in &claimed {
+        conversations.entry(entry.conversation_id.as_str()).or_default().push(entry);
+    }
+    let admitted = conversations.into_values().map(|entries| admit_in_order(services, entries));
+    let admitted: Vec<(i64, Option<Handled>, OffsetDateTime)> =
+        futures_util::future::join_all(admitted).await.into_iter().flatten().collect();
+    let ids: Vec<i64> = admitted.iter().map(|(id, ..)| *id).collect();
+    services.store.inbox().admitted(&ids, OffsetDateTime::now_utc()).await?;
+    for (id, handled, received_at) in admitted {
+        inbox.admitted(id, handled, received_at);
+    }
+    Ok(count)
+}
+
+/// One conversation's messages, in order, up to the first that must wait.
+async fn admit_in_order(services: &Services, entries: Vec<&InboxEntry>) -> Vec<(i64, Option<Handled>, OffsetDateTime)> {
+    let mut admitted = Vec::with_capacity(entries.len());
+    for entry in entries {
+        match admit(services, entry).await {
+            Ok(handled) => admitted.push((entry.id, handled, entry.received_at)),
+            Err(error) => {
+                tracing::warn!(%error, id = entry.id, "a message waits in the inbox for the next pass");
+                break;
+            }
+        }
+    }
+    admitted
+}
+
+/// Admits one message; `None` when it could not be, for good (it is kept, and counted).
+async fn admit(services: &Services, entry: &InboxEntry) -> Result<Option<Handled>, EngineError> {
+    let ingress = &services.ingress;
+    let Some(message) = ingress.from_inbox(entry) else {
+        tracing::error!(id = entry.id, channel = %entry.channel, "a stored message cannot be read back");
+        metrics::counter!("chatgate_inbox_unadmitted_total", "reason" => "unreadable").increment(1);
+        return Ok(None);
+    };
+    match ingress.handle(&message, entry.received_at).await {
+        Ok(handled) => Ok(Some(handled)),
+        Err(EngineError::Store(error)) if error.is_retryable() => Err(EngineError::Store(error)),
+        Err(error) => {
+            // Doing it again would fail the same way: kept in the inbox and the logs, not retried.
+            tracing::error!(%error, id = entry.id, "a stored message cannot be admitted");
+            metrics::counter!("chatgate_inbox_unadmitted_total", "reason" => "refused").increment(1);
+            Ok(None)
+        }
+    }
+}
+
+async fn refresh_backlog(services: &Services) {
+    match services.store.inbox().backlog().await {
+        Ok((pending, oldest)) => {
+            services.ingress.inbox().set_backlog(pending);
+            let age = oldest.map_or(0.0, |at| (OffsetDateTime::now_utc() - at).as_seconds_f64().max(0.0));
+            metrics::gauge!("chatgate_inbox_oldest_pending_seconds").set(age);
+        }
+        Err(error) => tracing::debug!(%error, "cannot count the inbox's backlog"),
+    }
+}
