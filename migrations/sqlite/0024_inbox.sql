@@ -10,6 +10,7 @@ CREATE TABLE inbox (
     conversation_id     TEXT NOT NULL,
     payload             TEXT NOT NULL,
     hold_ms             BIGINT,
+    trace_parent        TEXT,                  -- the webhook's W3C traceparent, for admission's spans
     received_at         BIGINT NOT NULL,
     owner               TEXT NOT NULL,
     lease_until         BIGINT NOT NULL,

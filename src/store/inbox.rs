@@ -24,6 +24,8 @@ pub struct NewInboxEntry {
     pub payload: Value,
     /// How long its replies are held for the webhook's own answer (Twilio's TwiML).
     pub hold: Option<Duration>,
+    /// The webhook's trace (W3C `traceparent`), which its admission joins.
+    pub trace_parent: Option<String>,
 }
 
 /// What entering one message came to.
@@ -44,6 +46,7 @@ pub struct InboxEntry {
     pub conversation_id: String,
     pub payload: Value,
     pub hold: Option<Duration>,
+    pub trace_parent: Option<String>,
     /// When the gateway stored it: the receipt time of everything admission writes for it.
     pub received_at: OffsetDateTime,
 }
@@ -55,9 +58,9 @@ pub struct Lease<'a> {
     pub until: OffsetDateTime,
 }
 
-const COLUMNS: usize = 8;
-const INSERT: &str = "INSERT INTO inbox (channel, provider_message_id, conversation_id, payload, hold_ms, received_at, \
-                      owner, lease_until)";
+const COLUMNS: usize = 9;
+const INSERT: &str = "INSERT INTO inbox (channel, provider_message_id, conversation_id, payload, hold_ms, \
+                      trace_parent, received_at, owner, lease_until)";
 const INSERT_TAIL: &str = "ON CONFLICT (channel, provider_message_id) DO NOTHING \
                            RETURNING id, channel, provider_message_id";
 
@@ -100,7 +103,7 @@ impl Inbox<'_> {
                      AND e.conversation_id = i.conversation_id AND e.id < i.id
                      AND e.owner <> $1 AND e.lease_until > $3)
                  ORDER BY id LIMIT $4 {lock})
-             RETURNING id, channel, provider_message_id, conversation_id, payload, hold_ms, received_at"
+             RETURNING id, channel, provider_message_id, conversation_id, payload, hold_ms, trace_parent, received_at"
         );
         let mut tx = self.store.begin().await?;
         let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
@@ -131,9 +134,8 @@ impl Inbox<'_> {
 
     /// The rows not yet admitted, and when the oldest of them was stored.
     pub async fn backlog(self) -> Result<(i64, Option<OffsetDateTime>), StoreError> {
-        let row = sqlx::query("SELECT COUNT(*) AS pending, MIN(received_at) AS oldest FROM inbox WHERE admitted_at IS NULL")
-            .fetch_one(self.store.pool())
-            .await?;
+        let sql = "SELECT COUNT(*) AS pending, MIN(received_at) AS oldest FROM inbox WHERE admitted_at IS NULL";
+        let row = sqlx::query(sql).fetch_one(self.store.pool()).await?;
         Ok((int(&row, "pending")?, opt_int(&row, "oldest")?.map(from_ms).transpose()?))
     }
 
@@ -155,6 +157,7 @@ fn row(entry: &NewInboxEntry, lease: Lease<'_>, received_at: OffsetDateTime) -> 
         entry.conversation_id.as_str().into(),
         entry.payload.to_string().into(),
         hold.into(),
+        entry.trace_parent.clone().into(),
         to_ms(received_at).into(),
         lease.owner.into(),
         to_ms(lease.until).into(),
@@ -169,6 +172,7 @@ fn entry(row: &sqlx::any::AnyRow) -> Result<InboxEntry, StoreError> {
         conversation_id: text(row, "conversation_id")?,
         payload: crate::store::rows::json(row, "payload")?,
         hold: opt_int(row, "hold_ms")?.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or_default())),
+        trace_parent: crate::store::rows::opt_text(row, "trace_parent")?,
         received_at: from_ms(int(row, "received_at")?)?,
     })
 }

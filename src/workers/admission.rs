@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::service::Services;
 use crate::service::engine::EngineError;
@@ -96,7 +97,8 @@ async fn admit(services: &Services, entry: &InboxEntry) -> Result<Option<Handled
         metrics::counter!("chatgate_inbox_unadmitted_total", "reason" => "unreadable").increment(1);
         return Ok(None);
     };
-    match ingress.handle(&message, entry.received_at).await {
+    let span = crate::service::telemetry::admission_span(&entry.channel, entry.trace_parent.as_deref());
+    match ingress.handle(&message, entry.received_at).instrument(span).await {
         Ok(handled) => Ok(Some(handled)),
         Err(EngineError::Store(error)) if error.is_retryable() => Err(EngineError::Store(error)),
         Err(error) => {

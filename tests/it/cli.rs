@@ -249,10 +249,10 @@ async fn the_simulator_posts_signed_deliveries_to_a_running_gateway() {
     let sent = simulate(&["--text", "refund 1234 25.00", "--repeat", "2", "--id", "wamid.SIMTEST"]);
     assert!(sent.status.success(), "{}", stderr(&sent));
     let out = String::from_utf8_lossy(&sent.stdout).into_owned();
-    assert!(out.contains("#1 200 OK") && out.contains("\"commands\":1"), "{out}");
+    assert!(out.contains("#1 200 OK") && out.contains("\"stored\":1"), "{out}");
     assert!(out.contains("#2 200 OK") && out.contains("\"redelivered\":1"), "{out}");
     let button = simulate(&["--button-reply", "order_status:9"]);
-    assert!(String::from_utf8_lossy(&button.stdout).contains("\"commands\":1"));
+    assert!(String::from_utf8_lossy(&button.stdout).contains("\"stored\":1"));
     let status = simulate(&["--status", "wamid.OUT=read"]);
     assert!(String::from_utf8_lossy(&status.stdout).contains("\"statuses\":1"));
     assert_eq!(terminate(&mut server).code(), Some(0));

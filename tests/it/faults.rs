@@ -83,11 +83,15 @@ async fn post_until(app: &TestApp, db: &TestDb, tag: &str, wanted: StatusCode, w
 }
 
 /// A gateway whose SQLite database is on a 16 MB disk of its own, which took a first webhook;
-/// `None` where no disk can be mounted.
+/// `None` where no disk can be mounted. It answers webhooks once their messages are stored (as
+/// shipped), so that a webhook stored while admission cannot write is answered at once.
 async fn gateway_on_a_small_disk() -> Option<(SmallDisk, TestDb, TestApp)> {
     let disk = SmallDisk::mount(16)?;
     let url = format!("sqlite://{}", disk.path.join("chatgate.db").display());
-    let tweak = |c: &mut chatgate::config::Config| c.storage.database_url = chatgate::config::DatabaseUrl::new(url);
+    let tweak = |c: &mut chatgate::config::Config| {
+        c.storage.database_url = chatgate::config::DatabaseUrl::new(url);
+        c.ingest.acknowledge = chatgate::config::Acknowledge::Durable;
+    };
     let db = TestDb::new_with(Backend::Sqlite, tweak).await.expect("sqlite");
     let app = spawn_app_with(&db, db.config.clone()).await;
     assert_eq!(post_until(&app, &db, "A", StatusCode::OK, Duration::ZERO).await, [StatusCode::OK]);
@@ -122,10 +126,14 @@ async fn readiness_fails_for_as_long_as_the_disk_is_full() {
     let Some((disk, db, app)) = gateway_on_a_small_disk().await else { return };
     assert_eq!(status_of(&app, "/readyz").await, StatusCode::OK);
 
-    // Room for the one page a small write needs, not for an admission.
+    // Room for the one page a small write needs, not for an admission: a webhook is either not
+    // stored (503, the provider retries) or stored in the inbox (200), and admitted once space is
+    // back; meanwhile admission cannot write, and the gateway says it is not ready.
     disk.fill_leaving(48);
-    let full = post_until(&app, &db, "F", StatusCode::OK, Duration::from_secs(1)).await;
-    assert!(full.iter().all(|s| *s == StatusCode::SERVICE_UNAVAILABLE), "a full disk is 503 (retry): {full:?}");
+    let full = post_until(&app, &db, "F", StatusCode::SERVICE_UNAVAILABLE, Duration::from_secs(3)).await;
+    assert!(full.iter().all(|s| [StatusCode::OK, StatusCode::SERVICE_UNAVAILABLE].contains(s)), "{full:?}");
+    let acknowledged: Vec<String> =
+        full.iter().enumerate().filter(|(_, s)| **s == StatusCode::OK).map(|(n, _)| format!("wamid.F{n}")).collect();
     let mut probes = vec![];
     for _ in 0..8 {
         tokio::time::sleep(Duration::from_millis(700)).await;
@@ -140,6 +148,18 @@ async fn readiness_fails_for_as_long_as_the_disk_is_full() {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     assert_eq!(post_until(&app, &db, "B", StatusCode::OK, Duration::from_secs(5)).await.last(), Some(&StatusCode::OK));
+    // Every webhook answered 200 while the disk was full is admitted now, once.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    // The database on the small disk (the test database's own file was never opened).
+    let url = db.config.storage.database_url.expose();
+    let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(url).await.expect("the database");
+    let sql = "SELECT COUNT(*) FROM inbound_messages WHERE provider_message_id = $1";
+    for id in &acknowledged {
+        while sqlx::query_scalar::<_, i64>(sql).bind(id.as_str()).fetch_one(&mut conn).await.expect("count") != 1 {
+            assert!(Instant::now() < deadline, "{id} was acknowledged and never admitted");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
     app.stop().await.expect("stop");
 }
 

@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use crate::channels::hooks::{Submission, Unkeyed, submit};
 use crate::channels::{ChannelError, Refusal};
+use crate::config::Acknowledge;
 use crate::config::{StandardMessage, StandardSource};
 use crate::domain::command::Channel;
 use crate::domain::command::ExternalId;
@@ -25,7 +26,6 @@ use crate::domain::message::Content;
 use crate::domain::message::InboundMessage;
 use crate::domain::standard_webhooks::{self, Signed};
 use crate::service::Services;
-use crate::config::Acknowledge;
 use crate::service::intake::Handled;
 use crate::service::intake::inbox::Received;
 use crate::store::{Entered, NewInbound};

@@ -205,6 +205,7 @@ impl super::Ingress {
     /// Stores one delivery's `messages` in the inbox (see [`Inbox::enter`]), each as it was read.
     pub async fn receive(&self, messages: &[InboundMessage], wants_outcome: bool) -> Result<Vec<Received>, InboxError> {
         let mut entries = Vec::with_capacity(messages.len());
+        let trace_parent = crate::service::telemetry::current_traceparent();
         for message in messages {
             let payload = serde_json::to_value(message).map_err(|e| StoreError::Corrupt(e.to_string()))?;
             entries.push(NewInboxEntry {
@@ -213,6 +214,7 @@ impl super::Ingress {
                 conversation_id: super::reply_destination(message),
                 payload,
                 hold: message.answered_inline,
+                trace_parent: trace_parent.clone(),
             });
         }
         self.inbox.enter(entries, wants_outcome).await

@@ -80,6 +80,11 @@ pub const FAMILIES: &[Family] = &[
         "Of the last hour's deliveries, the share that ended with an error.",
     )),
     alone(gauge("chatgate_orphaned_commands", "Started commands no executor acknowledged for 5 minutes.")),
+    alone(gauge("chatgate_inbox_backlog", "Messages stored in the inbox and not yet admitted.")),
+    alone(gauge("chatgate_inbox_oldest_pending_seconds", "Age of the oldest message the inbox holds unadmitted.")),
+    histogram("chatgate_inbox_admission_lag_seconds", "Seconds from a message's storage to its admission."),
+    alone(counter("chatgate_inbox_refused_total", "Webhooks answered 503 because the inbox's backlog was full.")),
+    counter("chatgate_inbox_unadmitted_total", "Stored messages that could not be admitted, by reason."),
 ];
 
 const CHANNELS: &[&str] = &["whatsapp", "twilio", "standard", "hooks"];
@@ -142,6 +147,35 @@ pub fn announce<'a>(executors: impl Iterator<Item = &'a String>, tenants: impl I
             _ => {}
         }
     }
+    announce_channels();
+    let zero = |name: &'static str, labels: &[(&'static str, String)]| metrics::counter!(name, labels).increment(0);
+    for (name, label, values) in [
+        ("chatgate_text_readings_total", "reading", READINGS),
+        ("chatgate_confirmation_answers_total", "outcome", ANSWERS),
+        ("chatgate_delivery_timeouts_total", "class", &["delivery_timeout", "execution_timeout"][..]),
+        ("chatgate_event_streams_refused_total", "limit", &["instance", "client"][..]),
+        ("chatgate_inbox_unadmitted_total", "reason", &["unreadable", "refused"][..]),
+    ] {
+        for value in values {
+            zero(name, &[(label, value.to_string())]);
+        }
+    }
+    for state in State::ALL {
+        zero("chatgate_transitions_total", &[("to", state.as_str().to_owned())]);
+    }
+    for executor in executors {
+        for outcome in DISPATCHES {
+            let labels = [("executor", executor.clone()), ("outcome", outcome.to_string())];
+            zero("chatgate_dispatch_attempts_total", &labels);
+        }
+    }
+    for tenant in tenants {
+        zero("chatgate_unknown_sender_refusals_unsent_total", &[("tenant", tenant.clone())]);
+    }
+}
+
+/// The series of every channel's webhooks, messages, statuses and replies, at zero.
+fn announce_channels() {
     let zero = |name: &'static str, labels: &[(&'static str, String)]| metrics::counter!(name, labels).increment(0);
     for channel in CHANNELS {
         for outcome in WEBHOOK_OUTCOMES {
@@ -164,27 +198,5 @@ pub fn announce<'a>(executors: impl Iterator<Item = &'a String>, tenants: impl I
                 &[("channel", channel.to_string()), ("outcome", outcome.to_string())],
             );
         }
-    }
-    for (name, label, values) in [
-        ("chatgate_text_readings_total", "reading", READINGS),
-        ("chatgate_confirmation_answers_total", "outcome", ANSWERS),
-        ("chatgate_delivery_timeouts_total", "class", &["delivery_timeout", "execution_timeout"][..]),
-        ("chatgate_event_streams_refused_total", "limit", &["instance", "client"][..]),
-    ] {
-        for value in values {
-            zero(name, &[(label, value.to_string())]);
-        }
-    }
-    for state in State::ALL {
-        zero("chatgate_transitions_total", &[("to", state.as_str().to_owned())]);
-    }
-    for executor in executors {
-        for outcome in DISPATCHES {
-            let labels = [("executor", executor.clone()), ("outcome", outcome.to_string())];
-            zero("chatgate_dispatch_attempts_total", &labels);
-        }
-    }
-    for tenant in tenants {
-        zero("chatgate_unknown_sender_refusals_unsent_total", &[("tenant", tenant.clone())]);
     }
 }

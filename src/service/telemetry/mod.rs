@@ -45,6 +45,29 @@ pub fn current_headers() -> HashMap<String, String> {
     headers
 }
 
+/// The current span's `traceparent`, kept with what is done later on its behalf (a webhook's
+/// messages in the inbox); `None` when traces are not exported.
+pub fn current_traceparent() -> Option<String> {
+    current_headers().remove("traceparent")
+}
+
+/// The span one stored message is admitted in: a child of the webhook that stored it, so that
+/// the command it starts joins that webhook's trace.
+pub fn admission_span(channel: &str, traceparent: Option<&str>) -> tracing::Span {
+    if !enabled() {
+        return tracing::Span::none();
+    }
+    let span = tracing::info_span!("admission", otel.name = format!("admit {channel}"), otel.kind = "consumer");
+    if let Some(traceparent) = traceparent {
+        let carrier = HashMap::from([("traceparent".to_owned(), traceparent.to_owned())]);
+        let context = TraceContextPropagator::new().extract(&carrier);
+        if context.span().span_context().is_valid() {
+            let _ = span.set_parent(context);
+        }
+    }
+    span
+}
+
 /// The trace a command admitted now joins, stored with it: the current span's (the request
 /// that brought it), or, made outside any span, a trace named after the command itself.
 pub fn admission_traceparent(command_id: Uuid) -> Option<String> {
