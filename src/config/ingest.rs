@@ -27,8 +27,10 @@ pub struct IngestConfig {
     pub retry_after_secs: u64,
     /// The most messages one admission pass claims.
     pub admission_batch: i64,
-    /// How long an instance holds the messages it stored before another may admit them (it
-    /// renews the hold at every pass; only a dead instance's messages are taken over).
+    /// How long an instance holds the messages it stored before another instance on the same
+    /// PostgreSQL may admit them: it renews the hold every second, so only a dead instance's
+    /// messages are taken over, this long after it died. (A SQLite database has one process:
+    /// a restarted gateway takes what the last one left at once.)
     pub lease_secs: u64,
 }
 
@@ -40,7 +42,7 @@ impl Default for IngestConfig {
             max_backlog: 100_000,
             retry_after_secs: 5,
             admission_batch: 512,
-            lease_secs: 30,
+            lease_secs: 10,
         }
     }
 }

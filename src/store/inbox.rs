@@ -92,17 +92,19 @@ impl Inbox<'_> {
     /// others' whose lease ended. A row waits while an older one of its conversation is another
     /// live instance's, so that a conversation's messages are admitted in the order they came.
     pub async fn claim(self, lease: Lease<'_>, now: OffsetDateTime, limit: i64) -> Result<Vec<InboxEntry>, StoreError> {
-        let lock = match self.store.backend() {
-            BackendKind::Postgres => "FOR UPDATE SKIP LOCKED",
-            BackendKind::Sqlite => "",
-        };
-        let sql = format!(
-            "UPDATE inbox SET owner = $1, lease_until = $2 WHERE id IN (
-                 SELECT id FROM inbox i WHERE admitted_at IS NULL AND (owner = $1 OR lease_until <= $3)
+        // One process writes a SQLite database: rows another owner left are a dead process's.
+        let pending = match self.store.backend() {
+            BackendKind::Postgres => {
+                "SELECT id FROM inbox i WHERE admitted_at IS NULL AND (owner = $1 OR lease_until <= $3)
                  AND NOT EXISTS (SELECT 1 FROM inbox e WHERE e.admitted_at IS NULL
                      AND e.conversation_id = i.conversation_id AND e.id < i.id
                      AND e.owner <> $1 AND e.lease_until > $3)
-                 ORDER BY id LIMIT $4 {lock})
+                 ORDER BY id LIMIT $4 FOR UPDATE SKIP LOCKED"
+            }
+            BackendKind::Sqlite => "SELECT id FROM inbox WHERE admitted_at IS NULL AND $3 = $3 ORDER BY id LIMIT $4",
+        };
+        let sql = format!(
+            "UPDATE inbox SET owner = $1, lease_until = $2 WHERE id IN ({pending})
              RETURNING id, channel, provider_message_id, conversation_id, payload, hold_ms, trace_parent, received_at"
         );
         let mut tx = self.store.begin().await?;
@@ -117,6 +119,17 @@ impl Inbox<'_> {
         let mut claimed = rows.iter().map(entry).collect::<Result<Vec<_>, _>>()?;
         claimed.sort_by_key(|entry| entry.id);
         Ok(claimed)
+    }
+
+    /// Holds every row `lease.owner` has not admitted yet until `lease.until` (its heartbeat):
+    /// only a dead instance's rows are taken over.
+    pub async fn renew(self, lease: Lease<'_>) -> Result<(), StoreError> {
+        sqlx::query("UPDATE inbox SET lease_until = $2 WHERE owner = $1 AND admitted_at IS NULL")
+            .bind(lease.owner)
+            .bind(to_ms(lease.until))
+            .execute(self.store.pool())
+            .await?;
+        Ok(())
     }
 
     /// Marks rows admitted (they stay, for recognizing redeliveries, until the clean-up).

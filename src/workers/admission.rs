@@ -110,8 +110,13 @@ async fn admit(services: &Services, entry: &InboxEntry) -> Result<Option<Handled
     }
 }
 
+/// The heartbeat of this instance's rows, and the backlog as the database counts it.
 async fn refresh_backlog(services: &Services) {
-    match services.store.inbox().backlog().await {
+    let inbox = services.store.inbox();
+    if let Err(error) = inbox.renew(services.ingress.inbox().lease(OffsetDateTime::now_utc())).await {
+        tracing::warn!(%error, "cannot renew the hold on this instance's inbox rows");
+    }
+    match inbox.backlog().await {
         Ok((pending, oldest)) => {
             services.ingress.inbox().set_backlog(pending);
             let age = oldest.map_or(0.0, |at| (OffsetDateTime::now_utc() - at).as_seconds_f64().max(0.0));
