@@ -42,6 +42,7 @@ mod fake_resolver;
 mod faults;
 mod helpers;
 mod identity_resolver;
+mod inbox;
 mod inbox_kill;
 mod language_corpus;
 mod metrics_scrape;

@@ -52,6 +52,8 @@ struct Shared {
     /// Stored and not yet admitted, as this instance counts it (the database's count replaces
     /// it at every idle pass of the worker).
     backlog: AtomicI64,
+    /// Set once the backlog was first read from the database (before the first delivery).
+    counted: tokio::sync::OnceCell<()>,
     wake: Notify,
     outcomes: std::sync::Mutex<HashMap<i64, oneshot::Sender<Handled>>>,
 }
@@ -68,7 +70,8 @@ impl Inbox {
         let owner = uuid::Uuid::now_v7().to_string();
         let backlog = AtomicI64::new(0);
         let outcomes = std::sync::Mutex::default();
-        let shared = Arc::new(Shared { store, owner, config: config.clone(), backlog, wake: Notify::new(), outcomes });
+        let (counted, wake) = (tokio::sync::OnceCell::new(), Notify::new());
+        let shared = Arc::new(Shared { store, owner, config: config.clone(), backlog, counted, wake, outcomes });
         let (queue, jobs) = mpsc::channel(1_024);
         tokio::spawn(write(shared.clone(), jobs));
         Self { queue, shared }
@@ -80,6 +83,10 @@ impl Inbox {
         if entries.is_empty() {
             return Ok(vec![]);
         }
+        // What other instances, or this one before a restart, left counts from the first delivery.
+        let store = &self.shared.store;
+        let count = || async { store.inbox().backlog().await.map(|(pending, _)| self.set_backlog(pending)) };
+        self.shared.counted.get_or_try_init(count).await?;
         let backlog = self.backlog();
         let room = i64::try_from(self.shared.config.max_backlog).unwrap_or(i64::MAX);
         if backlog.saturating_add(entries.len() as i64) > room {

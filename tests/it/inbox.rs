@@ -1,0 +1,141 @@
+//! Issue 31: webhooks answered once their messages are durable in the inbox (as shipped), and
+//! admitted behind the answer — in each conversation's order, with the inbox's receipt time —;
+//! a backlog past the configured limit answered 503 with `Retry-After`, nothing stored; another
+//! instance's rows taken over once its hold ran out.
+
+use std::time::{Duration, Instant};
+
+use chatgate::channels::whatsapp::simulate::{notification, text};
+use chatgate::config::{Acknowledge, Config};
+use chatgate::store::{Lease, NewInboxEntry};
+use serde_json::Value;
+
+use crate::helpers::{CUSTOMER, DEMO_NUMBER, Meta, TestDb, on_both_backends, spawn_app_with};
+
+/// The test database's configuration, answering at durability as shipped, `tweak`ed.
+fn durable(db: &TestDb, tweak: impl FnOnce(&mut Config)) -> Config {
+    let mut config = db.config.clone();
+    config.ingest.acknowledge = Acknowledge::Durable;
+    tweak(&mut config);
+    config
+}
+
+/// Waits until `sql` (one text parameter) counts `wanted` rows (10 s at most).
+async fn until_count(db: &TestDb, sql: &'static str, bind: &str, wanted: i64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while db.count(sql, bind).await != wanted {
+        assert!(Instant::now() < deadline, "{sql} [{bind}] never counted {wanted}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A refund and its bare "yes" in one delivery, then another pair in the next delivery sent as
+/// soon as the first is answered: each "yes" finds its refund waiting, so each conversation's
+/// messages were admitted in the order they came, behind answers that only said they were stored.
+async fn a_conversation_is_admitted_in_order_behind_the_answer(db: &TestDb) {
+    let app = spawn_app_with(db, durable(db, |_| {})).await;
+    let meta = Meta::new(&app, db);
+    let pair = |n: u32| {
+        let refund = text(&format!("wamid.ORDER{n}a"), CUSTOMER, &format!("refund {n} 1.00"));
+        notification(DEMO_NUMBER, vec![refund, text(&format!("wamid.ORDER{n}b"), CUSTOMER, "yes")], vec![])
+    };
+    let first = meta.post(&pair(101)).await;
+    assert_eq!(first.status(), 200);
+    let summary: Value = first.json().await.expect("json");
+    assert_eq!((summary["stored"].as_u64(), summary["pending"].as_u64()), (Some(2), Some(2)), "{summary}");
+    assert_eq!(meta.post(&pair(102)).await.status(), 200);
+    // The same delivery again is recognized in the inbox.
+    let again: Value = meta.post(&pair(101)).await.json().await.expect("json");
+    assert_eq!((again["stored"].as_u64(), again["redelivered"].as_u64()), (Some(0), Some(2)), "{again}");
+
+    let confirmed = "SELECT COUNT(*) FROM commands WHERE confirmation = 'satisfied' AND tenant_id = $1";
+    until_count(db, confirmed, "demo", 2).await;
+    assert_eq!(db.count("SELECT COUNT(*) FROM commands WHERE tenant_id = $1", "demo").await, 2);
+    let answers = "SELECT COUNT(*) FROM inbound_messages WHERE status = $1";
+    assert_eq!(db.count(answers, "answer").await, 2, "each yes answered its refund");
+    app.stop().await.expect("stop");
+}
+
+/// A delivery that would take the backlog past `ingest.max_backlog` is refused whole (503,
+/// `Retry-After`, a problem document) and nothing of it is stored; one that fits is taken.
+async fn a_delivery_past_the_backlog_limit_is_503_and_stores_nothing(db: &TestDb) {
+    let app = spawn_app_with(db, durable(db, |c| (c.ingest.max_backlog, c.ingest.retry_after_secs) = (2, 7))).await;
+    let meta = Meta::new(&app, db);
+    let three = (1..=3).map(|n| text(&format!("wamid.FULL{n}"), CUSTOMER, &format!("order status {n}"))).collect();
+    let refused = meta.post(&notification(DEMO_NUMBER, three, vec![])).await;
+    assert_eq!(refused.status(), 503);
+    assert_eq!(refused.headers()["retry-after"], "7");
+    assert_eq!(refused.headers()["content-type"], "application/problem+json");
+    let problem: Value = refused.json().await.expect("problem");
+    assert_eq!(problem["code"], "backlog_full", "{problem}");
+    assert_eq!(db.count("SELECT COUNT(*) FROM inbox WHERE channel = $1", "whatsapp").await, 0);
+    assert_eq!(db.count("SELECT COUNT(*) FROM inbound_messages WHERE channel = $1", "whatsapp").await, 0);
+    assert_eq!(meta.text("wamid.FITS", CUSTOMER, "order status 4").await.status(), 200);
+    until_count(db, "SELECT COUNT(*) FROM inbound_messages WHERE provider_message_id = $1", "wamid.FITS", 1).await;
+    app.stop().await.expect("stop");
+}
+
+on_both_backends!(
+    a_conversation_is_admitted_in_order_behind_the_answer,
+    a_delivery_past_the_backlog_limit_is_503_and_stores_nothing
+);
+
+/// Rows another instance stored and holds count against this one's backlog limit (503 while they
+/// fill it) and wait for that instance; once its hold runs out (it died), this instance admits
+/// them, each with the time the inbox received it as its command's receipt time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn another_instances_backlog_counts_and_is_taken_over_when_its_hold_ends() {
+    let Some(db) = TestDb::postgres().await else { return };
+    let received_at = time::OffsetDateTime::now_utc() - Duration::from_secs(60);
+    let entries: Vec<NewInboxEntry> = (1..=3)
+        .map(|n| {
+            let body = notification(
+                DEMO_NUMBER,
+                vec![text(&format!("wamid.OTHER{n}"), CUSTOMER, &format!("order status 9{n}"))],
+                vec![],
+            );
+            let delivery = chatgate::channels::whatsapp::payload::parse(body.to_string().as_bytes()).expect("parse");
+            let message = delivery.messages.into_iter().next().expect("a message");
+            NewInboxEntry {
+                channel: message.channel.clone(),
+                provider_message_id: message.provider_message_id.clone(),
+                conversation_id: chatgate::service::intake::reply_destination(&message),
+                payload: serde_json::to_value(&message).expect("json"),
+                hold: None,
+                trace_parent: None,
+            }
+        })
+        .collect();
+    let held = Lease { owner: "another-instance", until: time::OffsetDateTime::now_utc() + Duration::from_secs(3_600) };
+    db.store.inbox().enter(&[entries], held, received_at).await.expect("stored by another instance");
+
+    let app = spawn_app_with(&db, durable(&db, |c| c.ingest.max_backlog = 3)).await;
+    let meta = Meta::new(&app, &db);
+    let refused = meta.text("wamid.MINE", CUSTOMER, "order status 10").await;
+    assert_eq!(refused.status(), 503, "three messages wait: the backlog is full");
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let pending = "SELECT COUNT(*) FROM inbox WHERE admitted_at IS NULL AND owner = $1";
+    assert_eq!(db.count(pending, "another-instance").await, 3, "held by a live instance: not taken");
+
+    // The other instance died: its hold runs out.
+    let mut conn = db.raw().await;
+    sqlx::query("UPDATE inbox SET lease_until = 0").execute(&mut conn).await.expect("hold ended");
+    let admitted = "SELECT COUNT(*) FROM inbound_messages WHERE provider_message_id LIKE $1";
+    until_count(&db, admitted, "wamid.OTHER%", 3).await;
+    let rows: Vec<(i64, i64)> = sqlx::query_as(
+        "SELECT c.received_at, i.received_at FROM commands c JOIN inbound_messages m ON m.command_id = c.command_id
+         JOIN inbox i ON i.provider_message_id = m.provider_message_id AND i.channel = m.channel",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .expect("receipt times");
+    assert_eq!(rows.len(), 3);
+    for (command, inbox) in rows {
+        assert_eq!(command, inbox, "the command's receipt time is the inbox's");
+        assert_eq!(inbox, received_at.unix_timestamp_nanos() as i64 / 1_000_000);
+    }
+    let taken = "SELECT COUNT(*) FROM inbox WHERE admitted_at IS NOT NULL AND owner <> $1";
+    assert_eq!(db.count(taken, "another-instance").await, 3, "admitted by this instance");
+    assert_eq!(meta.text("wamid.MINE", CUSTOMER, "order status 10").await.status(), 200, "room again");
+    app.stop().await.expect("stop");
+}
