@@ -90,6 +90,16 @@ pub struct Overview {
     pub latency: Latency,
     /// The latency of reads, which no person answers on their way: the machine's part.
     pub latency_reads: Latency,
+    pub intake: Intake,
+}
+
+/// The inbox now, for the whole deployment (messages find their tenant at admission).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Intake {
+    /// Messages stored and not yet admitted.
+    pub backlog: i64,
+    /// How long the oldest of them has waited: the admission lag now.
+    pub lag_ms: Option<i64>,
 }
 
 pub async fn overview(store: &Store, tenant: &TenantId, now: OffsetDateTime) -> Result<Overview, StoreError> {
@@ -110,7 +120,9 @@ pub async fn overview(store: &Store, tenant: &TenantId, now: OffsetDateTime) -> 
     let finished = store.console().finished(tenant, since, LATENCY_SAMPLE).await?;
     let all: Vec<i64> = finished.iter().map(|f| f.ended_ms - f.received_ms).collect();
     let reads: Vec<i64> = finished.iter().filter(|f| f.read).map(|f| f.ended_ms - f.received_ms).collect();
-    Ok(Overview { minutes, totals, latency: latency(all), latency_reads: latency(reads) })
+    let (backlog, oldest) = store.inbox().backlog().await?;
+    let intake = Intake { backlog, lag_ms: oldest.map(|at| (now - at).whole_milliseconds().max(0) as i64) };
+    Ok(Overview { minutes, totals, latency: latency(all), latency_reads: latency(reads), intake })
 }
 
 /// Nearest-rank percentiles.

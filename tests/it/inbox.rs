@@ -116,6 +116,8 @@ async fn another_instances_backlog_counts_and_is_taken_over_when_its_hold_ends()
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     let pending = "SELECT COUNT(*) FROM inbox WHERE admitted_at IS NULL AND owner = $1";
     assert_eq!(db.count(pending, "another-instance").await, 3, "held by a live instance: not taken");
+    let intake = overview_intake(&app, &db).await;
+    assert!(intake.contains("<strong>3</strong>") && intake.contains("the oldest has waited 6"), "{intake}");
 
     // The other instance died: its hold runs out.
     let mut conn = db.raw().await;
@@ -137,5 +139,19 @@ async fn another_instances_backlog_counts_and_is_taken_over_when_its_hold_ends()
     let taken = "SELECT COUNT(*) FROM inbox WHERE admitted_at IS NOT NULL AND owner <> $1";
     assert_eq!(db.count(taken, "another-instance").await, 3, "admitted by this instance");
     assert_eq!(meta.text("wamid.MINE", CUSTOMER, "order status 10").await.status(), 200, "room again");
+    until_count(&db, "SELECT COUNT(*) FROM inbox WHERE admitted_at IS NULL AND channel = $1", "whatsapp", 0).await;
+    assert!(overview_intake(&app, &db).await.contains("<strong>0</strong>."));
     app.stop().await.expect("stop");
+}
+
+/// The console overview's intake paragraph, as an operator sees it.
+async fn overview_intake(app: &crate::helpers::TestApp, db: &TestDb) -> String {
+    let token = crate::helpers::api_token(db, "demo", "ops-1", "commands:read");
+    let signed = crate::helpers::console_sign_in(app, &token, &[]).await;
+    let set = signed.headers()["set-cookie"].to_str().expect("ascii").to_owned();
+    let cookie = cookie::Cookie::parse(set).expect("cookie");
+    let page = app.client.get(app.url("/console")).header("cookie", format!("chatgate_session={}", cookie.value()));
+    let html = page.send().await.expect("overview").text().await.expect("html");
+    let start = html.find("<p id=\"intake\">").expect("the intake figures");
+    html[start..].split("</p>").next().unwrap_or_default().to_owned()
 }
