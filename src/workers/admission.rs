@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -21,6 +22,8 @@ use crate::store::{InboxEntry, StoreError};
 /// How often the worker looks without being woken: another instance's rows whose lease ran out,
 /// rows left by a failed pass, and the backlog as the database counts it.
 const IDLE: Duration = Duration::from_secs(1);
+/// Conversations admitted side by side.
+const CONVERSATIONS_AT_ONCE: usize = 64;
 /// After a pass the database failed, before the next.
 const BACKOFF: Duration = Duration::from_millis(200);
 
@@ -59,13 +62,24 @@ async fn pass(services: &Services) -> Result<usize, StoreError> {
     let now = OffsetDateTime::now_utc();
     let claimed = services.store.inbox().claim(inbox.lease(now), now, inbox.config().admission_batch).await?;
     let count = claimed.len();
-    let mut conversations: HashMap<&str, Vec<&InboxEntry>> = HashMap::new();
-    for entry in &claimed {
-        conversations.entry(entry.conversation_id.as_str()).or_default().push(entry);
+    let mut conversations: HashMap<String, Vec<InboxEntry>> = HashMap::new();
+    for entry in claimed {
+        conversations.entry(entry.conversation_id.clone()).or_default().push(entry);
     }
-    let admitted = conversations.into_values().map(|entries| admit_in_order(services, entries));
-    let admitted: Vec<(i64, Option<Handled>, OffsetDateTime)> =
-        futures_util::future::join_all(admitted).await.into_iter().flatten().collect();
+    // Each conversation a task of its own: admission's work (reading, deciding, hashing evidence)
+    // spreads over every core, and the admissions meet in the engine's group commits.
+    // At most `CONVERSATIONS_AT_ONCE`: more would only queue their reads for the pool's few
+    // connections ahead of the group commit's own.
+    let tasks = conversations.into_values().map(|entries| tokio::spawn(admit_in_order(services.clone(), entries)));
+    let mut running = futures_util::stream::iter(tasks).buffer_unordered(CONVERSATIONS_AT_ONCE);
+    let mut admitted: Vec<(i64, Option<Handled>, OffsetDateTime)> = Vec::with_capacity(count);
+    while let Some(task) = running.next().await {
+        match task {
+            Ok(done) => admitted.extend(done),
+            // A panicked admission: its messages stay in the inbox for the next pass.
+            Err(error) => tracing::error!(%error, "an admission task failed"),
+        }
+    }
     let ids: Vec<i64> = admitted.iter().map(|(id, ..)| *id).collect();
     services.store.inbox().admitted(&ids, OffsetDateTime::now_utc()).await?;
     for (id, handled, received_at) in admitted {
@@ -75,10 +89,10 @@ async fn pass(services: &Services) -> Result<usize, StoreError> {
 }
 
 /// One conversation's messages, in order, up to the first that must wait.
-async fn admit_in_order(services: &Services, entries: Vec<&InboxEntry>) -> Vec<(i64, Option<Handled>, OffsetDateTime)> {
+async fn admit_in_order(services: Services, entries: Vec<InboxEntry>) -> Vec<(i64, Option<Handled>, OffsetDateTime)> {
     let mut admitted = Vec::with_capacity(entries.len());
-    for entry in entries {
-        match admit(services, entry).await {
+    for entry in &entries {
+        match admit(&services, entry).await {
             Ok(handled) => admitted.push((entry.id, handled, entry.received_at)),
             Err(error) => {
                 tracing::warn!(%error, id = entry.id, "a message waits in the inbox for the next pass");

@@ -30,7 +30,9 @@ pub fn router() -> Router<AppState> {
     ),
     request_body(content = serde_json::Value, content_type = "application/json"),
     responses(
-        (status = 200, description = "A chat message (a source with a `message` mapping), handled: its outcome",
+        (status = 200,
+            description = "A chat message (a source with a `message` mapping), stored (`accepted`) or handled: \
+                           its outcome",
             body = MessageHandled),
         (status = 202, description = "Accepted: the command's id and where to follow it",
             body = CommandAccepted, headers(("Location" = String, description = "The command's status"))),
