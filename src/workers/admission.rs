@@ -22,6 +22,8 @@ use crate::store::{InboxEntry, StoreError};
 /// How often the worker looks without being woken: another instance's rows whose lease ran out,
 /// rows left by a failed pass, and the backlog as the database counts it.
 const IDLE: Duration = Duration::from_secs(1);
+/// How soon a pass that left messages waiting is followed by another.
+const WAITING_POLL: Duration = Duration::from_millis(50);
 /// Conversations admitted side by side.
 const CONVERSATIONS_AT_ONCE: usize = 64;
 /// After a pass the database failed, before the next.
@@ -41,6 +43,16 @@ pub(super) async fn run(services: Services, stopping: CancellationToken) {
         match pass(&services).await {
             // A full batch: more may wait.
             Ok(claimed) if claimed as i64 >= inbox.config().admission_batch => continue,
+            // Messages still wait (behind another instance's older message of their
+            // conversation, which that instance admits without waking this one): look again soon.
+            Ok(_) if inbox.backlog() > 0 => {
+                tokio::select! {
+                    () = stopping.cancelled() => return,
+                    () = inbox.stored() => {}
+                    () = tokio::time::sleep(WAITING_POLL) => {}
+                }
+                continue;
+            }
             Ok(_) => {}
             Err(error) => {
                 tracing::warn!(%error, "the inbox cannot be admitted now; trying again");

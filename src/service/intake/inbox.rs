@@ -86,7 +86,10 @@ impl Inbox {
         // What other instances, or this one before a restart, left counts from the first delivery.
         let store = &self.shared.store;
         let count = || async { store.inbox().backlog().await.map(|(pending, _)| self.set_backlog(pending)) };
-        self.shared.counted.get_or_try_init(count).await?;
+        if let Err(error) = self.shared.counted.get_or_try_init(count).await {
+            // Counted at the next delivery; storing this one says whether the database is there.
+            tracing::debug!(%error, "cannot count the inbox's backlog yet");
+        }
         let backlog = self.backlog();
         let room = i64::try_from(self.shared.config.max_backlog).unwrap_or(i64::MAX);
         if backlog.saturating_add(entries.len() as i64) > room {

@@ -77,7 +77,7 @@ fn challenge(text: String) -> Result<Response, ApiError> {
         description = "A WhatsApp Business Account notification"
     ),
     responses(
-        (status = 200, description = "Every message stored in the inbox, every status recorded", body = webhook::DeliverySummary),
+        (status = 200, description = "Its messages stored, its statuses recorded", body = webhook::DeliverySummary),
         WhatsAppErrors
     )
 )]
@@ -100,7 +100,7 @@ pub(crate) async fn receive_default(
         description = "A WhatsApp Business Account notification"
     ),
     responses(
-        (status = 200, description = "Every message stored in the inbox, every status recorded", body = webhook::DeliverySummary),
+        (status = 200, description = "Its messages stored, its statuses recorded", body = webhook::DeliverySummary),
         WhatsAppErrors
     )
 )]
