@@ -52,6 +52,9 @@ struct Args {
     /// The gateway binary to measure (another build, for a before/after); built when absent.
     #[arg(long)]
     gateway: Option<PathBuf>,
+    /// One backend only (`sqlite` or `postgres`), for profiling it.
+    #[arg(long)]
+    only: Option<String>,
 }
 
 /// Signed single-message deliveries: `order status N` from person `N % people`.
@@ -354,8 +357,13 @@ async fn main() -> anyhow::Result<()> {
     );
     let anchors = Anchors { bare: bare.rate(), durable: durable.rate() };
     let sqlite = format!("sqlite://{}", dir.path().join("bench.db").display());
-    pipeline(&args, "sqlite", &sqlite, anchors).await?;
-    if let Ok(url) = std::env::var("CHATGATE_TEST_POSTGRES_URL") {
+    let runs = |backend: &str| args.only.as_deref().is_none_or(|only| only == backend);
+    if runs("sqlite") {
+        pipeline(&args, "sqlite", &sqlite, anchors).await?;
+    }
+    if let Ok(url) = std::env::var("CHATGATE_TEST_POSTGRES_URL")
+        && runs("postgres")
+    {
         let (database, name) = fresh_postgres(&url).await?;
         let outcome = pipeline(&args, "postgres", &database, anchors).await;
         drop_postgres(&url, &name).await?;

@@ -3,6 +3,7 @@
 //! retry policy. Pure: no I/O, no axum, no sqlx. Imports nothing else of the crate.
 
 pub mod agent;
+pub mod canonical;
 pub mod command;
 pub mod delivery;
 pub mod directory;

@@ -28,7 +28,9 @@ use crate::workers;
 /// they need through `State<T>` (`FromRef`).
 #[derive(Clone)]
 pub struct AppState {
-    pub services: Services,
+    /// Shared, not copied: every request clones the state (each handler's extractors, each
+    /// middleware), and the services hold dozens of handles.
+    pub services: Arc<Services>,
     /// Cancelled when the server begins to stop: long-lived responses (event streams) end then.
     pub stopping: CancellationToken,
 }
@@ -49,7 +51,7 @@ impl AppState {
         let services = Services::new(settings, store, Arc::new(StoredMessageReader));
         let tenants: Vec<String> = services.policy.tenants.get().tenants().map(|t| t.id.to_string()).collect();
         crate::service::telemetry::catalog::announce(services.config.executors.keys(), tenants.iter());
-        Self { services, stopping: CancellationToken::new() }
+        Self { services: Arc::new(services), stopping: CancellationToken::new() }
     }
 }
 
@@ -199,7 +201,7 @@ pub async fn run_router(
     let descriptor_reserve = descriptors_besides_clients(&state.config, state.store.backend());
     let stopping = state.stopping.clone();
     let workers = workers::spawn(&state.services, stopping.clone());
-    let hangups = crate::http::routes::reload::reload_on_hangup(state.services.clone(), stopping.clone());
+    let hangups = crate::http::routes::reload::reload_on_hangup(Services::clone(&state.services), stopping.clone());
     let store = state.store.clone();
     tracing::info!(%addr, backend = store.backend_name(), "chatgate listening");
 

@@ -149,7 +149,7 @@ pub(crate) fn command_row(
     let reply_to =
         write.reply_to.map(serde_json::to_string).transpose().map_err(|err| StoreError::Corrupt(err.to_string()))?;
     let message_ids = serde_json::to_string(&e.message_ids).map_err(|err| StoreError::Corrupt(err.to_string()))?;
-    let args = serde_jcs::to_string(&e.args).map_err(|err| StoreError::Corrupt(err.to_string()))?;
+    let args = crate::domain::canonical::of(&e.args).ok_or_else(|| StoreError::Corrupt("args are not JSON".into()))?;
     Ok(vec![
         e.command_id.to_string().into(),
         e.tenant_id.as_str().into(),

@@ -37,7 +37,7 @@ pub(crate) async fn append_all(
         let artifact_id = Uuid::now_v7();
         let body = draft.body(artifact_id, chain_id, seq, &prev_hash, at);
         // Canonicalized once: the stored text is exactly what the hash covers.
-        let canonical = serde_jcs::to_string(&body).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let canonical = crate::domain::canonical::to_string(&body);
         let hash = hash_canonical(canonical.as_bytes());
         rows.push((artifact_id, seq, draft, canonical, std::mem::replace(&mut prev_hash, hash.clone()), hash));
     }

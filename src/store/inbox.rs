@@ -1,8 +1,9 @@
 //! The inbox: verified provider messages stored before their webhook is answered, admitted
 //! behind the answer. Entering is one transaction for every delivery waiting (group commit); a
 //! message already there (a redelivery) is recognized by `(channel, provider message id)`.
-//! Admission claims rows in order, per owner: an instance admits what it stored while its lease
-//! lasts, and takes over another's rows only once that lease has run out (the instance died).
+//! Admission claims rows in order, per owner: an instance admits what it stored while it is alive
+//! (its heartbeat in `inbox_owners`), and takes over another's rows only once that one's heartbeat
+//! has run out (the instance died).
 
 use std::time::Duration;
 
@@ -51,16 +52,16 @@ pub struct InboxEntry {
     pub received_at: OffsetDateTime,
 }
 
-/// Who admits the rows an instance enters, and until when before another may take them.
+/// Who admits the rows an instance enters, and until when it is alive unless it says so again.
 #[derive(Debug, Clone, Copy)]
 pub struct Lease<'a> {
     pub owner: &'a str,
     pub until: OffsetDateTime,
 }
 
-const COLUMNS: usize = 9;
+const COLUMNS: usize = 8;
 const INSERT: &str = "INSERT INTO inbox (channel, provider_message_id, conversation_id, payload, hold_ms, \
-                      trace_parent, received_at, owner, lease_until)";
+                      trace_parent, received_at, owner)";
 const INSERT_TAIL: &str = "ON CONFLICT (channel, provider_message_id) DO NOTHING \
                            RETURNING id, channel, provider_message_id";
 
@@ -73,7 +74,8 @@ impl Inbox<'_> {
         received_at: OffsetDateTime,
     ) -> Result<Vec<Vec<Entered>>, StoreError> {
         let rows: Vec<Vec<Param>> = deliveries.iter().flatten().map(|entry| row(entry, lease, received_at)).collect();
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin_inbox().await?;
+        heartbeat(&mut tx, lease).await?;
         let stored = insert_rows(&mut tx, INSERT, COLUMNS, rows, INSERT_TAIL).await?;
         tx.commit().await?;
         let mut ids = std::collections::HashMap::with_capacity(stored.len());
@@ -88,48 +90,51 @@ impl Inbox<'_> {
         Ok(deliveries.iter().map(|delivery| delivery.iter().map(&mut entered).collect()).collect())
     }
 
-    /// Up to `limit` unadmitted rows, oldest first, now leased to `lease.owner`: its own, and
-    /// others' whose lease ended. A row waits while an older one of its conversation is another
+    /// Up to `limit` unadmitted rows, oldest first, now `lease.owner`'s: its own, and those of
+    /// instances no longer alive. A row waits while an older one of its conversation is another
     /// live instance's, so that a conversation's messages are admitted in the order they came.
     pub async fn claim(self, lease: Lease<'_>, now: OffsetDateTime, limit: i64) -> Result<Vec<InboxEntry>, StoreError> {
         // One process writes a SQLite database: rows another owner left are a dead process's.
-        let pending = match self.store.backend() {
+        let sql = match self.store.backend() {
             BackendKind::Postgres => {
-                "SELECT id FROM inbox i WHERE admitted_at IS NULL AND (owner = $1 OR lease_until <= $3)
+                "WITH alive AS (SELECT owner FROM inbox_owners WHERE alive_until > $2 AND owner <> $1)
+                 SELECT id, channel, provider_message_id, conversation_id, payload, hold_ms, trace_parent,
+                        received_at, owner
+                 FROM inbox i WHERE admitted_at IS NULL AND owner NOT IN (SELECT owner FROM alive)
                  AND NOT EXISTS (SELECT 1 FROM inbox e WHERE e.admitted_at IS NULL
                      AND e.conversation_id = i.conversation_id AND e.id < i.id
-                     AND e.owner <> $1 AND e.lease_until > $3)
-                 ORDER BY id LIMIT $4 FOR UPDATE SKIP LOCKED"
+                     AND e.owner IN (SELECT owner FROM alive))
+                 ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED"
             }
-            BackendKind::Sqlite => "SELECT id FROM inbox WHERE admitted_at IS NULL AND $3 = $3 ORDER BY id LIMIT $4",
+            BackendKind::Sqlite => {
+                "SELECT id, channel, provider_message_id, conversation_id, payload, hold_ms, trace_parent,
+                        received_at, owner
+                 FROM inbox WHERE admitted_at IS NULL AND $1 = $1 AND $2 = $2 ORDER BY id LIMIT $3"
+            }
         };
-        let sql = format!(
-            "UPDATE inbox SET owner = $1, lease_until = $2 WHERE id IN ({pending})
-             RETURNING id, channel, provider_message_id, conversation_id, payload, hold_ms, trace_parent, received_at"
-        );
-        let mut tx = self.store.begin().await?;
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(lease.owner)
-            .bind(to_ms(lease.until))
-            .bind(to_ms(now))
-            .bind(limit)
-            .fetch_all(&mut *tx)
-            .await?;
-        tx.commit().await?;
+        let mut tx = self.store.begin_inbox().await?;
+        let rows = sqlx::query(sql).bind(lease.owner).bind(to_ms(now)).bind(limit).fetch_all(&mut *tx).await?;
         let mut claimed = rows.iter().map(entry).collect::<Result<Vec<_>, _>>()?;
-        claimed.sort_by_key(|entry| entry.id);
-        Ok(claimed)
+        // What a dead instance left becomes this one's (one statement; its own rows stay as they are).
+        let taken: Vec<Vec<Param>> = claimed
+            .iter()
+            .filter(|(_, owner)| owner != lease.owner)
+            .map(|(entry, _)| vec![Param::from(entry.id), Param::from(lease.owner)])
+            .collect();
+        if !taken.is_empty() {
+            update_rows(&mut tx, ("inbox", "owner = v.column2", "inbox.id = v.column1"), 2, taken).await?;
+        }
+        tx.commit().await?;
+        claimed.sort_by_key(|(entry, _)| entry.id);
+        Ok(claimed.into_iter().map(|(entry, _)| entry).collect())
     }
 
-    /// Holds every row `lease.owner` has not admitted yet until `lease.until` (its heartbeat):
-    /// only a dead instance's rows are taken over.
+    /// Says `lease.owner` is alive until `lease.until` (its heartbeat, every second): only a dead
+    /// instance's rows are taken over.
     pub async fn renew(self, lease: Lease<'_>) -> Result<(), StoreError> {
-        sqlx::query("UPDATE inbox SET lease_until = $2 WHERE owner = $1 AND admitted_at IS NULL")
-            .bind(lease.owner)
-            .bind(to_ms(lease.until))
-            .execute(self.store.pool())
-            .await?;
-        Ok(())
+        let mut tx = self.store.begin_inbox().await?;
+        heartbeat(&mut tx, lease).await?;
+        tx.commit().await
     }
 
     /// Marks rows admitted (they stay, for recognizing redeliveries, until the clean-up).
@@ -138,7 +143,7 @@ impl Inbox<'_> {
             return Ok(());
         }
         let rows = ids.iter().map(|id| vec![Param::from(*id), Param::from(to_ms(at))]).collect();
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin_inbox().await?;
         let (set, matching) = ("admitted_at = v.column2", "inbox.id = v.column1");
         update_rows(&mut tx, ("inbox", set, matching), 2, rows).await?;
         tx.commit().await?;
@@ -148,18 +153,51 @@ impl Inbox<'_> {
     /// The rows not yet admitted, and when the oldest of them was stored.
     pub async fn backlog(self) -> Result<(i64, Option<OffsetDateTime>), StoreError> {
         let sql = "SELECT COUNT(*) AS pending, MIN(received_at) AS oldest FROM inbox WHERE admitted_at IS NULL";
-        let row = sqlx::query(sql).fetch_one(self.store.pool()).await?;
+        let row = sqlx::query(sql).fetch_one(self.store.inbox_pool()).await?;
         Ok((int(&row, "pending")?, opt_int(&row, "oldest")?.map(from_ms).transpose()?))
     }
 
-    /// Removes rows admitted before `before`; returns how many.
+    /// Removes the admitted rows of the conversations with any of `names` (an erasure).
+    pub async fn forget_admitted_of(self, names: &[String]) -> Result<(), StoreError> {
+        let mut tx = self.store.begin_inbox().await?;
+        for name in names {
+            let conversation = format!("%:{}", crate::store::directory::like_escaped(name));
+            sqlx::query("DELETE FROM inbox WHERE admitted_at IS NOT NULL AND conversation_id LIKE $1 ESCAPE '\\'")
+                .bind(conversation)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await
+    }
+
+    /// Removes rows admitted before `before`, and instances dead since then with nothing left to
+    /// admit; returns how many rows.
     pub async fn forget_admitted(self, before: OffsetDateTime) -> Result<u64, StoreError> {
         let done = sqlx::query("DELETE FROM inbox WHERE admitted_at IS NOT NULL AND admitted_at < $1")
             .bind(to_ms(before))
-            .execute(self.store.pool())
+            .execute(self.store.inbox_pool())
             .await?;
+        sqlx::query(
+            "DELETE FROM inbox_owners WHERE alive_until < $1
+             AND NOT EXISTS (SELECT 1 FROM inbox WHERE inbox.owner = inbox_owners.owner AND admitted_at IS NULL)",
+        )
+        .bind(to_ms(before))
+        .execute(self.store.inbox_pool())
+        .await?;
         Ok(done.rows_affected())
     }
+}
+
+async fn heartbeat(conn: &mut sqlx::AnyConnection, lease: Lease<'_>) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO inbox_owners (owner, alive_until) VALUES ($1, $2)
+         ON CONFLICT (owner) DO UPDATE SET alive_until = excluded.alive_until",
+    )
+    .bind(lease.owner)
+    .bind(to_ms(lease.until))
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
 }
 
 fn row(entry: &NewInboxEntry, lease: Lease<'_>, received_at: OffsetDateTime) -> Vec<Param> {
@@ -173,12 +211,12 @@ fn row(entry: &NewInboxEntry, lease: Lease<'_>, received_at: OffsetDateTime) -> 
         entry.trace_parent.clone().into(),
         to_ms(received_at).into(),
         lease.owner.into(),
-        to_ms(lease.until).into(),
     ]
 }
 
-fn entry(row: &sqlx::any::AnyRow) -> Result<InboxEntry, StoreError> {
-    Ok(InboxEntry {
+/// A claimed row, and the instance it was whose.
+fn entry(row: &sqlx::any::AnyRow) -> Result<(InboxEntry, String), StoreError> {
+    let entry = InboxEntry {
         id: int(row, "id")?,
         channel: text(row, "channel")?,
         provider_message_id: text(row, "provider_message_id")?,
@@ -187,5 +225,6 @@ fn entry(row: &sqlx::any::AnyRow) -> Result<InboxEntry, StoreError> {
         hold: opt_int(row, "hold_ms")?.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or_default())),
         trace_parent: crate::store::rows::opt_text(row, "trace_parent")?,
         received_at: from_ms(int(row, "received_at")?)?,
-    })
+    };
+    Ok((entry, text(row, "owner")?))
 }

@@ -27,6 +27,7 @@ mod feed;
 mod health;
 mod inbound;
 mod inbox;
+mod inbox_db;
 mod outbound;
 mod outbox;
 mod postgres;
@@ -68,6 +69,7 @@ pub use error::StoreError;
 pub use evidence::{AuditReport, ChainReport, StoredArtifact};
 pub use inbound::{DeliveryStatus, InboundOutcome, NewInbound};
 pub use inbox::{Entered, InboxEntry, Lease, NewInboxEntry};
+pub use inbox_db::inbox_url;
 pub use outbound::{OutboundRecord, Recorded};
 pub use outbox::{ClaimedMessage, MESSAGE_KIND, NOTICE_KIND, NewOutboxMessage, OutboxSettle, ReplyTo};
 pub use repos::{
@@ -141,6 +143,8 @@ pub struct Store {
     feed: Arc<feed::MoveFeed>,
     /// Whether the gateway's own writes fail for want of space (readiness).
     health: Arc<health::WriteHealth>,
+    /// Where the inbox lives (SQLite: a file of its own).
+    inbox_db: inbox_db::InboxDb,
 }
 
 impl std::fmt::Debug for Store {
@@ -164,10 +168,13 @@ impl Store {
             // refuse every later `begin`: it is closed instead, and the pool opens a fresh one.
             .before_acquire(|conn, _| Box::pin(async move { Ok(!sqlx::Connection::is_in_transaction(conn)) }));
         let pool = match backend {
-            BackendKind::Sqlite => sqlite::open(config, options).await?,
+            BackendKind::Sqlite => {
+                sqlite::open(config.database_url.expose(), config, options, sqlite::MAIN_CACHE_KIB).await?
+            }
             BackendKind::Postgres => postgres::open(config, options, acquire_timeout).await?,
         };
         let write_gate = (backend == BackendKind::Sqlite).then(|| Arc::new(Mutex::new(())));
+        let inbox_db = inbox_db::InboxDb::open(config, backend).await?;
         let mut store = Self {
             pool,
             backend,
@@ -180,6 +187,7 @@ impl Store {
                 (backend == BackendKind::Postgres).then(|| config.database_url.expose().to_owned()),
             )),
             health: Arc::default(),
+            inbox_db,
         };
         store.admissions = Some(writer::spawn(store.clone(), config.max_waiting_admissions));
         Ok(store)
@@ -192,6 +200,7 @@ impl Store {
             BackendKind::Postgres => sqlx::migrate!("migrations/postgres"),
         };
         migrator.run(&self.pool).await.map_err(|e| StoreError::Migrate(e.to_string()))?;
+        self.inbox_db.migrate().await?;
         self.backfill_short_refs().await
     }
 
@@ -221,6 +230,7 @@ impl Store {
     /// Answers when the database does (`/readyz`).
     pub async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
+        sqlx::query("SELECT 1").execute(self.inbox_db.pool()).await?;
         Ok(())
     }
 
@@ -260,6 +270,7 @@ impl Store {
 
     pub async fn close(&self) {
         self.pool.close().await;
+        self.inbox_db.close().await;
     }
 
     pub fn backend(&self) -> BackendKind {
@@ -365,6 +376,15 @@ impl Store {
 
     pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
+    }
+
+    /// A write transaction on the inbox's database (`inbox_db`: on SQLite, a file of its own).
+    pub(crate) async fn begin_inbox(&self) -> Result<Tx, StoreError> {
+        self.inbox_db.begin(self.health.clone()).await
+    }
+
+    pub(crate) fn inbox_pool(&self) -> &AnyPool {
+        self.inbox_db.pool()
     }
 }
 

@@ -23,8 +23,19 @@ impl Dialect for SqliteDialect {
     }
 }
 
-pub(super) async fn open(config: &StorageConfig, options: AnyPoolOptions) -> Result<AnyPool, StoreError> {
-    let url = prepare_url(config.database_url.expose())?;
+/// The page cache of each connection to the main file, in KiB.
+pub(super) const MAIN_CACHE_KIB: u32 = 16_384;
+
+/// Opens the SQLite database `url` names (the main one, or the inbox's beside it), each
+/// connection with a page cache of `cache_kib`.
+pub(super) async fn open(
+    url: &str,
+    config: &StorageConfig,
+    options: AnyPoolOptions,
+    cache_kib: u32,
+) -> Result<AnyPool, StoreError> {
+    let redacted = crate::config::DatabaseUrl::new(url).redacted();
+    let url = prepare_url(url)?;
     let busy_timeout = config.sqlite_busy_timeout_ms;
     options
         // A local file does not drop a connection the way a network does; checking each one
@@ -43,13 +54,13 @@ pub(super) async fn open(config: &StorageConfig, options: AnyPoolOptions) -> Res
                 conn.execute("PRAGMA foreign_keys = ON").await?;
                 // The default 2 MB cache makes inserts into the random-keyed indexes (idempotency
                 // keys are SHA-256) read from the OS page by page once the file outgrows it.
-                conn.execute("PRAGMA cache_size = -16384").await?;
+                conn.execute(AssertSqlSafe(format!("PRAGMA cache_size = -{cache_kib}"))).await?;
                 Ok(())
             })
         })
         .connect(&url)
         .await
-        .map_err(|e| StoreError::Unavailable(format!("cannot open {}: {e}", config.database_url.redacted())))
+        .map_err(|e| StoreError::Unavailable(format!("cannot open {redacted}: {e}")))
 }
 
 /// Creates the database's folder and asks SQLite to create the file (`mode=rwc`) when missing.

@@ -416,8 +416,9 @@ async fn storage_unavailable_is_503_and_the_retry_succeeds_on_sqlite() {
     let db = TestDb::new_with(Backend::Sqlite, |c| c.storage.sqlite_busy_timeout_ms = 200).await.expect("sqlite");
     let app = spawn_app(&db).await;
     let meta = Meta::new(&app, &db);
-    // Another process holds SQLite's write lock.
-    let mut holder = db.raw().await;
+    // Another process holds the write lock of the inbox's SQLite file, where a delivery is stored
+    // before its answer (the main file's lock only holds up admission, behind the answer).
+    let mut holder = db.raw_inbox().await;
     holder.execute("BEGIN EXCLUSIVE").await.expect("take the write lock");
     let body = notification(DEMO_NUMBER, vec![text("wamid.O1", CUSTOMER, "refund 5 5")], vec![]);
     let response = meta.post(&body).await;

@@ -146,10 +146,21 @@ impl TestDb {
         AnyConnection::connect(&self.url).await.expect("raw connection")
     }
 
+    /// A separate connection to the inbox's database: on SQLite a file of its own beside the
+    /// main one, on PostgreSQL the same database.
+    pub async fn raw_inbox(&self) -> AnyConnection {
+        let url =
+            if self.is_postgres() { self.url.clone() } else { chatgate::store::inbox_url(&self.url).expect("url") };
+        AnyConnection::connect(&url).await.expect("raw inbox connection")
+    }
+
     pub async fn count(&self, sql: &'static str, bind: &str) -> i64 {
-        let mut conn = self.raw().await;
-        let row = sqlx::query(sql).bind(bind).fetch_one(&mut conn).await.expect("count query");
-        sqlx::Row::try_get::<i64, _>(&row, 0).expect("a count")
+        count(&mut self.raw().await, sql, bind).await
+    }
+
+    /// Like [`TestDb::count`], in the inbox's database.
+    pub async fn count_inbox(&self, sql: &'static str, bind: &str) -> i64 {
+        count(&mut self.raw_inbox().await, sql, bind).await
     }
 
     /// The outbox rows, oldest first: (kind, payload).
@@ -186,6 +197,11 @@ impl TestDb {
             drop_postgres_database(admin_url, name).await;
         }
     }
+}
+
+async fn count(conn: &mut AnyConnection, sql: &'static str, bind: &str) -> i64 {
+    let row = sqlx::query(sql).bind(bind).fetch_one(conn).await.expect("count query");
+    sqlx::Row::try_get::<i64, _>(&row, 0).expect("a count")
 }
 
 async fn drop_postgres_database(admin_url: &str, name: &str) {

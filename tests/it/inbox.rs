@@ -20,10 +20,14 @@ fn durable(db: &TestDb, tweak: impl FnOnce(&mut Config)) -> Config {
     config
 }
 
-/// Waits until `sql` (one text parameter) counts `wanted` rows (10 s at most).
+/// Waits until `sql` (one text parameter) counts `wanted` rows (10 s at most); a count of the
+/// inbox's rows is made in the inbox's database.
 async fn until_count(db: &TestDb, sql: &'static str, bind: &str, wanted: i64) {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while db.count(sql, bind).await != wanted {
+    let count = || async {
+        if sql.contains("FROM inbox ") { db.count_inbox(sql, bind).await } else { db.count(sql, bind).await }
+    };
+    while count().await != wanted {
         assert!(Instant::now() < deadline, "{sql} [{bind}] never counted {wanted}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -68,7 +72,7 @@ async fn a_delivery_past_the_backlog_limit_is_503_and_stores_nothing(db: &TestDb
     assert_eq!(refused.headers()["content-type"], "application/problem+json");
     let problem: Value = refused.json().await.expect("problem");
     assert_eq!(problem["code"], "backlog_full", "{problem}");
-    assert_eq!(db.count("SELECT COUNT(*) FROM inbox WHERE channel = $1", "whatsapp").await, 0);
+    assert_eq!(db.count_inbox("SELECT COUNT(*) FROM inbox WHERE channel = $1", "whatsapp").await, 0);
     assert_eq!(db.count("SELECT COUNT(*) FROM inbound_messages WHERE channel = $1", "whatsapp").await, 0);
     assert_eq!(meta.text("wamid.FITS", CUSTOMER, "order status 4").await.status(), 200);
     until_count(db, "SELECT COUNT(*) FROM inbound_messages WHERE provider_message_id = $1", "wamid.FITS", 1).await;
@@ -115,13 +119,13 @@ async fn another_instances_backlog_counts_and_is_taken_over_when_its_hold_ends()
     assert_eq!(refused.status(), 503, "three messages wait: the backlog is full");
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     let pending = "SELECT COUNT(*) FROM inbox WHERE admitted_at IS NULL AND owner = $1";
-    assert_eq!(db.count(pending, "another-instance").await, 3, "held by a live instance: not taken");
+    assert_eq!(db.count_inbox(pending, "another-instance").await, 3, "held by a live instance: not taken");
     let intake = overview_intake(&app, &db).await;
     assert!(intake.contains("<strong>3</strong>") && intake.contains("the oldest has waited 6"), "{intake}");
 
     // The other instance died: its hold runs out.
     let mut conn = db.raw().await;
-    sqlx::query("UPDATE inbox SET lease_until = 0").execute(&mut conn).await.expect("hold ended");
+    sqlx::query("UPDATE inbox_owners SET alive_until = 0").execute(&mut conn).await.expect("hold ended");
     let admitted = "SELECT COUNT(*) FROM inbound_messages WHERE provider_message_id LIKE $1";
     until_count(&db, admitted, "wamid.OTHER%", 3).await;
     let rows: Vec<(i64, i64)> = sqlx::query_as(
@@ -137,7 +141,7 @@ async fn another_instances_backlog_counts_and_is_taken_over_when_its_hold_ends()
         assert_eq!(inbox, received_at.unix_timestamp_nanos() as i64 / 1_000_000);
     }
     let taken = "SELECT COUNT(*) FROM inbox WHERE admitted_at IS NOT NULL AND owner <> $1";
-    assert_eq!(db.count(taken, "another-instance").await, 3, "admitted by this instance");
+    assert_eq!(db.count_inbox(taken, "another-instance").await, 3, "admitted by this instance");
     assert_eq!(meta.text("wamid.MINE", CUSTOMER, "order status 10").await.status(), 200, "room again");
     until_count(&db, "SELECT COUNT(*) FROM inbox WHERE admitted_at IS NULL AND channel = $1", "whatsapp", 0).await;
     assert!(overview_intake(&app, &db).await.contains("<strong>0</strong>."));

@@ -109,7 +109,7 @@ async fn every_acknowledged_delivery_survives_a_sigkill(db: &TestDb) {
         .await
         .expect("states");
     let inbox: Vec<(i64,)> = sqlx::query_as("SELECT COUNT(*) FROM inbox WHERE admitted_at IS NULL")
-        .fetch_all(&mut conn)
+        .fetch_all(&mut db.raw_inbox().await)
         .await
         .expect("inbox");
     let statuses: Vec<(String, i64)> = sqlx::query_as("SELECT status, COUNT(*) FROM inbound_messages GROUP BY status")

@@ -28,9 +28,9 @@ impl KeyInputs<'_> {
     /// `hex(SHA-256(JCS(inputs)))`. JCS (RFC 8785) sorts keys and fixes number and string
     /// forms, so the field order a caller used does not matter.
     fn digest(&self) -> String {
-        // Serializing plain strings, maps and numbers cannot fail; if it ever did, hashing the
-        // error text would still be deterministic rather than a panic on the ingress path.
-        let canonical = serde_jcs::to_vec(self).unwrap_or_else(|e| e.to_string().into_bytes());
+        // Plain strings, maps and numbers always make JSON; if they ever did not, hashing their
+        // debug form would still be deterministic rather than a panic on the ingress path.
+        let canonical = crate::domain::canonical::of(self).unwrap_or_else(|| format!("{self:?}"));
         hex::encode(Sha256::digest(canonical))
     }
 }

@@ -12,9 +12,7 @@ pub const GENESIS_HASH: &str = "000000000000000000000000000000000000000000000000
 
 /// `hex(SHA-256(JCS(body)))`.
 pub fn hash_body(body: &Value) -> String {
-    // A `Value` always serializes; fall back to its plain form rather than panic.
-    let canonical = serde_jcs::to_vec(body).unwrap_or_else(|_| body.to_string().into_bytes());
-    hash_canonical(&canonical)
+    hash_canonical(crate::domain::canonical::to_string(body).as_bytes())
 }
 
 /// The hash of text that is already in canonical (JCS) form.

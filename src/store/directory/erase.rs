@@ -49,6 +49,11 @@ pub enum Erased {
 
 impl Directory<'_> {
     pub async fn erase(self, erasure: &Erasure<'_>, evidence: &[EvidenceDraft]) -> Result<Erased, StoreError> {
+        // The inbox's copies of their admitted messages go first (on SQLite the inbox is another
+        // file, outside this transaction): if the erasure then fails, only copies that served to
+        // recognize redeliveries are gone (admission would find such a message recorded anyway).
+        // A message of theirs still waiting is admitted, and erased with a later erasure.
+        self.store.inbox().forget_admitted_of(&erasure.names).await?;
         let mut tx = self.store.begin().await?;
         if let Some(proof) = erasure.proof
             && !consume_token(&mut tx, proof, None, erasure.at).await?
@@ -64,7 +69,6 @@ impl Directory<'_> {
         let commands = their_commands(&mut tx, erasure, &ids).await?;
         let messages = erase_texts(&mut tx, erasure, &commands).await?;
         rename(&mut tx, erasure, &ids, &commands).await?;
-        forget_inbox_copies(&mut tx, erasure).await?;
         append_all(&mut tx, erasure.tenant.as_str(), evidence, erasure.at).await?;
         tx.commit().await?;
         Ok(Erased::Done { commands: commands.len() as u64, messages })
@@ -157,19 +161,6 @@ async fn rename(
         execute_tenant_in(conn, &format!("DELETE FROM {table}"), tenant, "address", &erasure.names).await?;
     }
     execute_tenant_in(conn, "DELETE FROM identity_answers", tenant, "actor_id", ids).await?;
-    Ok(())
-}
-
-/// The inbox's copies of their admitted messages (what admission wrote from them is erased
-/// above; a message of theirs still waiting is admitted, and erased with a later erasure).
-async fn forget_inbox_copies(conn: &mut AnyConnection, erasure: &Erasure<'_>) -> Result<(), StoreError> {
-    for name in &erasure.names {
-        let conversation = format!("%:{}", super::like_escaped(name));
-        sqlx::query("DELETE FROM inbox WHERE admitted_at IS NOT NULL AND conversation_id LIKE $1 ESCAPE '\\'")
-            .bind(conversation)
-            .execute(&mut *conn)
-            .await?;
-    }
     Ok(())
 }
 

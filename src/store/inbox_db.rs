@@ -1,0 +1,133 @@
+//! Where the inbox lives. A webhook's answer waits for its inbox rows only, so their commit must
+//! never queue behind admission's larger transactions:
+//!
+//! - SQLite has one writer per database file: the inbox is a file of its own beside the main one
+//!   (`data/chatgate.db` → `data/chatgate-inbox.db`), with its own writer, its own WAL and its own
+//!   migrations (`migrations/sqlite-inbox`). Nothing joins the two: admission reads a row from
+//!   the inbox, commits the admission in the main file, then marks the row; a crash in between
+//!   is harmless, the message is found recorded (a redelivery).
+//! - PostgreSQL: the same database (the table is in the main migrations), through a few
+//!   connections of the inbox's own, so that an answer never waits for one of admission's.
+
+use std::sync::Arc;
+
+use sqlx::AnyPool;
+use sqlx::any::AnyPoolOptions;
+use tokio::sync::Mutex;
+
+use crate::config::{BackendKind, StorageConfig};
+use crate::store::{StoreError, Tx, health, sqlite};
+
+/// The inbox's connections on PostgreSQL: its group-commit writer, admission's claims and marks,
+/// the backlog's count and the lease's heartbeat.
+const POSTGRES_CONNECTIONS: u32 = 4;
+/// SQLite: one writer, and one reader beside it (WAL).
+const SQLITE_CONNECTIONS: u32 = 2;
+/// SQLite's page cache per connection, in KiB: the inbox's rows are written once and read back
+/// soon, by its primary key (SQLite's own default).
+const SQLITE_CACHE_KIB: u32 = 2_000;
+
+#[derive(Clone)]
+pub(crate) struct InboxDb {
+    pool: AnyPool,
+    backend: BackendKind,
+    /// SQLite only: the inbox file's writers queue here (as [`Tx`] explains for the main file).
+    gate: Option<Arc<Mutex<()>>>,
+}
+
+impl InboxDb {
+    pub(crate) async fn open(config: &StorageConfig, backend: BackendKind) -> Result<Self, StoreError> {
+        let options = AnyPoolOptions::new()
+            .acquire_timeout(std::time::Duration::from_millis(config.acquire_timeout_ms))
+            .before_acquire(|conn, _| Box::pin(async move { Ok(!sqlx::Connection::is_in_transaction(conn)) }));
+        let (pool, gate) = match backend {
+            BackendKind::Sqlite => {
+                let url = inbox_url(config.database_url.expose())?;
+                let options = options.max_connections(SQLITE_CONNECTIONS);
+                (sqlite::open(&url, config, options, SQLITE_CACHE_KIB).await?, Some(Arc::new(Mutex::new(()))))
+            }
+            BackendKind::Postgres => {
+                let url = config.database_url.expose();
+                let options = options.max_connections(POSTGRES_CONNECTIONS);
+                let pool = options.connect(url).await.map_err(|e| {
+                    StoreError::Unavailable(format!("cannot open {}: {e}", config.database_url.redacted()))
+                })?;
+                (pool, None)
+            }
+        };
+        Ok(Self { pool, backend, gate })
+    }
+
+    /// The inbox file's own migrations (SQLite); PostgreSQL's inbox is in the main ones.
+    pub(crate) async fn migrate(&self) -> Result<(), StoreError> {
+        if self.backend == BackendKind::Sqlite {
+            let migrator = sqlx::migrate!("migrations/sqlite-inbox");
+            migrator.run(&self.pool).await.map_err(|e| StoreError::Migrate(format!("the inbox: {e}")))?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// A write transaction on the inbox; whatever keeps it from starting means the database is
+    /// unavailable (the provider retries).
+    pub(crate) async fn begin(&self, health: Arc<health::WriteHealth>) -> Result<Tx, StoreError> {
+        let gate = match &self.gate {
+            Some(gate) => Some(gate.clone().lock_owned().await),
+            None => None,
+        };
+        let begin = match self.backend {
+            BackendKind::Sqlite => "BEGIN IMMEDIATE",
+            BackendKind::Postgres => "BEGIN",
+        };
+        match self.pool.begin_with(begin).await {
+            Ok(tx) => Ok(Tx { tx, _gate: gate, health }),
+            Err(e) => Err(StoreError::Unavailable(format!("cannot start a transaction on the inbox: {e}"))),
+        }
+    }
+
+    pub(crate) async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// The inbox file beside the SQLite database `url` names: its name with `-inbox` before the
+/// extension, the same query (`sqlite://data/chatgate.db` → `sqlite://data/chatgate-inbox.db`).
+pub fn inbox_url(url: &str) -> Result<String, StoreError> {
+    let (scheme, rest) = ["sqlite://", "sqlite:"]
+        .iter()
+        .find_map(|scheme| url.strip_prefix(scheme).map(|rest| (*scheme, rest)))
+        .ok_or_else(|| StoreError::Config(format!("`{url}` is not a sqlite: URL")))?;
+    let (path, query) = rest.split_once('?').map_or((rest, None), |(path, query)| (path, Some(query)));
+    if path.is_empty() || path == ":memory:" {
+        return Ok(url.to_owned());
+    }
+    let (folder, file) = path.rsplit_once('/').map_or(("", path), |(folder, file)| (folder, file));
+    let file = match file.rsplit_once('.') {
+        Some((stem, extension)) if !stem.is_empty() => format!("{stem}-inbox.{extension}"),
+        _ => format!("{file}-inbox"),
+    };
+    let path = if folder.is_empty() && !path.starts_with('/') { file } else { format!("{folder}/{file}") };
+    Ok(match query {
+        Some(query) => format!("{scheme}{path}?{query}"),
+        None => format!("{scheme}{path}"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::inbox_url;
+
+    #[test]
+    fn the_inbox_file_sits_beside_the_database() {
+        let url = |u: &str| inbox_url(u).expect("a sqlite URL");
+        assert_eq!(url("sqlite://data/chatgate.db"), "sqlite://data/chatgate-inbox.db");
+        assert_eq!(url("sqlite:///var/lib/cg/main.sqlite?mode=rwc"), "sqlite:///var/lib/cg/main-inbox.sqlite?mode=rwc");
+        assert_eq!(url("sqlite:chatgate"), "sqlite:chatgate-inbox");
+        assert_eq!(url("sqlite:/x.y/db"), "sqlite:/x.y/db-inbox");
+        assert_eq!(url("sqlite::memory:"), "sqlite::memory:");
+        assert!(inbox_url("postgres://x").is_err());
+    }
+}
