@@ -143,8 +143,10 @@ async fn pipeline(args: &Args, backend: &str, database_url: &str, anchors: Ancho
     let run = uuid::Uuid::now_v7().simple().to_string();
     let latency = light_load_latency(args, &base, &graph).await;
     graph.replies.lock().await.clear();
+    let cpu_before = common::cpu_seconds(pid);
     let first = Instant::now();
     let load = fire(&format!("{base}/webhooks/whatsapp"), bodies(args, &run), args.connections).await;
+    let flood_cpu = common::cpu_seconds(pid) - cpu_before;
     let deadline = load.last_answer + Duration::from_secs(args.drain_timeout_secs);
     let expected = load.ok;
     loop {
@@ -155,6 +157,7 @@ async fn pipeline(args: &Args, backend: &str, database_url: &str, anchors: Ancho
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let replies = graph.replies.lock().await.clone();
+    let cpu = common::cpu_seconds(pid) - cpu_before;
     let last_reply = replies.iter().max().copied().unwrap_or(load.last_answer);
     let end_to_end = last_reply.duration_since(first);
     let drain = last_reply.saturating_duration_since(load.last_answer);
@@ -182,6 +185,12 @@ async fn pipeline(args: &Args, backend: &str, database_url: &str, anchors: Ancho
         replies.len() as f64 / end_to_end.as_secs_f64(),
         drain,
         peak_rss_mb(pid),
+    );
+    println!(
+        "{backend}: the gateway's CPU from the first webhook to the last reply: {cpu:.2} s, {:.0} µs per command; \
+         while the webhooks came: {flood_cpu:.2} s, {:.0} µs per webhook (admission's meanwhile included)",
+        cpu * 1e6 / replies.len().max(1) as f64,
+        flood_cpu * 1e6 / load.ok.max(1) as f64
     );
     let half = half_load(args, &base, &graph, load.rate() / 2.0, &run).await;
     println!(

@@ -114,6 +114,19 @@ pub fn peak_rss_mb(pid: u32) -> f64 {
     kb / 1024.0
 }
 
+/// The CPU time the process has used so far (user and system, all its threads), in seconds: what
+/// a phase cost, whatever else the machine was doing meanwhile.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
+    let ticks = |n: usize| fields.get(n).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of the whole line (11 and 12 after the name), in ticks.
+    // SAFETY: sysconf only reads a constant of the system.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (ticks(11) + ticks(12)) / per_second.max(1.0)
+}
+
 /// The gateway process, stopped however the run ends.
 pub struct Gateway(pub std::process::Child);
 

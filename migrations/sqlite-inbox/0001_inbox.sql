@@ -20,7 +20,8 @@ CREATE TABLE inbox (
     UNIQUE (channel, provider_message_id)
 );
 CREATE INDEX inbox_pending ON inbox (id) WHERE admitted_at IS NULL;
-CREATE INDEX inbox_pending_by_conversation ON inbox (conversation_id, id) WHERE admitted_at IS NULL;
+-- (PostgreSQL's `inbox_pending_by_conversation` finds another live instance's older message of a
+-- conversation; one process writes a SQLite database, so there is none to find here.)
 CREATE INDEX inbox_admitted ON inbox (admitted_at) WHERE admitted_at IS NOT NULL;
 
 -- Each instance that stores messages, alive until `alive_until` (it moves that on every second):

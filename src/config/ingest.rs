@@ -32,6 +32,10 @@ pub struct IngestConfig {
     /// messages are taken over, this long after it died. (A SQLite database has one process:
     /// a restarted gateway takes what the last one left at once.)
     pub lease_secs: u64,
+    /// How many steps (Linux nice values, 0–19) below the server the work behind the
+    /// acknowledgement runs — admission, dispatch, sending: under a burst, answering webhooks
+    /// comes first and the rest takes the cores it leaves. 0: the same priority.
+    pub background_nice: i32,
 }
 
 impl Default for IngestConfig {
@@ -43,6 +47,7 @@ impl Default for IngestConfig {
             retry_after_secs: 5,
             admission_batch: 512,
             lease_secs: 10,
+            background_nice: 10,
         }
     }
 }

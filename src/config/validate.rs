@@ -47,6 +47,9 @@ impl Config {
             )));
         }
         self.metrics.listen_addr()?;
+        if !(0..=19).contains(&self.ingest.background_nice) {
+            return Err(ConfigError::Invalid("ingest.background_nice must be from 0 to 19".into()));
+        }
         if self.outbound.backoff_initial_ms > self.outbound.backoff_max_ms {
             return Err(ConfigError::Invalid("outbound.backoff_initial_ms is above outbound.backoff_max_ms".into()));
         }

@@ -33,6 +33,8 @@ pub struct AppState {
     pub services: Arc<Services>,
     /// Cancelled when the server begins to stop: long-lived responses (event streams) end then.
     pub stopping: CancellationToken,
+    /// Where the workers run (`workers::Background` when serving; the server's own runtime in tests).
+    pub background: tokio::runtime::Handle,
 }
 
 /// Handlers read the services as the state's own fields (`state.engine`, `state.config`).
@@ -51,7 +53,13 @@ impl AppState {
         let services = Services::new(settings, store, Arc::new(StoredMessageReader));
         let tenants: Vec<String> = services.policy.tenants.get().tenants().map(|t| t.id.to_string()).collect();
         crate::service::telemetry::catalog::announce(services.config.executors.keys(), tenants.iter());
-        Self { services: Arc::new(services), stopping: CancellationToken::new() }
+        let background = tokio::runtime::Handle::current();
+        Self { services: Arc::new(services), stopping: CancellationToken::new(), background }
+    }
+
+    /// The same, its workers on `background`.
+    pub fn behind(self, background: tokio::runtime::Handle) -> Self {
+        Self { background, ..self }
     }
 }
 
@@ -164,9 +172,10 @@ pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
 
 /// Connects to the database, applies migrations and serves until SIGTERM or SIGINT.
 pub async fn serve(settings: Settings) -> anyhow::Result<()> {
-    let store = Store::connect(&settings.config.storage).await?;
+    let background = workers::Background::start(settings.config.ingest.background_nice)?;
+    let store = Store::connect_on(&settings.config.storage, &background.handle()).await?;
     store.migrate().await?;
-    let state = AppState::new(settings, store);
+    let state = AppState::new(settings, store).behind(background.handle());
     // The directory file's people and roles are in the database before the first message.
     state.services.prepare(time::OffsetDateTime::now_utc()).await?;
     let addr = state.config.server.listen_addr()?;
@@ -200,7 +209,7 @@ pub async fn run_router(
     let state_limits = (state.config.server.header_read_timeout(), state.config.server.max_connections);
     let descriptor_reserve = descriptors_besides_clients(&state.config, state.store.backend());
     let stopping = state.stopping.clone();
-    let workers = workers::spawn(&state.services, stopping.clone());
+    let workers = workers::spawn(&state.services, stopping.clone(), &state.background);
     let hangups = crate::http::routes::reload::reload_on_hangup(Services::clone(&state.services), stopping.clone());
     let store = state.store.clone();
     tracing::info!(%addr, backend = store.backend_name(), "chatgate listening");

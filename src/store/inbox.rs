@@ -7,7 +7,6 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::domain::command::{Channel, ExternalId};
@@ -22,7 +21,8 @@ pub struct NewInboxEntry {
     pub provider_message_id: ExternalId,
     /// `{channel}:{business number}:{person}`: admission keeps each one's order.
     pub conversation_id: String,
-    pub payload: Value,
+    /// The message as its channel read it (JSON text).
+    pub payload: String,
     /// How long its replies are held for the webhook's own answer (Twilio's TwiML).
     pub hold: Option<Duration>,
     /// The webhook's trace (W3C `traceparent`), which its admission joins.
@@ -45,7 +45,8 @@ pub struct InboxEntry {
     pub channel: String,
     pub provider_message_id: String,
     pub conversation_id: String,
-    pub payload: Value,
+    /// As it was stored (JSON text).
+    pub payload: String,
     pub hold: Option<Duration>,
     pub trace_parent: Option<String>,
     /// When the gateway stored it: the receipt time of everything admission writes for it.
@@ -69,11 +70,15 @@ impl Inbox<'_> {
     /// Stores every message of `deliveries` in one transaction: for each, whether it is new.
     pub async fn enter(
         self,
-        deliveries: &[Vec<NewInboxEntry>],
+        deliveries: &[&[NewInboxEntry]],
         lease: Lease<'_>,
         received_at: OffsetDateTime,
     ) -> Result<Vec<Vec<Entered>>, StoreError> {
-        let rows: Vec<Vec<Param>> = deliveries.iter().flatten().map(|entry| row(entry, lease, received_at)).collect();
+        let rows: Vec<Vec<Param>> = deliveries
+            .iter()
+            .flat_map(|delivery| delivery.iter())
+            .map(|entry| row(entry, lease, received_at))
+            .collect();
         let mut tx = self.store.begin_inbox().await?;
         heartbeat(&mut tx, lease).await?;
         let stored = insert_rows(&mut tx, INSERT, COLUMNS, rows, INSERT_TAIL).await?;
@@ -206,7 +211,7 @@ fn row(entry: &NewInboxEntry, lease: Lease<'_>, received_at: OffsetDateTime) -> 
         entry.channel.as_str().into(),
         entry.provider_message_id.as_str().into(),
         entry.conversation_id.as_str().into(),
-        entry.payload.to_string().into(),
+        entry.payload.as_str().into(),
         hold.into(),
         entry.trace_parent.clone().into(),
         to_ms(received_at).into(),
@@ -221,7 +226,7 @@ fn entry(row: &sqlx::any::AnyRow) -> Result<(InboxEntry, String), StoreError> {
         channel: text(row, "channel")?,
         provider_message_id: text(row, "provider_message_id")?,
         conversation_id: text(row, "conversation_id")?,
-        payload: crate::store::rows::json(row, "payload")?,
+        payload: text(row, "payload")?,
         hold: opt_int(row, "hold_ms")?.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or_default())),
         trace_parent: crate::store::rows::opt_text(row, "trace_parent")?,
         received_at: from_ms(int(row, "received_at")?)?,

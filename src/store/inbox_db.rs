@@ -48,10 +48,12 @@ impl InboxDb {
             }
             BackendKind::Postgres => {
                 let url = config.database_url.expose();
-                let options = options.max_connections(POSTGRES_CONNECTIONS);
+                let options = options.max_connections(POSTGRES_CONNECTIONS).min_connections(POSTGRES_CONNECTIONS);
                 let pool = options.connect(url).await.map_err(|e| {
                     StoreError::Unavailable(format!("cannot open {}: {e}", config.database_url.redacted()))
                 })?;
+                // On this runtime (the server's), not on the one admission claims from.
+                crate::store::open::every_connection(&pool, POSTGRES_CONNECTIONS).await?;
                 (pool, None)
             }
         };

@@ -28,6 +28,7 @@ mod health;
 mod inbound;
 mod inbox;
 mod inbox_db;
+mod open;
 mod outbound;
 mod outbox;
 mod postgres;
@@ -45,14 +46,11 @@ mod trace;
 mod writer;
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use sqlx::any::AnyPoolOptions;
 use sqlx::{Any, AnyConnection, AnyPool, Transaction};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
 pub use crate::config::BackendKind;
-use crate::config::StorageConfig;
 pub use admission::{AdmissionWrite, Admitted, DuplicateOf, DuplicateReply};
 pub use api_keys::KeyClaim;
 pub use batch::GroupCommitStats;
@@ -126,8 +124,15 @@ pub(crate) trait Dialect: Send + Sync {
     fn claim_outbox_sql(&self) -> &'static str;
 }
 
+/// The store: a handle, cheap to clone (every request and every worker holds one).
 #[derive(Clone)]
 pub struct Store {
+    parts: Arc<Parts>,
+}
+
+/// What every clone of a [`Store`] shares.
+#[derive(Clone)]
+pub struct Parts {
     pool: AnyPool,
     backend: BackendKind,
     /// SQLite only: see [`Tx`].
@@ -147,6 +152,14 @@ pub struct Store {
     inbox_db: inbox_db::InboxDb,
 }
 
+impl std::ops::Deref for Store {
+    type Target = Parts;
+
+    fn deref(&self) -> &Parts {
+        &self.parts
+    }
+}
+
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store").field("backend", &self.backend).finish_non_exhaustive()
@@ -154,45 +167,6 @@ impl std::fmt::Debug for Store {
 }
 
 impl Store {
-    /// Opens the database the URL names (creating a SQLite file and its folder when missing)
-    /// and checks that it answers.
-    pub async fn connect(config: &StorageConfig) -> Result<Self, StoreError> {
-        sqlx::any::install_default_drivers();
-        let backend = config.database_url.backend().map_err(StoreError::Config)?;
-        let acquire_timeout = Duration::from_millis(config.acquire_timeout_ms);
-        let options = AnyPoolOptions::new()
-            .max_connections(config.pool_size(backend))
-            .acquire_timeout(acquire_timeout)
-            // A connection whose transaction could be neither committed nor rolled back (SQLite
-            // after a full disk rolls back by itself, and the driver's ROLLBACK then fails) would
-            // refuse every later `begin`: it is closed instead, and the pool opens a fresh one.
-            .before_acquire(|conn, _| Box::pin(async move { Ok(!sqlx::Connection::is_in_transaction(conn)) }));
-        let pool = match backend {
-            BackendKind::Sqlite => {
-                sqlite::open(config.database_url.expose(), config, options, sqlite::MAIN_CACHE_KIB).await?
-            }
-            BackendKind::Postgres => postgres::open(config, options, acquire_timeout).await?,
-        };
-        let write_gate = (backend == BackendKind::Sqlite).then(|| Arc::new(Mutex::new(())));
-        let inbox_db = inbox_db::InboxDb::open(config, backend).await?;
-        let mut store = Self {
-            pool,
-            backend,
-            write_gate,
-            admissions: None,
-            stats: Arc::default(),
-            signals: Arc::default(),
-            breaker: Arc::default(),
-            feed: Arc::new(feed::MoveFeed::new(
-                (backend == BackendKind::Postgres).then(|| config.database_url.expose().to_owned()),
-            )),
-            health: Arc::default(),
-            inbox_db,
-        };
-        store.admissions = Some(writer::spawn(store.clone(), config.max_waiting_admissions));
-        Ok(store)
-    }
-
     /// Applies the embedded migrations of this backend.
     pub async fn migrate(&self) -> Result<(), StoreError> {
         let migrator = match self.backend {

@@ -27,7 +27,10 @@ impl Dialect for SqliteDialect {
 pub(super) const MAIN_CACHE_KIB: u32 = 16_384;
 
 /// Opens the SQLite database `url` names (the main one, or the inbox's beside it), each
-/// connection with a page cache of `cache_kib`.
+/// connection with a page cache of `cache_kib`. Every connection of the pool is opened now and
+/// kept: each is a thread of its own, which takes the scheduling priority of the thread that
+/// starts it (`workers::Background`), so they are started here rather than by whichever task
+/// first needs one.
 pub(super) async fn open(
     url: &str,
     config: &StorageConfig,
@@ -37,7 +40,9 @@ pub(super) async fn open(
     let redacted = crate::config::DatabaseUrl::new(url).redacted();
     let url = prepare_url(url)?;
     let busy_timeout = config.sqlite_busy_timeout_ms;
-    options
+    let size = options.get_max_connections();
+    let pool = options
+        .min_connections(size)
         // A local file does not drop a connection the way a network does; checking each one
         // before use would cost every transaction and every read an extra round trip to the
         // connection's thread.
@@ -60,7 +65,9 @@ pub(super) async fn open(
         })
         .connect(&url)
         .await
-        .map_err(|e| StoreError::Unavailable(format!("cannot open {redacted}: {e}")))
+        .map_err(|e| StoreError::Unavailable(format!("cannot open {redacted}: {e}")))?;
+    crate::store::open::every_connection(&pool, size).await?;
+    Ok(pool)
 }
 
 /// Creates the database's folder and asks SQLite to create the file (`mode=rwc`) when missing.

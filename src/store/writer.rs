@@ -16,9 +16,9 @@ pub(crate) struct Job {
 
 /// Starts the writer for `store` (which must have none itself) and returns its queue, which holds
 /// at most `waiting` admissions: one more is refused at once (503) instead of waiting in memory.
-pub(crate) fn spawn(store: Store, waiting: usize) -> mpsc::Sender<Job> {
+pub(crate) fn spawn(store: Store, waiting: usize, on: &tokio::runtime::Handle) -> mpsc::Sender<Job> {
     let (queue, jobs) = mpsc::channel(waiting.max(1));
-    tokio::spawn(run(store, jobs));
+    on.spawn(run(store, jobs));
     queue
 }
 

@@ -4,6 +4,7 @@
 //! (the provider clients) and `executors`.
 
 mod admission;
+mod background;
 mod cleanup;
 mod confirmations;
 mod dispatch;
@@ -24,6 +25,7 @@ use crate::executors::dispatcher::Dispatcher;
 use crate::service::Services;
 use crate::workers::sender::Providers;
 use crate::workers::sender::Sender;
+pub use background::Background;
 
 /// The sender of prompts and replies, when some provider has credentials to send with.
 fn outbound_sender(state: &Services) -> Result<Option<Sender>, reqwest::Error> {
@@ -58,8 +60,9 @@ impl Workers {
     }
 }
 
-pub fn spawn(state: &Services, stopping: CancellationToken) -> Workers {
-    let tracker = TaskTracker::new();
+/// Starts every worker on `on` (the runtime behind the acknowledgement, [`Background`]).
+pub fn spawn(state: &Services, stopping: CancellationToken, on: &tokio::runtime::Handle) -> Workers {
+    let tracker = Spawner { tracker: TaskTracker::new(), on: on.clone() };
     let config = &state.config;
     tracker.spawn(admission::run(state.clone(), stopping.clone()));
     tracker.spawn(cleanup::run(state.store.clone(), config.idempotency.cleanup_interval(), stopping.clone()));
@@ -94,8 +97,20 @@ pub fn spawn(state: &Services, stopping: CancellationToken) -> Workers {
         ),
         Err(error) => tracing::error!(%error, "cannot build the provider clients: prompts and replies stay queued"),
     }
-    tracker.close();
-    Workers { tracker }
+    tracker.tracker.close();
+    Workers { tracker: tracker.tracker }
+}
+
+/// Spawns the workers on their runtime and keeps track of them.
+struct Spawner {
+    tracker: TaskTracker,
+    on: tokio::runtime::Handle,
+}
+
+impl Spawner {
+    fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.tracker.spawn_on(task, &self.on);
+    }
 }
 
 /// Runs `tick` every `every` (the first at once) until `stopping`; a tick that overruns delays

@@ -104,14 +104,14 @@ async fn another_instances_backlog_counts_and_is_taken_over_when_its_hold_ends()
                 channel: message.channel.clone(),
                 provider_message_id: message.provider_message_id.clone(),
                 conversation_id: chatgate::service::intake::reply_destination(&message),
-                payload: serde_json::to_value(&message).expect("json"),
+                payload: serde_json::to_string(&message).expect("json"),
                 hold: None,
                 trace_parent: None,
             }
         })
         .collect();
     let held = Lease { owner: "another-instance", until: time::OffsetDateTime::now_utc() + Duration::from_secs(3_600) };
-    db.store.inbox().enter(&[entries], held, received_at).await.expect("stored by another instance");
+    db.store.inbox().enter(&[&entries], held, received_at).await.expect("stored by another instance");
 
     let app = spawn_app_with(&db, durable(&db, |c| c.ingest.max_backlog = 3)).await;
     let meta = Meta::new(&app, &db);

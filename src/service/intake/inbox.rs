@@ -19,6 +19,10 @@ use crate::store::{Entered, InboxEntry, Lease, NewInboxEntry, Store, StoreError}
 
 /// The most deliveries one transaction carries.
 const MAX_DELIVERIES: usize = 256;
+/// Transactions in flight at once on PostgreSQL, whose commits overlap (its WAL flushes them
+/// together); SQLite has one writer, and a second transaction would only wait for the first
+/// instead of gathering the deliveries that arrive meanwhile.
+const POSTGRES_WRITERS: usize = 3;
 
 /// Why a delivery was not stored.
 #[derive(Debug, thiserror::Error)]
@@ -141,19 +145,37 @@ impl Inbox {
     }
 }
 
-/// The writer: every delivery waiting goes into one transaction.
+/// The writer: every delivery waiting goes into one transaction, with up to `writers` of them in
+/// flight.
 async fn write(shared: Arc<Shared>, mut jobs: mpsc::Receiver<Entering>) {
+    let writers = match shared.store.backend() {
+        crate::store::BackendKind::Postgres => POSTGRES_WRITERS,
+        crate::store::BackendKind::Sqlite => 1,
+    };
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(writers));
     let mut batch = Vec::with_capacity(MAX_DELIVERIES);
     while jobs.recv_many(&mut batch, MAX_DELIVERIES).await > 0 {
+        let Ok(permit) = in_flight.clone().acquire_owned().await else { return };
         let jobs: Vec<Entering> = std::mem::take(&mut batch);
-        match commit(&shared, &jobs).await {
-            Ok(entered) => answer(&shared, jobs, entered),
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            store(&shared, jobs).await;
+            drop(permit);
+        });
+    }
+}
+
+/// One transaction of deliveries, each answered.
+async fn store(shared: &Shared, jobs: Vec<Entering>) {
+    {
+        match commit(shared, &jobs).await {
+            Ok(entered) => answer(shared, jobs, entered),
             // One delivery the database refuses (a value it cannot hold) must not cost the
             // others of its batch: each is stored on its own, and only it is refused.
             Err(error) if !error.is_retryable() && jobs.len() > 1 => {
                 for job in jobs {
-                    match commit(&shared, std::slice::from_ref(&job)).await {
-                        Ok(entered) => answer(&shared, vec![job], entered),
+                    match commit(shared, std::slice::from_ref(&job)).await {
+                        Ok(entered) => answer(shared, vec![job], entered),
                         Err(error) => drop(job.reply.send(Err(error))),
                     }
                 }
@@ -169,7 +191,7 @@ async fn write(shared: Arc<Shared>, mut jobs: mpsc::Receiver<Entering>) {
 
 async fn commit(shared: &Shared, jobs: &[Entering]) -> Result<Vec<Vec<Entered>>, StoreError> {
     let now = OffsetDateTime::now_utc();
-    let deliveries: Vec<Vec<NewInboxEntry>> = jobs.iter().map(|job| job.entries.clone()).collect();
+    let deliveries: Vec<&[NewInboxEntry]> = jobs.iter().map(|job| job.entries.as_slice()).collect();
     let lease = Lease { owner: &shared.owner, until: now + Duration::from_secs(shared.config.lease_secs) };
     shared.store.inbox().enter(&deliveries, lease, now).await
 }
@@ -217,7 +239,7 @@ impl super::Ingress {
         let mut entries = Vec::with_capacity(messages.len());
         let trace_parent = crate::service::telemetry::current_traceparent();
         for message in messages {
-            let payload = serde_json::to_value(message).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let payload = serde_json::to_string(message).map_err(|e| StoreError::Corrupt(e.to_string()))?;
             entries.push(NewInboxEntry {
                 channel: message.channel.clone(),
                 provider_message_id: message.provider_message_id.clone(),
@@ -233,11 +255,12 @@ impl super::Ingress {
     /// A stored message as it was read at receipt; one an older version stored in another shape
     /// is read again from what the provider sent, by its channel.
     pub fn from_inbox(&self, entry: &InboxEntry) -> Option<InboundMessage> {
-        if let Ok(message) = serde_json::from_value::<InboundMessage>(entry.payload.clone()) {
+        if let Ok(message) = serde_json::from_str::<InboundMessage>(&entry.payload) {
             return Some(message);
         }
         let conversation = ExternalId::parse(&entry.conversation_id).ok()?;
-        let raw = entry.payload.get("raw").unwrap_or(&entry.payload);
+        let stored: serde_json::Value = serde_json::from_str(&entry.payload).ok()?;
+        let raw = stored.get("raw").unwrap_or(&stored);
         let mut message = self.reread(&entry.channel, raw, &conversation)?;
         message.answered_inline = entry.hold;
         Some(message)

@@ -1,0 +1,87 @@
+//! Opening the store: the main database, the inbox's beside it, and the admission writer.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::AnyPool;
+use sqlx::any::AnyPoolOptions;
+use tokio::runtime::Handle;
+use tokio::sync::Mutex;
+
+use crate::config::{BackendKind, StorageConfig};
+use crate::store::{Parts, Store, StoreError, feed, inbox_db, postgres, sqlite, writer};
+
+impl Store {
+    /// Opens the database the URL names (creating a SQLite file and its folder when missing)
+    /// and checks that it answers; everything runs on the current runtime.
+    pub async fn connect(config: &StorageConfig) -> Result<Self, StoreError> {
+        Self::connect_on(config, &Handle::current()).await
+    }
+
+    /// As [`Store::connect`], with the main database's connections and the admission writer on
+    /// `background` (the work behind the acknowledgement, scheduled after it) and the inbox's on
+    /// the current runtime, beside the webhooks it answers.
+    pub async fn connect_on(config: &StorageConfig, background: &Handle) -> Result<Self, StoreError> {
+        sqlx::any::install_default_drivers();
+        let backend = config.database_url.backend().map_err(StoreError::Config)?;
+        let main = config.clone();
+        let pool = background
+            .spawn(async move { open_main(&main, backend).await })
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("cannot open the database: {e}")))??;
+        let inbox_db = inbox_db::InboxDb::open(config, backend).await?;
+        let parts = Parts {
+            pool,
+            backend,
+            write_gate: (backend == BackendKind::Sqlite).then(|| Arc::new(Mutex::new(()))),
+            admissions: None,
+            stats: Arc::default(),
+            signals: Arc::default(),
+            breaker: Arc::default(),
+            feed: Arc::new(feed::MoveFeed::new(
+                (backend == BackendKind::Postgres).then(|| config.database_url.expose().to_owned()),
+            )),
+            health: Arc::default(),
+            inbox_db,
+        };
+        // The writer's own handle has no queue: it commits what it takes itself.
+        let writer = Self { parts: Arc::new(parts.clone()) };
+        let admissions = Some(writer::spawn(writer, config.max_waiting_admissions, background));
+        Ok(Self { parts: Arc::new(Parts { admissions, ..parts }) })
+    }
+}
+
+/// The main database's pool.
+async fn open_main(config: &StorageConfig, backend: BackendKind) -> Result<AnyPool, StoreError> {
+    let acquire_timeout = Duration::from_millis(config.acquire_timeout_ms);
+    let size = config.pool_size(backend);
+    let options = AnyPoolOptions::new()
+        .max_connections(size)
+        .acquire_timeout(acquire_timeout)
+        // A connection whose transaction could be neither committed nor rolled back (SQLite
+        // after a full disk rolls back by itself, and the driver's ROLLBACK then fails) would
+        // refuse every later `begin`: it is closed instead, and the pool opens a fresh one.
+        .before_acquire(|conn, _| Box::pin(async move { Ok(!sqlx::Connection::is_in_transaction(conn)) }));
+    match backend {
+        BackendKind::Sqlite => {
+            sqlite::open(config.database_url.expose(), config, options, sqlite::MAIN_CACHE_KIB).await
+        }
+        BackendKind::Postgres => {
+            let pool = postgres::open(config, options.min_connections(size), acquire_timeout).await?;
+            every_connection(&pool, size).await?;
+            Ok(pool)
+        }
+    }
+}
+
+/// Opens `size` connections of `pool` now, on this runtime. A connection belongs to the runtime
+/// that opens it: a PostgreSQL socket is driven by its reactor, a SQLite connection is a thread
+/// with the priority of the thread that started it.
+pub(super) async fn every_connection(pool: &AnyPool, size: u32) -> Result<(), StoreError> {
+    let mut opened = Vec::with_capacity(size as usize);
+    for _ in 0..size {
+        let connection = pool.acquire().await;
+        opened.push(connection.map_err(|e| StoreError::Unavailable(format!("cannot open a connection: {e}")))?);
+    }
+    Ok(())
+}
