@@ -239,11 +239,19 @@ fn print_group_commit(backend: &str, metrics: &str) {
     let (admitted, admissions) =
         (counter("chatgate_admissions_batched_total"), counter("chatgate_admission_batches_total"));
     let (steps, step_batches) = (counter("chatgate_steps_batched_total"), counter("chatgate_step_batches_total"));
+    let (inbox_seconds, inbox_commits) =
+        (counter("chatgate_inbox_commit_seconds_sum"), counter("chatgate_inbox_commit_seconds_count"));
+    let inbox_deliveries = counter("chatgate_inbox_commit_deliveries_sum");
     println!(
         "{backend}: group commit: {admitted:.0} admissions in {admissions:.0} batches ({:.1} each), \
          {steps:.0} worker steps in {step_batches:.0} batches ({:.1} each)",
         per(admitted, admissions),
         per(steps, step_batches)
+    );
+    println!(
+        "{backend}: the inbox: {inbox_commits:.0} commits of {:.1} deliveries, {:.1} ms each on average",
+        per(inbox_deliveries, inbox_commits),
+        per(inbox_seconds * 1e3, inbox_commits)
     );
 }
 

@@ -11,7 +11,7 @@ use time::OffsetDateTime;
 
 use crate::domain::command::{Channel, ExternalId};
 use crate::store::StoreError;
-use crate::store::rows::{Param, from_ms, insert_rows, int, opt_int, text, to_ms, update_rows};
+use crate::store::rows::{Param, from_ms, insert_rows, int, opt_int, placeholder_list, text, to_ms, update_rows};
 use crate::store::{BackendKind, Inbox};
 
 /// A message to store: what its channel reads it back from (`payload` and the conversation).
@@ -61,17 +61,22 @@ pub struct Lease<'a> {
 }
 
 const COLUMNS: usize = 8;
+/// The rows `insert_rows` writes in one statement.
+const ROWS_PER_STATEMENT: usize = crate::store::rows::PARAMS_PER_STATEMENT / COLUMNS;
 const INSERT: &str = "INSERT INTO inbox (channel, provider_message_id, conversation_id, payload, hold_ms, \
                       trace_parent, received_at, owner)";
 const INSERT_TAIL: &str = "ON CONFLICT (channel, provider_message_id) DO NOTHING \
                            RETURNING id, channel, provider_message_id";
 
 impl Inbox<'_> {
-    /// Stores every message of `deliveries` in one transaction: for each, whether it is new.
+    /// Stores every message of `deliveries` in one transaction (one statement when they fit in
+    /// one and `heartbeat` is not due: it says `lease.owner` is alive, which the worker also does
+    /// every second): for each, whether it is new.
     pub async fn enter(
         self,
         deliveries: &[&[NewInboxEntry]],
         lease: Lease<'_>,
+        heartbeat: bool,
         received_at: OffsetDateTime,
     ) -> Result<Vec<Vec<Entered>>, StoreError> {
         let rows: Vec<Vec<Param>> = deliveries
@@ -79,10 +84,19 @@ impl Inbox<'_> {
             .flat_map(|delivery| delivery.iter())
             .map(|entry| row(entry, lease, received_at))
             .collect();
-        let mut tx = self.store.begin_inbox().await?;
-        heartbeat(&mut tx, lease).await?;
-        let stored = insert_rows(&mut tx, INSERT, COLUMNS, rows, INSERT_TAIL).await?;
-        tx.commit().await?;
+        let stored = if heartbeat || rows.len() > ROWS_PER_STATEMENT {
+            let mut tx = self.store.begin_inbox().await?;
+            if heartbeat {
+                beat(&mut tx, lease).await?;
+            }
+            let stored = insert_rows(&mut tx, INSERT, COLUMNS, rows, INSERT_TAIL).await?;
+            tx.commit().await?;
+            stored
+        } else {
+            let mut conn = self.store.inbox_writer().await?;
+            let stored = insert_rows(&mut conn, INSERT, COLUMNS, rows, INSERT_TAIL).await;
+            stored.inspect_err(|error| self.store.observe_write_failure(error))?
+        };
         let mut ids = std::collections::HashMap::with_capacity(stored.len());
         for row in &stored {
             ids.insert((text(row, "channel")?, text(row, "provider_message_id")?), int(row, "id")?);
@@ -99,26 +113,27 @@ impl Inbox<'_> {
     /// instances no longer alive. A row waits while an older one of its conversation is another
     /// live instance's, so that a conversation's messages are admitted in the order they came.
     pub async fn claim(self, lease: Lease<'_>, now: OffsetDateTime, limit: i64) -> Result<Vec<InboxEntry>, StoreError> {
-        // One process writes a SQLite database: rows another owner left are a dead process's.
-        let sql = match self.store.backend() {
-            BackendKind::Postgres => {
-                "WITH alive AS (SELECT owner FROM inbox_owners WHERE alive_until > $2 AND owner <> $1)
-                 SELECT id, channel, provider_message_id, conversation_id, payload, hold_ms, trace_parent,
-                        received_at, owner
-                 FROM inbox i WHERE admitted_at IS NULL AND owner NOT IN (SELECT owner FROM alive)
-                 AND NOT EXISTS (SELECT 1 FROM inbox e WHERE e.admitted_at IS NULL
-                     AND e.conversation_id = i.conversation_id AND e.id < i.id
-                     AND e.owner IN (SELECT owner FROM alive))
-                 ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED"
-            }
-            BackendKind::Sqlite => {
-                "SELECT id, channel, provider_message_id, conversation_id, payload, hold_ms, trace_parent,
-                        received_at, owner
-                 FROM inbox WHERE admitted_at IS NULL AND $1 = $1 AND $2 = $2 ORDER BY id LIMIT $3"
-            }
-        };
         let mut tx = self.store.begin_inbox().await?;
-        let rows = sqlx::query(sql).bind(lease.owner).bind(to_ms(now)).bind(limit).fetch_all(&mut *tx).await?;
+        let others = others_alive(&mut tx, self.store.backend(), lease.owner, now).await?;
+        let rows = if others.is_empty() {
+            // The common case, and the only one on SQLite: every row waiting is this instance's to
+            // take, oldest first (through the index of the rows waiting).
+            let lock = if self.store.backend() == BackendKind::Postgres { "FOR UPDATE SKIP LOCKED" } else { "" };
+            let sql = format!("SELECT {CLAIMED} FROM inbox WHERE admitted_at IS NULL ORDER BY id LIMIT $1 {lock}");
+            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(limit).fetch_all(&mut *tx).await?
+        } else {
+            // Not theirs, nor behind an older message of theirs in its conversation.
+            let list = placeholder_list(0, others.len(), crate::store::rows::Marks::for_connection(&tx));
+            let sql = format!(
+                "SELECT {CLAIMED} FROM inbox i WHERE admitted_at IS NULL AND owner NOT IN {list}
+                 AND NOT EXISTS (SELECT 1 FROM inbox e WHERE e.admitted_at IS NULL
+                     AND e.conversation_id = i.conversation_id AND e.id < i.id AND e.owner IN {list})
+                 ORDER BY id LIMIT ${} FOR UPDATE SKIP LOCKED",
+                others.len() + 1
+            );
+            let query = others.iter().fold(sqlx::query(sqlx::AssertSqlSafe(sql)), |query, owner| query.bind(owner));
+            query.bind(limit).fetch_all(&mut *tx).await?
+        };
         let mut claimed = rows.iter().map(entry).collect::<Result<Vec<_>, _>>()?;
         // What a dead instance left becomes this one's (one statement; its own rows stay as they are).
         let taken: Vec<Vec<Param>> = claimed
@@ -138,7 +153,7 @@ impl Inbox<'_> {
     /// instance's rows are taken over.
     pub async fn renew(self, lease: Lease<'_>) -> Result<(), StoreError> {
         let mut tx = self.store.begin_inbox().await?;
-        heartbeat(&mut tx, lease).await?;
+        beat(&mut tx, lease).await?;
         tx.commit().await
     }
 
@@ -193,7 +208,30 @@ impl Inbox<'_> {
     }
 }
 
-async fn heartbeat(conn: &mut sqlx::AnyConnection, lease: Lease<'_>) -> Result<(), StoreError> {
+/// The columns a claim reads.
+const CLAIMED: &str =
+    "id, channel, provider_message_id, conversation_id, payload, hold_ms, trace_parent, received_at, owner";
+
+/// The other instances alive at `now` (none on SQLite, which one process writes: rows another
+/// owner left are a dead process's).
+async fn others_alive(
+    conn: &mut sqlx::AnyConnection,
+    backend: BackendKind,
+    owner: &str,
+    now: OffsetDateTime,
+) -> Result<Vec<String>, StoreError> {
+    if backend == BackendKind::Sqlite {
+        return Ok(vec![]);
+    }
+    let rows = sqlx::query("SELECT owner FROM inbox_owners WHERE alive_until > $1 AND owner <> $2")
+        .bind(to_ms(now))
+        .bind(owner)
+        .fetch_all(&mut *conn)
+        .await?;
+    rows.iter().map(|row| text(row, "owner")).collect()
+}
+
+async fn beat(conn: &mut sqlx::AnyConnection, lease: Lease<'_>) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO inbox_owners (owner, alive_until) VALUES ($1, $2)
          ON CONFLICT (owner) DO UPDATE SET alive_until = excluded.alive_until",

@@ -90,8 +90,40 @@ impl InboxDb {
         }
     }
 
+    /// A connection to write one statement with, outside a transaction (SQLite: holding the
+    /// inbox file's gate): a lone statement is its own transaction, with no `BEGIN` and `COMMIT`
+    /// to wait for.
+    pub(crate) async fn writer(&self) -> Result<Writer, StoreError> {
+        let gate = match &self.gate {
+            Some(gate) => Some(gate.clone().lock_owned().await),
+            None => None,
+        };
+        let conn = self.pool.acquire().await;
+        let conn = conn.map_err(|e| StoreError::Unavailable(format!("cannot write to the inbox: {e}")))?;
+        Ok(Writer { conn, _gate: gate })
+    }
+
     pub(crate) async fn close(&self) {
         self.pool.close().await;
+    }
+}
+
+/// See [`InboxDb::writer`].
+pub(crate) struct Writer {
+    conn: sqlx::pool::PoolConnection<sqlx::Any>,
+    _gate: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl std::ops::Deref for Writer {
+    type Target = sqlx::AnyConnection;
+    fn deref(&self) -> &sqlx::AnyConnection {
+        &self.conn
+    }
+}
+
+impl std::ops::DerefMut for Writer {
+    fn deref_mut(&mut self) -> &mut sqlx::AnyConnection {
+        &mut self.conn
     }
 }
 

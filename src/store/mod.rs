@@ -357,6 +357,16 @@ impl Store {
         self.inbox_db.begin(self.health.clone()).await
     }
 
+    /// One statement's connection to the inbox's database (see `inbox_db::InboxDb::writer`).
+    pub(crate) async fn inbox_writer(&self) -> Result<inbox_db::Writer, StoreError> {
+        self.inbox_db.writer().await
+    }
+
+    /// A write of ours failed: a full disk makes readiness fail.
+    pub(crate) fn observe_write_failure(&self, error: &StoreError) {
+        self.health.observe_failure(error);
+    }
+
     pub(crate) fn inbox_pool(&self) -> &AnyPool {
         self.inbox_db.pool()
     }

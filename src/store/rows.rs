@@ -176,7 +176,7 @@ fn multi_insert_marked(
 /// SQLite's and PostgreSQL's limits. (With numbered marks SQLite finds each parameter by a linear
 /// search over the names, which made big statements quadratic; `insert_rows` uses positional
 /// marks on SQLite for that reason.)
-const PARAMS_PER_STATEMENT: usize = 1024;
+pub(crate) const PARAMS_PER_STATEMENT: usize = 1024;
 
 /// Writes `rows` with [`multi_insert`] in as few statements as [`PARAMS_PER_STATEMENT`] allows,
 /// returning what their `tail` (`RETURNING ...`) gives back.

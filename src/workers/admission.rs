@@ -139,8 +139,10 @@ async fn admit(services: &Services, entry: &InboxEntry) -> Result<Option<Handled
 /// The heartbeat of this instance's rows, and the backlog as the database counts it.
 async fn refresh_backlog(services: &Services) {
     let inbox = services.store.inbox();
-    if let Err(error) = inbox.renew(services.ingress.inbox().lease(OffsetDateTime::now_utc())).await {
-        tracing::warn!(%error, "cannot renew the hold on this instance's inbox rows");
+    let lease = services.ingress.inbox().lease(OffsetDateTime::now_utc());
+    match inbox.renew(lease).await {
+        Ok(()) => services.ingress.inbox().renewed(lease.until),
+        Err(error) => tracing::warn!(%error, "cannot renew the hold on this instance's inbox rows"),
     }
     match inbox.backlog().await {
         Ok((pending, oldest)) => {

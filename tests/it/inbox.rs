@@ -111,7 +111,7 @@ async fn another_instances_backlog_counts_and_is_taken_over_when_its_hold_ends()
         })
         .collect();
     let held = Lease { owner: "another-instance", until: time::OffsetDateTime::now_utc() + Duration::from_secs(3_600) };
-    db.store.inbox().enter(&[&entries], held, received_at).await.expect("stored by another instance");
+    db.store.inbox().enter(&[&entries], held, true, received_at).await.expect("stored by another instance");
 
     let app = spawn_app_with(&db, durable(&db, |c| c.ingest.max_backlog = 3)).await;
     let meta = Meta::new(&app, &db);
@@ -146,6 +146,44 @@ async fn another_instances_backlog_counts_and_is_taken_over_when_its_hold_ends()
     until_count(&db, "SELECT COUNT(*) FROM inbox WHERE admitted_at IS NULL AND channel = $1", "whatsapp", 0).await;
     assert!(overview_intake(&app, &db).await.contains("<strong>0</strong>."));
     app.stop().await.expect("stop");
+}
+
+/// A message of this instance waits while an older one of its conversation is another live
+/// instance's, and is taken after it once that instance is gone; other conversations go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_waits_behind_another_live_instances_older_message() {
+    let Some(db) = TestDb::postgres().await else { return };
+    let now = time::OffsetDateTime::now_utc();
+    let entry = |id: &str, conversation: &str| NewInboxEntry {
+        channel: chatgate::domain::command::Channel::parse("whatsapp").expect("channel"),
+        provider_message_id: chatgate::domain::command::ExternalId::parse(id).expect("id"),
+        conversation_id: conversation.to_owned(),
+        payload: "{}".to_owned(),
+        hold: None,
+        trace_parent: None,
+    };
+    let hour = Duration::from_secs(3_600);
+    let theirs = Lease { owner: "another-instance", until: now + hour };
+    let mine = Lease { owner: "this-instance", until: now + hour };
+    let inbox = db.store.inbox();
+    inbox
+        .enter(&[&[entry("wamid.T1", "whatsapp:1:c1"), entry("wamid.T2", "whatsapp:1:c1")]], theirs, true, now)
+        .await
+        .expect("theirs");
+    inbox
+        .enter(&[&[entry("wamid.M1", "whatsapp:1:c1"), entry("wamid.M2", "whatsapp:1:c2")]], mine, true, now)
+        .await
+        .expect("mine");
+    let ids = |claimed: Vec<chatgate::store::InboxEntry>| -> Vec<String> {
+        claimed.into_iter().map(|entry| entry.provider_message_id).collect()
+    };
+    assert_eq!(ids(inbox.claim(mine, now, 10).await.expect("claim")), ["wamid.M2"], "c1 waits behind theirs");
+    let gone = Lease { owner: "another-instance", until: now - hour };
+    inbox.renew(gone).await.expect("their hold ended");
+    let taken = ids(inbox.claim(mine, now, 10).await.expect("claim"));
+    assert_eq!(taken, ["wamid.T1", "wamid.T2", "wamid.M1", "wamid.M2"], "theirs first, in order, then mine");
+    let owned = "SELECT COUNT(*) FROM inbox WHERE owner = $1";
+    assert_eq!(db.count_inbox(owned, "this-instance").await, 4, "what a dead instance left is this one's now");
 }
 
 /// The console overview's intake paragraph, as an operator sees it.

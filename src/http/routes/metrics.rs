@@ -31,8 +31,14 @@ pub fn install() -> Option<&'static PrometheusHandle> {
         .get_or_init(|| {
             // Latencies as true histograms (buckets), not client-side quantiles.
             let buckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0];
+            // Counts of deliveries per inbox commit, in powers of two.
+            let sizes = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
+            let deliveries = metrics_exporter_prometheus::Matcher::Full("chatgate_inbox_commit_deliveries".into());
             let builder = PrometheusBuilder::new();
-            let builder = builder.set_buckets(&buckets).unwrap_or_else(|_| PrometheusBuilder::new());
+            let builder = builder
+                .set_buckets(&buckets)
+                .and_then(|builder| builder.set_buckets_for_metric(deliveries, &sizes))
+                .unwrap_or_else(|_| PrometheusBuilder::new());
             let recorder = builder.build_recorder();
             let handle = recorder.handle();
             metrics::set_global_recorder(recorder).ok().map(|()| handle)

@@ -19,10 +19,6 @@ use crate::store::{Entered, InboxEntry, Lease, NewInboxEntry, Store, StoreError}
 
 /// The most deliveries one transaction carries.
 const MAX_DELIVERIES: usize = 256;
-/// Transactions in flight at once on PostgreSQL, whose commits overlap (its WAL flushes them
-/// together); SQLite has one writer, and a second transaction would only wait for the first
-/// instead of gathering the deliveries that arrive meanwhile.
-const POSTGRES_WRITERS: usize = 3;
 
 /// Why a delivery was not stored.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +52,8 @@ struct Shared {
     /// Stored and not yet admitted, as this instance counts it (the database's count replaces
     /// it at every idle pass of the worker).
     backlog: AtomicI64,
+    /// Until when the database holds this instance alive (Unix seconds), as it last said so.
+    alive_until: AtomicI64,
     /// Set once the backlog was first read from the database (before the first delivery).
     counted: tokio::sync::OnceCell<()>,
     wake: Notify,
@@ -75,7 +73,9 @@ impl Inbox {
         let backlog = AtomicI64::new(0);
         let outcomes = std::sync::Mutex::default();
         let (counted, wake) = (tokio::sync::OnceCell::new(), Notify::new());
-        let shared = Arc::new(Shared { store, owner, config: config.clone(), backlog, counted, wake, outcomes });
+        let alive_until = AtomicI64::new(0);
+        let shared =
+            Arc::new(Shared { store, owner, config: config.clone(), backlog, alive_until, counted, wake, outcomes });
         let (queue, jobs) = mpsc::channel(1_024);
         tokio::spawn(write(shared.clone(), jobs));
         Self { queue, shared }
@@ -115,6 +115,11 @@ impl Inbox {
         Lease { owner: &self.shared.owner, until: now + Duration::from_secs(self.shared.config.lease_secs) }
     }
 
+    /// The database now holds this instance alive until `until` (the worker's heartbeat).
+    pub fn renewed(&self, until: OffsetDateTime) {
+        self.shared.alive_until.fetch_max(until.unix_timestamp(), Ordering::Relaxed);
+    }
+
     /// Messages stored and not yet admitted.
     pub fn backlog(&self) -> i64 {
         self.shared.backlog.load(Ordering::Relaxed)
@@ -145,37 +150,20 @@ impl Inbox {
     }
 }
 
-/// The writer: every delivery waiting goes into one transaction, with up to `writers` of them in
-/// flight.
+/// The writer: every delivery waiting goes into one transaction. (Several in flight on
+/// PostgreSQL made smaller ones that took longer: docs/BENCHMARKS.md.)
 async fn write(shared: Arc<Shared>, mut jobs: mpsc::Receiver<Entering>) {
-    let writers = match shared.store.backend() {
-        crate::store::BackendKind::Postgres => POSTGRES_WRITERS,
-        crate::store::BackendKind::Sqlite => 1,
-    };
-    let in_flight = Arc::new(tokio::sync::Semaphore::new(writers));
     let mut batch = Vec::with_capacity(MAX_DELIVERIES);
     while jobs.recv_many(&mut batch, MAX_DELIVERIES).await > 0 {
-        let Ok(permit) = in_flight.clone().acquire_owned().await else { return };
         let jobs: Vec<Entering> = std::mem::take(&mut batch);
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            store(&shared, jobs).await;
-            drop(permit);
-        });
-    }
-}
-
-/// One transaction of deliveries, each answered.
-async fn store(shared: &Shared, jobs: Vec<Entering>) {
-    {
-        match commit(shared, &jobs).await {
-            Ok(entered) => answer(shared, jobs, entered),
+        match commit(&shared, &jobs).await {
+            Ok(entered) => answer(&shared, jobs, entered),
             // One delivery the database refuses (a value it cannot hold) must not cost the
             // others of its batch: each is stored on its own, and only it is refused.
             Err(error) if !error.is_retryable() && jobs.len() > 1 => {
                 for job in jobs {
-                    match commit(shared, std::slice::from_ref(&job)).await {
-                        Ok(entered) => answer(shared, vec![job], entered),
+                    match commit(&shared, std::slice::from_ref(&job)).await {
+                        Ok(entered) => answer(&shared, vec![job], entered),
                         Err(error) => drop(job.reply.send(Err(error))),
                     }
                 }
@@ -193,7 +181,17 @@ async fn commit(shared: &Shared, jobs: &[Entering]) -> Result<Vec<Vec<Entered>>,
     let now = OffsetDateTime::now_utc();
     let deliveries: Vec<&[NewInboxEntry]> = jobs.iter().map(|job| job.entries.as_slice()).collect();
     let lease = Lease { owner: &shared.owner, until: now + Duration::from_secs(shared.config.lease_secs) };
-    shared.store.inbox().enter(&deliveries, lease, now).await
+    // Said with the rows when half the last hold has gone by (the worker says it every second).
+    let half = i64::try_from(shared.config.lease_secs / 2).unwrap_or(i64::MAX);
+    let heartbeat = shared.alive_until.load(Ordering::Relaxed) - now.unix_timestamp() < half.max(1);
+    let started = std::time::Instant::now();
+    let entered = shared.store.inbox().enter(&deliveries, lease, heartbeat, now).await;
+    if heartbeat && entered.is_ok() {
+        shared.alive_until.fetch_max(lease.until.unix_timestamp(), Ordering::Relaxed);
+    }
+    metrics::histogram!("chatgate_inbox_commit_seconds").record(started.elapsed().as_secs_f64());
+    metrics::histogram!("chatgate_inbox_commit_deliveries").record(jobs.len() as f64);
+    entered
 }
 
 /// Registers the waiters before the worker is woken (it cannot admit a row nobody waits for

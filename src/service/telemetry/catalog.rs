@@ -83,6 +83,11 @@ pub const FAMILIES: &[Family] = &[
     alone(gauge("chatgate_inbox_backlog", "Messages stored in the inbox and not yet admitted.")),
     alone(gauge("chatgate_inbox_oldest_pending_seconds", "Age of the oldest message the inbox holds unadmitted.")),
     histogram("chatgate_inbox_admission_lag_seconds", "Seconds from a message's storage to its admission."),
+    histogram(
+        "chatgate_inbox_commit_seconds",
+        "Seconds one inbox transaction (the deliveries waiting) took to commit.",
+    ),
+    histogram("chatgate_inbox_commit_deliveries", "Deliveries one inbox transaction carried."),
     alone(counter("chatgate_inbox_refused_total", "Webhooks answered 503 because the inbox's backlog was full.")),
     counter("chatgate_inbox_unadmitted_total", "Stored messages that could not be admitted, by reason."),
 ];
