@@ -103,6 +103,14 @@ impl InboxDb {
         Ok(Writer { conn, _gate: gate })
     }
 
+    /// SQLite: see `sqlite::checkpoint`.
+    pub(crate) async fn checkpoint(&self) -> Result<(), StoreError> {
+        match &self.gate {
+            Some(gate) => sqlite::checkpoint(&self.pool, gate).await,
+            None => Ok(()),
+        }
+    }
+
     pub(crate) async fn close(&self) {
         self.pool.close().await;
     }

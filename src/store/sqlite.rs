@@ -52,6 +52,11 @@ pub(super) async fn open(
                 // busy_timeout first, so that switching to WAL waits for a lock instead of failing.
                 conn.execute(AssertSqlSafe(format!("PRAGMA busy_timeout = {busy_timeout}"))).await?;
                 conn.execute("PRAGMA journal_mode = WAL").await?;
+                // No checkpoint inside a commit (SQLite's default runs one every 1,000 pages, in the
+                // committing connection, while it holds the one write lock): `Store::checkpoint`
+                // runs them beside the writers (`workers::checkpoint`), and closing the last
+                // connection runs one too.
+                conn.execute("PRAGMA wal_autocheckpoint = 0").await?;
                 // FULL: a commit is on disk before the webhook is answered, so a power loss cannot
                 // take back what was acknowledged (NORMAL could). Group commit makes it one fsync
                 // per batch, not per webhook.
@@ -68,6 +73,24 @@ pub(super) async fn open(
         .map_err(|e| StoreError::Unavailable(format!("cannot open {redacted}: {e}")))?;
     crate::store::open::every_connection(&pool, size).await?;
     Ok(pool)
+}
+
+/// WAL frames (pages) past which a checkpoint holds the writers back for a moment: SQLite's own
+/// point for a checkpoint.
+const WAL_RESTART_FRAMES: i64 = 1_000;
+
+/// Copies what the WAL holds into the database file without waiting for readers or writers
+/// (`PASSIVE`). The WAL is written from its start again only when a writer finds it all copied,
+/// which steady writes may never let happen: past [`WAL_RESTART_FRAMES`] the copy is made again
+/// with the writers held back at `gate` (it then has only the last frames to take).
+pub(super) async fn checkpoint(pool: &AnyPool, gate: &tokio::sync::Mutex<()>) -> Result<(), StoreError> {
+    let row = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(pool).await?;
+    let frames: i64 = sqlx::Row::try_get(&row, 1).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    if frames >= WAL_RESTART_FRAMES {
+        let _writers = gate.lock().await;
+        pool.execute("PRAGMA wal_checkpoint(PASSIVE)").await?;
+    }
+    Ok(())
 }
 
 /// Creates the database's folder and asks SQLite to create the file (`mode=rwc`) when missing.

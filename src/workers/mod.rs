@@ -1,10 +1,12 @@
 //! Workers: the background loops fed by the database — admission from the inbox, dispatch and its timers, the outbound
-//! sender, confirmation expiry, identity lookups, clean-up. Each stops when the token is cancelled. Imports every
+//! sender, confirmation expiry, identity lookups, clean-up, SQLite's checkpoints. Each stops when the token is
+//! cancelled. Imports every
 //! layer below it except `http` and `cli`: `domain`, `config`, `store`, `service`, `channels`
 //! (the provider clients) and `executors`.
 
 mod admission;
 mod background;
+mod checkpoint;
 mod cleanup;
 mod confirmations;
 mod dispatch;
@@ -67,6 +69,9 @@ pub fn spawn(state: &Services, stopping: CancellationToken, on: &tokio::runtime:
     tracker.spawn(admission::run(state.clone(), stopping.clone()));
     tracker.spawn(cleanup::run(state.store.clone(), config.idempotency.cleanup_interval(), stopping.clone()));
     tracker.spawn(memory::run(Duration::from_secs(10), stopping.clone()));
+    if state.store.backend() == crate::store::BackendKind::Sqlite {
+        tracker.spawn(checkpoint::run(state.store.clone(), Duration::from_millis(250), stopping.clone()));
+    }
     let sweep = Duration::from_millis(config.outbound.confirmation_sweep_ms);
     tracker.spawn(confirmations::run(state.engine.clone(), sweep, stopping.clone()));
     let poll = Duration::from_millis(config.outbound.poll_interval_ms);

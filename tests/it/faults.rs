@@ -98,19 +98,46 @@ async fn gateway_on_a_small_disk() -> Option<(SmallDisk, TestDb, TestApp)> {
     Some((disk, db, app))
 }
 
+/// Posts fresh messages (tagged `tag`) on a disk just filled until one is refused, for at most
+/// 20 s. SQLite writes the WAL from its start again after each checkpoint (`workers::checkpoint`),
+/// over space the file already holds, so writes go on being stored — and acknowledged, rightly —
+/// until a checkpoint needs the database file to grow; the 503 comes then. Returns the ids that
+/// were acknowledged on the way.
+async fn post_until_refused(app: &TestApp, db: &TestDb, tag: &str) -> Vec<String> {
+    let seen = post_until(app, db, tag, StatusCode::SERVICE_UNAVAILABLE, Duration::from_secs(20)).await;
+    assert_eq!(seen.last(), Some(&StatusCode::SERVICE_UNAVAILABLE), "a full disk ends in a 503 (retry): {seen:?}");
+    assert!(seen.iter().all(|s| [StatusCode::OK, StatusCode::SERVICE_UNAVAILABLE].contains(s)), "{seen:?}");
+    seen.iter().enumerate().filter(|(_, s)| **s == StatusCode::OK).map(|(n, _)| format!("wamid.{tag}{n}")).collect()
+}
+
+/// Every webhook answered 200 while the disk was full is admitted, once, within 15 s.
+async fn each_admitted_once(db: &TestDb, acknowledged: &[String]) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    // The database on the small disk (the test database's own file was never opened).
+    let url = db.config.storage.database_url.expose();
+    let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(url).await.expect("the database");
+    let sql = "SELECT COUNT(*) FROM inbound_messages WHERE provider_message_id = $1";
+    for id in acknowledged {
+        while sqlx::query_scalar::<_, i64>(sql).bind(id.as_str()).fetch_one(&mut conn).await.expect("count") != 1 {
+            assert!(Instant::now() < deadline, "{id} was acknowledged and never admitted");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_recovers_from_a_full_disk_by_itself() {
     let Some((disk, db, app)) = gateway_on_a_small_disk().await else { return };
 
     disk.fill();
-    let full = post_until(&app, &db, "F", StatusCode::OK, Duration::from_secs(2)).await;
-    assert!(full.iter().all(|s| *s == StatusCode::SERVICE_UNAVAILABLE), "a full disk is 503 (retry): {full:?}");
+    let acknowledged = post_until_refused(&app, &db, "F").await;
     assert_eq!(status_of(&app, "/readyz").await, StatusCode::SERVICE_UNAVAILABLE, "a database that cannot write");
 
     disk.free();
     let back = post_until(&app, &db, "B", StatusCode::OK, Duration::from_secs(10)).await;
     assert_eq!(back.last(), Some(&StatusCode::OK), "webhooks are taken again once space is back: {back:?}");
     assert_eq!(status_of(&app, "/readyz").await, StatusCode::OK);
+    each_admitted_once(&db, &acknowledged).await;
     let newest = chatgate::store::CommandFilter { limit: 1, ..Default::default() };
     let last = db.store.commands().list(&crate::helpers::tenant("demo"), &newest).await.expect("read");
     let id = last[0].envelope.command_id;
@@ -130,10 +157,7 @@ async fn readiness_fails_for_as_long_as_the_disk_is_full() {
     // stored (503, the provider retries) or stored in the inbox (200), and admitted once space is
     // back; meanwhile admission cannot write, and the gateway says it is not ready.
     disk.fill_leaving(48);
-    let full = post_until(&app, &db, "F", StatusCode::SERVICE_UNAVAILABLE, Duration::from_secs(3)).await;
-    assert!(full.iter().all(|s| [StatusCode::OK, StatusCode::SERVICE_UNAVAILABLE].contains(s)), "{full:?}");
-    let acknowledged: Vec<String> =
-        full.iter().enumerate().filter(|(_, s)| **s == StatusCode::OK).map(|(n, _)| format!("wamid.F{n}")).collect();
+    let acknowledged = post_until_refused(&app, &db, "F").await;
     let mut probes = vec![];
     for _ in 0..8 {
         tokio::time::sleep(Duration::from_millis(700)).await;
@@ -148,18 +172,7 @@ async fn readiness_fails_for_as_long_as_the_disk_is_full() {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     assert_eq!(post_until(&app, &db, "B", StatusCode::OK, Duration::from_secs(5)).await.last(), Some(&StatusCode::OK));
-    // Every webhook answered 200 while the disk was full is admitted now, once.
-    let deadline = Instant::now() + Duration::from_secs(15);
-    // The database on the small disk (the test database's own file was never opened).
-    let url = db.config.storage.database_url.expose();
-    let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(url).await.expect("the database");
-    let sql = "SELECT COUNT(*) FROM inbound_messages WHERE provider_message_id = $1";
-    for id in &acknowledged {
-        while sqlx::query_scalar::<_, i64>(sql).bind(id.as_str()).fetch_one(&mut conn).await.expect("count") != 1 {
-            assert!(Instant::now() < deadline, "{id} was acknowledged and never admitted");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
+    each_admitted_once(&db, &acknowledged).await;
     app.stop().await.expect("stop");
 }
 
