@@ -37,6 +37,14 @@ impl WriteHealth {
     }
 }
 
+/// Text that no storage compresses away (random hex), [`PROBE_BYTES`] long.
+pub(crate) fn probe_filler() -> String {
+    use rand::RngCore;
+    let mut bytes = vec![0u8; PROBE_BYTES / 2];
+    rand::rng().fill_bytes(&mut bytes);
+    hex::encode(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

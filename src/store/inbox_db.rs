@@ -53,7 +53,7 @@ impl InboxDb {
                     StoreError::Unavailable(format!("cannot open {}: {e}", config.database_url.redacted()))
                 })?;
                 // On this runtime (the server's), not on the one admission claims from.
-                crate::store::open::every_connection(&pool, POSTGRES_CONNECTIONS).await?;
+                crate::store::pool::every_connection(&pool, POSTGRES_CONNECTIONS).await?;
                 (pool, None)
             }
         };

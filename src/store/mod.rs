@@ -31,6 +31,7 @@ mod inbox_db;
 mod open;
 mod outbound;
 mod outbox;
+mod pool;
 mod postgres;
 mod rate_limits;
 pub use rate_limits::{Chain, Take};
@@ -234,7 +235,7 @@ impl Store {
     /// database that answers but cannot write (a full disk, read-only) is not ready.
     pub async fn can_write(&self) -> Result<(), StoreError> {
         let sized = self.health.failing_since().is_some();
-        let filler = if sized { probe_filler() } else { String::new() };
+        let filler = if sized { health::probe_filler() } else { String::new() };
         let mut tx = self.begin().await?;
         sqlx::query("UPDATE readiness SET checked_at = $1, filler = $2 WHERE id = 1")
             .bind(rows::to_ms(time::OffsetDateTime::now_utc()))
@@ -393,12 +394,4 @@ impl Store {
     pub(crate) fn inbox_pool(&self) -> &AnyPool {
         self.inbox_db.pool()
     }
-}
-
-/// Text that no storage compresses away (random hex), `health::PROBE_BYTES` long.
-fn probe_filler() -> String {
-    use rand::RngCore;
-    let mut bytes = vec![0u8; health::PROBE_BYTES / 2];
-    rand::rng().fill_bytes(&mut bytes);
-    hex::encode(bytes)
 }

@@ -9,7 +9,7 @@ use tokio::runtime::Handle;
 use tokio::sync::Mutex;
 
 use crate::config::{BackendKind, StorageConfig};
-use crate::store::{Parts, Store, StoreError, feed, inbox_db, postgres, sqlite, writer};
+use crate::store::{Parts, Store, StoreError, feed, inbox_db, pool, postgres, sqlite, writer};
 
 impl Store {
     /// Opens the database the URL names (creating a SQLite file and its folder when missing)
@@ -68,20 +68,8 @@ async fn open_main(config: &StorageConfig, backend: BackendKind) -> Result<AnyPo
         }
         BackendKind::Postgres => {
             let pool = postgres::open(config, options.min_connections(size), acquire_timeout).await?;
-            every_connection(&pool, size).await?;
+            pool::every_connection(&pool, size).await?;
             Ok(pool)
         }
     }
-}
-
-/// Opens `size` connections of `pool` now, on this runtime. A connection belongs to the runtime
-/// that opens it: a PostgreSQL socket is driven by its reactor, a SQLite connection is a thread
-/// with the priority of the thread that started it.
-pub(super) async fn every_connection(pool: &AnyPool, size: u32) -> Result<(), StoreError> {
-    let mut opened = Vec::with_capacity(size as usize);
-    for _ in 0..size {
-        let connection = pool.acquire().await;
-        opened.push(connection.map_err(|e| StoreError::Unavailable(format!("cannot open a connection: {e}")))?);
-    }
-    Ok(())
 }

@@ -71,7 +71,7 @@ pub(super) async fn open(
         .connect(&url)
         .await
         .map_err(|e| StoreError::Unavailable(format!("cannot open {redacted}: {e}")))?;
-    crate::store::open::every_connection(&pool, size).await?;
+    crate::store::pool::every_connection(&pool, size).await?;
     Ok(pool)
 }
 
