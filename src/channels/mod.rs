@@ -4,7 +4,9 @@
 
 pub mod error;
 pub mod hooks;
+pub mod outbound;
 pub mod standard;
+pub mod telegram;
 pub mod twilio;
 pub mod whatsapp;
 
@@ -12,25 +14,46 @@ pub use error::{ChannelError, Refusal, WebhookOutcome, counted};
 
 use serde_json::Value;
 
+use crate::channels::outbound::SenderFrom;
 use crate::domain::command::ExternalId;
 use crate::domain::message::InboundMessage;
+use crate::domain::outbound::Capabilities;
 use crate::service::intake::StoredMessages;
+
+/// A channel as the rest of the gateway knows it. Adding a channel is its folder (webhook,
+/// parser, client), its templates, and one line in [`CHANNELS`].
+#[derive(Debug)]
+pub struct ChannelEntry {
+    /// The channel's name (`InboundMessage::channel`, the templates' folder, metrics' label).
+    pub name: &'static str,
+    /// What its replies can hold.
+    pub capabilities: Capabilities,
+    /// Reads one of its stored messages again (reprocessing); the conversation names the
+    /// business address it went to.
+    pub reread: fn(&Value, &ExternalId) -> Option<InboundMessage>,
+    /// Its sender, from the configuration.
+    pub sender: SenderFrom,
+}
+
+/// Every channel a person writes through and is answered on.
+pub const CHANNELS: &[ChannelEntry] = &[whatsapp::ENTRY, twilio::ENTRY, standard::ENTRY, telegram::ENTRY];
+
+/// The channel named `name`, if there is one.
+pub fn channel(name: &str) -> Option<&'static ChannelEntry> {
+    CHANNELS.iter().find(|entry| entry.name == name)
+}
+
+/// What a reply on `name` can hold (`service::replies::outgoing::CapabilitiesOf`).
+pub fn capabilities_of(name: &str) -> Option<Capabilities> {
+    channel(name).map(|entry| entry.capabilities)
+}
 
 /// Reads each channel's stored messages again, for reprocessing.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StoredMessageReader;
 
 impl StoredMessages for StoredMessageReader {
-    fn reread(&self, channel: &str, raw: &Value, conversation: &ExternalId) -> Option<InboundMessage> {
-        match channel {
-            "whatsapp" => {
-                // The conversation names the business number the message went to.
-                let to = conversation.as_str().split(':').nth(1).unwrap_or_default();
-                whatsapp::payload::read_stored(raw, to).ok()
-            }
-            "twilio" => twilio::form::read(raw, None).ok(),
-            "standard" => standard::reread(raw),
-            _ => None,
-        }
+    fn reread(&self, name: &str, raw: &Value, conversation: &ExternalId) -> Option<InboundMessage> {
+        (channel(name)?.reread)(raw, conversation)
     }
 }

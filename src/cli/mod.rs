@@ -1,9 +1,10 @@
 //! The command line: `serve`, `migrate`, `check-config`, `audit verify`, `token mint`,
-//! `stepup mint`, `simulate whatsapp`, `chat`. The top layer: imports any layer below it.
+//! `stepup mint`, `simulate whatsapp|telegram`, `chat`. The top layer: imports any layer below it.
 
 pub mod chat;
 pub mod conformance;
 pub mod simulate;
+pub mod simulate_telegram;
 
 use crate::service::telemetry::export::Exporting;
 use std::path::PathBuf;
@@ -124,6 +125,8 @@ enum StepupCommand {
 enum SimulateChannel {
     /// A WhatsApp Cloud API delivery, signed with the configured app secret
     Whatsapp(crate::cli::simulate::WhatsAppArgs),
+    /// A Telegram update, with the configured secret token
+    Telegram(crate::cli::simulate_telegram::TelegramArgs),
 }
 
 #[derive(Subcommand)]
@@ -184,9 +187,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             eprintln!("configuration is valid");
         }
-        Command::Simulate { channel: SimulateChannel::Whatsapp(args) } => {
+        Command::Simulate { channel } => {
             let config = Config::load(&source, &env)?;
-            return crate::cli::simulate::whatsapp(&config, &args).await;
+            return match channel {
+                SimulateChannel::Whatsapp(args) => crate::cli::simulate::whatsapp(&config, &args).await,
+                SimulateChannel::Telegram(args) => crate::cli::simulate_telegram::telegram(&config, &args).await,
+            };
         }
         Command::Chat(args) => {
             let config = Config::load(&source, &env)?;

@@ -27,7 +27,7 @@ pub use protections::{EventsConfig, MetricsConfig};
 pub use secret::{BackendKind, DatabaseUrl, Secret};
 pub use sections::{
     ConsoleConfig, EvidenceConfig, IdempotencyConfig, OutboundConfig, RegistryFiles, ServerConfig, StorageConfig,
-    TwilioConfig, WhatsAppApp, WhatsAppConfig,
+    TelegramConfig, TwilioConfig, WhatsAppApp, WhatsAppConfig,
 };
 pub use security::{
     AuthConfig, HookMapping, HooksConfig, IssuerConfig, Rate, RateLimitConfig, StandardMessage, StandardSource,
@@ -60,6 +60,8 @@ pub struct Config {
     pub whatsapp: WhatsAppConfig,
     #[serde(default)]
     pub twilio: TwilioConfig,
+    #[serde(default)]
+    pub telegram: TelegramConfig,
     /// The systems that do the work, by name; the registry routes each command to one.
     #[serde(default)]
     pub executors: BTreeMap<String, ExecutorConfig>,
@@ -167,6 +169,7 @@ impl Config {
         }
         check("hooks.token".into(), &self.hooks.token);
         check("twilio.auth_token".into(), &self.twilio.auth_token);
+        check("telegram.secret_token".into(), &self.telegram.secret_token);
         for (name, source) in &self.standard_webhooks {
             for secret in &source.secrets {
                 check(format!("standard_webhooks.{name}.secrets"), secret);

@@ -80,6 +80,34 @@ impl Default for TwilioConfig {
     }
 }
 
+/// A Telegram bot: `POST /webhooks/telegram` and the Bot API.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelegramConfig {
+    /// The bot's username (`chatgate_demo_bot`): the address tenants are found by
+    /// (`telegram_bots` in the directory). Empty turns the webhook off (404).
+    pub bot: String,
+    /// What the bot's webhook was set with (`setWebhook`'s `secret_token`), which Telegram sends
+    /// in `X-Telegram-Bot-Api-Secret-Token` (`CHATGATE_TELEGRAM_SECRET_TOKEN`).
+    pub secret_token: Secret,
+    /// The bot's token for `sendMessage` (`CHATGATE_TELEGRAM_BOT_TOKEN`). Empty: replies wait in
+    /// the outbox until it is set.
+    pub bot_token: Secret,
+    /// Where the Bot API is (`CHATGATE_TELEGRAM_API_BASE`; a stand-in in tests).
+    pub api_base: String,
+}
+
+impl Default for TelegramConfig {
+    fn default() -> Self {
+        Self {
+            bot: String::new(),
+            secret_token: Secret::new(""),
+            bot_token: Secret::new(""),
+            api_base: "https://api.telegram.org".into(),
+        }
+    }
+}
+
 /// How messages to people leave the outbox, and how long confirmations are watched.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

@@ -124,7 +124,52 @@ impl Content {
 pub struct StatusUpdate {
     pub channel: Channel,
     pub provider_message_id: String,
-    pub status: String,
+    /// What the channel's own word means here; `None` for a step this gateway does not track
+    /// (Twilio's `queued`, `sending`, ...).
+    pub status: Option<DeliveryStatus>,
+    /// The provider's own word for it.
+    pub reported: String,
     pub recipient: Option<String>,
     pub errors: Option<Value>,
+}
+
+/// How far a sent message got, whatever the channel calls it (each channel maps its own words).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryStatus {
+    Sent,
+    Delivered,
+    Read,
+    Failed,
+}
+
+impl DeliveryStatus {
+    /// The words most providers share (`sent`, `delivered`, `read`, `failed`).
+    pub fn parse(raw: &str) -> Option<Self> {
+        Some(match raw {
+            "sent" => Self::Sent,
+            "delivered" => Self::Delivered,
+            "read" => Self::Read,
+            "failed" => Self::Failed,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sent => "sent",
+            Self::Delivered => "delivered",
+            Self::Read => "read",
+            Self::Failed => "failed",
+        }
+    }
+
+    /// Order of progress; `failed` ends it.
+    pub fn rank(self) -> i64 {
+        match self {
+            Self::Sent => 1,
+            Self::Delivered => 2,
+            Self::Read => 3,
+            Self::Failed => 4,
+        }
+    }
 }

@@ -11,6 +11,7 @@ pub mod evidence;
 pub mod lifecycle;
 pub mod message;
 pub(crate) mod names;
+pub mod outbound;
 pub mod registry;
 pub mod retry;
 pub mod standard_webhooks;

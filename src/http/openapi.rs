@@ -33,6 +33,7 @@ use crate::http::AppState;
         crate::http::routes::webhooks::standard::receive,
         crate::http::routes::webhooks::twilio::receive,
         crate::http::routes::webhooks::twilio::status,
+        crate::http::routes::webhooks::telegram::receive,
         crate::http::routes::commands::list,
         crate::http::routes::commands::status,
         crate::http::routes::commands::evidence,

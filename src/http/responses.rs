@@ -96,6 +96,21 @@ pub enum WhatsAppErrors {
     Unavailable(ProblemDocument),
 }
 
+/// A Telegram update.
+#[derive(IntoResponses)]
+pub enum TelegramErrors {
+    #[response(status = 400, description = "Not a Telegram Update", content_type = PROBLEM_JSON)]
+    BadRequest(ProblemDocument),
+    #[response(status = 401, description = "Missing or wrong secret token", content_type = PROBLEM_JSON)]
+    Unauthorized(ProblemDocument),
+    #[response(status = 404, description = "No Telegram bot is configured", content_type = PROBLEM_JSON)]
+    NotFound(ProblemDocument),
+    #[response(status = 413, description = "Body too large", content_type = PROBLEM_JSON)]
+    TooLarge(ProblemDocument),
+    #[response(status = 503, description = "Storage unavailable or inbox full (retried)", content_type = PROBLEM_JSON)]
+    Unavailable(ProblemDocument),
+}
+
 /// A Twilio webhook or status callback.
 #[derive(IntoResponses)]
 pub enum TwilioErrors {

@@ -20,6 +20,7 @@ use crate::domain::lifecycle::EvidenceKind;
 use crate::domain::lifecycle::Lifecycle;
 use crate::domain::lifecycle::State;
 use crate::domain::lifecycle::Transition;
+use crate::domain::outbound::OutboxMessage;
 use crate::store::Commands;
 use crate::store::commands::{CommandRow, insert_command, insert_transitions, transition_row};
 use crate::store::confirmations::{NewConfirmation, confirmation_row, insert_confirmation, pending_prompt};
@@ -85,7 +86,7 @@ impl AdmissionWrite {
 /// Chooses the reply to a duplicate (IDS §IX). The service layer decides what is said; the store
 /// gives it the facts: where to reply, what the duplicate came to, and the prompt of the command
 /// when it still waits for its confirmation.
-pub type DuplicateReply = fn(&ReplyTo, &Admitted, Option<serde_json::Value>) -> Option<NewOutboxMessage>;
+pub type DuplicateReply = fn(&ReplyTo, &Admitted, Option<OutboxMessage>) -> Option<NewOutboxMessage>;
 
 /// The existing command a duplicate was answered from.
 #[derive(Debug, Clone, PartialEq)]

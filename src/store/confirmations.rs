@@ -1,7 +1,6 @@
 //! Confirmations (IDS §X): what a person was asked, bound to the command, its idempotency key
 //! and the actor. Answering one is a compare-and-set on `status = 'pending'`, so it is used once.
 
-use serde_json::Value;
 use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
 use time::OffsetDateTime;
@@ -11,6 +10,7 @@ use crate::domain::command::ActorId;
 use crate::domain::command::IdempotencyKey;
 use crate::domain::command::TenantId;
 use crate::domain::names::named_enum;
+use crate::domain::outbound::OutboxMessage;
 use crate::store::Confirmations;
 use crate::store::StoreError;
 use crate::store::rows::{Param, from_ms, int, json, multi_insert, opt_int, opt_text, parsed, text, to_ms, uuid};
@@ -33,8 +33,8 @@ pub struct NewConfirmation {
     pub code: String,
     pub nonce: String,
     pub expires_at: OffsetDateTime,
-    /// The prompt's outbox payload: a duplicate of the command is sent this same prompt again.
-    pub prompt: Value,
+    /// The prompt: a duplicate of the command is sent this same prompt again.
+    pub prompt: OutboxMessage,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -47,7 +47,7 @@ pub struct Confirmation {
     pub code: String,
     pub nonce: String,
     pub status: ConfirmationStatus,
-    pub prompt: Value,
+    pub prompt: OutboxMessage,
     pub created_at: OffsetDateTime,
     pub expires_at: OffsetDateTime,
     pub answered_at: Option<OffsetDateTime>,
@@ -100,7 +100,7 @@ pub(crate) fn confirmation_row(
         confirmation.code.as_str().into(),
         confirmation.nonce.as_str().into(),
         ConfirmationStatus::Pending.as_str().into(),
-        confirmation.prompt.to_string().into(),
+        confirmation.prompt.to_payload().to_string().into(),
         to_ms(at).into(),
         to_ms(confirmation.expires_at).into(),
     ]
@@ -148,12 +148,19 @@ pub(crate) async fn close_confirmations(
 }
 
 /// The pending prompt of a command, for a duplicate that should see it again.
-pub(crate) async fn pending_prompt(conn: &mut AnyConnection, command_id: Uuid) -> Result<Option<Value>, StoreError> {
+pub(crate) async fn pending_prompt(
+    conn: &mut AnyConnection,
+    command_id: Uuid,
+) -> Result<Option<OutboxMessage>, StoreError> {
     let row = sqlx::query("SELECT prompt FROM confirmations WHERE command_id = $1 AND status = 'pending'")
         .bind(command_id.to_string())
         .fetch_optional(&mut *conn)
         .await?;
-    row.as_ref().map(|row| json(row, "prompt")).transpose()
+    row.as_ref().map(prompt).transpose()
+}
+
+fn prompt(row: &AnyRow) -> Result<OutboxMessage, StoreError> {
+    OutboxMessage::from_payload(&json(row, "prompt")?).map_err(StoreError::Corrupt)
 }
 
 fn decode(row: &AnyRow) -> Result<Confirmation, StoreError> {
@@ -167,7 +174,7 @@ fn decode(row: &AnyRow) -> Result<Confirmation, StoreError> {
         code: text(row, "code")?,
         nonce: text(row, "nonce")?,
         status: parsed(row, "status")?,
-        prompt: json(row, "prompt")?,
+        prompt: prompt(row)?,
         created_at: from_ms(int(row, "created_at")?)?,
         expires_at: from_ms(int(row, "expires_at")?)?,
         answered_at: opt_int(row, "answered_at")?.map(from_ms).transpose()?,

@@ -9,6 +9,7 @@ use sqlx::AnyConnection;
 use crate::domain::command::Channel;
 use crate::domain::command::ExternalId;
 use crate::domain::command::TenantId;
+use crate::domain::message::DeliveryStatus;
 use crate::store::Inbound;
 use crate::store::StoreError;
 use crate::store::outbox::{NewOutboxMessage, insert_outbox};
@@ -143,47 +144,6 @@ impl Inbound<'_> {
     }
 }
 
-/// How far a sent message got.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeliveryStatus {
-    Sent,
-    Delivered,
-    Read,
-    Failed,
-}
-
-impl DeliveryStatus {
-    pub fn parse(raw: &str) -> Option<Self> {
-        Some(match raw {
-            "sent" => Self::Sent,
-            "delivered" => Self::Delivered,
-            // A voice message played: as good as read.
-            "read" | "played" => Self::Read,
-            "failed" => Self::Failed,
-            _ => return None,
-        })
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Sent => "sent",
-            Self::Delivered => "delivered",
-            Self::Read => "read",
-            Self::Failed => "failed",
-        }
-    }
-
-    /// Order of progress; `failed` ends it.
-    fn rank(self) -> i64 {
-        match self {
-            Self::Sent => 1,
-            Self::Delivered => 2,
-            Self::Read => 3,
-            Self::Failed => 4,
-        }
-    }
-}
-
 pub(crate) const INBOUND_INSERT: &str = "INSERT INTO inbound_messages \
     (id, channel, provider_message_id, tenant_id, status, payload, command_id, received_at, detail)";
 pub(crate) const INBOUND_COLUMNS: usize = 9;
@@ -240,15 +200,4 @@ pub(crate) async fn link_inbound(
         .execute(&mut *conn)
         .await?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::DeliveryStatus;
-
-    #[test]
-    fn a_played_voice_message_is_read() {
-        assert_eq!(DeliveryStatus::parse("played"), Some(DeliveryStatus::Read));
-        assert_eq!(DeliveryStatus::parse("deleted"), None);
-    }
 }

@@ -104,10 +104,10 @@ impl InboxDb {
     }
 
     /// SQLite: see `sqlite::checkpoint`.
-    pub(crate) async fn checkpoint(&self) -> Result<(), StoreError> {
+    pub(crate) async fn checkpoint(&self) -> Result<bool, StoreError> {
         match &self.gate {
             Some(gate) => sqlite::checkpoint(&self.pool, gate).await,
-            None => Ok(()),
+            None => Ok(true),
         }
     }
 

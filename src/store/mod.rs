@@ -66,7 +66,7 @@ pub use directory::{
 };
 pub use error::StoreError;
 pub use evidence::{AuditReport, ChainReport, StoredArtifact};
-pub use inbound::{DeliveryStatus, InboundOutcome, NewInbound};
+pub use inbound::{InboundOutcome, NewInbound};
 pub use inbox::{Entered, InboxEntry, Lease, NewInboxEntry};
 pub use inbox_db::inbox_url;
 pub use outbound::{OutboundRecord, Recorded};
@@ -206,14 +206,14 @@ impl Store {
     /// nothing on PostgreSQL, which checkpoints by itself.
     /// A checkpoint that cannot grow a file fails the store's writes (see `health`): the WAL,
     /// written from its start again after each checkpoint, goes on taking writes over space it
-    /// already holds until then.
-    pub async fn checkpoint(&self) -> Result<(), StoreError> {
-        let copied = match &self.write_gate {
+    /// already holds until then. True when every file has all of its WAL.
+    pub async fn checkpoint(&self) -> Result<bool, StoreError> {
+        let main = match &self.write_gate {
             Some(gate) => sqlite::checkpoint(&self.pool, gate).await,
-            None => Ok(()),
+            None => Ok(true),
         };
-        let copied = match copied {
-            Ok(()) => self.inbox_db.checkpoint().await,
+        let copied = match main {
+            Ok(main) => self.inbox_db.checkpoint().await.map(|inbox| main && inbox),
             failed => failed,
         };
         if let Err(error) = &copied {
@@ -249,8 +249,10 @@ impl Store {
             sqlx::query("UPDATE readiness SET filler = '' WHERE id = 1").execute(&mut *tx).await?;
             tx.commit().await?;
             // SQLite: the probe's pages are in the WAL, over space it held already; they count
-            // once they are in the database file.
-            self.checkpoint().await?;
+            // once they are in the database file (a reader may hold some back: not yet, then).
+            if !self.checkpoint().await? {
+                return Err(StoreError::CannotWrite("the probe is not in the database file yet".into()));
+            }
             self.health.recovered();
         }
         Ok(())

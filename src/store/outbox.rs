@@ -8,6 +8,7 @@ use sqlx::AnyConnection;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use crate::domain::outbound::{ChatMessage, OutboxMessage, Purpose, ReplyAddress};
 use crate::store::Outbox;
 use crate::store::StoreError;
 use crate::store::rows::{Param, int, json, multi_insert, opt_parsed, text, to_ms, update_rows, uuid};
@@ -29,8 +30,8 @@ pub struct NewOutboxMessage {
 pub struct ReplyTo {
     /// The outbox destination (`whatsapp:{phone_number_id}:{wa_id}`).
     pub destination: String,
-    /// Fields every reply to this conversation carries (channel, recipient, the message answered).
-    pub base: serde_json::Value,
+    /// Where every reply to this conversation goes (channel, recipient, the message answered).
+    pub base: ReplyAddress,
     /// The name the person knows the command by (the registry's), for the replies about it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
@@ -47,20 +48,30 @@ pub struct ReplyTo {
 }
 
 impl ReplyTo {
-    /// A reply rendered later from `template` with `vars`.
-    pub fn message(&self, template: &str, vars: serde_json::Value) -> NewOutboxMessage {
-        let mut payload = self.base.clone();
-        if let Some(map) = payload.as_object_mut() {
-            map.insert("purpose".into(), "reply".into());
-            map.insert("template".into(), template.into());
-            map.insert("vars".into(), vars);
-        }
-        self.outbox(payload)
+    /// A reply to this address, rendered later from `template` with `vars`.
+    pub fn chat(&self, template: &str, vars: serde_json::Value) -> OutboxMessage {
+        OutboxMessage::V1(ChatMessage {
+            address: self.base.clone(),
+            purpose: Purpose::Reply,
+            template: template.to_owned(),
+            vars,
+            buttons: vec![],
+        })
     }
 
-    /// An outbox message with `payload` to this address.
-    pub fn outbox(&self, payload: serde_json::Value) -> NewOutboxMessage {
-        NewOutboxMessage { kind: MESSAGE_KIND.into(), destination: self.destination.clone(), payload, hold: self.hold }
+    /// [`Self::chat`] as an outbox row.
+    pub fn message(&self, template: &str, vars: serde_json::Value) -> NewOutboxMessage {
+        self.outbox(&self.chat(template, vars))
+    }
+
+    /// An outbox row carrying `message` to this address.
+    pub fn outbox(&self, message: &OutboxMessage) -> NewOutboxMessage {
+        NewOutboxMessage {
+            kind: MESSAGE_KIND.into(),
+            destination: self.destination.clone(),
+            payload: message.to_payload(),
+            hold: self.hold,
+        }
     }
 }
 

@@ -80,17 +80,25 @@ pub(super) async fn open(
 const WAL_RESTART_FRAMES: i64 = 1_000;
 
 /// Copies what the WAL holds into the database file without waiting for readers or writers
-/// (`PASSIVE`). The WAL is written from its start again only when a writer finds it all copied,
-/// which steady writes may never let happen: past [`WAL_RESTART_FRAMES`] the copy is made again
-/// with the writers held back at `gate` (it then has only the last frames to take).
-pub(super) async fn checkpoint(pool: &AnyPool, gate: &tokio::sync::Mutex<()>) -> Result<(), StoreError> {
-    let row = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(pool).await?;
-    let frames: i64 = sqlx::Row::try_get(&row, 1).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    if frames >= WAL_RESTART_FRAMES {
+/// (`PASSIVE`); true when all of it is there (a reader still on an older snapshot holds back the
+/// frames after it). The WAL is written from its start again only when a writer finds it all
+/// copied, which steady writes may never let happen: past [`WAL_RESTART_FRAMES`] the copy is
+/// made again with the writers held back at `gate` (it then has only the last frames to take).
+pub(super) async fn checkpoint(pool: &AnyPool, gate: &tokio::sync::Mutex<()>) -> Result<bool, StoreError> {
+    let (log, copied) = passive_checkpoint(pool).await?;
+    if log >= WAL_RESTART_FRAMES && log > copied {
         let _writers = gate.lock().await;
-        pool.execute("PRAGMA wal_checkpoint(PASSIVE)").await?;
+        let (log, copied) = passive_checkpoint(pool).await?;
+        return Ok(log == copied);
     }
-    Ok(())
+    Ok(log == copied)
+}
+
+/// The WAL's frames, and how many of them are in the database file now.
+async fn passive_checkpoint(pool: &AnyPool) -> Result<(i64, i64), StoreError> {
+    let row = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(pool).await?;
+    let column = |n: usize| sqlx::Row::try_get::<i64, _>(&row, n).map_err(|e| StoreError::Corrupt(e.to_string()));
+    Ok((column(1)?, column(2)?))
 }
 
 /// Creates the database's folder and asks SQLite to create the file (`mode=rwc`) when missing.

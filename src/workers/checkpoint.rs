@@ -11,7 +11,7 @@ use crate::store::{Store, StoreError};
 pub(super) async fn run(store: Store, every: Duration, stopping: CancellationToken) {
     crate::workers::periodically(every, stopping, || async {
         match store.checkpoint().await {
-            Ok(()) => {}
+            Ok(_) => {}
             // The store is not ready for as long (`/readyz`), which says it without a line a second.
             Err(error @ StoreError::CannotWrite(_)) => tracing::debug!(%error, "the checkpoint cannot write"),
             Err(error) => tracing::warn!(%error, "the checkpoint failed; the next one takes what it left"),

@@ -20,9 +20,6 @@ use tokio_util::task::TaskTracker;
 
 use std::time::Duration;
 
-use crate::channels::standard::client::StandardReplies;
-use crate::channels::twilio::client::TwilioClient;
-use crate::channels::whatsapp::client::GraphClient;
 use crate::executors::dispatcher::Dispatcher;
 use crate::service::Services;
 use crate::workers::sender::Providers;
@@ -33,18 +30,7 @@ pub use background::Background;
 fn outbound_sender(state: &Services) -> Result<Option<Sender>, reqwest::Error> {
     let config = &state.config;
     let timeout = Duration::from_millis(config.outbound.request_timeout_ms);
-    let mut providers = Providers::default();
-    let (whatsapp, twilio) = (&config.whatsapp, &config.twilio);
-    let token = whatsapp.access_token.expose();
-    if !token.is_empty() {
-        providers.whatsapp = Some(GraphClient::new(&whatsapp.api_base, &whatsapp.api_version, token, timeout)?);
-    }
-    let auth_token = twilio.auth_token.expose();
-    if !twilio.account_sid.is_empty() && !auth_token.is_empty() {
-        let public = &config.server.public_base_url;
-        providers.twilio = Some(TwilioClient::new(&twilio.api_base, &twilio.account_sid, auth_token, public, timeout)?);
-    }
-    providers.standard = StandardReplies::from_config(config, timeout)?;
+    let providers = Providers::from_config(config, timeout)?;
     if providers.is_empty() {
         return Ok(None);
     }

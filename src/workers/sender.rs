@@ -10,21 +10,19 @@
 //! window is the batch's send time.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
 use time::OffsetDateTime;
 use tokio::task::JoinSet;
 
-use crate::channels::whatsapp::client::GraphClient;
+use crate::channels::outbound::{ChannelSender, SendResult};
+use crate::channels::{CHANNELS, capabilities_of};
+use crate::config::Config;
 
-use crate::channels::whatsapp::client::SendResult;
-
-use crate::channels::standard::client::Reply;
-use crate::channels::standard::client::StandardReplies;
-use crate::channels::twilio::client::TwilioClient;
-use crate::channels::whatsapp::client::whatsapp_body;
 use crate::config::OutboundConfig;
+use crate::domain::outbound::SendOutcome;
 use crate::domain::retry::RetryPolicy;
 use crate::service::engine::Engine;
 use crate::service::live::Live;
@@ -32,48 +30,35 @@ use crate::service::replies::outgoing::{Outgoing, record, render};
 use crate::service::replies::templates::Templates;
 use crate::store::{ClaimedMessage, MESSAGE_KIND, NOTICE_KIND, OutboundRecord, Recorded, StoreError};
 
-/// The providers messages leave through, by channel.
+/// The providers messages leave through, by channel: a sender for each registered channel
+/// (`channels::CHANNELS`) the configuration gives credentials.
 #[derive(Clone, Debug, Default)]
 pub struct Providers {
-    pub whatsapp: Option<GraphClient>,
-    pub twilio: Option<TwilioClient>,
-    pub standard: Option<StandardReplies>,
+    senders: BTreeMap<&'static str, Arc<dyn ChannelSender>>,
 }
 
 /// How long a message for a provider without credentials waits before it is looked at again.
 const NO_CREDENTIALS_WAIT: Duration = Duration::from_secs(60);
 
 impl Providers {
+    /// A sender for every channel the configuration gives credentials.
+    pub fn from_config(config: &Config, timeout: Duration) -> Result<Self, reqwest::Error> {
+        let mut senders = BTreeMap::new();
+        for channel in CHANNELS {
+            if let Some(sender) = (channel.sender)(config, timeout)? {
+                senders.insert(channel.name, sender);
+            }
+        }
+        Ok(Self { senders })
+    }
+
     pub fn is_empty(&self) -> bool {
-        self.whatsapp.is_none() && self.twilio.is_none() && self.standard.is_none()
+        self.senders.is_empty()
     }
 
     /// Sends through the message's provider; `None` when it has no credentials here.
     async fn send(&self, outgoing: &Outgoing) -> Option<SendResult> {
-        match outgoing.channel.as_str() {
-            "whatsapp" => {
-                let client = self.whatsapp.as_ref()?;
-                let o = outgoing;
-                let body = whatsapp_body(&o.to, &o.text, &o.buttons, o.in_reply_to.as_deref());
-                Some(client.send(&o.from, &body).await)
-            }
-            // Buttons need a pre-approved content template on Twilio; the prompt's text always
-            // says how to answer by typing.
-            "twilio" => Some(self.twilio.as_ref()?.send(&outgoing.from, &outgoing.to, &outgoing.text).await),
-            "standard" => {
-                let o = outgoing;
-                let reply = Reply {
-                    id: &o.id.to_string(),
-                    source: &o.from,
-                    to: &o.to,
-                    conversation: o.conversation.as_deref(),
-                    in_reply_to: o.in_reply_to.as_deref(),
-                    text: &o.text,
-                };
-                self.standard.as_ref()?.send(&reply).await
-            }
-            _ => None,
-        }
+        self.senders.get(outgoing.channel.as_str())?.send(outgoing).await
     }
 }
 
@@ -156,12 +141,13 @@ impl Sender {
     async fn send_one(&self, message: &ClaimedMessage) -> Result<Option<Recorded>, StoreError> {
         let now = OffsetDateTime::now_utc();
         let keyed = self.engine.pseudonymizer();
-        let outgoing = match render(&self.templates.get(), message) {
+        let outgoing = match render(&self.templates.get(), message, capabilities_of) {
             Ok(outgoing) => outgoing,
             Err(problem) => {
                 // Nothing to retry: the same row renders the same way next time.
                 tracing::error!(id = %message.id, %problem, "a message cannot be rendered; giving it up");
-                let record = record(keyed, message, None, None, &problem, Some(json!({"render": problem})));
+                let record =
+                    record(keyed, message, None, None, &SendOutcome::unrendered(), Some(json!({"render": problem})));
                 return Ok(Some(give_up(record, &problem)));
             }
         };
@@ -176,7 +162,7 @@ impl Sender {
         match result {
             SendResult::Sent { id } => {
                 count(outgoing.channel.as_str(), "sent");
-                Ok(Some(Recorded::Sent(record(keyed, message, Some(&outgoing), Some(id), "sent", None))))
+                Ok(Some(Recorded::Sent(record(keyed, message, Some(&outgoing), Some(id), &SendOutcome::Sent, None))))
             }
             SendResult::Retry { error, retry_after } => {
                 match self.policy.next_delay(u32::try_from(message.attempt).unwrap_or(u32::MAX), retry_after) {
@@ -191,14 +177,16 @@ impl Sender {
                     }
                     None => {
                         let errors = Some(json!({"last_error": error}));
-                        let record = record(keyed, message, Some(&outgoing), None, "attempts_exhausted", errors);
+                        let exhausted = SendOutcome::Failed("attempts_exhausted".into());
+                        let record = record(keyed, message, Some(&outgoing), None, &exhausted, errors);
                         Ok(Some(give_up(record, &error)))
                     }
                 }
             }
             SendResult::Refused { status, error } => {
                 let text = format!("{status}: {error}");
-                let record = record(keyed, message, Some(&outgoing), None, "refused", Some(error));
+                let refused = SendOutcome::Failed("refused".into());
+                let record = record(keyed, message, Some(&outgoing), None, &refused, Some(error));
                 Ok(Some(give_up(record, &text)))
             }
         }

@@ -255,6 +255,17 @@ async fn the_simulator_posts_signed_deliveries_to_a_running_gateway() {
     assert!(String::from_utf8_lossy(&button.stdout).contains("\"stored\":1"));
     let status = simulate(&["--status", "wamid.OUT=read"]);
     assert!(String::from_utf8_lossy(&status.stdout).contains("\"statuses\":1"));
+    // Telegram's updates, with the shipped demo secret token.
+    let telegram = |args: &[&str]| {
+        let mut command = chatgate(dir.path());
+        command.args(["simulate", "telegram", "--url", &base]).args(args);
+        run(&mut command)
+    };
+    let text = telegram(&["--text", "refund 1234 25.00", "--update-id", "41", "--repeat", "2"]);
+    let out = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(text.status.success() && out.contains("#1 200 OK {}") && out.contains("#2 200 OK {}"), "{out}");
+    let tap = telegram(&["--button", "cg:no:0", "--update-id", "42"]);
+    assert!(String::from_utf8_lossy(&tap.stdout).contains("\"method\":\"answerCallbackQuery\""));
     assert_eq!(terminate(&mut server).code(), Some(0));
 }
 

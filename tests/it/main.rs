@@ -31,6 +31,7 @@ mod e2e_outbound;
 mod e2e_security;
 mod e2e_server;
 mod e2e_standard;
+mod e2e_telegram;
 mod e2e_twilio;
 mod e2e_whatsapp;
 mod e2e_whatsapp_corpus;

@@ -51,7 +51,12 @@ async fn unknown_senders_are_limited_and_their_refusals_bounded(db: &TestDb) {
 async fn a_known_persons_reply_goes_before_notices(db: &TestDb) {
     let reply_to = |person: &str| ReplyTo {
         destination: format!("whatsapp:{DEMO_NUMBER}:{person}"),
-        base: json!({"channel": "whatsapp", "phone_number_id": DEMO_NUMBER, "to": person, "locale": "en"}),
+        base: chatgate::domain::outbound::ReplyAddress::new(
+            chatgate::domain::command::Channel::parse("whatsapp").expect("channel"),
+            DEMO_NUMBER,
+            person,
+            "en",
+        ),
         command: None,
         what: None,
         executed_template: None,

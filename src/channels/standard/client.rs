@@ -3,6 +3,7 @@
 //! signs to us, with the outbox row's id as `webhook-id` so that the receiver can drop a retry.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
@@ -10,16 +11,15 @@ use time::OffsetDateTime;
 
 use reqwest::StatusCode;
 
-use crate::channels::whatsapp::client::SendResult;
-
-use crate::channels::whatsapp::client::send_with;
-
-use crate::channels::whatsapp::client::transient;
-
-use crate::channels::whatsapp::client::truncate;
+use crate::channels::outbound::ChannelSender;
+use crate::channels::outbound::SendResult;
+use crate::channels::outbound::send_with;
+use crate::channels::outbound::transient;
+use crate::channels::outbound::truncate;
 use crate::config::Config;
 use crate::domain::retry::parse_retry_after;
 use crate::domain::standard_webhooks;
+use crate::service::replies::outgoing::Outgoing;
 
 /// What a reply is sent with: where, and the key it is signed with.
 #[derive(Debug, Clone)]
@@ -83,6 +83,26 @@ impl StandardReplies {
         let id = reply.id.to_owned();
         Some(send_with(request, |status, retry_after, text, now| classify(status, retry_after, text, now, id)).await)
     }
+}
+
+#[async_trait::async_trait]
+impl ChannelSender for StandardReplies {
+    async fn send(&self, o: &Outgoing) -> Option<SendResult> {
+        let reply = Reply {
+            id: &o.id.to_string(),
+            source: &o.from,
+            to: &o.to,
+            conversation: o.conversation.as_deref(),
+            in_reply_to: o.in_reply_to.as_deref(),
+            text: &o.text,
+        };
+        StandardReplies::send(self, &reply).await
+    }
+}
+
+/// The replies to every source with a `reply_url`.
+pub fn sender_from(config: &Config, timeout: Duration) -> Result<Option<Arc<dyn ChannelSender>>, reqwest::Error> {
+    Ok(StandardReplies::from_config(config, timeout)?.map(|replies| Arc::new(replies) as Arc<dyn ChannelSender>))
 }
 
 /// Any 2xx is taken (the reply's id is ours); 5xx, 429 and 408 are worth another attempt.

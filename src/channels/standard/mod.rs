@@ -14,7 +14,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::channels::hooks::{Submission, Unkeyed, submit};
-use crate::channels::{ChannelError, Refusal};
+use crate::channels::{ChannelEntry, ChannelError, Refusal};
 use crate::config::Acknowledge;
 use crate::config::{StandardMessage, StandardSource};
 use crate::domain::command::Channel;
@@ -24,6 +24,7 @@ use crate::domain::command::TenantId;
 use crate::domain::message::Addresses;
 use crate::domain::message::Content;
 use crate::domain::message::InboundMessage;
+use crate::domain::outbound::Capabilities;
 use crate::domain::standard_webhooks::{self, Signed};
 use crate::service::Services;
 use crate::service::intake::Handled;
@@ -178,6 +179,15 @@ pub fn chat_message(
     };
     read.into_message()
 }
+
+/// Standard Webhooks sources in the gateway's list of channels (`channels::CHANNELS`): a reply
+/// is JSON to the source's `reply_url`, text only, as long as it is.
+pub const ENTRY: ChannelEntry = ChannelEntry {
+    name: CHANNEL,
+    capabilities: Capabilities { max_text_chars: usize::MAX, max_buttons: 0, max_button_title_chars: 0 },
+    reread: |raw, _| reread(raw),
+    sender: client::sender_from,
+};
 
 /// A stored `message`-source delivery read again (reprocessing a command it started).
 pub fn reread(raw: &Value) -> Option<InboundMessage> {

@@ -3,20 +3,21 @@
 //! records what became of the message), HTTP Basic with the account SID and auth token. How Twilio
 //! answered is classified in `classify` (pure), into the same outcomes as Meta's.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
-use crate::channels::whatsapp::client::SendResult;
-
-use crate::channels::whatsapp::client::send_with;
-
-use crate::channels::whatsapp::client::transient;
-
-use crate::channels::whatsapp::client::truncate;
+use crate::channels::outbound::ChannelSender;
+use crate::channels::outbound::SendResult;
+use crate::channels::outbound::send_with;
+use crate::channels::outbound::transient;
+use crate::channels::outbound::truncate;
+use crate::config::Config;
 use crate::domain::retry::parse_retry_after;
+use crate::service::replies::outgoing::Outgoing;
 
 /// Twilio's longest message body (longer ones are refused, not split).
 pub const BODY_MAX: usize = 1600;
@@ -84,6 +85,26 @@ impl TwilioClient {
         let request = request.header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded").body(encoded);
         send_with(request, classify).await
     }
+}
+
+// Buttons need a pre-approved content template on Twilio; the prompt's text always says how to
+// answer by typing (its capabilities have no buttons).
+#[async_trait::async_trait]
+impl ChannelSender for TwilioClient {
+    async fn send(&self, o: &Outgoing) -> Option<SendResult> {
+        Some(TwilioClient::send(self, &o.from, &o.to, &o.text).await)
+    }
+}
+
+/// The Messages API client, once `twilio.account_sid` and `twilio.auth_token` are set.
+pub fn sender_from(config: &Config, timeout: Duration) -> Result<Option<Arc<dyn ChannelSender>>, reqwest::Error> {
+    let twilio = &config.twilio;
+    let auth_token = twilio.auth_token.expose();
+    if twilio.account_sid.is_empty() || auth_token.is_empty() {
+        return Ok(None);
+    }
+    let public = &config.server.public_base_url;
+    Ok(Some(Arc::new(TwilioClient::new(&twilio.api_base, &twilio.account_sid, auth_token, public, timeout)?)))
 }
 
 #[cfg(test)]

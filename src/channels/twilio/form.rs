@@ -15,6 +15,7 @@ use crate::domain::command::Channel;
 use crate::domain::command::ExternalId;
 use crate::domain::message::Addresses;
 use crate::domain::message::Content;
+use crate::domain::message::DeliveryStatus;
 use crate::domain::message::InboundMessage;
 use crate::domain::message::StatusUpdate;
 
@@ -121,9 +122,11 @@ pub fn status(params: &[(String, String)]) -> Result<StatusUpdate, FormError> {
     let field = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.trim()).filter(|v| !v.is_empty());
     let sid = field("MessageSid").or_else(|| field("SmsSid")).ok_or(FormError::Missing("MessageSid"))?;
     let status = field("MessageStatus").or_else(|| field("SmsStatus")).ok_or(FormError::Missing("MessageStatus"))?;
-    let status = match status {
-        "undelivered" => "failed",
-        other => other,
+    // Twilio's `undelivered` is a failure; `accepted`, `scheduled`, `queued` and `sending` come
+    // before it left, which is not tracked.
+    let tracked = match status {
+        "undelivered" => Some(DeliveryStatus::Failed),
+        other => DeliveryStatus::parse(other),
     };
     let errors = field("ErrorCode").map(|code| {
         let code = code.parse::<i64>().map_or_else(|_| Value::String(code.to_owned()), Value::from);
@@ -132,7 +135,8 @@ pub fn status(params: &[(String, String)]) -> Result<StatusUpdate, FormError> {
     Ok(StatusUpdate {
         channel: Channel::parse(CHANNEL).map_err(|e| FormError::Invalid("channel", e.to_string()))?,
         provider_message_id: sid.to_owned(),
-        status: status.to_owned(),
+        status: tracked,
+        reported: status.to_owned(),
         recipient: field("To").map(str::to_owned),
         errors,
     })
@@ -155,7 +159,8 @@ mod tests {
             ("AccountSid", "AC1"),
         ]))
         .unwrap();
-        assert_eq!((delivered.provider_message_id.as_str(), delivered.status.as_str()), ("SMOUT1", "delivered"));
+        assert_eq!(delivered.provider_message_id, "SMOUT1");
+        assert_eq!(delivered.status, Some(DeliveryStatus::Delivered));
         assert_eq!((delivered.recipient.as_deref(), delivered.errors), (Some("whatsapp:+15550000001"), None));
         let failed = status(&form(&[
             ("SmsSid", "SMOUT2"),
@@ -164,7 +169,9 @@ mod tests {
             ("ErrorMessage", "outside the 24-hour window"),
         ]))
         .unwrap();
-        assert_eq!(failed.status, "failed");
+        assert_eq!((failed.status, failed.reported.as_str()), (Some(DeliveryStatus::Failed), "undelivered"));
+        let queued = status(&form(&[("MessageSid", "SM3"), ("MessageStatus", "queued")])).unwrap();
+        assert_eq!(queued.status, None, "not left yet: not tracked");
         assert_eq!(failed.errors, Some(serde_json::json!([{"code": 63016, "message": "outside the 24-hour window"}])));
         assert_eq!(status(&form(&[("MessageStatus", "sent")])), Err(FormError::Missing("MessageSid")));
         assert_eq!(status(&form(&[("MessageSid", "SM1")])), Err(FormError::Missing("MessageStatus")));

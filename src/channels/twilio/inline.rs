@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
+use crate::domain::outbound::SendOutcome;
 use crate::service::engine::Engine;
 use crate::service::replies::outgoing::{record, render};
 use crate::service::replies::templates::Templates;
@@ -31,9 +32,10 @@ pub async fn take(
     };
     let mut texts = vec![];
     for message in &held {
-        match render(templates, message) {
+        match render(templates, message, crate::channels::capabilities_of) {
             Ok(outgoing) => {
-                let sent = record(engine.pseudonymizer(), message, Some(&outgoing), None, "sent_inline", None);
+                let sent =
+                    record(engine.pseudonymizer(), message, Some(&outgoing), None, &SendOutcome::SentInline, None);
                 match store.outbox().record_sent(&sent, now).await {
                     Ok(()) => texts.push(outgoing.text),
                     Err(error) => tracing::warn!(%error, id = %message.id, "a reply is left to the outbox"),
@@ -41,14 +43,8 @@ pub async fn take(
             }
             Err(problem) => {
                 tracing::error!(id = %message.id, %problem, "a message cannot be rendered; giving it up");
-                let failed = record(
-                    engine.pseudonymizer(),
-                    message,
-                    None,
-                    None,
-                    &problem,
-                    Some(serde_json::json!({"render": problem})),
-                );
+                let errors = Some(serde_json::json!({"render": problem}));
+                let failed = record(engine.pseudonymizer(), message, None, None, &SendOutcome::unrendered(), errors);
                 if let Err(error) = store.outbox().record_given_up(&failed, &problem, now).await {
                     tracing::warn!(%error, id = %message.id, "cannot record a message given up");
                 }

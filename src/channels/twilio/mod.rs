@@ -15,7 +15,8 @@ use std::time::Duration;
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use time::OffsetDateTime;
 
-use crate::channels::{ChannelError, Refusal, counted};
+use crate::channels::{ChannelEntry, ChannelError, Refusal, counted};
+use crate::domain::outbound::Capabilities;
 use crate::service::Services;
 use crate::service::intake::inbox::Received;
 use crate::service::intake::{Handled, reply_destination};
@@ -137,6 +138,15 @@ fn public_url(base: &str, uri: &Uri) -> String {
     let path = uri.path_and_query().map_or(uri.path(), |pq| pq.as_str());
     format!("{}{path}", base.trim_end_matches('/'))
 }
+
+/// Twilio in the gateway's list of channels (`channels::CHANNELS`): no buttons without a
+/// pre-approved content template; a prompt's text says how to answer by typing.
+pub const ENTRY: ChannelEntry = ChannelEntry {
+    name: "twilio",
+    capabilities: Capabilities { max_text_chars: client::BODY_MAX, max_buttons: 0, max_button_title_chars: 0 },
+    reread: |raw, _| form::read(raw, None).ok(),
+    sender: client::sender_from,
+};
 
 #[cfg(test)]
 mod tests {

@@ -3,12 +3,15 @@
 //! provider answered is classified in `classify` (pure): sent with its `wamid`, worth retrying,
 //! or refused for good.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
+use crate::channels::outbound::{ChannelSender, SendResult, send_with, transient, truncate};
+use crate::config::Config;
 use crate::domain::retry::parse_retry_after;
 
 /// WhatsApp's limits: interactive body text, plain text body, buttons per message.
@@ -17,6 +20,7 @@ pub const TEXT_BODY_MAX: usize = 4096;
 pub const BUTTONS_MAX: usize = 3;
 
 pub use crate::service::replies::outgoing::Button;
+use crate::service::replies::outgoing::Outgoing;
 
 /// The Cloud API request body for a message to `to`: interactive reply buttons when there are
 /// any and the text fits, otherwise plain text (a prompt's text always says how to answer by
@@ -51,18 +55,6 @@ pub fn whatsapp_body(to: &str, text: &str, buttons: &[Button], in_reply_to: Opti
     body
 }
 
-/// What became of one send.
-#[derive(Debug, Clone, PartialEq)]
-pub enum SendResult {
-    /// Accepted: the provider's id for the message.
-    Sent { id: String },
-    /// Worth another attempt (5xx, 429, a throttling error code, the network), after
-    /// `retry_after` if the provider said.
-    Retry { error: String, retry_after: Option<Duration> },
-    /// Refused for good (other 4xx): the provider's error is kept.
-    Refused { status: u16, error: Value },
-}
-
 /// Graph API error codes that mean "not now" even under a 400: throttling and transient
 /// service errors (Meta's error-code reference).
 const RETRYABLE_CODES: &[i64] = &[1, 2, 4, 17, 341, 80007, 130429, 131000, 131016, 131056, 133004];
@@ -89,16 +81,6 @@ pub fn classify(status: StatusCode, retry_after: Option<&str>, body: &str, now: 
     }
 }
 
-/// Statuses worth another attempt with any provider: theirs (5xx), "slow down" (429) and a
-/// timeout (408).
-pub(crate) fn transient(status: StatusCode) -> bool {
-    status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::REQUEST_TIMEOUT
-}
-
-pub(crate) fn truncate(text: &str, max: usize) -> String {
-    text.chars().take(max).collect()
-}
-
 /// The HTTP side.
 #[derive(Debug, Clone)]
 pub struct GraphClient {
@@ -120,23 +102,22 @@ impl GraphClient {
     }
 }
 
-/// Sends `request` and reads the provider's answer with `classify` (status, `Retry-After`, body,
-/// now); the network failing, or the answer not arriving whole, is worth another attempt.
-pub(crate) async fn send_with(
-    request: reqwest::RequestBuilder,
-    classify: impl FnOnce(StatusCode, Option<&str>, &str, OffsetDateTime) -> SendResult,
-) -> SendResult {
-    let response = match request.send().await {
-        Ok(response) => response,
-        Err(error) => return SendResult::Retry { error: format!("network: {error}"), retry_after: None },
-    };
-    let status = response.status();
-    let retry_after =
-        response.headers().get(reqwest::header::RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_owned);
-    match response.text().await {
-        Ok(text) => classify(status, retry_after.as_deref(), &text, OffsetDateTime::now_utc()),
-        Err(error) => SendResult::Retry { error: format!("reading the answer: {error}"), retry_after: None },
+#[async_trait::async_trait]
+impl ChannelSender for GraphClient {
+    async fn send(&self, o: &Outgoing) -> Option<SendResult> {
+        let body = whatsapp_body(&o.to, &o.text, &o.buttons, o.in_reply_to.as_deref());
+        Some(GraphClient::send(self, &o.from, &body).await)
     }
+}
+
+/// The Graph API client, once `whatsapp.access_token` is set.
+pub fn sender_from(config: &Config, timeout: Duration) -> Result<Option<Arc<dyn ChannelSender>>, reqwest::Error> {
+    let whatsapp = &config.whatsapp;
+    let token = whatsapp.access_token.expose();
+    if token.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Arc::new(GraphClient::new(&whatsapp.api_base, &whatsapp.api_version, token, timeout)?)))
 }
 
 #[cfg(test)]

@@ -29,6 +29,9 @@ pub struct RawTenant {
     /// WhatsApp and SMS alike.
     #[serde(default)]
     twilio_numbers: Vec<String>,
+    /// Telegram bots (their usernames) that reach this tenant.
+    #[serde(default)]
+    telegram_bots: Vec<String>,
     #[serde(default)]
     unknown_sender: RawUnknownSender,
     locale: Option<String>,
@@ -69,6 +72,8 @@ pub struct RawActor {
     roles: Vec<String>,
     /// Meta's business-scoped user id for this person (`US.…`), when they write with it.
     user_id: Option<String>,
+    /// Their Telegram user id, when they write to the tenant's bot.
+    telegram: Option<String>,
     locale: Option<String>,
 }
 
@@ -110,7 +115,7 @@ impl DirectoryFile {
                 .resolver
                 .as_ref()
                 .and_then(|r| r.check().map_err(|e| problems.push(format!("tenants.{name}.resolver: {e}"))).ok());
-            for number in raw.phone_number_ids.iter().chain(&raw.twilio_numbers) {
+            for number in raw.phone_number_ids.iter().chain(&raw.twilio_numbers).chain(&raw.telegram_bots) {
                 if let Some(other) = tenants.by_number.insert(number.clone(), name.clone()) {
                     problems.push(format!("number {number} belongs to both `{other}` and `{name}`"));
                 }
@@ -165,12 +170,15 @@ fn people(tenant: &str, raw: &RawTenant, roles: &Roles, problems: &mut Vec<Strin
             continue;
         };
         let mut addresses = BTreeSet::from([number]);
-        if let Some(user_id) = &actor.user_id {
-            match Address::new(AddressKind::WhatsappUserId, user_id) {
-                Ok(address) => {
-                    addresses.insert(address);
-                }
-                Err(e) => problems.push(format!("{at}.user_id: {e}")),
+        let others = [
+            (AddressKind::WhatsappUserId, &actor.user_id, "user_id"),
+            (AddressKind::Telegram, &actor.telegram, "telegram"),
+        ];
+        for (kind, raw, field) in others {
+            match raw.as_deref().map(|raw| Address::new(kind, raw)) {
+                Some(Ok(address)) => drop(addresses.insert(address)),
+                Some(Err(e)) => problems.push(format!("{at}.{field}: {e}")),
+                None => {}
             }
         }
         let person = Person {

@@ -19,8 +19,12 @@ named_enum! {
         Whatsapp => "whatsapp",
         WhatsappUserId => "whatsapp_user_id",
         Phone => "phone",
+        Telegram => "telegram",
     }
 }
+
+/// How a Telegram user's id is written as an address (`tg:700000001`).
+pub const TELEGRAM_PREFIX: &str = "tg:";
 
 /// One address of a person.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -40,6 +44,15 @@ impl Address {
                     return Err(PersonError(format!("`{raw}` is not a phone number")));
                 }
                 digits
+            }
+            // A Telegram user id, a number, kept as `tg:<id>` (as the channel names the sender):
+            // never the same text as a phone number's.
+            AddressKind::Telegram => {
+                let id = raw.trim().trim_start_matches(TELEGRAM_PREFIX);
+                if id.is_empty() || id.len() > 20 || !id.chars().all(|c| c.is_ascii_digit()) {
+                    return Err(PersonError(format!("`{raw}` is not a Telegram user id")));
+                }
+                format!("{TELEGRAM_PREFIX}{id}")
             }
             AddressKind::WhatsappUserId => {
                 let id = raw.trim();
@@ -154,6 +167,9 @@ mod tests {
         );
         assert!(Address::new(AddressKind::Phone, "call me").is_err());
         assert_eq!(Address::new(AddressKind::WhatsappUserId, " US.1 ").map(|a| a.value), Ok("US.1".into()));
+        assert_eq!(Address::new(AddressKind::Telegram, "700000001").map(|a| a.value), Ok("tg:700000001".into()));
+        assert_eq!(Address::new(AddressKind::Telegram, "tg:7").map(|a| a.value), Ok("tg:7".into()));
+        assert!(Address::new(AddressKind::Telegram, "@ana").is_err());
         let roles = Roles([("customer".to_owned(), BTreeSet::from(["orders:read".to_owned()]))].into());
         let person = |role: &str| Person {
             id: ActorId::parse("c-1").expect("id"),

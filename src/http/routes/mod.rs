@@ -28,6 +28,7 @@ pub fn router(config: &Config) -> Router<AppState> {
         .merge(webhooks::hooks::router(&config.hooks.base_path))
         .merge(webhooks::standard::router())
         .merge(webhooks::twilio::router())
+        .merge(webhooks::telegram::router())
         .merge(commands::router())
         .merge(recovery::router())
         .merge(bulk::router())

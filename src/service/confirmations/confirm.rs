@@ -2,10 +2,11 @@
 //! the buttons carry) and how a message is read as an answer to one. No I/O here.
 
 use rand::Rng;
-use serde_json::{Value, json};
+use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::domain::message::Content;
+use crate::domain::outbound::{ButtonSpec, Purpose};
 use crate::store::{NewConfirmation, NewOutboxMessage, ReplyTo};
 
 /// Letters and digits nobody confuses when reading them off a phone (no 0/O, 1/I/L).
@@ -119,27 +120,24 @@ pub fn prompt(reply_to: &ReplyTo, mut vars: Value, ttl: std::time::Duration, now
         map.insert("expires_at".into(), expires_at.unix_timestamp().into());
         map.insert("expires_in_minutes".into(), ttl.as_secs().div_ceil(60).into());
     }
-    let mut message = reply_to.message("confirmation_prompt", vars);
-    if let Some(map) = message.payload.as_object_mut() {
-        map.insert("purpose".into(), "prompt".into());
-        map.insert(
-            "buttons".into(),
-            json!([
-                {"id": button_id(Verdict::Yes, &nonce), "template": "button_yes"},
-                {"id": button_id(Verdict::No, &nonce), "template": "button_no"},
-            ]),
-        );
-    }
-    NewConfirmation { code, nonce, expires_at, prompt: message.payload }
+    let mut prompt = reply_to.chat("confirmation_prompt", vars);
+    let message = prompt.message_mut();
+    message.purpose = Purpose::Prompt;
+    message.buttons = [(Verdict::Yes, "button_yes"), (Verdict::No, "button_no")]
+        .map(|(verdict, template)| ButtonSpec { id: button_id(verdict, &nonce), template: template.into() })
+        .into();
+    NewConfirmation { code, nonce, expires_at, prompt }
 }
 
 /// The prompt as an outbox message.
 pub fn prompt_message(reply_to: &ReplyTo, confirmation: &NewConfirmation) -> NewOutboxMessage {
-    reply_to.outbox(confirmation.prompt.clone())
+    reply_to.outbox(&confirmation.prompt)
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn text(t: &str) -> Option<Answer> {
@@ -191,11 +189,15 @@ mod tests {
         assert_ne!(new_nonce(), new_nonce());
     }
 
+    fn whatsapp() -> crate::domain::command::Channel {
+        crate::domain::command::Channel::parse("whatsapp").expect("a channel")
+    }
+
     #[test]
     fn a_prompt_carries_code_expiry_and_buttons_with_the_nonce() {
         let reply_to = ReplyTo {
             destination: "whatsapp:1:2".into(),
-            base: json!({"to": "2"}),
+            base: crate::domain::outbound::ReplyAddress::new(whatsapp(), "1", "2", "en"),
             command: None,
             what: None,
             executed_template: None,
@@ -204,11 +206,12 @@ mod tests {
         let now = OffsetDateTime::UNIX_EPOCH;
         let c = prompt(&reply_to, json!({"command": "refund"}), std::time::Duration::from_secs(300), now);
         assert_eq!(c.expires_at, now + std::time::Duration::from_secs(300));
-        assert_eq!(c.prompt["vars"]["code"], c.code.as_str());
-        assert_eq!(c.prompt["vars"]["expires_in_minutes"], 5);
-        assert_eq!(c.prompt["purpose"], "prompt");
-        assert_eq!(c.prompt["buttons"][0]["id"], button_id(Verdict::Yes, &c.nonce));
-        assert_eq!(c.prompt["buttons"][1]["id"], button_id(Verdict::No, &c.nonce));
+        let message = c.prompt.message();
+        assert_eq!(message.vars["code"], c.code.as_str());
+        assert_eq!(message.vars["expires_in_minutes"], 5);
+        assert_eq!(message.purpose, Purpose::Prompt);
+        assert_eq!(message.buttons[0].id, button_id(Verdict::Yes, &c.nonce));
+        assert_eq!(message.buttons[1].id, button_id(Verdict::No, &c.nonce));
         assert_eq!(prompt_message(&reply_to, &c).kind, crate::store::MESSAGE_KIND);
     }
 }

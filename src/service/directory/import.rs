@@ -46,6 +46,7 @@ named_enum! {
         Whatsapp => "whatsapp",
         WhatsappUserId => "whatsapp_user_id",
         Phone => "phone",
+        Telegram => "telegram",
     }
 }
 
@@ -289,10 +290,12 @@ fn csv_fields(columns: &[Column], line: &str) -> Result<PersonFields, String> {
             Column::Whatsapp => drop(addresses.insert(AddressKind::Whatsapp, OneOrMany::Many(split(cell)))),
             Column::WhatsappUserId => drop(addresses.insert(AddressKind::WhatsappUserId, OneOrMany::Many(split(cell)))),
             Column::Phone => drop(addresses.insert(AddressKind::Phone, OneOrMany::Many(split(cell)))),
+            Column::Telegram => drop(addresses.insert(AddressKind::Telegram, OneOrMany::Many(split(cell)))),
         }
     }
-    let has_address_columns =
-        columns.iter().any(|c| matches!(c, Column::Whatsapp | Column::WhatsappUserId | Column::Phone));
+    let has_address_columns = columns
+        .iter()
+        .any(|c| matches!(c, Column::Whatsapp | Column::WhatsappUserId | Column::Phone | Column::Telegram));
     if has_address_columns {
         fields.addresses = Some(addresses);
     }

@@ -14,6 +14,7 @@ use crate::domain::directory::Tenant;
 use crate::domain::lifecycle::CommandKind;
 use crate::domain::lifecycle::Event;
 use crate::domain::message::InboundMessage;
+use crate::domain::outbound::{ProviderAddresses, ReplyAddress};
 use crate::service::confirmations::confirm;
 use crate::service::dispatch;
 use crate::service::intake::Refused;
@@ -127,20 +128,16 @@ pub fn reply_destination(message: &InboundMessage) -> String {
 }
 
 pub(super) fn reply_address(message: &InboundMessage, tenant: &Tenant) -> ReplyTo {
-    let mut base = json!({
-        "channel": message.channel,
-        "phone_number_id": message.to,
-        "to": message.from,
-        "in_reply_to": message.provider_message_id,
-        "locale": tenant.locale,
-    });
-    if let (Some(addresses), Some(map)) = (&message.addresses, base.as_object_mut()) {
-        map.insert("from_address".into(), addresses.business.clone().into());
-        map.insert("to_address".into(), addresses.person.clone().into());
-        if let Some(conversation) = &addresses.conversation {
-            map.insert("conversation".into(), conversation.clone().into());
-        }
-    }
+    let addresses = message.addresses.as_ref();
+    let base = ReplyAddress {
+        channel: message.channel.clone(),
+        business: message.to.clone(),
+        person: message.from.clone(),
+        in_reply_to: Some(message.provider_message_id.as_str().to_owned()),
+        locale: tenant.locale.clone(),
+        provider: addresses.map(|a| ProviderAddresses { business: a.business.clone(), person: a.person.clone() }),
+        conversation: addresses.and_then(|a| a.conversation.clone()),
+    };
     ReplyTo {
         command: None,
         what: None,
@@ -164,7 +161,12 @@ mod tests {
         let args = serde_json::json!({"order_id": "1234", "amount": "25"}).as_object().cloned().unwrap_or_default();
         let reply_to = ReplyTo {
             destination: "whatsapp:1:2".into(),
-            base: json!({}),
+            base: ReplyAddress::new(
+                crate::domain::command::Channel::parse("whatsapp").expect("a channel"),
+                "1",
+                "2",
+                "en",
+            ),
             command: None,
             what: None,
             executed_template: None,
@@ -175,7 +177,7 @@ mod tests {
         assert!(at_once.confirmation.is_none(), "as the registry says: authorized at once");
         let typo = first_moves(&refund, &held, &args, &reply_to, None, true, now);
         let prompt = typo.confirmation.expect("asked to confirm");
-        assert_eq!(prompt.prompt["vars"]["what"], "refund 25 on order 1234");
+        assert_eq!(prompt.prompt.message().vars["what"], "refund 25 on order 1234");
         assert_eq!(typo.events, &[Event::RequestConfirmation]);
     }
 }

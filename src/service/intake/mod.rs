@@ -17,9 +17,7 @@ use crate::service::confirmations::confirm::Answer;
 use crate::service::engine::{Admission, Engine, EngineError};
 use crate::service::security::ratelimit::Budget;
 use crate::service::security::{Policy, Spec};
-use crate::store::{
-    DeliveryStatus, InboundOutcome, NOTICE_KIND, NewOutboxMessage, ReplyTo, Store, StoreError, StoredCommand,
-};
+use crate::store::{InboundOutcome, NOTICE_KIND, NewOutboxMessage, ReplyTo, Store, StoreError, StoredCommand};
 
 mod first_moves;
 mod from_above;
@@ -361,8 +359,8 @@ impl Ingress {
 
     /// A delivery status for a message we sent: updates its delivery record.
     pub async fn handle_status(&self, status: &StatusUpdate, now: OffsetDateTime) -> Result<(), StoreError> {
-        let Some(delivery) = DeliveryStatus::parse(&status.status) else {
-            tracing::debug!(status = %status.status, "status not tracked");
+        let Some(delivery) = status.status else {
+            tracing::debug!(status = %status.reported, "status not tracked");
             return Ok(());
         };
         let found = self

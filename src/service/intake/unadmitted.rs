@@ -4,6 +4,7 @@
 
 use serde_json::json;
 
+use crate::domain::outbound::OutboxMessage;
 use crate::domain::registry::{ACCEPT_PREFIX, Interpretation};
 use crate::store::{NewOutboxMessage, ReplyTo, Store, StoreError};
 
@@ -63,6 +64,7 @@ pub(super) async fn suggestion_chosen(
         return Ok(None);
     }
     let last = store.outbox().last_message_to(&reply_to.destination).await?;
-    let id = last.as_ref().and_then(|payload| payload["buttons"][0]["id"].as_str());
+    let last = last.and_then(|payload| OutboxMessage::from_payload(&payload).ok());
+    let id = last.as_ref().and_then(|m| m.message().buttons.first()).map(|b| b.id.as_str());
     Ok(id.filter(|id| id.starts_with(ACCEPT_PREFIX)).map(str::to_owned))
 }

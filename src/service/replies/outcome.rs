@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::domain::lifecycle::State;
+use crate::domain::outbound::OutboxMessage;
 use crate::store::{Admitted, DuplicateOf, NewOutboxMessage, ReplyTo};
 
 /// The reason codes of a confirmation that ends its command.
@@ -51,11 +52,15 @@ pub fn outcome_reply(
 /// What a duplicate is told (IDS §IX): the outcome it repeats, or that it is under way. One still
 /// waiting for its confirmation gets the same prompt again (same code, same buttons), never a
 /// second confirmation.
-pub fn duplicate_reply(reply_to: &ReplyTo, answer: &Admitted, prompt: Option<Value>) -> Option<NewOutboxMessage> {
+pub fn duplicate_reply(
+    reply_to: &ReplyTo,
+    answer: &Admitted,
+    prompt: Option<OutboxMessage>,
+) -> Option<NewOutboxMessage> {
     let vars = |d: &DuplicateOf| json!({"command_id": d.command_id, "state": d.state});
     match answer {
         Admitted::InProgress(d) if d.state == State::ConfirmationRequired && prompt.is_some() => {
-            prompt.map(|prompt| reply_to.outbox(prompt))
+            prompt.map(|prompt| reply_to.outbox(&prompt))
         }
         Admitted::Replayed(d) => Some(reply_to.message("already_done", vars(d))),
         Admitted::InProgress(d) => Some(reply_to.message("in_progress", vars(d))),
@@ -74,7 +79,12 @@ mod tests {
     fn address() -> ReplyTo {
         ReplyTo {
             destination: "whatsapp:1:2".into(),
-            base: json!({"to": "2"}),
+            base: crate::domain::outbound::ReplyAddress::new(
+                crate::domain::command::Channel::parse("whatsapp").expect("a channel"),
+                "1",
+                "2",
+                "en",
+            ),
             command: Some("refund".into()),
             what: Some("refund 25 on order 1234".into()),
             executed_template: None,

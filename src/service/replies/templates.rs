@@ -163,7 +163,7 @@ impl Templates {
         Self::from_sources(SHIPPED.iter().map(|(n, s)| ((*n).to_owned(), (*s).to_owned())))
     }
 
-    fn from_sources(sources: impl IntoIterator<Item = (String, String)>) -> Result<Self, TemplateError> {
+    pub(crate) fn from_sources(sources: impl IntoIterator<Item = (String, String)>) -> Result<Self, TemplateError> {
         let mut env = Environment::new();
         env.set_undefined_behavior(UndefinedBehavior::Strict);
         // Chat text is not HTML.

@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use crate::domain::command::Channel;
-use crate::domain::message::{InboundMessage, StatusUpdate};
+use crate::domain::message::{DeliveryStatus, InboundMessage, StatusUpdate};
 
 mod message;
 #[cfg(test)]
@@ -72,13 +72,23 @@ fn read_change(delivery: &mut Delivery, value: &Value) {
             delivery.unreadable_statuses += 1;
             continue;
         };
+        let reported = text(status, "status").unwrap_or_default();
         delivery.statuses.push(StatusUpdate {
             channel: channel.clone(),
             provider_message_id: id,
-            status: text(status, "status").unwrap_or_default(),
+            status: whatsapp_status(&reported),
+            reported,
             recipient: text(status, "recipient_id"),
             errors: status.get("errors").cloned(),
         });
+    }
+}
+
+/// Meta's word for how far a message got: a voice message `played` is as good as read.
+fn whatsapp_status(reported: &str) -> Option<DeliveryStatus> {
+    match reported {
+        "played" => Some(DeliveryStatus::Read),
+        other => DeliveryStatus::parse(other),
     }
 }
 

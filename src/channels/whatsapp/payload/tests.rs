@@ -66,6 +66,14 @@ fn every_message_type_is_parsed() {
 }
 
 #[test]
+fn a_played_voice_message_is_read_and_a_word_meta_may_add_is_not_tracked() {
+    let statuses = json!([{"id": "wamid.V", "status": "played"}, {"id": "wamid.D", "status": "deleted"}]);
+    let delivery = parse(&notification(json!([]), statuses)).expect("parses");
+    let read: Vec<_> = delivery.statuses.iter().map(|s| s.status).collect();
+    assert_eq!(read, [Some(crate::domain::message::DeliveryStatus::Read), None]);
+}
+
+#[test]
 fn statuses_and_other_fields_are_collected() {
     let statuses = json!([
         {"id": "wamid.OUT1", "status": "delivered", "timestamp": "1", "recipient_id": "15550000001"},
@@ -75,6 +83,7 @@ fn statuses_and_other_fields_are_collected() {
     ]);
     let delivery = parse(&notification(json!([]), statuses)).expect("parses");
     assert_eq!((delivery.statuses.len(), delivery.unreadable_statuses), (2, 1));
+    assert_eq!(delivery.statuses[0].status, Some(crate::domain::message::DeliveryStatus::Delivered));
     assert_eq!(delivery.statuses[1].errors.as_ref().map(|e| e[0]["code"].clone()), Some(json!(131047)));
     let change = json!({"field": "account_update", "value": {}});
     let other = json!({"object": "whatsapp_business_account", "entry": [{"changes": [change]}]});

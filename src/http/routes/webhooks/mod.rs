@@ -3,5 +3,6 @@
 
 pub mod hooks;
 pub mod standard;
+pub mod telegram;
 pub mod twilio;
 pub mod whatsapp;

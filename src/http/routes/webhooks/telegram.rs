@@ -1,0 +1,36 @@
+//! `POST /webhooks/telegram`: a bot's updates, with the webhook's secret token.
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::{Json, Router, routing::post};
+
+use crate::channels::telegram::{self, SECRET_HEADER, WebhookAnswer};
+use crate::http::responses::TelegramErrors;
+use crate::http::{ApiError, AppState};
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/webhooks/telegram", post(receive))
+}
+
+#[utoipa::path(
+    post,
+    path = "/webhooks/telegram",
+    operation_id = "receive_telegram_update",
+    tag = "webhooks",
+    params(("X-Telegram-Bot-Api-Secret-Token" = String, Header)),
+    request_body(content = serde_json::Value, content_type = "application/json", description = "A Telegram `Update`"),
+    responses(
+        (status = 200, description = "Its message stored (or seen before); a button tap's query answered with it",
+            body = WebhookAnswer),
+        TelegramErrors
+    )
+)]
+pub(crate) async fn receive(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<WebhookAnswer>, ApiError> {
+    let secret = headers.get(SECRET_HEADER).map(|v| v.as_bytes());
+    Ok(Json(telegram::receive(&state.ingress, &state.config, secret, &body).await?))
+}
