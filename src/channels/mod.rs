@@ -5,6 +5,7 @@
 pub mod error;
 pub mod hooks;
 pub mod outbound;
+pub mod slack;
 pub mod standard;
 pub mod telegram;
 pub mod twilio;
@@ -36,7 +37,7 @@ pub struct ChannelEntry {
 }
 
 /// Every channel a person writes through and is answered on.
-pub const CHANNELS: &[ChannelEntry] = &[whatsapp::ENTRY, twilio::ENTRY, standard::ENTRY, telegram::ENTRY];
+pub const CHANNELS: &[ChannelEntry] = &[whatsapp::ENTRY, twilio::ENTRY, standard::ENTRY, telegram::ENTRY, slack::ENTRY];
 
 /// The channel named `name`, if there is one.
 pub fn channel(name: &str) -> Option<&'static ChannelEntry> {

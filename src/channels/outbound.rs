@@ -31,6 +31,31 @@ pub(crate) fn transient(status: StatusCode) -> bool {
     status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::REQUEST_TIMEOUT
 }
 
+/// A provider's answer that did not take the message: worth another attempt when its status is
+/// `transient` or the provider says "not now" (`retryable`: its own error code), after `told`
+/// (the provider's own wait, from its body) or the `Retry-After` header; else refused for good,
+/// with the provider's `error`.
+pub(crate) fn not_sent(
+    status: StatusCode,
+    error: Value,
+    retryable: bool,
+    told: Option<Duration>,
+    retry_after: Option<&str>,
+    now: OffsetDateTime,
+) -> SendResult {
+    if transient(status) || retryable || told.is_some() {
+        let retry_after = told.or_else(|| retry_after.and_then(|v| crate::domain::retry::parse_retry_after(v, now)));
+        SendResult::Retry { error: format!("{status}: {error}"), retry_after }
+    } else {
+        SendResult::Refused { status: status.as_u16(), error }
+    }
+}
+
+/// A provider's answer as kept with a failed send: its JSON, else the start of its text.
+pub(crate) fn error_of(parsed: &Value, body: &str) -> Value {
+    if parsed.is_object() { parsed.clone() } else { serde_json::json!({"body": truncate(body, 500)}) }
+}
+
 pub(crate) fn truncate(text: &str, max: usize) -> String {
     text.chars().take(max).collect()
 }

@@ -26,8 +26,8 @@ pub use interpolate::{InterpolationError, interpolate};
 pub use protections::{EventsConfig, MetricsConfig};
 pub use secret::{BackendKind, DatabaseUrl, Secret};
 pub use sections::{
-    ConsoleConfig, EvidenceConfig, IdempotencyConfig, OutboundConfig, RegistryFiles, ServerConfig, StorageConfig,
-    TelegramConfig, TwilioConfig, WhatsAppApp, WhatsAppConfig,
+    ConsoleConfig, EvidenceConfig, IdempotencyConfig, OutboundConfig, RegistryFiles, ServerConfig, SlackConfig,
+    StorageConfig, TelegramConfig, TwilioConfig, WhatsAppApp, WhatsAppConfig,
 };
 pub use security::{
     AuthConfig, HookMapping, HooksConfig, IssuerConfig, Rate, RateLimitConfig, StandardMessage, StandardSource,
@@ -62,6 +62,8 @@ pub struct Config {
     pub twilio: TwilioConfig,
     #[serde(default)]
     pub telegram: TelegramConfig,
+    #[serde(default)]
+    pub slack: SlackConfig,
     /// The systems that do the work, by name; the registry routes each command to one.
     #[serde(default)]
     pub executors: BTreeMap<String, ExecutorConfig>,
@@ -170,6 +172,7 @@ impl Config {
         check("hooks.token".into(), &self.hooks.token);
         check("twilio.auth_token".into(), &self.twilio.auth_token);
         check("telegram.secret_token".into(), &self.telegram.secret_token);
+        check("slack.signing_secret".into(), &self.slack.signing_secret);
         for (name, source) in &self.standard_webhooks {
             for secret in &source.secrets {
                 check(format!("standard_webhooks.{name}.secrets"), secret);

@@ -108,6 +108,26 @@ impl Default for TelegramConfig {
     }
 }
 
+/// A Slack app: `POST /webhooks/slack/{events,commands,interactivity}` and the Web API.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SlackConfig {
+    /// The app's signing secret, which signs every request Slack sends
+    /// (`CHATGATE_SLACK_SIGNING_SECRET`). Empty turns the endpoints off (404).
+    pub signing_secret: Secret,
+    /// The bot token (`xoxb-…`) for `chat.postMessage` (`CHATGATE_SLACK_BOT_TOKEN`). Empty:
+    /// replies wait in the outbox until it is set.
+    pub bot_token: Secret,
+    /// Where the Web API is (`CHATGATE_SLACK_API_BASE`; a stand-in in tests).
+    pub api_base: String,
+}
+
+impl Default for SlackConfig {
+    fn default() -> Self {
+        Self { signing_secret: Secret::new(""), bot_token: Secret::new(""), api_base: "https://slack.com/api".into() }
+    }
+}
+
 /// How messages to people leave the outbox, and how long confirmations are watched.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

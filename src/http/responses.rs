@@ -111,6 +111,21 @@ pub enum TelegramErrors {
     Unavailable(ProblemDocument),
 }
 
+/// A Slack request.
+#[derive(IntoResponses)]
+pub enum SlackErrors {
+    #[response(status = 400, description = "Not what Slack sends there", content_type = PROBLEM_JSON)]
+    BadRequest(ProblemDocument),
+    #[response(status = 401, description = "Missing, stale or wrong signature", content_type = PROBLEM_JSON)]
+    Unauthorized(ProblemDocument),
+    #[response(status = 404, description = "Slack is not configured", content_type = PROBLEM_JSON)]
+    NotFound(ProblemDocument),
+    #[response(status = 413, description = "Body too large", content_type = PROBLEM_JSON)]
+    TooLarge(ProblemDocument),
+    #[response(status = 503, description = "Storage unavailable or inbox full (retried)", content_type = PROBLEM_JSON)]
+    Unavailable(ProblemDocument),
+}
+
 /// A Twilio webhook or status callback.
 #[derive(IntoResponses)]
 pub enum TwilioErrors {

@@ -30,6 +30,7 @@ mod e2e_operator;
 mod e2e_outbound;
 mod e2e_security;
 mod e2e_server;
+mod e2e_slack;
 mod e2e_standard;
 mod e2e_telegram;
 mod e2e_twilio;

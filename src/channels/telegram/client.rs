@@ -12,9 +12,8 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
-use crate::channels::outbound::{ChannelSender, SendResult, send_with, transient, truncate};
+use crate::channels::outbound::{ChannelSender, SendResult, error_of, not_sent, send_with};
 use crate::config::Config;
-use crate::domain::retry::parse_retry_after;
 use crate::service::replies::outgoing::{Button, Outgoing};
 
 /// Telegram's limits: a message's text (after entities), an inline keyboard's buttons as this
@@ -45,14 +44,9 @@ pub fn classify(status: StatusCode, retry_after: Option<&str>, body: &str, now: 
             None => SendResult::Retry { error: format!("{status} without a message_id"), retry_after: None },
         };
     }
-    let error = if parsed.is_object() { parsed.clone() } else { json!({"body": truncate(body, 500)}) };
+    // core.telegram.org/bots/api#responseparameters: `retry_after`, the seconds to wait.
     let told = parsed["parameters"]["retry_after"].as_u64().map(Duration::from_secs);
-    if transient(status) || told.is_some() {
-        let retry_after = told.or_else(|| retry_after.and_then(|v| parse_retry_after(v, now)));
-        SendResult::Retry { error: format!("{status}: {error}"), retry_after }
-    } else {
-        SendResult::Refused { status: status.as_u16(), error }
-    }
+    not_sent(status, error_of(&parsed, body), false, told, retry_after, now)
 }
 
 #[derive(Debug, Clone)]

@@ -7,16 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::StatusCode;
-use serde_json::{Value, json};
+use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::channels::outbound::ChannelSender;
 use crate::channels::outbound::SendResult;
 use crate::channels::outbound::send_with;
-use crate::channels::outbound::transient;
-use crate::channels::outbound::truncate;
+use crate::channels::outbound::{error_of, not_sent};
 use crate::config::Config;
-use crate::domain::retry::parse_retry_after;
 use crate::service::replies::outgoing::Outgoing;
 
 /// Twilio's longest message body (longer ones are refused, not split).
@@ -34,13 +32,8 @@ pub fn classify(status: StatusCode, retry_after: Option<&str>, body: &str, now: 
             None => SendResult::Retry { error: format!("{status} without a message sid"), retry_after: None },
         };
     }
-    let error = if parsed.is_object() { parsed } else { json!({"body": truncate(body, 500)}) };
-    if transient(status) || error["code"].as_i64().is_some_and(|c| RETRYABLE_CODES.contains(&c)) {
-        let retry_after = retry_after.and_then(|v| parse_retry_after(v, now));
-        SendResult::Retry { error: format!("{status}: {error}"), retry_after }
-    } else {
-        SendResult::Refused { status: status.as_u16(), error }
-    }
+    let retryable = parsed["code"].as_i64().is_some_and(|c| RETRYABLE_CODES.contains(&c));
+    not_sent(status, error_of(&parsed, body), retryable, None, retry_after, now)
 }
 
 #[derive(Debug, Clone)]

@@ -10,9 +10,8 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
-use crate::channels::outbound::{ChannelSender, SendResult, send_with, transient, truncate};
+use crate::channels::outbound::{ChannelSender, SendResult, error_of, not_sent, send_with};
 use crate::config::Config;
-use crate::domain::retry::parse_retry_after;
 
 /// WhatsApp's limits: interactive body text, plain text body, buttons per message.
 pub const INTERACTIVE_BODY_MAX: usize = 1024;
@@ -70,15 +69,9 @@ pub fn classify(status: StatusCode, retry_after: Option<&str>, body: &str, now: 
             None => SendResult::Retry { error: format!("{status} without a message id"), retry_after: None },
         };
     }
-    let error =
-        if parsed["error"].is_object() { parsed["error"].clone() } else { json!({"body": truncate(body, 500)}) };
-    let code = error["code"].as_i64();
-    if transient(status) || code.is_some_and(|c| RETRYABLE_CODES.contains(&c)) {
-        let retry_after = retry_after.and_then(|v| parse_retry_after(v, now));
-        SendResult::Retry { error: format!("{status}: {error}"), retry_after }
-    } else {
-        SendResult::Refused { status: status.as_u16(), error }
-    }
+    let error = error_of(&parsed["error"], body);
+    let retryable = error["code"].as_i64().is_some_and(|c| RETRYABLE_CODES.contains(&c));
+    not_sent(status, error, retryable, None, retry_after, now)
 }
 
 /// The HTTP side.

@@ -32,6 +32,9 @@ pub struct RawTenant {
     /// Telegram bots (their usernames) that reach this tenant.
     #[serde(default)]
     telegram_bots: Vec<String>,
+    /// Slack workspaces (their team ids, `T…`) whose app reaches this tenant.
+    #[serde(default)]
+    slack_teams: Vec<String>,
     #[serde(default)]
     unknown_sender: RawUnknownSender,
     locale: Option<String>,
@@ -74,6 +77,8 @@ pub struct RawActor {
     user_id: Option<String>,
     /// Their Telegram user id, when they write to the tenant's bot.
     telegram: Option<String>,
+    /// Their Slack user id (`U…`), when they write in the tenant's workspace.
+    slack: Option<String>,
     locale: Option<String>,
 }
 
@@ -115,7 +120,9 @@ impl DirectoryFile {
                 .resolver
                 .as_ref()
                 .and_then(|r| r.check().map_err(|e| problems.push(format!("tenants.{name}.resolver: {e}"))).ok());
-            for number in raw.phone_number_ids.iter().chain(&raw.twilio_numbers).chain(&raw.telegram_bots) {
+            for number in
+                raw.phone_number_ids.iter().chain(&raw.twilio_numbers).chain(&raw.telegram_bots).chain(&raw.slack_teams)
+            {
                 if let Some(other) = tenants.by_number.insert(number.clone(), name.clone()) {
                     problems.push(format!("number {number} belongs to both `{other}` and `{name}`"));
                 }
@@ -173,6 +180,7 @@ fn people(tenant: &str, raw: &RawTenant, roles: &Roles, problems: &mut Vec<Strin
         let others = [
             (AddressKind::WhatsappUserId, &actor.user_id, "user_id"),
             (AddressKind::Telegram, &actor.telegram, "telegram"),
+            (AddressKind::Slack, &actor.slack, "slack"),
         ];
         for (kind, raw, field) in others {
             match raw.as_deref().map(|raw| Address::new(kind, raw)) {

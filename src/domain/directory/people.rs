@@ -20,11 +20,15 @@ named_enum! {
         WhatsappUserId => "whatsapp_user_id",
         Phone => "phone",
         Telegram => "telegram",
+        Slack => "slack",
     }
 }
 
 /// How a Telegram user's id is written as an address (`tg:700000001`).
 pub const TELEGRAM_PREFIX: &str = "tg:";
+
+/// How a Slack user's id is written as an address (`slack:U0ANA`).
+pub const SLACK_PREFIX: &str = "slack:";
 
 /// One address of a person.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -53,6 +57,14 @@ impl Address {
                     return Err(PersonError(format!("`{raw}` is not a Telegram user id")));
                 }
                 format!("{TELEGRAM_PREFIX}{id}")
+            }
+            // A Slack user id (`U0ANA`, `W0ANA`), kept as `slack:<id>`.
+            AddressKind::Slack => {
+                let id = raw.trim().trim_start_matches(SLACK_PREFIX);
+                if id.is_empty() || id.len() > 32 || !id.chars().all(|c| c.is_ascii_alphanumeric()) {
+                    return Err(PersonError(format!("`{raw}` is not a Slack user id")));
+                }
+                format!("{SLACK_PREFIX}{}", id.to_ascii_uppercase())
             }
             AddressKind::WhatsappUserId => {
                 let id = raw.trim();
@@ -170,6 +182,8 @@ mod tests {
         assert_eq!(Address::new(AddressKind::Telegram, "700000001").map(|a| a.value), Ok("tg:700000001".into()));
         assert_eq!(Address::new(AddressKind::Telegram, "tg:7").map(|a| a.value), Ok("tg:7".into()));
         assert!(Address::new(AddressKind::Telegram, "@ana").is_err());
+        assert_eq!(Address::new(AddressKind::Slack, "U0ANA").map(|a| a.value), Ok("slack:U0ANA".into()));
+        assert!(Address::new(AddressKind::Slack, "<@U0ANA>").is_err());
         let roles = Roles([("customer".to_owned(), BTreeSet::from(["orders:read".to_owned()]))].into());
         let person = |role: &str| Person {
             id: ActorId::parse("c-1").expect("id"),

@@ -29,6 +29,7 @@ pub fn router(config: &Config) -> Router<AppState> {
         .merge(webhooks::standard::router())
         .merge(webhooks::twilio::router())
         .merge(webhooks::telegram::router())
+        .merge(webhooks::slack::router())
         .merge(commands::router())
         .merge(recovery::router())
         .merge(bulk::router())

@@ -47,6 +47,7 @@ named_enum! {
         WhatsappUserId => "whatsapp_user_id",
         Phone => "phone",
         Telegram => "telegram",
+        Slack => "slack",
     }
 }
 
@@ -291,11 +292,12 @@ fn csv_fields(columns: &[Column], line: &str) -> Result<PersonFields, String> {
             Column::WhatsappUserId => drop(addresses.insert(AddressKind::WhatsappUserId, OneOrMany::Many(split(cell)))),
             Column::Phone => drop(addresses.insert(AddressKind::Phone, OneOrMany::Many(split(cell)))),
             Column::Telegram => drop(addresses.insert(AddressKind::Telegram, OneOrMany::Many(split(cell)))),
+            Column::Slack => drop(addresses.insert(AddressKind::Slack, OneOrMany::Many(split(cell)))),
         }
     }
-    let has_address_columns = columns
-        .iter()
-        .any(|c| matches!(c, Column::Whatsapp | Column::WhatsappUserId | Column::Phone | Column::Telegram));
+    let has_address_columns = columns.iter().any(|c| {
+        matches!(c, Column::Whatsapp | Column::WhatsappUserId | Column::Phone | Column::Telegram | Column::Slack)
+    });
     if has_address_columns {
         fields.addresses = Some(addresses);
     }

@@ -1,0 +1,120 @@
+//! Slack apps, both directions: the Events API (`POST /webhooks/slack/events`: the
+//! `url_verification` handshake, message events; a retry, with `X-Slack-Retry-Num`, repeats the
+//! `event_id` the inbox knows), slash commands (`/webhooks/slack/commands`) and interactivity
+//! (`/webhooks/slack/interactivity`: a confirmation's buttons), every request signed
+//! (`signature`: `X-Slack-Signature` v0, five minutes' tolerance); out, `chat.postMessage` in
+//! the thread of what the person wrote. The answer goes out once the message is in the inbox,
+//! well within Slack's three seconds.
+
+pub mod client;
+pub mod payload;
+pub mod signature;
+
+use axum::http::{HeaderMap, StatusCode};
+use serde::Serialize;
+use time::OffsetDateTime;
+
+use crate::channels::{ChannelEntry, ChannelError, Refusal, counted};
+use crate::config::Config;
+use crate::domain::message::InboundMessage;
+use crate::domain::outbound::Capabilities;
+use crate::service::intake::Ingress;
+
+/// The channel's name.
+pub const CHANNEL: &str = "slack";
+
+/// Slack in the gateway's list of channels (`channels::CHANNELS`).
+pub const ENTRY: ChannelEntry = ChannelEntry {
+    name: CHANNEL,
+    capabilities: Capabilities {
+        max_text_chars: client::TEXT_MAX,
+        max_buttons: client::BUTTONS_MAX,
+        max_button_title_chars: client::BUTTON_TEXT_MAX,
+    },
+    reread: |raw, _| payload::read(raw),
+    sender: client::sender_from,
+};
+
+/// The answer to an Events API request: the challenge of the handshake, else nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct EventAnswer {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub challenge: Option<String>,
+}
+
+/// An Events API request, counted in `chatgate_webhooks_total`.
+pub async fn receive_event(
+    ingress: &Ingress,
+    config: &Config,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<EventAnswer, ChannelError> {
+    let received = async {
+        verified(config, headers, body)?;
+        match payload::event(body).map_err(|e| invalid(&e))? {
+            payload::Event::UrlVerification(challenge) => Ok(EventAnswer { challenge: Some(challenge) }),
+            payload::Event::Callback(message) => {
+                if let Some(message) = message {
+                    store(ingress, &message).await?;
+                }
+                Ok(EventAnswer::default())
+            }
+        }
+    };
+    counted(CHANNEL, received.await)
+}
+
+/// What a form-encoded request from Slack is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// A slash command.
+    Command,
+    /// An interaction (`payload=<JSON>`): a button tapped, or another kind that carries nothing.
+    Interaction,
+}
+
+/// A slash command or an interaction, counted in `chatgate_webhooks_total`.
+pub async fn receive_form(
+    ingress: &Ingress,
+    config: &Config,
+    (headers, body): (&HeaderMap, &[u8]),
+    form: Form,
+) -> Result<(), ChannelError> {
+    let received = async {
+        verified(config, headers, body)?;
+        let params: Vec<(String, String)> = form_urlencoded::parse(body).into_owned().collect();
+        let message = match form {
+            Form::Command => payload::command(&params).map(Some),
+            Form::Interaction => payload::interaction(&params),
+        };
+        if let Some(message) = message.map_err(|e| invalid(&e))? {
+            store(ingress, &message).await?;
+        }
+        Ok(())
+    };
+    counted(CHANNEL, received.await)
+}
+
+/// The request's signature, before anything of it is read; 404 while Slack is not configured.
+fn verified(config: &Config, headers: &HeaderMap, body: &[u8]) -> Result<(), ChannelError> {
+    let secret = config.slack.signing_secret.expose();
+    if secret.is_empty() {
+        return Err(Refusal::not_configured("Slack is not configured (`slack.signing_secret`)").into());
+    }
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let (timestamp, given) = (header(signature::TIMESTAMP_HEADER), header(signature::SIGNATURE_HEADER));
+    let now = OffsetDateTime::now_utc().unix_timestamp();
+    signature::verify(secret.as_bytes(), timestamp, given, body, now).map_err(|e| {
+        Refusal::new(StatusCode::UNAUTHORIZED, "invalid_signature", "Invalid signature").detail(e.to_string()).into()
+    })
+}
+
+fn invalid(error: &payload::PayloadError) -> ChannelError {
+    Refusal::new(StatusCode::BAD_REQUEST, "invalid_payload", "Invalid payload").detail(error.to_string()).into()
+}
+
+/// The message into the inbox; a redelivery (the same event or trigger id) writes nothing.
+async fn store(ingress: &Ingress, message: &InboundMessage) -> Result<(), ChannelError> {
+    ingress.receive(std::slice::from_ref(message), false).await?;
+    Ok(())
+}
