@@ -4,6 +4,7 @@
 
 pub mod error;
 pub mod hooks;
+pub mod messenger;
 pub mod outbound;
 pub mod slack;
 pub mod standard;
@@ -37,7 +38,15 @@ pub struct ChannelEntry {
 }
 
 /// Every channel a person writes through and is answered on.
-pub const CHANNELS: &[ChannelEntry] = &[whatsapp::ENTRY, twilio::ENTRY, standard::ENTRY, telegram::ENTRY, slack::ENTRY];
+pub const CHANNELS: &[ChannelEntry] = &[
+    whatsapp::ENTRY,
+    twilio::ENTRY,
+    standard::ENTRY,
+    telegram::ENTRY,
+    slack::ENTRY,
+    messenger::MESSENGER_ENTRY,
+    messenger::INSTAGRAM_ENTRY,
+];
 
 /// The channel named `name`, if there is one.
 pub fn channel(name: &str) -> Option<&'static ChannelEntry> {

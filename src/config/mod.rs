@@ -26,8 +26,8 @@ pub use interpolate::{InterpolationError, interpolate};
 pub use protections::{EventsConfig, MetricsConfig};
 pub use secret::{BackendKind, DatabaseUrl, Secret};
 pub use sections::{
-    ConsoleConfig, EvidenceConfig, IdempotencyConfig, OutboundConfig, RegistryFiles, ServerConfig, SlackConfig,
-    StorageConfig, TelegramConfig, TwilioConfig, WhatsAppApp, WhatsAppConfig,
+    ConsoleConfig, EvidenceConfig, IdempotencyConfig, MetaMessagingConfig, OutboundConfig, RegistryFiles, ServerConfig,
+    SlackConfig, StorageConfig, TelegramConfig, TwilioConfig, WhatsAppApp, WhatsAppConfig,
 };
 pub use security::{
     AuthConfig, HookMapping, HooksConfig, IssuerConfig, Rate, RateLimitConfig, StandardMessage, StandardSource,
@@ -64,6 +64,10 @@ pub struct Config {
     pub telegram: TelegramConfig,
     #[serde(default)]
     pub slack: SlackConfig,
+    #[serde(default)]
+    pub messenger: MetaMessagingConfig,
+    #[serde(default)]
+    pub instagram: MetaMessagingConfig,
     /// The systems that do the work, by name; the registry routes each command to one.
     #[serde(default)]
     pub executors: BTreeMap<String, ExecutorConfig>,

@@ -128,6 +128,22 @@ impl Default for SlackConfig {
     }
 }
 
+/// Messenger or Instagram messaging through the Send API: the webhook is the Meta app's
+/// (`whatsapp.apps`), the Graph API's address and version are `whatsapp`'s.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetaMessagingConfig {
+    /// The page's (or the Instagram account's) access token for sending. Empty: replies wait in
+    /// the outbox until it is set.
+    pub access_token: Secret,
+}
+
+impl Default for MetaMessagingConfig {
+    fn default() -> Self {
+        Self { access_token: Secret::new("") }
+    }
+}
+
 /// How messages to people leave the outbox, and how long confirmations are watched.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

@@ -35,6 +35,12 @@ pub struct RawTenant {
     /// Slack workspaces (their team ids, `T…`) whose app reaches this tenant.
     #[serde(default)]
     slack_teams: Vec<String>,
+    /// Facebook pages (their ids) whose Messenger reaches this tenant.
+    #[serde(default)]
+    messenger_pages: Vec<String>,
+    /// Instagram professional accounts (their ids) whose messages reach this tenant.
+    #[serde(default)]
+    instagram_accounts: Vec<String>,
     #[serde(default)]
     unknown_sender: RawUnknownSender,
     locale: Option<String>,
@@ -79,7 +85,27 @@ pub struct RawActor {
     telegram: Option<String>,
     /// Their Slack user id (`U…`), when they write in the tenant's workspace.
     slack: Option<String>,
+    /// Their page-scoped id on Messenger (PSID).
+    messenger: Option<String>,
+    /// Their Instagram-scoped id (IGSID).
+    instagram: Option<String>,
     locale: Option<String>,
+}
+
+impl RawTenant {
+    /// Every address that routes to the tenant: numbers, bots, workspaces, pages, accounts.
+    fn routes(&self) -> impl Iterator<Item = &String> {
+        [
+            &self.phone_number_ids,
+            &self.twilio_numbers,
+            &self.telegram_bots,
+            &self.slack_teams,
+            &self.messenger_pages,
+            &self.instagram_accounts,
+        ]
+        .into_iter()
+        .flatten()
+    }
 }
 
 /// What the file seeds the directory with: each tenant's roles and people.
@@ -120,9 +146,7 @@ impl DirectoryFile {
                 .resolver
                 .as_ref()
                 .and_then(|r| r.check().map_err(|e| problems.push(format!("tenants.{name}.resolver: {e}"))).ok());
-            for number in
-                raw.phone_number_ids.iter().chain(&raw.twilio_numbers).chain(&raw.telegram_bots).chain(&raw.slack_teams)
-            {
+            for number in raw.routes() {
                 if let Some(other) = tenants.by_number.insert(number.clone(), name.clone()) {
                     problems.push(format!("number {number} belongs to both `{other}` and `{name}`"));
                 }
@@ -181,6 +205,8 @@ fn people(tenant: &str, raw: &RawTenant, roles: &Roles, problems: &mut Vec<Strin
             (AddressKind::WhatsappUserId, &actor.user_id, "user_id"),
             (AddressKind::Telegram, &actor.telegram, "telegram"),
             (AddressKind::Slack, &actor.slack, "slack"),
+            (AddressKind::Messenger, &actor.messenger, "messenger"),
+            (AddressKind::Instagram, &actor.instagram, "instagram"),
         ];
         for (kind, raw, field) in others {
             match raw.as_deref().map(|raw| Address::new(kind, raw)) {

@@ -21,6 +21,8 @@ named_enum! {
         Phone => "phone",
         Telegram => "telegram",
         Slack => "slack",
+        Messenger => "messenger",
+        Instagram => "instagram",
     }
 }
 
@@ -29,6 +31,11 @@ pub const TELEGRAM_PREFIX: &str = "tg:";
 
 /// How a Slack user's id is written as an address (`slack:U0ANA`).
 pub const SLACK_PREFIX: &str = "slack:";
+
+/// How a Messenger user's page-scoped id is written as an address (`fb:24012345678901234`).
+pub const MESSENGER_PREFIX: &str = "fb:";
+/// How an Instagram user's id is written as an address (`ig:17841400000000000`).
+pub const INSTAGRAM_PREFIX: &str = "ig:";
 
 /// One address of a person.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -65,6 +72,16 @@ impl Address {
                     return Err(PersonError(format!("`{raw}` is not a Slack user id")));
                 }
                 format!("{SLACK_PREFIX}{}", id.to_ascii_uppercase())
+            }
+            // A page-scoped id (Messenger's PSID, Instagram's IGSID), a number, kept as
+            // `fb:<id>` or `ig:<id>`.
+            AddressKind::Messenger | AddressKind::Instagram => {
+                let prefix = if kind == AddressKind::Messenger { MESSENGER_PREFIX } else { INSTAGRAM_PREFIX };
+                let id = raw.trim().trim_start_matches(prefix);
+                if id.is_empty() || id.len() > 32 || !id.chars().all(|c| c.is_ascii_digit()) {
+                    return Err(PersonError(format!("`{raw}` is not a page-scoped id")));
+                }
+                format!("{prefix}{id}")
             }
             AddressKind::WhatsappUserId => {
                 let id = raw.trim();
@@ -184,6 +201,8 @@ mod tests {
         assert!(Address::new(AddressKind::Telegram, "@ana").is_err());
         assert_eq!(Address::new(AddressKind::Slack, "U0ANA").map(|a| a.value), Ok("slack:U0ANA".into()));
         assert!(Address::new(AddressKind::Slack, "<@U0ANA>").is_err());
+        assert_eq!(Address::new(AddressKind::Messenger, "2401").map(|a| a.value), Ok("fb:2401".into()));
+        assert_eq!(Address::new(AddressKind::Instagram, "ig:1784").map(|a| a.value), Ok("ig:1784".into()));
         let roles = Roles([("customer".to_owned(), BTreeSet::from(["orders:read".to_owned()]))].into());
         let person = |role: &str| Person {
             id: ActorId::parse("c-1").expect("id"),

@@ -30,6 +30,7 @@ pub fn router(config: &Config) -> Router<AppState> {
         .merge(webhooks::twilio::router())
         .merge(webhooks::telegram::router())
         .merge(webhooks::slack::router())
+        .merge(webhooks::messenger::router())
         .merge(commands::router())
         .merge(recovery::router())
         .merge(bulk::router())

@@ -48,6 +48,8 @@ named_enum! {
         Phone => "phone",
         Telegram => "telegram",
         Slack => "slack",
+        Messenger => "messenger",
+        Instagram => "instagram",
     }
 }
 
@@ -288,16 +290,15 @@ fn csv_fields(columns: &[Column], line: &str) -> Result<PersonFields, String> {
             Column::Roles => fields.roles = Some(split(cell)),
             Column::Locale => fields.locale = Some(Some(cell.to_owned())),
             Column::Active => fields.active = Some(yes_or_no(cell)?),
-            Column::Whatsapp => drop(addresses.insert(AddressKind::Whatsapp, OneOrMany::Many(split(cell)))),
-            Column::WhatsappUserId => drop(addresses.insert(AddressKind::WhatsappUserId, OneOrMany::Many(split(cell)))),
-            Column::Phone => drop(addresses.insert(AddressKind::Phone, OneOrMany::Many(split(cell)))),
-            Column::Telegram => drop(addresses.insert(AddressKind::Telegram, OneOrMany::Many(split(cell)))),
-            Column::Slack => drop(addresses.insert(AddressKind::Slack, OneOrMany::Many(split(cell)))),
+            // Every other column is an address kind, by the same name.
+            address => {
+                if let Ok(kind) = address.as_str().parse::<AddressKind>() {
+                    addresses.insert(kind, OneOrMany::Many(split(cell)));
+                }
+            }
         }
     }
-    let has_address_columns = columns.iter().any(|c| {
-        matches!(c, Column::Whatsapp | Column::WhatsappUserId | Column::Phone | Column::Telegram | Column::Slack)
-    });
+    let has_address_columns = columns.iter().any(|c| c.as_str().parse::<AddressKind>().is_ok());
     if has_address_columns {
         fields.addresses = Some(addresses);
     }

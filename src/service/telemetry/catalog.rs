@@ -92,7 +92,7 @@ pub const FAMILIES: &[Family] = &[
     counter("chatgate_inbox_unadmitted_total", "Stored messages that could not be admitted, by reason."),
 ];
 
-const CHANNELS: &[&str] = &["whatsapp", "twilio", "standard", "telegram", "slack", "hooks"];
+const CHANNELS: &[&str] = &["whatsapp", "twilio", "standard", "telegram", "slack", "messenger", "instagram", "hooks"];
 const WEBHOOK_OUTCOMES: &[&str] = &["accepted", "bad_signature", "malformed", "unknown_app", "unavailable"];
 const INBOUND_OUTCOMES: &[&str] = &[
     "command",

@@ -1,0 +1,83 @@
+//! Messenger and Instagram messaging, both directions: Meta's webhook (`/webhooks/messenger`,
+//! the same `X-Hub-Signature-256` and subscription handshake as WhatsApp's, with the same Meta
+//! app's secret and verify token: one app may serve all three) carrying `object: page` or `object:
+//! instagram`, and the Send API out. Two channels, one folder: their deliveries differ only in
+//! their `object`.
+
+pub mod client;
+pub mod payload;
+
+use axum::http::StatusCode;
+use serde::Serialize;
+use time::OffsetDateTime;
+
+use crate::channels::whatsapp::{signature, webhook};
+use crate::channels::{ChannelEntry, ChannelError, Refusal, counted};
+use crate::config::Config;
+use crate::domain::outbound::Capabilities;
+use crate::service::intake::Ingress;
+use crate::store::Entered;
+
+pub const MESSENGER: &str = "messenger";
+pub const INSTAGRAM: &str = "instagram";
+
+const CAPABILITIES: Capabilities = Capabilities {
+    max_text_chars: client::TEXT_MAX,
+    max_buttons: client::QUICK_REPLIES_MAX,
+    max_button_title_chars: client::TITLE_MAX,
+};
+
+/// Messenger in the gateway's list of channels (`channels::CHANNELS`).
+pub const MESSENGER_ENTRY: ChannelEntry = ChannelEntry {
+    name: MESSENGER,
+    capabilities: CAPABILITIES,
+    reread: |raw, _| payload::read(&crate::domain::command::Channel::parse(MESSENGER).ok()?, raw),
+    sender: client::messenger_from,
+};
+
+/// Instagram in the gateway's list of channels (`channels::CHANNELS`).
+pub const INSTAGRAM_ENTRY: ChannelEntry = ChannelEntry {
+    name: INSTAGRAM,
+    capabilities: CAPABILITIES,
+    reread: |raw, _| payload::read(&crate::domain::command::Channel::parse(INSTAGRAM).ok()?, raw),
+    sender: client::instagram_from,
+};
+
+/// What a delivery came to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct DeliverySummary {
+    /// Messages read from it.
+    pub messages: usize,
+    /// Messages stored in the inbox by it (the others were seen before).
+    pub stored: usize,
+    pub statuses: usize,
+    /// Items with nothing to act on (the page's own messages, reads) or that could not be read.
+    pub skipped: usize,
+}
+
+/// A signed delivery for the Meta app `name`, counted in `chatgate_webhooks_total`.
+pub async fn receive(
+    ingress: &Ingress,
+    config: &Config,
+    name: Option<&str>,
+    signature_header: Option<&[u8]>,
+    body: &[u8],
+) -> Result<DeliverySummary, ChannelError> {
+    let received = async {
+        let app = webhook::app(config, name)?;
+        signature::verify(app.app_secret.expose().as_bytes(), signature_header, body).map_err(|e| {
+            Refusal::new(StatusCode::UNAUTHORIZED, "invalid_signature", "Invalid signature").detail(e.to_string())
+        })?;
+        let delivery = payload::parse(body).map_err(|e| {
+            Refusal::new(StatusCode::BAD_REQUEST, "invalid_payload", "Invalid payload").detail(e.to_string())
+        })?;
+        let received = ingress.receive(&delivery.messages, false).await?;
+        let stored = received.iter().filter(|r| matches!(r.entered, Entered::New(_))).count();
+        for status in &delivery.statuses {
+            ingress.handle_status(status, OffsetDateTime::now_utc()).await?;
+        }
+        let (messages, statuses, skipped) = (delivery.messages.len(), delivery.statuses.len(), delivery.skipped);
+        Ok(DeliverySummary { messages, stored, statuses, skipped })
+    };
+    counted(MESSENGER, received.await)
+}

@@ -1,0 +1,129 @@
+//! `GET|POST /webhooks/messenger[/{app}]`: the Meta app's handshake and its signed Messenger
+//! (`object: page`) and Instagram (`object: instagram`) deliveries.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+
+use crate::channels::messenger::{self, DeliverySummary};
+use crate::channels::whatsapp::{signature, webhook};
+use crate::config::Config;
+use crate::http::responses::{HandshakeErrors, WhatsAppErrors};
+use crate::http::{ApiError, AppState};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/webhooks/messenger", get(verify).post(receive))
+        .route("/webhooks/messenger/{app}", get(verify_app).post(receive_app))
+}
+
+#[utoipa::path(
+    get,
+    path = "/webhooks/messenger",
+    operation_id = "verify_messenger_webhook",
+    tag = "webhooks",
+    params(("hub.mode" = String, Query), ("hub.verify_token" = String, Query), ("hub.challenge" = String, Query)),
+    responses(
+        (status = 200, description = "The challenge", content_type = "text/plain", body = String),
+        HandshakeErrors
+    )
+)]
+pub(crate) async fn verify(
+    State(config): State<Arc<Config>>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    challenge(webhook::verify_handshake(&config, None, &query)?)
+}
+
+#[utoipa::path(
+    get,
+    path = "/webhooks/messenger/{app}",
+    operation_id = "verify_messenger_webhook_of_app",
+    tag = "webhooks",
+    params(
+        ("app" = String, Path),
+        ("hub.mode" = String, Query),
+        ("hub.verify_token" = String, Query),
+        ("hub.challenge" = String, Query)
+    ),
+    responses(
+        (status = 200, description = "The challenge", content_type = "text/plain", body = String),
+        HandshakeErrors
+    )
+)]
+pub(crate) async fn verify_app(
+    State(config): State<Arc<Config>>,
+    Path(name): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    challenge(webhook::verify_handshake(&config, Some(&name), &query)?)
+}
+
+fn challenge(text: String) -> Result<Response, ApiError> {
+    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response())
+}
+
+#[utoipa::path(
+    post,
+    path = "/webhooks/messenger",
+    operation_id = "receive_messenger_delivery",
+    tag = "webhooks",
+    params(("X-Hub-Signature-256" = String, Header)),
+    request_body(
+        content = serde_json::Value,
+        content_type = "application/json",
+        description = "A page or instagram notification"
+    ),
+    responses(
+        (status = 200, description = "Its messages stored, its statuses recorded", body = DeliverySummary),
+        WhatsAppErrors
+    )
+)]
+pub(crate) async fn receive(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<DeliverySummary>, ApiError> {
+    deliver(&state, None, &headers, &body).await
+}
+
+#[utoipa::path(
+    post,
+    path = "/webhooks/messenger/{app}",
+    operation_id = "receive_messenger_delivery_of_app",
+    tag = "webhooks",
+    params(("app" = String, Path), ("X-Hub-Signature-256" = String, Header)),
+    request_body(
+        content = serde_json::Value,
+        content_type = "application/json",
+        description = "A page or instagram notification"
+    ),
+    responses(
+        (status = 200, description = "Its messages stored, its statuses recorded", body = DeliverySummary),
+        WhatsAppErrors
+    )
+)]
+pub(crate) async fn receive_app(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<DeliverySummary>, ApiError> {
+    deliver(&state, Some(&name), &headers, &body).await
+}
+
+async fn deliver(
+    state: &AppState,
+    name: Option<&str>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Json<DeliverySummary>, ApiError> {
+    let signature = headers.get(signature::HEADER).map(|v| v.as_bytes());
+    Ok(Json(messenger::receive(&state.ingress, &state.config, name, signature, body).await?))
+}
