@@ -1,10 +1,11 @@
 //! The command line: `serve`, `migrate`, `check-config`, `audit verify`, `token mint`,
-//! `stepup mint`, `simulate whatsapp|telegram`, `chat`. The top layer: imports any layer below it.
+//! `stepup mint`, `simulate whatsapp|telegram|slack|messenger|instagram`, `chat`. The top layer:
+//! imports any layer below it.
 
 pub mod chat;
 pub mod conformance;
 pub mod simulate;
-pub mod simulate_telegram;
+pub mod simulate_channels;
 
 use crate::service::telemetry::export::Exporting;
 use std::path::PathBuf;
@@ -45,7 +46,7 @@ enum Command {
     /// Send provider-shaped, signed webhooks to a running gateway
     Simulate {
         #[command(subcommand)]
-        channel: SimulateChannel,
+        channel: crate::cli::simulate_channels::SimulateChannel,
     },
     /// Talk to a running gateway as one person on WhatsApp, in the terminal
     Chat(crate::cli::chat::ChatArgs),
@@ -122,14 +123,6 @@ enum StepupCommand {
 }
 
 #[derive(Subcommand)]
-enum SimulateChannel {
-    /// A WhatsApp Cloud API delivery, signed with the configured app secret
-    Whatsapp(crate::cli::simulate::WhatsAppArgs),
-    /// A Telegram update, with the configured secret token
-    Telegram(crate::cli::simulate_telegram::TelegramArgs),
-}
-
-#[derive(Subcommand)]
 enum AuditCommand {
     /// Verify every evidence hash chain; exits 1 and names the first broken link if one breaks
     Verify {
@@ -189,10 +182,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Simulate { channel } => {
             let config = Config::load(&source, &env)?;
-            return match channel {
-                SimulateChannel::Whatsapp(args) => crate::cli::simulate::whatsapp(&config, &args).await,
-                SimulateChannel::Telegram(args) => crate::cli::simulate_telegram::telegram(&config, &args).await,
-            };
+            return crate::cli::simulate_channels::run(&config, channel).await;
         }
         Command::Chat(args) => {
             let config = Config::load(&source, &env)?;

@@ -255,17 +255,25 @@ async fn the_simulator_posts_signed_deliveries_to_a_running_gateway() {
     assert!(String::from_utf8_lossy(&button.stdout).contains("\"stored\":1"));
     let status = simulate(&["--status", "wamid.OUT=read"]);
     assert!(String::from_utf8_lossy(&status.stdout).contains("\"statuses\":1"));
-    // Telegram's updates, with the shipped demo secret token.
-    let telegram = |args: &[&str]| {
+    // The other channels, each authenticated with the shipped demo secret.
+    let other = |channel: &str, args: &[&str]| {
         let mut command = chatgate(dir.path());
-        command.args(["simulate", "telegram", "--url", &base]).args(args);
-        run(&mut command)
+        command.args(["simulate", channel, "--url", &base]).args(args);
+        let output = run(&mut command);
+        assert!(output.status.success(), "{channel}: {}", stderr(&output));
+        String::from_utf8_lossy(&output.stdout).into_owned()
     };
-    let text = telegram(&["--text", "refund 1234 25.00", "--update-id", "41", "--repeat", "2"]);
-    let out = String::from_utf8_lossy(&text.stdout).into_owned();
-    assert!(text.status.success() && out.contains("#1 200 OK {}") && out.contains("#2 200 OK {}"), "{out}");
-    let tap = telegram(&["--button", "cg:no:0", "--update-id", "42"]);
-    assert!(String::from_utf8_lossy(&tap.stdout).contains("\"method\":\"answerCallbackQuery\""));
+    let text = other("telegram", &["--text", "refund 1234 25.00", "--id", "41", "--repeat", "2"]);
+    assert!(text.contains("#1 200 OK {}") && text.contains("#2 200 OK {}"), "{text}");
+    let tap = other("telegram", &["--button", "cg:no:0", "--id", "42"]);
+    assert!(tap.contains("\"method\":\"answerCallbackQuery\""), "{tap}");
+    assert!(other("slack", &["--text", "refund 1234 25.00", "--repeat", "2"]).contains("#2 200 OK {}"));
+    assert!(other("slack", &["--button", "cg:no:0"]).contains("#1 200 OK"));
+    let messenger = other("messenger", &["--text", "refund 1234 25.00", "--id", "m_SIMTEST", "--repeat", "2"]);
+    assert!(messenger.contains("\"stored\":1") && messenger.contains("\"stored\":0"), "{messenger}");
+    let instagram =
+        other("instagram", &["--text", "hello", "--page", "17840000000000001", "--from", "17850000000000001"]);
+    assert!(instagram.contains("\"stored\":1"), "{instagram}");
     assert_eq!(terminate(&mut server).code(), Some(0));
 }
 
