@@ -15,6 +15,7 @@ use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 
 use crate::channels::whatsapp::simulate;
+use crate::cli::chat_channels::{self as channels, ChatChannel};
 use crate::cli::simulate::{Conversation, Gateway, new_message_id};
 use crate::config::Config;
 
@@ -22,38 +23,13 @@ use crate::config::Config;
 pub struct ChatArgs {
     #[command(flatten)]
     pub conversation: Conversation,
-    /// Where the stand-in for the WhatsApp Cloud API listens; the gateway sends there when
-    /// started with CHATGATE_WHATSAPP_API_BASE=http://ADDRESS and any access token
+    /// Where the stand-in for the provider's API listens; the gateway sends there when
+    /// started with its API base at http://ADDRESS and any token (the chat says which)
     #[arg(long, default_value = "127.0.0.1:8089")]
     pub listen: String,
-}
-
-/// One message the gateway sent to the person: its text and its buttons (id, title).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Said {
-    pub text: String,
-    pub buttons: Vec<(String, String)>,
-}
-
-impl Said {
-    /// A Cloud API message body as the person would see it.
-    pub fn of(body: &Value) -> Self {
-        let text = body["text"]["body"].as_str().or_else(|| body["interactive"]["body"]["text"].as_str());
-        let buttons = body["interactive"]["action"]["buttons"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|b| Some((b["reply"]["id"].as_str()?.to_owned(), b["reply"]["title"].as_str()?.to_owned())))
-            .collect();
-        Self { text: text.unwrap_or("(a message chat cannot show)").to_owned(), buttons }
-    }
-
-    /// As printed: the text, then each button as `[n] title`.
-    pub fn shown(&self) -> String {
-        let mut lines = vec![format!("chatgate: {}", self.text.replace('\n', "\n          "))];
-        lines.extend(self.buttons.iter().enumerate().map(|(i, (_, title))| format!("          [{}] {title}", i + 1)));
-        lines.join("\n")
-    }
+    /// The channel to talk on, as its demo customer (`--from` and `--to` are WhatsApp's)
+    #[arg(long, value_enum, default_value = "whatsapp")]
+    pub channel: ChatChannel,
 }
 
 /// The stand-in's answer to a send, as Meta's: a message id.
@@ -76,6 +52,9 @@ fn message_of(line: &str, from: &str, buttons: &[(String, String)]) -> Value {
 }
 
 pub async fn chat(config: &Config, args: &ChatArgs) -> anyhow::Result<ExitCode> {
+    if args.channel != ChatChannel::Whatsapp {
+        return crate::cli::chat_channels::chat(config, args.channel, &args.conversation.url, &args.listen).await;
+    }
     let gateway = Gateway::new(config, &args.conversation)?;
     let Conversation { url, from, to, .. } = &args.conversation;
     let (said, mut replies) = mpsc::unbounded_channel();
@@ -107,7 +86,7 @@ pub async fn chat(config: &Config, args: &ChatArgs) -> anyhow::Result<ExitCode> 
                 }
             }
             Some(body) = replies.recv() => {
-                let said = Said::of(&body);
+                let said = channels::said(ChatChannel::Whatsapp, &body);
                 println!("{}", said.shown());
                 buttons = said.buttons;
             }
@@ -125,11 +104,12 @@ mod tests {
         let body = json!({"type": "interactive", "interactive": {"type": "button", "body": {"text": "Confirm?"},
             "action": {"buttons": [{"type": "reply", "reply": {"id": "cg:yes:n", "title": "Yes"}},
                                    {"type": "reply", "reply": {"id": "cg:no:n", "title": "No"}}]}}});
-        let said = Said::of(&body);
+        let said = channels::said(ChatChannel::Whatsapp, &body);
         assert_eq!(said.shown(), "chatgate: Confirm?\n          [1] Yes\n          [2] No");
         let tap = message_of("2", "1555", &said.buttons);
         assert_eq!(tap["interactive"]["button_reply"]["id"], "cg:no:n");
         assert_eq!(message_of("3", "1555", &said.buttons)["text"]["body"], "3", "no third button: text");
-        assert_eq!(Said::of(&json!({"type": "text", "text": {"body": "Done."}})).shown(), "chatgate: Done.");
+        let done = channels::said(ChatChannel::Whatsapp, &json!({"type": "text", "text": {"body": "Done."}}));
+        assert_eq!(done.shown(), "chatgate: Done.");
     }
 }

@@ -3,6 +3,7 @@
 //! imports any layer below it.
 
 pub mod chat;
+pub mod chat_channels;
 pub mod conformance;
 pub mod simulate;
 pub mod simulate_channels;

@@ -37,6 +37,16 @@ pub async fn run(config: &Config, channel: SimulateChannel) -> anyhow::Result<Ex
     }
 }
 
+/// The demo customer and tenant on each channel (config/directory.toml).
+pub const DEMO_TELEGRAM_USER: i64 = 700000001;
+pub const DEMO_SLACK_USER: &str = "U0DEMO1";
+pub const DEMO_SLACK_TEAM: &str = "T0DEMO";
+pub const DEMO_SLACK_DM: &str = "D0DEMO1";
+pub const DEMO_MESSENGER_USER: &str = "24000000000000001";
+pub const DEMO_MESSENGER_PAGE: &str = "200000000000001";
+pub const DEMO_INSTAGRAM_USER: &str = "17850000000000001";
+pub const DEMO_INSTAGRAM_ACCOUNT: &str = "17840000000000001";
+
 /// Where to post, and how often.
 #[derive(Debug, clap::Args)]
 pub struct Target {
@@ -70,7 +80,7 @@ pub struct TelegramArgs {
     #[command(flatten)]
     pub act: Act,
     /// The sender's Telegram user id (the demo customer's by default)
-    #[arg(long, default_value_t = 700000001)]
+    #[arg(long, default_value_t = DEMO_TELEGRAM_USER)]
     pub from: i64,
 }
 
@@ -81,13 +91,13 @@ pub struct SlackArgs {
     #[command(flatten)]
     pub act: Act,
     /// The sender's Slack user id (the demo customer's by default)
-    #[arg(long, default_value = "U0DEMO1")]
+    #[arg(long, default_value = DEMO_SLACK_USER)]
     pub from: String,
     /// The workspace's team id (the demo tenant's by default)
-    #[arg(long, default_value = "T0DEMO")]
+    #[arg(long, default_value = DEMO_SLACK_TEAM)]
     pub team: String,
     /// The conversation (a direct message with the app by default)
-    #[arg(long, default_value = "D0DEMO1")]
+    #[arg(long, default_value = DEMO_SLACK_DM)]
     pub channel: String,
 }
 
@@ -98,10 +108,10 @@ pub struct MetaArgs {
     #[command(flatten)]
     pub act: Act,
     /// The sender's page-scoped id (the demo customer's on Messenger by default)
-    #[arg(long, default_value = "24000000000000001")]
+    #[arg(long, default_value = DEMO_MESSENGER_USER)]
     pub from: String,
     /// The page's (or the Instagram account's) id (the demo tenant's page by default)
-    #[arg(long, default_value = "200000000000001")]
+    #[arg(long, default_value = DEMO_MESSENGER_PAGE)]
     pub page: String,
 }
 
@@ -110,33 +120,49 @@ fn new_id(prefix: &str) -> String {
     format!("{prefix}{}", time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1000)
 }
 
+/// One request as the provider sends it: where, its headers (authentication included), its body.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub path: &'static str,
+    pub headers: HeaderMap,
+    pub body: String,
+}
+
 pub async fn telegram(config: &Config, args: &TelegramArgs) -> anyhow::Result<ExitCode> {
-    let id: i64 = args.act.id.clone().unwrap_or_else(|| new_id("")).parse().context("--id is a number on Telegram")?;
-    let update = match (&args.act.text, &args.act.button) {
-        (Some(text), None) => telegram::simulate::text(id, args.from, text),
-        (None, Some(data)) => telegram::simulate::button(id, args.from, data),
+    post(&args.target, telegram_request(config, args.from, &args.act)?).await
+}
+
+pub fn telegram_request(config: &Config, from: i64, act: &Act) -> anyhow::Result<Request> {
+    let id: i64 = act.id.clone().unwrap_or_else(|| new_id("")).parse().context("--id is a number on Telegram")?;
+    let update = match (&act.text, &act.button) {
+        (Some(text), None) => telegram::simulate::text(id, from, text),
+        (None, Some(data)) => telegram::simulate::button(id, from, data),
         _ => bail!("say what to send: --text or --button"),
     };
     let mut headers = HeaderMap::new();
     headers.insert(telegram::SECRET_HEADER, config.telegram.secret_token.expose().parse()?);
     headers.insert("content-type", "application/json".parse()?);
-    post(&args.target, "/webhooks/telegram", headers, update.to_string()).await
+    Ok(Request { path: "/webhooks/telegram", headers, body: update.to_string() })
 }
 
 pub async fn slack(config: &Config, args: &SlackArgs) -> anyhow::Result<ExitCode> {
-    let (team, user, channel) = (&args.team, &args.from, &args.channel);
-    let (path, kind, body) = match (&args.act.text, &args.act.button) {
+    post(&args.target, slack_request(config, (&args.team, &args.from, &args.channel), &args.act)?).await
+}
+
+/// `(team, user, channel)` doing `act`.
+pub fn slack_request(config: &Config, (team, user, channel): (&str, &str, &str), act: &Act) -> anyhow::Result<Request> {
+    let (path, kind, body) = match (&act.text, &act.button) {
         (Some(text), None) => {
             let ts = format!("{}.000100", time::OffsetDateTime::now_utc().unix_timestamp());
             let event = json!({"type": "message", "channel": channel, "user": user, "text": text, "ts": ts});
-            let id = args.act.id.clone().unwrap_or_else(|| new_id("EvSIM"));
+            let id = act.id.clone().unwrap_or_else(|| new_id("EvSIM"));
             let body = json!({"type": "event_callback", "team_id": team, "event_id": id, "event": event});
             ("/webhooks/slack/events", "application/json", body.to_string())
         }
         (None, Some(value)) => {
             let payload = json!({
                 "type": "block_actions", "team": {"id": team}, "user": {"id": user}, "channel": {"id": channel},
-                "trigger_id": args.act.id.clone().unwrap_or_else(|| new_id("sim.")),
+                "trigger_id": act.id.clone().unwrap_or_else(|| new_id("sim.")),
                 "actions": [{"type": "button", "action_id": value, "value": value}],
             });
             let form =
@@ -151,21 +177,25 @@ pub async fn slack(config: &Config, args: &SlackArgs) -> anyhow::Result<ExitCode
     headers.insert(slack::signature::TIMESTAMP_HEADER, timestamp.parse()?);
     headers.insert(slack::signature::SIGNATURE_HEADER, signed.parse()?);
     headers.insert("content-type", kind.parse()?);
-    post(&args.target, path, headers, body).await
+    Ok(Request { path, headers, body })
 }
 
 /// Messenger (`object: page`) or Instagram (`object: instagram`), signed with the Meta app's secret.
 pub async fn meta(config: &Config, object: &str, args: &MetaArgs) -> anyhow::Result<ExitCode> {
-    let mid = args.act.id.clone().unwrap_or_else(|| new_id("m_SIM"));
-    let message = match (&args.act.text, &args.act.button) {
+    post(&args.target, meta_request(config, object, (&args.from, &args.page), &args.act)?).await
+}
+
+/// `(person, page)` doing `act` on Messenger (`page`) or Instagram (`instagram`).
+pub fn meta_request(config: &Config, object: &str, (person, page): (&str, &str), act: &Act) -> anyhow::Result<Request> {
+    let mid = act.id.clone().unwrap_or_else(|| new_id("m_SIM"));
+    let message = match (&act.text, &act.button) {
         (Some(text), None) => json!({"mid": mid, "text": text}),
         (None, Some(payload)) => json!({"mid": mid, "text": payload, "quick_reply": {"payload": payload}}),
         _ => bail!("say what to send: --text or --button"),
     };
     let now = time::OffsetDateTime::now_utc().unix_timestamp() * 1000;
-    let item =
-        json!({"sender": {"id": args.from}, "recipient": {"id": args.page}, "timestamp": now, "message": message});
-    let body = json!({"object": object, "entry": [{"id": args.page, "time": now, "messaging": [item]}]}).to_string();
+    let item = json!({"sender": {"id": person}, "recipient": {"id": page}, "timestamp": now, "message": message});
+    let body = json!({"object": object, "entry": [{"id": page, "time": now, "messaging": [item]}]}).to_string();
     let app = whatsapp::webhook::app(config, None).map_err(|e| anyhow::anyhow!("{e:?}"))?;
     let mut headers = HeaderMap::new();
     headers.insert(
@@ -173,24 +203,34 @@ pub async fn meta(config: &Config, object: &str, args: &MetaArgs) -> anyhow::Res
         whatsapp::signature::sign(app.app_secret.expose().as_bytes(), body.as_bytes()).parse()?,
     );
     headers.insert("content-type", "application/json".parse()?);
-    post(&args.target, "/webhooks/messenger", headers, body).await
+    Ok(Request { path: "/webhooks/messenger", headers, body })
 }
 
-async fn post(target: &Target, path: &str, headers: HeaderMap, body: String) -> anyhow::Result<ExitCode> {
-    let url = format!("{}{path}", target.url.trim_end_matches('/'));
+async fn post(target: &Target, request: Request) -> anyhow::Result<ExitCode> {
     let client = reqwest::Client::new();
     let mut all_ok = true;
     for attempt in 1..=target.repeat.max(1) {
-        let response = client
-            .post(&url)
-            .headers(headers.clone())
-            .body(body.clone())
-            .send()
-            .await
-            .with_context(|| format!("cannot reach {url}"))?;
-        let status = response.status();
-        println!("#{attempt} {status} {}", response.text().await.unwrap_or_default());
+        let (status, answer) = send(&client, &target.url, &request).await?;
+        println!("#{attempt} {status} {answer}");
         all_ok &= status.is_success();
     }
     Ok(if all_ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// Posts `request` to the gateway at `base`: its status and answer.
+pub async fn send(
+    client: &reqwest::Client,
+    base: &str,
+    request: &Request,
+) -> anyhow::Result<(reqwest::StatusCode, String)> {
+    let url = format!("{}{}", base.trim_end_matches('/'), request.path);
+    let response = client
+        .post(&url)
+        .headers(request.headers.clone())
+        .body(request.body.clone())
+        .send()
+        .await
+        .with_context(|| format!("cannot reach {url}"))?;
+    let status = response.status();
+    Ok((status, response.text().await.unwrap_or_default()))
 }

@@ -63,3 +63,37 @@ async fn a_person_chats_with_a_running_gateway_from_the_terminal() {
     let _ = chat.wait();
     assert_eq!(terminate(&mut server).code(), Some(0));
 }
+
+/// `chat --channel telegram`: the same conversation as the demo customer's Telegram account, the
+/// replies arriving at the command's stand-in for the Bot API with an inline keyboard.
+#[tokio::test]
+async fn a_person_chats_on_telegram_from_the_terminal() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let api_port = free_port();
+    let env = [
+        ("CHATGATE_TELEGRAM_API_BASE", format!("http://127.0.0.1:{api_port}")),
+        ("CHATGATE_TELEGRAM_BOT_TOKEN", "chat".to_owned()),
+    ];
+    let (mut server, base) = serving(dir.path(), &env).await;
+    let mut chat = chatgate(dir.path())
+        .args(["chat", "--channel", "telegram", "--url", &base, "--listen", &format!("127.0.0.1:{api_port}")])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn chat");
+    let (sender, lines) = mpsc::channel();
+    let stdout = chat.stdout.take().expect("stdout");
+    std::thread::spawn(move || BufReader::new(stdout).lines().map_while(Result::ok).for_each(|l| drop(sender.send(l))));
+    let mut stdin = chat.stdin.take().expect("stdin");
+    let mut say = |text: &str| writeln!(stdin, "{text}").and_then(|()| stdin.flush()).expect("typed");
+    until(&lines, "CHATGATE_TELEGRAM_API_BASE=");
+    say("refund 1234 25");
+    until(&lines, "chatgate: Please confirm: refund 25 on order 1234");
+    until(&lines, "[1] Yes, go ahead");
+    say("1");
+    until(&lines, "chatgate: Done: refund 25 on order 1234.");
+    let _ = chat.kill();
+    let _ = chat.wait();
+    assert_eq!(terminate(&mut server).code(), Some(0));
+}

@@ -14,7 +14,7 @@ use axum::{Json, Router};
 use crate::channels::messenger::{self, DeliverySummary};
 use crate::channels::whatsapp::{signature, webhook};
 use crate::config::Config;
-use crate::http::responses::{HandshakeErrors, WhatsAppErrors};
+use crate::http::responses::{HandshakeErrors, NoSuchApp, WhatsAppErrors};
 use crate::http::{ApiError, AppState};
 
 pub fn router() -> Router<AppState> {
@@ -54,7 +54,8 @@ pub(crate) async fn verify(
     ),
     responses(
         (status = 200, description = "The challenge", content_type = "text/plain", body = String),
-        HandshakeErrors
+        HandshakeErrors,
+        NoSuchApp
     )
 )]
 pub(crate) async fn verify_app(
