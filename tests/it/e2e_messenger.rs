@@ -107,6 +107,7 @@ async fn a_refund_is_confirmed_with_a_quick_reply(
     let refund = notification(object, page, vec![text(person, page, "m_REFUND", "refund 1234 25.00")]);
     let summary = meta.deliver(&refund).await;
     assert_eq!((summary["messages"].as_u64(), summary["stored"].as_u64()), (Some(1), Some(1)), "{summary}");
+    assert_eq!(summary["channel"], channel);
     let prompt = meta.graph.wait_for(1, Duration::from_secs(20)).await[0].clone();
     assert!(prompt.path.ends_with(&format!("/{page}/messages")), "{}", prompt.path);
     assert_eq!(prompt.body["recipient"]["id"], person);

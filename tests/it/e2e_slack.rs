@@ -198,7 +198,7 @@ async fn forged_stale_and_malformed_requests_are_refused_and_store_nothing(db: &
         (refund.as_str(), Signed::At(an_hour_ago), StatusCode::UNAUTHORIZED),
         ("{\"type\": \"event_callback\", ", Signed::Now, StatusCode::BAD_REQUEST),
         (r#"{"type": "event_callback", "team_id": "T0DEMO"}"#, Signed::Now, StatusCode::BAD_REQUEST),
-        (r#"{"type": "app_rate_limited"}"#, Signed::Now, StatusCode::BAD_REQUEST),
+        (r#"{"type": "block_suggestion"}"#, Signed::Now, StatusCode::BAD_REQUEST),
     ] {
         let (status, kind, problem) = slack.post("/webhooks/slack/events", "application/json", body, signed).await;
         assert_eq!(status, want, "{problem}");

@@ -46,6 +46,8 @@ pub const INSTAGRAM_ENTRY: ChannelEntry = ChannelEntry {
 /// What a delivery came to.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct DeliverySummary {
+    /// `messenger` or `instagram`, by the delivery's `object`.
+    pub channel: &'static str,
     /// Messages read from it.
     pub messages: usize,
     /// Messages stored in the inbox by it (the others were seen before).
@@ -77,7 +79,9 @@ pub async fn receive(
             ingress.handle_status(status, OffsetDateTime::now_utc()).await?;
         }
         let (messages, statuses, skipped) = (delivery.messages.len(), delivery.statuses.len(), delivery.skipped);
-        Ok(DeliverySummary { messages, stored, statuses, skipped })
+        Ok(DeliverySummary { channel: delivery.channel, messages, stored, statuses, skipped })
     };
-    counted(MESSENGER, received.await)
+    // Counted under the delivery's channel; one that could not be read, under Messenger's.
+    let received = received.await;
+    counted(received.as_ref().map_or(MESSENGER, |summary| summary.channel), received)
 }

@@ -13,6 +13,8 @@ use crate::domain::message::{Addresses, Content, DeliveryStatus, InboundMessage,
 /// One delivery, read.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Delivery {
+    /// `messenger` or `instagram`.
+    pub channel: &'static str,
     pub messages: Vec<InboundMessage>,
     pub statuses: Vec<StatusUpdate>,
     /// Items carrying nothing to act on (echoes, reads, reactions) or that could not be read.
@@ -42,7 +44,7 @@ pub fn parse(body: &[u8]) -> Result<Delivery, PayloadError> {
     let object = value["object"].as_str().unwrap_or_default();
     let name = channel_of(object).ok_or_else(|| PayloadError::WrongObject(format!("object `{object}`")))?;
     let channel = Channel::parse(name).map_err(|e| PayloadError::WrongObject(e.to_string()))?;
-    let mut delivery = Delivery::default();
+    let mut delivery = Delivery { channel: name, ..Delivery::default() };
     for entry in value["entry"].as_array().into_iter().flatten() {
         for item in entry["messaging"].as_array().into_iter().flatten() {
             read_item(&channel, item, &mut delivery);

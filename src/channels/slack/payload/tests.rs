@@ -106,4 +106,7 @@ fn what_is_not_a_slack_body_is_refused() {
     assert!(matches!(event(b"{"), Err(PayloadError::NotJson(_))));
     assert!(matches!(event(br#"{"type": "event_callback"}"#), Err(PayloadError::Unexpected(_))));
     assert!(matches!(event(b"[]"), Err(PayloadError::Unexpected(_))));
+    let held_back =
+        json!({"token": "X", "type": "app_rate_limited", "team_id": "T0DEMO", "minute_rate_limited": 1518467820});
+    assert_eq!(event(held_back.to_string().as_bytes()), Ok(Event::Callback(None)), "acknowledged, nothing stored");
 }
