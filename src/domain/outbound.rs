@@ -123,11 +123,14 @@ impl OutboxMessage {
 
     /// The one place a message is read; `Err` says what is wrong with the row.
     pub fn from_payload(payload: &Value) -> Result<Self, String> {
-        if payload.get("version").is_some() {
-            return serde_json::from_value(payload.clone()).map_err(|e| format!("the outbox message: {e}"));
-        }
-        let message = serde_json::from_value(payload.clone()).map_err(|e| format!("the outbox message: {e}"))?;
-        Ok(Self::V1(message))
+        use serde::Deserialize as _;
+        // Read from the tree in place: no copy of it per message sent.
+        let read = if payload.get("version").is_some() {
+            Self::deserialize(payload)
+        } else {
+            ChatMessage::deserialize(payload).map(Self::V1)
+        };
+        read.map_err(|e| format!("the outbox message: {e}"))
     }
 
     pub fn message(&self) -> &ChatMessage {

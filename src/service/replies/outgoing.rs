@@ -39,6 +39,8 @@ pub struct Outgoing {
     pub conversation: Option<String>,
     pub purpose: Purpose,
     pub template: String,
+    /// The person as routing knows them (the delivery statuses' recipient).
+    pub recipient: String,
 }
 
 /// Renders a claimed row into what the provider gets, fitted to what its channel can show.
@@ -72,6 +74,7 @@ pub fn render(
         conversation: m.address.conversation.clone(),
         purpose: m.purpose,
         template: m.template.clone(),
+        recipient: m.address.person.clone(),
     })
 }
 
@@ -85,12 +88,18 @@ pub fn record(
     outcome: &SendOutcome,
     errors: Option<Value>,
 ) -> OutboundRecord {
-    // What the row says of itself, for a message that could not be rendered.
-    let stored = OutboxMessage::from_payload(&message.payload).ok();
+    // What the row says of itself, read again only for a message that could not be rendered.
+    let stored = match outgoing {
+        Some(_) => None,
+        None => OutboxMessage::from_payload(&message.payload).ok(),
+    };
     let stored = stored.as_ref().map(OutboxMessage::message);
     let sent = outcome.is_sent();
     let kind = if sent { EvidenceKind::MessageSent } else { EvidenceKind::MessageFailed };
-    let in_reply_to = stored.and_then(|m| m.address.in_reply_to.clone());
+    let in_reply_to = match outgoing {
+        Some(o) => o.in_reply_to.clone(),
+        None => stored.and_then(|m| m.address.in_reply_to.clone()),
+    };
     let trace = TraceBindings {
         conversation: Some(pseudonyms.pseudonym(&message.destination)),
         message_ids: provider_id.iter().cloned().chain(in_reply_to).collect(),
@@ -120,7 +129,10 @@ pub fn record(
         tenant_id: message.tenant_id.clone(),
         channel: channel.map_or_else(|| "unknown".into(), Channel::to_string),
         command_id: message.command_id,
-        recipient: stored.map(|m| m.address.person.clone()).unwrap_or_default(),
+        recipient: outgoing
+            .map(|o| o.recipient.clone())
+            .or(stored.map(|m| m.address.person.clone()))
+            .unwrap_or_default(),
         provider_message_id: provider_id,
         errors,
         evidence,
