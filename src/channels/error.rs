@@ -33,6 +33,11 @@ impl Refusal {
         Self::new(StatusCode::BAD_REQUEST, code, "Bad Request").detail(detail)
     }
 
+    /// 400: a body that is not the notification the endpoint takes (nothing of it is stored).
+    pub fn invalid_payload(detail: impl std::fmt::Display) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_payload", "Invalid payload").detail(detail.to_string())
+    }
+
     /// 404: the app, source, hook or provider named is not configured here.
     pub fn not_configured(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found", "Not Found").detail(detail)

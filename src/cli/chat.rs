@@ -11,7 +11,6 @@ use axum::extract::State;
 use axum::routing::post;
 use axum::{Json, Router};
 use serde_json::{Value, json};
-use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 
 use crate::channels::whatsapp::simulate;
@@ -57,7 +56,7 @@ pub async fn chat(config: &Config, args: &ChatArgs) -> anyhow::Result<ExitCode> 
     }
     let gateway = Gateway::new(config, &args.conversation)?;
     let Conversation { url, from, to, .. } = &args.conversation;
-    let (said, mut replies) = mpsc::unbounded_channel();
+    let (said, replies) = mpsc::unbounded_channel();
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("cannot listen on {} (--listen)", args.listen))?;
@@ -69,30 +68,11 @@ pub async fn chat(config: &Config, args: &ChatArgs) -> anyhow::Result<ExitCode> 
          Type a message and Enter; a number taps that button; Ctrl-D ends.",
         from, to, url, args.listen
     );
-    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
-    let mut buttons: Vec<(String, String)> = vec![];
-    loop {
-        tokio::select! {
-            line = lines.next_line() => {
-                let Some(line) = line.context("cannot read the terminal")? else { break };
-                let line = line.trim();
-                if line.is_empty() {
-                    continue;
-                }
-                let delivery = simulate::notification(to, vec![message_of(line, from, &buttons)], vec![]);
-                let (status, answer) = gateway.post(&delivery).await?;
-                if !status.is_success() {
-                    println!("(the gateway answered {status} {answer})");
-                }
-            }
-            Some(body) = replies.recv() => {
-                let said = channels::said(ChatChannel::Whatsapp, &body);
-                println!("{}", said.shown());
-                buttons = said.buttons;
-            }
-        }
-    }
-    Ok(ExitCode::SUCCESS)
+    let gateway = &gateway;
+    channels::converse(ChatChannel::Whatsapp, replies, |line, buttons| async move {
+        gateway.post(&simulate::notification(to, vec![message_of(&line, from, &buttons)], vec![])).await
+    })
+    .await
 }
 
 #[cfg(test)]

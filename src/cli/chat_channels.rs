@@ -123,7 +123,7 @@ async fn accept(
 }
 
 pub async fn chat(config: &Config, channel: ChatChannel, url: &str, listen: &str) -> anyhow::Result<ExitCode> {
-    let (sent, mut replies) = mpsc::unbounded_channel();
+    let (sent, replies) = mpsc::unbounded_channel();
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
     let stand_in = Router::new().fallback(post(accept)).with_state((channel, sent));
     tokio::spawn(async move { axum::serve(listener, stand_in).await });
@@ -133,6 +133,24 @@ pub async fn chat(config: &Config, channel: ChatChannel, url: &str, listen: &str
         channel.environment(listen)
     );
     let client = reqwest::Client::new();
+    converse(channel, replies, |line, buttons| {
+        let client = &client;
+        async move { simulate::send(client, url, &channel.request(config, &line, &buttons)?).await }
+    })
+    .await
+}
+
+/// The conversation: each typed line goes through `send` with the buttons last shown (a number
+/// taps one); each message the stand-in took from the gateway is printed. Ends with Ctrl-D.
+pub async fn converse<Send, Sent>(
+    channel: ChatChannel,
+    mut replies: mpsc::UnboundedReceiver<Value>,
+    mut send: Send,
+) -> anyhow::Result<ExitCode>
+where
+    Send: FnMut(String, Vec<(String, String)>) -> Sent,
+    Sent: std::future::Future<Output = anyhow::Result<(reqwest::StatusCode, String)>>,
+{
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let mut buttons: Vec<(String, String)> = vec![];
     loop {
@@ -142,8 +160,7 @@ pub async fn chat(config: &Config, channel: ChatChannel, url: &str, listen: &str
                 if line.trim().is_empty() {
                     continue;
                 }
-                let request = channel.request(config, line.trim(), &buttons)?;
-                let (status, answer) = simulate::send(&client, url, &request).await?;
+                let (status, answer) = send(line.trim().to_owned(), buttons.clone()).await?;
                 if !status.is_success() {
                     println!("(the gateway answered {status} {answer})");
                 }

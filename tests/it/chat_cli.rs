@@ -26,6 +26,27 @@ fn until(lines: &mpsc::Receiver<String>, wanted: &str) -> Vec<String> {
     panic!("`{wanted}` never came; the chat printed:\n{}", seen.join("\n"))
 }
 
+/// `chatgate chat` with `args`: the process, the lines it prints (read on a thread of their own),
+/// and its stdin.
+fn start_chat(
+    dir: &std::path::Path,
+    args: &[&str],
+) -> (std::process::Child, mpsc::Receiver<String>, std::process::ChildStdin) {
+    let mut chat = chatgate(dir)
+        .arg("chat")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn chat");
+    let (sender, lines) = mpsc::channel();
+    let stdout = chat.stdout.take().expect("stdout");
+    std::thread::spawn(move || BufReader::new(stdout).lines().map_while(Result::ok).for_each(|l| drop(sender.send(l))));
+    let stdin = chat.stdin.take().expect("stdin");
+    (chat, lines, stdin)
+}
+
 #[tokio::test]
 async fn a_person_chats_with_a_running_gateway_from_the_terminal() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -35,17 +56,8 @@ async fn a_person_chats_with_a_running_gateway_from_the_terminal() {
         ("CHATGATE_WHATSAPP_ACCESS_TOKEN", "chat".to_owned()),
     ];
     let (mut server, base) = serving(dir.path(), &env).await;
-    let mut chat = chatgate(dir.path())
-        .args(["chat", "--url", &base, "--listen", &format!("127.0.0.1:{api_port}")])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn chat");
-    let (sender, lines) = mpsc::channel();
-    let stdout = chat.stdout.take().expect("stdout");
-    std::thread::spawn(move || BufReader::new(stdout).lines().map_while(Result::ok).for_each(|l| drop(sender.send(l))));
-    let mut stdin = chat.stdin.take().expect("stdin");
+    let (mut chat, lines, mut stdin) =
+        start_chat(dir.path(), &["--url", &base, "--listen", &format!("127.0.0.1:{api_port}")]);
     let mut say = |text: &str| writeln!(stdin, "{text}").and_then(|()| stdin.flush()).expect("typed");
     until(&lines, "Ctrl-D ends");
     // A typo in the command's word: asked to confirm, the command as it was read, with buttons.
@@ -75,17 +87,9 @@ async fn a_person_chats_on_telegram_from_the_terminal() {
         ("CHATGATE_TELEGRAM_BOT_TOKEN", "chat".to_owned()),
     ];
     let (mut server, base) = serving(dir.path(), &env).await;
-    let mut chat = chatgate(dir.path())
-        .args(["chat", "--channel", "telegram", "--url", &base, "--listen", &format!("127.0.0.1:{api_port}")])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn chat");
-    let (sender, lines) = mpsc::channel();
-    let stdout = chat.stdout.take().expect("stdout");
-    std::thread::spawn(move || BufReader::new(stdout).lines().map_while(Result::ok).for_each(|l| drop(sender.send(l))));
-    let mut stdin = chat.stdin.take().expect("stdin");
+    let listen = format!("127.0.0.1:{api_port}");
+    let (mut chat, lines, mut stdin) =
+        start_chat(dir.path(), &["--channel", "telegram", "--url", &base, "--listen", &listen]);
     let mut say = |text: &str| writeln!(stdin, "{text}").and_then(|()| stdin.flush()).expect("typed");
     until(&lines, "CHATGATE_TELEGRAM_API_BASE=");
     say("refund 1234 25");

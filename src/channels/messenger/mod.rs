@@ -7,11 +7,10 @@
 pub mod client;
 pub mod payload;
 
-use axum::http::StatusCode;
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use crate::channels::whatsapp::{signature, webhook};
+use crate::channels::whatsapp::webhook;
 use crate::channels::{ChannelEntry, ChannelError, Refusal, counted};
 use crate::config::Config;
 use crate::domain::outbound::Capabilities;
@@ -66,13 +65,8 @@ pub async fn receive(
     body: &[u8],
 ) -> Result<DeliverySummary, ChannelError> {
     let received = async {
-        let app = webhook::app(config, name)?;
-        signature::verify(app.app_secret.expose().as_bytes(), signature_header, body).map_err(|e| {
-            Refusal::new(StatusCode::UNAUTHORIZED, "invalid_signature", "Invalid signature").detail(e.to_string())
-        })?;
-        let delivery = payload::parse(body).map_err(|e| {
-            Refusal::new(StatusCode::BAD_REQUEST, "invalid_payload", "Invalid payload").detail(e.to_string())
-        })?;
+        webhook::verified(config, name, signature_header, body)?;
+        let delivery = payload::parse(body).map_err(Refusal::invalid_payload)?;
         let received = ingress.receive(&delivery.messages, false).await?;
         let stored = received.iter().filter(|r| matches!(r.entered, Entered::New(_))).count();
         for status in &delivery.statuses {

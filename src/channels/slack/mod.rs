@@ -51,7 +51,7 @@ pub async fn receive_event(
 ) -> Result<EventAnswer, ChannelError> {
     let received = async {
         verified(config, headers, body)?;
-        match payload::event(body).map_err(|e| invalid(&e))? {
+        match payload::event(body).map_err(Refusal::invalid_payload)? {
             payload::Event::UrlVerification(challenge) => Ok(EventAnswer { challenge: Some(challenge) }),
             payload::Event::Callback(message) => {
                 if let Some(message) = message {
@@ -87,7 +87,7 @@ pub async fn receive_form(
             Form::Command => payload::command(&params).map(Some),
             Form::Interaction => payload::interaction(&params),
         };
-        if let Some(message) = message.map_err(|e| invalid(&e))? {
+        if let Some(message) = message.map_err(Refusal::invalid_payload)? {
             store(ingress, &message).await?;
         }
         Ok(())
@@ -107,10 +107,6 @@ fn verified(config: &Config, headers: &HeaderMap, body: &[u8]) -> Result<(), Cha
     signature::verify(secret.as_bytes(), timestamp, given, body, now).map_err(|e| {
         Refusal::new(StatusCode::UNAUTHORIZED, "invalid_signature", "Invalid signature").detail(e.to_string()).into()
     })
-}
-
-fn invalid(error: &payload::PayloadError) -> ChannelError {
-    Refusal::new(StatusCode::BAD_REQUEST, "invalid_payload", "Invalid payload").detail(error.to_string()).into()
 }
 
 /// The message into the inbox; a redelivery (the same event or trigger id) writes nothing.

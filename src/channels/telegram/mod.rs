@@ -18,7 +18,6 @@ use crate::channels::{ChannelEntry, ChannelError, Refusal, counted};
 use crate::config::Config;
 use crate::domain::outbound::Capabilities;
 use crate::service::intake::Ingress;
-use crate::store::Entered;
 
 /// The channel's name.
 pub const CHANNEL: &str = "telegram";
@@ -70,16 +69,10 @@ pub async fn receive(
                     .detail("X-Telegram-Bot-Api-Secret-Token must be the secret_token the webhook was set with."),
             ));
         }
-        let update = update::parse(&telegram.bot, body).map_err(|e| {
-            ChannelError::from(
-                Refusal::new(StatusCode::BAD_REQUEST, "invalid_payload", "Invalid payload").detail(e.to_string()),
-            )
-        })?;
+        let update = update::parse(&telegram.bot, body).map_err(Refusal::invalid_payload)?;
         if let Some(message) = &update.message {
-            let received = ingress.receive(std::slice::from_ref(message), false).await?;
-            if received.iter().any(|r| matches!(r.entered, Entered::New(_))) {
-                tracing::debug!(update = %update.update_id, "a Telegram update stored");
-            }
+            // A redelivered update is recognized by the inbox and writes nothing.
+            ingress.receive(std::slice::from_ref(message), false).await?;
         }
         let method = update.callback_query_id.is_some().then_some("answerCallbackQuery");
         Ok(WebhookAnswer { method, callback_query_id: update.callback_query_id })

@@ -81,13 +81,9 @@ fn verified_form(
     Ok(params)
 }
 
-fn invalid_payload(error: &form::FormError) -> ChannelError {
-    Refusal::new(StatusCode::BAD_REQUEST, "invalid_payload", "Invalid payload").detail(error.to_string()).into()
-}
-
 async fn status(state: &Services, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Result<(), ChannelError> {
     let params = verified_form(state, uri, headers, body)?;
-    let update = form::status(&params).map_err(|e| invalid_payload(&e))?;
+    let update = form::status(&params).map_err(Refusal::invalid_payload)?;
     state.ingress.handle_status(&update, OffsetDateTime::now_utc()).await?;
     Ok(())
 }
@@ -99,7 +95,7 @@ async fn message(state: &Services, uri: &Uri, headers: &HeaderMap, body: &[u8]) 
     let twilio = &state.config.twilio;
     let params = verified_form(state, uri, headers, body)?;
     let hold = Duration::from_millis(twilio.inline_hold_ms);
-    let message = form::parse(&params, hold).map_err(|e| invalid_payload(&e))?;
+    let message = form::parse(&params, hold).map_err(Refusal::invalid_payload)?;
     let received = state.ingress.receive(std::slice::from_ref(&message), true).await?;
     let inbound = state.store.inbound();
     let wait = hold.min(Duration::from_millis(state.config.ingest.admission_wait_ms));

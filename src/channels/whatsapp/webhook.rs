@@ -70,16 +70,25 @@ pub async fn receive(
     body: &[u8],
 ) -> Result<DeliverySummary, ChannelError> {
     let received = async {
-        let app = app(config, name)?;
-        signature::verify(app.app_secret.expose().as_bytes(), signature_header, body).map_err(|e| {
-            Refusal::new(StatusCode::UNAUTHORIZED, "invalid_signature", "Invalid signature").detail(e.to_string())
-        })?;
-        let delivery = payload::parse(body).map_err(|e| {
-            Refusal::new(StatusCode::BAD_REQUEST, "invalid_payload", "Invalid payload").detail(e.to_string())
-        })?;
+        verified(config, name, signature_header, body)?;
+        let delivery = payload::parse(body).map_err(Refusal::invalid_payload)?;
         handle_delivery(ingress, &delivery, OffsetDateTime::now_utc()).await
     };
     counted("whatsapp", received.await)
+}
+
+/// A delivery signed with the secret of the Meta app `name` (`X-Hub-Signature-256`): WhatsApp's,
+/// Messenger's and Instagram's alike, one app serving all three.
+pub fn verified(
+    config: &Config,
+    name: Option<&str>,
+    signature_header: Option<&[u8]>,
+    body: &[u8],
+) -> Result<(), ChannelError> {
+    let app = app(config, name)?;
+    signature::verify(app.app_secret.expose().as_bytes(), signature_header, body).map_err(|e| {
+        Refusal::new(StatusCode::UNAUTHORIZED, "invalid_signature", "Invalid signature").detail(e.to_string()).into()
+    })
 }
 
 /// A delivery's messages stored in the inbox together (and, when `ingest.acknowledge` says so,

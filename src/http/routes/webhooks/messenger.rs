@@ -6,13 +6,13 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::HeaderMap;
+use axum::response::Response;
 use axum::routing::get;
 use axum::{Json, Router};
 
 use crate::channels::messenger::{self, DeliverySummary};
-use crate::channels::whatsapp::{signature, webhook};
+use crate::channels::whatsapp::signature;
 use crate::config::Config;
 use crate::http::responses::{HandshakeErrors, NoSuchApp, WhatsAppErrors};
 use crate::http::{ApiError, AppState};
@@ -35,10 +35,11 @@ pub fn router() -> Router<AppState> {
     )
 )]
 pub(crate) async fn verify(
-    State(config): State<Arc<Config>>,
-    Query(query): Query<HashMap<String, String>>,
+    config: State<Arc<Config>>,
+    query: Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    challenge(webhook::verify_handshake(&config, None, &query)?)
+    // The Meta app's handshake, the same for its WhatsApp, Messenger and Instagram webhooks.
+    super::whatsapp::verify_default(config, query).await
 }
 
 #[utoipa::path(
@@ -59,15 +60,11 @@ pub(crate) async fn verify(
     )
 )]
 pub(crate) async fn verify_app(
-    State(config): State<Arc<Config>>,
-    Path(name): Path<String>,
-    Query(query): Query<HashMap<String, String>>,
+    config: State<Arc<Config>>,
+    name: Path<String>,
+    query: Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    challenge(webhook::verify_handshake(&config, Some(&name), &query)?)
-}
-
-fn challenge(text: String) -> Result<Response, ApiError> {
-    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response())
+    super::whatsapp::verify_app(config, name, query).await
 }
 
 #[utoipa::path(
