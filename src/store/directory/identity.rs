@@ -90,12 +90,16 @@ impl Identities<'_> {
     }
 
     /// Keeps a message for the resolver and asks about its sender (once per address); `false`
-    /// when the message was kept already (a redelivery).
+    /// when the message was kept already or handled already (a redelivery: the inbox takes a
+    /// provider's late retry again once the first copy was admitted and forgotten).
     pub async fn wait(self, wait: &NewWait<'_>) -> Result<bool, StoreError> {
         let mut tx = self.store.begin().await?;
         let kept = sqlx::query(
             "INSERT INTO identity_waits (channel, provider_message_id, tenant_id, address, conversation_id, payload,
-               received_at) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (channel, provider_message_id) DO NOTHING",
+               received_at)
+             SELECT $1, $2, $3, $4, $5, $6, $7 WHERE NOT EXISTS
+               (SELECT 1 FROM inbound_messages WHERE channel = $1 AND provider_message_id = $2)
+             ON CONFLICT (channel, provider_message_id) DO NOTHING",
         )
         .bind(wait.channel)
         .bind(wait.provider_message_id)
