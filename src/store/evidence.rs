@@ -141,6 +141,8 @@ pub struct ChainReport {
 
 /// Artifacts are verified a page at a time, so a long chain never has to fit in memory at once.
 const VERIFY_PAGE: i64 = 1_000;
+/// How many times one verification follows a head that moved while it read.
+const HEAD_ROUNDS: usize = 8;
 
 impl Evidence<'_> {
     /// Records artifacts that are not part of a move (refusals, dedupe decisions) in one
@@ -189,8 +191,7 @@ impl Evidence<'_> {
         let mut report = AuditReport { chains: vec![], first_break: None };
         for row in &chain_rows {
             let chain_id = text(row, "chain_id")?;
-            let head = self.store.chain_head(&chain_id).await?;
-            let chain = match self.store.verify_chain(&chain_id, head.as_ref()).await? {
+            let chain = match self.store.verify_chain(&chain_id).await? {
                 Ok(artifacts) => ChainReport { chain_id, artifacts, intact: true, broken_at: None },
                 Err(broken) => {
                     report.first_break.get_or_insert(broken.clone());
@@ -213,21 +214,62 @@ impl Store {
             .transpose()
     }
 
-    /// Feeds one chain to the verifier a page at a time.
-    async fn verify_chain(
-        &self,
-        chain_id: &str,
-        head: Option<&ChainHead>,
-    ) -> Result<Result<u64, ChainBreak>, StoreError> {
+    /// Verifies one chain against its head while the gateway may go on writing to it: the links
+    /// up to the head as read, then, when links lie past it, the head again (it moves in the
+    /// transaction that writes them). Links past a head that did not move are not the writer's:
+    /// they are read too, and the head says where the chain should have ended.
+    async fn verify_chain(&self, chain_id: &str) -> Result<Result<u64, ChainBreak>, StoreError> {
         let mut verifier = ChainVerifier::new(chain_id);
-        let mut after = 0;
+        let mut head = self.chain_head(chain_id).await?;
+        for round in 1..=HEAD_ROUNDS {
+            let through = head.as_ref().map(|head| head.last_seq);
+            if let Err(broken) = self.check_links(&mut verifier, chain_id, through).await? {
+                return Ok(Err(broken));
+            }
+            let Some(read) = through.filter(|_| round < HEAD_ROUNDS) else {
+                // No head (every link was read), or a chain written to faster than it is read:
+                // it holds up to the head last read.
+                return Ok(verifier.finish(head.as_ref()));
+            };
+            let after: Option<i64> =
+                sqlx::query_scalar("SELECT MAX(seq) FROM evidence WHERE chain_id = $1 AND seq > $2")
+                    .bind(chain_id)
+                    .bind(read)
+                    .fetch_one(self.pool())
+                    .await?;
+            let Some(last) = after else {
+                return Ok(verifier.finish(head.as_ref()));
+            };
+            let newer = self.chain_head(chain_id).await?;
+            if newer.as_ref().is_none_or(|newer| newer.last_seq < last) {
+                // Past a head that did not move with them: read them, and say where the chain parts.
+                if let Err(broken) = self.check_links(&mut verifier, chain_id, None).await? {
+                    return Ok(Err(broken));
+                }
+                return Ok(verifier.finish(newer.as_ref()));
+            }
+            head = newer;
+        }
+        Ok(verifier.finish(head.as_ref()))
+    }
+
+    /// Feeds the chain's links after those `verifier` checked, up to `through` (all when `None`),
+    /// to it a page at a time.
+    async fn check_links(
+        &self,
+        verifier: &mut ChainVerifier,
+        chain_id: &str,
+        through: Option<i64>,
+    ) -> Result<Result<(), ChainBreak>, StoreError> {
+        let through = through.unwrap_or(i64::MAX);
         loop {
             let rows = sqlx::query(
                 "SELECT artifact_id, seq, prev_hash, hash, body FROM evidence
-                 WHERE chain_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+                 WHERE chain_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT $4",
             )
             .bind(chain_id)
-            .bind(after)
+            .bind(verifier.checked_through())
+            .bind(through)
             .bind(VERIFY_PAGE)
             .fetch_all(self.pool())
             .await?;
@@ -239,13 +281,12 @@ impl Store {
                     hash: text(row, "hash")?,
                     body: text(row, "body")?,
                 };
-                after = link.seq;
                 if let Err(broken) = verifier.check(link) {
                     return Ok(Err(broken));
                 }
             }
             if (rows.len() as i64) < VERIFY_PAGE {
-                return Ok(verifier.finish(head));
+                return Ok(Ok(()));
             }
         }
     }

@@ -35,5 +35,6 @@ impl ConfigDir {
 pub async fn start(config: &Path, env: &[(&str, &str)]) -> Gateway {
     let env: Vec<(String, String)> = env.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect();
     let bin = Path::new(env!("CARGO_BIN_EXE_chatgate"));
-    Gateway::start(bin, config, &env, None).await.unwrap_or_else(|e| panic!("the gateway: {e}"))
+    let log = std::env::var_os("CHATGATE_TEST_GATEWAY_LOG").map(PathBuf::from);
+    Gateway::start(bin, config, &env, log).await.unwrap_or_else(|e| panic!("the gateway: {e}"))
 }

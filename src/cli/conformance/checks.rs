@@ -63,8 +63,20 @@ pub async fn check(rig: &mut Rig, expect: &Expect, names: Option<&str>, answered
         eventually(&what, wanted, || async { Ok(rig.command(id).await?["state"].as_str().unwrap_or("").to_owned()) })
             .await?;
     }
+    for (name, state) in &expect.delivery {
+        let id = rig.id_of(name)?;
+        let what = format!("expected every delivery of `{name}` {state}");
+        let wanted = |got: &Vec<String>| !got.is_empty() && got.iter().all(|got| got == state);
+        eventually(&what, wanted, || async { Ok(delivery_states(&rig.command(id).await?)) }).await?;
+    }
     check_evidence(rig, expect).await?;
     check_counts(rig, expect).await
+}
+
+/// The state of each of a command's deliveries, as its view shows them.
+fn delivery_states(command: &serde_json::Value) -> Vec<String> {
+    let deliveries = command["deliveries"].as_array().map(Vec::as_slice).unwrap_or_default();
+    deliveries.iter().map(|d| d["state"].as_str().unwrap_or_default().to_owned()).collect()
 }
 
 /// Names the newest command no step has named yet.

@@ -188,6 +188,9 @@ pub struct Expect {
     /// Each named command's state.
     #[serde(default)]
     pub state: BTreeMap<String, String>,
+    /// The state of each named command's deliveries (every one of its targets').
+    #[serde(default)]
+    pub delivery: BTreeMap<String, String>,
     /// The kinds of the evidence each named command gained in this step, in order, and no
     /// others (the conversation's `conversation.message.*` are counted by `replies`).
     #[serde(default)]

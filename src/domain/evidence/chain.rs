@@ -136,6 +136,11 @@ impl ChainVerifier {
         Ok(())
     }
 
+    /// The sequence number of the last link checked (0 before the first).
+    pub fn checked_through(&self) -> i64 {
+        self.expected_seq - 1
+    }
+
     /// After the last link: the chain must end where its head says. Returns the link count.
     pub fn finish(self, head: Option<&ChainHead>) -> Result<u64, ChainBreak> {
         let last_seq = self.expected_seq - 1;

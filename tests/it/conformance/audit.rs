@@ -3,6 +3,8 @@
 
 use chatgate::domain::evidence::LinkProblem;
 use chatgate::domain::lifecycle::State;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use sqlx::Executor;
 
 use super::{conformance, drive, path_to};
@@ -11,6 +13,7 @@ use crate::helpers::{TestDb, refund};
 conformance!(
     the_database_refuses_to_update_or_delete_evidence,
     audit_verify_names_an_edited_a_deleted_a_swapped_and_a_truncated_artifact,
+    a_chain_written_to_while_it_is_verified_is_intact_and_a_link_past_its_head_is_not,
 );
 
 async fn the_database_refuses_to_update_or_delete_evidence(db: &TestDb) {
@@ -65,4 +68,44 @@ async fn audit_verify_names_an_edited_a_deleted_a_swapped_and_a_truncated_artifa
     let first = report.first_break.expect("a break is reported");
     assert_eq!(first.chain_id, "edit", "chains are checked in name order");
     assert!(first.to_string().contains("altered"), "{first}");
+}
+
+/// An operator verifies while the gateway works: links written meanwhile (with their head) are
+/// no break; a link added past a head that did not move with it is one.
+async fn a_chain_written_to_while_it_is_verified_is_intact_and_a_link_past_its_head_is_not(db: &TestDb) {
+    let writing = AtomicBool::new(true);
+    let writer = async {
+        for n in 0..12 {
+            drive(db, refund("live", &n.to_string(), "1.00", &format!("live-{n}")), path_to(State::Executed)).await;
+        }
+        writing.store(false, Ordering::Relaxed);
+    };
+    let auditor = async {
+        let mut verified = 0;
+        while writing.load(Ordering::Relaxed) || verified == 0 {
+            let report = db.store.evidence().verify().await.expect("verify");
+            assert!(report.first_break.is_none(), "verified while written to: {:?}", report.first_break);
+            verified += 1;
+            tokio::task::yield_now().await;
+        }
+        verified
+    };
+    let ((), verified) = tokio::join!(writer, auditor);
+    assert!(verified > 1, "the chain was verified while it grew ({verified} times)");
+    let report = db.store.evidence().verify().await.expect("verify");
+    let live = report.chains.iter().find(|c| c.chain_id == "live").expect("the chain");
+    assert!(live.intact && live.artifacts == 12 * 7, "{live:?}");
+
+    // A copy of the last link, added behind the writer's back (inserting is what the database allows).
+    let mut conn = db.raw().await;
+    conn.execute(
+        "INSERT INTO evidence (artifact_id, chain_id, seq, kind, command_id, stage, recorded_at, body, prev_hash, hash)
+         SELECT 'forged', chain_id, seq + 1, kind, command_id, stage, recorded_at, body, hash, hash
+         FROM evidence WHERE chain_id = 'live' AND seq = 84",
+    )
+    .await
+    .expect("insert");
+    let report = db.store.evidence().verify().await.expect("verify");
+    let broken = report.first_break.expect("the added link is reported");
+    assert_eq!((broken.chain_id.as_str(), broken.seq), ("live", 85), "{broken}");
 }
