@@ -100,6 +100,9 @@ pub struct Intake {
     pub backlog: i64,
     /// How long the oldest of them has waited: the admission lag now.
     pub lag_ms: Option<i64>,
+    /// Messages parked for a tenant's identity resolver (not in the backlog: they wait for its
+    /// answer, not for admission).
+    pub parked: i64,
 }
 
 pub async fn overview(store: &Store, tenant: &TenantId, now: OffsetDateTime) -> Result<Overview, StoreError> {
@@ -121,7 +124,8 @@ pub async fn overview(store: &Store, tenant: &TenantId, now: OffsetDateTime) -> 
     let all: Vec<i64> = finished.iter().map(|f| f.ended_ms - f.received_ms).collect();
     let reads: Vec<i64> = finished.iter().filter(|f| f.read).map(|f| f.ended_ms - f.received_ms).collect();
     let (backlog, oldest) = store.inbox().backlog().await?;
-    let intake = Intake { backlog, lag_ms: oldest.map(|at| (now - at).whole_milliseconds().max(0) as i64) };
+    let lag_ms = oldest.map(|at| (now - at).whole_milliseconds().max(0) as i64);
+    let intake = Intake { backlog, lag_ms, parked: store.inbox().parked().await? };
     Ok(Overview { minutes, totals, latency: latency(all), latency_reads: latency(reads), intake })
 }
 

@@ -5,6 +5,8 @@
 //! (its heartbeat in `inbox_owners`), and takes over another's rows only once that one's heartbeat
 //! has run out (the instance died).
 
+mod parked;
+
 use std::time::Duration;
 
 use time::OffsetDateTime;
@@ -13,6 +15,7 @@ use crate::domain::command::{Channel, ExternalId};
 use crate::store::StoreError;
 use crate::store::rows::{Param, from_ms, insert_rows, int, opt_int, placeholder_list, text, to_ms, update_rows};
 use crate::store::{BackendKind, Inbox};
+pub use parked::{Adopted, ParkedSender, Released};
 
 /// A message to store: what its channel reads it back from (`payload` and the conversation).
 #[derive(Debug, Clone)]
@@ -51,6 +54,8 @@ pub struct InboxEntry {
     pub trace_parent: Option<String>,
     /// When the gateway stored it: the receipt time of everything admission writes for it.
     pub received_at: OffsetDateTime,
+    /// It was parked for the tenant's identity resolver, and what let it go.
+    pub released: Option<Released>,
 }
 
 /// Who admits the rows an instance enters, and until when it is alive unless it says so again.
@@ -119,14 +124,18 @@ impl Inbox<'_> {
             // The common case, and the only one on SQLite: every row waiting is this instance's to
             // take, oldest first (through the index of the rows waiting).
             let lock = if self.store.backend() == BackendKind::Postgres { "FOR UPDATE SKIP LOCKED" } else { "" };
-            let sql = format!("SELECT {CLAIMED} FROM inbox WHERE admitted_at IS NULL ORDER BY id LIMIT $1 {lock}");
+            let sql = format!(
+                "SELECT {CLAIMED} FROM inbox WHERE admitted_at IS NULL AND awaiting_address IS NULL
+                 ORDER BY id LIMIT $1 {lock}"
+            );
             sqlx::query(sqlx::AssertSqlSafe(sql)).bind(limit).fetch_all(&mut *tx).await?
         } else {
             // Not theirs, nor behind an older message of theirs in its conversation.
             let list = placeholder_list(0, others.len(), crate::store::rows::Marks::for_connection(&tx));
             let sql = format!(
-                "SELECT {CLAIMED} FROM inbox i WHERE admitted_at IS NULL AND owner NOT IN {list}
-                 AND NOT EXISTS (SELECT 1 FROM inbox e WHERE e.admitted_at IS NULL
+                "SELECT {CLAIMED} FROM inbox i WHERE admitted_at IS NULL AND awaiting_address IS NULL
+                 AND owner NOT IN {list}
+                 AND NOT EXISTS (SELECT 1 FROM inbox e WHERE e.admitted_at IS NULL AND e.awaiting_address IS NULL
                      AND e.conversation_id = i.conversation_id AND e.id < i.id AND e.owner IN {list})
                  ORDER BY id LIMIT ${} FOR UPDATE SKIP LOCKED",
                 others.len() + 1
@@ -172,7 +181,8 @@ impl Inbox<'_> {
 
     /// The rows not yet admitted, and when the oldest of them was stored.
     pub async fn backlog(self) -> Result<(i64, Option<OffsetDateTime>), StoreError> {
-        let sql = "SELECT COUNT(*) AS pending, MIN(received_at) AS oldest FROM inbox WHERE admitted_at IS NULL";
+        let sql = "SELECT COUNT(*) AS pending, MIN(received_at) AS oldest FROM inbox
+                   WHERE admitted_at IS NULL AND awaiting_address IS NULL";
         let row = sqlx::query(sql).fetch_one(self.store.inbox_pool()).await?;
         Ok((int(&row, "pending")?, opt_int(&row, "oldest")?.map(from_ms).transpose()?))
     }
@@ -209,8 +219,8 @@ impl Inbox<'_> {
 }
 
 /// The columns a claim reads.
-const CLAIMED: &str =
-    "id, channel, provider_message_id, conversation_id, payload, hold_ms, trace_parent, received_at, owner";
+const CLAIMED: &str = "id, channel, provider_message_id, conversation_id, payload, hold_ms, trace_parent, received_at, \
+                       owner, released";
 
 /// The other instances alive at `now` (none on SQLite, which one process writes: rows another
 /// owner left are a dead process's).
@@ -268,6 +278,7 @@ fn entry(row: &sqlx::any::AnyRow) -> Result<(InboxEntry, String), StoreError> {
         hold: opt_int(row, "hold_ms")?.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or_default())),
         trace_parent: crate::store::rows::opt_text(row, "trace_parent")?,
         received_at: from_ms(int(row, "received_at")?)?,
+        released: crate::store::rows::opt_text(row, "released")?.as_deref().map(Released::parse).transpose()?,
     };
     Ok((entry, text(row, "owner")?))
 }

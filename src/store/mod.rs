@@ -61,13 +61,13 @@ pub use confirmations::{Confirmation, ConfirmationStatus, NewConfirmation, Settl
 pub use console::{ConsoleSession, Finished, MinuteCount};
 pub use deliveries::{Delivery, DeliveryChange, DeliveryLogEntry, NewDelivery};
 pub use directory::{
-    BatchRow, ClaimedLookup, ERASED_PAYLOAD, Erased, Erasure, NewWait, PersonWrite, Search, Source, StoredAnswer,
-    StoredPerson, StoredRole, Waiting, Written,
+    BatchRow, ClaimedLookup, ERASED_PAYLOAD, Erased, Erasure, NewLookup, PersonWrite, Search, Source, StoredAnswer,
+    StoredPerson, StoredRole, Written,
 };
 pub use error::StoreError;
 pub use evidence::{AuditReport, ChainReport, StoredArtifact};
 pub use inbound::{InboundOutcome, NewInbound};
-pub use inbox::{Entered, InboxEntry, Lease, NewInboxEntry};
+pub use inbox::{Adopted, Entered, InboxEntry, Lease, NewInboxEntry, ParkedSender, Released};
 pub use inbox_db::inbox_url;
 pub use outbound::{OutboundRecord, Recorded};
 pub use outbox::{ClaimedMessage, MESSAGE_KIND, NOTICE_KIND, NewOutboxMessage, OutboxSettle, ReplyTo};

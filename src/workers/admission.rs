@@ -4,7 +4,9 @@
 //! messages one after another, in the order they came. A message is marked admitted only after
 //! its admission committed; one whose admission failed for a reason that passes waits for the
 //! next pass, and so do the later messages of its conversation. A crash between the admission's
-//! commit and the mark is harmless: the next pass finds the message recorded (a redelivery).
+//! commit and the mark is harmless: the next pass finds the message recorded (a redelivery). A
+//! message whose sender only the tenant's identity resolver can name is parked where it is
+//! (`service::intake::identity`), and admitted once the resolver's answer lets it go.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -16,7 +18,7 @@ use tracing::Instrument;
 
 use crate::service::Services;
 use crate::service::engine::EngineError;
-use crate::service::intake::Handled;
+use crate::service::intake::{Handled, Waited};
 use crate::store::{InboxEntry, StoreError};
 
 /// How often the worker looks without being woken: another instance's rows whose lease ran out,
@@ -92,7 +94,9 @@ async fn pass(services: &Services) -> Result<usize, StoreError> {
             Err(error) => tracing::error!(%error, "an admission task failed"),
         }
     }
-    let ids: Vec<i64> = admitted.iter().map(|(id, ..)| *id).collect();
+    // A message parked for the identity resolver stays in the inbox, unadmitted, in its place.
+    let parked = |handled: &Option<Handled>| matches!(handled, Some(Handled::AwaitingIdentity));
+    let ids: Vec<i64> = admitted.iter().filter(|(_, handled, _)| !parked(handled)).map(|(id, ..)| *id).collect();
     services.store.inbox().admitted(&ids, OffsetDateTime::now_utc()).await?;
     for (id, handled, received_at) in admitted {
         inbox.admitted(id, handled, received_at);
@@ -124,7 +128,7 @@ async fn admit(services: &Services, entry: &InboxEntry) -> Result<Option<Handled
         return Ok(None);
     };
     let span = crate::service::telemetry::admission_span(&entry.channel, entry.trace_parent.as_deref());
-    match ingress.handle(&message, entry.received_at).instrument(span).await {
+    match ingress.handle(&message, Waited::of(entry.released), entry.received_at).instrument(span).await {
         Ok(handled) => Ok(Some(handled)),
         Err(EngineError::Store(error)) if error.is_retryable() => Err(EngineError::Store(error)),
         Err(error) => {
@@ -151,5 +155,8 @@ async fn refresh_backlog(services: &Services) {
             metrics::gauge!("chatgate_inbox_oldest_pending_seconds").set(age);
         }
         Err(error) => tracing::debug!(%error, "cannot count the inbox's backlog"),
+    }
+    if let Ok(parked) = inbox.parked().await {
+        metrics::gauge!("chatgate_inbox_parked").set(parked as f64);
     }
 }

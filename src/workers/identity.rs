@@ -1,20 +1,20 @@
-//! Asks the tenants' identity resolvers about the senders whose messages wait, and handles those
-//! messages, in the order they came, once an answer comes: as the person it names, or as an
-//! unknown sender's. A resolver that times out or is down is asked again (backing off, at most
-//! every `MAX_BACKOFF`) until the tenant's `give_up_after`, when the messages are handled as an
-//! unknown sender's. Each lookup is leased by one instance at a time; every message is handled
-//! once (a message handled before reads as a redelivery).
+//! Asks the tenants' identity resolvers about the senders whose messages are parked in the inbox,
+//! and lets those messages go once an answer comes: admission then takes them in their places
+//! (the order they came) as the person the answer names, or as an unknown sender's. A resolver
+//! that times out or is down is asked again (backing off, at most every `MAX_BACKOFF`) until the
+//! tenant's `give_up_after`, when the messages go as an unknown sender's. Each lookup is leased
+//! by one instance at a time; every message is admitted once, by the inbox's admission.
 
 use std::time::Duration;
 
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
-use crate::domain::command::{ExternalId, TenantId};
-use crate::domain::directory::{Actor, Lookup, Resolver};
+use crate::domain::command::TenantId;
+use crate::domain::directory::{Lookup, Resolver};
 use crate::executors::resolver::ResolverClient;
 use crate::service::Services;
-use crate::store::{ClaimedLookup, StoreError};
+use crate::store::{ClaimedLookup, Released, StoreError};
 
 /// How long an instance holds a lookup (longer than any resolver's timeout).
 const LEASE: Duration = Duration::from_secs(60);
@@ -40,7 +40,8 @@ pub(super) async fn run(services: Services, every: Duration, stopping: Cancellat
 async fn pass(services: &Services, client: &ResolverClient) -> Result<(), StoreError> {
     let now = OffsetDateTime::now_utc();
     let identities = services.store.identities();
-    identities.repair(now).await?;
+    adopt_left_waiting(services, now).await?;
+    identities.repair(&services.store.inbox().parked_senders().await?, now).await?;
     let claimed = identities.claim(now, now + LEASE, LOOKUPS_AT_ONCE).await?;
     let settled = claimed.iter().map(|lookup| settle(services, client, lookup));
     for result in futures_util::future::join_all(settled).await {
@@ -49,36 +50,31 @@ async fn pass(services: &Services, client: &ResolverClient) -> Result<(), StoreE
     Ok(())
 }
 
-/// Asks about one sender; with an answer (or past giving up), handles their waiting messages.
+/// Asks about one sender; with an answer (or past giving up), lets their parked messages go.
 async fn settle(services: &Services, client: &ResolverClient, lookup: &ClaimedLookup) -> Result<(), StoreError> {
     let now = OffsetDateTime::now_utc();
     let Ok(tenant) = TenantId::parse(&lookup.tenant) else { return Ok(()) };
     let tenants = services.policy.tenants.get();
-    let person = match tenants.tenant(&lookup.tenant).and_then(|t| t.resolver.as_ref()) {
+    let released = match tenants.tenant(&lookup.tenant).and_then(|t| t.resolver.as_ref()) {
         // The tenant no longer has a resolver (a reload): its senders are unknown.
-        None => None,
+        None => Released::GivenUp,
         Some(resolver) => match ask(services, client, (&tenant, lookup), resolver, now).await? {
-            Asked::Answered(person) => person,
-            Asked::Later => return Ok(()),
+            Some(released) => released,
+            None => return Ok(()),
         },
     };
-    handle_waiting(services, lookup, person).await
+    let_go(services, (&tenant, lookup), released).await
 }
 
-/// What asking came to: who the sender is (`None`: unknown, or no answer in time), or asked
-/// again later.
-enum Asked {
-    Answered(Option<Actor>),
-    Later,
-}
-
+/// Asks the resolver; what lets the sender's messages go (its answer, kept for admission to read,
+/// or giving up), or `None` when it is asked again later.
 async fn ask(
     services: &Services,
     client: &ResolverClient,
     (tenant, lookup): (&TenantId, &ClaimedLookup),
     resolver: &Resolver,
     now: OffsetDateTime,
-) -> Result<Asked, StoreError> {
+) -> Result<Option<Released>, StoreError> {
     let question = Lookup {
         kind: "identity.lookup".into(),
         tenant: lookup.tenant.clone(),
@@ -90,53 +86,46 @@ async fn ask(
         Ok(person) => {
             let people = &services.policy.people;
             people.answered((tenant, &lookup.address), person.as_ref(), resolver, now).await?;
-            let actor = match person {
-                Some(person) => Some(people.resolved_actor(tenant, &person).await?),
-                None => None,
-            };
-            return Ok(Asked::Answered(actor));
+            return Ok(Some(Released::Answered));
         }
         Err(error) => error,
     };
     if now - lookup.first_asked_at >= resolver.give_up_after {
         tracing::warn!(%tenant, %error, "no answer from the resolver in time: an unknown sender");
-        return Ok(Asked::Answered(None));
+        return Ok(Some(Released::GivenUp));
     }
     tracing::info!(%tenant, attempts = lookup.attempts, %error, "the resolver did not answer: asking again");
     let next = now + backoff(lookup.attempts);
     services.store.identities().retry_later(&lookup.tenant, &lookup.address, next, &error).await?;
-    Ok(Asked::Later)
+    Ok(None)
 }
 
-/// The sender's waiting messages, oldest first, each handled once; then the lookup ends (unless a
-/// message came meanwhile: the next pass takes it).
-async fn handle_waiting(services: &Services, lookup: &ClaimedLookup, person: Option<Actor>) -> Result<(), StoreError> {
+/// Lets the sender's parked messages go to admission, which takes them in their places as
+/// `released` says; then the lookup ends, unless a message was parked meanwhile (the next pass
+/// asks again for it).
+async fn let_go(
+    services: &Services,
+    (tenant, lookup): (&TenantId, &ClaimedLookup),
+    released: Released,
+) -> Result<(), StoreError> {
+    let inbox = services.store.inbox();
+    let count = inbox.release(&lookup.tenant, &lookup.address, released).await?;
+    tracing::debug!(%tenant, count, how = released.as_str(), "parked messages let go");
+    services.ingress.inbox().wake();
+    let still_parked = inbox.parked_from(tenant, &lookup.address).await?;
+    services.store.identities().finish(&lookup.tenant, &lookup.address, still_parked).await
+}
+
+/// Moves the messages an older version kept for the resolver in `identity_waits` into the inbox,
+/// parked (a few at a time; nothing is left there once the upgrade has run a while).
+async fn adopt_left_waiting(services: &Services, now: OffsetDateTime) -> Result<(), StoreError> {
     let identities = services.store.identities();
-    loop {
-        let waiting = identities.waits(&lookup.tenant, &lookup.address, 50).await?;
-        if waiting.is_empty() {
-            break;
-        }
-        for wait in waiting {
-            let conversation = ExternalId::parse(&wait.conversation_id).ok();
-            let message = conversation.and_then(|c| services.ingress.reread(&wait.channel, &wait.payload, &c));
-            let Some(message) = message else {
-                tracing::error!(id = %wait.provider_message_id, "a waiting message cannot be read again; kept");
-                return identities
-                    .retry_later(&lookup.tenant, &lookup.address, OffsetDateTime::now_utc() + MAX_BACKOFF, "unreadable")
-                    .await;
-            };
-            if let Err(error) =
-                services.ingress.handle_resolved(&message, person.clone(), OffsetDateTime::now_utc()).await
-            {
-                tracing::warn!(%error, "a waiting message could not be handled; asked again later");
-                let next = OffsetDateTime::now_utc() + MAX_BACKOFF;
-                return identities.retry_later(&lookup.tenant, &lookup.address, next, &error.to_string()).await;
-            }
-            identities.done_waiting(&wait.channel, &wait.provider_message_id).await?;
-        }
+    let left = identities.left_waiting(LOOKUPS_AT_ONCE * 4).await?;
+    if left.is_empty() {
+        return Ok(());
     }
-    identities.finish(&lookup.tenant, &lookup.address).await.map(|_| ())
+    services.store.inbox().adopt(&left, services.ingress.inbox().lease(now)).await?;
+    identities.forget_left_waiting(&left).await
 }
 
 /// 1 s, 2 s, 4 s, ... at most `MAX_BACKOFF`.

@@ -90,7 +90,7 @@ pub(super) async fn overview(State(state): State<AppState>, signed: Signed) -> R
     let vars = context! {
         title => "Overview", nav => "overview", live => "refresh", session => frame(&signed),
         total => o.totals.iter().sum::<i64>(), legend, latency,
-        intake => context! { backlog => o.intake.backlog, lag => millis(o.intake.lag_ms) },
+        intake => context! { backlog => o.intake.backlog, lag => millis(o.intake.lag_ms), parked => o.intake.parked },
         chart => context! { width => WIDTH, height => HEIGHT, bars, max },
     };
     Ok(render(StatusCode::OK, "overview.html", vars))

@@ -7,7 +7,7 @@ use time::OffsetDateTime;
 use super::People;
 use crate::domain::command::TenantId;
 use crate::domain::directory::{Actor, Resolved, Resolver};
-use crate::store::StoreError;
+use crate::store::{StoreError, StoredAnswer};
 
 /// What is known of a sender the directory does not list.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,16 +28,24 @@ impl People {
         address: &str,
         now: OffsetDateTime,
     ) -> Result<Resolution, StoreError> {
-        let identities = self.store.identities();
-        if identities.waiting(tenant, address).await? {
+        if self.store.inbox().parked_from(tenant, address).await? {
             return Ok(Resolution::Ask);
         }
-        match identities.answer(tenant, address).await? {
+        match self.store.identities().answer(tenant, address).await? {
             Some(answer) if answer.expires_at > now => match answer.person {
                 Some(person) => Ok(Resolution::Known(self.resolved_actor(tenant, &person).await?)),
                 None => Ok(Resolution::Unknown),
             },
             _ => Ok(Resolution::Ask),
+        }
+    }
+
+    /// Who the resolver's latest answer about `address` named, however old (`None`: it said
+    /// "unknown", or never answered): for a message that waited for that answer.
+    pub async fn answered_as(&self, tenant: &TenantId, address: &str) -> Result<Option<Actor>, StoreError> {
+        match self.store.identities().answer(tenant, address).await? {
+            Some(StoredAnswer { person: Some(person), .. }) => Ok(Some(self.resolved_actor(tenant, &person).await?)),
+            _ => Ok(None),
         }
     }
 

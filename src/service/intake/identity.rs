@@ -1,8 +1,9 @@
 //! Who wrote a message, when the directory may not say: the person it lists, the person the
 //! tenant's identity resolver named, someone in the tenant's role for strangers, or a stranger —
-//! and, while the resolver has not answered, nobody yet: the message is kept and acknowledged,
-//! and handled (in the order its sender's messages came) once it answers, or past the tenant's
-//! `give_up_after` as a stranger's. Meanwhile nothing is said to the person.
+//! and, while the resolver has not answered, nobody yet: the message stays parked in the inbox
+//! (it was acknowledged when it was stored there), and is admitted in its place once the resolver
+//! answers, or past the tenant's `give_up_after` as a stranger's. Meanwhile nothing is said to
+//! the person.
 
 use time::OffsetDateTime;
 
@@ -11,7 +12,30 @@ use crate::domain::directory::{Actor, Tenant};
 use crate::domain::message::InboundMessage;
 use crate::service::directory::{People, Resolution};
 use crate::service::engine::EngineError;
-use crate::store::{NewWait, StoreError};
+use crate::store::{NewLookup, Released, StoreError};
+
+/// Whether a message waited for the tenant's resolver already, and how that ended; one that did
+/// is never parked again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waited {
+    /// Not yet: it is parked if its sender is for the resolver to name.
+    No,
+    /// The resolver answered: its latest answer says who wrote (an "unknown": a stranger).
+    Answered,
+    /// No answer came within the tenant's `give_up_after`: a stranger's.
+    GaveUp,
+}
+
+impl Waited {
+    /// How a message taken from the inbox waited.
+    pub fn of(released: Option<Released>) -> Self {
+        match released {
+            None => Self::No,
+            Some(Released::Answered) => Self::Answered,
+            Some(Released::GivenUp) => Self::GaveUp,
+        }
+    }
+}
 
 /// Who wrote a message, as far as is known now.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,6 +52,7 @@ impl Ingress {
         &self,
         message: &InboundMessage,
         tenant: &Tenant,
+        waited: Waited,
         now: OffsetDateTime,
     ) -> Result<Writer, StoreError> {
         let people = &self.policy.people;
@@ -36,7 +61,14 @@ impl Ingress {
             return Ok(Writer::Known(actor));
         }
         if tenant.resolver.is_some() {
-            match people.resolution(&tenant.id, address, now).await? {
+            let resolution = match waited {
+                Waited::No => people.resolution(&tenant.id, address, now).await?,
+                Waited::Answered => {
+                    people.answered_as(&tenant.id, address).await?.map_or(Resolution::Unknown, Resolution::Known)
+                }
+                Waited::GaveUp => Resolution::Unknown,
+            };
+            match resolution {
                 Resolution::Known(actor) => return Ok(Writer::Known(actor)),
                 Resolution::Ask => return Ok(Writer::Wait),
                 Resolution::Unknown => {}
@@ -70,7 +102,9 @@ impl Ingress {
         self.record(message, Some(tenant), "rate_limited", &[], Handled::RateLimited, now).await.map(Some)
     }
 
-    /// Keeps `message` for the resolver (its sender counts against a stranger's limit meanwhile).
+    /// Parks `message` in the inbox for the resolver's answer about its sender, asked once per
+    /// sender (who counts against a stranger's limit meanwhile). A message handled before (a
+    /// provider's late retry, stored again once the first copy was forgotten) is a redelivery.
     pub(super) async fn wait(
         &self,
         message: &InboundMessage,
@@ -81,42 +115,20 @@ impl Ingress {
             return Ok(limited);
         }
         let store = self.engine.store();
-        let conversation = super::first_moves::conversation_id(message);
-        let wait = NewWait {
+        let address = People::address_of(&message.from);
+        let lookup = NewLookup {
             tenant: &tenant.id,
             channel: message.channel.as_str(),
             provider_message_id: message.provider_message_id.as_str(),
-            address: People::address_of(&message.from),
+            address,
             profile_name: message.sender_name.as_deref(),
-            conversation_id: conversation.as_str(),
-            payload: &message.raw,
-            received_at: now,
+            asked_at: now,
         };
-        store.identities().wait(&wait).await?;
+        if !store.identities().ask_about(&lookup).await? {
+            return Ok(Handled::Redelivered);
+        }
+        let key = (message.channel.as_str(), message.provider_message_id.as_str());
+        store.inbox().park(key, (&tenant.id, address)).await?;
         Ok(Handled::AwaitingIdentity)
-    }
-
-    /// A message that waited for the resolver, handled now that its sender is known (`Some`) or
-    /// is not (`None`: as a stranger's). Handled once: a message handled before is a redelivery.
-    pub async fn handle_resolved(
-        &self,
-        message: &InboundMessage,
-        person: Option<Actor>,
-        now: OffsetDateTime,
-    ) -> Result<Handled, EngineError> {
-        let tenants = self.policy.tenants.get();
-        let Some(tenant) = tenants.tenant_for_number(&message.to) else {
-            return self.record(message, None, "unroutable", &[], Handled::Unroutable, now).await;
-        };
-        // Listed meanwhile: the directory says who they are.
-        let listed = self.policy.people.find(&tenant.id, People::address_of(&message.from)).await?;
-        let writer = match listed.or(person) {
-            Some(actor) => Writer::Known(actor),
-            None => self.as_stranger(message, tenant).await?,
-        };
-        let handled = self.handle_as(message, tenant, writer, now).await?;
-        let labels = [("channel", message.channel.to_string()), ("outcome", handled.outcome().to_owned())];
-        metrics::counter!("chatgate_inbound_messages_total", &labels).increment(1);
-        Ok(handled)
     }
 }

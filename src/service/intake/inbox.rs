@@ -136,6 +136,11 @@ impl Inbox {
         self.shared.wake.notified().await;
     }
 
+    /// Wakes admission: rows it may take now (parked messages let go).
+    pub fn wake(&self) {
+        self.shared.wake.notify_one();
+    }
+
     /// Row `id` is admitted as `handled`: counted off the backlog, and its waiter told.
     pub fn admitted(&self, id: i64, handled: Option<Handled>, received_at: OffsetDateTime) {
         let backlog = self.shared.backlog.fetch_sub(1, Ordering::Relaxed) - 1;

@@ -29,6 +29,7 @@ mod unadmitted;
 
 pub use from_above::{Precheck, Refused, StoredMessages};
 pub use handled::{CommandOutcome, Handled};
+pub use identity::Waited;
 
 pub use first_moves::reply_destination;
 use first_moves::{conversation_id, first_moves, inbound_row, reply_address};
@@ -102,14 +103,24 @@ impl Ingress {
 
     /// Handles one message: at most one transaction, so a redelivery finds it done or not done.
     /// Every outcome is counted in `chatgate_inbound_messages_total{channel, outcome}`.
-    pub async fn handle(&self, message: &InboundMessage, now: OffsetDateTime) -> Result<Handled, EngineError> {
-        let handled = self.handle_uncounted(message, now).await?;
+    pub async fn handle(
+        &self,
+        message: &InboundMessage,
+        waited: Waited,
+        now: OffsetDateTime,
+    ) -> Result<Handled, EngineError> {
+        let handled = self.handle_uncounted(message, waited, now).await?;
         let labels = [("channel", message.channel.to_string()), ("outcome", handled.outcome().to_owned())];
         metrics::counter!("chatgate_inbound_messages_total", &labels).increment(1);
         Ok(handled)
     }
 
-    async fn handle_uncounted(&self, message: &InboundMessage, now: OffsetDateTime) -> Result<Handled, EngineError> {
+    async fn handle_uncounted(
+        &self,
+        message: &InboundMessage,
+        waited: Waited,
+        now: OffsetDateTime,
+    ) -> Result<Handled, EngineError> {
         let tenants = self.policy.tenants.get();
         let Some(tenant) = tenants.tenant_for_number(&message.to) else {
             if let Some(held) = UNROUTABLE.admit_now() {
@@ -124,7 +135,7 @@ impl Ingress {
             let status = "unreadable";
             return self.record(message, Some(tenant), status, &[], Handled::NotACommand { status }, now).await;
         }
-        let writer = self.who_wrote(message, tenant, now).await?;
+        let writer = self.who_wrote(message, tenant, waited, now).await?;
         self.handle_as(message, tenant, writer, now).await
     }
 
@@ -334,8 +345,10 @@ impl Ingress {
         let Some(tenant) = tenants.tenant_for_number(&message.to).filter(|t| t.id == target.envelope.tenant_id) else {
             return Ok(Reprocessed::NotACommand("unroutable"));
         };
-        // Reprocessing never waits: a sender the resolver has not named is unknown here.
-        let Writer::Known(actor) = self.who_wrote(message, tenant, now).await? else {
+        // Reprocessing never waits: the resolver's latest answer says who the sender is (the
+        // command being reprocessed was admitted after it), and a sender it has not named is
+        // unknown here.
+        let Writer::Known(actor) = self.who_wrote(message, tenant, Waited::Answered, now).await? else {
             return Ok(Reprocessed::NotACommand("unknown_sender"));
         };
         let registry = self.policy.registry.current();

@@ -82,6 +82,7 @@ pub const FAMILIES: &[Family] = &[
     alone(gauge("chatgate_orphaned_commands", "Started commands no executor acknowledged for 5 minutes.")),
     alone(gauge("chatgate_inbox_backlog", "Messages stored in the inbox and not yet admitted.")),
     alone(gauge("chatgate_inbox_oldest_pending_seconds", "Age of the oldest message the inbox holds unadmitted.")),
+    alone(gauge("chatgate_inbox_parked", "Messages parked in the inbox for a tenant's identity resolver.")),
     histogram("chatgate_inbox_admission_lag_seconds", "Seconds from a message's storage to its admission."),
     histogram(
         "chatgate_inbox_commit_seconds",

@@ -52,7 +52,8 @@ impl Directory<'_> {
         // The inbox's copies of their admitted messages go first (on SQLite the inbox is another
         // file, outside this transaction): if the erasure then fails, only copies that served to
         // recognize redeliveries are gone (admission would find such a message recorded anyway).
-        // A message of theirs still waiting is admitted, and erased with a later erasure.
+        // A message of theirs still waiting is admitted, and erased with a later erasure; one
+        // parked for the resolver goes once the erasure is committed (below).
         self.store.inbox().forget_admitted_of(&erasure.names).await?;
         let mut tx = self.store.begin().await?;
         if let Some(proof) = erasure.proof
@@ -71,6 +72,7 @@ impl Directory<'_> {
         rename(&mut tx, erasure, &ids, &commands).await?;
         append_all(&mut tx, erasure.tenant.as_str(), evidence, erasure.at).await?;
         tx.commit().await?;
+        self.store.inbox().forget_parked_of(erasure.tenant, &erasure.names).await?;
         Ok(Erased::Done { commands: commands.len() as u64, messages })
     }
 }

@@ -1,14 +1,13 @@
-//! An identity resolver's answers and the messages waiting for them, shared by every instance:
-//! answers by address (with when they expire), the messages stored whole until the answer comes,
-//! and the lookups under way, each leased by one instance at a time.
+//! An identity resolver's answers and the lookups under way, shared by every instance: answers by
+//! address (with when they expire), and one lookup per address whose messages are parked in the
+//! inbox (`store::inbox::parked`), each leased by one instance at a time.
 
-use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::domain::command::{ActorId, TenantId};
 use crate::domain::directory::Resolved;
-use crate::store::rows::{from_ms, int, json, opt_text, text, to_ms};
-use crate::store::{Identities, StoreError};
+use crate::store::rows::{from_ms, int, opt_text, text, to_ms};
+use crate::store::{Adopted, Identities, ParkedSender, StoreError};
 
 /// What the resolver said about an address, and until when it holds.
 #[derive(Debug, Clone, PartialEq)]
@@ -18,26 +17,15 @@ pub struct StoredAnswer {
     pub expires_at: OffsetDateTime,
 }
 
-/// A message to keep until the resolver answers about its sender.
+/// A sender to ask the resolver about, for a message parked in the inbox.
 #[derive(Debug, Clone)]
-pub struct NewWait<'a> {
+pub struct NewLookup<'a> {
     pub tenant: &'a TenantId,
     pub channel: &'a str,
     pub provider_message_id: &'a str,
     pub address: &'a str,
     pub profile_name: Option<&'a str>,
-    pub conversation_id: &'a str,
-    pub payload: &'a Value,
-    pub received_at: OffsetDateTime,
-}
-
-/// A message kept for the resolver, as stored.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Waiting {
-    pub channel: String,
-    pub provider_message_id: String,
-    pub conversation_id: String,
-    pub payload: Value,
+    pub asked_at: OffsetDateTime,
 }
 
 /// A lookup this instance holds the lease of.
@@ -79,51 +67,35 @@ impl Identities<'_> {
         row.map(|row| resolved(&row)).transpose().map(Option::flatten)
     }
 
-    /// Whether messages from `address` wait for the resolver (a new one waits behind them).
-    pub async fn waiting(self, tenant: &TenantId, address: &str) -> Result<bool, StoreError> {
-        let row = sqlx::query("SELECT 1 AS one FROM identity_waits WHERE tenant_id = $1 AND address = $2 LIMIT 1")
-            .bind(tenant.as_str())
-            .bind(address)
-            .fetch_optional(&mut *self.store.reader().await?)
-            .await?;
-        Ok(row.is_some())
-    }
-
-    /// Keeps a message for the resolver and asks about its sender (once per address); `false`
-    /// when the message was kept already or handled already (a redelivery: the inbox takes a
-    /// provider's late retry again once the first copy was admitted and forgotten).
-    pub async fn wait(self, wait: &NewWait<'_>) -> Result<bool, StoreError> {
+    /// Asks the resolver about the sender of a message (once per address); `false`, asking
+    /// nothing, when the message was handled already (a redelivery: the inbox takes a provider's
+    /// late retry again once the first copy was admitted and forgotten).
+    pub async fn ask_about(self, lookup: &NewLookup<'_>) -> Result<bool, StoreError> {
         let mut tx = self.store.begin().await?;
-        let kept = sqlx::query(
-            "INSERT INTO identity_waits (channel, provider_message_id, tenant_id, address, conversation_id, payload,
-               received_at)
-             SELECT $1, $2, $3, $4, $5, $6, $7 WHERE NOT EXISTS
-               (SELECT 1 FROM inbound_messages WHERE channel = $1 AND provider_message_id = $2)
-             ON CONFLICT (channel, provider_message_id) DO NOTHING",
-        )
-        .bind(wait.channel)
-        .bind(wait.provider_message_id)
-        .bind(wait.tenant.as_str())
-        .bind(wait.address)
-        .bind(wait.conversation_id)
-        .bind(wait.payload.to_string())
-        .bind(to_ms(wait.received_at))
-        .execute(&mut *tx)
-        .await?;
+        let handled =
+            sqlx::query("SELECT 1 AS one FROM inbound_messages WHERE channel = $1 AND provider_message_id = $2")
+                .bind(lookup.channel)
+                .bind(lookup.provider_message_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        if handled.is_some() {
+            tx.rollback().await?;
+            return Ok(false);
+        }
         sqlx::query(
             "INSERT INTO identity_lookups (tenant_id, address, channel, profile_name, first_asked_at, attempts,
                next_attempt_at, lease_until) VALUES ($1, $2, $3, $4, $5, 0, $5, 0)
              ON CONFLICT (tenant_id, address) DO NOTHING",
         )
-        .bind(wait.tenant.as_str())
-        .bind(wait.address)
-        .bind(wait.channel)
-        .bind(wait.profile_name)
-        .bind(to_ms(wait.received_at))
+        .bind(lookup.tenant.as_str())
+        .bind(lookup.address)
+        .bind(lookup.channel)
+        .bind(lookup.profile_name)
+        .bind(to_ms(lookup.asked_at))
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        Ok(kept.rows_affected() == 1)
+        Ok(true)
     }
 
     /// Leases up to `limit` lookups that are due until `until`.
@@ -212,81 +184,79 @@ impl Identities<'_> {
         tx.commit().await
     }
 
-    /// The messages from `address` that wait, oldest first.
-    pub async fn waits(self, tenant: &str, address: &str, limit: i64) -> Result<Vec<Waiting>, StoreError> {
+    /// Ends the lookup; while messages from `address` are still parked (they came after the
+    /// answer let the others go) it only lets the lease go, and the next pass asks again.
+    pub async fn finish(self, tenant: &str, address: &str, still_parked: bool) -> Result<(), StoreError> {
+        let sql = if still_parked {
+            "UPDATE identity_lookups SET lease_until = 0 WHERE tenant_id = $1 AND address = $2"
+        } else {
+            "DELETE FROM identity_lookups WHERE tenant_id = $1 AND address = $2"
+        };
+        let mut tx = self.store.begin().await?;
+        sqlx::query(sql).bind(tenant).bind(address).execute(&mut *tx).await?;
+        tx.commit().await
+    }
+
+    /// A lookup for every sender with parked messages and none (a message parked while its
+    /// lookup was being finished, or by an instance that died before asking): nothing parked is
+    /// left behind. Returns how many were made.
+    pub async fn repair(self, parked: &[ParkedSender], now: OffsetDateTime) -> Result<u64, StoreError> {
+        let mut made = 0;
+        for sender in parked {
+            let mut tx = self.store.begin().await?;
+            let inserted = sqlx::query(
+                "INSERT INTO identity_lookups (tenant_id, address, channel, profile_name, first_asked_at, attempts,
+                   next_attempt_at, lease_until) VALUES ($1, $2, $3, NULL, $4, 0, $5, 0)
+                 ON CONFLICT (tenant_id, address) DO NOTHING",
+            )
+            .bind(&sender.tenant)
+            .bind(&sender.address)
+            .bind(&sender.channel)
+            .bind(to_ms(sender.since))
+            .bind(to_ms(now))
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            made += inserted.rows_affected();
+        }
+        Ok(made)
+    }
+
+    /// Up to `limit` messages an older version kept for the resolver in `identity_waits`.
+    pub async fn left_waiting(self, limit: i64) -> Result<Vec<Adopted>, StoreError> {
         let rows = sqlx::query(
-            "SELECT channel, provider_message_id, conversation_id, payload FROM identity_waits
-             WHERE tenant_id = $1 AND address = $2 ORDER BY received_at, provider_message_id LIMIT $3",
+            "SELECT channel, provider_message_id, tenant_id, address, conversation_id, payload, received_at
+             FROM identity_waits ORDER BY received_at LIMIT $1",
         )
-        .bind(tenant)
-        .bind(address)
         .bind(limit)
-        .fetch_all(&mut *self.store.reader().await?)
+        .fetch_all(self.store.pool())
         .await?;
         rows.iter()
             .map(|row| {
-                Ok(Waiting {
+                Ok(Adopted {
                     channel: text(row, "channel")?,
                     provider_message_id: text(row, "provider_message_id")?,
                     conversation_id: text(row, "conversation_id")?,
-                    payload: json(row, "payload")?,
+                    payload: text(row, "payload")?,
+                    received_at: from_ms(int(row, "received_at")?)?,
+                    tenant: text(row, "tenant_id")?,
+                    address: text(row, "address")?,
                 })
             })
             .collect()
     }
 
-    /// A waiting message was handled.
-    pub async fn done_waiting(self, channel: &str, provider_message_id: &str) -> Result<(), StoreError> {
+    /// Removes messages from `identity_waits` once the inbox holds them.
+    pub async fn forget_left_waiting(self, moved: &[Adopted]) -> Result<(), StoreError> {
         let mut tx = self.store.begin().await?;
-        sqlx::query("DELETE FROM identity_waits WHERE channel = $1 AND provider_message_id = $2")
-            .bind(channel)
-            .bind(provider_message_id)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await
-    }
-
-    /// Ends the lookup when no message waits any more; `false` when one came meanwhile.
-    pub async fn finish(self, tenant: &str, address: &str) -> Result<bool, StoreError> {
-        let mut tx = self.store.begin().await?;
-        let done = sqlx::query(
-            "DELETE FROM identity_lookups WHERE tenant_id = $1 AND address = $2
-               AND NOT EXISTS (SELECT 1 FROM identity_waits w WHERE w.tenant_id = $1 AND w.address = $2)",
-        )
-        .bind(tenant)
-        .bind(address)
-        .execute(&mut *tx)
-        .await?;
-        if done.rows_affected() == 0 {
-            // Let the lease go: the next pass takes the message that came.
-            sqlx::query("UPDATE identity_lookups SET lease_until = 0 WHERE tenant_id = $1 AND address = $2")
-                .bind(tenant)
-                .bind(address)
+        for wait in moved {
+            sqlx::query("DELETE FROM identity_waits WHERE channel = $1 AND provider_message_id = $2")
+                .bind(&wait.channel)
+                .bind(&wait.provider_message_id)
                 .execute(&mut *tx)
                 .await?;
         }
-        tx.commit().await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    /// A lookup for every address whose messages wait without one (a message kept while its
-    /// lookup was being finished): nothing kept is left behind.
-    pub async fn repair(self, now: OffsetDateTime) -> Result<u64, StoreError> {
-        let mut tx = self.store.begin().await?;
-        let made = sqlx::query(
-            "INSERT INTO identity_lookups (tenant_id, address, channel, profile_name, first_asked_at, attempts,
-               next_attempt_at, lease_until)
-             SELECT tenant_id, address, MIN(channel), NULL, MIN(received_at), 0, $1, 0 FROM identity_waits w
-             WHERE NOT EXISTS (SELECT 1 FROM identity_lookups l
-                               WHERE l.tenant_id = w.tenant_id AND l.address = w.address)
-             GROUP BY tenant_id, address
-             ON CONFLICT (tenant_id, address) DO NOTHING",
-        )
-        .bind(to_ms(now))
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(made.rows_affected())
+        tx.commit().await
     }
 }
 

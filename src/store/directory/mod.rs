@@ -18,7 +18,7 @@ use time::OffsetDateTime;
 
 pub use batch::BatchRow;
 pub use erase::{ERASED_PAYLOAD, Erased, Erasure};
-pub use identity::{ClaimedLookup, NewWait, StoredAnswer, Waiting};
+pub use identity::{ClaimedLookup, NewLookup, StoredAnswer};
 pub use people::Search;
 
 use crate::domain::command::TenantId;
