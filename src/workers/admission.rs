@@ -18,7 +18,7 @@ use tracing::Instrument;
 
 use crate::service::Services;
 use crate::service::engine::EngineError;
-use crate::service::intake::{Handled, Waited};
+use crate::service::intake::Handled;
 use crate::store::{InboxEntry, StoreError};
 
 /// How often the worker looks without being woken: another instance's rows whose lease ran out,
@@ -128,7 +128,7 @@ async fn admit(services: &Services, entry: &InboxEntry) -> Result<Option<Handled
         return Ok(None);
     };
     let span = crate::service::telemetry::admission_span(&entry.channel, entry.trace_parent.as_deref());
-    match ingress.handle(&message, Waited::of(entry.released), entry.received_at).instrument(span).await {
+    match ingress.handle(&message, entry.released, entry.received_at).instrument(span).await {
         Ok(handled) => Ok(Some(handled)),
         Err(EngineError::Store(error)) if error.is_retryable() => Err(EngineError::Store(error)),
         Err(error) => {

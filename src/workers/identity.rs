@@ -5,6 +5,7 @@
 //! tenant's `give_up_after`, when the messages go as an unknown sender's. Each lookup is leased
 //! by one instance at a time; every message is admitted once, by the inbox's admission.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use time::OffsetDateTime;
@@ -29,18 +30,22 @@ pub(super) async fn run(services: Services, every: Duration, stopping: Cancellat
             return;
         }
     };
+    // An upgrade's leftovers are moved once: after a pass finds none, no pass looks again.
+    let moved_left_waiting = AtomicBool::new(false);
     crate::workers::periodically(every, stopping, || async {
-        if let Err(error) = pass(&services, &client).await {
+        if let Err(error) = pass(&services, &client, &moved_left_waiting).await {
             tracing::warn!(%error, "identity lookups cannot reach the database");
         }
     })
     .await;
 }
 
-async fn pass(services: &Services, client: &ResolverClient) -> Result<(), StoreError> {
+async fn pass(services: &Services, client: &ResolverClient, moved_left: &AtomicBool) -> Result<(), StoreError> {
     let now = OffsetDateTime::now_utc();
     let identities = services.store.identities();
-    adopt_left_waiting(services, now).await?;
+    if !moved_left.load(Ordering::Relaxed) && adopt_left_waiting(services, now).await? {
+        moved_left.store(true, Ordering::Relaxed);
+    }
     identities.repair(&services.store.inbox().parked_senders().await?, now).await?;
     let claimed = identities.claim(now, now + LEASE, LOOKUPS_AT_ONCE).await?;
     let settled = claimed.iter().map(|lookup| settle(services, client, lookup));
@@ -117,15 +122,16 @@ async fn let_go(
 }
 
 /// Moves the messages an older version kept for the resolver in `identity_waits` into the inbox,
-/// parked (a few at a time; nothing is left there once the upgrade has run a while).
-async fn adopt_left_waiting(services: &Services, now: OffsetDateTime) -> Result<(), StoreError> {
+/// parked, a few at a time; `true` once none is left there.
+async fn adopt_left_waiting(services: &Services, now: OffsetDateTime) -> Result<bool, StoreError> {
     let identities = services.store.identities();
     let left = identities.left_waiting(LOOKUPS_AT_ONCE * 4).await?;
     if left.is_empty() {
-        return Ok(());
+        return Ok(true);
     }
     services.store.inbox().adopt(&left, services.ingress.inbox().lease(now)).await?;
-    identities.forget_left_waiting(&left).await
+    identities.forget_left_waiting(&left).await?;
+    Ok(false)
 }
 
 /// 1 s, 2 s, 4 s, ... at most `MAX_BACKOFF`.

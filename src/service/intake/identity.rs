@@ -14,29 +14,6 @@ use crate::service::directory::{People, Resolution};
 use crate::service::engine::EngineError;
 use crate::store::{NewLookup, Released, StoreError};
 
-/// Whether a message waited for the tenant's resolver already, and how that ended; one that did
-/// is never parked again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Waited {
-    /// Not yet: it is parked if its sender is for the resolver to name.
-    No,
-    /// The resolver answered: its latest answer says who wrote (an "unknown": a stranger).
-    Answered,
-    /// No answer came within the tenant's `give_up_after`: a stranger's.
-    GaveUp,
-}
-
-impl Waited {
-    /// How a message taken from the inbox waited.
-    pub fn of(released: Option<Released>) -> Self {
-        match released {
-            None => Self::No,
-            Some(Released::Answered) => Self::Answered,
-            Some(Released::GivenUp) => Self::GaveUp,
-        }
-    }
-}
-
 /// Who wrote a message, as far as is known now.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Writer {
@@ -52,7 +29,7 @@ impl Ingress {
         &self,
         message: &InboundMessage,
         tenant: &Tenant,
-        waited: Waited,
+        released: Option<Released>,
         now: OffsetDateTime,
     ) -> Result<Writer, StoreError> {
         let people = &self.policy.people;
@@ -61,12 +38,13 @@ impl Ingress {
             return Ok(Writer::Known(actor));
         }
         if tenant.resolver.is_some() {
-            let resolution = match waited {
-                Waited::No => people.resolution(&tenant.id, address, now).await?,
-                Waited::Answered => {
+            // A message the resolver's answer let go (or giving up on it) is never parked again.
+            let resolution = match released {
+                None => people.resolution(&tenant.id, address, now).await?,
+                Some(Released::Answered) => {
                     people.answered_as(&tenant.id, address).await?.map_or(Resolution::Unknown, Resolution::Known)
                 }
-                Waited::GaveUp => Resolution::Unknown,
+                Some(Released::GivenUp) => Resolution::Unknown,
             };
             match resolution {
                 Resolution::Known(actor) => return Ok(Writer::Known(actor)),

@@ -17,7 +17,9 @@ use crate::service::confirmations::confirm::Answer;
 use crate::service::engine::{Admission, Engine, EngineError};
 use crate::service::security::ratelimit::Budget;
 use crate::service::security::{Policy, Spec};
-use crate::store::{InboundOutcome, NOTICE_KIND, NewOutboxMessage, ReplyTo, Store, StoreError, StoredCommand};
+use crate::store::{
+    InboundOutcome, NOTICE_KIND, NewOutboxMessage, Released, ReplyTo, Store, StoreError, StoredCommand,
+};
 
 mod first_moves;
 mod from_above;
@@ -29,7 +31,6 @@ mod unadmitted;
 
 pub use from_above::{Precheck, Refused, StoredMessages};
 pub use handled::{CommandOutcome, Handled};
-pub use identity::Waited;
 
 pub use first_moves::reply_destination;
 use first_moves::{conversation_id, first_moves, inbound_row, reply_address};
@@ -102,14 +103,15 @@ impl Ingress {
     }
 
     /// Handles one message: at most one transaction, so a redelivery finds it done or not done.
+    /// `released` says what let it go when it was parked for the tenant's identity resolver.
     /// Every outcome is counted in `chatgate_inbound_messages_total{channel, outcome}`.
     pub async fn handle(
         &self,
         message: &InboundMessage,
-        waited: Waited,
+        released: Option<Released>,
         now: OffsetDateTime,
     ) -> Result<Handled, EngineError> {
-        let handled = self.handle_uncounted(message, waited, now).await?;
+        let handled = self.handle_uncounted(message, released, now).await?;
         let labels = [("channel", message.channel.to_string()), ("outcome", handled.outcome().to_owned())];
         metrics::counter!("chatgate_inbound_messages_total", &labels).increment(1);
         Ok(handled)
@@ -118,7 +120,7 @@ impl Ingress {
     async fn handle_uncounted(
         &self,
         message: &InboundMessage,
-        waited: Waited,
+        released: Option<Released>,
         now: OffsetDateTime,
     ) -> Result<Handled, EngineError> {
         let tenants = self.policy.tenants.get();
@@ -135,7 +137,7 @@ impl Ingress {
             let status = "unreadable";
             return self.record(message, Some(tenant), status, &[], Handled::NotACommand { status }, now).await;
         }
-        let writer = self.who_wrote(message, tenant, waited, now).await?;
+        let writer = self.who_wrote(message, tenant, released, now).await?;
         self.handle_as(message, tenant, writer, now).await
     }
 
@@ -348,7 +350,7 @@ impl Ingress {
         // Reprocessing never waits: the resolver's latest answer says who the sender is (the
         // command being reprocessed was admitted after it), and a sender it has not named is
         // unknown here.
-        let Writer::Known(actor) = self.who_wrote(message, tenant, Waited::Answered, now).await? else {
+        let Writer::Known(actor) = self.who_wrote(message, tenant, Some(Released::Answered), now).await? else {
             return Ok(Reprocessed::NotACommand("unknown_sender"));
         };
         let registry = self.policy.registry.current();

@@ -201,9 +201,12 @@ impl Identities<'_> {
     /// lookup was being finished, or by an instance that died before asking): nothing parked is
     /// left behind. Returns how many were made.
     pub async fn repair(self, parked: &[ParkedSender], now: OffsetDateTime) -> Result<u64, StoreError> {
+        if parked.is_empty() {
+            return Ok(0);
+        }
         let mut made = 0;
+        let mut tx = self.store.begin().await?;
         for sender in parked {
-            let mut tx = self.store.begin().await?;
             let inserted = sqlx::query(
                 "INSERT INTO identity_lookups (tenant_id, address, channel, profile_name, first_asked_at, attempts,
                    next_attempt_at, lease_until) VALUES ($1, $2, $3, NULL, $4, 0, $5, 0)
@@ -216,9 +219,9 @@ impl Identities<'_> {
             .bind(to_ms(now))
             .execute(&mut *tx)
             .await?;
-            tx.commit().await?;
             made += inserted.rows_affected();
         }
+        tx.commit().await?;
         Ok(made)
     }
 
