@@ -336,8 +336,11 @@ async fn fresh_postgres(url: &str) -> anyhow::Result<(String, String)> {
     let name = format!("chatgate_bench_{}", uuid::Uuid::now_v7().simple());
     let mut admin = sqlx::postgres::PgConnection::connect(url).await?;
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut admin).await?;
-    let base = url.rsplit_once('/').map_or(url, |(base, _)| base);
-    Ok((format!("{base}/{name}"), name))
+    // The database named in the URL is replaced; its parameters (`?statement-cache-capacity=...`) kept.
+    let (path, query) = url.split_once('?').map_or((url, None), |(path, query)| (path, Some(query)));
+    let base = path.rsplit_once('/').map_or(path, |(base, _)| base);
+    let query = query.map(|query| format!("?{query}")).unwrap_or_default();
+    Ok((format!("{base}/{name}{query}"), name))
 }
 
 async fn drop_postgres(url: &str, name: &str) -> anyhow::Result<()> {

@@ -84,6 +84,9 @@ async fn a_refund_is_confirmed_with_the_inline_keyboard_and_each_update_counts_o
     let telegram = Telegram::start(db).await;
     let refund = simulate::text(1, CUSTOMER, "refund 1234 25.00");
     assert_eq!(telegram.update(&refund).await, json!({}), "nothing for Telegram to run");
+    // The test gateway answers once a message is admitted (`ingest.acknowledge = "admitted"`).
+    let commands = "SELECT COUNT(*) FROM commands WHERE channel = $1";
+    assert_eq!(db.count(commands, "telegram").await, 1, "admitted before the answer");
     let prompt = &telegram.api.wait_for(1, Duration::from_secs(20)).await[0];
     assert_eq!(prompt.path, format!("/bot{BOT_TOKEN}/sendMessage"));
     assert_eq!(prompt.body["chat_id"], CUSTOMER);

@@ -14,8 +14,7 @@ use crate::channels::whatsapp::webhook;
 use crate::channels::{ChannelEntry, ChannelError, Refusal, counted};
 use crate::config::Config;
 use crate::domain::outbound::Capabilities;
-use crate::service::intake::Ingress;
-use crate::store::Entered;
+use crate::service::intake::{ArrivalCounts, Ingress, Wait};
 
 pub const MESSENGER: &str = "messenger";
 pub const INSTAGRAM: &str = "instagram";
@@ -42,21 +41,19 @@ pub const INSTAGRAM_ENTRY: ChannelEntry = ChannelEntry {
     sender: client::instagram_from,
 };
 
-/// What a delivery came to.
+/// What a delivery came to: what WhatsApp's answer says, its channel, and what it skipped.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct DeliverySummary {
     /// `messenger` or `instagram`, by the delivery's `object`.
     pub channel: &'static str,
-    /// Messages read from it.
-    pub messages: usize,
-    /// Messages stored in the inbox by it (the others were seen before).
-    pub stored: usize,
-    pub statuses: usize,
+    #[serde(flatten)]
+    pub delivery: webhook::DeliverySummary,
     /// Items with nothing to act on (the page's own messages, reads) or that could not be read.
     pub skipped: usize,
 }
 
-/// A signed delivery for the Meta app `name`, counted in `chatgate_webhooks_total`.
+/// A signed delivery for the Meta app `name`, counted in `chatgate_webhooks_total`: its messages
+/// stored (and admitted, as `ingest.acknowledge` says) as WhatsApp's are.
 pub async fn receive(
     ingress: &Ingress,
     config: &Config,
@@ -67,13 +64,13 @@ pub async fn receive(
     let received = async {
         webhook::verified(config, name, signature_header, body)?;
         let delivery = payload::parse(body).map_err(Refusal::invalid_payload)?;
-        let received = ingress.receive(&delivery.messages, false).await?;
-        let stored = received.iter().filter(|r| matches!(r.entered, Entered::New(_))).count();
+        let arrivals = ingress.arrive(&delivery.messages, Wait::AsConfigured).await?;
         for status in &delivery.statuses {
             ingress.handle_status(status, OffsetDateTime::now_utc()).await?;
         }
-        let (messages, statuses, skipped) = (delivery.messages.len(), delivery.statuses.len(), delivery.skipped);
-        Ok(DeliverySummary { channel: delivery.channel, messages, stored, statuses, skipped })
+        let (messages, statuses) = (delivery.messages.len(), delivery.statuses.len());
+        let summary = webhook::DeliverySummary::new(messages, statuses, ArrivalCounts::of(&arrivals));
+        Ok(DeliverySummary { channel: delivery.channel, delivery: summary, skipped: delivery.skipped })
     };
     // Counted under the delivery's channel; one that could not be read, under Messenger's.
     let received = received.await;

@@ -18,7 +18,7 @@ use crate::channels::{ChannelEntry, ChannelError, Refusal, counted};
 use crate::config::Config;
 use crate::domain::message::InboundMessage;
 use crate::domain::outbound::Capabilities;
-use crate::service::intake::Ingress;
+use crate::service::intake::{Ingress, Wait};
 
 /// The channel's name.
 pub const CHANNEL: &str = "slack";
@@ -109,8 +109,10 @@ fn verified(config: &Config, headers: &HeaderMap, body: &[u8]) -> Result<(), Cha
     })
 }
 
-/// The message into the inbox; a redelivery (the same event or trigger id) writes nothing.
+/// The message into the inbox (and admitted, as `ingest.acknowledge` says: within Slack's three
+/// seconds as long as `ingest.admission_wait_ms` is below them); a redelivery (the same event or
+/// trigger id) writes nothing.
 async fn store(ingress: &Ingress, message: &InboundMessage) -> Result<(), ChannelError> {
-    ingress.receive(std::slice::from_ref(message), false).await?;
+    ingress.arrive(std::slice::from_ref(message), Wait::AsConfigured).await?;
     Ok(())
 }

@@ -15,7 +15,6 @@ use uuid::Uuid;
 
 use crate::channels::hooks::{Submission, Unkeyed, submit};
 use crate::channels::{ChannelEntry, ChannelError, Refusal};
-use crate::config::Acknowledge;
 use crate::config::{StandardMessage, StandardSource};
 use crate::domain::command::Channel;
 use crate::domain::command::ExternalId;
@@ -27,9 +26,8 @@ use crate::domain::message::InboundMessage;
 use crate::domain::outbound::Capabilities;
 use crate::domain::standard_webhooks::{self, Signed};
 use crate::service::Services;
-use crate::service::intake::Handled;
-use crate::service::intake::inbox::Received;
-use crate::store::{Entered, NewInbound};
+use crate::service::intake::{Arrival, Handled, Wait};
+use crate::store::NewInbound;
 
 /// What a delivery came to.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,27 +67,17 @@ pub async fn receive(
 /// A `message` source's delivery stored in the inbox; what it came to when `ingest.acknowledge`
 /// waits for its admission, else `accepted` (or `redelivered`: stored before).
 async fn store_message(state: &Services, message: InboundMessage) -> Result<Delivered, ChannelError> {
-    let config = &state.config.ingest;
-    let wait = config.acknowledge == Acknowledge::Admitted;
-    let received = state.ingress.receive(std::slice::from_ref(&message), wait).await?;
-    let handled = match received.into_iter().next() {
-        Some(Received { entered: Entered::New(_), outcome: Some(outcome) }) => {
-            let wait = std::time::Duration::from_millis(config.admission_wait_ms);
-            tokio::time::timeout(wait, outcome).await.ok().and_then(Result::ok)
-        }
-        Some(Received { entered: Entered::New(_), outcome: None }) => None,
-        _ => Some(Handled::Redelivered),
+    let arrivals = state.ingress.arrive(std::slice::from_ref(&message), Wait::AsConfigured).await?;
+    let handled = match arrivals.into_iter().next() {
+        Some(Arrival::Admitted(handled)) => handled,
+        Some(Arrival::Pending) => return Ok(Delivered::Handled { outcome: "accepted", command_id: None }),
+        Some(Arrival::Redelivered) | None => Handled::Redelivered,
     };
-    Ok(match handled {
-        Some(handled) => {
-            let command_id = match &handled {
-                Handled::Command { command_id, .. } => Some(*command_id),
-                _ => None,
-            };
-            Delivered::Handled { outcome: handled.outcome(), command_id }
-        }
-        None => Delivered::Handled { outcome: "accepted", command_id: None },
-    })
+    let command_id = match &handled {
+        Handled::Command { command_id, .. } => Some(*command_id),
+        _ => None,
+    };
+    Ok(Delivered::Handled { outcome: handled.outcome(), command_id })
 }
 
 /// The three Standard Webhooks headers of a request.

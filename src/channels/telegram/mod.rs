@@ -17,7 +17,7 @@ use subtle::ConstantTimeEq;
 use crate::channels::{ChannelEntry, ChannelError, Refusal, counted};
 use crate::config::Config;
 use crate::domain::outbound::Capabilities;
-use crate::service::intake::Ingress;
+use crate::service::intake::{Ingress, Wait};
 
 /// The channel's name.
 pub const CHANNEL: &str = "telegram";
@@ -72,7 +72,7 @@ pub async fn receive(
         let update = update::parse(&telegram.bot, body).map_err(Refusal::invalid_payload)?;
         if let Some(message) = &update.message {
             // A redelivered update is recognized by the inbox and writes nothing.
-            ingress.receive(std::slice::from_ref(message), false).await?;
+            ingress.arrive(std::slice::from_ref(message), Wait::AsConfigured).await?;
         }
         let method = update.callback_query_id.is_some().then_some("answerCallbackQuery");
         Ok(WebhookAnswer { method, callback_query_id: update.callback_query_id })

@@ -18,9 +18,7 @@ use time::OffsetDateTime;
 use crate::channels::{ChannelEntry, ChannelError, Refusal, counted};
 use crate::domain::outbound::Capabilities;
 use crate::service::Services;
-use crate::service::intake::inbox::Received;
-use crate::service::intake::{Handled, reply_destination};
-use crate::store::Entered;
+use crate::service::intake::{Arrival, Wait, reply_destination};
 
 /// Where Twilio reports what became of the messages we sent through its Messages API.
 pub const STATUS_PATH: &str = "/webhooks/twilio/status";
@@ -96,25 +94,19 @@ async fn message(state: &Services, uri: &Uri, headers: &HeaderMap, body: &[u8]) 
     let params = verified_form(state, uri, headers, body)?;
     let hold = Duration::from_millis(twilio.inline_hold_ms);
     let message = form::parse(&params, hold).map_err(Refusal::invalid_payload)?;
-    let received = state.ingress.receive(std::slice::from_ref(&message), true).await?;
+    let arrivals = state.ingress.arrive(std::slice::from_ref(&message), Wait::AtMost(hold)).await?;
     let inbound = state.store.inbound();
-    let wait = hold.min(Duration::from_millis(state.config.ingest.admission_wait_ms));
-    let admitted = match received.into_iter().next() {
-        Some(Received { entered: Entered::New(_), outcome: Some(outcome) }) => {
-            tokio::time::timeout(wait, outcome).await.ok().and_then(Result::ok)
-        }
-        _ => Some(Handled::Redelivered),
-    };
-    match admitted {
+    let redelivered = match arrivals.first() {
         // Not admitted in time: its replies leave through the API once their hold ends.
-        None => return Ok(twiml::response(&[])),
-        // A redelivered webhook wrote nothing: Twilio retries when it did not get our answer,
-        // so it gets the first answer again (its replies were recorded as sent with it).
-        Some(handled) if handled.is_redelivery() => {
-            let first = inbound.answer_of(&message.channel, &message.provider_message_id).await?;
-            return Ok(first.unwrap_or_else(|| twiml::response(&[])));
-        }
-        Some(_) => {}
+        Some(Arrival::Pending) => return Ok(twiml::response(&[])),
+        Some(Arrival::Admitted(handled)) => handled.is_redelivery(),
+        Some(Arrival::Redelivered) | None => true,
+    };
+    // A redelivered webhook wrote nothing: Twilio retries when it did not get our answer, so it
+    // gets the first answer again (its replies were recorded as sent with it).
+    if redelivered {
+        let first = inbound.answer_of(&message.channel, &message.provider_message_id).await?;
+        return Ok(first.unwrap_or_else(|| twiml::response(&[])));
     }
     let lease = Duration::from_millis(state.config.outbound.lease_ms);
     let destination = reply_destination(&message);

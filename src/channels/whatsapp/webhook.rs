@@ -2,7 +2,6 @@
 //! deliveries read into messages and statuses that intake handles one at a time.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use axum::http::StatusCode;
 use serde::Serialize;
@@ -11,11 +10,11 @@ use time::OffsetDateTime;
 
 use super::{payload, signature};
 use crate::channels::{ChannelError, Refusal, counted};
-use crate::config::{Acknowledge, Config, WhatsAppApp};
-use crate::service::intake::{Handled, Ingress};
-use crate::store::Entered;
+use crate::config::{Config, WhatsAppApp};
+use crate::service::intake::{ArrivalCounts, Ingress, Wait};
 
-/// What a delivery came to, as the answer to Meta says it.
+/// What a delivery came to, as the answer to Meta says it (Messenger's and Instagram's answers
+/// say the same, and their channel).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct DeliverySummary {
     pub messages: usize,
@@ -32,6 +31,13 @@ pub struct DeliverySummary {
     pub duplicates: usize,
     /// Messages seen before (a redelivered webhook): nothing new was written.
     pub redelivered: usize,
+}
+
+impl DeliverySummary {
+    pub fn new(messages: usize, statuses: usize, counts: ArrivalCounts) -> Self {
+        let ArrivalCounts { stored, pending, commands, duplicates, redelivered } = counts;
+        Self { messages, statuses, stored, pending, commands, duplicates, redelivered }
+    }
 }
 
 /// The app `name` names (the default app without one).
@@ -99,32 +105,10 @@ pub async fn handle_delivery(
     delivery: &payload::Delivery,
     now: OffsetDateTime,
 ) -> Result<DeliverySummary, ChannelError> {
-    let statuses = delivery.statuses.len() + delivery.unreadable_statuses;
-    let mut summary = DeliverySummary { messages: delivery.messages.len(), statuses, ..Default::default() };
-    let config = ingress.inbox().config();
-    let wait = config.acknowledge == Acknowledge::Admitted;
-    let received = ingress.receive(&delivery.messages, wait).await?;
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(config.admission_wait_ms);
-    for received in received {
-        let Entered::New(_) = received.entered else {
-            summary.redelivered += 1;
-            continue;
-        };
-        summary.stored += 1;
-        let admitted = match received.outcome {
-            Some(outcome) => tokio::time::timeout_at(deadline, outcome).await.ok().and_then(Result::ok),
-            None => None,
-        };
-        match admitted {
-            None => summary.pending += 1,
-            Some(Handled::Command { outcome, .. }) if outcome.is_duplicate() => summary.duplicates += 1,
-            Some(Handled::Command { .. }) => summary.commands += 1,
-            Some(Handled::Redelivered) => summary.redelivered += 1,
-            Some(_) => {}
-        }
-    }
+    let arrivals = ingress.arrive(&delivery.messages, Wait::AsConfigured).await?;
     for status in &delivery.statuses {
         ingress.handle_status(status, now).await?;
     }
-    Ok(summary)
+    let statuses = delivery.statuses.len() + delivery.unreadable_statuses;
+    Ok(DeliverySummary::new(delivery.messages.len(), statuses, ArrivalCounts::of(&arrivals)))
 }

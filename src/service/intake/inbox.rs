@@ -238,7 +238,11 @@ fn waiter(shared: &Shared, id: i64) -> oneshot::Receiver<Handled> {
 
 impl super::Ingress {
     /// Stores one delivery's `messages` in the inbox (see [`Inbox::enter`]), each as it was read.
-    pub async fn receive(&self, messages: &[InboundMessage], wants_outcome: bool) -> Result<Vec<Received>, InboxError> {
+    pub(super) async fn receive(
+        &self,
+        messages: &[InboundMessage],
+        wants_outcome: bool,
+    ) -> Result<Vec<Received>, InboxError> {
         let mut entries = Vec::with_capacity(messages.len());
         let trace_parent = crate::service::telemetry::current_traceparent();
         for message in messages {

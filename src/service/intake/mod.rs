@@ -21,6 +21,7 @@ use crate::store::{
     InboundOutcome, NOTICE_KIND, NewOutboxMessage, Released, ReplyTo, Store, StoreError, StoredCommand,
 };
 
+mod arrival;
 mod first_moves;
 mod from_above;
 mod handled;
@@ -29,6 +30,7 @@ pub mod inbox;
 mod throttled;
 mod unadmitted;
 
+pub use arrival::{Arrival, ArrivalCounts, Wait};
 pub use from_above::{Precheck, Refused, StoredMessages};
 pub use handled::{CommandOutcome, Handled};
 
