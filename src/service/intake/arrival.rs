@@ -107,7 +107,7 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
-    use crate::domain::command::State;
+    use crate::domain::lifecycle::State;
     use crate::service::intake::CommandOutcome;
 
     fn command(outcome: CommandOutcome) -> Arrival {
