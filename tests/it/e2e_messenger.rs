@@ -21,24 +21,24 @@ on_both_backends!(
 );
 
 /// The demo tenant's page and account, and the demo customer's ids on them (config/directory.toml).
-const PAGE: &str = "200000000000001";
-const INSTAGRAM_ACCOUNT: &str = "17840000000000001";
-const PSID: &str = "24000000000000001";
-const IGSID: &str = "17850000000000001";
+pub(crate) const PAGE: &str = "200000000000001";
+pub(crate) const INSTAGRAM_ACCOUNT: &str = "17840000000000001";
+pub(crate) const PSID: &str = "24000000000000001";
+pub(crate) const IGSID: &str = "17850000000000001";
 
 /// The Send API's answer: the recipient and the new message's id.
 fn send_api_default(n: usize) -> Answer {
     Answer { status: 200, body: json!({"recipient_id": "PSID", "message_id": format!("m_OUT{n}")}), retry_after: None }
 }
 
-struct Meta {
-    app: TestApp,
-    graph: FakeServer,
+pub(crate) struct Meta {
+    pub(crate) app: TestApp,
+    pub(crate) graph: FakeServer,
     secret: String,
 }
 
 impl Meta {
-    async fn start(db: &TestDb) -> Self {
+    pub(crate) async fn start(db: &TestDb) -> Self {
         let graph = FakeServer::start_with(send_api_default).await;
         let mut config = sending_through(&db.config, &graph);
         config.messenger.access_token = chatgate::config::Secret::new("page-token");
@@ -47,7 +47,7 @@ impl Meta {
         Self { app: crate::helpers::spawn_app_with(db, config).await, graph, secret }
     }
 
-    async fn post(&self, body: &[u8], signature: Option<String>) -> (StatusCode, String, Value) {
+    pub(crate) async fn post(&self, body: &[u8], signature: Option<String>) -> (StatusCode, String, Value) {
         let mut request =
             self.app.client.post(self.app.url("/webhooks/messenger")).header("content-type", "application/json");
         if let Some(signature) = signature {
@@ -60,7 +60,7 @@ impl Meta {
     }
 
     /// `sha256=` + hex HMAC-SHA256 of the body with the app secret (Meta's description).
-    fn sign(&self, body: &[u8]) -> String {
+    pub(crate) fn sign(&self, body: &[u8]) -> String {
         let mut mac = Hmac::<sha2::Sha256>::new_from_slice(self.secret.as_bytes()).expect("key");
         mac.update(body);
         format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
@@ -74,16 +74,16 @@ impl Meta {
     }
 }
 
-fn notification(object: &str, page: &str, items: Vec<Value>) -> Value {
+pub(crate) fn notification(object: &str, page: &str, items: Vec<Value>) -> Value {
     json!({"object": object, "entry": [{"id": page, "time": 1764150000000u64, "messaging": items}]})
 }
 
-fn text(person: &str, page: &str, mid: &str, text: &str) -> Value {
+pub(crate) fn text(person: &str, page: &str, mid: &str, text: &str) -> Value {
     json!({"sender": {"id": person}, "recipient": {"id": page}, "timestamp": 1764150000000u64,
            "message": {"mid": mid, "text": text}})
 }
 
-fn quick_reply(person: &str, page: &str, mid: &str, payload: &str) -> Value {
+pub(crate) fn quick_reply(person: &str, page: &str, mid: &str, payload: &str) -> Value {
     json!({"sender": {"id": person}, "recipient": {"id": page}, "timestamp": 1764150001000u64,
            "message": {"mid": mid, "text": "Yes", "quick_reply": {"payload": payload}}})
 }

@@ -30,14 +30,14 @@ fn slack_default(n: usize) -> Answer {
     Answer { status: 200, body: json!({"ok": true, "channel": DM, "ts": ts, "message": {}}), retry_after: None }
 }
 
-struct Slack {
-    app: TestApp,
-    api: FakeServer,
+pub(crate) struct Slack {
+    pub(crate) app: TestApp,
+    pub(crate) api: FakeServer,
     secret: String,
 }
 
 impl Slack {
-    async fn start(db: &TestDb) -> Self {
+    pub(crate) async fn start(db: &TestDb) -> Self {
         let api = FakeServer::start_with(slack_default).await;
         let mut config = sending_through(&db.config, &FakeServer::start().await);
         config.slack.api_base = format!("{}/api", api.url);
@@ -54,7 +54,7 @@ impl Slack {
         format!("v0={}", hex::encode(mac.finalize().into_bytes()))
     }
 
-    async fn post(&self, path: &str, kind: &str, body: &str, signed: Signed) -> (StatusCode, String, Value) {
+    pub(crate) async fn post(&self, path: &str, kind: &str, body: &str, signed: Signed) -> (StatusCode, String, Value) {
         let now = time::OffsetDateTime::now_utc().unix_timestamp();
         let mut request = self.app.client.post(self.app.url(path)).header("content-type", kind).body(body.to_owned());
         match signed {
@@ -100,7 +100,7 @@ impl Slack {
 }
 
 #[derive(Clone, Copy)]
-enum Signed {
+pub(crate) enum Signed {
     Now,
     Retry(u32),
     At(i64),
@@ -108,7 +108,7 @@ enum Signed {
     Not,
 }
 
-fn message(event_id: &str, ts: &str, text: &str) -> Value {
+pub(crate) fn message(event_id: &str, ts: &str, text: &str) -> Value {
     json!({
         "token": "legacy", "team_id": TEAM, "api_app_id": "A0APP", "type": "event_callback",
         "event_id": event_id, "event_time": 1764150000,
@@ -116,7 +116,7 @@ fn message(event_id: &str, ts: &str, text: &str) -> Value {
     })
 }
 
-fn tap(value: &str, thread: &str) -> String {
+pub(crate) fn tap(value: &str, thread: &str) -> String {
     json!({
         "type": "block_actions", "team": {"id": TEAM}, "user": {"id": CUSTOMER, "team_id": TEAM},
         "api_app_id": "A0APP", "trigger_id": "111.222.abc",

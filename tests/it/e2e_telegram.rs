@@ -21,7 +21,7 @@ on_both_backends!(
 );
 
 /// The demo customer's Telegram user id (config/directory.toml).
-const CUSTOMER: i64 = 700000001;
+pub(crate) const CUSTOMER: i64 = 700000001;
 const BOT_TOKEN: &str = "123456:TEST-token";
 
 fn bot_api_default(n: usize) -> Answer {
@@ -29,14 +29,14 @@ fn bot_api_default(n: usize) -> Answer {
     Answer { status: 200, body: json!({"ok": true, "result": message}), retry_after: None }
 }
 
-struct Telegram {
-    app: TestApp,
-    api: FakeServer,
-    secret: String,
+pub(crate) struct Telegram {
+    pub(crate) app: TestApp,
+    pub(crate) api: FakeServer,
+    pub(crate) secret: String,
 }
 
 impl Telegram {
-    async fn start(db: &TestDb) -> Self {
+    pub(crate) async fn start(db: &TestDb) -> Self {
         let api = FakeServer::start_with(bot_api_default).await;
         let mut config = sending_through(&db.config, &FakeServer::start().await);
         config.telegram.api_base = api.url.clone();
@@ -46,7 +46,7 @@ impl Telegram {
         Self { app: crate::helpers::spawn_app_with(db, config).await, api, secret }
     }
 
-    async fn post(&self, body: &[u8], secret: Option<&str>) -> (StatusCode, String, Value) {
+    pub(crate) async fn post(&self, body: &[u8], secret: Option<&str>) -> (StatusCode, String, Value) {
         let mut request =
             self.app.client.post(self.app.url("/webhooks/telegram")).header("content-type", "application/json");
         if let Some(secret) = secret {

@@ -39,6 +39,7 @@ mod e2e_whatsapp;
 mod e2e_whatsapp_corpus;
 mod ended_commands;
 mod event_streams;
+mod every_channel;
 mod fake_executor;
 mod fake_graph;
 mod fake_resolver;
