@@ -27,6 +27,10 @@ pub struct IngestConfig {
     pub retry_after_secs: u64,
     /// The most messages one admission pass claims.
     pub admission_batch: i64,
+    /// How long admission may wait for a burst of webhooks to end before admitting it, from the
+    /// burst's first message (`service::intake::inbox::burst`): the cores answer the burst first. 0:
+    /// admitted as it comes.
+    pub admission_defer_ms: u64,
     /// How long an instance holds the messages it stored before another instance on the same
     /// PostgreSQL may admit them: it renews the hold every second, so only a dead instance's
     /// messages are taken over, this long after it died. (A SQLite database has one process:
@@ -46,6 +50,7 @@ impl Default for IngestConfig {
             max_backlog: 100_000,
             retry_after_secs: 5,
             admission_batch: 512,
+            admission_defer_ms: 1_000,
             lease_secs: 10,
             background_nice: 10,
         }

@@ -47,6 +47,9 @@ impl Config {
             )));
         }
         self.metrics.listen_addr()?;
+        if self.ingest.admission_defer_ms > 60_000 {
+            return Err(ConfigError::Invalid("ingest.admission_defer_ms must be at most 60000 (a minute)".into()));
+        }
         if !(0..=19).contains(&self.ingest.background_nice) {
             return Err(ConfigError::Invalid("ingest.background_nice must be from 0 to 19".into()));
         }

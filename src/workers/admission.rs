@@ -42,6 +42,13 @@ pub(super) async fn run(services: Services, stopping: CancellationToken) {
             refresh_backlog(&services).await;
             counted = std::time::Instant::now();
         }
+        // A burst still coming is answered first (bounded: `ingest.admission_defer_ms`).
+        while let Some(wait) = inbox.give_way() {
+            tokio::select! {
+                () = stopping.cancelled() => return,
+                () = tokio::time::sleep(wait) => {}
+            }
+        }
         match pass(&services).await {
             // A full batch: more may wait.
             Ok(claimed) if claimed as i64 >= inbox.config().admission_batch => continue,
@@ -55,7 +62,7 @@ pub(super) async fn run(services: Services, stopping: CancellationToken) {
                 }
                 continue;
             }
-            Ok(_) => {}
+            Ok(_) => inbox.drained(),
             Err(error) => {
                 tracing::warn!(%error, "the inbox cannot be admitted now; trying again");
                 tokio::time::sleep(BACKOFF).await;

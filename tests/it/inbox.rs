@@ -79,9 +79,39 @@ async fn a_delivery_past_the_backlog_limit_is_503_and_stores_nothing(db: &TestDb
     app.stop().await.expect("stop");
 }
 
+/// A burst (more deliveries than `service::intake::inbox::burst` waits for) is answered at durability,
+/// and admitted once it pauses — every message exactly once, nothing left waiting; the same
+/// burst again stores and admits nothing.
+async fn a_burst_is_answered_first_and_admitted_once_after_it(db: &TestDb) {
+    let app = spawn_app_with(db, durable(db, |c| c.ingest.admission_defer_ms = 500)).await;
+    let meta = Meta::new(&app, db);
+    let burst = || {
+        futures_util::future::join_all((1..=96).map(|n| {
+            let message = text(&format!("wamid.BURST{n}"), CUSTOMER, &format!("order status {n}"));
+            meta.request(&notification(DEMO_NUMBER, vec![message], vec![])).send()
+        }))
+    };
+    for answer in burst().await {
+        let answer: Value = answer.expect("answered").json().await.expect("json");
+        assert_eq!((answer["stored"].as_u64(), answer["pending"].as_u64()), (Some(1), Some(1)), "{answer}");
+    }
+    let admitted = "SELECT COUNT(*) FROM inbound_messages WHERE channel = $1";
+    until_count(db, admitted, "whatsapp", 96).await;
+    until_count(db, "SELECT COUNT(*) FROM inbox WHERE admitted_at IS NULL AND channel = $1", "whatsapp", 0).await;
+    for answer in burst().await {
+        let answer: Value = answer.expect("answered").json().await.expect("json");
+        assert_eq!((answer["stored"].as_u64(), answer["redelivered"].as_u64()), (Some(0), Some(1)), "{answer}");
+    }
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(db.count(admitted, "whatsapp").await, 96, "a redelivered burst admits nothing");
+    assert_eq!(db.count_inbox("SELECT COUNT(*) FROM inbox WHERE channel = $1", "whatsapp").await, 96);
+    app.stop().await.expect("stop");
+}
+
 on_both_backends!(
     a_conversation_is_admitted_in_order_behind_the_answer,
-    a_delivery_past_the_backlog_limit_is_503_and_stores_nothing
+    a_delivery_past_the_backlog_limit_is_503_and_stores_nothing,
+    a_burst_is_answered_first_and_admitted_once_after_it
 );
 
 /// Rows another instance stored and holds count against this one's backlog limit (503 while they

@@ -17,6 +17,9 @@ use crate::domain::command::ExternalId;
 use crate::domain::message::InboundMessage;
 use crate::store::{Entered, InboxEntry, Lease, NewInboxEntry, Store, StoreError};
 
+mod burst;
+use burst::Burst;
+
 /// The most deliveries one transaction carries.
 const MAX_DELIVERIES: usize = 256;
 
@@ -57,6 +60,8 @@ struct Shared {
     /// Set once the backlog was first read from the database (before the first delivery).
     counted: tokio::sync::OnceCell<()>,
     wake: Notify,
+    /// What admission reads to give way to a burst.
+    burst: Burst,
     outcomes: std::sync::Mutex<HashMap<i64, oneshot::Sender<Handled>>>,
 }
 
@@ -74,8 +79,8 @@ impl Inbox {
         let outcomes = std::sync::Mutex::default();
         let (counted, wake) = (tokio::sync::OnceCell::new(), Notify::new());
         let alive_until = AtomicI64::new(0);
-        let shared =
-            Arc::new(Shared { store, owner, config: config.clone(), backlog, alive_until, counted, wake, outcomes });
+        let (config, burst) = (config.clone(), Burst::new());
+        let shared = Arc::new(Shared { store, owner, config, backlog, alive_until, counted, wake, burst, outcomes });
         let (queue, jobs) = mpsc::channel(1_024);
         tokio::spawn(write(shared.clone(), jobs));
         Self { queue, shared }
@@ -134,6 +139,24 @@ impl Inbox {
     /// Resolves when a commit stored new messages (or at once if one did since the last call).
     pub async fn stored(&self) {
         self.shared.wake.notified().await;
+    }
+
+    /// How long admission should still wait before its next pass, if at all: a burst of webhooks
+    /// still coming is answered first (`burst`), unless an answer waits for an admission or the
+    /// backlog is past half its limit.
+    pub fn give_way(&self) -> Option<Duration> {
+        let defer = Duration::from_millis(self.shared.config.admission_defer_ms);
+        let room = i64::try_from(self.shared.config.max_backlog / 2).unwrap_or(i64::MAX);
+        let awaited = self.shared.outcomes.lock().map_or(true, |waiting| !waiting.is_empty());
+        if defer.is_zero() || awaited || self.backlog() >= room {
+            return None;
+        }
+        self.shared.burst.give_way(defer)
+    }
+
+    /// Admission found nothing left to admit: the next commit starts a new burst.
+    pub fn drained(&self) {
+        self.shared.burst.drained();
     }
 
     /// Wakes admission: rows it may take now (parked messages let go).
@@ -202,7 +225,7 @@ async fn commit(shared: &Shared, jobs: &[Entering]) -> Result<Vec<Vec<Entered>>,
 /// Registers the waiters before the worker is woken (it cannot admit a row nobody waits for
 /// yet), counts the new rows, wakes the worker and answers each delivery.
 fn answer(shared: &Shared, jobs: Vec<Entering>, entered: Vec<Vec<Entered>>) {
-    let mut new = 0;
+    let (mut new, mut with_new) = (0, 0);
     let mut answers = Vec::with_capacity(jobs.len());
     for (job, entered) in jobs.into_iter().zip(entered) {
         let mut received = Vec::with_capacity(entered.len());
@@ -216,11 +239,13 @@ fn answer(shared: &Shared, jobs: Vec<Entering>, entered: Vec<Vec<Entered>>) {
             };
             received.push(Received { entered, outcome });
         }
+        with_new += usize::from(received.iter().any(|r| matches!(r.entered, Entered::New(_))));
         answers.push((job.reply, received));
     }
     let backlog = shared.backlog.fetch_add(new, Ordering::Relaxed) + new;
     metrics::gauge!("chatgate_inbox_backlog").set(backlog as f64);
     if new > 0 {
+        shared.burst.committed(with_new);
         shared.wake.notify_one();
     }
     for (reply, received) in answers {
