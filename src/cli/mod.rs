@@ -135,6 +135,7 @@ enum AuditCommand {
 
 /// Parses the command line and runs it; every failure is one line on stderr and a non-zero exit.
 pub fn main() -> ExitCode {
+    crate::workers::limit_arenas();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,

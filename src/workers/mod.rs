@@ -25,6 +25,7 @@ use crate::service::Services;
 use crate::workers::sender::Providers;
 use crate::workers::sender::Sender;
 pub use background::Background;
+pub use memory::limit_arenas;
 
 /// The sender of prompts and replies, when some provider has credentials to send with.
 fn outbound_sender(state: &Services) -> Result<Option<Sender>, reqwest::Error> {
