@@ -42,12 +42,8 @@ pub(super) async fn run(services: Services, stopping: CancellationToken) {
             refresh_backlog(&services).await;
             counted = std::time::Instant::now();
         }
-        // A burst still coming is answered first (bounded: `ingest.admission_defer_ms`).
-        while let Some(wait) = inbox.give_way() {
-            tokio::select! {
-                () = stopping.cancelled() => return,
-                () = tokio::time::sleep(wait) => {}
-            }
+        if !give_way(&inbox, &stopping).await {
+            return;
         }
         match pass(&services).await {
             // A full batch: more may wait.
@@ -75,6 +71,25 @@ pub(super) async fn run(services: Services, stopping: CancellationToken) {
             () = tokio::time::sleep(IDLE) => {}
         }
     }
+}
+
+/// Waits while a burst is still coming, so that it is answered first (bounded:
+/// `ingest.admission_defer_ms`), and says how long in `chatgate_admission_deferred_seconds`;
+/// false once stopping.
+async fn give_way(inbox: &crate::service::intake::inbox::Inbox, stopping: &CancellationToken) -> bool {
+    let started = std::time::Instant::now();
+    let mut gave_way = false;
+    while let Some(wait) = inbox.give_way() {
+        gave_way = true;
+        tokio::select! {
+            () = stopping.cancelled() => return false,
+            () = tokio::time::sleep(wait) => {}
+        }
+    }
+    if gave_way {
+        metrics::histogram!("chatgate_admission_deferred_seconds").record(started.elapsed().as_secs_f64());
+    }
+    true
 }
 
 /// One batch claimed and admitted: how many rows were claimed.

@@ -89,6 +89,10 @@ pub const FAMILIES: &[Family] = &[
         "Seconds one inbox transaction (the deliveries waiting) took to commit.",
     ),
     histogram("chatgate_inbox_commit_deliveries", "Deliveries one inbox transaction carried."),
+    histogram(
+        "chatgate_admission_deferred_seconds",
+        "Seconds admission gave way to a burst of webhooks before admitting it (ingest.admission_defer_ms).",
+    ),
     alone(counter("chatgate_inbox_refused_total", "Webhooks answered 503 because the inbox's backlog was full.")),
     counter("chatgate_inbox_unadmitted_total", "Stored messages that could not be admitted, by reason."),
 ];
