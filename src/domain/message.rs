@@ -84,13 +84,62 @@ pub enum Content {
     },
 }
 
-impl Content {
-    /// The inbound status of content that is stored and never answered, or `None`.
-    pub fn unanswered(&self) -> Option<&'static str> {
+/// Why a message started no command: its inbound row's status and its outcome as counted and
+/// answered (`chatgate_inbound_messages_total{outcome}`, a Standard Webhooks source's answer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoCommand {
+    /// Asked for help: answered with what the person may write.
+    Help,
+    /// Read as nothing the registry knows: answered with the help.
+    NoMatch,
+    /// Read as more than one command.
+    Ambiguous,
+    /// A value broke its rule (a refund of -25).
+    InvalidValue,
+    /// An amount with two readings, asked back.
+    TwoReadings,
+    /// Close to a command: "did you mean …?".
+    Suggested,
+    /// "Don't refund 1234".
+    Negated,
+    /// Several commands in one message.
+    Several,
+    /// Not text (media, a location, a type not known yet): answered with the help.
+    NotACommand,
+    /// A reaction: stored, not answered.
+    Reaction,
+    /// Not written by the person to ask for something: stored, not answered.
+    Notice,
+    /// Its content could not be read: stored, not answered.
+    Unreadable,
+}
+
+impl NoCommand {
+    pub fn as_str(self) -> &'static str {
         match self {
-            Self::Reaction { .. } => Some("reaction"),
-            Self::Notice { .. } => Some("notice"),
-            Self::Unreadable { .. } => Some("unreadable"),
+            Self::Help => "help",
+            Self::NoMatch => "no_match",
+            Self::Ambiguous => "ambiguous",
+            Self::InvalidValue => "invalid_value",
+            Self::TwoReadings => "two_readings",
+            Self::Suggested => "suggested",
+            Self::Negated => "negated",
+            Self::Several => "several",
+            Self::NotACommand => "not_a_command",
+            Self::Reaction => "reaction",
+            Self::Notice => "notice",
+            Self::Unreadable => "unreadable",
+        }
+    }
+}
+
+impl Content {
+    /// Why content that is stored and never answered starts no command, or `None`.
+    pub fn unanswered(&self) -> Option<NoCommand> {
+        match self {
+            Self::Reaction { .. } => Some(NoCommand::Reaction),
+            Self::Notice { .. } => Some(NoCommand::Notice),
+            Self::Unreadable { .. } => Some(NoCommand::Unreadable),
             _ => None,
         }
     }

@@ -134,8 +134,9 @@ pub struct SteppedUp {
 /// A Standard Webhooks delivery that was a chat message, handled.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct MessageHandled {
-    /// What the message came to (`command`, `help`, `duplicate`, ...).
-    pub outcome: &'static str,
+    /// What the message came to (`accepted`, `command`, `help`, `duplicate`, ...).
+    #[schema(value_type = String, example = "command")]
+    pub outcome: crate::service::intake::MessageOutcome,
     pub command_id: Option<Uuid>,
 }
 

@@ -26,14 +26,14 @@ use crate::domain::message::InboundMessage;
 use crate::domain::outbound::Capabilities;
 use crate::domain::standard_webhooks::{self, Signed};
 use crate::service::Services;
-use crate::service::intake::{Arrival, Handled, Wait};
+use crate::service::intake::{Arrival, Handled, MessageOutcome, Wait};
 use crate::store::NewInbound;
 
 /// What a delivery came to.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Delivered {
     /// A `message` source's delivery, handled as a chat message.
-    Handled { outcome: &'static str, command_id: Option<Uuid> },
+    Handled { outcome: MessageOutcome, command_id: Option<Uuid> },
     /// A command for the source's agent, accepted.
     Accepted(Uuid),
 }
@@ -70,7 +70,9 @@ async fn store_message(state: &Services, message: InboundMessage) -> Result<Deli
     let arrivals = state.ingress.arrive(std::slice::from_ref(&message), Wait::AsConfigured).await?;
     let handled = match arrivals.into_iter().next() {
         Some(Arrival::Admitted(handled)) => handled,
-        Some(Arrival::Pending) => return Ok(Delivered::Handled { outcome: "accepted", command_id: None }),
+        Some(Arrival::Pending) => {
+            return Ok(Delivered::Handled { outcome: MessageOutcome::Accepted, command_id: None });
+        }
         Some(Arrival::Redelivered) | None => Handled::Redelivered,
     };
     let command_id = match &handled {

@@ -4,6 +4,7 @@
 use uuid::Uuid;
 
 use crate::domain::lifecycle::State;
+use crate::domain::message::NoCommand;
 use crate::service::confirmations::answers::AnswerOutcome;
 use crate::store::Admitted;
 
@@ -17,7 +18,7 @@ pub enum Handled {
     /// From someone the tenant does not list: refused (with a reply) or ignored, per policy.
     UnknownSender,
     /// Not a command (help, no match, ambiguous, media, reactions): stored, answered when useful.
-    NotACommand { status: &'static str },
+    NotACommand { status: NoCommand },
     /// A command was admitted, or the message repeated one (IDS replay / in progress).
     Command { command_id: Uuid, outcome: CommandOutcome },
     /// A different command under a taken key (only possible with caller-supplied keys).
@@ -67,20 +68,93 @@ impl Handled {
         }
     }
 
-    /// The `outcome` label of `chatgate_inbound_messages_total`.
-    pub fn outcome(&self) -> &'static str {
+    /// What the message came to, as counted and answered.
+    pub fn outcome(&self) -> MessageOutcome {
         match self {
+            Self::Redelivered | Self::Answer(AnswerOutcome::Redelivered) => MessageOutcome::Redelivered,
+            Self::Unroutable => MessageOutcome::Unroutable,
+            Self::UnknownSender => MessageOutcome::UnknownSender,
+            Self::NotACommand { status } => MessageOutcome::NoCommand(*status),
+            Self::Command { outcome, .. } if outcome.is_duplicate() => MessageOutcome::Duplicate,
+            Self::Command { .. } => MessageOutcome::Command,
+            Self::Conflict => MessageOutcome::Conflict,
+            Self::Answer(_) => MessageOutcome::Answer,
+            Self::RateLimited => MessageOutcome::RateLimited,
+            Self::AwaitingIdentity => MessageOutcome::AwaitingIdentity,
+        }
+    }
+}
+
+/// What a message came to: the `outcome` label of `chatgate_inbound_messages_total`, and the
+/// `outcome` of a Standard Webhooks `message` source's answer (a string there, as here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageOutcome {
+    /// Stored in the inbox and admitted behind the answer, which did not wait for it.
+    Accepted,
+    /// Seen before: nothing new was written.
+    Redelivered,
+    Unroutable,
+    UnknownSender,
+    /// Stored as no command, and why.
+    NoCommand(NoCommand),
+    /// A new command.
+    Command,
+    /// A command repeated (replayed, or in progress).
+    Duplicate,
+    Conflict,
+    /// An answer to a confirmation.
+    Answer,
+    RateLimited,
+    AwaitingIdentity,
+}
+
+impl MessageOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Accepted => "accepted",
             Self::Redelivered => "redelivered",
             Self::Unroutable => "unroutable",
             Self::UnknownSender => "unknown_sender",
-            Self::NotACommand { status } => status,
-            Self::Command { outcome, .. } if outcome.is_duplicate() => "duplicate",
-            Self::Command { .. } => "command",
+            Self::NoCommand(why) => why.as_str(),
+            Self::Command => "command",
+            Self::Duplicate => "duplicate",
             Self::Conflict => "conflict",
-            Self::Answer(AnswerOutcome::Redelivered) => "redelivered",
-            Self::Answer(_) => "answer",
+            Self::Answer => "answer",
             Self::RateLimited => "rate_limited",
             Self::AwaitingIdentity => "awaiting_identity",
         }
+    }
+}
+
+impl serde::Serialize for MessageOutcome {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The labels are an interface (the metric's `outcome`, the Standard Webhooks answer): each
+    /// outcome keeps the name the docs give it, and the answer says it as a plain string.
+    #[test]
+    fn each_outcome_keeps_its_documented_name() {
+        let id = Uuid::nil();
+        let cases = [
+            (Handled::Redelivered, "redelivered"),
+            (Handled::Answer(AnswerOutcome::Redelivered), "redelivered"),
+            (Handled::NotACommand { status: NoCommand::TwoReadings }, "two_readings"),
+            (Handled::NotACommand { status: NoCommand::NotACommand }, "not_a_command"),
+            (Handled::Command { command_id: id, outcome: CommandOutcome::Replayed }, "duplicate"),
+            (Handled::Command { command_id: id, outcome: CommandOutcome::Admitted(State::Received) }, "command"),
+            (Handled::RateLimited, "rate_limited"),
+            (Handled::AwaitingIdentity, "awaiting_identity"),
+        ];
+        for (handled, name) in cases {
+            assert_eq!(handled.outcome().as_str(), name, "{handled:?}");
+            assert_eq!(serde_json::to_value(handled.outcome()).expect("json"), serde_json::json!(name));
+        }
+        assert_eq!(serde_json::to_value(MessageOutcome::Accepted).expect("json"), serde_json::json!("accepted"));
     }
 }

@@ -6,11 +6,10 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 use crate::domain::command::{Args, CommandRequest, ExternalId, IdempotencyClass, Intent};
 use crate::domain::directory::{Actor, Tenant, UnknownSenderPolicy};
-use crate::domain::message::{Content, InboundMessage, StatusUpdate};
+use crate::domain::message::{Content, InboundMessage, NoCommand, StatusUpdate};
 use crate::domain::registry::{Interpretation, Reading};
 use crate::service::confirmations::answers::{self, Answering};
 use crate::service::confirmations::confirm::Answer;
@@ -27,12 +26,14 @@ mod from_above;
 mod handled;
 mod identity;
 pub mod inbox;
+mod reprocess;
 mod throttled;
 mod unadmitted;
 
 pub use arrival::{Arrival, ArrivalCounts, Wait};
 pub use from_above::{Precheck, Refused, StoredMessages};
-pub use handled::{CommandOutcome, Handled};
+pub use handled::{CommandOutcome, Handled, MessageOutcome};
+pub use reprocess::Reprocessed;
 
 pub use first_moves::reply_destination;
 use first_moves::{conversation_id, first_moves, inbound_row, reply_address};
@@ -48,14 +49,6 @@ struct Asked {
     spec: Spec,
     args: Args,
     reading: Reading,
-}
-
-/// What reprocessing a stored message came to.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Reprocessed {
-    Command(Uuid),
-    /// Under the current registry and directory the message starts no command (why).
-    NotACommand(&'static str),
 }
 
 #[derive(Clone)]
@@ -114,7 +107,7 @@ impl Ingress {
         now: OffsetDateTime,
     ) -> Result<Handled, EngineError> {
         let handled = self.handle_uncounted(message, released, now).await?;
-        let labels = [("channel", message.channel.to_string()), ("outcome", handled.outcome().to_owned())];
+        let labels = [("channel", message.channel.to_string()), ("outcome", handled.outcome().as_str().to_owned())];
         metrics::counter!("chatgate_inbound_messages_total", &labels).increment(1);
         Ok(handled)
     }
@@ -136,8 +129,7 @@ impl Ingress {
         // A message that cannot be read is kept and never answered, whoever sent it (its sender
         // may be the part that could not be read).
         if message.content.unreadable_reason().is_some() {
-            let status = "unreadable";
-            return self.record(message, Some(tenant), status, &[], Handled::NotACommand { status }, now).await;
+            return self.no_command(message, tenant, NoCommand::Unreadable, &[], now).await;
         }
         let writer = self.who_wrote(message, tenant, released, now).await?;
         self.handle_as(message, tenant, writer, now).await
@@ -225,7 +217,7 @@ impl Ingress {
     ) -> Result<Handled, EngineError> {
         // Not a request (a reaction, a notice, an unreadable message): answering would be noise.
         if let Some(status) = message.content.unanswered() {
-            return self.record(message, Some(tenant), status, &[], Handled::NotACommand { status }, now).await;
+            return self.no_command(message, tenant, status, &[], now).await;
         }
         let registry = self.policy.registry.current();
         let interpretation = match &message.content {
@@ -237,8 +229,7 @@ impl Ingress {
             other => {
                 let vars = json!({"unsupported": other.kind(), "commands": self.help(actor)});
                 let replies = [reply_to.message("help", vars)];
-                let handled = Handled::NotACommand { status: "not_a_command" };
-                return self.record(message, Some(tenant), "not_a_command", &replies, handled, now).await;
+                return self.no_command(message, tenant, NoCommand::NotACommand, &replies, now).await;
             }
         };
         let label = interpretation.label();
@@ -251,13 +242,25 @@ impl Ingress {
             // Not a command: told why, or what was close, and never run.
             other => {
                 let (status, reply) = unadmitted::answer(&other, &reply_to, || self.help(actor));
-                self.record(message, Some(tenant), status, &[reply], Handled::NotACommand { status }, now).await
+                self.no_command(message, tenant, status, &[reply], now).await
             }
         }
     }
 
     fn help(&self, actor: &Actor) -> Vec<String> {
         self.policy.registry.current().help_lines(&actor.scopes)
+    }
+
+    /// Stores a message of `tenant` that is no command, and why, with its replies, once.
+    async fn no_command(
+        &self,
+        message: &InboundMessage,
+        tenant: &Tenant,
+        status: NoCommand,
+        replies: &[NewOutboxMessage],
+        now: OffsetDateTime,
+    ) -> Result<Handled, EngineError> {
+        self.record(message, Some(tenant), status.as_str(), replies, Handled::NotACommand { status }, now).await
     }
 
     /// Stores a message that starts no command, with its replies, once.
@@ -335,43 +338,6 @@ impl Ingress {
         };
         let (_, admitted) = self.engine.accept_with(request, admission, now).await?;
         Ok(Handled::admitted(admitted))
-    }
-
-    /// Reprocessing (a recovery action): `target`'s stored message interpreted again under the
-    /// current registry and directory, and admitted as a new command naming `target`.
-    pub async fn reprocess(
-        &self,
-        target: &StoredCommand,
-        message: &InboundMessage,
-        now: OffsetDateTime,
-    ) -> Result<Reprocessed, EngineError> {
-        let tenants = self.policy.tenants.get();
-        let Some(tenant) = tenants.tenant_for_number(&message.to).filter(|t| t.id == target.envelope.tenant_id) else {
-            return Ok(Reprocessed::NotACommand("unroutable"));
-        };
-        // Reprocessing never waits: the resolver's latest answer says who the sender is (the
-        // command being reprocessed was admitted after it), and a sender it has not named is
-        // unknown here.
-        let Writer::Known(actor) = self.who_wrote(message, tenant, Some(Released::Answered), now).await? else {
-            return Ok(Reprocessed::NotACommand("unknown_sender"));
-        };
-        let registry = self.policy.registry.current();
-        let interpretation = match &message.content {
-            Content::Text(text) => registry.interpret_text_for(text, &tenant.audience()),
-            Content::Reply { id, .. } => registry.interpret_reply_id(id),
-            _ => return Ok(Reprocessed::NotACommand("not_a_command")),
-        };
-        let (at, args, reading) = match interpretation {
-            Interpretation::Command { at, args, reading, .. } => (at, args, reading),
-            Interpretation::BrokenRule { .. } => return Ok(Reprocessed::NotACommand("invalid_value")),
-            _ => return Ok(Reprocessed::NotACommand("no_match")),
-        };
-        let asked = Asked { spec: Spec::at(&registry, at), args, reading };
-        let reply_to = reply_address(message, tenant);
-        match self.admit_as(message, tenant, &actor, asked, reply_to, Some(target), now).await? {
-            Handled::Command { command_id, .. } => Ok(Reprocessed::Command(command_id)),
-            _ => Ok(Reprocessed::NotACommand("not_admitted")),
-        }
     }
 
     /// A delivery status for a message we sent: updates its delivery record.

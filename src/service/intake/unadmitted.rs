@@ -4,38 +4,41 @@
 
 use serde_json::json;
 
+use crate::domain::message::NoCommand;
 use crate::domain::outbound::OutboxMessage;
 use crate::domain::registry::{ACCEPT_PREFIX, Interpretation};
 use crate::store::{NewOutboxMessage, ReplyTo, Store, StoreError};
 
-/// The inbound status a reading that is no command is stored with, and its reply.
+/// Why a reading is no command, and its reply.
 pub(super) fn answer(
     interpretation: &Interpretation<'_>,
     reply_to: &ReplyTo,
     help: impl FnOnce() -> Vec<String>,
-) -> (&'static str, NewOutboxMessage) {
+) -> (NoCommand, NewOutboxMessage) {
     let rejected = |vars| reply_to.message("rejected", vars);
     match interpretation {
         Interpretation::BrokenRule { spec, broken } => {
             let vars = json!({"reason": "invalid_value", "value": broken.value, "rule": broken.rule.as_str(),
                 "limit": broken.limit, "usage": spec.usage()});
-            ("invalid_value", rejected(vars))
+            (NoCommand::InvalidValue, rejected(vars))
         }
         Interpretation::TwoReadings { spec, value, readings: (ours, other) } => {
             let vars = json!({"reason": "two_readings", "value": value, "readings": [ours, other],
                 "usage": spec.usage()});
-            ("two_readings", rejected(vars))
+            (NoCommand::TwoReadings, rejected(vars))
         }
-        Interpretation::DidYouMean { spec, accept } => ("suggested", suggestion(reply_to, spec.usage(), accept)),
-        Interpretation::Negated(_) => ("negated", rejected(json!({"reason": "negated"}))),
-        Interpretation::Several => ("several", rejected(json!({"reason": "several"}))),
+        Interpretation::DidYouMean { spec, accept } => {
+            (NoCommand::Suggested, suggestion(reply_to, spec.usage(), accept))
+        }
+        Interpretation::Negated(_) => (NoCommand::Negated, rejected(json!({"reason": "negated"}))),
+        Interpretation::Several => (NoCommand::Several, rejected(json!({"reason": "several"}))),
         Interpretation::Ambiguous(specs) => {
             let candidates: Vec<String> = specs.iter().map(|s| s.usage()).collect();
-            ("ambiguous", rejected(json!({"reason": "ambiguous", "candidates": candidates})))
+            (NoCommand::Ambiguous, rejected(json!({"reason": "ambiguous", "candidates": candidates})))
         }
-        Interpretation::Help => ("help", reply_to.message("help", json!({"commands": help()}))),
+        Interpretation::Help => (NoCommand::Help, reply_to.message("help", json!({"commands": help()}))),
         Interpretation::NoMatch | Interpretation::Command { .. } => {
-            ("no_match", reply_to.message("help", json!({"commands": help()})))
+            (NoCommand::NoMatch, reply_to.message("help", json!({"commands": help()})))
         }
     }
 }

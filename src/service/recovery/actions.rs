@@ -207,8 +207,9 @@ pub(super) async fn reprocess(
         Reprocessed::Command(command_id) => {
             linked(engine, operator, target, RecoveryAction::Reprocess, command_id, json!({}), now).await
         }
-        Reprocessed::NotACommand(why) => {
-            Err(RecoveryError::Conflict(format!("under the current registry the message starts no command ({why})")))
-        }
+        Reprocessed::NotACommand(why) => Err(RecoveryError::Conflict(format!(
+            "under the current registry the message starts no command ({})",
+            why.as_str()
+        ))),
     }
 }
