@@ -133,6 +133,79 @@ impl NoCommand {
     }
 }
 
+/// What a message came to: the `outcome` label of `chatgate_inbound_messages_total`, and the
+/// `outcome` of a Standard Webhooks `message` source's answer (a string there, as here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageOutcome {
+    /// Stored in the inbox and admitted behind the answer, which did not wait for it.
+    Accepted,
+    /// Seen before: nothing new was written.
+    Redelivered,
+    Unroutable,
+    UnknownSender,
+    /// Stored as no command, and why.
+    NoCommand(NoCommand),
+    /// A new command.
+    Command,
+    /// A command repeated (replayed, or in progress).
+    Duplicate,
+    Conflict,
+    /// An answer to a confirmation.
+    Answer,
+    RateLimited,
+    AwaitingIdentity,
+}
+
+impl MessageOutcome {
+    /// Every outcome `chatgate_inbound_messages_total` counts (all but `Accepted`, which only a
+    /// webhook's answer says), each series present at 0 from the first scrape.
+    pub const COUNTED: [Self; 21] = [
+        Self::Command,
+        Self::Duplicate,
+        Self::Redelivered,
+        Self::Unroutable,
+        Self::UnknownSender,
+        Self::AwaitingIdentity,
+        Self::NoCommand(NoCommand::Help),
+        Self::NoCommand(NoCommand::NoMatch),
+        Self::NoCommand(NoCommand::Ambiguous),
+        Self::NoCommand(NoCommand::InvalidValue),
+        Self::NoCommand(NoCommand::TwoReadings),
+        Self::NoCommand(NoCommand::Suggested),
+        Self::NoCommand(NoCommand::Negated),
+        Self::NoCommand(NoCommand::Several),
+        Self::NoCommand(NoCommand::NotACommand),
+        Self::NoCommand(NoCommand::Reaction),
+        Self::NoCommand(NoCommand::Notice),
+        Self::NoCommand(NoCommand::Unreadable),
+        Self::Answer,
+        Self::Conflict,
+        Self::RateLimited,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Accepted => "accepted",
+            Self::Redelivered => "redelivered",
+            Self::Unroutable => "unroutable",
+            Self::UnknownSender => "unknown_sender",
+            Self::NoCommand(why) => why.as_str(),
+            Self::Command => "command",
+            Self::Duplicate => "duplicate",
+            Self::Conflict => "conflict",
+            Self::Answer => "answer",
+            Self::RateLimited => "rate_limited",
+            Self::AwaitingIdentity => "awaiting_identity",
+        }
+    }
+}
+
+impl serde::Serialize for MessageOutcome {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
 impl Content {
     /// Why content that is stored and never answered starts no command, or `None`.
     pub fn unanswered(&self) -> Option<NoCommand> {
@@ -220,5 +293,18 @@ impl DeliveryStatus {
             Self::Read => 3,
             Self::Failed => 4,
         }
+    }
+}
+
+#[cfg(test)]
+mod outcome_tests {
+    use super::MessageOutcome;
+
+    #[test]
+    fn every_counted_outcome_has_a_name_of_its_own_and_accepted_is_not_counted() {
+        let names: std::collections::BTreeSet<&str> = MessageOutcome::COUNTED.iter().map(|o| o.as_str()).collect();
+        assert_eq!(names.len(), MessageOutcome::COUNTED.len());
+        assert!(!names.contains(MessageOutcome::Accepted.as_str()));
+        assert!(names.iter().all(|n| n.chars().all(|c| c.is_ascii_lowercase() || c == '_')), "{names:?}");
     }
 }

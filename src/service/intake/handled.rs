@@ -4,7 +4,7 @@
 use uuid::Uuid;
 
 use crate::domain::lifecycle::State;
-use crate::domain::message::NoCommand;
+use crate::domain::message::{MessageOutcome, NoCommand};
 use crate::service::confirmations::answers::AnswerOutcome;
 use crate::store::Admitted;
 
@@ -82,53 +82,6 @@ impl Handled {
             Self::RateLimited => MessageOutcome::RateLimited,
             Self::AwaitingIdentity => MessageOutcome::AwaitingIdentity,
         }
-    }
-}
-
-/// What a message came to: the `outcome` label of `chatgate_inbound_messages_total`, and the
-/// `outcome` of a Standard Webhooks `message` source's answer (a string there, as here).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MessageOutcome {
-    /// Stored in the inbox and admitted behind the answer, which did not wait for it.
-    Accepted,
-    /// Seen before: nothing new was written.
-    Redelivered,
-    Unroutable,
-    UnknownSender,
-    /// Stored as no command, and why.
-    NoCommand(NoCommand),
-    /// A new command.
-    Command,
-    /// A command repeated (replayed, or in progress).
-    Duplicate,
-    Conflict,
-    /// An answer to a confirmation.
-    Answer,
-    RateLimited,
-    AwaitingIdentity,
-}
-
-impl MessageOutcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Accepted => "accepted",
-            Self::Redelivered => "redelivered",
-            Self::Unroutable => "unroutable",
-            Self::UnknownSender => "unknown_sender",
-            Self::NoCommand(why) => why.as_str(),
-            Self::Command => "command",
-            Self::Duplicate => "duplicate",
-            Self::Conflict => "conflict",
-            Self::Answer => "answer",
-            Self::RateLimited => "rate_limited",
-            Self::AwaitingIdentity => "awaiting_identity",
-        }
-    }
-}
-
-impl serde::Serialize for MessageOutcome {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.as_str())
     }
 }
 

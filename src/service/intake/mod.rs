@@ -30,9 +30,10 @@ mod reprocess;
 mod throttled;
 mod unadmitted;
 
+pub use crate::domain::message::MessageOutcome;
 pub use arrival::{Arrival, ArrivalCounts, Wait};
 pub use from_above::{Precheck, Refused, StoredMessages};
-pub use handled::{CommandOutcome, Handled, MessageOutcome};
+pub use handled::{CommandOutcome, Handled};
 pub use reprocess::Reprocessed;
 
 pub use first_moves::reply_destination;

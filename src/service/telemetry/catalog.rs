@@ -99,29 +99,6 @@ pub const FAMILIES: &[Family] = &[
 
 const CHANNELS: &[&str] = &["whatsapp", "twilio", "standard", "telegram", "slack", "messenger", "instagram", "hooks"];
 const WEBHOOK_OUTCOMES: &[&str] = &["accepted", "bad_signature", "malformed", "unknown_app", "unavailable"];
-const INBOUND_OUTCOMES: &[&str] = &[
-    "command",
-    "duplicate",
-    "redelivered",
-    "unroutable",
-    "unknown_sender",
-    "awaiting_identity",
-    "help",
-    "no_match",
-    "ambiguous",
-    "invalid_value",
-    "two_readings",
-    "suggested",
-    "negated",
-    "several",
-    "not_a_command",
-    "reaction",
-    "notice",
-    "unreadable",
-    "answer",
-    "conflict",
-    "rate_limited",
-];
 const READINGS: &[&str] = &[
     "exact",
     "normalized",
@@ -191,8 +168,8 @@ fn announce_channels() {
         for outcome in WEBHOOK_OUTCOMES {
             zero("chatgate_webhooks_total", &[("channel", channel.to_string()), ("outcome", outcome.to_string())]);
         }
-        for outcome in INBOUND_OUTCOMES {
-            let labels = [("channel", channel.to_string()), ("outcome", outcome.to_string())];
+        for outcome in crate::domain::message::MessageOutcome::COUNTED {
+            let labels = [("channel", channel.to_string()), ("outcome", outcome.as_str().to_owned())];
             zero("chatgate_inbound_messages_total", &labels);
         }
         for (status, matched) in
