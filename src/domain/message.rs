@@ -206,6 +206,46 @@ impl serde::Serialize for MessageOutcome {
     }
 }
 
+/// What an inbound message's row says became of it: a fact the store keeps and the API and the
+/// console show (`inbound_messages.status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InboundStatus {
+    /// Stored with the command it asks for, before that command is admitted.
+    Received,
+    /// It started a command.
+    Command,
+    /// It repeated a command (replayed, or in progress).
+    Duplicate,
+    /// It answered a confirmation.
+    Answer,
+    /// Sent to a number no tenant owns.
+    Unroutable,
+    /// Over the rate limit of its sender or tenant: not acted on.
+    RateLimited,
+    /// From someone the tenant does not list: ignored, as its policy says (or handled as its role).
+    IgnoredUnknownSender,
+    /// From someone the tenant does not list: refused, with a reply when the budget allows.
+    RefusedUnknownSender,
+    /// It started no command, and why.
+    NoCommand(NoCommand),
+}
+
+impl InboundStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Received => "received",
+            Self::Command => "command",
+            Self::Duplicate => "duplicate",
+            Self::Answer => "answer",
+            Self::Unroutable => "unroutable",
+            Self::RateLimited => "rate_limited",
+            Self::IgnoredUnknownSender => "ignored_unknown_sender",
+            Self::RefusedUnknownSender => "refused_unknown_sender",
+            Self::NoCommand(why) => why.as_str(),
+        }
+    }
+}
+
 impl Content {
     /// Why content that is stored and never answered starts no command, or `None`.
     pub fn unanswered(&self) -> Option<NoCommand> {

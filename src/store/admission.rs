@@ -20,6 +20,7 @@ use crate::domain::lifecycle::EvidenceKind;
 use crate::domain::lifecycle::Lifecycle;
 use crate::domain::lifecycle::State;
 use crate::domain::lifecycle::Transition;
+use crate::domain::message::InboundStatus;
 use crate::domain::outbound::OutboxMessage;
 use crate::store::Commands;
 use crate::store::commands::{CommandRow, insert_command, insert_transitions, transition_row};
@@ -176,7 +177,7 @@ impl Store {
         let last_evidence = append_all(&mut tx, tenant, &drafts, write.at).await?.last().copied();
         settle_dedupe(&mut tx, envelope.command_id, lifecycle.state, last_evidence, write.at).await?;
         if let Some(inbound_id) = inbound_id {
-            link_inbound(&mut tx, inbound_id, envelope.command_id, "command").await?;
+            link_inbound(&mut tx, inbound_id, envelope.command_id, InboundStatus::Command).await?;
         }
         for message in &write.outbox {
             insert_outbox(&mut tx, tenant, Some(envelope.command_id), message, write.at).await?;
@@ -200,7 +201,7 @@ impl Store {
         let tenant = write.envelope.tenant_id.as_str();
         let answer = answer_duplicate(&mut tx, write).await?;
         if let (Some(inbound_id), Admitted::Replayed(d) | Admitted::InProgress(d)) = (inbound_id, &answer) {
-            link_inbound(&mut tx, inbound_id, d.command_id, "duplicate").await?;
+            link_inbound(&mut tx, inbound_id, d.command_id, InboundStatus::Duplicate).await?;
         }
         let in_chat = if let (Some(reply_to), Some(choose)) = (&write.reply_to, write.duplicate_reply) {
             answer_duplicate_in_chat(&mut tx, tenant, (reply_to, choose), &answer, write.at).await?;

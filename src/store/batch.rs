@@ -13,6 +13,7 @@ use sqlx::AnyConnection;
 use uuid::Uuid;
 
 use crate::domain::lifecycle::Lifecycle;
+use crate::domain::message::InboundStatus;
 use crate::store::Commands;
 use crate::store::admission::{
     AdmissionWrite, Admitted, RESERVE_COLUMNS, RESERVE_INSERT, RESERVE_TAIL, confirmation_row_of, reservation_row,
@@ -135,7 +136,9 @@ impl Store {
         let inbound: Vec<Vec<Param>> = writes
             .iter()
             .filter_map(|w| {
-                w.inbound.as_ref().map(|m| inbound_row(Uuid::now_v7(), m, Some(w.envelope.command_id), "command"))
+                w.inbound
+                    .as_ref()
+                    .map(|m| inbound_row(Uuid::now_v7(), m, Some(w.envelope.command_id), InboundStatus::Command))
             })
             .collect();
         let expected = inbound.len();

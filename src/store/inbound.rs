@@ -9,7 +9,7 @@ use sqlx::AnyConnection;
 use crate::domain::command::Channel;
 use crate::domain::command::ExternalId;
 use crate::domain::command::TenantId;
-use crate::domain::message::DeliveryStatus;
+use crate::domain::message::{DeliveryStatus, InboundStatus};
 use crate::store::Inbound;
 use crate::store::StoreError;
 use crate::store::outbox::{NewOutboxMessage, insert_outbox};
@@ -22,7 +22,7 @@ pub struct NewInbound {
     pub provider_message_id: ExternalId,
     /// None when the message could not be routed to a tenant.
     pub tenant_id: Option<TenantId>,
-    pub status: String,
+    pub status: InboundStatus,
     pub payload: Value,
     /// Why a message that cannot be read could not be (stored with it for whoever looks).
     pub detail: Option<String>,
@@ -151,13 +151,18 @@ pub(crate) const INBOUND_COLUMNS: usize = 9;
 pub(crate) const INBOUND_TAIL: &str = "ON CONFLICT (channel, provider_message_id) DO NOTHING RETURNING id";
 
 /// A message row, recorded with the command it starts when that is already known.
-pub(crate) fn inbound_row(id: Uuid, message: &NewInbound, command_id: Option<Uuid>, status: &str) -> Vec<Param> {
+pub(crate) fn inbound_row(
+    id: Uuid,
+    message: &NewInbound,
+    command_id: Option<Uuid>,
+    status: InboundStatus,
+) -> Vec<Param> {
     vec![
         id.to_string().into(),
         message.channel.as_str().into(),
         message.provider_message_id.as_str().into(),
         message.tenant_id.as_ref().map(|t| t.as_str()).into(),
-        status.into(),
+        status.as_str().into(),
         message.payload.to_string().into(),
         command_id.map(|c| c.to_string()).into(),
         to_ms(message.received_at).into(),
@@ -171,7 +176,7 @@ pub(crate) async fn insert_inbound(
     message: &NewInbound,
 ) -> Result<InboundOutcome, StoreError> {
     let id = Uuid::now_v7();
-    let row = inbound_row(id, message, None, &message.status);
+    let row = inbound_row(id, message, None, message.status);
     let inserted =
         multi_insert(INBOUND_INSERT, INBOUND_COLUMNS, vec![row], INBOUND_TAIL).fetch_optional(&mut *conn).await?;
     if inserted.is_some() {
@@ -191,12 +196,12 @@ pub(crate) async fn link_inbound(
     conn: &mut AnyConnection,
     inbound_id: Uuid,
     command_id: Uuid,
-    status: &str,
+    status: InboundStatus,
 ) -> Result<(), StoreError> {
     sqlx::query("UPDATE inbound_messages SET command_id = $2, status = $3 WHERE id = $1")
         .bind(inbound_id.to_string())
         .bind(command_id.to_string())
-        .bind(status)
+        .bind(status.as_str())
         .execute(&mut *conn)
         .await?;
     Ok(())

@@ -151,7 +151,7 @@ impl Commands<'_> {
             match insert_inbound(&mut tx, message).await? {
                 InboundOutcome::FirstSeen { id } => {
                     if let Some(command_id) = step.command_id {
-                        link_inbound(&mut tx, id, command_id, &message.status).await?;
+                        link_inbound(&mut tx, id, command_id, message.status).await?;
                     }
                 }
                 InboundOutcome::Duplicate { command_id, .. } => {

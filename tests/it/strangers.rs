@@ -68,7 +68,7 @@ async fn a_known_persons_reply_goes_before_notices(db: &TestDb) {
             channel: chatgate::domain::command::Channel::parse("whatsapp").expect("channel"),
             provider_message_id: chatgate::domain::command::ExternalId::parse(&format!("wamid.Q{n}")).expect("id"),
             tenant_id: Some(tenant("demo")),
-            status: "test".into(),
+            status: chatgate::domain::message::InboundStatus::Received,
             payload: json!({}),
             detail: None,
             received_at: now + time::Duration::milliseconds(n as i64),

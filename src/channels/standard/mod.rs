@@ -23,6 +23,7 @@ use crate::domain::command::TenantId;
 use crate::domain::message::Addresses;
 use crate::domain::message::Content;
 use crate::domain::message::InboundMessage;
+use crate::domain::message::InboundStatus;
 use crate::domain::outbound::Capabilities;
 use crate::domain::standard_webhooks::{self, Signed};
 use crate::service::Services;
@@ -109,7 +110,7 @@ fn command(name: &str, id: &str, source: &StandardSource, payload: Value) -> Res
         channel,
         provider_message_id,
         tenant_id: Some(tenant),
-        status: "received".into(),
+        status: InboundStatus::Received,
         payload,
         detail: None,
         received_at: OffsetDateTime::now_utc(),

@@ -13,7 +13,7 @@ use crate::domain::command::ExternalId;
 use crate::domain::directory::Tenant;
 use crate::domain::lifecycle::CommandKind;
 use crate::domain::lifecycle::Event;
-use crate::domain::message::InboundMessage;
+use crate::domain::message::{InboundMessage, InboundStatus};
 use crate::domain::outbound::{ProviderAddresses, ReplyAddress};
 use crate::service::confirmations::confirm;
 use crate::service::dispatch;
@@ -102,14 +102,14 @@ fn asked_to_confirm(spec: &CommandSpec, args: &Args, reply_to: &ReplyTo, now: Of
 pub(super) fn inbound_row(
     message: &InboundMessage,
     tenant: Option<&Tenant>,
-    status: &str,
+    status: InboundStatus,
     now: OffsetDateTime,
 ) -> NewInbound {
     NewInbound {
         channel: message.channel.clone(),
         provider_message_id: message.provider_message_id.clone(),
         tenant_id: tenant.map(|t| t.id.clone()),
-        status: status.to_owned(),
+        status,
         payload: message.raw.clone(),
         detail: message.content.unreadable_reason().map(str::to_owned),
         received_at: now,

@@ -9,7 +9,7 @@ use time::OffsetDateTime;
 
 use super::{Handled, Ingress};
 use crate::domain::directory::{Actor, Tenant};
-use crate::domain::message::InboundMessage;
+use crate::domain::message::{InboundMessage, InboundStatus};
 use crate::service::directory::{People, Resolution};
 use crate::service::engine::EngineError;
 use crate::store::{NewLookup, Released, StoreError};
@@ -77,7 +77,7 @@ impl Ingress {
         if limits.inbound_shared(store, tenant.id.as_str(), &stranger, now).await?.is_ok() {
             return Ok(None);
         }
-        self.record(message, Some(tenant), "rate_limited", &[], Handled::RateLimited, now).await.map(Some)
+        self.record(message, Some(tenant), InboundStatus::RateLimited, &[], Handled::RateLimited, now).await.map(Some)
     }
 
     /// Parks `message` in the inbox for the resolver's answer about its sender, asked once per

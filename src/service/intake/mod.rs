@@ -9,7 +9,7 @@ use time::OffsetDateTime;
 
 use crate::domain::command::{Args, CommandRequest, ExternalId, IdempotencyClass, Intent};
 use crate::domain::directory::{Actor, Tenant, UnknownSenderPolicy};
-use crate::domain::message::{Content, InboundMessage, NoCommand, StatusUpdate};
+use crate::domain::message::{Content, InboundMessage, InboundStatus, NoCommand, StatusUpdate};
 use crate::domain::registry::{Interpretation, Reading};
 use crate::service::confirmations::answers::{self, Answering};
 use crate::service::confirmations::confirm::Answer;
@@ -125,7 +125,7 @@ impl Ingress {
                 let id = &message.provider_message_id;
                 tracing::warn!(to = %message.to, %id, held, "message to an unknown number stored as unroutable");
             }
-            return self.record(message, None, "unroutable", &[], Handled::Unroutable, now).await;
+            return self.record(message, None, InboundStatus::Unroutable, &[], Handled::Unroutable, now).await;
         };
         // A message that cannot be read is kept and never answered, whoever sent it (its sender
         // may be the part that could not be read).
@@ -158,10 +158,12 @@ impl Ingress {
             if let Some(held) = RATE_LIMITED.admit_now() {
                 tracing::warn!(tenant = %tenant.id, ?wait, held, "inbound rate limit reached");
             }
-            return self.record(message, Some(tenant), "rate_limited", &[], Handled::RateLimited, now).await;
+            return self
+                .record(message, Some(tenant), InboundStatus::RateLimited, &[], Handled::RateLimited, now)
+                .await;
         }
         if let Some(answer) = Answer::parse(&message.content) {
-            let inbound = inbound_row(message, Some(tenant), "answer", now);
+            let inbound = inbound_row(message, Some(tenant), InboundStatus::Answer, now);
             let who = Answering {
                 tenant_id: &tenant.id,
                 actor_id: &actor.id,
@@ -192,7 +194,7 @@ impl Ingress {
         let (store, limits) = (self.engine.store(), &self.policy.security.limits);
         let (status, refusal) = match tenant.unknown_sender {
             // Handled as a person in the role (`sender`); one whose address is not an id is ignored.
-            UnknownSenderPolicy::Ignore | UnknownSenderPolicy::AsRole(_) => ("ignored_unknown_sender", None),
+            UnknownSenderPolicy::Ignore | UnknownSenderPolicy::AsRole(_) => (InboundStatus::IgnoredUnknownSender, None),
             UnknownSenderPolicy::Refuse => {
                 let budget = limits.take(store, Budget::UnknownSenderReplies, tenant.id.as_str(), now).await?;
                 if budget.is_err() {
@@ -200,7 +202,10 @@ impl Ingress {
                     metrics::counter!("chatgate_unknown_sender_refusals_unsent_total", &labels).increment(1);
                 }
                 let reply = reply_to.message("rejected", json!({"reason": "unknown_sender"}));
-                ("refused_unknown_sender", budget.ok().map(|()| NewOutboxMessage { kind: NOTICE_KIND.into(), ..reply }))
+                (
+                    InboundStatus::RefusedUnknownSender,
+                    budget.ok().map(|()| NewOutboxMessage { kind: NOTICE_KIND.into(), ..reply }),
+                )
             }
         };
         let replies: Vec<NewOutboxMessage> = refusal.into_iter().collect();
@@ -261,7 +266,15 @@ impl Ingress {
         replies: &[NewOutboxMessage],
         now: OffsetDateTime,
     ) -> Result<Handled, EngineError> {
-        self.record(message, Some(tenant), status.as_str(), replies, Handled::NotACommand { status }, now).await
+        self.record(
+            message,
+            Some(tenant),
+            InboundStatus::NoCommand(status),
+            replies,
+            Handled::NotACommand { status },
+            now,
+        )
+        .await
     }
 
     /// Stores a message that starts no command, with its replies, once.
@@ -269,7 +282,7 @@ impl Ingress {
         &self,
         message: &InboundMessage,
         tenant: Option<&Tenant>,
-        status: &str,
+        status: InboundStatus,
         replies: &[NewOutboxMessage],
         handled: Handled,
         now: OffsetDateTime,
@@ -330,7 +343,7 @@ impl Ingress {
             then: first.events,
             decision: first.decision,
             reason_code: first.reason_code.map(str::to_owned),
-            inbound: reprocess_of.is_none().then(|| inbound_row(message, Some(tenant), "received", now)),
+            inbound: reprocess_of.is_none().then(|| inbound_row(message, Some(tenant), InboundStatus::Received, now)),
             outbox: first.outbox,
             reply_to: Some(reply_to),
             confirmation: first.confirmation,

@@ -25,7 +25,7 @@ fn inbound(message_id: &str) -> NewInbound {
         channel: Channel::parse("whatsapp").expect("channel"),
         provider_message_id: ExternalId::parse(message_id).expect("id"),
         tenant_id: Some(crate::helpers::tenant("demo")),
-        status: "received".into(),
+        status: chatgate::domain::message::InboundStatus::Received,
         payload: json!({"id": message_id}),
         detail: None,
         received_at: now(),

@@ -7,6 +7,7 @@ use chatgate::domain::command::Channel;
 use chatgate::domain::command::ExternalId;
 use chatgate::domain::lifecycle::Event;
 use chatgate::domain::lifecycle::State;
+use chatgate::domain::message::{InboundStatus, NoCommand};
 use chatgate::service::engine::MoveContext;
 use chatgate::store::{InboundOutcome, NewInbound, NewOutboxMessage};
 use serde_json::json;
@@ -37,7 +38,7 @@ async fn claimed_rows_come_back_in_the_order_they_were_written(db: &TestDb) {
         channel: Channel::parse("whatsapp").expect("channel"),
         provider_message_id: ExternalId::parse("wamid.ORDER").expect("id"),
         tenant_id: Some(tenant("demo")),
-        status: "help".into(),
+        status: InboundStatus::NoCommand(NoCommand::Help),
         payload: json!({}),
         detail: None,
         received_at: now(),
@@ -61,7 +62,7 @@ async fn a_message_waits_behind_an_earlier_one_held_for_an_answer_or_in_flight(d
             channel: Channel::parse("twilio").expect("channel"),
             provider_message_id: ExternalId::parse(id).expect("id"),
             tenant_id: Some(tenant("demo")),
-            status: "help".into(),
+            status: InboundStatus::NoCommand(NoCommand::Help),
             payload: json!({}),
             detail: None,
             received_at: now(),
@@ -107,7 +108,7 @@ async fn a_redelivered_provider_message_is_one_row(db: &TestDb) {
         channel: Channel::parse(channel).expect("channel"),
         provider_message_id: ExternalId::parse("wamid.HBgLMTU1NTAwMDAwMDEVAgASGBQ=").expect("id"),
         tenant_id: Some(tenant("demo")),
-        status: "received".into(),
+        status: InboundStatus::Received,
         payload: json!({"text": "refund 1234 25.00"}),
         detail: None,
         received_at: now(),
