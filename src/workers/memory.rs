@@ -22,6 +22,7 @@ pub(super) async fn run(every: Duration, stopping: CancellationToken) {
 const ARENAS: i32 = 2;
 
 /// The arena limit to set: none when the operator set `MALLOC_ARENA_MAX` (glibc read it already).
+#[cfg_attr(not(all(target_os = "linux", target_env = "gnu")), allow(dead_code))]
 fn arena_limit(from_environment: Option<std::ffi::OsString>) -> Option<i32> {
     from_environment.is_none().then_some(ARENAS)
 }
@@ -40,9 +41,7 @@ pub fn limit_arenas() {
 }
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-pub fn limit_arenas() {
-    let _ = arena_limit;
-}
+pub fn limit_arenas() {}
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn trim() {

@@ -168,7 +168,7 @@ fn announce_channels() {
         for outcome in WEBHOOK_OUTCOMES {
             zero("chatgate_webhooks_total", &[("channel", channel.to_string()), ("outcome", outcome.to_string())]);
         }
-        for outcome in crate::domain::message::MessageOutcome::COUNTED {
+        for outcome in crate::domain::message::MessageOutcome::counted() {
             let labels = [("channel", channel.to_string()), ("outcome", outcome.as_str().to_owned())];
             zero("chatgate_inbound_messages_total", &labels);
         }
