@@ -16,6 +16,7 @@ use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use crate::domain::message::InboundMessage;
 use crate::service::Services;
 use crate::service::engine::EngineError;
 use crate::service::intake::Handled;
@@ -98,9 +99,19 @@ async fn pass(services: &Services) -> Result<usize, StoreError> {
     let now = OffsetDateTime::now_utc();
     let claimed = services.store.inbox().claim(inbox.lease(now), now, inbox.config().admission_batch).await?;
     let count = claimed.len();
-    let mut conversations: HashMap<String, Vec<InboxEntry>> = HashMap::new();
-    for entry in claimed {
-        conversations.entry(entry.conversation_id.clone()).or_default().push(entry);
+    // Each message read back once; their writers looked up together.
+    let read: Vec<(InboxEntry, Option<InboundMessage>)> = claimed
+        .into_iter()
+        .map(|entry| {
+            let message = services.ingress.from_inbox(&entry);
+            (entry, message)
+        })
+        .collect();
+    let messages: Vec<&InboundMessage> = read.iter().filter_map(|(_, message)| message.as_ref()).collect();
+    services.ingress.know_writers(&messages).await;
+    let mut conversations: HashMap<String, Vec<(InboxEntry, Option<InboundMessage>)>> = HashMap::new();
+    for (entry, message) in read {
+        conversations.entry(entry.conversation_id.clone()).or_default().push((entry, message));
     }
     // Each conversation a task of its own: admission's work (reading, deciding, hashing evidence)
     // spreads over every core, and the admissions meet in the engine's group commits.
@@ -127,10 +138,13 @@ async fn pass(services: &Services) -> Result<usize, StoreError> {
 }
 
 /// One conversation's messages, in order, up to the first that must wait.
-async fn admit_in_order(services: Services, entries: Vec<InboxEntry>) -> Vec<(i64, Option<Handled>, OffsetDateTime)> {
+async fn admit_in_order(
+    services: Services,
+    entries: Vec<(InboxEntry, Option<InboundMessage>)>,
+) -> Vec<(i64, Option<Handled>, OffsetDateTime)> {
     let mut admitted = Vec::with_capacity(entries.len());
-    for entry in &entries {
-        match admit(&services, entry).await {
+    for (entry, message) in &entries {
+        match admit(&services, entry, message.as_ref()).await {
             Ok(handled) => admitted.push((entry.id, handled, entry.received_at)),
             Err(error) => {
                 tracing::warn!(%error, id = entry.id, "a message waits in the inbox for the next pass");
@@ -141,16 +155,21 @@ async fn admit_in_order(services: Services, entries: Vec<InboxEntry>) -> Vec<(i6
     admitted
 }
 
-/// Admits one message; `None` when it could not be, for good (it is kept, and counted).
-async fn admit(services: &Services, entry: &InboxEntry) -> Result<Option<Handled>, EngineError> {
+/// Admits one message (`message`: `entry` as read back); `None` when it could not be, for good
+/// (it is kept, and counted).
+async fn admit(
+    services: &Services,
+    entry: &InboxEntry,
+    message: Option<&InboundMessage>,
+) -> Result<Option<Handled>, EngineError> {
     let ingress = &services.ingress;
-    let Some(message) = ingress.from_inbox(entry) else {
+    let Some(message) = message else {
         tracing::error!(id = entry.id, channel = %entry.channel, "a stored message cannot be read back");
         metrics::counter!("chatgate_inbox_unadmitted_total", "reason" => "unreadable").increment(1);
         return Ok(None);
     };
     let span = crate::service::telemetry::admission_span(&entry.channel, entry.trace_parent.as_deref());
-    match ingress.handle(&message, entry.released, entry.received_at).instrument(span).await {
+    match ingress.handle(message, entry.released, entry.received_at).instrument(span).await {
         Ok(handled) => Ok(Some(handled)),
         Err(EngineError::Store(error)) if error.is_retryable() => Err(EngineError::Store(error)),
         Err(error) => {

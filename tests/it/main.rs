@@ -16,6 +16,7 @@ mod directory_api;
 mod directory_browser;
 mod directory_erasure;
 mod directory_import;
+mod directory_lookups;
 mod e2e_amqp;
 mod e2e_console;
 mod e2e_conversation;

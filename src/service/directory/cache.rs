@@ -24,9 +24,14 @@ pub struct Lookups {
 impl Lookups {
     /// What `(tenant, key)` was found to be, if it was looked up within `TTL`.
     pub fn get(&self, tenant: &str, key: &str) -> Option<Option<Actor>> {
+        self.get_within(tenant, key, TTL)
+    }
+
+    /// What `(tenant, key)` was found to be, if it was looked up within `age` (at most `TTL`).
+    pub fn get_within(&self, tenant: &str, key: &str, age: Duration) -> Option<Option<Actor>> {
         let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         let (at, actor) = entries.get(&(tenant.to_owned(), key.to_owned()))?;
-        (at.elapsed() < TTL).then(|| actor.clone())
+        (at.elapsed() < age.min(TTL)).then(|| actor.clone())
     }
 
     pub fn put(&self, tenant: &str, key: &str, actor: Option<Actor>) {
@@ -43,5 +48,26 @@ impl Lookups {
     /// Forgets the tenant's lookups (a change was made here).
     pub fn forget(&self, tenant: &str) {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner).retain(|(t, _), _| t != tenant);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lookup_is_remembered_for_at_most_the_ttl_and_a_shorter_age_can_be_asked_for() {
+        let lookups = Lookups::default();
+        lookups.put("acme", "address:15550001001", None);
+        assert_eq!(lookups.get("acme", "address:15550001001"), Some(None));
+        assert_eq!(
+            lookups.get_within("acme", "address:15550001001", TTL * 10),
+            Some(None),
+            "a longer age is answered as the TTL"
+        );
+        assert_eq!(lookups.get_within("acme", "address:15550001001", Duration::ZERO), None, "older than asked");
+        assert_eq!(lookups.get("other", "address:15550001001"), None, "each tenant its own");
+        lookups.forget("acme");
+        assert_eq!(lookups.get("acme", "address:15550001001"), None);
     }
 }

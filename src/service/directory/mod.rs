@@ -48,7 +48,7 @@ impl People {
 
     /// The active person an address names in `tenant`, with the scopes their roles grant now.
     pub async fn find(&self, tenant: &TenantId, address: &str) -> Result<Option<Actor>, StoreError> {
-        let key = format!("address:{address}");
+        let key = address_key(address);
         if let Some(known) = self.lookups.get(tenant.as_str(), &key) {
             return Ok(known);
         }
@@ -58,6 +58,37 @@ impl People {
         };
         self.lookups.put(tenant.as_str(), &key, found.clone());
         Ok(found)
+    }
+
+    /// Looks up, at once, every one of `addresses` not looked up within half the memory's `TTL`
+    /// (so that what is remembered is still remembered while the batch is handled), so that
+    /// [`People::find`] then answers each from memory: a batch of messages costs four queries
+    /// (holders, people, their addresses, the tenant's roles), not four per sender.
+    pub async fn know(&self, tenant: &TenantId, addresses: &[&str]) -> Result<(), StoreError> {
+        let unknown: BTreeSet<String> = addresses
+            .iter()
+            .filter(|address| self.lookups.get_within(tenant.as_str(), &address_key(address), cache::TTL / 2).is_none())
+            .map(|address| (*address).to_owned())
+            .collect();
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        let unknown: Vec<String> = unknown.into_iter().collect();
+        let directory = self.store.directory();
+        let holders = directory.holders(tenant, &unknown).await?;
+        let ids: Vec<String> = holders.values().cloned().collect::<BTreeSet<_>>().into_iter().collect();
+        let people = if ids.is_empty() { Default::default() } else { directory.get_many(tenant, &ids).await? };
+        let roles = if people.values().any(|stored| stored.person.active) {
+            self.roles(tenant).await?
+        } else {
+            Roles::default()
+        };
+        for address in &unknown {
+            let person = holders.get(address).and_then(|id| people.get(id)).map(|stored| &stored.person);
+            let found = person.filter(|person| person.active).map(|person| Actor::of(person, &roles));
+            self.lookups.put(tenant.as_str(), &address_key(address), found);
+        }
+        Ok(())
     }
 
     /// The active person `id` is, with their scopes now.
@@ -130,6 +161,11 @@ impl People {
     pub(crate) fn changed(&self, tenant: &TenantId) {
         self.lookups.forget(tenant.as_str());
     }
+}
+
+/// What a lookup by address is remembered under.
+fn address_key(address: &str) -> String {
+    format!("address:{address}")
 }
 
 /// How the id of someone nobody listed begins (`unknown:whatsapp:15550009999`): their commands

@@ -5,6 +5,8 @@
 //! answers, or past the tenant's `give_up_after` as a stranger's. Meanwhile nothing is said to
 //! the person.
 
+use std::collections::BTreeMap;
+
 use time::OffsetDateTime;
 
 use super::{Handled, Ingress};
@@ -25,6 +27,25 @@ pub(super) enum Writer {
 }
 
 impl Ingress {
+    /// Looks up the writers of a batch of messages together ([`People::know`]), so that each
+    /// message's own lookup is answered from memory. A failure here only leaves each message to
+    /// be looked up on its own, where it is handled as any failed lookup.
+    pub async fn know_writers(&self, messages: &[&InboundMessage]) {
+        let tenants = self.policy.tenants.get();
+        let mut by_tenant: BTreeMap<&str, (&Tenant, Vec<&str>)> = BTreeMap::new();
+        for message in messages {
+            if let Some(tenant) = tenants.tenant_for_number(&message.to) {
+                let (_, addresses) = by_tenant.entry(tenant.id.as_str()).or_insert((tenant, vec![]));
+                addresses.push(People::address_of(&message.from));
+            }
+        }
+        for (tenant, addresses) in by_tenant.into_values() {
+            if let Err(error) = self.policy.people.know(&tenant.id, &addresses).await {
+                tracing::debug!(%error, tenant = %tenant.id, "cannot look up a batch's writers together");
+            }
+        }
+    }
+
     pub(super) async fn who_wrote(
         &self,
         message: &InboundMessage,
