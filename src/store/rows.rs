@@ -1,5 +1,6 @@
 //! Reading typed values back out of `AnyRow`s, and the time representation both backends share.
 
+use std::fmt::Write as _;
 use std::str::FromStr;
 
 use sqlx::Row;
@@ -80,21 +81,46 @@ impl Marks {
     }
 
     fn mark(self, n: usize) -> String {
+        let mut mark = String::new();
+        self.write(&mut mark, n);
+        mark
+    }
+
+    /// Appends the `n`th mark to `sql` (no string of its own: a batch's statement has hundreds).
+    fn write(self, sql: &mut String, n: usize) {
         match self {
-            Self::Numbered => format!("${n}"),
-            Self::Positional => "?".to_owned(),
+            // Writing into a `String` cannot fail.
+            Self::Numbered => {
+                let _ = write!(sql, "${n}");
+            }
+            Self::Positional => sql.push('?'),
         }
+    }
+
+    /// Appends `(mark, mark, ...)`: the marks `first..first + count`.
+    fn write_list(self, sql: &mut String, first: usize, count: usize) {
+        sql.push('(');
+        for n in first..first + count {
+            if n > first {
+                sql.push_str(", ");
+            }
+            self.write(sql, n);
+        }
+        sql.push(')');
     }
 }
 
 /// `($1, $2), ($3, $4)` for `rows` rows of `columns` values: the VALUES list of a multi-row
 /// insert, built from placeholders only (every value is bound).
 pub(crate) fn values_placeholders(rows: usize, columns: usize, marks: Marks) -> String {
-    let row = |r: usize| {
-        let row_marks: Vec<String> = (1..=columns).map(|c| marks.mark(r * columns + c)).collect();
-        format!("({})", row_marks.join(", "))
-    };
-    (0..rows).map(row).collect::<Vec<_>>().join(", ")
+    let mut sql = String::with_capacity(rows * columns * 6);
+    for row in 0..rows {
+        if row > 0 {
+            sql.push_str(", ");
+        }
+        marks.write_list(&mut sql, row * columns + 1, columns);
+    }
+    sql
 }
 
 /// One bound value of a row written by [`multi_insert`].
@@ -158,7 +184,12 @@ fn multi_insert_marked(
     tail: &str,
     marks: Marks,
 ) -> sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments> {
-    let sql = format!("{head} VALUES {} {tail}", values_placeholders(rows.len(), columns, marks));
+    let mut sql = String::with_capacity(head.len() + tail.len() + rows.len() * columns * 6 + 16);
+    sql.push_str(head);
+    sql.push_str(" VALUES ");
+    sql.push_str(&values_placeholders(rows.len(), columns, marks));
+    sql.push(' ');
+    sql.push_str(tail);
     let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
     for row in rows {
         debug_assert_eq!(row.len(), columns, "every row has every column");
@@ -200,8 +231,9 @@ pub(crate) async fn insert_rows(
 
 /// `($1, $2, ...)` after `offset` values: a parenthesized list of `count` placeholders.
 pub(crate) fn placeholder_list(offset: usize, count: usize, marks: Marks) -> String {
-    let list: Vec<String> = (offset + 1..=offset + count).map(|n| marks.mark(n)).collect();
-    format!("({})", list.join(", "))
+    let mut sql = String::with_capacity(count * 6 + 2);
+    marks.write_list(&mut sql, offset + 1, count);
+    sql
 }
 
 /// `UPDATE {table} SET {set} FROM (VALUES ...) AS v WHERE {matching}`: one statement moves many
