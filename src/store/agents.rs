@@ -70,6 +70,11 @@ impl Agents<'_> {
     }
 }
 
+pub(crate) const EXPIRED_UNDISPATCHED: &str = "SELECT c.tenant_id, c.command_id FROM commands c
+     WHERE c.state = 'started' AND c.expires_at <= $1
+       AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.command_id = c.command_id)
+     ORDER BY c.expires_at LIMIT $2";
+
 impl Deliveries<'_> {
     /// Started commands past their TTL that were never handed to an executor (their agent was
     /// paused, say): (tenant, command id), oldest first.
@@ -78,16 +83,7 @@ impl Deliveries<'_> {
         now: OffsetDateTime,
         limit: i64,
     ) -> Result<Vec<(TenantId, Uuid)>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT c.tenant_id, c.command_id FROM commands c
-             WHERE c.state = 'started' AND c.expires_at <= $1
-               AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.command_id = c.command_id)
-             ORDER BY c.expires_at LIMIT $2",
-        )
-        .bind(to_ms(now))
-        .bind(limit)
-        .fetch_all(self.store.pool())
-        .await?;
+        let rows = sqlx::query(EXPIRED_UNDISPATCHED).bind(to_ms(now)).bind(limit).fetch_all(self.store.pool()).await?;
         rows.iter()
             .map(|row| {
                 let tenant =

@@ -7,7 +7,7 @@ use uuid::Uuid;
 use crate::domain::command::TenantId;
 use crate::store::Commands;
 use crate::store::StoreError;
-use crate::store::rows::{fetch_where_in, int, opt_int, text, to_ms, uuid};
+use crate::store::rows::{KeyLookup, int, opt_int, text, to_ms, uuid};
 
 use crate::store::commands::{
     CommandFilter, StoredCommand, TransitionRecord, command_columns, decode_command, decode_transition, load_command,
@@ -23,13 +23,15 @@ pub struct StoredMove {
     pub record: TransitionRecord,
 }
 
+pub(crate) const COMMANDS_BY_ID: KeyLookup =
+    KeyLookup { select: concat!("SELECT ", command_columns!(), " FROM commands"), column: "command_id" };
+
 impl Commands<'_> {
     /// The commands with these ids, whatever their tenant (the caller checks it), in no order.
     pub async fn get_many(self, ids: &[Uuid]) -> Result<Vec<StoredCommand>, StoreError> {
         let mut conn = self.store.pool().acquire().await?;
         let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
-        let select = concat!("SELECT ", command_columns!(), " FROM commands");
-        let rows = fetch_where_in(&mut conn, select, "command_id", &ids).await?;
+        let rows = COMMANDS_BY_ID.fetch(&mut conn, &ids).await?;
         rows.iter().map(decode_command).collect()
     }
 

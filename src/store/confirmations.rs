@@ -182,6 +182,9 @@ fn decode(row: &AnyRow) -> Result<Confirmation, StoreError> {
     })
 }
 
+pub(crate) const EXPIRED: &str =
+    concat!(confirmation_select!(), " WHERE status = 'pending' AND expires_at <= $1 ORDER BY expires_at LIMIT $2");
+
 impl Confirmations<'_> {
     /// The confirmation a button carries the nonce of (any tenant: the caller checks).
     pub async fn by_nonce(self, nonce: &str) -> Result<Option<Confirmation>, StoreError> {
@@ -211,11 +214,7 @@ impl Confirmations<'_> {
 
     /// Pending confirmations whose time ran out, oldest first.
     pub async fn expired(self, now: OffsetDateTime, limit: i64) -> Result<Vec<Confirmation>, StoreError> {
-        let sql = concat!(
-            confirmation_select!(),
-            " WHERE status = 'pending' AND expires_at <= $1 ORDER BY expires_at LIMIT $2"
-        );
-        let rows = sqlx::query(sql).bind(to_ms(now)).bind(limit).fetch_all(self.store.pool()).await?;
+        let rows = sqlx::query(EXPIRED).bind(to_ms(now)).bind(limit).fetch_all(self.store.pool()).await?;
         rows.iter().map(decode).collect()
     }
 }

@@ -76,14 +76,14 @@ pub(crate) async fn settle_dedupes(
     Ok(())
 }
 
+pub(crate) const PURGE_EXPIRED: &str =
+    "DELETE FROM dedupe_records WHERE ttl_expires_at <= $1 AND status <> 'in_progress'";
+
 impl Dedupe<'_> {
     /// Deletes expired records of finished commands; a command still under way keeps its
     /// reservation past its window, so that a late duplicate can never run beside it.
     pub async fn purge_expired(self, now: OffsetDateTime) -> Result<u64, StoreError> {
-        let done = sqlx::query("DELETE FROM dedupe_records WHERE ttl_expires_at <= $1 AND status <> 'in_progress'")
-            .bind(to_ms(now))
-            .execute(self.store.pool())
-            .await?;
+        let done = sqlx::query(PURGE_EXPIRED).bind(to_ms(now)).execute(self.store.pool()).await?;
         Ok(done.rows_affected())
     }
 

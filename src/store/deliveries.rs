@@ -14,7 +14,7 @@ use crate::domain::delivery::DeliveryState;
 use crate::store::Deliveries;
 use crate::store::StoreError;
 use crate::store::rows::{
-    Param, fetch_where_in, from_ms, insert_rows, int, opt_int, opt_text, parsed, text, to_ms, update_rows, uuid,
+    KeyLookup, Param, from_ms, insert_rows, int, opt_int, opt_text, parsed, text, to_ms, update_rows, uuid,
 };
 
 #[derive(Debug, Clone, PartialEq)]
@@ -75,6 +75,25 @@ macro_rules! delivery_select {
          execution_deadline, ttl_deadline FROM deliveries"
     };
 }
+
+pub(crate) const DELIVERIES_OF_COMMANDS: KeyLookup = KeyLookup { select: delivery_select!(), column: "command_id" };
+
+/// By the commands' ids alone, the kind read back and kept to dispatch rows here: with
+/// `kind = 'dispatch'` in the statement SQLite answered from the claim index's `kind` prefix,
+/// reading every dispatch row the outbox keeps, so each batch's lookup grew with its history.
+pub(crate) const DISPATCH_TARGETS: KeyLookup =
+    KeyLookup { select: "SELECT command_id, kind, destination FROM outbox", column: "command_id" };
+
+/// The deliveries whose deadline has passed. The states still under way are named (an `IN`
+/// list, which `deliveries_by_state` answers): `state <> 'closed' AND state <> 'executed'` made
+/// every sweep read every delivery ever made.
+pub(crate) const OVERDUE: &str = concat!(
+    delivery_select!(),
+    " WHERE state IN ('received', 'validated', 'routed', 'delivered')
+       AND ((state = 'routed' AND delivery_deadline <= $1) OR (state = 'delivered' AND execution_deadline <= $1)
+            OR ttl_deadline <= $1)
+     ORDER BY updated_at LIMIT $2"
+);
 
 fn decode(row: &AnyRow) -> Result<Delivery, StoreError> {
     let time =
@@ -237,7 +256,7 @@ impl Deliveries<'_> {
     pub async fn of_commands(self, command_ids: &[Uuid]) -> Result<Vec<Delivery>, StoreError> {
         let mut conn = self.store.pool().acquire().await?;
         let ids: Vec<String> = command_ids.iter().map(Uuid::to_string).collect();
-        let rows = fetch_where_in(&mut conn, delivery_select!(), "command_id", &ids).await?;
+        let rows = DELIVERIES_OF_COMMANDS.fetch(&mut conn, &ids).await?;
         rows.iter().map(decode).collect()
     }
 
@@ -248,11 +267,12 @@ impl Deliveries<'_> {
     ) -> Result<std::collections::HashMap<Uuid, Vec<String>>, StoreError> {
         let mut conn = self.store.pool().acquire().await?;
         let ids: Vec<String> = command_ids.iter().map(Uuid::to_string).collect();
-        let select = "SELECT command_id, destination FROM outbox";
-        let rows = fetch_where_in(&mut conn, select, "kind = 'dispatch' AND command_id", &ids).await?;
+        let rows = DISPATCH_TARGETS.fetch(&mut conn, &ids).await?;
         let mut targets: std::collections::HashMap<Uuid, Vec<String>> = std::collections::HashMap::new();
         for row in &rows {
-            targets.entry(uuid(row, "command_id")?).or_default().push(text(row, "destination")?);
+            if text(row, "kind")? == "dispatch" {
+                targets.entry(uuid(row, "command_id")?).or_default().push(text(row, "destination")?);
+            }
         }
         targets.values_mut().for_each(|list| list.sort());
         Ok(targets)
@@ -276,17 +296,7 @@ impl Deliveries<'_> {
 
     /// Deliveries whose delivery, execution or TTL deadline has passed, oldest first.
     pub async fn overdue(self, now: OffsetDateTime, limit: i64) -> Result<Vec<Delivery>, StoreError> {
-        let rows = sqlx::query(concat!(
-            delivery_select!(),
-            " WHERE state <> 'closed' AND state <> 'executed'
-               AND ((state = 'routed' AND delivery_deadline <= $1) OR (state = 'delivered' AND execution_deadline <= $1)
-                    OR ttl_deadline <= $1)
-             ORDER BY updated_at LIMIT $2"
-        ))
-        .bind(to_ms(now))
-        .bind(limit)
-        .fetch_all(self.store.pool())
-        .await?;
+        let rows = sqlx::query(OVERDUE).bind(to_ms(now)).bind(limit).fetch_all(self.store.pool()).await?;
         rows.iter().map(decode).collect()
     }
 

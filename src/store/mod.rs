@@ -76,7 +76,7 @@ pub use repos::{
     Inbox, Outbox, RateLimits, RegistryVersions, Tokens,
 };
 pub use signals::{CommittedMove, MoveObserver};
-pub use snapshot::{SNAPSHOT_QUERIES, Snapshot};
+pub use snapshot::{KEY_LOOKUPS, SNAPSHOT_QUERIES, SWEEP_QUERIES, Snapshot};
 pub use step::{ConsumedToken, StepOutcome, StepWrite};
 pub use trace::TraceNode;
 

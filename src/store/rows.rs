@@ -253,28 +253,40 @@ pub(crate) async fn update_rows(
     Ok(insert_rows(conn, &head, columns, rows, &tail).await?.len())
 }
 
-/// The rows of `select` (a statement without its WHERE) whose `column` is one of `values`,
-/// read with one `IN` list per chunk so that the column's index answers each.
-pub(crate) async fn fetch_where_in(
-    conn: &mut sqlx::AnyConnection,
-    select: &str,
-    column: &str,
-    values: &[String],
-) -> Result<Vec<AnyRow>, crate::store::StoreError> {
-    let marks = Marks::for_connection(conn);
-    let mut rows = vec![];
-    for chunk in values.chunks(PARAMS_PER_STATEMENT) {
-        let sql = format!("{select} WHERE {column} IN {}", placeholder_list(0, chunk.len(), marks));
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for value in chunk {
-            query = query.bind(value.as_str());
-        }
-        rows.extend(query.fetch_all(&mut *conn).await?);
-    }
-    Ok(rows)
+/// A batch's rows read by one key column: `{select} WHERE {column} IN (...)`, one `IN` list per
+/// chunk, so that the column's index answers each. Each is a named constant that the store's
+/// [`KEY_LOOKUPS`](crate::store::KEY_LOOKUPS) lists, and a test reads their plans: a lookup
+/// that SQLite answered from another index would read rows in proportion to the table's
+/// history instead of to the batch.
+pub struct KeyLookup {
+    /// The statement without its WHERE.
+    pub select: &'static str,
+    /// The key column, which an index must lead with.
+    pub column: &'static str,
 }
 
-/// [`fetch_where_in`] within one tenant: `{select} WHERE tenant_id = $1 AND {column} IN (...)`,
+impl KeyLookup {
+    /// The rows whose key is one of `values`.
+    pub(crate) async fn fetch(
+        &self,
+        conn: &mut sqlx::AnyConnection,
+        values: &[String],
+    ) -> Result<Vec<AnyRow>, crate::store::StoreError> {
+        let marks = Marks::for_connection(conn);
+        let mut rows = vec![];
+        for chunk in values.chunks(PARAMS_PER_STATEMENT) {
+            let sql = format!("{} WHERE {} IN {}", self.select, self.column, placeholder_list(0, chunk.len(), marks));
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for value in chunk {
+                query = query.bind(value.as_str());
+            }
+            rows.extend(query.fetch_all(&mut *conn).await?);
+        }
+        Ok(rows)
+    }
+}
+
+/// [`KeyLookup::fetch`] within one tenant: `{select} WHERE tenant_id = $1 AND {column} IN (...)`,
 /// which an index on `(tenant_id, {column})` answers.
 pub(crate) async fn fetch_tenant_in(
     conn: &mut sqlx::AnyConnection,

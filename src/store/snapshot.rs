@@ -2,11 +2,18 @@
 //! state, deliveries in flight and of the last hour, and the Bloodbank command-completeness
 //! figures. Every query reads through an index a range that grows with what is in flight (or
 //! with an hour of traffic), never with the tables' whole history: a scrape costs the same with a
-//! thousand deliveries stored or a million (`SNAPSHOT_QUERIES`, whose plans a test reads).
+//! thousand deliveries stored or a million (`SNAPSHOT_QUERIES`, whose plans a test reads). The
+//! same rule for the workers' batch lookups and the timers' sweeps is listed here as well
+//! (`KEY_LOOKUPS`, `SWEEP_QUERIES`).
 
 use time::OffsetDateTime;
 
-use crate::store::rows::{int, opt_int, text, to_ms};
+use crate::store::agents::EXPIRED_UNDISPATCHED;
+use crate::store::command_reads::COMMANDS_BY_ID;
+use crate::store::confirmations::EXPIRED;
+use crate::store::dedupe::PURGE_EXPIRED;
+use crate::store::deliveries::{DELIVERIES_OF_COMMANDS, DISPATCH_TARGETS, OVERDUE};
+use crate::store::rows::{KeyLookup, int, opt_int, text, to_ms};
 use crate::store::{Store, StoreError};
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -43,6 +50,13 @@ const ORPHANED: &str = "SELECT COUNT(*) AS n FROM commands c WHERE c.state = 'st
 
 /// Every query a scrape runs, for a test to read their plans.
 pub const SNAPSHOT_QUERIES: [&str; 5] = [PENDING, AGENTS, IN_FLIGHT, CLOSED, ORPHANED];
+
+/// Every batch lookup by a key, whose plans a test reads too: each must be answered from an index
+/// that leads with its key, or it reads rows in proportion to the table's history.
+pub const KEY_LOOKUPS: [&KeyLookup; 3] = [&COMMANDS_BY_ID, &DELIVERIES_OF_COMMANDS, &DISPATCH_TARGETS];
+
+/// What the timers read (or delete) on every sweep, whatever the load: through indexes too.
+pub const SWEEP_QUERIES: [&str; 4] = [OVERDUE, EXPIRED_UNDISPATCHED, EXPIRED, PURGE_EXPIRED];
 
 impl Store {
     /// The figures at `now`: deliveries closed within `window`, commands orphaned for

@@ -154,6 +154,17 @@ impl TestDb {
         AnyConnection::connect(&url).await.expect("raw inbox connection")
     }
 
+    /// SQLite's plan for `sql` with `params` parameters (bound to 0): one line per step (`SCAN t`
+    /// reads a whole table, `SEARCH t USING INDEX` a range of it).
+    pub async fn plan(&self, sql: &str, params: usize) -> Vec<String> {
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")));
+        for _ in 0..params {
+            query = query.bind(0_i64);
+        }
+        let rows = query.fetch_all(&mut self.raw().await).await.expect("plan");
+        rows.iter().map(|row| sqlx::Row::try_get::<String, _>(row, "detail").expect("detail")).collect()
+    }
+
     pub async fn count(&self, sql: &'static str, bind: &str) -> i64 {
         count(&mut self.raw().await, sql, bind).await
     }

@@ -53,6 +53,7 @@ mod language_corpus;
 mod metrics_scrape;
 mod nats_agent;
 mod process;
+mod query_plans;
 mod reference_docs;
 mod reload;
 mod scale_out;

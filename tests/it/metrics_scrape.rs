@@ -3,25 +3,14 @@
 //! second however many scrapes come — and `/metrics` can be protected by a bearer token or moved
 //! to an address of its own.
 
-use reqwest::StatusCode;
-use sqlx::Row;
-
 use crate::helpers::{Backend, TestDb, spawn_app_with};
-
-/// SQLite's plan for `sql`: one line per step (`SCAN t` reads a whole table, `SEARCH t USING
-/// INDEX` a range of it).
-async fn plan(db: &TestDb, sql: &str) -> Vec<String> {
-    let mut conn = db.raw().await;
-    let explain = format!("EXPLAIN QUERY PLAN {sql}");
-    let rows = sqlx::query(sqlx::AssertSqlSafe(explain)).bind(0_i64).fetch_all(&mut conn).await.expect("plan");
-    rows.iter().map(|row| row.try_get::<String, _>("detail").expect("detail")).collect()
-}
+use reqwest::StatusCode;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_scrape_reads_a_bounded_range_at_most_once_a_second() {
     let db = TestDb::new(Backend::Sqlite).await.expect("sqlite");
     for sql in chatgate::store::SNAPSHOT_QUERIES {
-        let steps = plan(&db, sql).await;
+        let steps = db.plan(sql, 1).await;
         let whole = steps.iter().filter(|s| s.starts_with("SCAN") && !s.contains("agents")).collect::<Vec<_>>();
         assert!(whole.is_empty(), "a scrape reads a whole table: {sql}\n{steps:#?}");
     }

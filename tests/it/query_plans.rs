@@ -1,0 +1,29 @@
+//! Issue 31: a batch's lookup by key reads the rows of its batch, whatever the tables keep. Each
+//! of the store's [`chatgate::store::KEY_LOOKUPS`] is answered from an index that leads with its
+//! key: one that SQLite answered from another index's prefix (the outbox's `kind`, say) read
+//! every row the outbox ever held for that kind, once per dispatcher batch.
+
+use crate::helpers::{Backend, TestDb};
+
+#[tokio::test]
+async fn every_batch_lookup_searches_by_its_key() {
+    let db = TestDb::new(Backend::Sqlite).await.expect("sqlite");
+    for lookup in chatgate::store::KEY_LOOKUPS {
+        let sql = format!("{} WHERE {} IN (?, ?, ?)", lookup.select, lookup.column);
+        let steps = db.plan(&sql, 3).await;
+        let by_key = format!("({}=?)", lookup.column);
+        let searched = !steps.is_empty() && steps.iter().all(|s| s.starts_with("SEARCH") && s.contains(&by_key));
+        assert!(searched, "not searched by `{}`: {sql}\n{steps:#?}", lookup.column);
+    }
+}
+
+/// The timers' sweeps read what is under way through an index; a `SCAN` would read every
+/// delivery ever made, once a second.
+#[tokio::test]
+async fn every_sweep_reads_through_an_index() {
+    let db = TestDb::new(Backend::Sqlite).await.expect("sqlite");
+    for sql in chatgate::store::SWEEP_QUERIES {
+        let steps = db.plan(sql, 2).await;
+        assert!(steps.iter().all(|s| !s.starts_with("SCAN")), "a sweep reads a whole table: {sql}\n{steps:#?}");
+    }
+}
