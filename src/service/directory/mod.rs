@@ -30,7 +30,7 @@ pub use manage::{Changing, DirectoryError};
 pub use seed::SeedReport;
 
 use crate::domain::command::{ActorId, TenantId};
-use crate::domain::directory::{Actor, Roles};
+use crate::domain::directory::{Actor, Person, Roles};
 use crate::domain::evidence::Pseudonymizer;
 use crate::store::{Store, StoreError};
 
@@ -52,10 +52,8 @@ impl People {
         if let Some(known) = self.lookups.get(tenant.as_str(), &key) {
             return Ok(known);
         }
-        let found = match self.store.directory().find(tenant, address).await? {
-            Some(stored) if stored.person.active => Some(Actor::of(&stored.person, &self.roles(tenant).await?)),
-            _ => None,
-        };
+        let stored = self.store.directory().find(tenant, address).await?;
+        let found = self.actor_of(tenant, stored.as_ref().map(|stored| &stored.person), None).await?;
         self.lookups.put(tenant.as_str(), &key, found.clone());
         Ok(found)
     }
@@ -85,7 +83,7 @@ impl People {
         };
         for address in &unknown {
             let person = holders.get(address).and_then(|id| people.get(id)).map(|stored| &stored.person);
-            let found = person.filter(|person| person.active).map(|person| Actor::of(person, &roles));
+            let found = self.actor_of(tenant, person, Some(&roles)).await?;
             self.lookups.put(tenant.as_str(), &address_key(address), found);
         }
         Ok(())
@@ -97,12 +95,30 @@ impl People {
         if let Some(known) = self.lookups.get(tenant.as_str(), &key) {
             return Ok(known);
         }
-        let found = match self.store.directory().get(tenant, id).await? {
-            Some(stored) if stored.person.active => Some(Actor::of(&stored.person, &self.roles(tenant).await?)),
-            _ => None,
-        };
+        let stored = self.store.directory().get(tenant, id).await?;
+        let found = self.actor_of(tenant, stored.as_ref().map(|stored| &stored.person), None).await?;
         self.lookups.put(tenant.as_str(), &key, found.clone());
         Ok(found)
+    }
+
+    /// Who `person` acts as now: nobody once deactivated; else with the scopes `roles` grant, or
+    /// the tenant's roles looked up now (only for an active person).
+    async fn actor_of(
+        &self,
+        tenant: &TenantId,
+        person: Option<&Person>,
+        roles: Option<&Roles>,
+    ) -> Result<Option<Actor>, StoreError> {
+        let Some(person) = person.filter(|person| person.active) else { return Ok(None) };
+        let looked_up;
+        let roles = match roles {
+            Some(roles) => roles,
+            None => {
+                looked_up = self.roles(tenant).await?;
+                &looked_up
+            }
+        };
+        Ok(Some(Actor::of(person, roles)))
     }
 
     /// The scopes `actor` holds now in `tenant` (none for someone the directory no longer lists or
