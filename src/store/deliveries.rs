@@ -270,7 +270,7 @@ impl Deliveries<'_> {
         let rows = DISPATCH_TARGETS.fetch(&mut conn, &ids).await?;
         let mut targets: std::collections::HashMap<Uuid, Vec<String>> = std::collections::HashMap::new();
         for row in &rows {
-            if text(row, "kind")? == "dispatch" {
+            if text(row, "kind")? == crate::store::DISPATCH_KIND {
                 targets.entry(uuid(row, "command_id")?).or_default().push(text(row, "destination")?);
             }
         }

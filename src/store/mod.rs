@@ -70,7 +70,7 @@ pub use inbound::{InboundOutcome, NewInbound};
 pub use inbox::{Adopted, Entered, InboxEntry, Lease, NewInboxEntry, ParkedSender, Released};
 pub use inbox_db::inbox_url;
 pub use outbound::{OutboundRecord, Recorded};
-pub use outbox::{ClaimedMessage, MESSAGE_KIND, NOTICE_KIND, NewOutboxMessage, OutboxSettle, ReplyTo};
+pub use outbox::{ClaimedMessage, DISPATCH_KIND, MESSAGE_KIND, NOTICE_KIND, NewOutboxMessage, OutboxSettle, ReplyTo};
 pub use repos::{
     Agents, ApiKeys, Commands, Confirmations, Console, Dedupe, Deliveries, Directory, Evidence, Identities, Inbound,
     Inbox, Outbox, RateLimits, RegistryVersions, Tokens,

@@ -75,6 +75,9 @@ impl ReplyTo {
     }
 }
 
+/// The outbox kind of a command handed to its executors, which the dispatcher claims.
+pub const DISPATCH_KIND: &str = "dispatch";
+
 /// The outbox kind of a message to a person (prompts and replies), which the sender claims.
 pub const MESSAGE_KIND: &str = "message";
 

@@ -110,16 +110,23 @@ impl Marks {
     }
 }
 
-/// `($1, $2), ($3, $4)` for `rows` rows of `columns` values: the VALUES list of a multi-row
-/// insert, built from placeholders only (every value is bound).
-pub(crate) fn values_placeholders(rows: usize, columns: usize, marks: Marks) -> String {
-    let mut sql = String::with_capacity(rows * columns * 6);
+/// Appends `($1, $2), ($3, $4)` for `rows` rows of `columns` values to `sql`: the VALUES list of
+/// a multi-row insert, built from placeholders only (every value is bound), written into the
+/// statement itself.
+fn write_values(sql: &mut String, rows: usize, columns: usize, marks: Marks) {
     for row in 0..rows {
         if row > 0 {
             sql.push_str(", ");
         }
-        marks.write_list(&mut sql, row * columns + 1, columns);
+        marks.write_list(sql, row * columns + 1, columns);
     }
+}
+
+/// [`write_values`]'s list on its own, for the tests.
+#[cfg(test)]
+fn values_placeholders(rows: usize, columns: usize, marks: Marks) -> String {
+    let mut sql = String::new();
+    write_values(&mut sql, rows, columns, marks);
     sql
 }
 
@@ -187,7 +194,7 @@ fn multi_insert_marked(
     let mut sql = String::with_capacity(head.len() + tail.len() + rows.len() * columns * 6 + 16);
     sql.push_str(head);
     sql.push_str(" VALUES ");
-    sql.push_str(&values_placeholders(rows.len(), columns, marks));
+    write_values(&mut sql, rows.len(), columns, marks);
     sql.push(' ');
     sql.push_str(tail);
     let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));

@@ -3,8 +3,9 @@
 //! second however many scrapes come — and `/metrics` can be protected by a bearer token or moved
 //! to an address of its own.
 
-use crate::helpers::{Backend, TestDb, spawn_app_with};
 use reqwest::StatusCode;
+
+use crate::helpers::{Backend, TestDb, spawn_app_with};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_scrape_reads_a_bounded_range_at_most_once_a_second() {

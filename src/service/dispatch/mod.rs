@@ -19,8 +19,7 @@ use crate::store::{
     Delivery, DeliveryChange, DeliveryLogEntry, NewDelivery, NewOutboxMessage, StoredCommand, TransitionWrite,
 };
 
-/// The outbox kind the dispatcher claims.
-pub const DISPATCH_KIND: &str = "dispatch";
+pub use crate::store::DISPATCH_KIND;
 /// Telling an executor that an operator canceled a command it has.
 pub const CANCEL_NOTICE_KIND: &str = "cancel_notice";
 
