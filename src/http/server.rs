@@ -6,11 +6,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, FromRef};
 use axum::http::{Request, StatusCode};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tower::ServiceBuilder;
 use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::map_response_body::MapResponseBodyLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
@@ -32,7 +35,8 @@ pub struct AppState {
     /// middleware), and the services hold dozens of handles.
     pub services: Arc<Services>,
     /// Cancelled when the server begins to stop: long-lived responses (event streams) end then.
-    pub stopping: CancellationToken,
+    /// Behind an `Arc`: a token's own clone and drop take a lock, once per clone of the state.
+    pub stopping: Arc<CancellationToken>,
     /// Where the workers run (`workers::Background` when serving; the server's own runtime in tests).
     pub background: tokio::runtime::Handle,
 }
@@ -54,7 +58,7 @@ impl AppState {
         let tenants: Vec<String> = services.policy.tenants.get().tenants().map(|t| t.id.to_string()).collect();
         crate::service::telemetry::catalog::announce(services.config.executors.keys(), tenants.iter());
         let background = tokio::runtime::Handle::current();
-        Self { services: Arc::new(services), stopping: CancellationToken::new(), background }
+        Self { services: Arc::new(services), stopping: Arc::new(CancellationToken::new()), background }
     }
 
     /// The same, its workers on `background`.
@@ -121,9 +125,11 @@ fn span_name(method: &axum::http::Method, path: &str) -> String {
     }
 }
 
-/// The whole HTTP surface with its layers. `Router::layer` wraps outward, so they read here from
-/// the innermost (body limit) to the outermost (request id): the problem-body layer sits outside
-/// the timeout and the body limit, so that their bare errors become problem documents too.
+/// The whole HTTP surface with its layers. Each group is one `ServiceBuilder` (read from the
+/// outermost down): `Router::layer` boxes every route again for each layer it is given, and a
+/// request paid for every box (docs/BENCHMARKS.md, 2026-11-27, third session). The problem-body
+/// layer sits outside the timeout and the body limit, so that their bare errors become problem
+/// documents too.
 pub fn router(state: AppState) -> Router {
     with_layers(routes(&state.config), state)
 }
@@ -146,28 +152,32 @@ pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
     let directory = state.config.directory.clone();
     // `Router::layer` wraps the routes there so far: the import, merged after, keeps limits of
     // its own (a large body, a long time) under the same outer layers.
-    let import = crate::http::routes::directory::bulk::import_router()
-        .layer(DefaultBodyLimit::max(directory.import_max_bytes))
-        .layer(RequestBodyLimitLayer::new(directory.import_max_bytes))
-        .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, directory.import_timeout()));
-    routes
-        .layer(DefaultBodyLimit::max(server.body_limit_bytes))
-        .layer(RequestBodyLimitLayer::new(server.body_limit_bytes))
+    let import = crate::http::routes::directory::bulk::import_router().layer(
+        ServiceBuilder::new()
+            .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, directory.import_timeout()))
+            .layer(MapResponseBodyLayer::new(Body::new))
+            .layer(RequestBodyLimitLayer::new(directory.import_max_bytes))
+            .layer(DefaultBodyLimit::max(directory.import_max_bytes)),
+    );
+    let limits = ServiceBuilder::new()
         // A request that outlives its budget is our failure, and a retry may succeed: 503.
         .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, server.request_timeout()))
-        .merge(import)
-        .fallback(crate::http::problem::not_found)
-        .with_state(state)
-        // What the scope layers of the routes need (`security::require`).
-        .layer(axum::Extension(security))
+        // The timeout answers with an empty body of the type below it: one it can make.
+        .layer(MapResponseBodyLayer::new(Body::new))
+        .layer(RequestBodyLimitLayer::new(server.body_limit_bytes))
+        .layer(DefaultBodyLimit::max(server.body_limit_bytes));
+    let outer = ServiceBuilder::new()
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        .layer(TraceLayer::new_for_http().make_span_with(request_span))
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(axum::middleware::from_fn_with_state(https, crate::http::headers::security_headers))
+        .layer(axum::middleware::from_fn(crate::http::problem::problem_bodies))
+        .layer(axum::middleware::from_fn(crate::http::guards::refuse_nul))
         // What the scope layers read console sessions from (a session reads `/v1/events`).
         .layer(axum::Extension(store))
-        .layer(axum::middleware::from_fn(crate::http::guards::refuse_nul))
-        .layer(axum::middleware::from_fn(crate::http::problem::problem_bodies))
-        .layer(axum::middleware::from_fn_with_state(https, crate::http::headers::security_headers))
-        .layer(PropagateRequestIdLayer::x_request_id())
-        .layer(TraceLayer::new_for_http().make_span_with(request_span))
-        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        // What the scope layers of the routes need (`security::require`).
+        .layer(axum::Extension(security));
+    routes.layer(limits).merge(import).fallback(crate::http::problem::not_found).with_state(state).layer(outer)
 }
 
 /// Connects to the database, applies migrations and serves until SIGTERM or SIGINT.
@@ -208,7 +218,7 @@ pub async fn run_router(
     let grace = state.config.server.shutdown_grace();
     let state_limits = (state.config.server.header_read_timeout(), state.config.server.max_connections);
     let descriptor_reserve = descriptors_besides_clients(&state.config, state.store.backend());
-    let stopping = state.stopping.clone();
+    let stopping = CancellationToken::clone(&state.stopping);
     let workers = workers::spawn(&state.services, stopping.clone(), &state.background);
     let hangups = crate::http::routes::reload::reload_on_hangup(Services::clone(&state.services), stopping.clone());
     let store = state.store.clone();
