@@ -34,16 +34,16 @@ pub enum PayloadError {
 }
 
 pub fn parse(body: &[u8]) -> Result<Delivery, PayloadError> {
-    let notification: Value = serde_json::from_slice(body).map_err(|e| PayloadError::NotJson(e.to_string()))?;
+    let mut notification: Value = serde_json::from_slice(body).map_err(|e| PayloadError::NotJson(e.to_string()))?;
     let object = notification.get("object").map(text_or_json).unwrap_or_default();
     if object != "whatsapp_business_account" {
         return Err(PayloadError::WrongObject(object));
     }
     let mut delivery = Delivery::default();
-    for entry in items(notification.get("entry")) {
-        for change in items(entry.get("changes")) {
+    for entry in items_mut(notification.get_mut("entry")) {
+        for change in items_mut(entry.get_mut("changes")) {
             match change.get("field").and_then(Value::as_str) {
-                Some("messages") => read_change(&mut delivery, change.get("value").unwrap_or(&Value::Null)),
+                Some("messages") => read_change(&mut delivery, change.get_mut("value").map(Value::take)),
                 _ => delivery.other_changes += 1,
             }
         }
@@ -52,12 +52,18 @@ pub fn parse(body: &[u8]) -> Result<Delivery, PayloadError> {
 }
 
 /// One `messages` change: its messages and statuses, all for the business number of its metadata.
-fn read_change(delivery: &mut Delivery, value: &Value) {
+/// Each message keeps its part of `value` (taken, not copied).
+fn read_change(delivery: &mut Delivery, value: Option<Value>) {
+    let mut value = value.unwrap_or_default();
+    let messages = match value.get_mut("messages") {
+        Some(Value::Array(items)) => std::mem::take(items),
+        Some(object @ Value::Object(_)) => vec![object.take()],
+        _ => vec![],
+    };
     let channel = whatsapp();
     // Without the business number a message is still kept: it is stored as unroutable.
     let to = value.get("metadata").and_then(|m| text(m, "phone_number_id")).unwrap_or_default();
     let contacts = items(value.get("contacts"));
-    let messages = items(value.get("messages"));
     let count = messages.len();
     for (index, raw) in messages.into_iter().enumerate() {
         let sole_contact = match (contacts.len(), count) {
@@ -65,7 +71,7 @@ fn read_change(delivery: &mut Delivery, value: &Value) {
             (n, m) if n == m => contacts.get(index).copied(),
             _ => None,
         };
-        delivery.messages.push(message::read(&channel, &to, &contacts, sole_contact, raw.clone()));
+        delivery.messages.push(message::read(&channel, &to, &contacts, sole_contact, raw));
     }
     for status in items(value.get("statuses")) {
         let Some(id) = text(status, "id") else {
@@ -110,6 +116,15 @@ fn whatsapp() -> Channel {
 fn items(value: Option<&Value>) -> Vec<&Value> {
     match value {
         Some(Value::Array(items)) => items.iter().collect(),
+        Some(object @ Value::Object(_)) => vec![object],
+        _ => vec![],
+    }
+}
+
+/// The same, to take from.
+fn items_mut(value: Option<&mut Value>) -> Vec<&mut Value> {
+    match value {
+        Some(Value::Array(items)) => items.iter_mut().collect(),
         Some(object @ Value::Object(_)) => vec![object],
         _ => vec![],
     }
