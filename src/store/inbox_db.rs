@@ -21,8 +21,8 @@ use crate::store::{StoreError, Tx, health, sqlite};
 /// The inbox's connections on PostgreSQL: its group-commit writer, admission's claims and marks,
 /// the backlog's count and the lease's heartbeat.
 const POSTGRES_CONNECTIONS: u32 = 4;
-/// SQLite: one writer, and one reader beside it (WAL).
-const SQLITE_CONNECTIONS: u32 = 2;
+/// SQLite: one connection for every write, and one beside it (WAL) for reads and checkpoints.
+const SQLITE_CONNECTIONS: u32 = 1;
 /// SQLite's page cache per connection, in KiB: the inbox's rows are written once and read back
 /// soon, by its primary key (SQLite's own default).
 const SQLITE_CACHE_KIB: u32 = 2_000;
@@ -30,6 +30,11 @@ const SQLITE_CACHE_KIB: u32 = 2_000;
 #[derive(Clone)]
 pub(crate) struct InboxDb {
     pool: AnyPool,
+    /// What writes (PostgreSQL: `pool` itself). SQLite drops a connection's page cache when
+    /// another connection has committed since its last transaction: with the writes spread over
+    /// the pool's connections in turn, every group commit read its pages again from the file
+    /// (docs/BENCHMARKS.md, 2026-11-27, third session). The gate lets one write at a time anyway.
+    writes: AnyPool,
     backend: BackendKind,
     /// SQLite only: the inbox file's writers queue here (as [`Tx`] explains for the main file).
     gate: Option<Arc<Mutex<()>>>,
@@ -40,11 +45,13 @@ impl InboxDb {
         let options = AnyPoolOptions::new()
             .acquire_timeout(std::time::Duration::from_millis(config.acquire_timeout_ms))
             .before_acquire(|conn, _| Box::pin(async move { Ok(!sqlx::Connection::is_in_transaction(conn)) }));
-        let (pool, gate) = match backend {
+        let (pool, writes, gate) = match backend {
             BackendKind::Sqlite => {
                 let url = inbox_url(config.database_url.expose())?;
                 let options = options.max_connections(SQLITE_CONNECTIONS);
-                (sqlite::open(&url, config, options, SQLITE_CACHE_KIB).await?, Some(Arc::new(Mutex::new(()))))
+                let writes = sqlite::open(&url, config, options.clone(), SQLITE_CACHE_KIB).await?;
+                let pool = sqlite::open(&url, config, options, SQLITE_CACHE_KIB).await?;
+                (pool, writes, Some(Arc::new(Mutex::new(()))))
             }
             BackendKind::Postgres => {
                 let url = config.database_url.expose();
@@ -54,17 +61,17 @@ impl InboxDb {
                 })?;
                 // On this runtime (the server's), not on the one admission claims from.
                 crate::store::pool::every_connection(&pool, POSTGRES_CONNECTIONS).await?;
-                (pool, None)
+                (pool.clone(), pool, None)
             }
         };
-        Ok(Self { pool, backend, gate })
+        Ok(Self { pool, writes, backend, gate })
     }
 
     /// The inbox file's own migrations (SQLite); PostgreSQL's inbox is in the main ones.
     pub(crate) async fn migrate(&self) -> Result<(), StoreError> {
         if self.backend == BackendKind::Sqlite {
             let migrator = sqlx::migrate!("migrations/sqlite-inbox");
-            migrator.run(&self.pool).await.map_err(|e| StoreError::Migrate(format!("the inbox: {e}")))?;
+            migrator.run(&self.writes).await.map_err(|e| StoreError::Migrate(format!("the inbox: {e}")))?;
         }
         Ok(())
     }
@@ -84,7 +91,7 @@ impl InboxDb {
             BackendKind::Sqlite => "BEGIN IMMEDIATE",
             BackendKind::Postgres => "BEGIN",
         };
-        match self.pool.begin_with(begin).await {
+        match self.writes.begin_with(begin).await {
             Ok(tx) => Ok(Tx { tx, _gate: gate, health }),
             Err(e) => Err(StoreError::Unavailable(format!("cannot start a transaction on the inbox: {e}"))),
         }
@@ -98,7 +105,7 @@ impl InboxDb {
             Some(gate) => Some(gate.clone().lock_owned().await),
             None => None,
         };
-        let conn = self.pool.acquire().await;
+        let conn = self.writes.acquire().await;
         let conn = conn.map_err(|e| StoreError::Unavailable(format!("cannot write to the inbox: {e}")))?;
         Ok(Writer { conn, _gate: gate })
     }
@@ -113,6 +120,7 @@ impl InboxDb {
 
     pub(crate) async fn close(&self) {
         self.pool.close().await;
+        self.writes.close().await;
     }
 }
 
