@@ -61,6 +61,11 @@ impl AppState {
         Self { services: Arc::new(services), stopping: Arc::new(CancellationToken::new()), background }
     }
 
+    /// A handle on the stop signal of its own, to keep past the request.
+    pub fn stop_signal(&self) -> CancellationToken {
+        CancellationToken::clone(&self.stopping)
+    }
+
     /// The same, its workers on `background`.
     pub fn behind(self, background: tokio::runtime::Handle) -> Self {
         Self { background, ..self }
@@ -218,7 +223,7 @@ pub async fn run_router(
     let grace = state.config.server.shutdown_grace();
     let state_limits = (state.config.server.header_read_timeout(), state.config.server.max_connections);
     let descriptor_reserve = descriptors_besides_clients(&state.config, state.store.backend());
-    let stopping = CancellationToken::clone(&state.stopping);
+    let stopping = state.stop_signal();
     let workers = workers::spawn(&state.services, stopping.clone(), &state.background);
     let hangups = crate::http::routes::reload::reload_on_hangup(Services::clone(&state.services), stopping.clone());
     let store = state.store.clone();

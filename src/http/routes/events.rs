@@ -61,7 +61,7 @@ pub(crate) async fn events(
         Ok(slot) => slot,
         Err(TooManyStreams(detail, wait)) => return Ok(too_many(wait, detail)),
     };
-    let stream = TenantStream::open(&state.streams, &principal, after, slot, (*state.stopping).clone()).await?;
+    let stream = TenantStream::open(&state.streams, &principal, after, slot, state.stop_signal()).await?;
     let events = futures_util::stream::unfold(stream, |mut stream| async move {
         let next = stream.next().await?;
         Some((Ok::<_, Infallible>(event(&next)), stream))
