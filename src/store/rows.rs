@@ -279,17 +279,12 @@ impl KeyLookup {
         conn: &mut sqlx::AnyConnection,
         values: &[String],
     ) -> Result<Vec<AnyRow>, crate::store::StoreError> {
-        let marks = Marks::for_connection(conn);
-        let mut rows = vec![];
-        for chunk in values.chunks(PARAMS_PER_STATEMENT) {
-            let sql = format!("{} WHERE {} IN {}", self.select, self.column, placeholder_list(0, chunk.len(), marks));
-            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-            for value in chunk {
-                query = query.bind(value.as_str());
-            }
-            rows.extend(query.fetch_all(&mut *conn).await?);
-        }
-        Ok(rows)
+        fetch_in(conn, self.select, None, self.column, values).await
+    }
+
+    /// The statement SQLite runs for `keys` keys (a test reads its plan).
+    pub fn sqlite_statement(&self, keys: usize) -> String {
+        where_in(self.select, false, self.column, keys, Marks::Positional)
     }
 }
 
@@ -302,10 +297,22 @@ pub(crate) async fn fetch_tenant_in(
     column: &str,
     values: &[String],
 ) -> Result<Vec<AnyRow>, crate::store::StoreError> {
+    fetch_in(conn, select, Some(tenant), column, values).await
+}
+
+/// The rows of `select` (within `tenant`, when given) whose `column` is one of `values`, one
+/// statement per chunk of them.
+async fn fetch_in(
+    conn: &mut sqlx::AnyConnection,
+    select: &str,
+    tenant: Option<&str>,
+    column: &str,
+    values: &[String],
+) -> Result<Vec<AnyRow>, crate::store::StoreError> {
     let marks = Marks::for_connection(conn);
     let mut rows = vec![];
     for chunk in values.chunks(PARAMS_PER_STATEMENT) {
-        rows.extend(tenant_in(select, tenant, column, chunk, marks).fetch_all(&mut *conn).await?);
+        rows.extend(keyed_in(select, tenant, column, chunk, marks).fetch_all(&mut *conn).await?);
     }
     Ok(rows)
 }
@@ -322,21 +329,34 @@ pub(crate) async fn execute_tenant_in(
     let marks = Marks::for_connection(conn);
     let mut touched = 0;
     for chunk in values.chunks(PARAMS_PER_STATEMENT) {
-        touched += tenant_in(statement, tenant, column, chunk, marks).execute(&mut *conn).await?.rows_affected();
+        touched += keyed_in(statement, Some(tenant), column, chunk, marks).execute(&mut *conn).await?.rows_affected();
     }
     Ok(touched)
 }
 
-fn tenant_in<'q>(
+fn keyed_in<'q>(
     statement: &str,
-    tenant: &'q str,
+    tenant: Option<&'q str>,
     column: &str,
     chunk: &'q [String],
     marks: Marks,
 ) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments> {
-    let list = placeholder_list(1, chunk.len(), marks);
-    let sql = format!("{statement} WHERE tenant_id = {} AND {column} IN {list}", marks.mark(1));
-    chunk.iter().fold(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant), |query, value| query.bind(value.as_str()))
+    let sql = where_in(statement, tenant.is_some(), column, chunk.len(), marks);
+    let query = sqlx::query(sqlx::AssertSqlSafe(sql));
+    let query = match tenant {
+        Some(tenant) => query.bind(tenant),
+        None => query,
+    };
+    chunk.iter().fold(query, |query, value| query.bind(value.as_str()))
+}
+
+/// `{statement} WHERE [tenant_id = $1 AND] {column} IN ($2, ...)` for `count` values.
+fn where_in(statement: &str, by_tenant: bool, column: &str, count: usize, marks: Marks) -> String {
+    let list = placeholder_list(usize::from(by_tenant), count, marks);
+    match by_tenant {
+        true => format!("{statement} WHERE tenant_id = {} AND {column} IN {list}", marks.mark(1)),
+        false => format!("{statement} WHERE {column} IN {list}"),
+    }
 }
 
 #[cfg(test)]
@@ -348,5 +368,13 @@ mod tests {
         assert_eq!(super::values_placeholders(1, 1, Numbered), "($1)");
         assert_eq!(super::values_placeholders(2, 2, Positional), "(?, ?), (?, ?)");
         assert_eq!(super::placeholder_list(1, 2, Numbered), "($2, $3)");
+    }
+
+    #[test]
+    fn a_key_lookup_names_its_tenant_first_when_it_has_one() {
+        use super::Marks::*;
+        assert_eq!(super::where_in("SELECT a FROM t", false, "k", 2, Positional), "SELECT a FROM t WHERE k IN (?, ?)");
+        let sql = super::where_in("DELETE FROM t", true, "k", 2, Numbered);
+        assert_eq!(sql, "DELETE FROM t WHERE tenant_id = $1 AND k IN ($2, $3)");
     }
 }

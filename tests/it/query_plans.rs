@@ -9,7 +9,7 @@ use crate::helpers::{Backend, TestDb};
 async fn every_batch_lookup_searches_by_its_key() {
     let db = TestDb::new(Backend::Sqlite).await.expect("sqlite");
     for lookup in chatgate::store::KEY_LOOKUPS {
-        let sql = format!("{} WHERE {} IN (?, ?, ?)", lookup.select, lookup.column);
+        let sql = lookup.sqlite_statement(3);
         let steps = db.plan(&sql, 3).await;
         let by_key = format!("({}=?)", lookup.column);
         let searched = !steps.is_empty() && steps.iter().all(|s| s.starts_with("SEARCH") && s.contains(&by_key));
