@@ -30,8 +30,8 @@ pub use sections::{
     SlackConfig, StorageConfig, TelegramConfig, TwilioConfig, WhatsAppApp, WhatsAppConfig,
 };
 pub use security::{
-    AuthConfig, HookMapping, HooksConfig, IssuerConfig, Rate, RateLimitConfig, StandardMessage, StandardSource,
-    StepUpConfig,
+    AcceptedStatus, AuthConfig, HookMapping, HooksConfig, IssuerConfig, Rate, RateLimitConfig, StandardMessage,
+    StandardSource, StepUpConfig,
 };
 
 /// The shipped configuration files, used when the default path has no file (so that the binary

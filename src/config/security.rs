@@ -142,6 +142,38 @@ pub struct HooksConfig {
     /// `/hooks/{name}`: a name to a target agent, an intent, and which payload fields become the
     /// command's arguments (argument name → JSON pointer into the body).
     pub mappings: BTreeMap<String, HookMapping>,
+    /// The status an accepted agent run or mapped hook is answered with: 202, as hookd's bridge
+    /// and OpenClaw's earlier hooks answer (Bloodbank MIG-1), or 200, as newest OpenClaw does.
+    pub accepted_status: AcceptedStatus,
+}
+
+/// [`HooksConfig::accepted_status`]: only the two statuses a legacy caller compares with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "u16", into = "u16")]
+pub enum AcceptedStatus {
+    Accepted,
+    Ok,
+}
+
+impl TryFrom<u16> for AcceptedStatus {
+    type Error = String;
+
+    fn try_from(status: u16) -> Result<Self, String> {
+        match status {
+            202 => Ok(Self::Accepted),
+            200 => Ok(Self::Ok),
+            other => Err(format!("hooks.accepted_status is 202 or 200, not {other}")),
+        }
+    }
+}
+
+impl From<AcceptedStatus> for u16 {
+    fn from(status: AcceptedStatus) -> u16 {
+        match status {
+            AcceptedStatus::Accepted => 202,
+            AcceptedStatus::Ok => 200,
+        }
+    }
 }
 
 impl Default for HooksConfig {
@@ -154,6 +186,7 @@ impl Default for HooksConfig {
             agents: vec![],
             dedupe_window_secs: 300,
             mappings: BTreeMap::new(),
+            accepted_status: AcceptedStatus::Accepted,
         }
     }
 }

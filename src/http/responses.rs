@@ -36,6 +36,11 @@ pub struct ProblemDocument {
     /// The lines refused, each with its number and why (an import none of whose lines could be
     /// imported, 422).
     pub problems: Option<Vec<crate::service::directory::LineProblem>>,
+    /// The hook bridge's refusals: `false`, as OpenClaw's callers read a failure.
+    pub ok: Option<bool>,
+    /// The hook bridge's refusals: why (the `detail`, else the `title`), where OpenClaw's callers
+    /// read it.
+    pub error: Option<String>,
 }
 
 /// The errors of every route behind a bearer token and its scope.
@@ -165,9 +170,14 @@ pub enum HookErrors {
     Unauthorized(ProblemDocument),
     #[response(status = 404, description = "The bridge or this hook is not configured", content_type = PROBLEM_JSON)]
     NotFound(ProblemDocument),
+    #[response(status = 413, description = "The body is larger than the bridge takes", content_type = PROBLEM_JSON)]
+    TooLarge(ProblemDocument),
     #[response(status = 422, description = "The Idempotency-Key was used for another call",
         content_type = PROBLEM_JSON)]
     KeyReused(ProblemDocument),
+    #[response(status = 429, description = "Too many failed authentications from this address; honour `Retry-After`",
+        content_type = PROBLEM_JSON)]
+    Throttled(ProblemDocument),
     #[response(status = 503, description = "Storage unavailable; retry", content_type = PROBLEM_JSON)]
     Unavailable(ProblemDocument),
 }

@@ -54,7 +54,7 @@ def main() -> None:
         headers={"Authorization": f"Bearer {hooks_token}"},
         json={"message": "generated client check", "agentId": failing_agent},
     )
-    assert answer.status_code == 200, answer.text
+    assert answer.status_code == 202, answer.text
     command_id = answer.json()["command_id"]
 
     status = None

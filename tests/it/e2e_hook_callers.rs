@@ -2,8 +2,10 @@
 //! checking what each caller reads: Bloodbank's hookd bridge callers (delorenj/bloodbank
 //! `hookd/bridge.py`: `text`, `[Command] action= id= from= priority=`, `sessionKey:
 //! "agent:<name>:main"`, `{status, queued, command_id, routing_key, outbox_id}`, 204 for an empty
-//! text) and OpenClaw's (now 200 `{ok, runId}` for every admitted call, as its newest contract
-//! says: `e2e_openclaw_hooks`).
+//! text) and OpenClaw's as its callers were written against (`docs/automation/webhook.md` at
+//! 013c24e7: 200 for a wake, 202 for an agent run, the example payload with `"channel": "last"`),
+//! each answered 202 for an accepted run as hookd's bridge answers (Bloodbank MIG-1 step 4). Newest
+//! OpenClaw's 200 is `hooks.accepted_status = 200`: `e2e_openclaw_hooks`.
 
 use std::time::{Duration, Instant};
 
@@ -37,7 +39,7 @@ async fn command(db: &TestDb, id: &Value) -> chatgate::store::StoredCommand {
 
 /// What hookd's callers read, as its bridge answers it.
 fn assert_hookd_answer(status: StatusCode, body: &Value, routing_key: &str) {
-    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     assert_eq!((&body["status"], &body["queued"]), (&json!("accepted"), &json!(true)), "{body}");
     assert_eq!(body["routing_key"], routing_key, "{body}");
     assert!(body["command_id"].as_str().is_some_and(|id| id.parse::<uuid::Uuid>().is_ok()), "{body}");
@@ -61,7 +63,7 @@ async fn hookd_bridge_callers_work_unchanged(db: &TestDb) {
     assert!(dispatch >= 1, "the dispatch row hookd's outbox_id names is stored");
     // The same command again (the caller retried): the same command, not a second one.
     let (status, again, _) = call(&app, "/hooks/agent", hook, bearer(), None).await;
-    assert_eq!((status, &again["command_id"]), (StatusCode::OK, &body["command_id"]));
+    assert_eq!((status, &again["command_id"]), (StatusCode::ACCEPTED, &body["command_id"]));
 
     // Plain text: `hook_dispatch`, the text as `raw_text`; an agent this gateway does not know
     // gets the default agent, as OpenClaw does.
@@ -136,18 +138,51 @@ async fn openclaw_callers_work_unchanged(db: &TestDb) {
     };
     assert_eq!(keyed[0], keyed[1]);
 
-    // An agent run: 200 with `ok` and `runId`; without an `agentId`, the default agent.
+    // An agent run: 202 with `ok` and `runId`; without an `agentId`, the default agent.
     let run = json!({"message": "Summarize inbox", "name": "Email"});
     let (status, body, _) = call(&app, "/hooks/agent", run, bearer(), None).await;
-    assert_eq!((status, &body["ok"]), (StatusCode::OK, &json!(true)), "{body}");
+    assert_eq!((status, &body["ok"]), (StatusCode::ACCEPTED, &json!(true)), "{body}");
     assert_eq!(body["runId"], body["command_id"]);
     assert_eq!(body["routing_key"], "command.orders.run");
     let named = json!({"message": "Ship it", "agentId": "shipping"});
     let (_, body, _) = call(&app, "/hooks/agent", named, bearer(), None).await;
     assert_eq!(body["routing_key"], "command.shipping.run", "a known agentId is the agent");
 
-    // A mapped hook: 200 and the same body.
+    // The example payload of those docs, copied by callers: `"channel": "last"` is taken, and kept.
+    let example = json!({"message": "Run this", "name": "Email", "sessionKey": "hook:email:msg-123",
+        "wakeMode": "now", "deliver": true, "channel": "last", "to": "+15551234567",
+        "model": "openai/gpt-5.2-mini", "thinking": "low", "timeoutSeconds": 120});
+    let (status, body, _) = call(&app, "/hooks/agent", example, bearer(), None).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let kept = command(db, &body["command_id"]).await;
+    assert_eq!((&kept.envelope.args["channel"], &kept.envelope.args["to"]), (&json!("last"), &json!("+15551234567")));
+    let (status, body, _) =
+        call(&app, "/hooks/agent", json!({"message": "m", "channel": "last"}), bearer(), None).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "`last` alone: {body}");
+
+    // A mapped hook: 202 and the same body.
     let (status, body, _) = call(&app, "/hooks/order-shipped", json!({"order": {"id": "A-9"}}), bearer(), None).await;
-    assert_eq!((status, &body["ok"], &body["status"]), (StatusCode::OK, &json!(true), &json!("accepted")));
+    assert_eq!((status, &body["ok"], &body["status"]), (StatusCode::ACCEPTED, &json!(true), &json!("accepted")));
+
+    // Refusals: a problem document that also carries OpenClaw's `ok: false` and `error`.
+    let before = commands(db).await;
+    let ghost = json!({"text": "New email received", "agentId": "ghost"});
+    let (status, body, _) = call(&app, "/hooks/wake", ghost, bearer(), None).await;
+    assert_eq!((status, &body["code"], &body["ok"]), (StatusCode::BAD_REQUEST, &json!("unknown_agent"), &json!(false)));
+    assert!(body["error"].as_str().is_some_and(|e| e.contains("ghost")), "{body}");
+    let (status, body, _) =
+        call(&app, "/hooks/wake", json!({"text": "x", "agentId": "shipping"}), bearer(), None).await;
+    assert_eq!(
+        (status, &body["routing_key"]),
+        (StatusCode::OK, &json!("command.shipping.wake")),
+        "a known agent wakes"
+    );
+    let (status, body, _) =
+        call(&app, "/hooks/agent", json!({"message": "m"}), Some(("authorization", "Bearer wrong".into())), None).await;
+    assert_eq!((status, &body["ok"], &body["status"]), (StatusCode::UNAUTHORIZED, &json!(false), &json!(401)));
+    assert!(body["error"].as_str().is_some_and(|e| !e.is_empty()) && body["type"].is_string(), "{body}");
+    let (status, body, _) = call(&app, "/hooks/agent", json!({"message": 7}), bearer(), None).await;
+    assert_eq!((status, &body["ok"], &body["code"]), (StatusCode::BAD_REQUEST, &json!(false), &json!("invalid_body")));
+    assert_eq!(commands(db).await, before + 1, "only the known agent's wake was stored");
     app.stop().await.expect("stop");
 }

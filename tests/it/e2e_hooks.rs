@@ -11,7 +11,7 @@ use crate::fake_executor::{FakeExecutor, Fault};
 use crate::helpers::{TestApp, TestDb, on_both_backends, spawn_app_with, tenant};
 
 on_both_backends!(
-    the_documented_payloads_are_admitted_with_200,
+    the_documented_payloads_are_admitted,
     bad_calls_are_refused_and_store_nothing,
     a_mapped_hook_and_an_idempotency_key,
     the_answer_comes_before_a_slow_executor_answers,
@@ -50,7 +50,7 @@ async fn state_of(db: &TestDb, id: &str) -> String {
     command.lifecycle.state.to_string()
 }
 
-async fn the_documented_payloads_are_admitted_with_200(db: &TestDb) {
+async fn the_documented_payloads_are_admitted(db: &TestDb) {
     let mut config = db.config.clone();
     config.outbound.poll_interval_ms = 20;
     let app = spawn_app_with(db, config).await;
@@ -68,7 +68,8 @@ async fn the_documented_payloads_are_admitted_with_200(db: &TestDb) {
         "model": "openai/gpt-5.2-mini", "thinking": "low", "timeoutSeconds": 120,
     });
     let (status, body, _) = call(&app, "/hooks/agent", agent, Some(("x-openclaw-token", TOKEN.to_owned())), None).await;
-    assert_eq!((status, &body["ok"]), (StatusCode::OK, &json!(true)), "{body}");
+    // An agent run is accepted: 202, as hookd's bridge answers (and OpenClaw at 013c24e7).
+    assert_eq!((status, &body["ok"]), (StatusCode::ACCEPTED, &json!(true)), "{body}");
     let agent_id = body["command_id"].as_str().expect("command id").to_owned();
     assert_eq!(body["runId"], agent_id.as_str(), "OpenClaw's run id is the command");
     let command = db
@@ -84,7 +85,7 @@ async fn the_documented_payloads_are_admitted_with_200(db: &TestDb) {
     // `120.0` is the same whole number of seconds as `120` (JSON does not tell them apart).
     let whole = json!({"message": "Summarize inbox", "timeoutSeconds": 120.0});
     let (status, body, _) = call(&app, "/hooks/agent", whole, bearer(), None).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     let whole_id = body["command_id"].as_str().expect("command id").parse().expect("uuid");
     let command = db.store.commands().get(&tenant("demo"), whole_id).await.expect("read").expect("command");
     assert_eq!(command.envelope.args["timeoutSeconds"], 120);
@@ -193,7 +194,7 @@ async fn a_mapped_hook_and_an_idempotency_key(db: &TestDb) {
     let app = spawn_app_with(db, db.config.clone()).await;
     let shipped = json!({"order": {"id": "A-7", "carrier": "ups"}, "event": "shipped"});
     let (status, body, _) = call(&app, "/hooks/order-shipped", shipped.clone(), bearer(), Some("ship-A-7")).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     let id = body["command_id"].as_str().expect("id").to_owned();
     let command =
         db.store.commands().get(&tenant("demo"), id.parse().expect("uuid")).await.expect("read").expect("command");
@@ -206,7 +207,7 @@ async fn a_mapped_hook_and_an_idempotency_key(db: &TestDb) {
 
     // The same call with the same key: the same command.
     let (status, again, _) = call(&app, "/hooks/order-shipped", shipped, bearer(), Some("ship-A-7")).await;
-    assert_eq!((status, again["command_id"].as_str()), (StatusCode::OK, Some(id.as_str())));
+    assert_eq!((status, again["command_id"].as_str()), (StatusCode::ACCEPTED, Some(id.as_str())));
     // The same key for another call: refused.
     let other = json!({"order": {"id": "B-8"}});
     let (status, problem, _) = call(&app, "/hooks/order-shipped", other, bearer(), Some("ship-A-7")).await;
@@ -239,7 +240,7 @@ async fn a_hook_call_the_registry_describes_keeps_its_value_rules(db: &TestDb) {
         "nothing stored"
     );
     let (status, body, _) = call(&app, "/hooks/refund", json!({"order": "1234", "amount": 25.5}), bearer(), None).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     app.stop().await.expect("stop");
 }
 
@@ -284,7 +285,7 @@ async fn the_bridge_listens_under_its_configured_base_path(db: &TestDb) {
     assert_eq!(status, StatusCode::OK, "{body}");
     let mapped = json!({"order": {"id": "A-1"}});
     let (status, body, _) = call(&app, "/legacy/openclaw/order-shipped", mapped, bearer(), None).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     // The default path is not served any more.
     assert_eq!(call(&app, "/hooks/wake", wake, bearer(), None).await.0, StatusCode::NOT_FOUND);
     // The OpenAPI document describes the paths the bridge listens on.

@@ -1,8 +1,10 @@
 //! Issue 30.2: OpenClaw's newest hook contract, call by call, each with the status and the fields
 //! the reference gives. Written from openclaw/openclaw `docs/gateway/config-hooks.md` at commit
 //! 256572fd05f9467dad0e848fd0e756653401f085 ("Hook HTTP contract", "Hook agent payload", "Hook
-//! retries and fan-out"). Where chatgate differs (a key reused for another call: 422, as its own
-//! idempotency promise says), docs/REFERENCE.md says so.
+//! retries and fan-out"), against a gateway set to answer as newest OpenClaw does
+//! (`hooks.accepted_status = 200`; 202 by default, as hookd's bridge answers). Where chatgate
+//! differs (a key reused for another call: 422, as its own idempotency promise says; `"channel":
+//! "last"`, which earlier OpenClaw took, taken: `e2e_hook_callers`), docs/REFERENCE.md says so.
 
 use std::time::{Duration, Instant};
 
@@ -21,6 +23,13 @@ on_both_backends!(
     failed_authentications_are_throttled_after_twenty_in_a_minute,
 );
 
+/// The test database's configuration, answering accepted calls 200 as newest OpenClaw does.
+fn newest(db: &TestDb) -> chatgate::config::Config {
+    let mut config = db.config.clone();
+    config.hooks.accepted_status = chatgate::config::AcceptedStatus::Ok;
+    config
+}
+
 async fn commands(db: &TestDb) -> i64 {
     db.count("SELECT COUNT(*) FROM commands WHERE actor_id = $1", "hookd-bridge").await
 }
@@ -28,7 +37,7 @@ async fn commands(db: &TestDb) -> i64 {
 /// A gateway whose default hook agent (`orders`) answers slowly, so that a wake still waits.
 async fn slow_agent(db: &TestDb) -> (TestApp, FakeExecutor) {
     let executor = FakeExecutor::start(always_slow).await;
-    let mut config = db.config.clone();
+    let mut config = newest(db);
     let orders = config.executors.get_mut("orders").expect("orders");
     orders.url = executor.url.clone();
     orders.request_timeout_ms = 5_000;
@@ -64,7 +73,7 @@ async fn wakes_are_queued_or_coalesced_and_agent_runs_are_admitted_with_200(db: 
 }
 
 async fn a_retry_under_any_replay_key_is_one_run(db: &TestDb) {
-    let app = spawn_app_with(db, db.config.clone()).await;
+    let app = spawn_app_with(db, newest(db)).await;
     let run = json!({"message": "Ship order 7"});
     // `Idempotency-Key`, then `X-OpenClaw-Idempotency-Key`, then the body's `idempotencyKey`.
     let send = |headers: Vec<(&'static str, &'static str)>, body: Value| {
@@ -99,10 +108,9 @@ async fn a_retry_under_any_replay_key_is_one_run(db: &TestDb) {
 }
 
 async fn agent_destinations_and_timeouts_follow_the_payload_contract(db: &TestDb) {
-    let app = spawn_app_with(db, db.config.clone()).await;
-    // A direct destination is `channel` with `to`; `last` is not one; `accountId` needs both.
+    let app = spawn_app_with(db, newest(db)).await;
+    // A direct destination is `channel` with `to`; `accountId` needs both.
     for (body, what) in [
-        (json!({"message": "m", "channel": "last", "to": "+15551234567"}), "last"),
         (json!({"message": "m", "channel": "whatsapp"}), "a channel without its to"),
         (json!({"message": "m", "to": "+15551234567"}), "a to without its channel"),
         (json!({"message": "m", "accountId": "work"}), "an account without a destination"),
@@ -141,20 +149,21 @@ async fn wait_for_completion_answers_with_the_outcome(db: &TestDb) {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["completion"], json!({"status": "ok", "state": "executed"}), "{body}");
     assert!(started.elapsed() < Duration::from_secs(30));
-    // Its agent paused (it holds the command until resumed): answered at once, `pending`.
+    // Its agent paused (it holds the command until resumed): answered at once, `pending`, and
+    // (with the default `hooks.accepted_status`) 202: taken, not done.
     let admin = crate::helpers::api_token(db, "demo", "ops", "agents:admin");
     let paused = app.client.post(app.url("/v1/agents/orders/pause")).bearer_auth(admin).send().await.expect("pause");
     assert_eq!(paused.status(), StatusCode::OK);
     let started = Instant::now();
     let held = json!({"message": "Ship order 4", "waitForCompletion": true});
     let (status, body, _) = call(&app, "/hooks/agent", held, bearer(), None).await;
-    assert_eq!((status, &body["completion"]["status"]), (StatusCode::OK, &json!("pending")), "{body}");
+    assert_eq!((status, &body["completion"]["status"]), (StatusCode::ACCEPTED, &json!("pending")), "{body}");
     assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
     app.stop().await.expect("stop");
 }
 
 async fn failed_authentications_are_throttled_after_twenty_in_a_minute(db: &TestDb) {
-    let app = spawn_app_with(db, db.config.clone()).await;
+    let app = spawn_app_with(db, newest(db)).await;
     let wrong = || Some(("authorization", "Bearer not-the-token".to_owned()));
     for attempt in 1..=20 {
         let (status, _, _) = call(&app, "/hooks/wake", json!({"text": "x"}), wrong(), None).await;

@@ -147,7 +147,7 @@ async fn the_spans_of_one_command_share_one_trace_across_the_gateway_and_its_exe
         .send()
         .await
         .expect("hook call");
-    assert_eq!(called.status(), StatusCode::OK);
+    assert_eq!(called.status(), StatusCode::ACCEPTED);
     let hooked = called.json::<serde_json::Value>().await.expect("json")["runId"].as_str().expect("runId").to_owned();
     let hooked_spans = spans_of(&spans, &hooked, "executed").await;
     assert!(hooked_spans.iter().all(|s| s.trace_id == caller_trace), "{hooked_spans:#?}");
@@ -213,7 +213,7 @@ async fn without_an_endpoint_nothing_is_exported_or_propagated() {
         .send()
         .await
         .expect("hook call");
-    assert_eq!(called.status(), StatusCode::OK);
+    assert_eq!(called.status(), StatusCode::ACCEPTED);
     let call = until("the executor's call", || calls(&executor).into_iter().next()).await;
     assert_eq!(call.1, "", "no traceparent is sent");
 }
@@ -249,7 +249,7 @@ async fn ship_in_a_trace(executor: &str, caller: &str) -> Shipping {
         .send()
         .await
         .expect("hook call");
-    assert_eq!(called.status(), StatusCode::OK);
+    assert_eq!(called.status(), StatusCode::ACCEPTED);
     let command = called.json::<serde_json::Value>().await.expect("json")["runId"].as_str().expect("runId").to_owned();
     Shipping { _config: config, _gateway: gateway, spans, command }
 }

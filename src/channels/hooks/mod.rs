@@ -105,10 +105,7 @@ fn choose_agent(
 ) -> Result<String, ChannelError> {
     let known = |name: &str| state.config.hooks.agents.iter().any(|a| a == name);
     if let Some(id) = args.get("agentId").and_then(Value::as_str) {
-        return match known(id) {
-            true => Ok(id.to_owned()),
-            false => Err(bad("unknown_agent", format!("No agent `{id}` is configured for hooks."))),
-        };
+        return known_agent(state, id);
     }
     match session.and_then(hookd::agent_of_session) {
         Some(name) if known(name) => Ok(name.to_owned()),
@@ -117,6 +114,15 @@ fn choose_agent(
             default_agent(state)
         }
         None => default_agent(state),
+    }
+}
+
+/// `id`, when it names an agent configured for hooks; else 400 (OpenClaw: a direct agent id must
+/// exist).
+fn known_agent(state: &Services, id: &str) -> Result<String, ChannelError> {
+    match state.config.hooks.agents.iter().any(|a| a == id) {
+        true => Ok(id.to_owned()),
+        false => Err(bad("unknown_agent", format!("No agent `{id}` is configured for hooks."))),
     }
 }
 
@@ -135,7 +141,12 @@ pub async fn wake(state: &Services, request: &HookRequest<'_>) -> Result<HookOut
     let mut args = Map::new();
     args.insert("text".into(), text.clone().into());
     args.insert("mode".into(), mode.clone().into());
-    let agent = default_agent(state)?;
+    // A wake may name its agent (`agentId`, OpenClaw's newest contract): one this gateway knows,
+    // else 400 as OpenClaw answers; without one, the default agent wakes.
+    let agent = match text_field(&body, "agentId", false)? {
+        Some(id) => known_agent(state, &id)?,
+        None => default_agent(state)?,
+    };
     let wake = intent("agent", "wake")?;
     let call = |key| HookCall {
         agent: agent.clone(),

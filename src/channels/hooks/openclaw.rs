@@ -1,7 +1,7 @@
 //! OpenClaw's `/hooks/agent` contract as its newest reference states it (openclaw/openclaw
 //! `docs/gateway/config-hooks.md` at 256572f, "Hook agent payload" and "Hook retries and
 //! fan-out"): the optional fields, each checked; a direct destination given whole or not at all
-//! (`channel` with `to`, never `"last"`); `timeoutSeconds` floored, a non-positive or non-numeric
+//! (`channel` with `to`; `"last"`, which earlier OpenClaw took, is taken too); `timeoutSeconds` floored, a non-positive or non-numeric
 //! one ignored; and the replay key — `Idempotency-Key`, then `X-OpenClaw-Idempotency-Key`, then
 //! the body's `idempotencyKey`, trimmed, at most 256 characters. A retry under the key replays the
 //! run; another call under the same key is refused (422, with evidence), as chatgate's idempotency
@@ -56,15 +56,21 @@ pub(super) fn fields(body: &Map<String, Value>, args: &mut Map<String, Value>) -
     destination(args)
 }
 
-/// A direct destination is whole (`channel` and `to`) or absent while delivery is on; `last` is
-/// no direct channel, and `accountId` needs both. Refused before anything is stored.
+/// A direct destination is whole (`channel` and `to`) or absent while delivery is on, and
+/// `accountId` needs both. `"channel": "last"` — the example payload of OpenClaw's earlier hooks
+/// (`docs/automation/webhook.md` at 013c24e7, where `channel` defaulted to `last`), which callers
+/// copied — names no direct channel: it is taken (and kept in the command's arguments), with or
+/// without `to`, where newest OpenClaw refuses it. Refused before anything is stored.
 fn destination(args: &Map<String, Value>) -> Result<(), ChannelError> {
     if args.get("deliver") == Some(&Value::Bool(false)) {
         return Ok(());
     }
     let (channel, to) = (args.get("channel").and_then(Value::as_str), args.get("to"));
     if channel == Some("last") {
-        return Err(bad("invalid_destination", "A direct `/agent` call names a channel; `last` is not one."));
+        return match args.contains_key("accountId") {
+            true => Err(bad("invalid_destination", "`accountId` needs a direct `channel` and `to`, not `last`.")),
+            false => Ok(()),
+        };
     }
     if channel.is_some() != to.is_some() {
         return Err(bad("invalid_destination", "A destination is `channel` and `to` together, or neither."));
@@ -107,7 +113,9 @@ mod tests {
             let mut args = Map::new();
             fields(&map(body), &mut args).map(|()| args)
         };
-        assert!(read(serde_json::json!({"channel": "last"})).is_err());
+        assert!(read(serde_json::json!({"channel": "last"})).is_ok(), "earlier OpenClaw's default");
+        assert!(read(serde_json::json!({"channel": "last", "to": "+15551234567"})).is_ok(), "its example payload");
+        assert!(read(serde_json::json!({"channel": "last", "to": "+1555", "accountId": "a"})).is_err());
         assert!(read(serde_json::json!({"channel": "whatsapp"})).is_err(), "half a destination");
         assert!(read(serde_json::json!({"to": "+1555"})).is_err(), "half a destination");
         assert!(read(serde_json::json!({"to": "+1555", "deliver": false})).is_ok(), "no delivery, no destination");

@@ -1,9 +1,12 @@
 //! The hook bridge's routes (`/hooks/wake`, `/hooks/agent`, `/hooks/{name}` under
 //! `hooks.base_path`). One answer body serves both families of callers (docs/REFERENCE.md, "The
 //! hook bridge's answers"): OpenClaw's `ok` and `runId`, hookd's `status`, `queued`, `command_id`,
-//! `routing_key` and `outbox_id`, chatgate's `status_url` and `Location`. The status is 200 for a
-//! wake, an agent run and a mapped hook (as OpenClaw's newest contract answers admission), 204 for
-//! a hookd text with nothing in it.
+//! `routing_key` and `outbox_id`, chatgate's `status_url` and `Location`. The status is 202 for an
+//! agent run or a mapped hook taken (Bloodbank's hookd bridge, MIG-1 step 4, and OpenClaw's hooks at
+//! 013c24e7 `docs/automation/webhook.md` answer so; `hooks.accepted_status = 200` answers as newest
+//! OpenClaw does), 200 for a wake and for a run waited for until it ended (`waitForCompletion`), 204
+//! for a hookd text with nothing in it. Refusals are problem documents that also carry OpenClaw's
+//! `{"ok": false, "error": ...}`, for callers that read `error`.
 
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
@@ -15,7 +18,8 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::channels::hooks::{self, Accepted, HookOutcome, HookRequest};
+use crate::channels::hooks::{self, Accepted, CompletionStatus, HookOutcome, HookRequest};
+use crate::config::AcceptedStatus;
 use crate::http::listen::PeerAddr;
 use crate::http::responses::HookErrors;
 use crate::http::{ApiError, AppState};
@@ -28,6 +32,39 @@ pub fn router(base: &str) -> Router<AppState> {
         .route(&format!("{base}/wake"), post(wake))
         .route(&format!("{base}/agent"), post(agent))
         .route(&format!("{base}/{{name}}"), post(mapped))
+        .route_layer(axum::middleware::from_fn(openclaw_refusals))
+}
+
+/// Every refusal of the bridge's routes also says `ok: false` and, in `error`, why (the problem's
+/// detail, else its title), as OpenClaw's hook callers read it (`{ ok: false, error }`,
+/// `docs/gateway/config-hooks.md` at 256572f, "Hook HTTP contract"); the problem document's own
+/// members stay as they are.
+async fn openclaw_refusals(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, 64 * 1024).await.unwrap_or_default();
+    let mut document = match serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&bytes) {
+        Ok(document) if document.contains_key("code") => document,
+        _ => {
+            let text = String::from_utf8_lossy(&bytes).trim().to_owned();
+            let problem = crate::http::Problem::for_status(status);
+            let problem = if problem.detail.is_none() && !text.is_empty() { problem.detail(text) } else { problem };
+            match serde_json::to_value(&problem) {
+                Ok(serde_json::Value::Object(document)) => document,
+                _ => serde_json::Map::new(),
+            }
+        }
+    };
+    let error = document.get("detail").or_else(|| document.get("title")).cloned().unwrap_or_default();
+    document.insert("ok".into(), false.into());
+    document.insert("error".into(), error);
+    parts.headers.insert(header::CONTENT_TYPE, header::HeaderValue::from_static(crate::http::responses::PROBLEM_JSON));
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(serde_json::to_vec(&document).unwrap_or_default()))
 }
 
 /// What the bridge answers a call it took.
@@ -95,22 +132,38 @@ fn status_url(command_id: Uuid) -> String {
     format!("/v1/commands/{command_id}")
 }
 
-fn answer(outcome: HookOutcome) -> Response {
-    let body = match outcome {
+/// The answer to a call the bridge took: a wake and a run that ended while the caller waited are
+/// done (200); a run or mapped hook only taken is accepted (`hooks.accepted_status`, 202 unless
+/// set to 200).
+fn answer(outcome: HookOutcome, taken: AcceptedStatus) -> Response {
+    let taken = match taken {
+        AcceptedStatus::Accepted => StatusCode::ACCEPTED,
+        AcceptedStatus::Ok => StatusCode::OK,
+    };
+    let (status, body) = match outcome {
         HookOutcome::NothingToDo => return StatusCode::NO_CONTENT.into_response(),
-        HookOutcome::Woken { accepted, mode, event } => {
-            HookAnswer { mode: Some(mode), event_outcome: Some(event.as_str().to_owned()), ..HookAnswer::new(accepted) }
-        }
-        HookOutcome::Queued(accepted) => HookAnswer::new(accepted),
-        HookOutcome::Completed { accepted, completion } => HookAnswer {
-            completion: Some(HookCompletion {
+        HookOutcome::Woken { accepted, mode, event } => (
+            StatusCode::OK,
+            HookAnswer {
+                mode: Some(mode),
+                event_outcome: Some(event.as_str().to_owned()),
+                ..HookAnswer::new(accepted)
+            },
+        ),
+        HookOutcome::Queued(accepted) => (taken, HookAnswer::new(accepted)),
+        HookOutcome::Completed { accepted, completion } => {
+            let ended = completion.status != CompletionStatus::Pending;
+            let completion = HookCompletion {
                 status: completion.status.as_str().to_owned(),
                 state: completion.state.as_str().to_owned(),
-            }),
-            ..HookAnswer::new(accepted)
-        },
+            };
+            (
+                if ended { StatusCode::OK } else { taken },
+                HookAnswer { completion: Some(completion), ..HookAnswer::new(accepted) },
+            )
+        }
     };
-    (StatusCode::OK, [(header::LOCATION, body.status_url.clone())], Json(body)).into_response()
+    (status, [(header::LOCATION, body.status_url.clone())], Json(body)).into_response()
 }
 
 /// What a command submitted by a machine caller is answered: 202, the id and where to follow it.
@@ -153,7 +206,7 @@ pub(crate) async fn wake(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let request = HookRequest { query: query.as_deref(), headers: &headers, body: &body, client: client(peer) };
-    Ok(answer(hooks::wake(&state, &request).await?))
+    Ok(answer(hooks::wake(&state, &request).await?, state.config.hooks.accepted_status))
 }
 
 /// `POST /hooks/agent`: OpenClaw's `{"message": "..."}` or hookd's `{"text": "...", "sessionKey":
@@ -171,8 +224,11 @@ pub(crate) async fn wake(
     ),
     request_body(content = serde_json::Value, content_type = "application/json"),
     responses(
-        (status = 200, description = "Admitted: the command is stored and queued for the agent (with \
-            `waitForCompletion`, answered once it ended or the wait is over)",
+        (status = 202, description = "Admitted: the command is stored and queued for the agent (200 instead \
+            with `hooks.accepted_status = 200`); with `waitForCompletion`, answered once the wait is over and \
+            the command had not ended",
+            body = HookAnswer, headers(("Location" = String, description = "The command's status"))),
+        (status = 200, description = "With `waitForCompletion`: the command ended within the wait (`completion`)",
             body = HookAnswer, headers(("Location" = String, description = "The command's status"))),
         (status = 204, description = "A hookd `text` with nothing in it: nothing stored"),
         HookErrors
@@ -186,7 +242,7 @@ pub(crate) async fn agent(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let request = HookRequest { query: query.as_deref(), headers: &headers, body: &body, client: client(peer) };
-    Ok(answer(hooks::agent(&state, &request).await?))
+    Ok(answer(hooks::agent(&state, &request).await?, state.config.hooks.accepted_status))
 }
 
 /// `POST /hooks/{name}`: a mapped hook; its fields become the command's arguments.
@@ -204,7 +260,8 @@ pub(crate) async fn agent(
     ),
     request_body(content = serde_json::Value, content_type = "application/json"),
     responses(
-        (status = 200, description = "Admitted: the command is stored and queued for the mapping's agent",
+        (status = 202, description = "Admitted: the command is stored and queued for the mapping's agent \
+            (200 instead with `hooks.accepted_status = 200`)",
             body = HookAnswer, headers(("Location" = String, description = "The command's status"))),
         HookErrors
     )
@@ -218,7 +275,7 @@ pub(crate) async fn mapped(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let request = HookRequest { query: query.as_deref(), headers: &headers, body: &body, client: client(peer) };
-    Ok(answer(hooks::mapped(&state, &name, &request).await?))
+    Ok(answer(hooks::mapped(&state, &name, &request).await?, state.config.hooks.accepted_status))
 }
 
 /// The caller's address, by which failed authentications are counted.
