@@ -10,11 +10,15 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
-/// Base64 with or without its `=` padding, as the reference libraries read a secret.
+/// Base64 with or without its `=` padding, as the reference libraries read a secret: the Python
+/// library decodes `secret + "=="` (standard-webhooks `libraries/python/standardwebhooks/
+/// webhooks.py` at 52d6249), which also ignores the bits of an unpadded last character that no
+/// byte takes — a secret typed by hand (`whsec_dGVzdB`) has them set, and is the key `test`.
 const SECRET_BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
     &base64::alphabet::STANDARD,
     base64::engine::GeneralPurposeConfig::new()
-        .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+        .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent)
+        .with_decode_allow_trailing_bits(true),
 );
 
 /// A Standard Webhooks secret: the base64 key, with or without the `whsec_` prefix and with or
@@ -144,5 +148,10 @@ mod tests {
         assert_eq!(key("whsec_YWI="), Ok(b"ab".to_vec()));
         assert_eq!(key("whsec_YWI"), Ok(b"ab".to_vec()), "without padding");
         assert_eq!(key("YWI"), Ok(b"ab".to_vec()));
+        // The Python library's `b64decode(secret + "==")` takes an unpadded last character's
+        // spare bits as they are: `dGVzdB` is `test` there, and here.
+        assert_eq!(key("whsec_dGVzdB"), Ok(b"test".to_vec()));
+        assert_eq!(key("aGFuZC10eXBlZC1zZWNyZXQ"), Ok(b"hand-typed-secret".to_vec()));
+        assert!(key("whsec_dGVzd").is_err(), "a length no base64 has");
     }
 }
