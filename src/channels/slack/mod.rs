@@ -81,6 +81,9 @@ pub async fn receive_form(
     form: Form,
 ) -> Result<(), ChannelError> {
     let received = async {
+        if form == Form::Command && is_ssl_check(config, body)? {
+            return Ok(());
+        }
         verified(config, headers, body)?;
         let params: Vec<(String, String)> = form_urlencoded::parse(body).into_owned().collect();
         let message = match form {
@@ -93,6 +96,17 @@ pub async fn receive_form(
         Ok(())
     };
     counted(CHANNEL, received.await)
+}
+
+/// Slack's certificate check on a slash command's URL (a POST of `ssl_check=1` and a token, "Slash
+/// commands" in Slack's docs): answered 200 with nothing stored, before the signature is read, as
+/// Slack's Bolt framework does (slackapi/bolt-python `slack_bolt/middleware/ssl_check/ssl_check.py`
+/// at 16cc456c, ahead of its request verification); 404 while Slack is not configured.
+fn is_ssl_check(config: &Config, body: &[u8]) -> Result<bool, ChannelError> {
+    if config.slack.signing_secret.expose().is_empty() {
+        return Err(Refusal::not_configured("Slack is not configured (`slack.signing_secret`)").into());
+    }
+    Ok(form_urlencoded::parse(body).any(|(name, value)| name == "ssl_check" && value == "1"))
 }
 
 /// The request's signature, before anything of it is read; 404 while Slack is not configured.

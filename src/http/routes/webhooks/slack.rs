@@ -43,7 +43,11 @@ pub(crate) async fn events(
     tag = "webhooks",
     params(("X-Slack-Signature" = String, Header), ("X-Slack-Request-Timestamp" = String, Header)),
     request_body(content = String, content_type = "application/x-www-form-urlencoded", description = "A slash command"),
-    responses((status = 200, description = "Stored; the replies follow in the channel"), SlackErrors)
+    responses(
+        (status = 200, description = "Stored; the replies follow in the channel. Slack's certificate check \
+            (`ssl_check=1`) is answered 200 too, before the signature, and stores nothing"),
+        SlackErrors
+    )
 )]
 pub(crate) async fn commands(
     State(state): State<AppState>,
