@@ -123,3 +123,67 @@ async fn every_family_is_described_present_from_the_start_and_agrees_with_the_ap
     assert!(text.lines().any(|l| l == format!("chatgate_agents{{state=\"idle\"}} {idle}")), "idle agents: {idle}");
     app.stop().await.expect("stop");
 }
+
+/// The metric names `docs/REFERENCE.md`'s `/metrics` row documents (`chatgate_{a,b}_ratio`
+/// expanded).
+fn documented_metrics() -> std::collections::BTreeSet<String> {
+    let reference = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/REFERENCE.md")).expect("doc");
+    let row = reference.lines().find(|l| l.starts_with("| `GET /metrics`")).expect("the /metrics row");
+    let mut names = std::collections::BTreeSet::new();
+    for (at, _) in row.match_indices("`chatgate_") {
+        let name: String = row[at + 1..].chars().take_while(|c| *c != '`' && *c != '{').collect();
+        let rest = &row[at + 1 + name.len()..];
+        match rest.strip_prefix('{').and_then(|r| r.split_once('}')) {
+            // `chatgate_completeness_{ack,result,error}_ratio`: a brace right after `_` is a set.
+            Some((choices, tail)) if name.ends_with('_') => {
+                let tail: String = tail.chars().take_while(|c| *c != '`').collect();
+                names.extend(choices.split(',').map(|choice| format!("{name}{}{tail}", choice.trim())));
+            }
+            _ => {
+                names.insert(name);
+            }
+        }
+    }
+    names
+}
+
+/// Issue 44.9: a gateway that has done nothing yet exports every documented family and every
+/// family of the catalog with a sample (histograms with their empty buckets), so that dashboards and
+/// alerts exist before the first incident; `promtool check metrics` (Prometheus's own linter, which
+/// `.ci/run` installs) finds nothing to say about it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_documented_metric_is_exported_from_the_first_scrape() {
+    let db = TestDb::sqlite().await;
+    let app = spawn_app_with(&db, db.config.clone()).await;
+    let text = app.client.get(app.url("/metrics")).send().await.expect("scrape").text().await.expect("text");
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).expect("Prometheus text");
+    let sampled: std::collections::BTreeSet<&str> = scrape
+        .samples
+        .iter()
+        .map(|s| s.metric.trim_end_matches("_bucket").trim_end_matches("_sum").trim_end_matches("_count"))
+        .collect();
+    let catalog = chatgate::service::telemetry::catalog::FAMILIES.iter().map(|f| f.name.to_owned());
+    let documented = documented_metrics();
+    assert!(documented.len() >= 40, "the row names the families: {documented:?}");
+    let missing: Vec<String> =
+        documented.into_iter().chain(catalog).filter(|n| !sampled.contains(n.as_str())).collect();
+    assert!(missing.is_empty(), "documented but not exported before their first event: {missing:?}");
+    match std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    {
+        Ok(mut promtool) => {
+            use std::io::Write;
+            promtool.stdin.take().expect("stdin").write_all(text.as_bytes()).expect("to promtool");
+            let checked = promtool.wait_with_output().expect("promtool");
+            let said =
+                format!("{}{}", String::from_utf8_lossy(&checked.stdout), String::from_utf8_lossy(&checked.stderr));
+            assert!(checked.status.success() && said.trim().is_empty(), "promtool check metrics: {said}");
+        }
+        Err(_) => eprintln!("skipped promtool: not installed (.ci/run installs Debian's prometheus)"),
+    }
+    app.stop().await.expect("stop");
+}

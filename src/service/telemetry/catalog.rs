@@ -127,10 +127,12 @@ pub fn announce<'a>(executors: impl Iterator<Item = &'a String>, tenants: impl I
             Kind::Gauge => metrics::describe_gauge!(family.name, family.help),
             Kind::Histogram => metrics::describe_histogram!(family.name, family.help),
         }
-        // A histogram is not registered empty: it appears with its first observation.
+        // A histogram is registered empty: its buckets, sum and count read 0 until its first
+        // observation (an alert on a latency exists before the first command).
         match family.kind {
             Kind::Counter if !family.labelled => metrics::counter!(family.name).increment(0),
             Kind::Gauge if !family.labelled => metrics::gauge!(family.name).increment(0.0),
+            Kind::Histogram => drop(metrics::histogram!(family.name)),
             _ => {}
         }
     }
