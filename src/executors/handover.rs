@@ -248,12 +248,15 @@ impl Dispatcher {
         target: &Target,
         plan: &DeliveryPlan,
     ) -> (DeliveryPlan, Option<OutboxSettle>) {
-        let span = crate::service::telemetry::dispatch_span(command, &row.destination, row.attempt);
+        use crate::service::telemetry::{Carried, carrying, dispatch_span};
+        let span = dispatch_span(command, &row.destination, row.attempt);
+        // Without spans, the caller's trace the command came in goes on to the executor as it came.
+        let carried = Carried::from_traceparent(command.trace_parent.as_deref());
         let outcome = match &target.executor {
-            Executor::Gateway => self.gateway().call(command).instrument(span).await,
+            Executor::Gateway => carrying(carried, self.gateway().call(command).instrument(span)).await,
             executor => {
                 let ids = CallIds { delivery: plan.id(), message: row.id, attempt: row.attempt };
-                executor.call(&command.envelope, ids).instrument(span).await
+                carrying(carried, executor.call(&command.envelope, ids).instrument(span)).await
             }
         };
         let executor = row.destination.clone();

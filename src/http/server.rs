@@ -118,6 +118,16 @@ fn request_span<B>(request: &Request<B>) -> tracing::Span {
     span
 }
 
+/// While traces are not exported, a caller's `traceparent` is carried on as it came, with what
+/// the request brings about (`telemetry::carrying`); nothing is done for a request without one.
+async fn carry_trace(request: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+    use crate::service::telemetry::{Carried, carrying, enabled};
+    match (!enabled()).then(|| Carried::from_headers(request.headers())).flatten() {
+        Some(carried) => carrying(Some(carried), next.run(request)).await,
+        None => next.run(request).await,
+    }
+}
+
 /// `webhook whatsapp`, `webhook hooks/agent`, `GET /v1/commands`: what a request is, without
 /// the ids in its path.
 fn span_name(method: &axum::http::Method, path: &str) -> String {
@@ -174,6 +184,7 @@ pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
     let outer = ServiceBuilder::new()
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .layer(TraceLayer::new_for_http().make_span_with(request_span))
+        .layer(axum::middleware::from_fn(carry_trace))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(axum::middleware::from_fn_with_state(https, crate::http::headers::security_headers))
         .layer(axum::middleware::from_fn(crate::http::problem::problem_bodies))

@@ -168,8 +168,10 @@ async fn admit(
         metrics::counter!("chatgate_inbox_unadmitted_total", "reason" => "unreadable").increment(1);
         return Ok(None);
     };
-    let span = crate::service::telemetry::admission_span(&entry.channel, entry.trace_parent.as_deref());
-    match ingress.handle(message, entry.released, entry.received_at).instrument(span).await {
+    use crate::service::telemetry::{Carried, admission_span, carrying};
+    let span = admission_span(&entry.channel, entry.trace_parent.as_deref());
+    let carried = Carried::from_traceparent(entry.trace_parent.as_deref());
+    match carrying(carried, ingress.handle(message, entry.released, entry.received_at).instrument(span)).await {
         Ok(handled) => Ok(Some(handled)),
         Err(EngineError::Store(error)) if error.is_retryable() => Err(EngineError::Store(error)),
         Err(error) => {

@@ -99,11 +99,25 @@ async fn until<T>(what: &str, mut found: impl FnMut() -> Option<T>) -> T {
 }
 
 async fn whatsapp(client: &reqwest::Client, gateway: &Gateway, id: &str, text: &str) -> StatusCode {
+    whatsapp_in(client, gateway, id, text, None).await
+}
+
+/// A signed WhatsApp delivery, in the caller's trace when `traceparent` is given.
+async fn whatsapp_in(
+    client: &reqwest::Client,
+    gateway: &Gateway,
+    id: &str,
+    text: &str,
+    traceparent: Option<&str>,
+) -> StatusCode {
     use chatgate::channels::whatsapp::simulate;
     let body = simulate::notification(DEMO_NUMBER, vec![simulate::text(id, CUSTOMER, text)], vec![]);
     let bytes = body.to_string().into_bytes();
     let signature = chatgate::channels::whatsapp::signature::sign(b"demo-whatsapp-app-secret", &bytes);
-    let request = client.post(gateway.url("/webhooks/whatsapp")).header("content-type", "application/json");
+    let mut request = client.post(gateway.url("/webhooks/whatsapp")).header("content-type", "application/json");
+    if let Some(traceparent) = traceparent {
+        request = request.header("traceparent", traceparent);
+    }
     let sent = request.header("x-hub-signature-256", signature).body(bytes).send().await.expect("webhook");
     sent.status()
 }
@@ -196,26 +210,80 @@ async fn the_spans_of_one_command_share_one_trace_across_the_gateway_and_its_exe
     assert_eq!(answers.len(), 1, "the answer's webhook is a trace of its own");
 }
 
-/// Without the variables nothing is exported and nothing is propagated.
+/// Issue 44.10: a webhook that arrives in a caller's trace (a provider's proxy or a test harness
+/// sending `traceparent`) continues it to the executor: the executor's request carries a
+/// `traceparent` of the same trace, whose parent is the dispatch span, a span of that trace too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_an_endpoint_nothing_is_exported_or_propagated() {
+async fn a_webhooks_trace_continues_to_the_executor() {
+    let (collector, spans) = otlp_receiver().await;
+    let executor = FakeServer::succeeding_executor().await;
+    let executor_url = executor.url.clone();
+    let config = ConfigDir::shipped(|config| config);
+    let database = format!("sqlite://{}/chatgate.db", config.dir.path().display());
+    let env = [
+        ("CHATGATE_DATABASE_URL", database.as_str()),
+        ("CHATGATE_ORDERS_EXECUTOR_URL", executor_url.as_str()),
+        ("CHATGATE_WHATSAPP_API_BASE", collector.as_str()),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.as_str()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+    ];
+    let gateway = crate::process::start(&config.path(), &env).await;
+    let client = reqwest::Client::new();
+    let (trace, parent) = ("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331");
+    let caller = format!("00-{trace}-{parent}-01");
+    let status = whatsapp_in(&client, &gateway, "wamid.TRACED1", "order status 1234", Some(&caller)).await;
+    assert_eq!(status, StatusCode::OK);
+    let (command, traceparent) = until("the executor's call", || calls(&executor).into_iter().next()).await;
+    assert!(traceparent.starts_with(&format!("00-{trace}-")), "the executor joins the caller's trace: {traceparent:?}");
+    let mine = spans_of(&spans, &command, "executed").await;
+    assert!(mine.iter().all(|s| s.trace_id == trace), "{mine:#?}");
+    let dispatch = mine.iter().find(|s| s.name == "dispatch orders").expect("a dispatch span");
+    assert_eq!(traceparent, format!("00-{trace}-{}-01", dispatch.span_id), "its parent is the dispatch span");
+    let webhook = until("the webhook's span", || {
+        spans.lock().expect("lock").iter().find(|s| s.name == "webhook whatsapp").cloned()
+    })
+    .await;
+    assert_eq!((webhook.trace_id.as_str(), webhook.parent.as_str()), (trace, parent), "the webhook continues it");
+}
+
+/// Issue 44.10: without the variables nothing is exported, and a caller's trace is carried on as
+/// it came, as OpenTelemetry's API without an SDK carries it: the executor's request has the
+/// caller's `traceparent`, through the hook bridge and through a webhook's
+/// inbox alike; a call that came in no trace sends none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_endpoint_nothing_is_exported_and_the_callers_trace_is_carried_on() {
     let executor = FakeServer::succeeding_executor().await;
     let executor_url = executor.url.clone();
     let config = ConfigDir::shipped(|config| config);
     let database = format!("sqlite://{}/chatgate.db", config.dir.path().display());
     let env = [("CHATGATE_DATABASE_URL", database.as_str()), ("CHATGATE_ORDERS_EXECUTOR_URL", executor_url.as_str())];
     let gateway = crate::process::start(&config.path(), &env).await;
-    let called = reqwest::Client::new()
+    let client = reqwest::Client::new();
+    let hooked = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let called = client
         .post(gateway.url("/hooks/agent"))
         .bearer_auth("demo-hooks-token-change-me")
-        .header("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+        .header("traceparent", hooked)
         .json(&json!({"message": "order status 7"}))
         .send()
         .await
         .expect("hook call");
     assert_eq!(called.status(), StatusCode::ACCEPTED);
-    let call = until("the executor's call", || calls(&executor).into_iter().next()).await;
-    assert_eq!(call.1, "", "no traceparent is sent");
+    let run = called.json::<serde_json::Value>().await.expect("json")["runId"].as_str().expect("runId").to_owned();
+    let call = until("the hook's executor call", || calls(&executor).into_iter().find(|(c, _)| *c == run)).await;
+    assert_eq!(call.1, hooked, "the hook caller's trace, as it came");
+
+    let webhooked = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    assert_eq!(
+        whatsapp_in(&client, &gateway, "wamid.CARRIED", "order status 8", Some(webhooked)).await,
+        StatusCode::OK
+    );
+    let call = until("the webhook's executor call", || calls(&executor).into_iter().find(|(c, _)| *c != run)).await;
+    assert_eq!(call.1, webhooked, "the webhook's trace, through the inbox");
+
+    assert_eq!(whatsapp(&client, &gateway, "wamid.UNTRACED", "order status 9").await, StatusCode::OK);
+    let third = until("the third call", || (calls(&executor).len() == 3).then(|| calls(&executor)[2].clone())).await;
+    assert_eq!(third.1, "", "no trace came, none is made up");
 }
 
 /// A gateway whose `shipping` agent is `executor` (its lines of TOML), exporting its traces to a

@@ -6,8 +6,12 @@
 //! transition, one per dispatch attempt; the dispatch's context goes to HTTP executors as a
 //! `traceparent` header and to Bloodbank agents in the AMQP message's headers.
 //!
-//! Nothing is made unless traces are exported (`OTEL_EXPORTER_OTLP_ENDPOINT` or
-//! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` set, see [`export`]): every helper here is then a no-op.
+//! No span is made unless traces are exported (`OTEL_EXPORTER_OTLP_ENDPOINT` or
+//! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` set, see [`export`]). A caller's trace is carried on all
+//! the same, as OpenTelemetry's API without an SDK carries it: its `traceparent`, unchanged, goes
+//! with the command it brought — through the inbox, the command's
+//! row and every dispatch — to the executor ([`carrying`]), so that the executor's spans join the
+//! caller's trace.
 
 pub mod catalog;
 pub mod export;
@@ -35,18 +39,59 @@ pub fn enabled() -> bool {
     EXPORTING.load(Ordering::Relaxed)
 }
 
-/// The current span's trace context as W3C headers (`traceparent`, `tracestate`); empty when
-/// traces are not exported or there is no span.
-pub fn current_headers() -> HashMap<String, String> {
-    let mut headers = HashMap::new();
-    if enabled() {
-        TraceContextPropagator::new().inject_context(&tracing::Span::current().context(), &mut headers);
-    }
-    headers
+tokio::task_local! {
+    /// The trace context carried through while no spans are made: the caller's, as it came.
+    static CARRIED: Option<Carried>;
 }
 
-/// The current span's `traceparent`, kept with what is done later on its behalf (a webhook's
-/// messages in the inbox); `None` when traces are not exported.
+/// A caller's W3C `traceparent`, checked, as it came (the command keeps it; `tracestate`, which
+/// it does not keep, stays behind).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Carried {
+    traceparent: String,
+}
+
+impl Carried {
+    /// The context `headers` carry, when their `traceparent` is a valid one.
+    pub fn from_headers(headers: &http::HeaderMap) -> Option<Self> {
+        let traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok());
+        Self::from_traceparent(traceparent)
+    }
+
+    /// A stored `traceparent` (a command's, an inbox row's), when it is a valid one.
+    pub fn from_traceparent(traceparent: Option<&str>) -> Option<Self> {
+        let traceparent = traceparent.filter(|tp| Self::valid(tp))?;
+        Some(Self { traceparent: traceparent.to_owned() })
+    }
+
+    fn valid(traceparent: &str) -> bool {
+        let carrier = HashMap::from([("traceparent".to_owned(), traceparent.to_owned())]);
+        TraceContextPropagator::new().extract(&carrier).span().span_context().is_valid()
+    }
+
+    fn headers(&self) -> HashMap<String, String> {
+        HashMap::from([("traceparent".to_owned(), self.traceparent.clone())])
+    }
+}
+
+/// Runs `work` with `carried` as the trace context in force while no spans are made.
+pub async fn carrying<F: std::future::Future>(carried: Option<Carried>, work: F) -> F::Output {
+    CARRIED.scope(carried, work).await
+}
+
+/// The trace context in force as W3C headers: the current span's (`traceparent`, `tracestate`) when
+/// traces are exported, else the caller's `traceparent` carried on; empty when there is none.
+pub fn current_headers() -> HashMap<String, String> {
+    if enabled() {
+        let mut headers = HashMap::new();
+        TraceContextPropagator::new().inject_context(&tracing::Span::current().context(), &mut headers);
+        return headers;
+    }
+    CARRIED.try_with(|carried| carried.as_ref().map(Carried::headers)).ok().flatten().unwrap_or_default()
+}
+
+/// The `traceparent` in force, kept with what is done later on its behalf (a webhook's messages in
+/// the inbox); `None` when there is none.
 pub fn current_traceparent() -> Option<String> {
     current_headers().remove("traceparent")
 }
@@ -72,7 +117,8 @@ pub fn admission_span(channel: &str, traceparent: Option<&str>) -> tracing::Span
 /// that brought it), or, made outside any span, a trace named after the command itself.
 pub fn admission_traceparent(command_id: Uuid) -> Option<String> {
     if !enabled() {
-        return None;
+        // Without spans, only a caller's trace is kept: none is made up.
+        return current_traceparent();
     }
     current_headers().remove("traceparent").or_else(|| Some(own_traceparent(command_id)))
 }
