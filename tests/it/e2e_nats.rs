@@ -8,6 +8,8 @@
 
 use std::time::{Duration, Instant};
 
+use serde_json::json;
+
 use tokio_util::sync::CancellationToken;
 
 use crate::e2e_amqp::{all_settled, ask, states};
@@ -116,6 +118,53 @@ async fn told_as_the_agent_said(db: &TestDb) {
     }
 }
 
+/// Issue 44.11: an `invocation.failed`'s `error_message` is on the command, beside its code,
+/// where `GET /v1/commands/{id}` shows the reason (and on its delivery).
+async fn the_api_shows_what_the_agent_said(app: &TestApp, db: &TestDb) {
+    let mut conn = db.raw().await;
+    let row = sqlx::query("SELECT command_id FROM commands WHERE args LIKE '%\"19\"%'").fetch_one(&mut conn).await;
+    let id: String = sqlx::Row::get(&row.expect("order 19"), 0);
+    let token = crate::helpers::api_token(db, "demo", "ops", "commands:read");
+    let view: serde_json::Value = app
+        .client
+        .get(app.url(&format!("/v1/commands/{id}")))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("GET the command")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!((&view["reason_code"], &view["reason_message"]), (&json!("ROUTE_DENIED"), &json!("no route to orders")));
+    assert_eq!(view["deliveries"][0]["error_message"], "no route to orders", "{view}");
+}
+
+/// Issue 44.11: where Bloodbank's streams are not there yet, the gateway makes them with every
+/// subject `compose/nats/streams.json` (59bee5d) declares: the replies in `…_COMMANDS`, the v2
+/// maintenance failure beside the v1 events in `…_EVENTS`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_streams_the_gateway_makes_hold_every_subject_bloodbank_declares() {
+    let Ok(url) = std::env::var(NATS_ENV) else {
+        eprintln!("skipped: {NATS_ENV} is not set");
+        return;
+    };
+    let prefix = format!("t{}.bloodbank", uuid::Uuid::now_v7().simple());
+    let jetstream = chatgate::executors::jetstream::JetStream::new(&url, &prefix, "chatgate", Duration::from_secs(5));
+    jetstream.consumer().await.expect("the streams made and the gateway's consumer on them");
+    let context = async_nats::jetstream::new(async_nats::connect(url.as_str()).await.expect("NATS"));
+    let name = prefix.to_uppercase().replace(['.', '-'], "_");
+    let p = &prefix;
+    for (suffix, subjects) in [
+        ("COMMANDS", vec![format!("{p}.cmd.v1.>"), format!("{p}.rpy.v1.>")]),
+        ("EVENTS", vec![format!("{p}.evt.v1.>"), format!("{p}.evt.v2.repo.maintenance.failed")]),
+    ] {
+        let mut stream = context.get_stream(format!("{name}_{suffix}")).await.expect("the stream");
+        let subjects_made = stream.info().await.expect("its configuration").config.subjects.clone();
+        let _ = context.delete_stream(format!("{name}_{suffix}")).await;
+        assert_eq!(subjects_made, subjects, "{suffix}");
+    }
+}
+
 /// The NATS server's URL and a fresh database of `backend`, or `None` (said) when either is not
 /// configured.
 async fn nats_and_database(backend: Backend) -> Option<(String, TestDb)> {
@@ -143,6 +192,7 @@ async fn round_trip(backend: Backend) {
     let settled = all_settled(&db, 20, Duration::from_secs(30)).await;
     rig.check(&settled);
     told_as_the_agent_said(&db).await;
+    the_api_shows_what_the_agent_said(&rig.app, &db).await;
     rig.stop().await;
     drop_database(db, backend).await;
 }

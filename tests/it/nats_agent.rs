@@ -69,13 +69,24 @@ impl Schemas {
 /// Bloodbank's streams, as `compose/nats/streams.json` declares them, under `prefix`.
 pub async fn streams(context: &Context, prefix: &str) -> Result<(), String> {
     let name = prefix.to_uppercase().replace(['.', '-'], "_");
+    let p = prefix;
     for (suffix, subjects, retention, days) in [
-        ("COMMANDS", format!("{prefix}.cmd.v1.>"), jetstream::stream::RetentionPolicy::WorkQueue, 1),
-        ("EVENTS", format!("{prefix}.evt.v1.>"), jetstream::stream::RetentionPolicy::Limits, 7),
+        (
+            "COMMANDS",
+            vec![format!("{p}.cmd.v1.>"), format!("{p}.rpy.v1.>")],
+            jetstream::stream::RetentionPolicy::WorkQueue,
+            1,
+        ),
+        (
+            "EVENTS",
+            vec![format!("{p}.evt.v1.>"), format!("{p}.evt.v2.repo.maintenance.failed")],
+            jetstream::stream::RetentionPolicy::Limits,
+            7,
+        ),
     ] {
         let config = jetstream::stream::Config {
             name: format!("{name}_{suffix}"),
-            subjects: vec![subjects],
+            subjects,
             retention,
             storage: jetstream::stream::StorageType::File,
             max_age: Duration::from_secs(days * 86_400),

@@ -43,7 +43,7 @@ pub type PublishError = String;
 /// One stream as Bloodbank declares it.
 struct StreamSpec {
     suffix: &'static str,
-    subjects: String,
+    subjects: Vec<String>,
     retention: jetstream::stream::RetentionPolicy,
     max_age: Duration,
 }
@@ -115,15 +115,17 @@ impl JetStream {
     async fn ensure(&self, context: &Context) -> Result<(), PublishError> {
         use jetstream::stream::RetentionPolicy::{Limits, WorkQueue};
         let prefix = &self.prefix;
+        // As `compose/nats/streams.json` (59bee5d) declares them, every subject: the commands and
+        // their replies; the v1 events and the one v2 event Bloodbank registers.
         let commands = StreamSpec {
             suffix: "COMMANDS",
-            subjects: format!("{prefix}.cmd.v1.>"),
+            subjects: vec![format!("{prefix}.cmd.v1.>"), format!("{prefix}.rpy.v1.>")],
             retention: WorkQueue,
             max_age: Duration::from_secs(86_400),
         };
         let events = StreamSpec {
             suffix: "EVENTS",
-            subjects: format!("{prefix}.evt.v1.>"),
+            subjects: vec![format!("{prefix}.evt.v1.>"), format!("{prefix}.evt.v2.repo.maintenance.failed")],
             retention: Limits,
             max_age: Duration::from_secs(7 * 86_400),
         };
@@ -156,7 +158,7 @@ impl JetStream {
         let name = format!("{}_{}", self.prefix.to_uppercase().replace(['.', '-'], "_"), spec.suffix);
         let config = jetstream::stream::Config {
             name: name.clone(),
-            subjects: vec![spec.subjects.clone()],
+            subjects: spec.subjects.clone(),
             retention: spec.retention,
             storage: jetstream::stream::StorageType::File,
             discard: jetstream::stream::DiscardPolicy::Old,

@@ -34,6 +34,10 @@ pub struct CommandStatus {
     /// The terminal state, once there is one.
     pub outcome: Option<State>,
     pub reason_code: Option<String>,
+    /// What the executor said when it failed the command (a Bloodbank agent's `error_message`, an
+    /// HTTP executor's `error.message`), beside its code (the single command's view only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason_message: Option<String>,
     #[schema(format = DateTime)]
     pub last_transition_at: String,
     #[schema(format = DateTime)]
@@ -111,6 +115,21 @@ pub struct DeliveryView {
     pub outcome: Option<String>,
     /// Why it closed without a result (`DELIVERY_TIMEOUT`, ...).
     pub failure_class: Option<String>,
+    /// What the executor (or the gateway, for a timeout) said of its failure.
+    pub error_message: Option<String>,
+}
+
+impl DeliveryView {
+    fn of(delivery: crate::store::Delivery) -> Self {
+        let said = delivery.detail.as_ref().and_then(|detail| detail.get("message")).and_then(|m| m.as_str());
+        Self {
+            target: delivery.target,
+            state: delivery.state,
+            outcome: delivery.outcome,
+            failure_class: delivery.failure_class,
+            error_message: said.filter(|m| !m.is_empty()).map(str::to_owned),
+        }
+    }
 }
 
 /// One move of a command.
@@ -182,6 +201,7 @@ pub async fn status(
         terminal: state.is_terminal(),
         outcome: state.is_terminal().then_some(state),
         reason_code: command.reason_code.clone(),
+        reason_message: None,
         last_transition_at: rfc3339(command.updated_at),
         created_at: rfc3339(command.created_at),
         version: command.version,
@@ -200,18 +220,13 @@ pub async fn status(
         recovery_commands: None,
     };
     if full {
-        let deliveries = store.deliveries().of_command(id).await?;
-        status.deliveries = Some(
-            deliveries
-                .into_iter()
-                .map(|d| DeliveryView {
-                    target: d.target,
-                    state: d.state,
-                    outcome: d.outcome,
-                    failure_class: d.failure_class,
-                })
-                .collect(),
-        );
+        let deliveries: Vec<DeliveryView> =
+            store.deliveries().of_command(id).await?.into_iter().map(DeliveryView::of).collect();
+        if state == State::Failed {
+            let failed = deliveries.iter().filter(|d| d.outcome.as_deref() == Some("failed"));
+            status.reason_message = failed.filter_map(|d| d.error_message.clone()).next();
+        }
+        status.deliveries = Some(deliveries);
         let transitions = store.commands().transitions(id).await?;
         status.transitions = Some(transitions.into_iter().map(TransitionView::from).collect());
         status.recovery_commands = Some(store.commands().recoveries_of(id).await?);
