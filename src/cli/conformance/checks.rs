@@ -7,7 +7,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use crate::cli::conformance::rig::Rig;
-use crate::cli::conformance::scenario::Expect;
+use crate::cli::conformance::scenario::{Expect, Step};
 use crate::cli::conformance::steps::Answered;
 
 /// How long what follows a step may take to show.
@@ -35,11 +35,12 @@ where
     }
 }
 
-pub async fn check(rig: &mut Rig, expect: &Expect, names: Option<&str>, answered: &Answered) -> Result<(), String> {
+pub async fn check(rig: &mut Rig, step: &Step, answered: &Answered) -> Result<(), String> {
+    let expect = &step.expect;
     // The gateway answers webhooks once their messages are stored; admission follows.
     eventually("the inbox admitted", |backlog: &f64| *backlog == 0.0, || rig.inbox_backlog()).await?;
-    if let Some(name) = names {
-        name_newest(rig, name).await?;
+    if let Some(name) = step.names.as_deref() {
+        name_made(rig, name, step.action.message_id(), answered).await?;
     }
     if let Some(status) = expect.status
         && answered.statuses.iter().any(|s| *s != status)
@@ -79,11 +80,27 @@ fn delivery_states(command: &serde_json::Value) -> Vec<String> {
     deliveries.iter().map(|d| d["state"].as_str().unwrap_or_default().to_owned()).collect()
 }
 
-/// Names the newest command no step has named yet.
-async fn name_newest(rig: &mut Rig, name: &str) -> Result<(), String> {
+/// Names the command the step made: the one its chat message (`sent`) started, or the one its
+/// answer names; else the newest no step has named yet. By what the step did, not by which
+/// command is newest: a command an earlier step set off (a retry's, a reprocessing's) may be
+/// made after this step's on a busy machine.
+async fn name_made(rig: &mut Rig, name: &str, sent: Option<&str>, answered: &Answered) -> Result<(), String> {
     let known: Vec<_> = rig.names.values().copied().collect();
-    let probe = || async { Ok(rig.command_ids().await?.into_iter().find(|id| !known.contains(id))) };
-    let found = eventually(&format!("a new command to name `{name}`"), Option::is_some, probe).await?;
+    let said: Option<uuid::Uuid> = answered.body.get("command_id").and_then(|id| id.as_str()?.parse().ok());
+    let probe = || async {
+        let commands = rig.commands().await?;
+        let made = |command: &serde_json::Value| match (sent, said) {
+            (Some(message), _) => command["envelope"]["message_ids"]
+                .as_array()
+                .is_some_and(|ids| ids.iter().any(|id| id.as_str() == Some(message))),
+            (None, Some(said)) => command["command_id"].as_str() == Some(said.to_string().as_str()),
+            (None, None) => {
+                command["command_id"].as_str().and_then(|id| id.parse().ok()).is_some_and(|id| !known.contains(&id))
+            }
+        };
+        Ok(commands.iter().find(|c| made(c)).and_then(|c| c["command_id"].as_str()?.parse::<uuid::Uuid>().ok()))
+    };
+    let found = eventually(&format!("the command to name `{name}`"), Option::is_some, probe).await?;
     let id = found.ok_or("no new command")?;
     rig.names.insert(name.to_owned(), id);
     rig.evidence_seen.insert(name.to_owned(), 0);

@@ -91,7 +91,7 @@ pub async fn run_one(bin: &Path, database_url: Option<&str>, scenario: &Scenario
     let mut outcome = Ok(());
     for (index, step) in scenario.steps.iter().enumerate() {
         let done = match steps::perform(&mut rig, step).await {
-            Ok(answered) => checks::check(&mut rig, &step.expect, step.names.as_deref(), &answered).await,
+            Ok(answered) => checks::check(&mut rig, step, &answered).await,
             Err(error) => Err(error),
         };
         // Whom a chat command is from: its step-up proofs name them (the API masks the actor).

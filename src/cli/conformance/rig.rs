@@ -159,13 +159,16 @@ impl Rig {
         self.read(&format!("/v1/commands/{id}")).await
     }
 
+    /// The commands as the API lists them, newest first.
+    pub async fn commands(&self) -> Result<Vec<Value>, String> {
+        let page = self.read("/v1/commands?limit=200").await?;
+        Ok(page["commands"].as_array().cloned().unwrap_or_default())
+    }
+
     /// The commands' ids, newest first.
     pub async fn command_ids(&self) -> Result<Vec<Uuid>, String> {
-        let page = self.read("/v1/commands?limit=200").await?;
-        let ids = page["commands"]
-            .as_array()
-            .map(|all| all.iter().filter_map(|c| c["command_id"].as_str().and_then(|id| id.parse().ok())).collect());
-        Ok(ids.unwrap_or_default())
+        let ids = self.commands().await?.iter().filter_map(|c| c["command_id"].as_str()?.parse().ok()).collect();
+        Ok(ids)
     }
 
     /// The kinds of a command's evidence, oldest first, without the conversation's.

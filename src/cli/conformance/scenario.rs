@@ -36,7 +36,9 @@ pub struct Step {
     /// How failures name the step (its number otherwise).
     pub label: Option<String>,
     pub action: Action,
-    /// The name the command this step creates goes by in later steps (`{name}` in paths).
+    /// The name the command this step creates goes by in later steps (`{name}` in paths): the one
+    /// its chat message started, or the one its answer names (`command_id`), else the newest no
+    /// step has named yet.
     pub names: Option<String>,
     /// How a delivery is sent: how many times, one after another or all at once.
     pub repeat: Repeat,
@@ -99,6 +101,16 @@ pub enum Action {
     WaitMs(u64),
     /// The gateway is killed (SIGKILL) and started again on the same database.
     Restart(RestartKind),
+}
+
+impl Action {
+    /// The provider's message id a chat step sends (the command it starts carries it).
+    pub fn message_id(&self) -> Option<&str> {
+        match self {
+            Self::Chat(chat) | Self::Twilio(chat) => Some(&chat.id),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
