@@ -25,6 +25,11 @@ pub struct IngestConfig {
     pub max_backlog: u64,
     /// The `Retry-After` of that answer.
     pub retry_after_secs: u64,
+    /// The longest a webhook waits for its messages to be stored, whatever the database does:
+    /// past it the answer is 503 with `Retry-After` and the provider retries (a delivery stored
+    /// after all is recognized when it comes again). While the database is known to be out of
+    /// reach, the answer is 503 at once.
+    pub store_timeout_ms: u64,
     /// The most messages one admission pass claims.
     pub admission_batch: i64,
     /// How long admission may wait for a burst of webhooks to end before admitting it, from the
@@ -49,6 +54,7 @@ impl Default for IngestConfig {
             admission_wait_ms: 2_000,
             max_backlog: 100_000,
             retry_after_secs: 5,
+            store_timeout_ms: 800,
             admission_batch: 512,
             admission_defer_ms: 1_000,
             lease_secs: 10,

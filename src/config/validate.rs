@@ -32,6 +32,7 @@ impl Config {
             ("ingest.max_backlog", self.ingest.max_backlog),
             ("ingest.admission_batch", self.ingest.admission_batch.max(0) as u64),
             ("ingest.lease_secs", self.ingest.lease_secs),
+            ("ingest.store_timeout_ms", self.ingest.store_timeout_ms),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
             return Err(ConfigError::Invalid(format!("{name} must be greater than 0")));

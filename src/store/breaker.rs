@@ -59,6 +59,39 @@ impl Breaker {
     pub(crate) fn probe_guard(&self, pass: &Pass) -> Option<ProbeGuard<'_>> {
         (*pass == Pass::Probe).then_some(ProbeGuard(self))
     }
+
+    /// Whether the database failed and nothing has reached it since: callers that must not wait
+    /// (the inbox's writer, which every webhook's answer waits for) are refused at once while a
+    /// [`Breaker::watch`] finds out when it is back.
+    pub(crate) fn is_failing(&self) -> bool {
+        self.last_failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_some()
+    }
+
+    /// After a failure, tries `reaches` every `COOL_DOWN` on a task of its own until it succeeds,
+    /// then lets callers through again; one watcher at a time. Nobody waits for the probes: the
+    /// webhooks that come meanwhile are answered 503 at once, and the first one after the database
+    /// is back is taken.
+    pub(crate) fn watch<F, Fut>(self: &std::sync::Arc<Self>, reaches: F)
+    where
+        F: Fn() -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = bool> + Send,
+    {
+        if self.probing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let breaker = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(COOL_DOWN).await;
+                if reaches().await {
+                    breaker.succeeded();
+                    break;
+                }
+                breaker.failed();
+            }
+            breaker.probing.store(false, Ordering::Release);
+        });
+    }
 }
 
 pub(crate) struct ProbeGuard<'a>(&'a Breaker);
@@ -93,6 +126,30 @@ mod tests {
         drop(breaker.probe_guard(&probe));
         assert_eq!(breaker.pass(), Pass::Probe);
         breaker.succeeded();
+        assert_eq!(breaker.pass(), Pass::Go);
+    }
+
+    #[tokio::test]
+    async fn a_watcher_lets_callers_through_once_the_database_answers_again() {
+        use std::sync::atomic::AtomicUsize;
+        let breaker = std::sync::Arc::new(Breaker::default());
+        breaker.failed();
+        assert!(breaker.is_failing());
+        let tries = std::sync::Arc::new(AtomicUsize::new(0));
+        let counted = tries.clone();
+        // Down for two probes, back at the third.
+        breaker.watch(move || {
+            let n = counted.fetch_add(1, Ordering::SeqCst);
+            async move { n >= 2 }
+        });
+        breaker.watch(|| async { panic!("one watcher at a time") });
+        for _ in 0..100 {
+            if !breaker.is_failing() {
+                break;
+            }
+            tokio::time::sleep(COOL_DOWN / 4).await;
+        }
+        assert_eq!(tries.load(Ordering::SeqCst), 3, "the third probe found it back");
         assert_eq!(breaker.pass(), Pass::Go);
     }
 }

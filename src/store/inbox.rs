@@ -89,19 +89,22 @@ impl Inbox<'_> {
             .flat_map(|delivery| delivery.iter())
             .map(|entry| row(entry, lease, received_at))
             .collect();
-        let stored = if heartbeat || rows.len() > ROWS_PER_STATEMENT {
-            let mut tx = self.store.begin_inbox().await?;
-            if heartbeat {
-                beat(&mut tx, lease).await?;
+        let write = async {
+            if heartbeat || rows.len() > ROWS_PER_STATEMENT {
+                let mut tx = self.store.begin_inbox().await?;
+                if heartbeat {
+                    beat(&mut tx, lease).await?;
+                }
+                let stored = insert_rows(&mut tx, INSERT, COLUMNS, rows, INSERT_TAIL).await?;
+                tx.commit().await?;
+                Ok(stored)
+            } else {
+                let mut conn = self.store.inbox_writer().await?;
+                let stored = insert_rows(&mut conn, INSERT, COLUMNS, rows, INSERT_TAIL).await;
+                stored.inspect_err(|error| self.store.observe_write_failure(error))
             }
-            let stored = insert_rows(&mut tx, INSERT, COLUMNS, rows, INSERT_TAIL).await?;
-            tx.commit().await?;
-            stored
-        } else {
-            let mut conn = self.store.inbox_writer().await?;
-            let stored = insert_rows(&mut conn, INSERT, COLUMNS, rows, INSERT_TAIL).await;
-            stored.inspect_err(|error| self.store.observe_write_failure(error))?
         };
+        let stored = self.store.inbox_db.bounded(write).await?;
         let mut ids = std::collections::HashMap::with_capacity(stored.len());
         for row in &stored {
             ids.insert((text(row, "channel")?, text(row, "provider_message_id")?), int(row, "id")?);

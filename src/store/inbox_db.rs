@@ -16,6 +16,7 @@ use sqlx::any::AnyPoolOptions;
 use tokio::sync::Mutex;
 
 use crate::config::{BackendKind, StorageConfig};
+use crate::store::breaker::Breaker;
 use crate::store::{StoreError, Tx, health, sqlite};
 
 /// The inbox's connections on PostgreSQL: its group-commit writer, admission's claims and marks,
@@ -38,12 +39,24 @@ pub(crate) struct InboxDb {
     backend: BackendKind,
     /// SQLite only: the inbox file's writers queue here (as [`Tx`] explains for the main file).
     gate: Option<Arc<Mutex<()>>>,
+    /// Once a write could not reach the database, the next ones are refused at once (the
+    /// webhooks answered 503 without waiting) while a watcher finds out when it is back.
+    breaker: Arc<Breaker>,
+    /// The longest one write may take, whatever the database does (`storage.acquire_timeout_ms`):
+    /// past it the write is given up, and counts as the database out of reach.
+    write_timeout: std::time::Duration,
 }
+
+/// How long the inbox waits for one of its connections, or for a new one to the database, before
+/// a write fails (and the breaker opens): a webhook's answer waits for it, and with the
+/// database down every connection attempt is retried until this.
+const ACQUIRE_TIMEOUT_MOST: std::time::Duration = std::time::Duration::from_millis(1_000);
 
 impl InboxDb {
     pub(crate) async fn open(config: &StorageConfig, backend: BackendKind) -> Result<Self, StoreError> {
+        let acquire_timeout = std::time::Duration::from_millis(config.acquire_timeout_ms).min(ACQUIRE_TIMEOUT_MOST);
         let options = AnyPoolOptions::new()
-            .acquire_timeout(std::time::Duration::from_millis(config.acquire_timeout_ms))
+            .acquire_timeout(acquire_timeout)
             .before_acquire(|conn, _| Box::pin(async move { Ok(!sqlx::Connection::is_in_transaction(conn)) }));
         let (pool, writes, gate) = match backend {
             BackendKind::Sqlite => {
@@ -64,7 +77,8 @@ impl InboxDb {
                 (pool.clone(), pool, None)
             }
         };
-        Ok(Self { pool, writes, backend, gate })
+        let write_timeout = std::time::Duration::from_millis(config.acquire_timeout_ms.max(1_000));
+        Ok(Self { pool, writes, backend, gate, breaker: Arc::default(), write_timeout })
     }
 
     /// The inbox file's own migrations (SQLite); PostgreSQL's inbox is in the main ones.
@@ -83,6 +97,7 @@ impl InboxDb {
     /// A write transaction on the inbox; whatever keeps it from starting means the database is
     /// unavailable (the provider retries).
     pub(crate) async fn begin(&self, health: Arc<health::WriteHealth>) -> Result<Tx, StoreError> {
+        self.refuse_while_failing()?;
         let gate = match &self.gate {
             Some(gate) => Some(gate.clone().lock_owned().await),
             None => None,
@@ -93,7 +108,7 @@ impl InboxDb {
         };
         match self.writes.begin_with(begin).await {
             Ok(tx) => Ok(Tx { tx, _gate: gate, health }),
-            Err(e) => Err(StoreError::Unavailable(format!("cannot start a transaction on the inbox: {e}"))),
+            Err(e) => Err(self.unreachable(format!("cannot start a transaction on the inbox: {e}"))),
         }
     }
 
@@ -101,13 +116,52 @@ impl InboxDb {
     /// inbox file's gate): a lone statement is its own transaction, with no `BEGIN` and `COMMIT`
     /// to wait for.
     pub(crate) async fn writer(&self) -> Result<Writer, StoreError> {
+        self.refuse_while_failing()?;
         let gate = match &self.gate {
             Some(gate) => Some(gate.clone().lock_owned().await),
             None => None,
         };
         let conn = self.writes.acquire().await;
-        let conn = conn.map_err(|e| StoreError::Unavailable(format!("cannot write to the inbox: {e}")))?;
+        let conn = conn.map_err(|e| self.unreachable(format!("cannot write to the inbox: {e}")))?;
         Ok(Writer { conn, _gate: gate })
+    }
+
+    /// `write`, given up past the write timeout (a database that hangs is out of reach too).
+    pub(crate) async fn bounded<T>(
+        &self,
+        write: impl std::future::Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.write_timeout, write).await {
+            Ok(written) => written,
+            Err(_) => {
+                Err(self.unreachable(format!("the inbox's database did not answer within {:?}", self.write_timeout)))
+            }
+        }
+    }
+
+    /// `Unavailable` at once while the database is known to be out of reach.
+    fn refuse_while_failing(&self) -> Result<(), StoreError> {
+        match self.breaker.is_failing() {
+            true => Err(StoreError::Unavailable("the inbox's database was out of reach a moment ago".into())),
+            false => Ok(()),
+        }
+    }
+
+    /// The database could not be reached (`what`): later writes are refused at once, and a watcher
+    /// lets them through again once a connection can be had.
+    pub(crate) fn unreachable(&self, what: String) -> StoreError {
+        self.breaker.failed();
+        let writes = self.writes.clone();
+        self.breaker.watch(move || {
+            let writes = writes.clone();
+            async move {
+                match writes.acquire().await {
+                    Ok(mut conn) => sqlx::Executor::execute(&mut *conn, "SELECT 1").await.is_ok(),
+                    Err(_) => false,
+                }
+            }
+        });
+        StoreError::Unavailable(what)
     }
 
     /// SQLite: see `sqlite::checkpoint`.

@@ -110,21 +110,6 @@ async fn post_until_refused(app: &TestApp, db: &TestDb, tag: &str) -> Vec<String
     seen.iter().enumerate().filter(|(_, s)| **s == StatusCode::OK).map(|(n, _)| format!("wamid.{tag}{n}")).collect()
 }
 
-/// Every webhook answered 200 while the disk was full is admitted, once, within 15 s.
-async fn each_admitted_once(db: &TestDb, acknowledged: &[String]) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    // The database on the small disk (the test database's own file was never opened).
-    let url = db.config.storage.database_url.expose();
-    let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(url).await.expect("the database");
-    let sql = "SELECT COUNT(*) FROM inbound_messages WHERE provider_message_id = $1";
-    for id in acknowledged {
-        while sqlx::query_scalar::<_, i64>(sql).bind(id.as_str()).fetch_one(&mut conn).await.expect("count") != 1 {
-            assert!(Instant::now() < deadline, "{id} was acknowledged and never admitted");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_recovers_from_a_full_disk_by_itself() {
     let Some((disk, db, app)) = gateway_on_a_small_disk().await else { return };
@@ -137,7 +122,7 @@ async fn sqlite_recovers_from_a_full_disk_by_itself() {
     let back = post_until(&app, &db, "B", StatusCode::OK, Duration::from_secs(10)).await;
     assert_eq!(back.last(), Some(&StatusCode::OK), "webhooks are taken again once space is back: {back:?}");
     assert_eq!(status_of(&app, "/readyz").await, StatusCode::OK);
-    each_admitted_once(&db, &acknowledged).await;
+    crate::helpers::each_admitted_once(&db, &acknowledged).await;
     let newest = chatgate::store::CommandFilter { limit: 1, ..Default::default() };
     let last = db.store.commands().list(&crate::helpers::tenant("demo"), &newest).await.expect("read");
     let id = last[0].envelope.command_id;
@@ -172,7 +157,7 @@ async fn readiness_fails_for_as_long_as_the_disk_is_full() {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     assert_eq!(post_until(&app, &db, "B", StatusCode::OK, Duration::from_secs(5)).await.last(), Some(&StatusCode::OK));
-    each_admitted_once(&db, &acknowledged).await;
+    crate::helpers::each_admitted_once(&db, &acknowledged).await;
     app.stop().await.expect("stop");
 }
 

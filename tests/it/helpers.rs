@@ -98,11 +98,21 @@ impl TestDb {
         Self::new_with(Backend::Postgres, |_| {}).await
     }
 
+    /// A fresh database on the PostgreSQL server `admin_url` reaches (one of the test's own).
+    pub async fn postgres_on(admin_url: &str, tweak: impl FnOnce(&mut Config)) -> Self {
+        let (url, cleanup) = Self::database_on(admin_url.to_owned()).await;
+        Self::open(url, cleanup, tweak).await
+    }
+
     async fn postgres_database() -> Option<(String, Cleanup)> {
         let Ok(admin_url) = std::env::var(POSTGRES_ENV) else {
             eprintln!("skipped: {POSTGRES_ENV} is not set, PostgreSQL test not run");
             return None;
         };
+        Some(Self::database_on(admin_url).await)
+    }
+
+    async fn database_on(admin_url: String) -> (String, Cleanup) {
         sqlx::any::install_default_drivers();
         let name = format!("chatgate_test_{}", uuid::Uuid::now_v7().simple());
         let mut admin =
@@ -111,7 +121,7 @@ impl TestDb {
         admin.close().await.ok();
         let mut url = url::Url::parse(&admin_url).expect("CHATGATE_TEST_POSTGRES_URL is a URL");
         url.set_path(&name);
-        Some((url.to_string(), Cleanup::PostgresDatabase { admin_url, name }))
+        (url.to_string(), Cleanup::PostgresDatabase { admin_url, name })
     }
 
     async fn open(url: String, cleanup: Cleanup, tweak: impl FnOnce(&mut Config)) -> Self {
@@ -132,6 +142,9 @@ impl TestDb {
         // durability, as shipped).
         config.ingest.acknowledge = chatgate::config::Acknowledge::Admitted;
         config.ingest.admission_wait_ms = 10_000;
+        // A suite of hundreds of gateways on two cores may take more than the shipped second to
+        // store a delivery now and then; the outage tests (`faults`) keep the shipped bound.
+        config.ingest.store_timeout_ms = 10_000;
         // Tests sign in to the console often, all from 127.0.0.1.
         config.rate_limits.sign_in = chatgate::config::Rate { per_minute: 60_000, burst: 10_000 };
         tweak(&mut config);
@@ -206,6 +219,22 @@ impl TestDb {
     pub async fn drop_database(&self) {
         if let Cleanup::PostgresDatabase { admin_url, name } = &self.cleanup {
             drop_postgres_database(admin_url, name).await;
+        }
+    }
+}
+
+/// Every webhook message in `acknowledged` (answered 200) is admitted, once, within 15 s.
+pub async fn each_admitted_once(db: &TestDb, acknowledged: &[impl AsRef<str>]) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    // The database the configuration names (a faults test's is on a disk of its own).
+    let url = db.config.storage.database_url.expose();
+    let mut conn = AnyConnection::connect(url).await.expect("the database");
+    let sql = "SELECT COUNT(*) FROM inbound_messages WHERE provider_message_id = $1";
+    for id in acknowledged {
+        let id = id.as_ref();
+        while sqlx::query_scalar::<_, i64>(sql).bind(id).fetch_one(&mut conn).await.expect("count") != 1 {
+            assert!(std::time::Instant::now() < deadline, "{id} was acknowledged and never admitted once");
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 }

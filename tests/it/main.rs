@@ -52,6 +52,7 @@ mod inbox_kill;
 mod language_corpus;
 mod metrics_scrape;
 mod nats_agent;
+mod outage;
 mod process;
 mod query_plans;
 mod reference_docs;

@@ -88,10 +88,24 @@ impl Inbox {
 
     /// Stores `entries` (one delivery's messages) and answers once they are durable; with
     /// `wants_outcome`, each new one's [`Received::outcome`] answers once it is admitted.
+    /// Never longer than `ingest.store_timeout_ms`, whatever the database does: past it, the
+    /// store is `Unavailable` (503 with `Retry-After`), and a delivery that waits in the writer's
+    /// queue still is dropped, not stored, once its webhook has been answered.
     pub async fn enter(&self, entries: Vec<NewInboxEntry>, wants_outcome: bool) -> Result<Vec<Received>, InboxError> {
         if entries.is_empty() {
             return Ok(vec![]);
         }
+        let bound = Duration::from_millis(self.shared.config.store_timeout_ms);
+        match tokio::time::timeout(bound, self.store(entries, wants_outcome)).await {
+            Ok(stored) => stored,
+            Err(_) => {
+                let late = format!("the inbox was not written within {} ms", self.shared.config.store_timeout_ms);
+                Err(InboxError::Store(StoreError::Unavailable(late)))
+            }
+        }
+    }
+
+    async fn store(&self, entries: Vec<NewInboxEntry>, wants_outcome: bool) -> Result<Vec<Received>, InboxError> {
         // What other instances, or this one before a restart, left counts from the first delivery.
         let store = &self.shared.store;
         let count = || async { store.inbox().backlog().await.map(|(pending, _)| self.set_backlog(pending)) };
@@ -183,7 +197,12 @@ impl Inbox {
 async fn write(shared: Arc<Shared>, mut jobs: mpsc::Receiver<Entering>) {
     let mut batch = Vec::with_capacity(MAX_DELIVERIES);
     while jobs.recv_many(&mut batch, MAX_DELIVERIES).await > 0 {
-        let jobs: Vec<Entering> = std::mem::take(&mut batch);
+        // A delivery whose webhook was answered already (503: the store took too long) is not
+        // stored: the provider sends it again.
+        let jobs: Vec<Entering> = std::mem::take(&mut batch).into_iter().filter(|job| !job.reply.is_closed()).collect();
+        if jobs.is_empty() {
+            continue;
+        }
         match commit(&shared, &jobs).await {
             Ok(entered) => answer(&shared, jobs, entered),
             // One delivery the database refuses (a value it cannot hold) must not cost the
