@@ -108,7 +108,7 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let graceful = GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(limits.max_connections));
-    let lingering = Arc::new(Semaphore::new(LINGERING));
+    let lingering = Arc::new(Lingering::default());
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -150,22 +150,28 @@ pub async fn serve(
     Ok(())
 }
 
-/// Answers a connection over the limit and closes it. Its request head is read first, briefly
-/// (an answer sent before the request is read is refused by clients, and closing a socket with
-/// unread bytes resets it): a liveness probe (`GET /healthz`) is told the process is alive —
-/// restarting a gateway because it is busy would only make it busier — and anything else 503.
-/// At most `LINGERING` connections are read so at once, and only those whose request has started
-/// within 20 ms; the rest get the 503 at once.
-async fn turn_away(mut stream: TcpStream, lingering: Arc<Semaphore>) {
+/// Answers a connection over the limit and closes it. Its request head is read first (an answer
+/// sent before the request is read is refused by clients, and closing a socket with unread bytes
+/// resets it): a liveness probe (`GET /healthz`) is told the process is alive — restarting a
+/// gateway because it is busy would only make it busier — and anything else 503. A client may take
+/// up to `FIRST_BYTE` to start its request (a probe's first request in a process just started, on a
+/// busy machine, takes tens of milliseconds); at most `LINGERING` connections wait so, and one
+/// more sends the one that has waited longest, without a byte sent, its 503 at once: idle
+/// connections, however many, never keep a probe from being read.
+async fn turn_away(mut stream: TcpStream, lingering: Arc<Lingering>) {
     use tokio::io::AsyncReadExt;
     metrics::counter!("chatgate_connections_refused_total").increment(1);
+    let started = {
+        let waiting = lingering.enter();
+        let mut first = [0u8; 1];
+        tokio::select! {
+            peeked = stream.peek(&mut first) => matches!(peeked, Ok(n) if n > 0),
+            () = waiting.evicted.notified() => false,
+            () = tokio::time::sleep(FIRST_BYTE) => false,
+        }
+    };
     let mut head = Vec::new();
-    // A client that has not started its request within a moment is idle (a flood, a slowloris):
-    // it gets the 503 at once and gives its place back to the next.
-    let mut first = [0u8; 1];
-    let started = tokio::time::timeout(Duration::from_millis(20), stream.peek(&mut first)).await;
-    let started = matches!(started, Ok(Ok(n)) if n > 0);
-    let reading = if started { lingering.try_acquire_owned().ok() } else { None };
+    let reading = if started { lingering.readers.clone().try_acquire_owned().ok() } else { None };
     if reading.is_some() {
         let mut buffer = [0u8; 2048];
         let read_head = async {
@@ -183,6 +189,57 @@ async fn turn_away(mut stream: TcpStream, lingering: Arc<Semaphore>) {
     let answer = if liveness { alive() } else { busy() };
     let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&answer)).await;
     let _ = stream.shutdown().await;
+}
+
+/// How long a connection over the limit may take to start its request.
+const FIRST_BYTE: Duration = Duration::from_secs(1);
+
+/// The connections over the limit waiting for their first byte, oldest first (at most
+/// `LINGERING`), and the places to read a request head in.
+struct Lingering {
+    waiting: std::sync::Mutex<std::collections::VecDeque<(u64, Arc<tokio::sync::Notify>)>>,
+    next: std::sync::atomic::AtomicU64,
+    readers: Arc<Semaphore>,
+}
+
+impl Default for Lingering {
+    fn default() -> Self {
+        Self {
+            waiting: std::sync::Mutex::default(),
+            next: Default::default(),
+            readers: Arc::new(Semaphore::new(LINGERING)),
+        }
+    }
+}
+
+/// One connection's place among the waiting; dropped, it leaves.
+struct Waiting<'a> {
+    id: u64,
+    evicted: Arc<tokio::sync::Notify>,
+    of: &'a Lingering,
+}
+
+impl Lingering {
+    /// A place for one more; when all are taken, the one waiting longest is told to go.
+    fn enter(&self) -> Waiting<'_> {
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let evicted = Arc::new(tokio::sync::Notify::new());
+        let mut waiting = self.waiting.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if waiting.len() >= LINGERING
+            && let Some((_, oldest)) = waiting.pop_front()
+        {
+            oldest.notify_one();
+        }
+        waiting.push_back((id, evicted.clone()));
+        Waiting { id, evicted, of: self }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        let mut waiting = self.of.waiting.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        waiting.retain(|(id, _)| *id != self.id);
+    }
 }
 
 /// `/healthz`'s answer, for a probe that came over the connection limit.

@@ -93,3 +93,37 @@ async fn idle_clients_past_the_descriptor_limit_never_hold_up_the_health_check()
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// Issue 44.3: over the connection limit, with more idle clients waiting to be turned away than
+/// may linger, a liveness probe that takes its time to send its request after connecting (a probe
+/// process just started, a busy machine: the first probe was answered 503 when it took over 20 ms)
+/// is read and answered 200; a request for anything else 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_liveness_probe_behind_idle_clients_over_the_limit_is_answered_200() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let db = crate::helpers::TestDb::sqlite().await;
+    let mut config = db.config.clone();
+    config.server.max_connections = 8;
+    let app = crate::helpers::spawn_app_with(&db, config).await;
+    // The limit's 8, then 300 more than may linger, all idle.
+    let mut idle = Vec::with_capacity(308);
+    for _ in 0..308 {
+        idle.push(TcpStream::connect(app.addr).await.expect("connect"));
+    }
+    let probe = |path: &'static str| async move {
+        let mut stream = TcpStream::connect(app.addr).await.expect("connect");
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let request = format!("GET {path} HTTP/1.1\r\nHost: chatgate\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.expect("request");
+        let mut answer = String::new();
+        let read = tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut answer)).await;
+        assert!(read.is_ok(), "answered within 5 s");
+        answer.lines().next().unwrap_or_default().to_owned()
+    };
+    for _ in 0..3 {
+        assert_eq!(probe("/healthz").await, "HTTP/1.1 200 OK", "the liveness probe, every time");
+    }
+    assert_eq!(probe("/readyz").await, "HTTP/1.1 503 Service Unavailable", "anything else");
+    drop(idle);
+    app.stop().await.expect("stop");
+}
