@@ -10,7 +10,10 @@
 //!    with no stream open;
 //! 2. `/metrics`: `--deliveries` closed deliveries stored, then `--webhooks` signed webhooks
 //!    flat out over 64 connections, alone and while `--scrapes` scrapes a second hit `/metrics`;
-//!    webhooks/s and latency.
+//!    webhooks/s and latency;
+//! 3. one scrape's time (the median of five, a second and more apart, so that each reads the
+//!    database), before and after `--recent` deliveries closed within the hour are stored (issue
+//!    44.2: a scrape read the last hour's rows).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -33,6 +36,8 @@ struct Args {
     webhooks: usize,
     #[arg(long, default_value_t = 12)]
     scrapes: u64,
+    #[arg(long, default_value_t = 1_000_000)]
+    recent: usize,
     /// The gateway binary to measure (another build, for a before/after); built when absent.
     #[arg(long)]
     gateway: Option<PathBuf>,
@@ -134,9 +139,10 @@ async fn commands_with_streams(args: &Args, binary: &Path, streams: usize) -> an
     Ok((started.elapsed().as_secs_f64(), cpu_seconds(pid) - cpu))
 }
 
-/// `--deliveries` closed deliveries of one command, written straight into the database.
-async fn store_deliveries(running: &Running, n: usize) -> anyhow::Result<()> {
-    let (body, signature) = signed("wamid.SEED", CUSTOMER, "order status 1");
+/// `n` deliveries of one command closed at `closed_at` (Unix milliseconds), written straight into
+/// the database (`tag` makes their ids).
+async fn store_deliveries(running: &Running, n: usize, closed_at: i64, tag: &str) -> anyhow::Result<()> {
+    let (body, signature) = signed(&format!("wamid.{tag}"), CUSTOMER, "order status 1");
     let request = reqwest::Client::new().post(format!("{}/webhooks/whatsapp", running.base)).body(body);
     request.header("content-type", "application/json").header("x-hub-signature-256", signature).send().await?;
     let url = format!("sqlite://{}", running.database.display());
@@ -145,13 +151,30 @@ async fn store_deliveries(running: &Running, n: usize) -> anyhow::Result<()> {
     sqlx::query(
         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $1)
          INSERT INTO deliveries (id, tenant_id, command_id, target, state, version, outcome, created_at, updated_at)
-         SELECT 'seed-' || i, 'demo', $2, 'target-' || i, 'closed', 3, 'succeeded', 0, 0 FROM n",
+         SELECT $3 || '-' || i, 'demo', $2, $3 || '-target-' || i, 'closed', 3, 'succeeded', $4, $4 FROM n",
     )
     .bind(n as i64)
     .bind(command)
+    .bind(tag)
+    .bind(closed_at)
     .execute(&mut db)
     .await?;
     Ok(())
+}
+
+/// One scrape of `/metrics`: the median of five, 1.1 s apart (the figures are read at most once
+/// a second).
+async fn scrape_time(running: &Running) -> anyhow::Result<Duration> {
+    let client = reqwest::Client::new();
+    let mut took = vec![];
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(1_100)).await;
+        let started = Instant::now();
+        client.get(format!("{}/metrics", running.base)).send().await?.bytes().await?;
+        took.push(started.elapsed());
+    }
+    took.sort();
+    Ok(took[2])
 }
 
 /// Webhooks flat out, with `scrapes` scrapes of `/metrics` a second meanwhile.
@@ -192,8 +215,14 @@ async fn main() -> anyhow::Result<()> {
         args.commands, args.streams
     );
     let running = start(&binary).await?;
+    let quiet = scrape_time(&running).await?;
     let seeded = Instant::now();
-    store_deliveries(&running, args.deliveries).await?;
+    store_deliveries(&running, args.recent, time::OffsetDateTime::now_utc().unix_timestamp() * 1000, "recent").await?;
+    println!("metrics: {} deliveries closed within the hour stored in {:.1?}", args.recent, seeded.elapsed());
+    let busy = scrape_time(&running).await?;
+    println!("metrics: one scrape took {quiet:.1?} on a fresh database, {busy:.1?} with them (medians of five)");
+    let seeded = Instant::now();
+    store_deliveries(&running, args.deliveries, 0, "seed").await?;
     println!("metrics: {} deliveries stored in {:.1?}", args.deliveries, seeded.elapsed());
     for (scrapes, tag) in [(0, "A"), (args.scrapes, "B")] {
         let load = webhooks_while_scraped(&args, &running, scrapes, tag).await;

@@ -261,8 +261,9 @@ impl Modify for Links {
         let first_agent = "$response.body#/agents/0/agent";
         let follows: Vec<(&str, &str, &str, NamedLinks)> = vec![
             ("/hooks/wake", "post", "200", command_links(accepted)),
+            ("/hooks/agent", "post", "202", command_links(accepted)),
             ("/hooks/agent", "post", "200", command_links(accepted)),
-            ("/hooks/{name}", "post", "200", command_links(accepted)),
+            ("/hooks/{name}", "post", "202", command_links(accepted)),
             ("/webhooks/standard/{source}", "post", "202", command_links(accepted)),
             ("/v1/commands", "get", "200", command_links(first_listed)),
             ("/v1/commands/{id}/recovery", "post", "201", command_links("$response.body#/recovery_command_id")),
@@ -334,7 +335,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(links, 4 * 5 + 5 + 5 + 1 + 2, "every link written is in the document");
+        assert_eq!(links, 5 * 5 + 5 + 5 + 1 + 2, "every link written is in the document");
     }
 
     #[test]

@@ -23,12 +23,13 @@ use crate::domain::lifecycle::Transition;
 use crate::domain::message::InboundStatus;
 use crate::domain::outbound::OutboxMessage;
 use crate::store::Commands;
+use crate::store::Tx;
 use crate::store::commands::{CommandRow, insert_command, insert_transitions, transition_row};
 use crate::store::confirmations::{NewConfirmation, confirmation_row, insert_confirmation, pending_prompt};
 use crate::store::dedupe::settle_dedupe;
 use crate::store::evidence::append_all;
 use crate::store::inbound::{InboundOutcome, NewInbound, insert_inbound, link_inbound};
-use crate::store::outbox::{NewOutboxMessage, ReplyTo, insert_outbox};
+use crate::store::outbox::{NewOutboxMessage, ReplyTo, insert_outbox, insert_outboxes};
 use crate::store::rows::{Param, multi_insert};
 use crate::store::rows::{opt_parsed, parsed, text, to_ms, uuid};
 use crate::store::signals::CommittedMove;
@@ -179,9 +180,9 @@ impl Store {
         if let Some(inbound_id) = inbound_id {
             link_inbound(&mut tx, inbound_id, envelope.command_id, InboundStatus::Command).await?;
         }
-        for message in &write.outbox {
-            insert_outbox(&mut tx, tenant, Some(envelope.command_id), message, write.at).await?;
-        }
+        let outbox = write.outbox.iter().map(|message| (tenant, Some(envelope.command_id), message, write.at));
+        let moved = insert_outboxes(&mut tx, outbox.collect()).await?;
+        tx.figures.merge(moved);
         tx.commit().await?;
         self.moved(write.committed_moves());
         self.signals().written(&write.outbox);
@@ -238,7 +239,7 @@ pub(crate) fn confirmation_row_of(write: &AdmissionWrite) -> Option<Vec<Param>> 
 
 /// Answers a duplicate in the conversation it came from, with the reply `choose` picks.
 async fn answer_duplicate_in_chat(
-    conn: &mut AnyConnection,
+    conn: &mut Tx,
     tenant: &str,
     (reply_to, choose): (&ReplyTo, DuplicateReply),
     answer: &Admitted,
@@ -253,7 +254,8 @@ async fn answer_duplicate_in_chat(
         _ => None,
     };
     if let Some(reply) = choose(reply_to, answer, prompt) {
-        insert_outbox(conn, tenant, about, &reply, at).await?;
+        let moved = insert_outbox(conn, tenant, about, &reply, at).await?;
+        conn.figures.merge(moved);
     }
     Ok(())
 }

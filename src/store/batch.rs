@@ -24,7 +24,7 @@ use crate::store::confirmations::{CONFIRMATION_COLUMNS, CONFIRMATION_INSERT};
 use crate::store::dedupe::settle_dedupe;
 use crate::store::evidence::append_by_chain;
 use crate::store::inbound::{INBOUND_COLUMNS, INBOUND_INSERT, INBOUND_TAIL, inbound_row};
-use crate::store::outbox::{OUTBOX_COLUMNS, OUTBOX_INSERT, outbox_row};
+use crate::store::outbox::insert_outboxes;
 use crate::store::rows::{Marks, Param, insert_rows, int, placeholder_list};
 use crate::store::{Store, StoreError};
 
@@ -83,15 +83,17 @@ impl Store {
         }
         let lifecycles = insert_commands(&mut tx, writes).await?;
         let last_evidence = append_evidence(&mut tx, writes).await?;
-        let mut outbox = vec![];
         for (i, write) in writes.iter().enumerate() {
-            let command_id = write.envelope.command_id;
             // Terminal at admission (refused at once): the reservation replays that outcome.
-            settle_dedupe(&mut tx, command_id, lifecycles[i].0.state, last_evidence[i], write.at).await?;
-            let tenant = write.envelope.tenant_id.as_str();
-            outbox.extend(write.outbox.iter().map(|m| outbox_row(tenant, Some(command_id), m, write.at).1));
+            settle_dedupe(&mut tx, write.envelope.command_id, lifecycles[i].0.state, last_evidence[i], write.at)
+                .await?;
         }
-        insert_rows(&mut tx, OUTBOX_INSERT, OUTBOX_COLUMNS, outbox, "").await?;
+        let outbox = writes.iter().flat_map(|write| {
+            let (tenant, command_id) = (write.envelope.tenant_id.as_str(), Some(write.envelope.command_id));
+            write.outbox.iter().map(move |message| (tenant, command_id, message, write.at))
+        });
+        let moved = insert_outboxes(&mut tx, outbox.collect()).await?;
+        tx.figures.merge(moved);
         tx.commit().await?;
         self.signals().written(writes.iter().flat_map(|w| &w.outbox));
         self.moved(writes.iter().flat_map(AdmissionWrite::committed_moves));

@@ -21,14 +21,14 @@ use crate::domain::lifecycle::Lifecycle;
 use crate::domain::lifecycle::State;
 use crate::domain::lifecycle::Transition;
 use crate::store::Commands;
-use crate::store::StoreError;
 use crate::store::evidence::append_all;
-use crate::store::outbox::{NewOutboxMessage, ReplyTo, insert_outbox};
+use crate::store::outbox::{NewOutboxMessage, ReplyTo, insert_outboxes};
 use crate::store::rows::{
     Param, from_ms, insert_rows, int, json, multi_insert, opt_int, opt_parsed, opt_text, parsed, text, to_ms,
     update_rows, uuid,
 };
 use crate::store::signals::CommittedMove;
+use crate::store::{StoreError, Tx};
 
 /// A command as stored: its envelope and where it stands.
 #[derive(Debug, Clone, PartialEq)]
@@ -332,7 +332,7 @@ impl Commands<'_> {
 /// transition row, its evidence, the dedupe settlement and its effects. `None` (with nothing
 /// written) when the command is no longer where the decision found it.
 pub(crate) async fn apply_transition(
-    conn: &mut AnyConnection,
+    conn: &mut Tx,
     write: &TransitionWrite,
 ) -> Result<Option<CommittedTransition>, StoreError> {
     if !move_command(conn, std::slice::from_ref(write)).await? {
@@ -344,9 +344,10 @@ pub(crate) async fn apply_transition(
     crate::store::dedupe::lock_dedupes(conn, [write.ends_in()]).await?;
     let evidence_ids = append_all(conn, write.tenant_id.as_str(), &write.evidence, write.at).await?;
     crate::store::dedupe::settle_dedupe(conn, write.command_id, t.to, evidence_ids.last().copied(), write.at).await?;
-    for message in &write.outbox {
-        insert_outbox(conn, write.tenant_id.as_str(), Some(write.command_id), message, write.at).await?;
-    }
+    let outbox =
+        write.outbox.iter().map(|message| (write.tenant_id.as_str(), Some(write.command_id), message, write.at));
+    let moved = insert_outboxes(conn, outbox.collect()).await?;
+    conn.figures.merge(moved);
     Ok(Some(CommittedTransition { version, evidence_ids }))
 }
 

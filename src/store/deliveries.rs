@@ -52,6 +52,9 @@ pub struct DeliveryChange {
     pub create: Option<NewDelivery>,
     /// The version the decision was made on (0 for a new delivery).
     pub expected_version: i64,
+    /// The state the decision was made on (`received` for a new delivery): with the version, what
+    /// the delivery is when the change is written, so that the figures move from it.
+    pub from: DeliveryState,
     pub state: DeliveryState,
     pub outcome: Option<&'static str>,
     pub failure_class: Option<String>,

@@ -74,7 +74,8 @@ impl Inbound<'_> {
         let outcome = insert_inbound(&mut tx, message).await?;
         if let (InboundOutcome::FirstSeen { .. }, Some(tenant)) = (&outcome, &message.tenant_id) {
             for reply in replies {
-                insert_outbox(&mut tx, tenant.as_str(), None, reply, message.received_at).await?;
+                let moved = insert_outbox(&mut tx, tenant.as_str(), None, reply, message.received_at).await?;
+                tx.figures.merge(moved);
             }
         }
         tx.commit().await?;

@@ -107,7 +107,7 @@ impl InboxDb {
             BackendKind::Postgres => "BEGIN",
         };
         match self.writes.begin_with(begin).await {
-            Ok(tx) => Ok(Tx { tx, _gate: gate, health }),
+            Ok(tx) => Ok(Tx::new(tx, gate, health)),
             Err(e) => Err(self.unreachable(format!("cannot start a transaction on the inbox: {e}"))),
         }
     }

@@ -3,11 +3,11 @@
 //! `.evidence()`, `.deliveries()`, ...; `repos.rs`). Imports `domain` and `config` only.
 //!
 //! Both backends run the same SQL through sqlx's `Any` driver: the schemas are kept identical
-//! (`migrations/sqlite`, `migrations/postgres`), times are epoch milliseconds and JSON is text,
-//! so that every query is written once and the conformance suite proves it on both. What truly
-//! differs (opening a database, transaction start, row claiming) lives in `sqlite.rs` and
-//! `postgres.rs` behind [`Dialect`]. The store persists what the engine decided and states
-//! facts (a duplicate, a command in progress); it never decides a transition.
+//! (`migrations/sqlite`, `migrations/postgres`), times are epoch milliseconds and JSON is text, so
+//! that every query is written once and the conformance suite proves it on both. What truly differs
+//! (opening a database, transaction start, row claiming) lives in `sqlite.rs` and `postgres.rs`
+//! behind [`Dialect`]. The store persists what the engine decided and states facts (a duplicate,
+//! a command in progress); it never decides a transition.
 
 mod admission;
 mod agents;
@@ -24,6 +24,7 @@ mod directory;
 mod error;
 mod evidence;
 mod feed;
+mod figures;
 mod health;
 mod inbound;
 mod inbox;
@@ -44,12 +45,13 @@ mod sqlite;
 mod step;
 mod step_batch;
 mod trace;
+mod tx;
 mod writer;
 
 use std::sync::Arc;
 
-use sqlx::{Any, AnyConnection, AnyPool, Transaction};
-use tokio::sync::{Mutex, OwnedMutexGuard};
+use sqlx::AnyPool;
+use tokio::sync::Mutex;
 
 pub use crate::config::BackendKind;
 pub use admission::{AdmissionWrite, Admitted, DuplicateOf, DuplicateReply};
@@ -79,43 +81,7 @@ pub use signals::{CommittedMove, MoveObserver};
 pub use snapshot::{KEY_LOOKUPS, SNAPSHOT_QUERIES, SWEEP_QUERIES, Snapshot};
 pub use step::{ConsumedToken, StepOutcome, StepWrite};
 pub use trace::TraceNode;
-
-/// A write transaction. On SQLite it also holds the process's write gate: SQLite has one writer
-/// at a time, and queueing writers here (first come, first served) is far steadier than letting
-/// them poll the database lock through the busy timeout, which still covers other processes.
-pub(crate) struct Tx {
-    tx: Transaction<'static, Any>,
-    _gate: Option<OwnedMutexGuard<()>>,
-    health: Arc<health::WriteHealth>,
-}
-
-impl Tx {
-    /// Commits; a commit the database cannot write (a full disk) makes readiness fail.
-    pub(crate) async fn commit(self) -> Result<(), StoreError> {
-        let committed = self.tx.commit().await.map_err(StoreError::from);
-        if let Err(error) = &committed {
-            self.health.observe_failure(error);
-        }
-        committed
-    }
-
-    pub(crate) async fn rollback(self) -> Result<(), StoreError> {
-        Ok(self.tx.rollback().await?)
-    }
-}
-
-impl std::ops::Deref for Tx {
-    type Target = AnyConnection;
-    fn deref(&self) -> &AnyConnection {
-        &self.tx
-    }
-}
-
-impl std::ops::DerefMut for Tx {
-    fn deref_mut(&mut self) -> &mut AnyConnection {
-        &mut self.tx
-    }
-}
+pub(crate) use tx::Tx;
 
 /// What the two SQL dialects do differently.
 pub(crate) trait Dialect: Send + Sync {
@@ -258,8 +224,7 @@ impl Store {
         Ok(())
     }
 
-    /// What the gateway's acknowledged writes came to: a committed admission ends a failure,
-    /// a failed one for want of space starts one.
+    /// A committed admission ends a write failure; a failed one for want of space starts one.
     pub(crate) fn observe_admissions<T>(&self, results: &[Result<T, StoreError>]) {
         if results.iter().any(Result::is_ok) {
             self.health.recovered();
@@ -308,7 +273,7 @@ impl Store {
         match self.pool.begin_with(self.dialect().begin_write()).await {
             Ok(tx) => {
                 self.breaker.succeeded();
-                Ok(Tx { tx, _gate: gate, health: self.health.clone() })
+                Ok(Tx::new(tx, gate, self.health.clone()))
             }
             Err(e) => {
                 self.breaker.failed();

@@ -10,7 +10,8 @@ use crate::domain::evidence::EvidenceDraft;
 use crate::store::Outbox;
 use crate::store::StoreError;
 use crate::store::evidence::append_by_chain;
-use crate::store::rows::{Param, insert_rows, to_ms, update_rows};
+use crate::store::outbox::update_waiting;
+use crate::store::rows::{Param, insert_rows, to_ms};
 
 /// A message the provider took or refused for good.
 #[derive(Debug, Clone)]
@@ -59,7 +60,8 @@ impl Outbox<'_> {
         let rows = recorded.iter().map(|r| r.outbox_row(now)).collect();
         let set = "status = v.column2, locked_until = NULL, last_error = COALESCE(v.column3, outbox.last_error), \
              updated_at = v.column4";
-        update_rows(&mut tx, ("outbox", set, "outbox.id = v.column1"), 4, rows).await?;
+        let moved = update_waiting(&mut tx, set, 4, rows).await?;
+        tx.figures.merge(moved);
         let drafts = recorded.iter().map(|r| (r.record().tenant_id.as_str(), (), r.record().evidence.clone()));
         append_by_chain(&mut tx, drafts.collect(), now).await?;
         tx.commit().await?;

@@ -1,10 +1,11 @@
 //! Figures read from the database when `/metrics` is scraped: queue depths and ages, agents by
 //! state, deliveries in flight and of the last hour, and the Bloodbank command-completeness
-//! figures. Every query reads through an index a range that grows with what is in flight (or
-//! with an hour of traffic), never with the tables' whole history: a scrape costs the same with a
-//! thousand deliveries stored or a million (`SNAPSHOT_QUERIES`, whose plans a test reads). The
-//! same rule for the workers' batch lookups and the timers' sweeps is listed here as well
-//! (`KEY_LOOKUPS`, `SWEEP_QUERIES`).
+//! figures. The counts are kept as things change (`store::figures`): a scrape reads a few rows of
+//! that table, however much history the others hold; the ages of the oldest waiting outbox rows
+//! come from an index of the waiting ones, and the orphaned commands are counted up to 10,000
+//! (`SNAPSHOT_QUERIES`, whose plans a test reads). The same rule for the
+//! workers' batch lookups and the timers' sweeps is listed here as well (`KEY_LOOKUPS`,
+//! `SWEEP_QUERIES`).
 
 use time::OffsetDateTime;
 
@@ -13,6 +14,7 @@ use crate::store::command_reads::COMMANDS_BY_ID;
 use crate::store::confirmations::EXPIRED;
 use crate::store::dedupe::PURGE_EXPIRED;
 use crate::store::deliveries::{DELIVERIES_OF_COMMANDS, DISPATCH_TARGETS, OVERDUE};
+use crate::store::figures;
 use crate::store::rows::{KeyLookup, int, opt_int, text, to_ms};
 use crate::store::{Store, StoreError};
 
@@ -33,23 +35,17 @@ pub struct Snapshot {
     pub orphaned: i64,
 }
 
-const PENDING: &str = "SELECT kind, COUNT(*) AS n, MIN(created_at) AS oldest FROM outbox WHERE status = 'pending' \
-    GROUP BY kind";
+/// The oldest waiting outbox row of a kind (the index of the waiting rows, `outbox_pending_age`).
+const OLDEST: &str = "SELECT MIN(created_at) AS oldest FROM outbox WHERE status = 'pending' AND kind = $1";
 /// One row per agent that ever moved: as many as the deployment configures.
 const AGENTS: &str = "SELECT name, state FROM agents";
-/// Deliveries in flight, by state (the index on `(state, updated_at)`, one range per state).
-const IN_FLIGHT: &str = "SELECT state, COUNT(*) AS n FROM deliveries \
-    WHERE state IN ('received', 'validated', 'routed', 'delivered', 'executed') GROUP BY state";
-/// Deliveries closed within the window, by outcome.
-const CLOSED: &str = "SELECT outcome, COUNT(*) AS n FROM deliveries WHERE state = 'closed' AND updated_at >= $1 \
-    GROUP BY outcome";
-/// Started commands not heard of since the cutoff (the index on `(state, expires_at)`).
-const ORPHANED: &str = "SELECT COUNT(*) AS n FROM commands c WHERE c.state = 'started' AND c.updated_at <= $1 \
-    AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.command_id = c.command_id \
-    AND d.state IN ('delivered', 'executed'))";
-
+/// Started commands not heard of since the cutoff (the index on `(state, expires_at)`), counted up
+/// to 10,000: an alert asks whether there are any, not how many millions.
+const ORPHANED: &str = "SELECT COUNT(*) AS n FROM (SELECT 1 FROM commands c WHERE c.state = 'started' \
+    AND c.updated_at <= $1 AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.command_id = c.command_id \
+    AND d.state IN ('delivered', 'executed')) LIMIT 10000) AS orphans";
 /// Every query a scrape runs, for a test to read their plans.
-pub const SNAPSHOT_QUERIES: [&str; 5] = [PENDING, AGENTS, IN_FLIGHT, CLOSED, ORPHANED];
+pub const SNAPSHOT_QUERIES: [&str; 4] = [figures::READ, OLDEST, AGENTS, ORPHANED];
 
 /// Every batch lookup by a key, whose plans a test reads too: each must be answered from an index
 /// that leads with its key, or it reads rows in proportion to the table's history.
@@ -68,36 +64,49 @@ impl Store {
         orphan_after: std::time::Duration,
     ) -> Result<Snapshot, StoreError> {
         let pool = self.pool();
-        let before = |span: std::time::Duration| to_ms(now) - i64::try_from(span.as_millis()).unwrap_or(i64::MAX);
+        let before = |span: std::time::Duration| now - span;
         let mut snapshot = Snapshot::default();
-        for row in &sqlx::query(PENDING).fetch_all(pool).await? {
-            let age = opt_int(row, "oldest")?.map_or(0.0, |oldest| (to_ms(now) - oldest).max(0) as f64 / 1000.0);
-            snapshot.outbox.push((text(row, "kind")?, int(row, "n")?, age));
+        let mut closed = 0;
+        for row in &sqlx::query(figures::READ).bind(figures::minute(before(window))).fetch_all(pool).await? {
+            let (name, label, n) = (text(row, "name")?, text(row, "label")?, int(row, "value")?);
+            match name.as_str() {
+                figures::PENDING => snapshot.outbox.push((label, n, 0.0)),
+                figures::DELIVERIES => {
+                    if matches!(label.as_str(), "delivered" | "executed") {
+                        snapshot.acked += n;
+                    }
+                    snapshot.deliveries.push((label, n));
+                }
+                figures::CLOSED => {
+                    // One that ended with a result or an error was acknowledged; one given up was not.
+                    match label.as_str() {
+                        "succeeded" => (snapshot.results, snapshot.acked) = (snapshot.results + n, snapshot.acked + n),
+                        "failed" => (snapshot.errors, snapshot.acked) = (snapshot.errors + n, snapshot.acked + n),
+                        _ => {}
+                    }
+                    closed += n;
+                }
+                _ => {}
+            }
+        }
+        snapshot.deliveries.push(("closed".into(), closed));
+        for (kind, waiting, age) in &mut snapshot.outbox {
+            if *waiting > 0 {
+                let row = sqlx::query(OLDEST).bind(kind.as_str()).fetch_one(pool).await?;
+                *age = opt_int(&row, "oldest")?.map_or(0.0, |oldest| (to_ms(now) - oldest).max(0) as f64 / 1000.0);
+            }
         }
         for row in &sqlx::query(AGENTS).fetch_all(pool).await? {
             snapshot.agents.push((text(row, "name")?, text(row, "state")?));
         }
-        for row in &sqlx::query(IN_FLIGHT).fetch_all(pool).await? {
-            let (state, n) = (text(row, "state")?, int(row, "n")?);
-            if matches!(state.as_str(), "delivered" | "executed") {
-                snapshot.acked += n;
-            }
-            snapshot.deliveries.push((state, n));
-        }
-        let mut closed = 0;
-        for row in &sqlx::query(CLOSED).bind(before(window)).fetch_all(pool).await? {
-            let n = int(row, "n")?;
-            // One that ended with a result or an error was acknowledged; one given up was not.
-            match crate::store::rows::opt_text(row, "outcome")?.as_deref() {
-                Some("succeeded") => (snapshot.results, snapshot.acked) = (snapshot.results + n, snapshot.acked + n),
-                Some("failed") => (snapshot.errors, snapshot.acked) = (snapshot.errors + n, snapshot.acked + n),
-                _ => {}
-            }
-            closed += n;
-        }
-        snapshot.deliveries.push(("closed".into(), closed));
-        let row = sqlx::query(ORPHANED).bind(before(orphan_after)).fetch_one(pool).await?;
+        let row = sqlx::query(ORPHANED).bind(to_ms(before(orphan_after))).fetch_one(pool).await?;
         snapshot.orphaned = int(&row, "n")?;
         Ok(snapshot)
+    }
+
+    /// Removes the per-minute figures older than `before` (the clean-up, every tick).
+    pub async fn forget_figures(&self, before: OffsetDateTime) -> Result<u64, StoreError> {
+        let done = sqlx::query(figures::FORGET).bind(figures::minute(before)).execute(self.pool()).await?;
+        Ok(done.rows_affected())
     }
 }

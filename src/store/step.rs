@@ -14,8 +14,9 @@ use crate::store::confirmations::{SettleConfirmation, settle_confirmation};
 use crate::store::dedupe::lock_dedupes;
 use crate::store::deliveries::{DeliveryChange, apply_delivery};
 use crate::store::evidence::append_all;
+use crate::store::figures::Moves;
 use crate::store::inbound::{InboundOutcome, NewInbound, insert_inbound, link_inbound};
-use crate::store::outbox::{NewOutboxMessage, OutboxSettle, insert_outbox, settle_outbox};
+use crate::store::outbox::{NewOutboxMessage, OutboxSettle, insert_outboxes, settle_outbox};
 use crate::store::rows::to_ms;
 use crate::store::{Commands, Tokens};
 
@@ -172,11 +173,12 @@ impl Commands<'_> {
             tx.rollback().await?;
             return Ok(StepOutcome::TokenUsed);
         }
-        if let Some(change) = &step.delivery
-            && !apply_delivery(&mut tx, change, step.at).await?
-        {
-            tx.rollback().await?;
-            return Ok(StepOutcome::Stale);
+        if let Some(change) = &step.delivery {
+            if !apply_delivery(&mut tx, change, step.at).await? {
+                tx.rollback().await?;
+                return Ok(StepOutcome::Stale);
+            }
+            tx.figures.merge(Moves::of_deliveries([(change, step.at)]));
         }
         lock_dedupes(&mut tx, step.moves.iter().map(TransitionWrite::ends_in)).await?;
         let evidence_ids = append_all(&mut tx, step.tenant_id.as_str(), &step.evidence, step.at).await?;
@@ -190,11 +192,12 @@ impl Commands<'_> {
                 }
             }
         }
-        for message in &step.outbox {
-            insert_outbox(&mut tx, step.tenant_id.as_str(), step.command_id, message, step.at).await?;
-        }
+        let outbox = step.outbox.iter().map(|message| (step.tenant_id.as_str(), step.command_id, message, step.at));
+        let moved = insert_outboxes(&mut tx, outbox.collect()).await?;
+        tx.figures.merge(moved);
         if let Some(row) = &step.outbox_row {
-            settle_outbox(&mut tx, row, step.at).await?;
+            let moved = settle_outbox(&mut tx, row, step.at).await?;
+            tx.figures.merge(moved);
         }
         tx.commit().await?;
         self.store.moved(step.moves.iter().map(TransitionWrite::committed));

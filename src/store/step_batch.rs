@@ -18,9 +18,9 @@ use crate::store::commands::{CommittedTransition, TransitionWrite, insert_transi
 use crate::store::dedupe::{lock_dedupes, settle_dedupes};
 use crate::store::deliveries::{DeliveryChange, create_deliveries, log_events, update_deliveries};
 use crate::store::evidence::append_by_chain;
-use crate::store::outbox::{NewOutboxMessage, OUTBOX_COLUMNS, OUTBOX_INSERT, outbox_row, settle_outboxes};
-use crate::store::rows::insert_rows;
-use crate::store::{Commands, OutboxSettle, StepOutcome, StepWrite, Store, StoreError};
+use crate::store::figures::Moves;
+use crate::store::outbox::{NewOutboxMessage, insert_outboxes, settle_outboxes};
+use crate::store::{Commands, OutboxSettle, StepOutcome, StepWrite, Store, StoreError, Tx};
 
 impl Commands<'_> {
     /// Commits `steps`, one outcome each, in order: as one transaction when they are the common
@@ -68,16 +68,19 @@ impl Store {
             })
             .collect();
         settle_dedupes(&mut tx, &settled).await?;
+        let at = steps[0].at;
         let outbox = steps.iter().flat_map(|step| {
-            let of_moves =
-                step.moves.iter().flat_map(|m| m.outbox.iter().map(|o| (&m.tenant_id, Some(m.command_id), o)));
-            of_moves.chain(step.outbox.iter().map(|o| (&step.tenant_id, step.command_id, o)))
+            let of_moves = step
+                .moves
+                .iter()
+                .flat_map(move |m| m.outbox.iter().map(move |o| (m.tenant_id.as_str(), Some(m.command_id), o, at)));
+            of_moves.chain(step.outbox.iter().map(move |o| (step.tenant_id.as_str(), step.command_id, o, at)))
         });
-        let rows =
-            outbox.map(|(tenant, command, message)| outbox_row(tenant.as_str(), command, message, steps[0].at).1);
-        insert_rows(&mut tx, OUTBOX_INSERT, OUTBOX_COLUMNS, rows.collect(), "").await?;
+        let moved = insert_outboxes(&mut tx, outbox.collect()).await?;
+        tx.figures.merge(moved);
         let settled: Vec<_> = steps.iter().filter_map(|s| s.outbox_row.as_ref().map(|row| (row, s.at))).collect();
-        settle_outboxes(&mut tx, &settled).await?;
+        let moved = settle_outboxes(&mut tx, &settled).await?;
+        tx.figures.merge(moved);
         tx.commit().await?;
         let written: Vec<&NewOutboxMessage> =
             steps.iter().flat_map(|s| s.outbox.iter().chain(s.moves.iter().flat_map(|m| &m.outbox))).collect();
@@ -91,7 +94,7 @@ impl Store {
 
 /// Creates and moves every step's delivery and logs their events; `false` when one moved (or
 /// was created by another worker) since its step was decided.
-async fn write_deliveries(tx: &mut AnyConnection, steps: &[&StepWrite]) -> Result<bool, StoreError> {
+async fn write_deliveries(tx: &mut Tx, steps: &[&StepWrite]) -> Result<bool, StoreError> {
     let changes: Vec<&DeliveryChange> = steps.iter().filter_map(|s| s.delivery.as_ref()).collect();
     let Some(at) = steps.first().map(|s| s.at) else { return Ok(true) };
     let wanted = changes.iter().filter(|c| c.create.is_some()).count();
@@ -106,6 +109,7 @@ async fn write_deliveries(tx: &mut AnyConnection, steps: &[&StepWrite]) -> Resul
     let logs: Vec<(Uuid, &[crate::store::DeliveryLogEntry])> =
         changes.iter().map(|c| (c.delivery_id, c.log.as_slice())).collect();
     log_events(tx, &logs, at).await?;
+    tx.figures.merge(Moves::of_deliveries(moving));
     Ok(true)
 }
 

@@ -1,6 +1,7 @@
 //! Removes dedupe records whose window has passed (IDS §VIII.C), used step-up tokens an hour
-//! after they expired (by then no clock skew can make them valid again), and inbox rows an hour
-//! after their admission (a later redelivery is still recognized by its inbound record).
+//! after they expired (by then no clock skew can make them valid again), inbox rows an hour
+//! after their admission (a later redelivery is still recognized by its inbound record), and the
+//! per-minute figures older than the hour `/metrics` adds up.
 
 use std::time::Duration;
 
@@ -23,6 +24,10 @@ pub(super) async fn run(store: Store, every: Duration, stopping: CancellationTok
         }
         if let Err(error) = store.inbox().forget_admitted(an_hour_ago).await {
             tracing::warn!(%error, "inbox cleanup failed");
+        }
+        // The per-minute figures a scrape no longer adds up (it reads the last hour's).
+        if let Err(error) = store.forget_figures(an_hour_ago - Duration::from_secs(120)).await {
+            tracing::warn!(%error, "figures cleanup failed");
         }
     })
     .await;

@@ -354,3 +354,41 @@ fn token_mint_and_stepup_mint_print_tokens_the_gateway_accepts() {
     let output = run(chatgate(dir.path()).args(["stepup", "mint", "--actor", "15550000002", "--command", &command]));
     assert_one_line_failure(&output, "no command");
 }
+
+/// Issue 44.2: the shipped production example protects `/metrics` by default — it does not start
+/// without `CHATGATE_METRICS_TOKEN` — and holds no demo value once its variables are set.
+#[test]
+fn the_production_example_needs_a_metrics_token_and_has_no_demo_value() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(&jwks, r#"{"keys": []}"#).expect("jwks");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/production.toml");
+    let environment = [
+        ("CHATGATE_PUBLIC_BASE_URL", "https://gateway.example"),
+        ("CHATGATE_DATABASE_URL", "sqlite://data/chatgate.db"),
+        ("CHATGATE_EVIDENCE_KEY", "a-key-of-at-least-sixteen-bytes"),
+        ("CHATGATE_WHATSAPP_ACCESS_TOKEN", "EAAG-access"),
+        ("CHATGATE_WHATSAPP_APP_SECRET", "an-app-secret"),
+        ("CHATGATE_WHATSAPP_VERIFY_TOKEN", "a-verify-token"),
+        ("CHATGATE_API_TOKEN_ISSUER", "https://idp.example"),
+        ("CHATGATE_API_TOKEN_JWKS_FILE", jwks.to_str().expect("utf-8 path")),
+        ("CHATGATE_STEPUP_ISSUER", "https://idp.example/step-up"),
+        ("CHATGATE_STEPUP_SECRET", "a-step-up-secret-of-32-bytes-at-least"),
+        ("CHATGATE_ORDERS_EXECUTOR_URL", "https://orders.example/commands"),
+        ("CHATGATE_ORDERS_EXECUTOR_SECRET", "whsec_c2VjcmV0LW9mLW9yZGVycw=="),
+    ];
+    let check = |with_token: bool| {
+        let mut command = chatgate(dir.path());
+        command.args(["--config", example.to_str().expect("utf-8 path"), "check-config"]).envs(environment);
+        if with_token {
+            command.env("CHATGATE_METRICS_TOKEN", "a-scraper-token");
+        }
+        run(&mut command)
+    };
+    assert_one_line_failure(&check(false), "CHATGATE_METRICS_TOKEN");
+    let output = check(true);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(!stderr(&output).contains("demo value"), "{}", stderr(&output));
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(printed.contains("[metrics]\ntoken = \"<redacted>\""), "{printed}");
+}

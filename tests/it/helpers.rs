@@ -293,6 +293,8 @@ pub struct TestApp {
     pub client: reqwest::Client,
     stop: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    /// The database it ran on, whose figures must agree with its rows once it stopped.
+    database_url: String,
 }
 
 impl TestApp {
@@ -310,7 +312,11 @@ impl TestApp {
     /// Sends the shutdown signal and waits for the server to finish.
     pub async fn stop(mut self) -> anyhow::Result<()> {
         self.begin_stop();
-        (&mut self.task).await.expect("server task joins")
+        let stopped = (&mut self.task).await.expect("server task joins");
+        if let Err(disagreeing) = crate::figures::agree(&self.database_url).await {
+            panic!("the figures /metrics shows disagree with the rows they count: {disagreeing}");
+        }
+        stopped
     }
 }
 
@@ -404,6 +410,7 @@ async fn spawn_settings(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("free port");
     let addr = listener.local_addr().expect("bound address");
     let (stop, stopped) = oneshot::channel::<()>();
+    let database_url = settings.config.storage.database_url.expose().to_owned();
     let state = AppState::new(settings, store);
     state.services.prepare(time::OffsetDateTime::now_utc()).await.expect("the directory file is applied");
     let app = chatgate::http::server::with_layers(routes, state.clone());
@@ -411,7 +418,7 @@ async fn spawn_settings(
         let _ = stopped.await;
     }));
     let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().expect("client");
-    TestApp { addr, client, stop: Some(stop), task }
+    TestApp { addr, client, stop: Some(stop), task, database_url }
 }
 
 /// Posts WhatsApp deliveries as Meta does: signed with the demo app's secret.

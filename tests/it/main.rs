@@ -45,6 +45,7 @@ mod fake_executor;
 mod fake_graph;
 mod fake_resolver;
 mod faults;
+mod figures;
 mod helpers;
 mod identity_resolver;
 mod inbox;

@@ -1,11 +1,12 @@
 //! OpenClaw's `/hooks/agent` contract as its newest reference states it (openclaw/openclaw
 //! `docs/gateway/config-hooks.md` at 256572f, "Hook agent payload" and "Hook retries and
 //! fan-out"): the optional fields, each checked; a direct destination given whole or not at all
-//! (`channel` with `to`; `"last"`, which earlier OpenClaw took, is taken too); `timeoutSeconds` floored, a non-positive or non-numeric
-//! one ignored; and the replay key — `Idempotency-Key`, then `X-OpenClaw-Idempotency-Key`, then
-//! the body's `idempotencyKey`, trimmed, at most 256 characters. A retry under the key replays the
-//! run; another call under the same key is refused (422, with evidence), as chatgate's idempotency
-//! promise (IDS) says, where OpenClaw would start another run: the one place the bridge differs.
+//! (`channel` with `to`; `"last"`, which earlier OpenClaw took, is taken too); `timeoutSeconds`
+//! floored, a non-positive or non-numeric one ignored; and the replay key — `Idempotency-Key`,
+//! then `X-OpenClaw-Idempotency-Key`, then the body's `idempotencyKey`, trimmed, at most 256
+//! characters. A retry under the key replays the run; another call under the same key is refused
+//! (422, with evidence), as chatgate's idempotency promise (IDS) says, where OpenClaw would start
+//! another run.
 
 use axum::http::HeaderMap;
 use serde_json::{Map, Value};

@@ -177,6 +177,7 @@ fn change(
         delivery_id: id,
         create,
         expected_version: version,
+        from: state,
         state,
         outcome: None,
         failure_class: None,

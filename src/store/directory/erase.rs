@@ -14,7 +14,7 @@ use crate::domain::evidence::EvidenceDraft;
 use crate::store::evidence::append_all;
 use crate::store::rows::{execute_tenant_in, fetch_tenant_in, text};
 use crate::store::step::{ConsumedToken, consume_token};
-use crate::store::{Directory, StoreError};
+use crate::store::{Directory, StoreError, Tx};
 
 /// A message's payload once its text is erased.
 pub const ERASED_PAYLOAD: &str = r#"{"erased":true}"#;
@@ -90,7 +90,7 @@ async fn their_commands(
 }
 
 /// Overwrites the text of their messages and of the replies to them; returns how many messages.
-async fn erase_texts(conn: &mut AnyConnection, erasure: &Erasure<'_>, commands: &[String]) -> Result<u64, StoreError> {
+async fn erase_texts(conn: &mut Tx, erasure: &Erasure<'_>, commands: &[String]) -> Result<u64, StoreError> {
     let tenant = erasure.tenant.as_str();
     let inbound = format!("UPDATE inbound_messages SET payload = '{ERASED_PAYLOAD}', answer = NULL, detail = NULL");
     let mut messages = execute_tenant_in(conn, &inbound, tenant, "command_id", commands).await?;
@@ -106,13 +106,19 @@ async fn erase_texts(conn: &mut AnyConnection, erasure: &Erasure<'_>, commands: 
         messages += sqlx::query(sqlx::AssertSqlSafe(inbound))
             .bind(tenant)
             .bind(&like)
-            .execute(&mut *conn)
+            .execute(&mut **conn)
             .await?
             .rows_affected();
-        // Replies to them (prompts, answers, notices), never a dispatch to an executor.
-        let replies =
-            format!("{replies} WHERE tenant_id = $1 AND kind <> 'dispatch' AND destination LIKE $2 ESCAPE '\\'");
-        sqlx::query(sqlx::AssertSqlSafe(replies)).bind(tenant).bind(&like).execute(&mut *conn).await?;
+        // Replies to them (prompts, answers, notices), never a dispatch to an executor; those still
+        // waiting are no longer sent (the waiting figures move with them).
+        let theirs = "WHERE tenant_id = $1 AND kind <> 'dispatch' AND destination LIKE $2 ESCAPE '\\'";
+        let waiting = format!("SELECT kind FROM outbox {theirs} AND status = 'pending'");
+        let ended = sqlx::query(sqlx::AssertSqlSafe(waiting)).bind(tenant).bind(&like).fetch_all(&mut **conn).await?;
+        let ended: Vec<String> =
+            ended.iter().map(|row| crate::store::rows::text(row, "kind")).collect::<Result<_, _>>()?;
+        conn.figures.merge(crate::store::figures::Moves::of_outbox([], ended.iter().map(String::as_str)));
+        let replies = format!("{replies} {theirs}");
+        sqlx::query(sqlx::AssertSqlSafe(replies)).bind(tenant).bind(&like).execute(&mut **conn).await?;
     }
     Ok(messages)
 }

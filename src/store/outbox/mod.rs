@@ -4,14 +4,17 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use sqlx::AnyConnection;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::domain::outbound::{ChatMessage, OutboxMessage, Purpose, ReplyAddress};
 use crate::store::Outbox;
 use crate::store::StoreError;
-use crate::store::rows::{Param, int, json, multi_insert, opt_parsed, text, to_ms, update_rows, uuid};
+use crate::store::rows::{int, json, opt_parsed, text, to_ms, uuid};
+
+mod write;
+
+pub(crate) use write::{insert_outbox, insert_outboxes, settle_outbox, settle_outboxes, update_waiting};
 
 /// An effect to perform once the transaction that decided it has committed.
 #[derive(Debug, Clone, PartialEq)]
@@ -153,90 +156,6 @@ macro_rules! claim_outbox_sql {
 }
 pub(crate) use claim_outbox_sql;
 
-pub(crate) const OUTBOX_INSERT: &str = "INSERT INTO outbox (id, tenant_id, command_id, kind, destination, payload, \
-     status, attempts, next_attempt_at, created_at, updated_at)";
-pub(crate) const OUTBOX_COLUMNS: usize = 11;
-
-/// A pending outbox row, with its new id.
-pub(crate) fn outbox_row(
-    tenant_id: &str,
-    command_id: Option<Uuid>,
-    message: &NewOutboxMessage,
-    at: OffsetDateTime,
-) -> (Uuid, Vec<Param>) {
-    let id = Uuid::now_v7();
-    let row = vec![
-        id.to_string().into(),
-        tenant_id.into(),
-        command_id.map(|c| c.to_string()).into(),
-        message.kind.as_str().into(),
-        message.destination.as_str().into(),
-        with_reference(&message.payload, command_id).to_string().into(),
-        "pending".into(),
-        0.into(),
-        to_ms(at + message.hold.unwrap_or_default()).into(),
-        to_ms(at).into(),
-        to_ms(at).into(),
-    ];
-    (id, row)
-}
-
-/// Every message about a command names it by its short reference (`vars.ref`), which is what
-/// a person types to ask about it; this is the one place every such message passes.
-fn with_reference(payload: &Value, command_id: Option<Uuid>) -> std::borrow::Cow<'_, Value> {
-    match (command_id, payload.get("vars")) {
-        (Some(id), Some(Value::Object(vars))) if !vars.contains_key("ref") => {
-            let mut payload = payload.clone();
-            payload["vars"]["ref"] = crate::domain::command::ShortRef::of(id).as_str().into();
-            std::borrow::Cow::Owned(payload)
-        }
-        _ => std::borrow::Cow::Borrowed(payload),
-    }
-}
-
-pub(crate) async fn insert_outbox(
-    conn: &mut AnyConnection,
-    tenant_id: &str,
-    command_id: Option<Uuid>,
-    message: &NewOutboxMessage,
-    at: OffsetDateTime,
-) -> Result<Uuid, StoreError> {
-    let (id, row) = outbox_row(tenant_id, command_id, message, at);
-    multi_insert(OUTBOX_INSERT, OUTBOX_COLUMNS, vec![row], "").execute(&mut *conn).await?;
-    Ok(id)
-}
-
-/// Writes a claimed row's fate and releases its lease.
-pub(crate) async fn settle_outbox(
-    conn: &mut AnyConnection,
-    settle: &OutboxSettle,
-    now: OffsetDateTime,
-) -> Result<(), StoreError> {
-    settle_outboxes(conn, &[(settle, now)]).await
-}
-
-/// Writes claimed rows' fates, each at its own time, and releases their leases, in one statement.
-pub(crate) async fn settle_outboxes(
-    conn: &mut AnyConnection,
-    settled: &[(&OutboxSettle, OffsetDateTime)],
-) -> Result<(), StoreError> {
-    let rows = settled
-        .iter()
-        .map(|(settle, now)| -> Vec<Param> {
-            let (id, status, next, error) = match settle {
-                OutboxSettle::Done(id) => (id, "done", to_ms(*now), None),
-                OutboxSettle::Retry { id, at, error } => (id, "pending", to_ms(*at), Some(error.as_str())),
-                OutboxSettle::Dead { id, error } => (id, "dead", to_ms(*now), Some(error.as_str())),
-            };
-            vec![id.to_string().into(), status.into(), next.into(), error.into(), to_ms(*now).into()]
-        })
-        .collect();
-    let set = "status = v.column2, next_attempt_at = v.column3, locked_until = NULL, \
-        last_error = COALESCE(v.column4, outbox.last_error), updated_at = v.column5";
-    update_rows(conn, ("outbox", set, "outbox.id = v.column1"), 5, rows).await?;
-    Ok(())
-}
-
 impl Outbox<'_> {
     /// The newest message written to `destination` (a person), whether sent or not: its payload.
     pub async fn last_message_to(self, destination: &str) -> Result<Option<Value>, StoreError> {
@@ -340,10 +259,12 @@ impl Outbox<'_> {
         self.settle_claimed(&settle, now).await
     }
 
-    /// Writes a claimed row's fate on its own.
+    /// Writes a claimed row's fate on its own (with the figures it moves).
     pub async fn settle_claimed(self, settle: &OutboxSettle, now: OffsetDateTime) -> Result<(), StoreError> {
-        let mut conn = self.store.pool().acquire().await?;
-        settle_outbox(&mut conn, settle, now).await
+        let mut tx = self.store.begin().await?;
+        let moved = settle_outbox(&mut tx, settle, now).await?;
+        tx.figures.merge(moved);
+        tx.commit().await
     }
 }
 

@@ -1,0 +1,137 @@
+//! Writing the outbox: rows written waiting, and waiting rows settled, each with the waiting
+//! figures it moves (`store::figures`), in the caller's transaction.
+
+use serde_json::Value;
+use sqlx::AnyConnection;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::{NewOutboxMessage, OutboxSettle};
+use crate::store::StoreError;
+use crate::store::figures::Moves;
+use crate::store::rows::{Param, insert_rows, text, to_ms};
+
+const OUTBOX_INSERT: &str = "INSERT INTO outbox (id, tenant_id, command_id, kind, destination, payload, \
+     status, attempts, next_attempt_at, created_at, updated_at)";
+const OUTBOX_COLUMNS: usize = 11;
+
+/// A pending outbox row, with its new id.
+fn outbox_row(
+    tenant_id: &str,
+    command_id: Option<Uuid>,
+    message: &NewOutboxMessage,
+    at: OffsetDateTime,
+) -> (Uuid, Vec<Param>) {
+    let id = Uuid::now_v7();
+    let row = vec![
+        id.to_string().into(),
+        tenant_id.into(),
+        command_id.map(|c| c.to_string()).into(),
+        message.kind.as_str().into(),
+        message.destination.as_str().into(),
+        with_reference(&message.payload, command_id).to_string().into(),
+        "pending".into(),
+        0.into(),
+        to_ms(at + message.hold.unwrap_or_default()).into(),
+        to_ms(at).into(),
+        to_ms(at).into(),
+    ];
+    (id, row)
+}
+
+/// Every message about a command names it by its short reference (`vars.ref`), which is what
+/// a person types to ask about it; this is the one place every such message passes.
+fn with_reference(payload: &Value, command_id: Option<Uuid>) -> std::borrow::Cow<'_, Value> {
+    match (command_id, payload.get("vars")) {
+        (Some(id), Some(Value::Object(vars))) if !vars.contains_key("ref") => {
+            let mut payload = payload.clone();
+            payload["vars"]["ref"] = crate::domain::command::ShortRef::of(id).as_str().into();
+            std::borrow::Cow::Owned(payload)
+        }
+        _ => std::borrow::Cow::Borrowed(payload),
+    }
+}
+
+/// Writes one waiting outbox row; the figures it moves, for the transaction to write.
+pub(crate) async fn insert_outbox(
+    conn: &mut AnyConnection,
+    tenant_id: &str,
+    command_id: Option<Uuid>,
+    message: &NewOutboxMessage,
+    at: OffsetDateTime,
+) -> Result<Moves, StoreError> {
+    insert_outboxes(conn, vec![(tenant_id, command_id, message, at)]).await
+}
+
+/// Writes `messages` (each with its tenant, command and time) as waiting outbox rows, in one
+/// statement; the waiting figures they move, for the transaction to write (`Tx::figures`).
+pub(crate) async fn insert_outboxes(
+    conn: &mut AnyConnection,
+    messages: Vec<(&str, Option<Uuid>, &NewOutboxMessage, OffsetDateTime)>,
+) -> Result<Moves, StoreError> {
+    let (mut rows, mut kinds) = (vec![], vec![]);
+    for (tenant_id, command_id, message, at) in messages {
+        rows.push(outbox_row(tenant_id, command_id, message, at).1);
+        kinds.push(message.kind.as_str());
+    }
+    if !rows.is_empty() {
+        insert_rows(conn, OUTBOX_INSERT, OUTBOX_COLUMNS, rows, "").await?;
+    }
+    Ok(Moves::of_outbox(kinds, []))
+}
+
+/// Writes a claimed row's fate and releases its lease.
+pub(crate) async fn settle_outbox(
+    conn: &mut AnyConnection,
+    settle: &OutboxSettle,
+    now: OffsetDateTime,
+) -> Result<Moves, StoreError> {
+    settle_outboxes(conn, &[(settle, now)]).await
+}
+
+/// Writes claimed rows' fates, each at its own time, and releases their leases, in one statement
+/// (see [`update_waiting`]).
+pub(crate) async fn settle_outboxes(
+    conn: &mut AnyConnection,
+    settled: &[(&OutboxSettle, OffsetDateTime)],
+) -> Result<Moves, StoreError> {
+    let rows = settled
+        .iter()
+        .map(|(settle, now)| -> Vec<Param> {
+            let (id, status, next, error) = match settle {
+                OutboxSettle::Done(id) => (id, "done", to_ms(*now), None),
+                OutboxSettle::Retry { id, at, error } => (id, "pending", to_ms(*at), Some(error.as_str())),
+                OutboxSettle::Dead { id, error } => (id, "dead", to_ms(*now), Some(error.as_str())),
+            };
+            vec![id.to_string().into(), status.into(), next.into(), error.into(), to_ms(*now).into()]
+        })
+        .collect();
+    let set = "status = v.column2, next_attempt_at = v.column3, locked_until = NULL, \
+        last_error = COALESCE(v.column4, outbox.last_error), updated_at = v.column5";
+    update_waiting(conn, set, 5, rows).await
+}
+
+/// Sets (`set`, over `v.column1` the id and the rest of each row) the outbox rows still waiting,
+/// in one statement; a row that is not waiting any more (a second worker's late answer about it)
+/// is left as it is. The waiting figures it moves, for the transaction to write.
+pub(crate) async fn update_waiting(
+    conn: &mut AnyConnection,
+    set: &str,
+    columns: usize,
+    rows: Vec<Vec<Param>>,
+) -> Result<Moves, StoreError> {
+    if rows.is_empty() {
+        return Ok(Moves::default());
+    }
+    let head = format!("UPDATE outbox SET {set} FROM (");
+    let tail = ") AS v WHERE outbox.id = v.column1 AND outbox.status = 'pending' \
+        RETURNING outbox.kind AS kind, outbox.status AS status";
+    let moved = insert_rows(conn, &head, columns, rows, tail).await?;
+    let mut ended = vec![];
+    for row in &moved {
+        if text(row, "status")? != "pending" {
+            ended.push(text(row, "kind")?);
+        }
+    }
+    Ok(Moves::of_outbox([], ended.iter().map(String::as_str)))
+}
