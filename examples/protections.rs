@@ -147,7 +147,16 @@ async fn store_deliveries(running: &Running, n: usize, closed_at: i64, tag: &str
     request.header("content-type", "application/json").header("x-hub-signature-256", signature).send().await?;
     let url = format!("sqlite://{}", running.database.display());
     let mut db = sqlx::SqliteConnection::connect(&url).await?;
-    let command: String = sqlx::query_scalar("SELECT command_id FROM commands LIMIT 1").fetch_one(&mut db).await?;
+    // The webhook is answered once stored; its command follows its admission.
+    let mut command = None;
+    for _ in 0..500 {
+        command = sqlx::query_scalar("SELECT command_id FROM commands LIMIT 1").fetch_optional(&mut db).await?;
+        if command.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let command: String = command.ok_or_else(|| anyhow::anyhow!("the seed webhook made no command"))?;
     sqlx::query(
         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $1)
          INSERT INTO deliveries (id, tenant_id, command_id, target, state, version, outcome, created_at, updated_at)
