@@ -150,60 +150,51 @@ async fn check(db: &TestDb, sent: &[Sent], away: Duration, back: Duration) {
     crate::helpers::each_admitted_once(db, &taken).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgresql_stopped_under_a_stream_of_webhooks_every_one_is_answered_within_a_second() {
-    let Some(server) = OwnPostgres::start() else { return };
-    let db = TestDb::postgres_on(&server.url(), shipped_bounds).await;
-    let app = spawn_app_with(&db, db.config.clone()).await;
+/// A stream of webhooks to a gateway on `db`, through `outage` (which takes the database away for
+/// five seconds and gives it back) two seconds in, and four seconds after it; checked.
+async fn through_an_outage(db: &TestDb, outage: impl std::future::Future<Output = ()>) {
+    let app = spawn_app_with(db, db.config.clone()).await;
     let stop = tokio_util::sync::CancellationToken::new();
-    let stream = {
-        let (app, db, stop) = (&app, &db, stop.clone());
-        async move { steady_stream(app, db, stop).await }
-    };
-    let outage = async {
+    let stream = steady_stream(&app, db, stop.clone());
+    let timeline = async {
         let started = Instant::now();
         tokio::time::sleep(Duration::from_secs(2)).await;
         let away = started.elapsed();
-        server.down();
-        tokio::time::sleep(Duration::from_secs(5)).await;
-        server.up();
+        outage.await;
         let back = started.elapsed() + Duration::from_secs(2);
         tokio::time::sleep(Duration::from_secs(4)).await;
         stop.cancel();
         (away, back)
     };
-    let (sent, (away, back)) = tokio::join!(stream, outage);
-    check(&db, &sent, away, back).await;
+    let (sent, (away, back)) = tokio::join!(stream, timeline);
+    check(db, &sent, away, back).await;
     app.stop().await.ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgresql_stopped_under_a_stream_of_webhooks_every_one_is_answered_within_a_second() {
+    let Some(server) = OwnPostgres::start() else { return };
+    let db = TestDb::postgres_on(&server.url(), shipped_bounds).await;
+    let outage = async {
+        server.down();
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        server.up();
+    };
+    through_an_outage(&db, outage).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlites_inbox_locked_by_another_process_under_a_stream_of_webhooks_every_one_is_answered_within_a_second() {
     let db = TestDb::new_with(crate::helpers::Backend::Sqlite, shipped_bounds).await.expect("sqlite");
-    let app = spawn_app_with(&db, db.config.clone()).await;
-    let stop = tokio_util::sync::CancellationToken::new();
-    let stream = {
-        let (app, db, stop) = (&app, &db, stop.clone());
-        async move { steady_stream(app, db, stop).await }
-    };
     let outage = async {
-        let started = Instant::now();
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let away = started.elapsed();
         // Another connection's write lock on the inbox file (a backup, a second process): no write
         // goes in while it is held.
         let mut locker = db.raw_inbox().await;
         sqlx::Executor::execute(&mut locker, "BEGIN EXCLUSIVE").await.expect("the inbox locked");
         tokio::time::sleep(Duration::from_secs(5)).await;
         sqlx::Executor::execute(&mut locker, "COMMIT").await.expect("the lock let go");
-        let back = started.elapsed() + Duration::from_secs(2);
-        tokio::time::sleep(Duration::from_secs(4)).await;
-        stop.cancel();
-        (away, back)
     };
-    let (sent, (away, back)) = tokio::join!(stream, outage);
-    check(&db, &sent, away, back).await;
-    app.stop().await.ok();
+    through_an_outage(&db, outage).await;
 }
 
 /// The shipped bounds on a webhook's wait (the test helpers give a busy suite more room).

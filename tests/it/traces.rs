@@ -122,6 +122,33 @@ async fn whatsapp_in(
     sent.status()
 }
 
+/// The shipped gateway exporting its traces to a receiver stand-in, its `orders` executor a
+/// succeeding stand-in.
+struct Exporting {
+    _config: ConfigDir,
+    gateway: Gateway,
+    spans: Spans,
+    executor: FakeServer,
+}
+
+impl Exporting {
+    async fn start() -> Self {
+        let (collector, spans) = otlp_receiver().await;
+        let executor = FakeServer::succeeding_executor().await;
+        let config = ConfigDir::shipped(|config| config);
+        let database = format!("sqlite://{}/chatgate.db", config.dir.path().display());
+        let env = [
+            ("CHATGATE_DATABASE_URL", database.as_str()),
+            ("CHATGATE_ORDERS_EXECUTOR_URL", executor.url.as_str()),
+            ("CHATGATE_WHATSAPP_API_BASE", collector.as_str()),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.as_str()),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ];
+        let gateway = crate::process::start(&config.path(), &env).await;
+        Self { _config: config, gateway, spans, executor }
+    }
+}
+
 /// The spans of `command` once its dispatch and its last transition have arrived.
 async fn spans_of(spans: &Spans, command: &str, last: &str) -> Vec<Received> {
     until(&format!("the spans of {command}"), || {
@@ -135,19 +162,7 @@ async fn spans_of(spans: &Spans, command: &str, last: &str) -> Vec<Received> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_spans_of_one_command_share_one_trace_across_the_gateway_and_its_executor() {
-    let (collector, spans) = otlp_receiver().await;
-    let executor = FakeServer::succeeding_executor().await;
-    let executor_url = executor.url.clone();
-    let config = ConfigDir::shipped(|config| config);
-    let database = format!("sqlite://{}/chatgate.db", config.dir.path().display());
-    let env = [
-        ("CHATGATE_DATABASE_URL", database.as_str()),
-        ("CHATGATE_ORDERS_EXECUTOR_URL", executor_url.as_str()),
-        ("CHATGATE_WHATSAPP_API_BASE", collector.as_str()),
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.as_str()),
-        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
-    ];
-    let gateway = crate::process::start(&config.path(), &env).await;
+    let Exporting { _config, gateway, spans, executor } = Exporting::start().await;
     let client = reqwest::Client::new();
 
     // A hook caller in a trace of its own: the command continues it.
@@ -215,19 +230,7 @@ async fn the_spans_of_one_command_share_one_trace_across_the_gateway_and_its_exe
 /// `traceparent` of the same trace, whose parent is the dispatch span, a span of that trace too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_webhooks_trace_continues_to_the_executor() {
-    let (collector, spans) = otlp_receiver().await;
-    let executor = FakeServer::succeeding_executor().await;
-    let executor_url = executor.url.clone();
-    let config = ConfigDir::shipped(|config| config);
-    let database = format!("sqlite://{}/chatgate.db", config.dir.path().display());
-    let env = [
-        ("CHATGATE_DATABASE_URL", database.as_str()),
-        ("CHATGATE_ORDERS_EXECUTOR_URL", executor_url.as_str()),
-        ("CHATGATE_WHATSAPP_API_BASE", collector.as_str()),
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.as_str()),
-        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
-    ];
-    let gateway = crate::process::start(&config.path(), &env).await;
+    let Exporting { _config, gateway, spans, executor } = Exporting::start().await;
     let client = reqwest::Client::new();
     let (trace, parent) = ("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331");
     let caller = format!("00-{trace}-{parent}-01");
