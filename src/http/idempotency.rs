@@ -75,6 +75,26 @@ fn stored_problem(body: &str) -> Problem {
     }
 }
 
+/// What makes two JSON bodies the same request: the body read as JSON, members whose value is
+/// `null` left out (the same as absent to the types that read them), in RFC 8785 canonical form, so
+/// that a retry written with other spacing or member order is the same request, not another (422);
+/// a body that is not JSON, as its bytes.
+pub(crate) fn body_fingerprint(body: &[u8]) -> Vec<u8> {
+    fn without_nulls(value: serde_json::Value) -> serde_json::Value {
+        match value {
+            serde_json::Value::Object(members) => {
+                members.into_iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k, without_nulls(v))).collect()
+            }
+            serde_json::Value::Array(items) => items.into_iter().map(without_nulls).collect(),
+            other => other,
+        }
+    }
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(value) => crate::domain::canonical::to_string(&without_nulls(value)).into_bytes(),
+        Err(_) => body.to_vec(),
+    }
+}
+
 /// Runs `run` at most once for `key` and this request (`fingerprint`: what makes two requests
 /// the same), storing its answer; without a key it simply runs.
 pub(crate) async fn once<T: Serialize>(

@@ -45,6 +45,14 @@ async fn recover(app: &TestApp, token: &str, id: Uuid, body: Value, key: Option<
     recover_with(app, token, id, body, key, None).await
 }
 
+/// A recovery request whose body is `body` as written.
+async fn recover_raw(app: &TestApp, token: &str, id: Uuid, body: &str, key: &str) -> (StatusCode, Value) {
+    let request = app.client.post(app.url(&format!("/v1/commands/{id}/recovery"))).bearer_auth(token);
+    let request = request.header("idempotency-key", key).header("content-type", "application/json");
+    let response = request.body(body.to_owned()).send().await.expect("recovery request");
+    (response.status(), response.json().await.unwrap_or(Value::Null))
+}
+
 async fn recover_with(
     app: &TestApp,
     token: &str,
@@ -251,6 +259,10 @@ async fn a_failed_command_retried_by_an_operator_executes_once(db: &TestDb) {
     let (status, again) =
         recover(&app, &ops, target, json!({"action": "retry", "reason": "unlocked"}), Some("retry-9")).await;
     assert_eq!((status, &again), (StatusCode::CREATED, &first));
+    // The same request written otherwise (spacing, member order): the same request, replayed.
+    let respelled = r#"{ "reason" : "unlocked",  "action":"retry" }"#;
+    let (status, again) = recover_raw(&app, &ops, target, respelled, "retry-9").await;
+    assert_eq!((status, &again), (StatusCode::CREATED, &first), "the same request, not another");
     // The same key for another request: refused.
     let (status, other) = recover(&app, &ops, target, json!({"action": "cancel"}), Some("retry-9")).await;
     assert_eq!((status, other["code"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("idempotency_key_reused")));

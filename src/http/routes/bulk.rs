@@ -113,7 +113,8 @@ pub(crate) async fn bulk(
     };
     let request = BulkBody::read(&state, &body)?;
     let run = run_bulk(&state, &principal, &request);
-    once(&state.store, principal.tenant.as_str(), Some(&key), &body, run).await?.into_response()
+    let fingerprint = crate::http::idempotency::body_fingerprint(&body);
+    once(&state.store, principal.tenant.as_str(), Some(&key), &fingerprint, run).await?.into_response()
 }
 
 impl BulkBody {

@@ -104,7 +104,7 @@ pub(crate) async fn recovery_request(
     let id = command_id(&id)?;
     let key = key_of(&headers)?;
     let step_up = headers.get("step-up").and_then(|v| v.to_str().ok()).map(str::to_owned);
-    let fingerprint = [id.as_bytes().as_slice(), &body].concat();
+    let fingerprint = [id.as_bytes().as_slice(), &crate::http::idempotency::body_fingerprint(&body)].concat();
     let request = RecoveryRequest::read(&body)?;
     let run = run_recovery(&state, &principal, id, &request, step_up.as_deref());
     once(&state.store, principal.tenant.as_str(), key.as_deref(), &fingerprint, run).await?.into_response()
