@@ -122,15 +122,7 @@ pub(crate) enum Signed {
 fn slack_sdk_signature(secret: &str, timestamp: i64, body: &str) -> Option<String> {
     let script = "import sys\nfrom slack_sdk.signature import SignatureVerifier\n\
         print(SignatureVerifier(sys.argv[1]).generate_signature(timestamp=sys.argv[2], body=sys.argv[3]))\n";
-    let output = std::process::Command::new("python3")
-        .args(["-c", script, secret, &timestamp.to_string(), body])
-        .output()
-        .ok()?;
-    if !output.status.success() {
-        eprintln!("skipped: slack_sdk: {}", String::from_utf8_lossy(&output.stderr));
-        return None;
-    }
-    Some(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+    crate::helpers::python_prints("slack_sdk", script, &[secret, &timestamp.to_string(), body])
 }
 
 pub(crate) fn message(event_id: &str, ts: &str, text: &str) -> Value {

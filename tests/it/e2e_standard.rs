@@ -301,15 +301,7 @@ fn python_library_signature(secret: &str, id: &str, timestamp: i64, body: &str) 
         secret, msg_id, ts, body = sys.argv[1:5]\n\
         at = datetime.datetime.fromtimestamp(int(ts), tz=datetime.timezone.utc)\n\
         print(Webhook(secret).sign(msg_id=msg_id, timestamp=at, data=body))\n";
-    let output = std::process::Command::new("python3")
-        .args(["-c", script, secret, id, &timestamp.to_string(), body])
-        .output()
-        .ok()?;
-    if !output.status.success() {
-        eprintln!("skipped: the standardwebhooks package: {}", String::from_utf8_lossy(&output.stderr));
-        return None;
-    }
-    Some(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+    crate::helpers::python_prints("standardwebhooks", script, &[secret, id, &timestamp.to_string(), body])
 }
 
 /// Issue 44.7: a secret without its padding whose last character carries spare bits (typed by

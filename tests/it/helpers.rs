@@ -223,6 +223,18 @@ impl TestDb {
     }
 }
 
+/// What `python3 -c script args...` prints, trimmed (a provider's own client library signing, say);
+/// `None`, and the test says it was skipped, where `package` is not installed (`.ci/run` installs
+/// the ones the tests use).
+pub fn python_prints(package: &str, script: &str, args: &[&str]) -> Option<String> {
+    let output = std::process::Command::new("python3").arg("-c").arg(script).args(args).output().ok()?;
+    if !output.status.success() {
+        eprintln!("skipped: the Python package {package}: {}", String::from_utf8_lossy(&output.stderr));
+        return None;
+    }
+    Some(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
 /// Every webhook message in `acknowledged` (answered 200) is admitted, once, within 15 s.
 pub async fn each_admitted_once(db: &TestDb, acknowledged: &[impl AsRef<str>]) {
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
