@@ -120,26 +120,7 @@ pub async fn problem_bodies(request: Request, next: Next) -> Response {
     if wants_html && names(response.headers(), &header::CONTENT_TYPE, "text/html") {
         return response;
     }
-    let is_problem =
-        response.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(PROBLEM_JSON.as_bytes()));
-    let (mut parts, body) = response.into_parts();
-    let bytes = axum::body::to_bytes(body, 64 * 1024).await.unwrap_or_default();
-    let mut document = match serde_json::from_slice::<Map<String, Value>>(&bytes) {
-        Ok(document) if is_problem => document,
-        _ => {
-            let mut problem = Problem::for_status(status);
-            // An extractor's rejection explains itself in a short text body; keep that text where
-            // we have nothing better to say.
-            let text = String::from_utf8_lossy(&bytes).trim().to_owned();
-            if problem.detail.is_none() && !text.is_empty() {
-                problem = problem.detail(text);
-            }
-            match serde_json::to_value(&problem) {
-                Ok(Value::Object(document)) => document,
-                _ => Map::new(),
-            }
-        }
-    };
+    let (mut parts, mut document) = problem_members(response).await;
     if let Some(id) = request_id {
         document.entry("request_id").or_insert(Value::String(id));
     }
@@ -150,6 +131,32 @@ pub async fn problem_bodies(request: Request, next: Next) -> Response {
         parts.headers.insert(header::RETRY_AFTER, HeaderValue::from(1));
     }
     Response::from_parts(parts, axum::body::Body::from(body))
+}
+
+/// An error response taken apart: its head, and its body as a problem document's members — the
+/// problem it carries, or the one its status stands for (a bare status from the router, a layer or
+/// an extractor's rejection, whose short text is kept as the detail where nothing better is said).
+pub(crate) async fn problem_members(response: Response) -> (axum::http::response::Parts, Map<String, Value>) {
+    let status = response.status();
+    let is_problem =
+        response.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(PROBLEM_JSON.as_bytes()));
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, 64 * 1024).await.unwrap_or_default();
+    let document = match serde_json::from_slice::<Map<String, Value>>(&bytes) {
+        Ok(document) if is_problem => document,
+        _ => {
+            let mut problem = Problem::for_status(status);
+            let text = String::from_utf8_lossy(&bytes).trim().to_owned();
+            if problem.detail.is_none() && !text.is_empty() {
+                problem = problem.detail(text);
+            }
+            match serde_json::to_value(&problem) {
+                Ok(Value::Object(document)) => document,
+                _ => Map::new(),
+            }
+        }
+    };
+    (parts, document)
 }
 
 /// Whether header `name` (`Accept`, `Content-Type`) names `media_type`.

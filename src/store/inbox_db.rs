@@ -149,7 +149,7 @@ impl InboxDb {
 
     /// The database could not be reached (`what`): later writes are refused at once, and a watcher
     /// lets them through again once a connection can be had.
-    pub(crate) fn unreachable(&self, what: String) -> StoreError {
+    fn unreachable(&self, what: String) -> StoreError {
         self.breaker.failed();
         let writes = self.writes.clone();
         self.breaker.watch(move || {

@@ -45,20 +45,7 @@ async fn openclaw_refusals(request: axum::extract::Request, next: axum::middlewa
     if !(status.is_client_error() || status.is_server_error()) {
         return response;
     }
-    let (mut parts, body) = response.into_parts();
-    let bytes = axum::body::to_bytes(body, 64 * 1024).await.unwrap_or_default();
-    let mut document = match serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&bytes) {
-        Ok(document) if document.contains_key("code") => document,
-        _ => {
-            let text = String::from_utf8_lossy(&bytes).trim().to_owned();
-            let problem = crate::http::Problem::for_status(status);
-            let problem = if problem.detail.is_none() && !text.is_empty() { problem.detail(text) } else { problem };
-            match serde_json::to_value(&problem) {
-                Ok(serde_json::Value::Object(document)) => document,
-                _ => serde_json::Map::new(),
-            }
-        }
-    };
+    let (mut parts, mut document) = crate::http::problem::problem_members(response).await;
     let error = document.get("detail").or_else(|| document.get("title")).cloned().unwrap_or_default();
     document.insert("ok".into(), false.into());
     document.insert("error".into(), error);
@@ -136,10 +123,7 @@ fn status_url(command_id: Uuid) -> String {
 /// done (200); a run or mapped hook only taken is accepted (`hooks.accepted_status`, 202 unless
 /// set to 200).
 fn answer(outcome: HookOutcome, taken: AcceptedStatus) -> Response {
-    let taken = match taken {
-        AcceptedStatus::Accepted => StatusCode::ACCEPTED,
-        AcceptedStatus::Ok => StatusCode::OK,
-    };
+    let taken = StatusCode::from_u16(u16::from(taken)).unwrap_or(StatusCode::ACCEPTED);
     let (status, body) = match outcome {
         HookOutcome::NothingToDo => return StatusCode::NO_CONTENT.into_response(),
         HookOutcome::Woken { accepted, mode, event } => (
