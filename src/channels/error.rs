@@ -5,9 +5,9 @@
 use axum::http::StatusCode;
 
 use crate::domain::standard_webhooks::SignatureRefusal;
+use crate::service::database::StoreError;
 use crate::service::engine::EngineError;
 use crate::service::intake::inbox::InboxError;
-use crate::store::StoreError;
 
 /// A refusal of the caller's input (never worth a retry as it is), or of the delivery for now
 /// (a full inbox: 503 with `Retry-After`).

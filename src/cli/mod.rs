@@ -17,8 +17,8 @@ use crate::config::Config;
 use crate::config::ConfigSource;
 
 use crate::service::Settings;
+use crate::service::database::Database;
 use crate::service::security::mint;
-use crate::store::Store;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -168,10 +168,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve => crate::http::server::serve(Settings::load(&source, &env)?).await?,
         Command::Migrate => {
             let config = Config::load(&source, &env)?;
-            let store = Store::connect(&config.storage).await?;
-            store.migrate().await?;
-            store.close().await;
-            println!("migrations applied ({})", store.backend_name());
+            let database = Database::connect(&config.storage).await?;
+            database.migrate().await?;
+            database.close().await;
+            println!("migrations applied ({})", database.backend_name());
         }
         Command::CheckConfig => {
             let settings = Settings::load(&source, &env)?;
@@ -221,19 +221,19 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 /// The idempotency key of command `id`, read from the database.
 async fn stored_key(config: &Config, id: uuid::Uuid) -> anyhow::Result<String> {
-    let store = Store::connect(&config.storage).await?;
-    store.migrate().await?;
-    let found = store.commands().get_unscoped(id).await?;
-    store.close().await;
+    let database = Database::connect(&config.storage).await?;
+    database.migrate().await?;
+    let found = database.reads().command_of_any_tenant(id).await?;
+    database.close().await;
     let command = found.ok_or_else(|| anyhow::anyhow!("no command {id} in the database"))?;
     Ok(command.envelope.idempotency_key.as_str().to_owned())
 }
 
 async fn audit_verify(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
-    let store = Store::connect(&config.storage).await?;
-    store.migrate().await?;
-    let report = store.evidence().verify().await?;
-    store.close().await;
+    let database = Database::connect(&config.storage).await?;
+    database.migrate().await?;
+    let report = database.reads().verify_evidence().await?;
+    database.close().await;
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -19,9 +19,9 @@ use crate::domain::delivery::DeliveryState;
 use crate::domain::delivery::OutOfOrder;
 use crate::service::dispatch::conclude;
 use crate::service::dispatch::dispatch_rows;
+use crate::service::dispatch::handover::{Delivery, DeliveryLogEntry, StepOutcome, StepWrite};
 use crate::service::engine::Engine;
 use crate::service::engine::EngineError;
-use crate::store::{Delivery, DeliveryLogEntry, StepOutcome, StepWrite};
 
 /// An executor's report.
 #[derive(Debug, Clone, Deserialize)]
@@ -69,8 +69,8 @@ pub enum AckError {
     Engine(#[from] EngineError),
 }
 
-impl From<crate::store::StoreError> for AckError {
-    fn from(error: crate::store::StoreError) -> Self {
+impl From<crate::service::database::StoreError> for AckError {
+    fn from(error: crate::service::database::StoreError) -> Self {
         Self::Engine(error.into())
     }
 }
@@ -157,8 +157,8 @@ pub async fn apply_ack(
 ) -> Result<AckOutcome, AckError> {
     let (event, detail) = ack.event()?;
     for _ in 0..ATTEMPTS {
-        let command = engine.store().commands().get(tenant, command_id).await?.ok_or(AckError::NotFound)?;
-        let deliveries = engine.store().deliveries().of_command(command_id).await?;
+        let command = engine.reads().command(tenant, command_id).await?.ok_or(AckError::NotFound)?;
+        let deliveries = engine.reads().deliveries_of(command_id).await?;
         let delivery = match &ack.target {
             Some(target) => deliveries.into_iter().find(|d| &d.target == target),
             None if deliveries.len() == 1 => deliveries.into_iter().next(),
@@ -174,7 +174,7 @@ pub async fn apply_ack(
         }
         match plan.apply(event, detail.clone()) {
             Err(refused) => {
-                let entry = crate::store::DeliveryLogEntry {
+                let entry = crate::service::dispatch::handover::DeliveryLogEntry {
                     event,
                     from: delivery.state,
                     to: delivery.state,
@@ -182,11 +182,11 @@ pub async fn apply_ack(
                     outcome: "refused",
                     detail: detail.clone(),
                 };
-                engine.store().deliveries().log_events(delivery.id, &[entry], now).await?;
+                engine.database().handover().log_events(delivery.id, &[entry], now).await?;
                 return Err(AckError::OutOfOrder(refused));
             }
             Ok(Applied::Duplicate) => {
-                engine.store().deliveries().log_events(delivery.id, &plan.change.log, now).await?;
+                engine.database().handover().log_events(delivery.id, &plan.change.log, now).await?;
                 return Ok(AckOutcome::Duplicate { state: delivery.state });
             }
             Ok(Applied::Moved { to, .. }) => {
@@ -196,7 +196,7 @@ pub async fn apply_ack(
             }
         }
     }
-    Err(AckError::Engine(EngineError::Store(crate::store::StoreError::Unavailable(
+    Err(AckError::Engine(EngineError::Store(crate::service::database::StoreError::Unavailable(
         "the delivery kept changing while the ACK was written".into(),
     ))))
 }
@@ -214,9 +214,9 @@ pub async fn redispatch_later(
     delay: Duration,
     now: OffsetDateTime,
 ) -> Result<(), AckError> {
-    let store = engine.store();
-    let command = store.commands().get_unscoped(command_id).await?.ok_or(AckError::NotFound)?;
-    let delivery = store.deliveries().get(command_id, target).await?;
+    let reads = engine.reads();
+    let command = reads.command_of_any_tenant(command_id).await?.ok_or(AckError::NotFound)?;
+    let delivery = reads.delivery(command_id, target).await?;
     let Some(delivery) = delivery.filter(|d| d.state == DeliveryState::Routed) else {
         // Not waiting for the agent any more (an ack overtook the error): the caller reads the error
         // as the execution's failure.
@@ -236,9 +236,9 @@ pub async fn redispatch_later(
     outbox.iter_mut().for_each(|row| row.hold = Some(delay));
     let tenant = command.envelope.tenant_id.clone();
     let step = StepWrite { delivery: Some(plan.change), outbox, ..StepWrite::new(tenant, Some(command_id), now) };
-    match store.commands().commit_step(&step).await? {
+    match engine.database().handover().commit_step(&step).await? {
         StepOutcome::Committed { .. } => Ok(()),
-        _ => Err(AckError::Engine(EngineError::Store(crate::store::StoreError::Unavailable(
+        _ => Err(AckError::Engine(EngineError::Store(crate::service::database::StoreError::Unavailable(
             "the delivery changed while a declined command was queued again".into(),
         )))),
     }
@@ -247,7 +247,7 @@ pub async fn redispatch_later(
 /// Writes a delivery's moves and, when they end it, the command's; `false` if it lost a race.
 async fn commit(
     engine: &Engine,
-    command: &crate::store::StoredCommand,
+    command: &crate::service::reads::StoredCommand,
     delivery: &Delivery,
     plan: DeliveryPlan,
     now: OffsetDateTime,
@@ -259,9 +259,9 @@ async fn commit(
 /// columns). Returns how many deliveries closed.
 pub async fn fire_timers(engine: &Engine, now: OffsetDateTime, limit: i64) -> Result<usize, EngineError> {
     let mut fired = 0;
-    for delivery in engine.store().deliveries().overdue(now, limit).await? {
+    for delivery in engine.database().handover().overdue(now, limit).await? {
         let Ok(tenant) = TenantId::parse(&delivery.tenant_id) else { continue };
-        let Some(command) = engine.store().commands().get(&tenant, delivery.command_id).await? else { continue };
+        let Some(command) = engine.reads().command(&tenant, delivery.command_id).await? else { continue };
         let ttl_passed = delivery.ttl_deadline.is_some_and(|t| t <= now);
         let event = match delivery.state {
             _ if ttl_passed => DeliveryEvent::TtlExpired,
@@ -286,7 +286,7 @@ pub async fn fire_timers(engine: &Engine, now: OffsetDateTime, limit: i64) -> Re
 /// paused, say): `started → canceled` with reason `TTL_EXPIRED`, and the person is told.
 pub async fn expire_undispatched(engine: &Engine, now: OffsetDateTime, limit: i64) -> Result<usize, EngineError> {
     let mut canceled = 0;
-    for (tenant, command_id) in engine.store().deliveries().expired_undispatched(now, limit).await? {
+    for (tenant, command_id) in engine.database().handover().expired_undispatched(now, limit).await? {
         let command = engine.command(&tenant, command_id).await?;
         let context = crate::service::engine::MoveContext {
             reason_code: Some(crate::domain::delivery::FailureClass::TtlExpired.as_str().to_owned()),
@@ -301,7 +301,7 @@ pub async fn expire_undispatched(engine: &Engine, now: OffsetDateTime, limit: i6
             continue;
         };
         let step = StepWrite { moves, ..StepWrite::new(tenant, Some(command_id), now) };
-        if matches!(engine.store().commands().commit_step(&step).await?, StepOutcome::Committed { .. }) {
+        if matches!(engine.database().handover().commit_step(&step).await?, StepOutcome::Committed { .. }) {
             canceled += 1;
         }
     }

@@ -20,11 +20,12 @@ use crate::executors::executor::Executor;
 use crate::executors::responses::{Agents, BusAgent};
 use crate::service::dispatch::CANCEL_NOTICE_KIND;
 use crate::service::dispatch::DeliveryPlan;
+use crate::service::dispatch::handover::{ClaimedMessage, OutboxSettle};
 use crate::service::engine::Engine;
 use crate::service::engine::EngineError;
 use crate::service::intake::Ingress;
+use crate::service::reads::StoredCommand;
 use crate::service::security::Policy;
-use crate::store::{ClaimedMessage, OutboxSettle, StoredCommand};
 
 /// One configured executor with its retry policy.
 #[derive(Debug, Clone)]
@@ -173,7 +174,8 @@ impl Dispatcher {
     /// Claims and sends one batch of cancel notices (an operator canceled a started command);
     /// returns how many were claimed.
     pub async fn notify_due(&self, now: OffsetDateTime) -> Result<usize, EngineError> {
-        let claimed = self.engine.store().outbox().claim(CANCEL_NOTICE_KIND, self.batch, self.lease(), now).await?;
+        let claimed =
+            self.engine.database().handover().claim(CANCEL_NOTICE_KIND, self.batch, self.lease(), now).await?;
         for row in &claimed {
             if let Err(error) = self.notify_one(row).await {
                 tracing::warn!(%error, id = %row.id, "cancel notice not recorded; it comes back when its lease ends");
@@ -183,18 +185,18 @@ impl Dispatcher {
     }
 
     async fn notify_one(&self, row: &ClaimedMessage) -> Result<(), EngineError> {
-        let store = self.engine.store();
+        let handover = self.engine.database().handover();
         let target_name = row.payload["target"].as_str().unwrap_or_default();
         let command_id = row.payload["command_id"].as_str().and_then(|c| c.parse().ok());
         let (Ok(tenant), Some(command_id), Some(target)) =
             (TenantId::parse(&row.tenant_id), command_id, self.targets.get(target_name))
         else {
             let dead = OutboxSettle::Dead { id: row.id, error: "a cancel notice without its command or target".into() };
-            return Ok(store.outbox().settle_claimed(&dead, OffsetDateTime::now_utc()).await?);
+            return Ok(handover.settle(&dead, OffsetDateTime::now_utc()).await?);
         };
-        let Some(command) = store.commands().get(&tenant, command_id).await? else {
+        let Some(command) = self.engine.reads().command(&tenant, command_id).await? else {
             let dead = OutboxSettle::Dead { id: row.id, error: "the command is gone".into() };
-            return Ok(store.outbox().settle_claimed(&dead, OffsetDateTime::now_utc()).await?);
+            return Ok(handover.settle(&dead, OffsetDateTime::now_utc()).await?);
         };
         let reason = row.payload["reason"].as_str().unwrap_or("operator_canceled");
         let outcome = target.executor.notify_cancel(&command.envelope, reason, row.id).await;
@@ -212,7 +214,7 @@ impl Dispatcher {
             _ => OutboxSettle::Done(row.id),
         };
         tracing::info!(command = %command_id, target = target_name, ?settle, "cancel notice");
-        Ok(store.outbox().settle_claimed(&settle, now).await?)
+        Ok(handover.settle(&settle, now).await?)
     }
 
     /// What an executor's answer does to the delivery, and what becomes of the outbox row; `None`

@@ -19,9 +19,10 @@ use crate::domain::delivery::{DeliveryEvent, DeliveryState};
 use crate::domain::lifecycle::State;
 use crate::executors::dispatcher::{Dispatcher, Target};
 use crate::executors::executor::{CallIds, Executor};
+use crate::service::dispatch::handover::{ClaimedMessage, Delivery, OutboxSettle, StepOutcome, StepWrite};
 use crate::service::dispatch::{Conclusion, DeliveryPlan};
 use crate::service::engine::EngineError;
-use crate::store::{ClaimedMessage, Delivery, OutboxSettle, StepOutcome, StepWrite, StoredCommand};
+use crate::service::reads::StoredCommand;
 
 /// What a claimed row comes to before any executor is called.
 enum Prepared {
@@ -55,9 +56,8 @@ impl Dispatcher {
     /// their executors' lanes: the next claim does not wait for them, and a slow executor holds
     /// up only its own rows.
     pub async fn dispatch_due(&self, now: OffsetDateTime) -> Result<usize, EngineError> {
-        let store = self.engine().store();
-        let claimed =
-            store.outbox().claim(crate::service::dispatch::DISPATCH_KIND, self.batch_limit(), self.lease(), now);
+        let handover = self.engine().database().handover();
+        let claimed = handover.claim(crate::service::dispatch::DISPATCH_KIND, self.batch_limit(), self.lease(), now);
         let rows = claimed.await?;
         if rows.is_empty() {
             return Ok(0);
@@ -125,13 +125,12 @@ impl Dispatcher {
 
     /// What each row is about, read for the whole batch at once.
     async fn prepare(&self, rows: &[ClaimedMessage], now: OffsetDateTime) -> Result<Vec<Prepared>, EngineError> {
-        let store = self.engine().store();
+        let reads = self.engine().reads();
         let ids: Vec<Uuid> = rows.iter().filter_map(|row| row.command_id).collect();
         let mut commands: HashMap<Uuid, StoredCommand> =
-            store.commands().get_many(&ids).await?.into_iter().map(|c| (c.envelope.command_id, c)).collect();
-        let deliveries: HashMap<(Uuid, String), Delivery> = store
-            .deliveries()
-            .of_commands(&ids)
+            reads.commands(&ids).await?.into_iter().map(|c| (c.envelope.command_id, c)).collect();
+        let deliveries: HashMap<(Uuid, String), Delivery> = reads
+            .deliveries_of_commands(&ids)
             .await?
             .into_iter()
             .map(|d| ((d.command_id, d.target.clone()), d))
@@ -217,7 +216,7 @@ impl Dispatcher {
             })
             .collect();
         let steps: Vec<&StepWrite> = routing.iter().map(|(_, step)| step).collect();
-        let outcomes = self.engine().store().commands().commit_steps(&steps).await;
+        let outcomes = self.engine().database().handover().commit_steps(&steps).await;
         let mut routed: HashMap<usize, bool> = HashMap::new();
         for ((i, _), outcome) in routing.iter().zip(outcomes) {
             if let Err(error) = &outcome {
@@ -284,7 +283,7 @@ impl Dispatcher {
                 _ => None,
             })
             .collect();
-        let targets = self.engine().store().deliveries().dispatch_targets_of(&concluding).await?;
+        let targets = self.engine().database().handover().targets_of(&concluding).await?;
         let mut written = vec![];
         for ((row, prepared), outcome) in rows.iter().zip(&prepared).zip(outcomes) {
             let (command, plan, settle) = match (prepared, outcome) {
@@ -325,7 +324,7 @@ impl Dispatcher {
         match TenantId::parse(&row.tenant_id) {
             Ok(tenant) => Ok(Some(StepWrite { outbox_row: Some(settle), ..StepWrite::new(tenant, None, now) })),
             Err(_) => {
-                self.engine().store().outbox().settle_claimed(&settle, now).await?;
+                self.engine().database().handover().settle(&settle, now).await?;
                 Ok(None)
             }
         }
@@ -339,7 +338,7 @@ impl Dispatcher {
                 Written::Concluded(conclusion) => &conclusion.step,
             })
             .collect();
-        let outcomes = self.engine().store().commands().commit_steps(&steps).await;
+        let outcomes = self.engine().database().handover().commit_steps(&steps).await;
         for (written, outcome) in written.into_iter().zip(outcomes) {
             match (written, outcome) {
                 (Written::Concluded(conclusion), Ok(StepOutcome::Committed { .. })) => {

@@ -75,7 +75,7 @@ pub async fn answer(engine: &Engine, agent: &BusAgent, report: Report) -> Result
         }
         Report::State { .. } => return Ok(()),
     };
-    let command = match engine.store().commands().get_unscoped(command_id).await {
+    let command = match engine.reads().command_of_any_tenant(command_id).await {
         Ok(Some(command)) => command,
         Ok(None) => {
             tracing::warn!(%command_id, "a response for an unknown command; dropped");

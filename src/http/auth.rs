@@ -83,14 +83,14 @@ pub fn cookie_value(headers: &HeaderMap) -> Option<String> {
 async fn console_reader(
     method: &axum::http::Method,
     headers: &axum::http::HeaderMap,
-    store: Option<&crate::store::Store>,
+    database: Option<&crate::service::database::Database>,
 ) -> Option<Principal> {
     if method != axum::http::Method::GET {
         return None;
     }
     let value = cookie_value(headers)?;
-    let store = store?;
-    match crate::service::security::sessions::signed_in(store, &value, time::OffsetDateTime::now_utc()).await {
+    let database = database?;
+    match crate::service::security::sessions::signed_in(database, &value, time::OffsetDateTime::now_utc()).await {
         Ok(session) => session.map(|s| s.principal),
         Err(error) => {
             tracing::warn!(%error, "cannot read console sessions");

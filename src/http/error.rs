@@ -6,8 +6,8 @@ use axum::response::{IntoResponse, Response};
 use crate::channels::ChannelError;
 use crate::domain::standard_webhooks::SignatureRefusal;
 use crate::http::problem::Problem;
+use crate::service::database::StoreError;
 use crate::service::engine::EngineError;
-use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {

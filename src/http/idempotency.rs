@@ -8,13 +8,13 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use sha2::Digest;
 use time::OffsetDateTime;
 
 use crate::domain::command::IdempotencyKey;
 use crate::http::error::invalid_body;
 use crate::http::{ApiError, Problem};
-use crate::store::{KeyClaim, Store};
+use crate::service::database::Database;
+use crate::service::request_keys::{self, KeyClaim};
 
 /// The request's `Idempotency-Key`, if it sent one that is valid.
 pub(crate) fn key_of(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
@@ -98,15 +98,14 @@ pub(crate) fn body_fingerprint(body: &[u8]) -> Vec<u8> {
 /// Runs `run` at most once for `key` and this request (`fingerprint`: what makes two requests
 /// the same), storing its answer; without a key it simply runs.
 pub(crate) async fn once<T: Serialize>(
-    store: &Store,
+    database: &Database,
     tenant: &str,
     key: Option<&str>,
     fingerprint: &[u8],
     run: impl Future<Output = Result<(StatusCode, T), ApiError>>,
 ) -> Result<Once<T>, ApiError> {
     let Some(key) = key else { return Ok(Once::Ran(run.await)) };
-    let hash = hex::encode(sha2::Sha256::digest(fingerprint));
-    match store.api_keys().claim(tenant, key, &hash, OffsetDateTime::now_utc()).await? {
+    match request_keys::claim(database, tenant, key, fingerprint, OffsetDateTime::now_utc()).await? {
         KeyClaim::Fresh => {}
         KeyClaim::Replay { status, response } => {
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
@@ -136,6 +135,6 @@ pub(crate) async fn once<T: Serialize>(
             (status, serde_json::to_string(&problem).unwrap_or_default())
         }
     };
-    store.api_keys().finish(tenant, key, status.as_u16(), &text).await?;
+    request_keys::finish(database, tenant, key, status.as_u16(), &text).await?;
     Ok(Once::Ran(result))
 }

@@ -21,10 +21,10 @@ use tower_http::trace::TraceLayer;
 use crate::config::Config;
 
 use crate::channels::StoredMessageReader;
+use crate::service::database::Database;
 use crate::service::engine::Engine;
 use crate::service::intake::Ingress;
 use crate::service::{Services, Settings};
-use crate::store::Store;
 use crate::workers;
 
 /// What handlers share: the service layer and the server's stop signal. Handlers take the part
@@ -51,10 +51,11 @@ impl std::ops::Deref for AppState {
 }
 
 impl AppState {
-    pub fn new(settings: Settings, store: Store) -> Self {
+    /// `database`: a `Database`, or the store tests open themselves.
+    pub fn new(settings: Settings, database: impl Into<Database>) -> Self {
         // Before anything counts: counts made without a recorder are lost.
         crate::http::routes::metrics::install();
-        let services = Services::new(settings, store, Arc::new(StoredMessageReader));
+        let services = Services::new(settings, database.into(), Arc::new(StoredMessageReader));
         let tenants: Vec<String> = services.policy.tenants.get().tenants().map(|t| t.id.to_string()).collect();
         crate::service::telemetry::catalog::announce(services.config.executors.keys(), tenants.iter());
         let background = tokio::runtime::Handle::current();
@@ -78,9 +79,9 @@ impl FromRef<AppState> for Ingress {
     }
 }
 
-impl FromRef<AppState> for Store {
+impl FromRef<AppState> for Database {
     fn from_ref(state: &AppState) -> Self {
-        state.store.clone()
+        state.database.clone()
     }
 }
 
@@ -163,7 +164,7 @@ pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
     let server = state.config.server.clone();
     let https = crate::http::headers::Https(server.public_base_url.starts_with("https://"));
     let security = state.policy.security.clone();
-    let store = state.store.clone();
+    let database = state.database.clone();
     let directory = state.config.directory.clone();
     // `Router::layer` wraps the routes there so far: the import, merged after, keeps limits of
     // its own (a large body, a long time) under the same outer layers.
@@ -190,7 +191,7 @@ pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
         .layer(axum::middleware::from_fn(crate::http::problem::problem_bodies))
         .layer(axum::middleware::from_fn(crate::http::guards::refuse_nul))
         // What the scope layers read console sessions from (a session reads `/v1/events`).
-        .layer(axum::Extension(store))
+        .layer(axum::Extension(database))
         // What the scope layers of the routes need (`security::require`).
         .layer(axum::Extension(security));
     routes.layer(limits).merge(import).fallback(crate::http::problem::not_found).with_state(state).layer(outer)
@@ -199,9 +200,9 @@ pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
 /// Connects to the database, applies migrations and serves until SIGTERM or SIGINT.
 pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     let background = workers::Background::start(settings.config.ingest.background_nice)?;
-    let store = Store::connect_on(&settings.config.storage, &background.handle()).await?;
-    store.migrate().await?;
-    let state = AppState::new(settings, store).behind(background.handle());
+    let database = Database::connect_on(&settings.config.storage, &background.handle()).await?;
+    database.migrate().await?;
+    let state = AppState::new(settings, database).behind(background.handle());
     // The directory file's people and roles are in the database before the first message.
     state.services.prepare(time::OffsetDateTime::now_utc()).await?;
     let addr = state.config.server.listen_addr()?;
@@ -233,12 +234,12 @@ pub async fn run_router(
     let addr: SocketAddr = listener.local_addr()?;
     let grace = state.config.server.shutdown_grace();
     let state_limits = (state.config.server.header_read_timeout(), state.config.server.max_connections);
-    let descriptor_reserve = descriptors_besides_clients(&state.config, state.store.backend());
+    let descriptor_reserve = descriptors_besides_clients(&state.config, state.database.backend());
     let stopping = state.stop_signal();
     let workers = workers::spawn(&state.services, stopping.clone(), &state.background);
     let hangups = crate::http::routes::reload::reload_on_hangup(Services::clone(&state.services), stopping.clone());
-    let store = state.store.clone();
-    tracing::info!(%addr, backend = store.backend_name(), "chatgate listening");
+    let database = state.database.clone();
+    tracing::info!(%addr, backend = database.backend_name(), "chatgate listening");
 
     let metrics = serve_metrics_apart(&state).await?;
     let on_signal = stopping.clone();
@@ -267,7 +268,7 @@ pub async fn run_router(
         metrics.abort();
     }
     hangups.abort();
-    store.close().await;
+    database.close().await;
     tracing::info!("stopped");
     Ok(())
 }
@@ -290,7 +291,7 @@ async fn serve_metrics_apart(state: &AppState) -> anyhow::Result<Option<tokio::t
 /// The file descriptors the process needs besides its clients' connections: the database pool,
 /// a connection per call to an executor and per reply sent at once, and a margin for the rest
 /// (the listener, the log, the PostgreSQL listener, the bus, files).
-fn descriptors_besides_clients(config: &crate::config::Config, backend: crate::store::BackendKind) -> usize {
+fn descriptors_besides_clients(config: &crate::config::Config, backend: crate::config::BackendKind) -> usize {
     let executors: usize = config.executors.values().map(|e| e.max_in_flight).sum();
     let replies = usize::try_from(config.outbound.batch).unwrap_or(0);
     config.storage.pool_size(backend) as usize + executors + replies + 64

@@ -12,7 +12,7 @@ use crate::domain::delivery::DeliveryState;
 use crate::domain::lifecycle::State;
 use crate::domain::lifecycle::recovery::RecoveryAction;
 use crate::service::ooc::view::{CommandStatus, TransitionView};
-use crate::store::{ChainReport, TraceNode};
+use crate::service::reads::{ChainReport, TraceNode};
 
 /// `GET /healthz`.
 #[derive(Debug, Serialize, ToSchema)]

@@ -11,11 +11,13 @@ use std::collections::BTreeSet;
 use time::OffsetDateTime;
 
 use crate::domain::agent;
+use crate::service::database::Database;
 
 use crate::domain::agent::Agent;
 
 use crate::domain::agent::AgentEvent;
-use crate::store::{Store, StoreError};
+use crate::domain::agent::AgentState;
+use crate::store::StoreError;
 
 /// The scope that pauses and resumes the deployment's agents. Granting it in a tenant's directory
 /// role makes that tenant's people operators of the whole deployment.
@@ -36,7 +38,8 @@ pub enum AgentChangeError {
 }
 
 /// Every agent in `agents` (the configured ones, `Policy::agents`) and its state, by name.
-pub async fn list(store: &Store, agents: &BTreeSet<String>) -> Result<Vec<(String, Agent)>, StoreError> {
+pub async fn list(database: &Database, agents: &BTreeSet<String>) -> Result<Vec<(String, Agent)>, StoreError> {
+    let store = database.store();
     let mut states = vec![];
     for name in agents {
         states.push((name.clone(), store.agents().get(name).await?));
@@ -48,11 +51,12 @@ pub async fn list(store: &Store, agents: &BTreeSet<String>) -> Result<Vec<(Strin
 /// state it would move to. The chat asks this before it prompts for confirmation and `change`
 /// when it moves the agent.
 pub async fn admissible(
-    store: &Store,
+    database: &Database,
     agents: &BTreeSet<String>,
     name: &str,
     event: AgentEvent,
 ) -> Result<(Agent, Agent), AgentChangeError> {
+    let store = database.store();
     if !agents.contains(name) {
         return Err(AgentChangeError::Unknown(name.to_owned()));
     }
@@ -66,17 +70,39 @@ pub async fn admissible(
 
 /// Applies `event` to agent `name` on behalf of `by`.
 pub async fn change(
-    store: &Store,
+    database: &Database,
     agents: &BTreeSet<String>,
     name: &str,
     event: AgentEvent,
     by: &str,
     now: OffsetDateTime,
 ) -> Result<Agent, AgentChangeError> {
-    let (current, next) = admissible(store, agents, name, event).await?;
+    let store = database.store();
+    let (current, next) = admissible(database, agents, name, event).await?;
     if !store.agents().commit_move(name, &current, &next, by, now).await? {
         return Err(AgentChangeError::Concurrent);
     }
     tracing::info!(agent = name, state = %next.state, by, "agent moved");
     Ok(next)
+}
+
+/// Agent `name`'s own report of its state, mirrored with the same compare-and-swap as an
+/// operator's move: an operator's pause wins, and the report becomes where a resume returns.
+/// False when a concurrent move won.
+pub async fn mirror(
+    database: &Database,
+    name: &str,
+    reported: AgentState,
+    now: OffsetDateTime,
+) -> Result<bool, StoreError> {
+    let agents = database.store().agents();
+    let current = agents.get(name).await?;
+    let next = match current.state {
+        AgentState::Paused => Agent { version: current.version + 1, pre_pause: Some(reported), ..current.clone() },
+        _ if reported == AgentState::Paused => {
+            Agent { state: reported, version: current.version + 1, pre_pause: Some(current.state) }
+        }
+        _ => Agent { state: reported, version: current.version + 1, pre_pause: None },
+    };
+    agents.commit_move(name, &current, &next, "bus", now).await
 }

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use time::OffsetDateTime;
 use tokio::sync::Mutex;
 
-use crate::store::{Snapshot, Store};
+use crate::service::database::Database;
+use crate::store::Snapshot;
 
 /// How long a read of the figures is shown before the next scrape reads again.
 const FRESH: Duration = Duration::from_secs(1);
@@ -25,7 +26,8 @@ pub struct Figures {
 
 impl Figures {
     /// The figures, read now or at most `FRESH` ago; why not, when the database did not answer.
-    pub async fn get(&self, store: &Store) -> Result<Snapshot, String> {
+    pub async fn get(&self, database: &Database) -> Result<Snapshot, String> {
+        let store = database.store();
         let mut latest = self.latest.lock().await;
         if let Some((at, figures)) = latest.as_ref()
             && at.elapsed() < FRESH

@@ -5,6 +5,7 @@
 
 pub mod agents;
 pub mod confirmations;
+pub mod database;
 pub mod directory;
 pub mod dispatch;
 pub mod engine;
@@ -14,9 +15,11 @@ pub mod intake;
 pub mod live;
 pub mod ooc;
 pub mod overview;
+pub mod reads;
 pub mod recovery;
 pub mod reload;
 pub mod replies;
+pub mod request_keys;
 pub mod scopes;
 pub mod security;
 pub mod services;

@@ -7,7 +7,8 @@ use time::OffsetDateTime;
 
 use crate::domain::command::TenantId;
 use crate::domain::lifecycle::State;
-use crate::store::{Store, StoreError};
+use crate::service::database::Database;
+use crate::store::StoreError;
 
 /// The window the overview covers.
 pub const WINDOW_MINUTES: i64 = 60;
@@ -105,7 +106,8 @@ pub struct Intake {
     pub parked: i64,
 }
 
-pub async fn overview(store: &Store, tenant: &TenantId, now: OffsetDateTime) -> Result<Overview, StoreError> {
+pub async fn overview(database: &Database, tenant: &TenantId, now: OffsetDateTime) -> Result<Overview, StoreError> {
+    let store = database.store();
     let this_minute = now.unix_timestamp().div_euclid(60);
     let first = this_minute - (WINDOW_MINUTES - 1);
     let since = OffsetDateTime::from_unix_timestamp(first * 60).unwrap_or(now);

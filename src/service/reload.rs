@@ -52,7 +52,7 @@ impl Services {
         // What the database must have first: the new registry's text (so that any instance can
         // read what is admitted under it) and the file's people. Until both are written nothing
         // is swapped; doing it again is harmless.
-        self.store.registry_versions().record(&registry_version, read.registry.text(), now).await?;
+        self.database.store().registry_versions().record(&registry_version, read.registry.text(), now).await?;
         let SeedReport { people_written, people_removed, kept_by_database, .. } =
             self.policy.people.seed(&read.seed, now).await?;
         self.policy.registry.replace(read.registry);

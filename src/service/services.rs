@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::domain::evidence::Pseudonymizer;
 use crate::service::Settings;
+use crate::service::database::Database;
 use crate::service::directory::People;
 use crate::service::engine::Engine;
 use crate::service::events::EventStreams;
@@ -15,12 +16,12 @@ use crate::service::live::Live;
 use crate::service::replies::Templates;
 use crate::service::security::Policy;
 use crate::service::security::Registries;
-use crate::store::Store;
 
 #[derive(Clone)]
 pub struct Services {
     pub config: Arc<Config>,
-    pub store: Store,
+    /// The database, its repositories behind the service's façades.
+    pub database: Database,
     pub engine: Engine,
     pub ingress: Ingress,
     /// The reply templates, swapped whole on reload.
@@ -38,11 +39,12 @@ pub struct Services {
 
 impl Services {
     /// `stored` reads each channel's stored messages again (the channels layer provides it).
-    pub fn new(settings: Settings, store: Store, stored: Arc<dyn StoredMessages>) -> Self {
+    pub fn new(settings: Settings, database: Database, stored: Arc<dyn StoredMessages>) -> Self {
+        let store = database.store().clone();
         let Settings { config, files, registry, tenants, seed, templates, security } = settings;
         let pseudonymizer = Pseudonymizer::new(config.evidence.pseudonym_key.expose().as_bytes());
         let people = People::new(store.clone(), pseudonymizer.clone());
-        let engine = Engine::new(store.clone(), pseudonymizer);
+        let engine = Engine::new(database.clone(), pseudonymizer);
         if crate::service::telemetry::enabled() {
             store.observe_moves(Arc::new(crate::service::telemetry::TransitionSpans));
         }
@@ -60,7 +62,7 @@ impl Services {
         let templates = Live::new(templates);
         let seed = Live::new(seed);
         let config = Arc::new(config);
-        Self { config, files, store, engine, ingress, templates, policy, streams, figures, seed }
+        Self { config, files, database, engine, ingress, templates, policy, streams, figures, seed }
     }
 }
 

@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::store::{Store, StoreError};
+use crate::service::database::{Database, StoreError};
 
-pub(super) async fn run(store: Store, every: Duration, stopping: CancellationToken) {
+pub(super) async fn run(database: Database, every: Duration, stopping: CancellationToken) {
     crate::workers::periodically(every, stopping, || async {
-        match store.checkpoint().await {
+        match database.checkpoint().await {
             Ok(_) => {}
             // The store is not ready for as long (`/readyz`), which says it without a line a second.
             Err(error @ StoreError::CannotWrite(_)) => tracing::debug!(%error, "the checkpoint cannot write"),

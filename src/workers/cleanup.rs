@@ -8,26 +8,21 @@ use std::time::Duration;
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
-use crate::store::Store;
+use crate::service::database::Database;
 
-pub(super) async fn run(store: Store, every: Duration, stopping: CancellationToken) {
+pub(super) async fn run(database: Database, every: Duration, stopping: CancellationToken) {
     crate::workers::periodically(every, stopping, || async {
-        match store.dedupe().purge_expired(OffsetDateTime::now_utc()).await {
+        let now = OffsetDateTime::now_utc();
+        let tidied = database.tidy(now, now - Duration::from_secs(3600)).await;
+        match tidied.duplicate_markers {
             Ok(0) => {}
             Ok(removed) => tracing::info!(removed, "expired dedupe records removed"),
             // The next tick tries again; a database that is down is reported by /readyz.
             Err(error) => tracing::warn!(%error, "dedupe cleanup failed"),
         }
-        let an_hour_ago = OffsetDateTime::now_utc() - Duration::from_secs(3600);
-        if let Err(error) = store.tokens().purge_consumed(an_hour_ago).await {
-            tracing::warn!(%error, "used-token cleanup failed");
-        }
-        if let Err(error) = store.inbox().forget_admitted(an_hour_ago).await {
-            tracing::warn!(%error, "inbox cleanup failed");
-        }
-        // The per-minute figures a scrape no longer adds up (it reads the last hour's).
-        if let Err(error) = store.forget_figures(an_hour_ago - Duration::from_secs(120)).await {
-            tracing::warn!(%error, "figures cleanup failed");
+        let parts = [("used-token", tidied.tokens), ("inbox", tidied.inbox_rows), ("figures", tidied.figures)];
+        for (part, error) in parts.into_iter().filter_map(|(part, done)| done.err().map(|error| (part, error))) {
+            tracing::warn!(%error, "{part} cleanup failed");
         }
     })
     .await;

@@ -14,7 +14,7 @@ const TIMERS_PER_SWEEP: i64 = 100;
 
 pub(super) async fn run(dispatcher: Dispatcher, every: Duration, stopping: CancellationToken) {
     let draining = stopping.clone();
-    let wakes = vec![dispatcher.engine().store().outbox_signal(DISPATCH_KIND)];
+    let wakes = vec![dispatcher.engine().database().handover().signal(DISPATCH_KIND)];
     crate::workers::woken_or_periodically(every, stopping, wakes, || async {
         loop {
             match dispatcher.dispatch_due(OffsetDateTime::now_utc()).await {
@@ -35,7 +35,7 @@ pub(super) async fn run(dispatcher: Dispatcher, every: Duration, stopping: Cance
 /// Cancel notices have their own loop: they are rare, and claiming them on every dispatch wake
 /// would add a write transaction to each of the dispatcher's batches.
 pub(super) async fn cancel_notices(dispatcher: Dispatcher, every: Duration, stopping: CancellationToken) {
-    let wakes = vec![dispatcher.engine().store().outbox_signal(CANCEL_NOTICE_KIND)];
+    let wakes = vec![dispatcher.engine().database().handover().signal(CANCEL_NOTICE_KIND)];
     crate::workers::woken_or_periodically(every, stopping, wakes, || async {
         if let Err(error) = dispatcher.notify_due(OffsetDateTime::now_utc()).await {
             tracing::warn!(%error, "cancel notices cannot reach the database");

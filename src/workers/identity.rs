@@ -15,7 +15,8 @@ use crate::domain::command::TenantId;
 use crate::domain::directory::{Lookup, Resolver};
 use crate::executors::resolver::ResolverClient;
 use crate::service::Services;
-use crate::store::{ClaimedLookup, Released, StoreError};
+use crate::service::database::StoreError;
+use crate::service::intake::{ClaimedLookup, Released};
 
 /// How long an instance holds a lookup (longer than any resolver's timeout).
 const LEASE: Duration = Duration::from_secs(60);
@@ -42,12 +43,11 @@ pub(super) async fn run(services: Services, every: Duration, stopping: Cancellat
 
 async fn pass(services: &Services, client: &ResolverClient, moved_left: &AtomicBool) -> Result<(), StoreError> {
     let now = OffsetDateTime::now_utc();
-    let identities = services.store.identities();
-    if !moved_left.load(Ordering::Relaxed) && adopt_left_waiting(services, now).await? {
+    let ingress = &services.ingress;
+    if !moved_left.load(Ordering::Relaxed) && ingress.adopt_left_waiting(now, LOOKUPS_AT_ONCE * 4).await? {
         moved_left.store(true, Ordering::Relaxed);
     }
-    identities.repair(&services.store.inbox().parked_senders().await?, now).await?;
-    let claimed = identities.claim(now, now + LEASE, LOOKUPS_AT_ONCE).await?;
+    let claimed = ingress.lookups_due(now, now + LEASE, LOOKUPS_AT_ONCE).await?;
     let settled = claimed.iter().map(|lookup| settle(services, client, lookup));
     for result in futures_util::future::join_all(settled).await {
         result?;
@@ -68,7 +68,7 @@ async fn settle(services: &Services, client: &ResolverClient, lookup: &ClaimedLo
             None => return Ok(()),
         },
     };
-    let_go(services, (&tenant, lookup), released).await
+    services.ingress.let_go((&tenant, lookup), released).await
 }
 
 /// Asks the resolver; what lets the sender's messages go (its answer, kept for admission to read,
@@ -101,37 +101,8 @@ async fn ask(
     }
     tracing::info!(%tenant, attempts = lookup.attempts, %error, "the resolver did not answer: asking again");
     let next = now + backoff(lookup.attempts);
-    services.store.identities().retry_later(&lookup.tenant, &lookup.address, next, &error).await?;
+    services.ingress.ask_again(lookup, next, &error).await?;
     Ok(None)
-}
-
-/// Lets the sender's parked messages go to admission, which takes them in their places as
-/// `released` says; then the lookup ends, unless a message was parked meanwhile (the next pass
-/// asks again for it).
-async fn let_go(
-    services: &Services,
-    (tenant, lookup): (&TenantId, &ClaimedLookup),
-    released: Released,
-) -> Result<(), StoreError> {
-    let inbox = services.store.inbox();
-    let count = inbox.release(&lookup.tenant, &lookup.address, released).await?;
-    tracing::debug!(%tenant, count, how = released.as_str(), "parked messages let go");
-    services.ingress.inbox().wake();
-    let still_parked = inbox.parked_from(tenant, &lookup.address).await?;
-    services.store.identities().finish(&lookup.tenant, &lookup.address, still_parked).await
-}
-
-/// Moves the messages an older version kept for the resolver in `identity_waits` into the inbox,
-/// parked, a few at a time; `true` once none is left there.
-async fn adopt_left_waiting(services: &Services, now: OffsetDateTime) -> Result<bool, StoreError> {
-    let identities = services.store.identities();
-    let left = identities.left_waiting(LOOKUPS_AT_ONCE * 4).await?;
-    if left.is_empty() {
-        return Ok(true);
-    }
-    services.store.inbox().adopt(&left, services.ingress.inbox().lease(now)).await?;
-    identities.forget_left_waiting(&left).await?;
-    Ok(false)
 }
 
 /// 1 s, 2 s, 4 s, ... at most `MAX_BACKOFF`.

@@ -54,10 +54,10 @@ pub fn spawn(state: &Services, stopping: CancellationToken, on: &tokio::runtime:
     let tracker = Spawner { tracker: TaskTracker::new(), on: on.clone() };
     let config = &state.config;
     tracker.spawn(admission::run(state.clone(), stopping.clone()));
-    tracker.spawn(cleanup::run(state.store.clone(), config.idempotency.cleanup_interval(), stopping.clone()));
+    tracker.spawn(cleanup::run(state.database.clone(), config.idempotency.cleanup_interval(), stopping.clone()));
     tracker.spawn(memory::run(Duration::from_secs(10), stopping.clone()));
-    if state.store.backend() == crate::store::BackendKind::Sqlite {
-        tracker.spawn(checkpoint::run(state.store.clone(), Duration::from_millis(250), stopping.clone()));
+    if state.database.backend() == crate::config::BackendKind::Sqlite {
+        tracker.spawn(checkpoint::run(state.database.clone(), Duration::from_millis(250), stopping.clone()));
     }
     let sweep = Duration::from_millis(config.outbound.confirmation_sweep_ms);
     tracker.spawn(confirmations::run(state.engine.clone(), sweep, stopping.clone()));

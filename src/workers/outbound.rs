@@ -9,8 +9,7 @@ use crate::workers::sender::Sender;
 
 pub(super) async fn run(sender: Sender, every: Duration, stopping: CancellationToken) {
     let draining = stopping.clone();
-    let store = sender.engine().store();
-    let wakes = [crate::store::MESSAGE_KIND, crate::store::NOTICE_KIND].map(|kind| store.outbox_signal(kind)).to_vec();
+    let wakes = sender.engine().sending().signals();
     crate::workers::woken_or_periodically(every, stopping, wakes, || async {
         loop {
             match sender.send_due(OffsetDateTime::now_utc()).await {

@@ -24,11 +24,12 @@ use crate::config::Config;
 use crate::config::OutboundConfig;
 use crate::domain::outbound::SendOutcome;
 use crate::domain::retry::RetryPolicy;
+use crate::service::database::StoreError;
 use crate::service::engine::Engine;
 use crate::service::live::Live;
-use crate::service::replies::outgoing::{Outgoing, record, render};
+use crate::service::replies::outgoing::Outgoing;
+use crate::service::replies::sending::{ClaimedMessage, Recorded};
 use crate::service::replies::templates::Templates;
-use crate::store::{ClaimedMessage, MESSAGE_KIND, NOTICE_KIND, OutboundRecord, Recorded, StoreError};
 
 /// The providers messages leave through, by channel: a sender for each registered channel
 /// (`channels::CHANNELS`) the configuration gives credentials.
@@ -98,12 +99,7 @@ impl Sender {
     /// to strangers only fill the room they leave.
     pub async fn send_due(&self, now: OffsetDateTime) -> Result<usize, StoreError> {
         // In the order they were written (the store sorts what it claims).
-        let outbox = self.engine.store().outbox();
-        let mut claimed = outbox.claim(MESSAGE_KIND, self.batch, self.lease, now).await?;
-        let room = self.batch - i64::try_from(claimed.len()).unwrap_or(self.batch);
-        if room > 0 {
-            claimed.extend(outbox.claim(NOTICE_KIND, room, self.lease, now).await?);
-        }
+        let claimed = self.engine.sending().claim_due(self.batch, self.lease, now).await?;
         let count = claimed.len();
         let mut by_person: BTreeMap<String, Vec<ClaimedMessage>> = BTreeMap::new();
         for message in claimed {
@@ -130,7 +126,7 @@ impl Sender {
         }
         // One transaction for the batch's outcomes. If it fails, the leases run out and the
         // messages go again: the same at-least-once window as a crash after the provider's answer.
-        if let Err(error) = self.engine.store().outbox().record_all(&recorded, OffsetDateTime::now_utc()).await {
+        if let Err(error) = self.engine.sending().record(&recorded, OffsetDateTime::now_utc()).await {
             tracing::warn!(%error, messages = recorded.len(), "cannot record a batch of sends");
         }
         Ok(count)
@@ -140,30 +136,20 @@ impl Sender {
     /// again later, which is written here).
     async fn send_one(&self, message: &ClaimedMessage) -> Result<Option<Recorded>, StoreError> {
         let now = OffsetDateTime::now_utc();
-        let keyed = self.engine.pseudonymizer();
-        let outgoing = match render(&self.templates.get(), message, capabilities_of) {
+        let sending = self.engine.sending();
+        let outgoing = match sending.render(&self.templates.get(), message, capabilities_of) {
             Ok(outgoing) => outgoing,
-            Err(problem) => {
-                // Nothing to retry: the same row renders the same way next time.
-                tracing::error!(id = %message.id, %problem, "a message cannot be rendered; giving it up");
-                let record =
-                    record(keyed, message, None, None, &SendOutcome::unrendered(), Some(json!({"render": problem})));
-                return Ok(Some(give_up(record, &problem)));
-            }
+            Err(given_up) => return Ok(Some(*given_up)),
         };
         let Some(result) = self.providers.send(&outgoing).await else {
             // Not a failure of the message: it goes once the provider's credentials are set.
             let (id, channel) = (message.id, &outgoing.channel);
             tracing::warn!(%id, %channel, "no credentials for this channel; the message waits");
             let error = format!("no credentials for {}", outgoing.channel);
-            let wait = Some(now + NO_CREDENTIALS_WAIT);
-            return self.engine.store().outbox().fail(message.id, &error, wait, now).await.map(|()| None);
+            return sending.later(message.id, &error, Some(now + NO_CREDENTIALS_WAIT), now).await.map(|()| None);
         };
         match result {
-            SendResult::Sent { id } => {
-                count(outgoing.channel.as_str(), "sent");
-                Ok(Some(Recorded::Sent(record(keyed, message, Some(&outgoing), Some(id), &SendOutcome::Sent, None))))
-            }
+            SendResult::Sent { id } => Ok(Some(sending.sent(message, &outgoing, Some(id), &SendOutcome::Sent))),
             SendResult::Retry { error, retry_after } => {
                 match self.policy.next_delay(u32::try_from(message.attempt).unwrap_or(u32::MAX), retry_after) {
                     Some(delay) => {
@@ -172,31 +158,21 @@ impl Sender {
                         tracing::info!(%id, attempt, ?delay, %error, "send failed; retrying");
                         // Retry-After counts from the answer, not from when the call started.
                         let answered = OffsetDateTime::now_utc();
-                        let outbox = self.engine.store().outbox();
-                        outbox.fail(message.id, &error, Some(answered + delay), answered).await.map(|()| None)
+                        sending.later(message.id, &error, Some(answered + delay), answered).await.map(|()| None)
                     }
                     None => {
-                        let errors = Some(json!({"last_error": error}));
-                        let exhausted = SendOutcome::Failed("attempts_exhausted".into());
-                        let record = record(keyed, message, Some(&outgoing), None, &exhausted, errors);
-                        Ok(Some(give_up(record, &error)))
+                        let (errors, exhausted) =
+                            (Some(json!({"last_error": error})), SendOutcome::Failed("attempts_exhausted".into()));
+                        Ok(Some(sending.given_up(message, Some(&outgoing), &exhausted, errors, &error)))
                     }
                 }
             }
             SendResult::Refused { status, error } => {
-                let text = format!("{status}: {error}");
-                let refused = SendOutcome::Failed("refused".into());
-                let record = record(keyed, message, Some(&outgoing), None, &refused, Some(error));
-                Ok(Some(give_up(record, &text)))
+                let (text, refused) = (format!("{status}: {error}"), SendOutcome::Failed("refused".into()));
+                Ok(Some(sending.given_up(message, Some(&outgoing), &refused, Some(error), &text)))
             }
         }
     }
-}
-
-fn give_up(record: OutboundRecord, error: &str) -> Recorded {
-    count(&record.channel, "given_up");
-    tracing::warn!(id = %record.outbox_id, %error, "message given up");
-    Recorded::GivenUp { record, error: error.to_owned() }
 }
 
 fn count(channel: &str, outcome: &'static str) {

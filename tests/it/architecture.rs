@@ -1,7 +1,8 @@
 //! The house rules, read from the code itself (docs/ARCHITECTURE.md): every `crate::` path in
 //! `src/` points to the same layer or one below it; the domain does no I/O; only the HTTP layer
 //! makes responses; every module says what lives in it; no file passes 400 lines and no function
-//! 60 (tests aside); no line passes 120 columns. Each rule is also tried on a snippet that breaks it, so that the checks
+//! 60 (tests aside); no line passes 120 columns; above the service nothing reaches the store but
+//! through it. Each rule is also tried on a snippet that breaks it, so that the checks
 //! themselves are known to bite.
 
 use std::collections::BTreeSet;
@@ -185,6 +186,16 @@ fn violations(relative: &Path, text: &str) -> Vec<String> {
             found.push(format!("{shown}: the domain names `{name}`"));
         }
     }
+    // Above the service, the store is reached through the service only (`service::database`, its
+    // façades): no layer there names the store's module or asks for a repository handle.
+    if own > rank("service").unwrap_or_default() {
+        if code.iter().any(|line| line.contains("crate::store")) {
+            found.push(format!("{shown}: `{layer}` names `crate::store`; the service is the door to the store"));
+        }
+        if code.iter().any(|line| without_literals(line).contains(".store()")) {
+            found.push(format!("{shown}: `{layer}` calls `.store()`; the service is the door to the store"));
+        }
+    }
     if layer != "http" && code.iter().any(|line| line.contains("IntoResponse")) {
         found.push(format!("{shown}: only the http layer makes responses (`IntoResponse`)"));
     }
@@ -286,6 +297,13 @@ fn the_checks_bite_on_code_that_breaks_the_rules() {
     assert!(violations(Path::new("store/x.rs"), commented).is_empty(), "comments are not imports");
     let io = "fn read() { let _ = std::fs::read(\"x\"); }\n";
     assert_eq!(violations(Path::new("domain/x.rs"), io), ["domain/x.rs: the domain names `std::fs`"]);
+    let door = "use crate::store::StoredCommand;\n";
+    assert_eq!(violations(Path::new("http/x.rs"), door).len(), 1, "the store named above the service");
+    assert!(violations(Path::new("service/x.rs"), door).is_empty(), "the service may name it");
+    let handle = "fn f(e: &Engine) { let _ = e.store().commands(); }\n";
+    assert_eq!(violations(Path::new("workers/x.rs"), handle).len(), 1, "a repository asked for above the service");
+    let atomic = "fn f(flag: &AtomicBool) { flag.store(true, Ordering::Relaxed); }\n";
+    assert!(violations(Path::new("workers/x.rs"), atomic).is_empty(), "an atomic's store is not the store");
     let response = "use axum::response::IntoResponse;\n";
     assert_eq!(violations(Path::new("channels/x.rs"), response).len(), 1);
     assert!(violations(Path::new("http/x.rs"), response).is_empty());

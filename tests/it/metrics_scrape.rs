@@ -29,7 +29,7 @@ async fn a_scrape_reads_a_bounded_range_at_most_once_a_second() {
     let state = chatgate::http::AppState::new(crate::helpers::test_settings(db.config.clone()), db.store.clone());
     let figures = &state.figures;
     for _ in 0..10 {
-        figures.get(&db.store).await.expect("figures");
+        figures.get(&state.database).await.expect("figures");
     }
     assert_eq!(figures.reads(), 1, "ten reads within a second are one");
     app.stop().await.expect("stop");

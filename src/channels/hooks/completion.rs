@@ -49,13 +49,13 @@ pub(super) async fn wait_for(
     let wait = timeout_secs.map_or(MOST_WAIT, Duration::from_secs).min(MOST_WAIT);
     let deadline = tokio::time::Instant::now() + wait;
     loop {
-        let current = state.store.commands().get(&tenant, command_id).await?;
+        let current = state.engine.reads().command(&tenant, command_id).await?;
         let now_in = current.map(|c| c.lifecycle.state).ok_or(ChannelError::Misconfigured("a command not found"))?;
         if now_in.is_terminal() {
             let status = if now_in == State::Executed { CompletionStatus::Ok } else { CompletionStatus::Error };
             return Ok(Completion { status, state: now_in });
         }
-        let held = state.store.agents().get(agent).await?.state == AgentState::Paused;
+        let held = state.engine.reads().agent(agent).await?.state == AgentState::Paused;
         if held || tokio::time::Instant::now() >= deadline {
             return Ok(Completion { status: CompletionStatus::Pending, state: now_in });
         }

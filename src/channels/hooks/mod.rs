@@ -292,9 +292,12 @@ async fn admit(state: &Services, headers: &HeaderMap, call: HookCall) -> Result<
     metrics::counter!("chatgate_webhooks_total", "channel" => "hooks", "outcome" => "accepted").increment(1);
     // Written with the command; a failure to read it back must not turn an accepted call into an
     // error the caller would retry.
-    let outbox_id = state.store.outbox().first_of(command_id, DISPATCH_KIND, &call.agent).await.unwrap_or_else(|e| {
-        tracing::warn!(error = %e, %command_id, "cannot read back a hook call's dispatch row");
-        None
-    });
+    let outbox_id =
+        state.engine.database().handover().first_row(command_id, DISPATCH_KIND, &call.agent).await.unwrap_or_else(
+            |e| {
+                tracing::warn!(error = %e, %command_id, "cannot read back a hook call's dispatch row");
+                None
+            },
+        );
     Ok((Accepted { command_id, agent: call.agent, routing_key, outbox_id }, submitted))
 }

@@ -22,7 +22,7 @@ use crate::domain::lifecycle::CommandKind;
 use crate::service::Services;
 use crate::service::dispatch;
 use crate::service::engine::Admission;
-use crate::store::Admitted;
+use crate::service::intake::Admitted;
 
 /// A command a machine caller submits for an agent (the hook bridge, a Standard Webhooks source).
 pub struct Submission {
@@ -37,7 +37,7 @@ pub struct Submission {
     /// What authorized it, for the evidence.
     pub authorized_by: &'static str,
     /// The carrying message, for transport dedupe (a sender's delivery id).
-    pub message: Option<crate::store::NewInbound>,
+    pub message: Option<crate::service::intake::NewInbound>,
     /// The call's own key (hookd's `[Command] id=`, a hook's resolved replay key); an
     /// `Idempotency-Key` header wins over it when `header_key`.
     pub key: Option<IdempotencyKey>,

@@ -27,8 +27,8 @@ use crate::domain::message::InboundStatus;
 use crate::domain::outbound::Capabilities;
 use crate::domain::standard_webhooks::{self, Signed};
 use crate::service::Services;
+use crate::service::intake::NewInbound;
 use crate::service::intake::{Arrival, Handled, MessageOutcome, Wait};
-use crate::store::NewInbound;
 
 /// What a delivery came to.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,7 +6,6 @@
 
 pub mod client;
 pub mod form;
-pub mod inline;
 pub mod signature;
 pub mod twiml;
 
@@ -95,7 +94,7 @@ async fn message(state: &Services, uri: &Uri, headers: &HeaderMap, body: &[u8]) 
     let hold = Duration::from_millis(twilio.inline_hold_ms);
     let message = form::parse(&params, hold).map_err(Refusal::invalid_payload)?;
     let arrivals = state.ingress.arrive(std::slice::from_ref(&message), Wait::AtMost(hold)).await?;
-    let inbound = state.store.inbound();
+    let sending = state.engine.sending();
     let redelivered = match arrivals.first() {
         // Not admitted in time: its replies leave through the API once their hold ends.
         Some(Arrival::Pending) => return Ok(twiml::response(&[])),
@@ -105,15 +104,18 @@ async fn message(state: &Services, uri: &Uri, headers: &HeaderMap, body: &[u8]) 
     // A redelivered webhook wrote nothing: Twilio retries when it did not get our answer, so it
     // gets the first answer again (its replies were recorded as sent with it).
     if redelivered {
-        let first = inbound.answer_of(&message.channel, &message.provider_message_id).await?;
+        let first = sending.answer_of(&message.channel, &message.provider_message_id).await?;
         return Ok(first.unwrap_or_else(|| twiml::response(&[])));
     }
     let lease = Duration::from_millis(state.config.outbound.lease_ms);
     let destination = reply_destination(&message);
-    let replies =
-        inline::take(&state.engine, &state.templates.get(), &destination, lease, OffsetDateTime::now_utc()).await;
+    // Claimed, rendered and recorded as sent before the answer goes back; the only window left
+    // is an answer lost on its way to Twilio after the record.
+    let (templates, held) = (state.templates.get(), (destination.as_str(), lease));
+    let now = OffsetDateTime::now_utc();
+    let replies = sending.answer_inline(&templates, crate::channels::capabilities_of, held, now).await;
     let answer = twiml::response(&replies);
-    if let Err(error) = inbound.record_answer(&message.channel, &message.provider_message_id, &answer).await {
+    if let Err(error) = sending.keep_answer(&message.channel, &message.provider_message_id, &answer).await {
         // The answer still goes out; only a retry of this webhook would miss it.
         tracing::warn!(%error, "cannot keep the TwiML answer for retries");
     }

@@ -13,7 +13,6 @@ use lapin::{Connection, ConnectionProperties};
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
-use crate::domain::agent::Agent;
 use crate::domain::agent::AgentState;
 use crate::executors::bus::Bus;
 use crate::executors::bus::bloodbank;
@@ -110,23 +109,9 @@ async fn route(engine: &Engine, targets: &Agents, routing_key: &str, data: &[u8]
     }
 }
 
-/// An agent's own report of its state (`agent.{name}.state.changed`), mirrored with the same
-/// compare-and-swap; an operator's pause wins, and the report becomes where a resume returns.
+/// An agent's own report of its state (`agent.{name}.state.changed`), mirrored
+/// (`service::agents::mirror`); lost to a concurrent move, the next report brings it up to date.
 async fn mirror_state(engine: &Engine, target: &str, reported: AgentState) -> Result<(), ()> {
-    let store = engine.store();
-    let Ok(current) = store.agents().get(target).await else { return Err(()) };
-    let next = match current.state {
-        AgentState::Paused => Agent { version: current.version + 1, pre_pause: Some(reported), ..current.clone() },
-        _ if reported == AgentState::Paused => {
-            Agent { state: reported, version: current.version + 1, pre_pause: Some(current.state) }
-        }
-        _ => Agent { state: reported, version: current.version + 1, pre_pause: None },
-    };
-    // Lost to a concurrent move: the next report brings it up to date.
-    store
-        .agents()
-        .commit_move(target, &current, &next, "bus", OffsetDateTime::now_utc())
-        .await
-        .map(|_| ())
-        .map_err(|_| ())
+    let now = OffsetDateTime::now_utc();
+    crate::service::agents::mirror(engine.database(), target, reported, now).await.map(drop).map_err(drop)
 }

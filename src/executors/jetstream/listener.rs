@@ -73,7 +73,7 @@ async fn route(engine: &Engine, agents: &Agents, subject: &str, body: &[u8]) -> 
 /// The first of the event's ids that names a command handed to one of `agents`, and that agent.
 async fn matched<'a>(engine: &Engine, agents: &'a Agents, said: &Said) -> Result<Option<(Uuid, &'a BusAgent)>, ()> {
     for id in &said.about {
-        let deliveries = engine.store().deliveries().of_command(*id).await.map_err(|error| {
+        let deliveries = engine.reads().deliveries_of(*id).await.map_err(|error| {
             tracing::warn!(%error, "cannot read the deliveries of an agent event's command");
         })?;
         let agent = deliveries.iter().find_map(|d| agents.values().find(|a| a.target == d.target));

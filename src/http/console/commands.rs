@@ -97,8 +97,7 @@ pub(super) async fn row(
 ) -> Result<Response, PageError> {
     signed.require("commands:read")?;
     let id: Uuid = id.parse().map_err(|_| PageError::NotFound)?;
-    let store = state.engine.store();
-    let command = store.commands().get(&signed.principal().tenant, id).await?.ok_or(PageError::NotFound)?;
+    let command = state.engine.reads().command(&signed.principal().tenant, id).await?.ok_or(PageError::NotFound)?;
     // Listed from this command on (the cursor is exclusive): the filters decide on it alone.
     let after = Uuid::from_u128(command.envelope.command_id.as_u128().saturating_add(1));
     let one = Filter { cursor: Some(after.to_string()), ..filter };
@@ -129,13 +128,13 @@ pub(super) async fn one(
     signed.require("commands:read")?;
     let id: Uuid = id.parse().map_err(|_| PageError::NotFound)?;
     let tenant = &signed.principal().tenant;
-    let store = state.engine.store();
-    let command = store.commands().get(tenant, id).await?.ok_or(PageError::NotFound)?;
+    let command = state.engine.reads().command(tenant, id).await?.ok_or(PageError::NotFound)?;
     let status = status_document(&state, &command, true).await?;
     let deliveries = deliveries(&state, id).await?;
-    let evidence: Vec<_> = store
-        .evidence()
-        .for_command(tenant.as_str(), id)
+    let evidence: Vec<_> = state
+        .engine
+        .reads()
+        .evidence_of(tenant, id)
         .await?
         .into_iter()
         .map(|a| context! { seq => a.seq, kind => a.kind, hash => a.hash, prev => a.body["prev_hash"].as_str() })
@@ -167,11 +166,11 @@ pub(super) async fn one(
 }
 
 async fn deliveries(state: &AppState, id: Uuid) -> Result<Vec<DeliveryPanel>, PageError> {
-    let store = state.engine.store();
-    let attempts = store.deliveries().dispatch_attempts(id).await?;
+    let reads = state.engine.reads();
+    let attempts = reads.dispatch_attempts(id).await?;
     let mut panels = vec![];
-    for d in store.deliveries().of_command(id).await? {
-        let log = store.deliveries().log(d.id).await?;
+    for d in reads.deliveries_of(id).await? {
+        let log = reads.delivery_log(d.id).await?;
         panels.push(DeliveryPanel {
             attempts: attempts.iter().find(|(target, _)| *target == d.target).map_or(0, |(_, n)| *n),
             state: d.state.as_str().to_owned(),
@@ -190,7 +189,7 @@ async fn trace(
     principal: &crate::service::security::Principal,
     correlation_id: &str,
 ) -> Result<Vec<minijinja::Value>, PageError> {
-    let nodes = state.engine.store().commands().trace(&principal.tenant, correlation_id).await?;
+    let nodes = state.engine.reads().trace(&principal.tenant, correlation_id).await?;
     Ok(nodes
         .into_iter()
         .map(|n| {

@@ -21,7 +21,7 @@ use crate::http::routes::commands::{ListQuery, list as list_commands};
 use crate::http::routes::directory::actors::run_erasure;
 use crate::http::routes::directory::{ActorView, READ, WRITE, changing, refusal};
 use crate::service::directory::erasure_binding;
-use crate::store::Search;
+use crate::service::reads::Search;
 
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct Find {

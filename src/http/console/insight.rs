@@ -77,7 +77,7 @@ fn latency_row(label: &str, l: &Latency) -> minijinja::Value {
 pub(super) async fn overview(State(state): State<AppState>, signed: Signed) -> Result<Response, PageError> {
     signed.require("commands:read")?;
     let now = OffsetDateTime::now_utc();
-    let o = figures(&state.store, &signed.principal().tenant, now).await?;
+    let o = figures(&state.database, &signed.principal().tenant, now).await?;
     let (bars, max) = bars(&o.minutes);
     let legend: Vec<_> = Standing::ALL
         .iter()

@@ -10,7 +10,7 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use minijinja::{Environment, Value, context};
 
 use crate::http::ApiError;
-use crate::store::StoreError;
+use crate::service::database::StoreError;
 
 /// Every console template, by name.
 const TEMPLATES: &[(&str, &str)] = &[

@@ -51,7 +51,7 @@ pub(super) async fn one(
     let request = RecoveryRequest::read(&body)?;
     let run = run_recovery(&state, principal, id, &request, step_up);
     let key = Some(form.key.as_str()).filter(|k| !k.is_empty());
-    let done = once(&state.store, principal.tenant.as_str(), key, &fingerprint, run).await?.into_result();
+    let done = once(&state.database, principal.tenant.as_str(), key, &fingerprint, run).await?.into_result();
     match done {
         Ok(started) => Ok(started_page(&started)),
         Err(error) if error.problem().code == "insufficient_user_authentication" => {
@@ -137,7 +137,8 @@ pub(super) async fn bulk(
     let request = BulkBody::read(&state, &body)?;
     let run = run_bulk(&state, principal, &request);
     let key = Some(form.key.as_str()).filter(|k| !k.is_empty());
-    let summary: BulkSummary = once(&state.store, principal.tenant.as_str(), key, &body, run).await?.into_result()?;
+    let summary: BulkSummary =
+        once(&state.database, principal.tenant.as_str(), key, &body, run).await?.into_result()?;
     let vars = context! { title => "Bulk recovery", nav => "attention", session => frame(&signed), summary };
     Ok(render(StatusCode::OK, "bulk_done.html", vars))
 }

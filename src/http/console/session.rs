@@ -14,9 +14,9 @@ use time::OffsetDateTime;
 
 use super::page::PageError;
 use crate::http::AppState;
+use crate::service::database::Database;
 use crate::service::security::Principal;
 use crate::service::security::sessions::{SignedIn, signed_in};
-use crate::store::Store;
 
 pub use crate::http::auth::{COOKIE, cookie_value};
 
@@ -73,7 +73,7 @@ where
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, PageError> {
         let state = AppState::from_ref(state);
         let Some(value) = cookie_value(&parts.headers) else { return Err(PageError::SignIn) };
-        let session = session_of(&state.store, &value).await?.ok_or(PageError::SignIn)?;
+        let session = session_of(&state.database, &value).await?.ok_or(PageError::SignIn)?;
         let client = format!("{}|{}", session.principal.issuer, session.principal.subject);
         if let Err(wait) = state.policy.security.limits.api_client(&client) {
             return Err(PageError::TooMany(wait));
@@ -82,8 +82,8 @@ where
     }
 }
 
-pub async fn session_of(store: &Store, value: &str) -> Result<Option<SignedIn>, PageError> {
-    Ok(signed_in(store, value, OffsetDateTime::now_utc()).await?)
+pub async fn session_of(database: &Database, value: &str) -> Result<Option<SignedIn>, PageError> {
+    Ok(signed_in(database, value, OffsetDateTime::now_utc()).await?)
 }
 
 #[derive(Deserialize)]

@@ -53,7 +53,7 @@ fn sign_in_page(state: &AppState, status: StatusCode, error: Option<&str>, secur
 /// `GET /console/sign-in`; an operator already signed in goes on to the console.
 pub(super) async fn form(State(state): State<AppState>, headers: HeaderMap) -> Result<Response, PageError> {
     if let Some(value) = cookie_value(&headers)
-        && session_of(&state.store, &value).await?.is_some()
+        && session_of(&state.database, &value).await?.is_some()
     {
         return Ok(Redirect::to("/console").into_response());
     }
@@ -71,7 +71,7 @@ pub(super) async fn submit(
     let now = OffsetDateTime::now_utc();
     let secure = over_https(&state, &headers);
     let client = peer.map_or_else(|| "unknown".to_owned(), |Extension(PeerAddr(addr))| addr.ip().to_string());
-    if let Err(wait) = state.policy.security.limits.take(&state.store, Budget::SignIn, &client, now).await? {
+    if let Err(wait) = state.policy.security.limits.take(&state.database, Budget::SignIn, &client, now).await? {
         return Ok(too_many(wait, "Too many sign-ins from this address; try again later."));
     }
     if !from_our_form(&headers, &offered) {
@@ -81,7 +81,7 @@ pub(super) async fn submit(
     let console = &state.config.console;
     let ttl = time::Duration::minutes(i64::try_from(console.session_minutes).unwrap_or(480));
     let authenticator = &state.policy.security.authenticator;
-    match sign_in(&state.store, authenticator, &token, (ttl, console.max_sessions_per_operator), now).await {
+    match sign_in(&state.database, authenticator, &token, (ttl, console.max_sessions_per_operator), now).await {
         Ok(opened) => {
             let cookie = session_cookie(&opened.cookie_value, opened.expires_at, now, secure);
             Ok(([(header::SET_COOKIE, cookie)], Redirect::to("/console/commands")).into_response())
@@ -108,7 +108,7 @@ pub(super) async fn sign_out(
     _change: Changing<Nothing>,
 ) -> Result<Response, PageError> {
     if let Some(value) = cookie_value(&headers) {
-        end_session(&state.store, &value).await?;
+        end_session(&state.database, &value).await?;
         // The event streams the session opened end with it.
         state.streams.session_ended();
     }

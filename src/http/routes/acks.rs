@@ -131,7 +131,7 @@ pub(crate) async fn signed_ack(
         return Err(invalid_body("An executor acknowledges its own deliveries: `target` is the executor or left out."));
     }
     request.target = Some(executor);
-    let command = state.engine.store().commands().get_unscoped(id).await?.ok_or_else(|| not_found(id))?;
+    let command = state.engine.reads().command_of_any_tenant(id).await?.ok_or_else(|| not_found(id))?;
     let tenant = command.envelope.tenant_id;
     Ok(answer(id, apply_ack(&state.engine, &tenant, id, &request, now).await)?.into_response())
 }

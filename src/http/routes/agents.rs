@@ -44,7 +44,7 @@ fn describe(name: &str, agent: &Agent) -> AgentView {
     )
 )]
 pub(crate) async fn list(State(state): State<AppState>) -> Result<Json<AgentList>, ApiError> {
-    let agents = crate::service::agents::list(&state.store, &state.policy.agents)
+    let agents = crate::service::agents::list(&state.database, &state.policy.agents)
         .await?
         .iter()
         .map(|(name, agent)| describe(name, agent))
@@ -105,7 +105,7 @@ async fn change(
 ) -> Result<Json<AgentView>, ApiError> {
     let by = format!("{}|{}", principal.issuer, principal.subject);
     match crate::service::agents::change(
-        &state.store,
+        &state.database,
         &state.policy.agents,
         name,
         event,

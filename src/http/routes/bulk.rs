@@ -114,7 +114,7 @@ pub(crate) async fn bulk(
     let request = BulkBody::read(&state, &body)?;
     let run = run_bulk(&state, &principal, &request);
     let fingerprint = crate::http::idempotency::body_fingerprint(&body);
-    once(&state.store, principal.tenant.as_str(), Some(&key), &fingerprint, run).await?.into_response()
+    once(&state.database, principal.tenant.as_str(), Some(&key), &fingerprint, run).await?.into_response()
 }
 
 impl BulkBody {

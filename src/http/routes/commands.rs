@@ -23,7 +23,7 @@ use crate::http::responses::{BearerErrors, PROBLEM_JSON, ProblemDocument};
 use crate::http::views::{Artifact, AuditVerdict, CommandPage, EvidenceList, TraceEdge, TraceGraph};
 use crate::service::engine::Engine;
 use crate::service::ooc::view::CommandStatus;
-use crate::store::{CommandFilter, StoredCommand};
+use crate::service::reads::{CommandFilter, StoredCommand};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -59,7 +59,7 @@ pub(crate) async fn status(
     Path(id): Path<String>,
 ) -> Result<Json<CommandStatus>, ApiError> {
     let id = command_id(&id)?;
-    let command = state.engine.store().commands().get(&principal.tenant, id).await?.ok_or_else(|| not_found(id))?;
+    let command = state.engine.reads().command(&principal.tenant, id).await?.ok_or_else(|| not_found(id))?;
     Ok(Json(status_document(&state, &command, true).await?))
 }
 
@@ -151,7 +151,7 @@ pub(crate) async fn list(
     {
         return Ok(Json(CommandPage { commands: vec![], next_cursor: None }));
     }
-    let mut page = state.engine.store().commands().list(&principal.tenant, &filter).await?;
+    let mut page = state.engine.reads().list(&principal.tenant, &filter).await?;
     let more = page.len() as i64 > limit;
     page.truncate(usize::try_from(limit).unwrap_or(0));
     let mut items = Vec::with_capacity(page.len());
@@ -182,8 +182,8 @@ pub(crate) async fn evidence(
     Path(id): Path<String>,
 ) -> Result<Json<EvidenceList>, ApiError> {
     let id = command_id(&id)?;
-    engine.store().commands().get(&principal.tenant, id).await?.ok_or_else(|| not_found(id))?;
-    let artifacts = engine.store().evidence().for_command(principal.tenant.as_str(), id).await?;
+    engine.reads().command(&principal.tenant, id).await?.ok_or_else(|| not_found(id))?;
+    let artifacts = engine.reads().evidence_of(&principal.tenant, id).await?;
     let artifacts = artifacts
         .into_iter()
         .map(|a| Artifact { artifact_id: a.artifact_id, seq: a.seq, kind: a.kind, hash: a.hash, body: a.body })
@@ -215,8 +215,8 @@ pub(crate) async fn audit(
 pub(crate) async fn tenant_chains(
     engine: &Engine,
     tenant: &crate::domain::command::TenantId,
-) -> Result<Vec<crate::store::ChainReport>, ApiError> {
-    let report = engine.store().evidence().verify().await?;
+) -> Result<Vec<crate::service::reads::ChainReport>, ApiError> {
+    let report = engine.reads().verify_evidence().await?;
     Ok(report.chains.into_iter().filter(|c| c.chain_id == tenant.as_str()).collect())
 }
 
@@ -240,7 +240,7 @@ pub(crate) async fn trace(
     Extension(principal): Extension<Principal>,
     Path(correlation_id): Path<String>,
 ) -> Result<Json<TraceGraph>, ApiError> {
-    let nodes = engine.store().commands().trace(&principal.tenant, &correlation_id).await?;
+    let nodes = engine.reads().trace(&principal.tenant, &correlation_id).await?;
     if nodes.is_empty() {
         return Err(Problem::for_status(StatusCode::NOT_FOUND)
             .detail("Nothing in your tenant carries this correlation id.")

@@ -22,7 +22,7 @@ use crate::http::auth::{Principal, require, too_many};
 use crate::http::responses::{BearerErrors, PROBLEM_JSON, ProblemDocument};
 use crate::http::views::TransitionEvent;
 use crate::service::events::{TenantStream, TooManyStreams};
-use crate::store::StoredMove;
+use crate::service::reads::StoredMove;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/v1/events", get(events).route_layer(require("commands:read")))

@@ -12,7 +12,7 @@ use crate::http::AppState;
 use crate::http::problem::Problem;
 use crate::http::responses::{PROBLEM_JSON, ProblemDocument};
 use crate::http::views::{Health, Ready};
-use crate::store::Store;
+use crate::service::database::Database;
 
 /// A readiness probe that waits longer than this is itself a failure.
 const READINESS_DEADLINE: Duration = Duration::from_secs(2);
@@ -46,9 +46,9 @@ pub(crate) async fn healthz() -> Json<Health> {
             body = ProblemDocument)
     )
 )]
-pub(crate) async fn readyz(State(store): State<Store>) -> Response {
-    match tokio::time::timeout(READINESS_DEADLINE, store.can_write()).await {
-        Ok(Ok(())) => Json(Ready { status: "ready", database: store.backend_name() }).into_response(),
+pub(crate) async fn readyz(State(database): State<Database>) -> Response {
+    match tokio::time::timeout(READINESS_DEADLINE, database.can_write()).await {
+        Ok(Ok(())) => Json(Ready { status: "ready", database: database.backend_name() }).into_response(),
         Ok(Err(error)) => not_ready(&error.to_string()),
         Err(_) => not_ready("the database did not answer in time"),
     }

@@ -61,7 +61,7 @@ pub fn only() -> Router<AppState> {
 
 /// Figures read from the database (at most once a second), as gauges.
 async fn record_snapshot(state: &AppState) {
-    let snapshot = match state.figures.get(&state.store).await {
+    let snapshot = match state.figures.get(&state.database).await {
         Ok(snapshot) => snapshot,
         Err(error) => {
             tracing::warn!(%error, "metrics: the database figures are unavailable");

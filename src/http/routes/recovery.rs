@@ -107,7 +107,7 @@ pub(crate) async fn recovery_request(
     let fingerprint = [id.as_bytes().as_slice(), &crate::http::idempotency::body_fingerprint(&body)].concat();
     let request = RecoveryRequest::read(&body)?;
     let run = run_recovery(&state, &principal, id, &request, step_up.as_deref());
-    once(&state.store, principal.tenant.as_str(), key.as_deref(), &fingerprint, run).await?.into_response()
+    once(&state.database, principal.tenant.as_str(), key.as_deref(), &fingerprint, run).await?.into_response()
 }
 
 pub(crate) async fn run_recovery(

@@ -18,9 +18,10 @@ use crate::domain::command::ShortRef;
 use crate::domain::lifecycle::State as CommandState;
 use crate::http::AppState;
 use crate::http::responses::{PROBLEM_JSON, ProblemDocument};
+use crate::service::database::StoreError;
+use crate::service::reads::StoredCommand;
 use crate::service::security::StepUpFailure;
 use crate::service::security::complete_step_up;
-use crate::store::{StoreError, StoredCommand};
 
 const PAGE: &str = include_str!("../../../templates/console/step_up.html");
 
@@ -169,12 +170,12 @@ pub(crate) async fn submit(State(state): State<AppState>, Form(proof): Form<Proo
 /// was sent with.
 async fn waiting(state: &AppState, command_id: &str, nonce: &str) -> Result<Option<StoredCommand>, StoreError> {
     let Ok(id) = command_id.parse::<Uuid>() else { return Ok(None) };
-    let store = state.engine.store();
-    let Some(command) = store.commands().get_unscoped(id).await? else { return Ok(None) };
+    let reads = state.engine.reads();
+    let Some(command) = reads.command_of_any_tenant(id).await? else { return Ok(None) };
     if command.lifecycle.state != CommandState::AuthzPending || nonce.is_empty() {
         return Ok(None);
     }
-    let evidence = store.evidence().for_command(command.envelope.tenant_id.as_str(), id).await?;
+    let evidence = reads.evidence_of(&command.envelope.tenant_id, id).await?;
     let sent = evidence.iter().any(|a| a.body["decision"]["step_up_nonce"].as_str() == Some(nonce));
     Ok(sent.then_some(command))
 }

@@ -3,6 +3,7 @@
 //! command's move when a delivery ends (`conclusion.rs`).
 
 mod conclusion;
+pub mod handover;
 
 pub use conclusion::{Conclusion, conclude};
 

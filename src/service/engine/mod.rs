@@ -24,6 +24,7 @@ use crate::domain::lifecycle::Lifecycle;
 use crate::domain::lifecycle::State;
 use crate::domain::lifecycle::Transition;
 use crate::domain::registry::Reading;
+use crate::service::database::Database;
 use crate::service::replies::outcome::{duplicate_reply, outcome_reply};
 use crate::store::{
     AdmissionWrite, Admitted, DuplicateReply, NewConfirmation, NewInbound, NewOutboxMessage, ReplyTo, Store,
@@ -89,17 +90,34 @@ pub struct Moved {
 
 #[derive(Clone, Debug)]
 pub struct Engine {
-    store: Store,
+    database: Database,
     pseudonymizer: Pseudonymizer,
 }
 
 impl Engine {
-    pub fn new(store: Store, pseudonymizer: Pseudonymizer) -> Self {
-        Self { store, pseudonymizer }
+    pub fn new(database: impl Into<Database>, pseudonymizer: Pseudonymizer) -> Self {
+        Self { database: database.into(), pseudonymizer }
     }
 
-    pub fn store(&self) -> &Store {
-        &self.store
+    /// The repositories, for the service's own modules; above, the engine's moves and the
+    /// service's façades are the way in.
+    pub(in crate::service) fn store(&self) -> &Store {
+        self.database.store()
+    }
+
+    /// The handle the service's functions take.
+    pub fn database(&self) -> &Database {
+        &self.database
+    }
+
+    /// The sending path (the outbox's sender, a webhook's inline answer).
+    pub fn sending(&self) -> crate::service::replies::sending::Sending<'_> {
+        crate::service::replies::sending::Sending::new(self.store(), &self.pseudonymizer)
+    }
+
+    /// What the layers above read (the API, the console, the executors).
+    pub fn reads(&self) -> crate::service::reads::Reads<'_> {
+        self.database.reads()
     }
 
     /// The keyed hash that stands for a person (or any identifier) in evidence.
@@ -139,7 +157,7 @@ impl Engine {
     ) -> Result<(CommandEnvelope, Admitted), EngineError> {
         let write = self.plan(request, admission, now)?;
         let envelope = write.envelope.clone();
-        let admitted = self.store.commands().admit(write).await?;
+        let admitted = self.store().commands().admit(write).await?;
         Ok((envelope, admitted))
     }
 
@@ -208,13 +226,13 @@ impl Engine {
             Ok(mut writes) => writes.remove(0),
             Err(error) => {
                 let draft = evidence::invalid_attempt(&command, event, &error, self.trace_for(&command.envelope));
-                let ids = self.store.evidence().record(tenant_id.as_str(), &[draft], now).await?;
+                let ids = self.store().evidence().record(tenant_id.as_str(), &[draft], now).await?;
                 let evidence_id = ids.first().copied().unwrap_or_default();
                 return Err(EngineError::InvalidTransition { error, state: command.lifecycle.state, evidence_id });
             }
         };
         let transition = write.transition;
-        let committed = self.store.commands().commit_transition(&write).await?;
+        let committed = self.store().commands().commit_transition(&write).await?;
         Ok(Moved { transition, version: committed.version, evidence_ids: committed.evidence_ids })
     }
 
@@ -273,11 +291,11 @@ impl Engine {
         now: OffsetDateTime,
     ) -> Result<Uuid, EngineError> {
         let draft = evidence::refusal(command, reason_code, decision, self.trace_for(&command.envelope));
-        let ids = self.store.evidence().record(command.envelope.tenant_id.as_str(), &[draft], now).await?;
+        let ids = self.store().evidence().record(command.envelope.tenant_id.as_str(), &[draft], now).await?;
         Ok(ids.first().copied().unwrap_or_default())
     }
 
     pub async fn command(&self, tenant_id: &TenantId, command_id: Uuid) -> Result<StoredCommand, EngineError> {
-        self.store.commands().get(tenant_id, command_id).await?.ok_or(EngineError::NotFound(command_id))
+        self.store().commands().get(tenant_id, command_id).await?.ok_or(EngineError::NotFound(command_id))
     }
 }

@@ -8,8 +8,9 @@ use crate::domain::command::{Args, ExternalId, TenantId};
 use crate::domain::directory::Actor;
 use crate::domain::message::InboundMessage;
 use crate::domain::registry::CommandSpec;
+use crate::service::database::Database;
 use crate::service::security::Policy;
-use crate::store::{Store, StoreError};
+use crate::store::StoreError;
 
 /// Reads a stored message (as `Store::message_of` returns it) back into the message it was, for
 /// reprocessing. Each channel knows its own stored form, and channels sit above this layer, so
@@ -35,7 +36,7 @@ pub trait Precheck: Send + Sync {
     /// `None` when `spec` may go on to its confirmation.
     async fn refused(
         &self,
-        store: &Store,
+        database: &Database,
         policy: &Policy,
         tenant: &TenantId,
         actor: &Actor,

@@ -16,21 +16,22 @@ use crate::service::confirmations::confirm::Answer;
 use crate::service::engine::{Admission, Engine, EngineError};
 use crate::service::security::ratelimit::Budget;
 use crate::service::security::{Policy, Spec};
-use crate::store::{
-    InboundOutcome, NOTICE_KIND, NewOutboxMessage, Released, ReplyTo, Store, StoreError, StoredCommand,
-};
+use crate::store::{InboundOutcome, NOTICE_KIND, NewOutboxMessage, ReplyTo, Store, StoreError, StoredCommand};
 
+mod admission;
 mod arrival;
 mod first_moves;
 mod from_above;
 mod handled;
 mod identity;
 pub mod inbox;
+mod lookups;
 mod reprocess;
 mod throttled;
 mod unadmitted;
 
 pub use crate::domain::message::MessageOutcome;
+pub use crate::store::{Admitted, ClaimedLookup, InboxEntry, NewInbound, Released};
 pub use arrival::{Arrival, ArrivalCounts, Wait};
 pub use from_above::{Precheck, Refused, StoredMessages};
 pub use handled::{CommandOutcome, Handled};
@@ -191,12 +192,12 @@ impl Ingress {
         if let Some(limited) = self.stranger_limited(message, tenant, now).await? {
             return Ok(limited);
         }
-        let (store, limits) = (self.engine.store(), &self.policy.security.limits);
+        let (database, limits) = (self.engine.database(), &self.policy.security.limits);
         let (status, refusal) = match tenant.unknown_sender {
             // Handled as a person in the role (`sender`); one whose address is not an id is ignored.
             UnknownSenderPolicy::Ignore | UnknownSenderPolicy::AsRole(_) => (InboundStatus::IgnoredUnknownSender, None),
             UnknownSenderPolicy::Refuse => {
-                let budget = limits.take(store, Budget::UnknownSenderReplies, tenant.id.as_str(), now).await?;
+                let budget = limits.take(database, Budget::UnknownSenderReplies, tenant.id.as_str(), now).await?;
                 if budget.is_err() {
                     let labels = [("tenant", tenant.id.to_string())];
                     metrics::counter!("chatgate_unknown_sender_refusals_unsent_total", &labels).increment(1);
@@ -335,7 +336,7 @@ impl Ingress {
         let reply_to = ReplyTo { command, what, executed_template: spec.reply.clone(), ..reply_to };
         // A reprocessed message is not asked anything: its command goes where the first one went.
         let refused = match reprocess_of {
-            None => self.precheck.refused(self.store(), &self.policy, &tenant.id, actor, spec, &args).await?,
+            None => self.precheck.refused(self.engine.database(), &self.policy, &tenant.id, actor, spec, &args).await?,
             Some(_) => None,
         };
         let first = first_moves(spec, &actor.scopes, &args, &reply_to, refused, reading.needs_confirmation(), now);

@@ -86,8 +86,9 @@ pub(super) async fn agent(gateway: &Gateway, asker: &Asker<'_>, now: OffsetDateT
         return Err(refused("unknown_operation", json!({"message": format!("no agent move `{action}`")})));
     };
     let name = arg(asker.command, "agent").unwrap_or_default();
-    let store = gateway.engine.store();
-    match crate::service::agents::change(store, &gateway.policy.agents, name, event, &operator_id(asker), now).await {
+    let database = gateway.engine.database();
+    match crate::service::agents::change(database, &gateway.policy.agents, name, event, &operator_id(asker), now).await
+    {
         Ok(agent) => Ok(json!({"agent": name, "state": agent.state})),
         Err(error) => Err(agent_refusal(error, name)),
     }

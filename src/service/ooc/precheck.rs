@@ -22,6 +22,7 @@ use crate::domain::directory::Actor;
 use crate::domain::lifecycle::recovery::RecoveryAction;
 use crate::domain::registry::CommandSpec;
 use crate::service::agents;
+use crate::service::database::Database;
 use crate::service::intake::Refused;
 use crate::service::ooc::resolve;
 use crate::service::recovery::admissible;
@@ -41,13 +42,14 @@ impl crate::service::intake::Precheck for Precheck {
     /// nothing about the target).
     async fn refused(
         &self,
-        store: &Store,
+        database: &Database,
         policy: &Policy,
         tenant: &TenantId,
         actor: &Actor,
         spec: &CommandSpec,
         args: &Args,
     ) -> Result<Option<Refused>, StoreError> {
+        let store = database.store();
         if spec.executor != GATEWAY || matches!(authz::decide(spec, &actor.scopes, false), AuthzDecision::Deny { .. }) {
             return Ok(None);
         }
@@ -55,7 +57,7 @@ impl crate::service::intake::Precheck for Precheck {
             recovery(store, policy, tenant, actor, action, spec.step_up, args).await
         } else if let Some(event) = actions::agent_event(&spec.action) {
             let name = args.get("agent").and_then(Value::as_str).unwrap_or_default();
-            agents::admissible(store, &policy.agents, name, event)
+            agents::admissible(database, &policy.agents, name, event)
                 .await
                 .map(drop)
                 .map_err(|error| actions::agent_refusal(error, name))

@@ -248,7 +248,7 @@ pub(super) async fn evidence(gateway: &Gateway, asker: &Asker<'_>) -> Answer {
 
 /// `agents`: every agent and its state.
 pub(super) async fn agents(gateway: &Gateway, _asker: &Asker<'_>) -> Answer {
-    let agents = crate::service::agents::list(gateway.engine.store(), &gateway.policy.agents).await?;
+    let agents = crate::service::agents::list(gateway.engine.database(), &gateway.policy.agents).await?;
     let items: Vec<Value> = agents.iter().map(|(name, agent)| json!({"agent": name, "state": agent.state})).collect();
     Ok(json!({"items": items}))
 }

@@ -2,6 +2,7 @@
 
 pub mod outcome;
 pub mod outgoing;
+pub mod sending;
 pub mod templates;
 
 pub use templates::{FALLBACK_LOCALE, REQUIRED, TemplateError, Templates};

@@ -10,6 +10,7 @@ use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 use crate::config::{Rate, RateLimitConfig};
+use crate::service::database::Database;
 use crate::service::security::shared_takes::SharedTakes;
 use crate::store::{Store, StoreError, Take};
 
@@ -90,11 +91,12 @@ impl Limits {
     /// (on PostgreSQL, where several gateways can run); a lone SQLite gateway counts in memory.
     pub async fn take(
         &self,
-        store: &Store,
+        database: &Database,
         budget: Budget,
         key: &str,
         now: time::OffsetDateTime,
     ) -> Result<Result<(), Duration>, StoreError> {
+        let store = database.store();
         self.take_chain(store, &[(budget, key)], now).await
     }
 

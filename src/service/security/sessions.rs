@@ -13,7 +13,8 @@ use time::OffsetDateTime;
 
 use super::{Authenticator, Principal, TokenError};
 use crate::domain::command::TenantId;
-use crate::store::{ConsoleSession, Store, StoreError};
+use crate::service::database::Database;
+use crate::store::{ConsoleSession, StoreError};
 
 /// A session the console opened: the cookie value to hand the browser, and until when.
 #[derive(Debug)]
@@ -59,12 +60,13 @@ fn id_hash(cookie_value: &str) -> String {
 /// Verifies `token` as the API would and opens a session that ends after `ttl`, or when the
 /// token expires if that is sooner; the operator keeps at most `most` sessions.
 pub async fn sign_in(
-    store: &Store,
+    database: &Database,
     authenticator: &Authenticator,
     token: &str,
     (ttl, most): (time::Duration, u32),
     now: OffsetDateTime,
 ) -> Result<Opened, SignInError> {
+    let store = database.store();
     let principal = authenticator.authenticate(token.trim())?;
     let expires_at = principal.expires_at.map_or(now + ttl, |exp| exp.min(now + ttl));
     let scopes: Vec<&str> = principal.scopes.iter().map(String::as_str).collect();
@@ -84,7 +86,12 @@ pub async fn sign_in(
 }
 
 /// The operator a session cookie stands for, if the session is open.
-pub async fn signed_in(store: &Store, cookie_value: &str, now: OffsetDateTime) -> Result<Option<SignedIn>, StoreError> {
+pub async fn signed_in(
+    database: &Database,
+    cookie_value: &str,
+    now: OffsetDateTime,
+) -> Result<Option<SignedIn>, StoreError> {
+    let store = database.store();
     let hash = id_hash(cookie_value);
     let Some(session) = store.console().find(&hash, now).await? else { return Ok(None) };
     let Ok(tenant) = TenantId::parse(&session.tenant_id) else {
@@ -103,7 +110,8 @@ pub async fn signed_in(store: &Store, cookie_value: &str, now: OffsetDateTime) -
 }
 
 /// Ends the session server-side: the cookie opens nothing afterwards, wherever it was copied.
-pub async fn sign_out(store: &Store, cookie_value: &str) -> Result<(), StoreError> {
+pub async fn sign_out(database: &Database, cookie_value: &str) -> Result<(), StoreError> {
+    let store = database.store();
     store.console().end(&id_hash(cookie_value)).await
 }
 

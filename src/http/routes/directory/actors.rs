@@ -16,7 +16,7 @@ use crate::http::error::invalid_body;
 use crate::http::responses::{BearerErrors, PROBLEM_JSON, ProblemDocument};
 use crate::http::{ApiError, AppState, Problem};
 use crate::service::directory::{ErasureReport, erasure_binding};
-use crate::store::{ConsumedToken, Search};
+use crate::service::reads::{ConsumedToken, Search};
 
 pub fn router() -> Router<AppState> {
     Router::new()

@@ -16,7 +16,7 @@ use crate::http::auth::{Principal, require};
 use crate::http::responses::{BearerErrors, PROBLEM_JSON, ProblemDocument};
 use crate::http::{ApiError, AppState, Problem};
 use crate::service::directory::{ImportFormat, ImportReport, Importer};
-use crate::store::Search;
+use crate::service::reads::Search;
 
 /// A line longer than this is refused (and the rest of the file read on).
 const MAX_LINE: usize = 64 * 1024;

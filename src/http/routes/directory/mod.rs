@@ -23,7 +23,7 @@ use crate::http::auth::Principal;
 use crate::http::{ApiError, AppState, Problem};
 use crate::service::directory::{ChangedBy, Changing, DirectoryError};
 use crate::service::ooc::view::rfc3339;
-use crate::store::{Source, StoredPerson};
+use crate::service::reads::{Source, StoredPerson};
 
 pub const READ: &str = "directory:read";
 pub const WRITE: &str = "directory:write";

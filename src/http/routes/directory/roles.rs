@@ -13,7 +13,7 @@ use crate::http::auth::{Principal, require};
 use crate::http::error::invalid_body;
 use crate::http::responses::{BearerErrors, PROBLEM_JSON, ProblemDocument};
 use crate::http::{ApiError, AppState};
-use crate::store::Source;
+use crate::service::reads::Source;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -59,7 +59,7 @@ pub(crate) async fn list(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
 ) -> Result<Json<RoleList>, ApiError> {
-    let roles = state.store.directory().roles_owned(&principal.tenant).await?;
+    let roles = state.engine.reads().roles(&principal.tenant).await?;
     let roles = roles
         .into_iter()
         .map(|r| RoleView { name: r.name, scopes: r.scopes.into_iter().collect(), source: r.source })
