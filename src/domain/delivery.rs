@@ -51,6 +51,23 @@ named_enum! {
 }
 
 named_enum! {
+    /// How a delivery ended: what its executor said, or `failed` when the transport closed it.
+    DeliveryOutcome {
+        Succeeded => "succeeded",
+        Failed => "failed",
+    }
+}
+
+named_enum! {
+    /// What one event did to a delivery, as the delivery's log keeps it.
+    LogOutcome {
+        Moved => "moved",
+        Duplicate => "duplicate",
+        Refused => "refused",
+    }
+}
+
+named_enum! {
     /// The acknowledgements a transition emits or records.
     Ack {
         Router => "ROUTER_ACK",

@@ -16,6 +16,7 @@ use crate::domain::command::TenantId;
 use crate::domain::delivery::Applied;
 use crate::domain::delivery::DeliveryEvent;
 use crate::domain::delivery::DeliveryState;
+use crate::domain::delivery::LogOutcome;
 use crate::domain::delivery::OutOfOrder;
 use crate::service::dispatch::conclude;
 use crate::service::dispatch::dispatch_rows;
@@ -179,7 +180,7 @@ pub async fn apply_ack(
                     from: delivery.state,
                     to: delivery.state,
                     ack: None,
-                    outcome: "refused",
+                    outcome: LogOutcome::Refused,
                     detail: detail.clone(),
                 };
                 engine.database().handover().log_events(delivery.id, &[entry], now).await?;
@@ -229,7 +230,7 @@ pub async fn redispatch_later(
         from: delivery.state,
         to: delivery.state,
         ack: None,
-        outcome: "refused",
+        outcome: LogOutcome::Refused,
         detail: Some(json!({"declined": error, "dispatched_again_in_ms": delay_ms})),
     });
     let mut outbox = dispatch_rows(&[target.to_owned()]);

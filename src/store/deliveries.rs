@@ -10,11 +10,13 @@ use uuid::Uuid;
 
 use crate::domain::delivery::Ack;
 use crate::domain::delivery::DeliveryEvent;
+use crate::domain::delivery::DeliveryOutcome;
 use crate::domain::delivery::DeliveryState;
+use crate::domain::delivery::LogOutcome;
 use crate::store::Deliveries;
 use crate::store::StoreError;
 use crate::store::rows::{
-    KeyLookup, Param, from_ms, insert_rows, int, opt_int, opt_text, parsed, text, to_ms, update_rows, uuid,
+    KeyLookup, Param, from_ms, insert_rows, int, opt_int, opt_parsed, opt_text, parsed, text, to_ms, update_rows, uuid,
 };
 
 #[derive(Debug, Clone, PartialEq)]
@@ -25,7 +27,7 @@ pub struct Delivery {
     pub target: String,
     pub state: DeliveryState,
     pub version: i64,
-    pub outcome: Option<String>,
+    pub outcome: Option<DeliveryOutcome>,
     pub failure_class: Option<String>,
     pub detail: Option<Value>,
     pub delivery_deadline: Option<OffsetDateTime>,
@@ -40,8 +42,7 @@ pub struct DeliveryLogEntry {
     pub from: DeliveryState,
     pub to: DeliveryState,
     pub ack: Option<Ack>,
-    /// `moved`, `duplicate` or `refused`.
-    pub outcome: &'static str,
+    pub outcome: LogOutcome,
     pub detail: Option<Value>,
 }
 
@@ -56,7 +57,7 @@ pub struct DeliveryChange {
     /// the delivery is when the change is written, so that the figures move from it.
     pub from: DeliveryState,
     pub state: DeliveryState,
-    pub outcome: Option<&'static str>,
+    pub outcome: Option<DeliveryOutcome>,
     pub failure_class: Option<String>,
     pub detail: Option<Value>,
     pub delivery_deadline: Option<OffsetDateTime>,
@@ -108,7 +109,7 @@ fn decode(row: &AnyRow) -> Result<Delivery, StoreError> {
         target: text(row, "target")?,
         state: parsed(row, "state")?,
         version: int(row, "version")?,
-        outcome: opt_text(row, "outcome")?,
+        outcome: opt_parsed(row, "outcome")?,
         failure_class: opt_text(row, "failure_class")?,
         detail: opt_text(row, "detail")?.map(|raw| serde_json::from_str(&raw).unwrap_or(Value::String(raw))),
         delivery_deadline: time("delivery_deadline")?,
@@ -188,7 +189,7 @@ pub(crate) async fn update_deliveries(
                 change.delivery_id.to_string().into(),
                 change.expected_version.into(),
                 change.state.as_str().into(),
-                change.outcome.into(),
+                change.outcome.map(DeliveryOutcome::as_str).into(),
                 change.failure_class.clone().into(),
                 change.detail.as_ref().map(Value::to_string).into(),
                 change.delivery_deadline.map(to_ms).into(),
@@ -222,7 +223,7 @@ pub(crate) async fn log_events(
                     entry.from.as_str().into(),
                     entry.to.as_str().into(),
                     entry.ack.map(Ack::as_str).into(),
-                    entry.outcome.into(),
+                    entry.outcome.as_str().into(),
                     entry.detail.as_ref().map(Value::to_string).into(),
                     to_ms(at).into(),
                 ]

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use time::OffsetDateTime;
 
-use crate::domain::delivery::DeliveryState;
+use crate::domain::delivery::{DeliveryOutcome, DeliveryState};
 use crate::store::StoreError;
 use crate::store::deliveries::DeliveryChange;
 use crate::store::rows::{Param, insert_rows, to_ms};
@@ -61,7 +61,9 @@ impl Moves {
             }
             moves.add(DELIVERIES, change.from.as_str(), RUNNING, -1);
             match change.state {
-                DeliveryState::Closed => moves.add(CLOSED, change.outcome.unwrap_or(""), minute(at), 1),
+                DeliveryState::Closed => {
+                    moves.add(CLOSED, change.outcome.map_or("", DeliveryOutcome::as_str), minute(at), 1)
+                }
                 state => moves.add(DELIVERIES, state.as_str(), RUNNING, 1),
             }
         }
@@ -120,7 +122,7 @@ mod tests {
         create: bool,
         from: DeliveryState,
         state: DeliveryState,
-        outcome: Option<&'static str>,
+        outcome: Option<DeliveryOutcome>,
     ) -> DeliveryChange {
         let new = NewDelivery {
             tenant_id: "t".into(),
@@ -150,7 +152,7 @@ mod tests {
         let changes = [
             change(true, Received, Routed, None),
             change(false, Routed, Delivered, None),
-            change(false, Delivered, Closed, Some("succeeded")),
+            change(false, Delivered, Closed, Some(DeliveryOutcome::Succeeded)),
             change(false, Delivered, Delivered, None),
         ];
         let net = |changes: &[DeliveryChange]| {

@@ -113,7 +113,7 @@ struct DeliveryPanel {
     target: String,
     state: String,
     attempts: i64,
-    outcome: Option<String>,
+    outcome: Option<crate::domain::delivery::DeliveryOutcome>,
     failure_class: Option<String>,
     log: Vec<minijinja::Value>,
     detail: Option<String>,

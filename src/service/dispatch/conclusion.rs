@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
-use crate::domain::delivery::Ack;
+use crate::domain::delivery::{Ack, DeliveryOutcome, LogOutcome};
 use crate::domain::lifecycle::Event;
 use crate::service::dispatch::{DeliveryPlan, Finished, command_moves, finished};
 use crate::service::engine::{Engine, MoveContext};
@@ -61,7 +61,7 @@ impl<'a> Conclusion<'a> {
             _ => vec![],
         };
         moves.extend(compensated(engine, command, &moves, now).await?);
-        let acks = plan.change.log.iter().filter(|l| l.outcome == "moved").filter_map(|l| l.ack).collect();
+        let acks = plan.change.log.iter().filter(|l| l.outcome == LogOutcome::Moved).filter_map(|l| l.ack).collect();
         let step = StepWrite {
             delivery: Some(plan.change),
             moves,
@@ -134,11 +134,8 @@ async fn settle_command(
 ) -> Result<(), crate::service::engine::EngineError> {
     let deliveries = engine.store().deliveries().of_command(command.envelope.command_id).await?;
     let outcome_of = |target: &String| {
-        deliveries.iter().find(|d| &d.target == target).and_then(|d| match d.outcome.as_deref() {
-            Some("succeeded") => Some(true),
-            Some("failed") => Some(false),
-            _ => None,
-        })
+        let outcome = deliveries.iter().find(|d| &d.target == target).and_then(|d| d.outcome);
+        outcome.map(|outcome| outcome == DeliveryOutcome::Succeeded)
     };
     let outcomes: Vec<Option<bool>> = targets.iter().map(outcome_of).collect();
     let finished = match crate::domain::delivery::aggregate(&outcomes) {
@@ -149,7 +146,7 @@ async fn settle_command(
             Finished::Succeeded { result: Value::Object(results) }
         }
         crate::domain::delivery::Overall::Failed => {
-            let failed = deliveries.iter().find(|d| d.outcome.as_deref() == Some("failed"));
+            let failed = deliveries.iter().find(|d| d.outcome == Some(DeliveryOutcome::Failed));
             let detail = failed.and_then(|d| d.detail.clone()).unwrap_or(Value::Null);
             let reason = failed
                 .and_then(|d| d.failure_class.clone().or_else(|| detail["code"].as_str().map(str::to_owned)))

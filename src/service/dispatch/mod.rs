@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::domain::delivery::{self as machine, Applied, DeliveryEvent, DeliveryState, OutOfOrder};
+use crate::domain::delivery::{
+    self as machine, Applied, DeliveryEvent, DeliveryOutcome, DeliveryState, LogOutcome, OutOfOrder,
+};
 use crate::domain::lifecycle::CommandKind;
 use crate::domain::lifecycle::Event;
 use crate::service::engine::Engine;
@@ -107,24 +109,24 @@ impl DeliveryPlan {
         let from = self.change.state;
         let applied = machine::apply(from, event)?;
         let (to, ack, outcome) = match applied {
-            Applied::Moved { to, ack, .. } => (to, ack, "moved"),
-            Applied::Duplicate => (from, None, "duplicate"),
+            Applied::Moved { to, ack, .. } => (to, ack, LogOutcome::Moved),
+            Applied::Duplicate => (from, None, LogOutcome::Duplicate),
         };
         self.change.log.push(DeliveryLogEntry { event, from, to, ack, outcome, detail: detail.clone() });
         self.change.state = to;
         match event {
-            DeliveryEvent::ExecutionSucceeded => self.finish(Some("succeeded"), None, detail),
-            DeliveryEvent::ExecutionFailed => self.finish(Some("failed"), None, detail),
+            DeliveryEvent::ExecutionSucceeded => self.finish(Some(DeliveryOutcome::Succeeded), None, detail),
+            DeliveryEvent::ExecutionFailed => self.finish(Some(DeliveryOutcome::Failed), None, detail),
             _ => {
                 if let Some(class) = event.failure_class().filter(|_| to == DeliveryState::Closed) {
-                    self.finish(Some("failed"), Some(class.as_str().to_owned()), detail);
+                    self.finish(Some(DeliveryOutcome::Failed), Some(class.as_str().to_owned()), detail);
                 }
             }
         }
         Ok(applied)
     }
 
-    fn finish(&mut self, outcome: Option<&'static str>, class: Option<String>, detail: Option<Value>) {
+    fn finish(&mut self, outcome: Option<DeliveryOutcome>, class: Option<String>, detail: Option<Value>) {
         self.change.outcome = outcome;
         self.change.failure_class = class;
         self.change.detail = detail;
@@ -237,8 +239,10 @@ pub fn command_moves(
 pub fn finished(plan: &DeliveryPlan) -> Option<Finished> {
     let change = &plan.change;
     match (change.outcome, change.state) {
-        (Some("succeeded"), _) => Some(Finished::Succeeded { result: change.detail.clone().unwrap_or(Value::Null) }),
-        (Some("failed"), _) => {
+        (Some(DeliveryOutcome::Succeeded), _) => {
+            Some(Finished::Succeeded { result: change.detail.clone().unwrap_or(Value::Null) })
+        }
+        (Some(DeliveryOutcome::Failed), _) => {
             let detail = change.detail.clone().unwrap_or(Value::Null);
             let reason = change
                 .failure_class

@@ -182,7 +182,7 @@ pub(super) async fn why(gateway: &Gateway, asker: &Asker<'_>) -> Answer {
                 .failure_class
                 .clone()
                 .or_else(|| d.detail.as_ref().and_then(|detail| detail["code"].as_str().map(str::to_owned)));
-            json!({"target": d.target, "state": d.outcome.clone().unwrap_or_else(|| d.state.to_string()),
+            json!({"target": d.target, "state": d.outcome.map_or_else(|| d.state.to_string(), |o| o.to_string()),
                 "failure_class": reason, "attempts": attempts_of(&d.target)})
         })
         .collect();

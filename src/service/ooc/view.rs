@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use crate::domain::command::ShortRef;
 use crate::domain::command::{CommandEnvelope, IdempotencyClass, Intent, Risk};
-use crate::domain::delivery::DeliveryState;
+use crate::domain::delivery::{DeliveryOutcome, DeliveryState};
 use crate::domain::evidence::mask;
 use crate::domain::lifecycle::recovery::RecoveryAction;
 use crate::domain::lifecycle::{CommandKind, ConfirmationGate, Event, State};
@@ -111,8 +111,8 @@ pub struct CommandLinks {
 pub struct DeliveryView {
     pub target: String,
     pub state: DeliveryState,
-    /// `succeeded` or `failed`, once executed or closed.
-    pub outcome: Option<String>,
+    /// Once executed or closed.
+    pub outcome: Option<DeliveryOutcome>,
     /// Why it closed without a result (`DELIVERY_TIMEOUT`, ...).
     pub failure_class: Option<String>,
     /// What the executor (or the gateway, for a timeout) said of its failure.
@@ -223,7 +223,7 @@ pub async fn status(
         let deliveries: Vec<DeliveryView> =
             store.deliveries().of_command(id).await?.into_iter().map(DeliveryView::of).collect();
         if state == State::Failed {
-            let failed = deliveries.iter().filter(|d| d.outcome.as_deref() == Some("failed"));
+            let failed = deliveries.iter().filter(|d| d.outcome == Some(DeliveryOutcome::Failed));
             status.reason_message = failed.filter_map(|d| d.error_message.clone()).next();
         }
         status.deliveries = Some(deliveries);

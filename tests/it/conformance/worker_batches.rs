@@ -67,7 +67,7 @@ async fn a_batch_of_worker_steps_is_one_transaction_and_writes_everything_each_w
         assert_eq!(db.count(reservation, &last.to_string()).await, 1, "the reservation replays the outcome");
         let delivery = &db.store.deliveries().of_command(id).await.expect("deliveries")[0];
         assert_eq!(
-            (delivery.state.as_str(), delivery.version, delivery.outcome.as_deref()),
+            (delivery.state.as_str(), delivery.version, delivery.outcome.map(|o| o.as_str())),
             ("executed", 1, Some("succeeded"))
         );
         let log = db.store.deliveries().log(delivery.id).await.expect("log");
