@@ -170,14 +170,7 @@ pub(crate) async fn submit(State(state): State<AppState>, Form(proof): Form<Proo
 /// was sent with.
 async fn waiting(state: &AppState, command_id: &str, nonce: &str) -> Result<Option<StoredCommand>, StoreError> {
     let Ok(id) = command_id.parse::<Uuid>() else { return Ok(None) };
-    let reads = state.engine.reads();
-    let Some(command) = reads.command_of_any_tenant(id).await? else { return Ok(None) };
-    if command.lifecycle.state != CommandState::AuthzPending || nonce.is_empty() {
-        return Ok(None);
-    }
-    let evidence = reads.evidence_of(&command.envelope.tenant_id, id).await?;
-    let sent = evidence.iter().any(|a| a.body["decision"]["step_up_nonce"].as_str() == Some(nonce));
-    Ok(sent.then_some(command))
+    crate::service::confirmations::step_up::waiting_for(state.engine.reads(), id, nonce).await
 }
 
 fn not_waiting() -> Response {

@@ -4,3 +4,4 @@
 pub mod answers;
 pub mod confirm;
 mod moves;
+pub mod step_up;

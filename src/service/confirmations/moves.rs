@@ -90,8 +90,7 @@ pub(super) fn authorization_moves(
         AuthzDecision::StepUp => {
             let nonce = crate::service::confirmations::confirm::new_nonce();
             let link = who.policy.security.stepup.link(command_id, &nonce);
-            let mut decision = evidence;
-            decision["step_up_nonce"] = nonce.into();
+            let decision = super::step_up::with_nonce(evidence, &nonce);
             let reply = who
                 .reply_to
                 .message("step_up_required", json!({"command": name, "command_id": command_id, "link": link}));

@@ -32,12 +32,12 @@ fn operator_id(asker: &Asker<'_>) -> String {
 }
 
 /// `retry`, `cancel`, `reprocess`, `compensate <ref>`.
-pub(super) async fn recover(gateway: &Gateway, asker: &Asker<'_>, now: OffsetDateTime) -> Answer {
-    let intent = &asker.command.envelope.intent;
-    let action: RecoveryAction = intent
-        .action
-        .parse()
-        .map_err(|_| refused("unknown_operation", json!({"message": format!("no recovery `{}`", intent.action)})))?;
+pub(super) async fn recover(
+    gateway: &Gateway,
+    asker: &Asker<'_>,
+    action: RecoveryAction,
+    now: OffsetDateTime,
+) -> Answer {
     let target = gateway.resolve(asker, arg(asker.command, "ref").unwrap_or_default()).await?;
     // A chat command the registry sends through step-up was proved before it was authorized.
     let proved = gateway.policy.spec_of(asker.command).await?.is_some_and(|spec| spec.step_up);
@@ -80,26 +80,13 @@ pub(super) fn refusal(error: RecoveryError, target_ref: &ShortRef) -> Refusal {
 }
 
 /// `pause`, `resume <agent>`.
-pub(super) async fn agent(gateway: &Gateway, asker: &Asker<'_>, now: OffsetDateTime) -> Answer {
-    let action = &asker.command.envelope.intent.action;
-    let Some(event) = agent_event(action) else {
-        return Err(refused("unknown_operation", json!({"message": format!("no agent move `{action}`")})));
-    };
+pub(super) async fn agent(gateway: &Gateway, asker: &Asker<'_>, event: AgentEvent, now: OffsetDateTime) -> Answer {
     let name = arg(asker.command, "agent").unwrap_or_default();
     let database = gateway.engine.database();
     match crate::service::agents::change(database, &gateway.policy.agents, name, event, &operator_id(asker), now).await
     {
         Ok(agent) => Ok(json!({"agent": name, "state": agent.state})),
         Err(error) => Err(agent_refusal(error, name)),
-    }
-}
-
-/// The event `pause` or `resume` asks for.
-pub(super) fn agent_event(action: &str) -> Option<AgentEvent> {
-    match action {
-        "pause" => Some(AgentEvent::Pause),
-        "resume" => Some(AgentEvent::Resume),
-        _ => None,
     }
 }
 

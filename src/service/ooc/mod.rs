@@ -7,11 +7,14 @@
 //! calls; the status view is the API's too.
 
 mod actions;
+mod operation;
 mod precheck;
 mod queries;
 pub mod view;
 
 pub use precheck::Precheck;
+
+use operation::Operation;
 
 use std::collections::BTreeSet;
 
@@ -93,18 +96,21 @@ impl Gateway {
         };
         let asker = Asker { tenant: &e.tenant_id, actor: e.actor_id.as_str(), scopes, command };
         let now = OffsetDateTime::now_utc();
-        let answer = match e.intent.action.as_str() {
-            "list" if e.intent.entity == "agent" => queries::agents(self, &asker).await,
-            "list" => queries::requests(self, &asker, 1).await,
-            "more" => queries::more(self, &asker).await,
-            "status" => queries::status(self, &asker).await,
-            "why" => queries::why(self, &asker).await,
-            "failures" => queries::failures(self, &asker, 1, now).await,
-            "trace" => queries::trace(self, &asker).await,
-            "evidence" => queries::evidence(self, &asker).await,
-            "pause" | "resume" => actions::agent(self, &asker, now).await,
-            "retry" | "cancel" | "reprocess" | "compensate" => actions::recover(self, &asker, now).await,
-            other => Err(refused("unknown_operation", json!({"message": format!("no built-in `{other}`")}))),
+        let answer = match Operation::of(&e.intent.entity, &e.intent.action) {
+            Some(Operation::Agents) => queries::agents(self, &asker).await,
+            Some(Operation::Requests) => queries::requests(self, &asker, 1).await,
+            Some(Operation::More) => queries::more(self, &asker).await,
+            Some(Operation::Status) => queries::status(self, &asker).await,
+            Some(Operation::Why) => queries::why(self, &asker).await,
+            Some(Operation::Failures) => queries::failures(self, &asker, 1, now).await,
+            Some(Operation::Trace) => queries::trace(self, &asker).await,
+            Some(Operation::Evidence) => queries::evidence(self, &asker).await,
+            Some(Operation::Agent(event)) => actions::agent(self, &asker, event, now).await,
+            Some(Operation::Recover(action)) => actions::recover(self, &asker, action, now).await,
+            None => {
+                let other = &e.intent.action;
+                Err(refused("unknown_operation", json!({"message": format!("no built-in `{other}`")})))
+            }
         };
         match answer {
             Ok(result) => CallOutcome::Executed { succeeded: true, detail: result },

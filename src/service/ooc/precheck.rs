@@ -8,6 +8,7 @@
 use serde_json::Value;
 
 use crate::service::ooc::GATEWAY;
+use crate::service::ooc::Operation;
 
 use crate::service::ooc::Refusal;
 
@@ -53,16 +54,18 @@ impl crate::service::intake::Precheck for Precheck {
         if spec.executor != GATEWAY || matches!(authz::decide(spec, &actor.scopes, false), AuthzDecision::Deny { .. }) {
             return Ok(None);
         }
-        let checked = if let Ok(action) = spec.action.parse::<RecoveryAction>() {
-            recovery(store, policy, tenant, actor, action, spec.step_up, args).await
-        } else if let Some(event) = actions::agent_event(&spec.action) {
-            let name = args.get("agent").and_then(Value::as_str).unwrap_or_default();
-            agents::admissible(database, &policy.agents, name, event)
-                .await
-                .map(drop)
-                .map_err(|error| actions::agent_refusal(error, name))
-        } else {
-            return Ok(None);
+        let checked = match Operation::of(&spec.entity, &spec.action) {
+            Some(Operation::Recover(action)) => {
+                recovery(store, policy, tenant, actor, action, spec.step_up, args).await
+            }
+            Some(Operation::Agent(event)) => {
+                let name = args.get("agent").and_then(Value::as_str).unwrap_or_default();
+                agents::admissible(database, &policy.agents, name, event)
+                    .await
+                    .map(drop)
+                    .map_err(|error| actions::agent_refusal(error, name))
+            }
+            _ => return Ok(None),
         };
         match checked {
             Ok(()) => Ok(None),

@@ -9,6 +9,7 @@ use crate::service::ooc::Answer;
 use crate::service::ooc::Asker;
 
 use crate::service::ooc::Gateway;
+use crate::service::ooc::Operation;
 
 use crate::service::ooc::PAGE;
 
@@ -78,16 +79,14 @@ pub(super) async fn more(gateway: &Gateway, asker: &Asker<'_>) -> Answer {
     let history = gateway.engine.store().commands().list(asker.tenant, &filter).await?;
     let mut pages = 1;
     for command in history.iter().filter(|c| c.envelope.command_id != asker.command.envelope.command_id) {
-        match command.envelope.intent.action.as_str() {
-            "more" if gateway.is_builtin(command) => pages += 1,
-            "list" if gateway.is_builtin(command) && command.envelope.intent.entity != "agent" => {
-                return requests(gateway, asker, pages + 1).await;
-            }
-            "failures" if gateway.is_builtin(command) => {
-                return failures(gateway, asker, pages + 1, OffsetDateTime::now_utc()).await;
-            }
-            _ if gateway.is_builtin(command) => break,
-            _ => {}
+        if !gateway.is_builtin(command) {
+            continue;
+        }
+        match Operation::of(&command.envelope.intent.entity, &command.envelope.intent.action) {
+            Some(Operation::More) => pages += 1,
+            Some(Operation::Requests) => return requests(gateway, asker, pages + 1).await,
+            Some(Operation::Failures) => return failures(gateway, asker, pages + 1, OffsetDateTime::now_utc()).await,
+            _ => break,
         }
     }
     Err(refused("nothing_more", json!({})))
