@@ -24,23 +24,45 @@ use crate::service::dispatch::handover::{Delivery, DeliveryLogEntry, StepOutcome
 use crate::service::engine::Engine;
 use crate::service::engine::EngineError;
 
-/// An executor's report.
-#[derive(Debug, Clone, Deserialize)]
+crate::domain::names::named_enum! {
+    /// What an ACK reports: the command reached the executor, or how its execution went.
+    AckKind {
+        Delivery => "delivery",
+        Execution => "execution",
+    }
+}
+
+crate::domain::names::named_enum! {
+    /// How an execution went, as an execution ACK says.
+    AckStatus {
+        InProgress => "in_progress",
+        Succeeded => "succeeded",
+        Failed => "failed",
+    }
+}
+
+/// An executor's report; an execution ACK has a `status`.
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AckRequest {
     /// The target it is about; may be left out when the command has one.
     #[serde(default)]
     pub target: Option<String>,
-    /// `delivery` or `execution`.
+    /// What the ACK reports.
     #[serde(rename = "type")]
+    #[schema(value_type = AckKind)]
     pub kind: String,
-    /// For an execution ACK: `in_progress`, `succeeded` or `failed`.
+    /// For an execution ACK.
     #[serde(default)]
+    #[schema(value_type = Option<AckStatus>)]
     pub status: Option<String>,
+    /// What a succeeded execution produced.
     #[serde(default)]
+    #[schema(value_type = Value)]
     pub result: Option<Value>,
     /// For a failure: `{code, message, retryable}`.
     #[serde(default)]
+    #[schema(value_type = Value)]
     pub error: Option<Value>,
     /// A terminal execution ACK that proves the delivery too, when no delivery ACK came before
     /// it (a bus agent's answer to a replay, say). Never read from a request: an HTTP executor
@@ -125,25 +147,13 @@ impl AckRequest {
     }
 }
 
-/// The body of an ACK as the OpenAPI document describes it, the rules of `AckRequest::event`
-/// spelled out: `type` is `delivery` or `execution`, and an execution ACK has a `status`.
-pub fn ack_schema() -> Value {
-    json!({
-        "type": "object",
-        "additionalProperties": false,
-        "required": ["type"],
-        "properties": {
-            "type": {"type": "string", "enum": ["delivery", "execution"]},
-            "target": {"type": ["string", "null"]},
-            "status": {"type": ["string", "null"], "enum": ["in_progress", "succeeded", "failed", null]},
-            "result": {},
-            "error": {},
-        },
-        "anyOf": [
-            {"properties": {"type": {"const": "delivery"}}},
-            {"properties": {"type": {"const": "execution"}, "status": {"type": "string"}}, "required": ["status"]},
-        ],
-    })
+/// What a type cannot say of an ACK's body: an execution ACK has a `status` (the rule of
+/// `AckRequest::event`), added to the derived schema by the OpenAPI document.
+pub fn ack_condition() -> Value {
+    json!([
+        {"properties": {"type": {"const": "delivery"}}},
+        {"properties": {"type": {"const": "execution"}, "status": {"type": "string"}}, "required": ["status"]},
+    ])
 }
 
 const ATTEMPTS: usize = 4;

@@ -105,18 +105,17 @@ pub fn document(hooks: &HooksConfig) -> Value {
     document
 }
 
-/// The bodies as the code that reads them describes them (the annotations say "JSON" or "form").
+/// What the types of the bodies cannot say: Twilio's forms (whose field names are Twilio's, with
+/// numbered media fields), the hook bridge's bodies per configured agent, and the condition
+/// between an ACK's fields.
 fn describe_bodies(document: &mut Value, hook_agents: &[String]) {
+    if let Some(ack) = document.pointer_mut("/components/schemas/AckRequest") {
+        ack["anyOf"] = crate::executors::acks::ack_condition();
+    }
     let (json, form) = ("application/json", "application/x-www-form-urlencoded");
     let mut bodies: Vec<(String, &str, Value)> = vec![
-        ("/v1/commands/{id}/recovery".into(), json, crate::http::routes::recovery::recovery_body_schema()),
-        ("/v1/commands/{id}/step-up".into(), json, crate::http::routes::recovery::step_up_body_schema()),
-        ("/v1/recovery/bulk".into(), json, crate::http::routes::bulk::bulk_body_schema()),
-        ("/v1/commands/{id}/acks".into(), json, crate::executors::acks::ack_schema()),
-        ("/v1/executors/{executor}/commands/{id}/acks".into(), json, crate::executors::acks::ack_schema()),
         ("/webhooks/twilio".into(), form, crate::channels::twilio::form::message_schema()),
         ("/webhooks/twilio/status".into(), form, crate::channels::twilio::form::status_schema()),
-        ("/step-up".into(), form, crate::http::routes::step_up_page::form_schema()),
     ];
     for (route, schema) in crate::channels::hooks::body_schemas(hook_agents) {
         bodies.push((format!("{DEFAULT_HOOKS_BASE}{route}"), json, schema));

@@ -2,7 +2,8 @@
 //! `src/` points to the same layer or one below it; the domain does no I/O; only the HTTP layer
 //! makes responses; every module says what lives in it; no file passes 400 lines and no function
 //! 60 (tests aside); no line passes 120 columns; above the service nothing reaches the store but
-//! through it. Each rule is also tried on a snippet that breaks it, so that the checks
+//! through it; a request body's annotation names the type that reads it (a provider's webhook
+//! format aside). Each rule is also tried on a snippet that breaks it, so that the checks
 //! themselves are known to bite.
 
 use std::collections::BTreeSet;
@@ -196,6 +197,12 @@ fn violations(relative: &Path, text: &str) -> Vec<String> {
             found.push(format!("{shown}: `{layer}` calls `.store()`; the service is the door to the store"));
         }
     }
+    // A request body's schema is derived from the type that reads it; only a provider's own
+    // format (a webhook's) is described apart, where its channel reads it.
+    let provider_format = relative.starts_with("http/routes/webhooks");
+    if !provider_format && body_of_value(&code) {
+        found.push(format!("{shown}: a request body annotated as `Value`; annotate the type that reads it"));
+    }
     if layer != "http" && code.iter().any(|line| line.contains("IntoResponse")) {
         found.push(format!("{shown}: only the http layer makes responses (`IntoResponse`)"));
     }
@@ -212,6 +219,16 @@ fn violations(relative: &Path, text: &str) -> Vec<String> {
         found.push(format!("{shown}:{}: {} columns (at most 120)", number + 1, line.chars().count()));
     }
     found
+}
+
+/// Whether a `request_body(...)` annotation says its content is a JSON `Value`.
+fn body_of_value(code: &[&str]) -> bool {
+    let code = code.join("\n");
+    code.match_indices("request_body(").any(|(at, _)| {
+        let annotation = code[at..].split(')').next().unwrap_or_default();
+        annotation.contains("content = serde_json::Value") || annotation.contains("content = Value")
+    }) || code.contains("request_body = serde_json::Value")
+        || code.contains("request_body = Value")
 }
 
 /// Functions of more than 60 lines, from `fn` to its closing brace.
@@ -304,6 +321,12 @@ fn the_checks_bite_on_code_that_breaks_the_rules() {
     assert_eq!(violations(Path::new("workers/x.rs"), handle).len(), 1, "a repository asked for above the service");
     let atomic = "fn f(flag: &AtomicBool) { flag.store(true, Ordering::Relaxed); }\n";
     assert!(violations(Path::new("workers/x.rs"), atomic).is_empty(), "an atomic's store is not the store");
+    let untyped =
+        "#[utoipa::path(post, path = \"/x\",\n    request_body(\n        content = serde_json::Value,\n    ))]\n";
+    assert_eq!(violations(Path::new("http/routes/x.rs"), untyped).len(), 1, "a body annotated as `Value`");
+    assert!(violations(Path::new("http/routes/webhooks/x.rs"), untyped).is_empty(), "a provider's own format");
+    let typed = "#[utoipa::path(post, path = \"/x\", request_body(content = RecoveryBody))]\n";
+    assert!(violations(Path::new("http/routes/x.rs"), typed).is_empty(), "a body annotated with its type");
     let response = "use axum::response::IntoResponse;\n";
     assert_eq!(violations(Path::new("channels/x.rs"), response).len(), 1);
     assert!(violations(Path::new("http/x.rs"), response).is_empty());

@@ -11,7 +11,6 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
 use serde::Deserialize;
-use serde_json::{Value, json};
 use time::OffsetDateTime;
 
 use super::commands::{given, invalid_body};
@@ -29,56 +28,48 @@ pub fn router() -> Router<AppState> {
 }
 
 /// Which commands needing attention to act on; every field narrows, none is required.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BulkSelection {
-    /// `failed`, `started` or `authorized` (the states a command needing attention is in).
+    /// The state the commands are in (those needing attention are `failed`, `started` or
+    /// `authorized`).
+    #[schema(value_type = Option<CommandState>)]
     pub state: Option<String>,
     /// A command of the registry, by name (`refund`).
     pub command: Option<String>,
     pub actor: Option<String>,
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub since: Option<String>,
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub until: Option<String>,
 }
 
+crate::domain::names::named_enum! {
+    /// What a bulk recovery does to each command (the other actions are one command at a time).
+    BulkAction {
+        Retry => "retry",
+        Cancel => "cancel",
+    }
+}
+
 /// A bulk recovery request.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BulkBody {
-    /// `retry` or `cancel`.
+    #[schema(value_type = BulkAction)]
     pub action: String,
     #[serde(default)]
     pub reason: String,
     #[serde(default)]
     pub filter: BulkSelection,
-    /// At most this many commands (1 to 200; 50 when left out).
-    /// A JSON number: `50` and `50.0` are the same integer.
+    /// At most this many commands (50 when left out). A JSON number: `50` and `50.0` are the
+    /// same integer.
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 200)]
     pub limit: Option<serde_json::Number>,
 }
 
-/// `BulkBody` as the OpenAPI document describes it: exactly what `BulkBody::read` accepts.
-pub(crate) fn bulk_body_schema() -> Value {
-    let states: Vec<Value> = CommandState::ALL.iter().map(|s| Value::from(s.as_str())).chain([Value::Null]).collect();
-    let text = json!({"type": ["string", "null"]});
-    let time = json!({"type": ["string", "null"], "format": "date-time"});
-    json!({
-        "type": "object",
-        "additionalProperties": false,
-        "required": ["action"],
-        "properties": {
-            "action": {"type": "string", "enum": ["retry", "cancel"]},
-            "reason": {"type": "string"},
-            "filter": {
-                "type": "object",
-                "additionalProperties": false,
-                "properties": {
-                    "state": {"enum": states}, "command": text, "actor": text, "since": time, "until": time,
-                },
-            },
-            "limit": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_BULK},
-        },
-    })
-}
+// The schema's `maximum` above is this limit.
+const _: () = assert!(MAX_BULK == 200);
 
 #[utoipa::path(
     post,
@@ -86,11 +77,7 @@ pub(crate) fn bulk_body_schema() -> Value {
     tag = "recovery",
     security(("bearer" = ["recovery:write"])),
     params(("Idempotency-Key" = String, Header, description = "Required: the same request again does nothing twice")),
-    request_body(
-        content = serde_json::Value,
-        content_type = "application/json",
-        description = "{\"action\": \"retry\" | \"cancel\", \"reason\", \"filter\": {...}, \"limit\"}"
-    ),
+    request_body(content = BulkBody, content_type = "application/json"),
     responses(
         (status = 200, description = "What was done and what was refused", body = BulkSummary),
         (status = 400, description = "A bad body, or no Idempotency-Key", content_type = PROBLEM_JSON,

@@ -8,7 +8,7 @@ use axum::response::Response;
 use axum::routing::post;
 use axum::{Json, Router};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -28,9 +28,12 @@ pub fn router() -> Router<AppState> {
         .route("/v1/commands/{id}/step-up", post(step_up).route_layer(require("stepup:verify")))
 }
 
-#[derive(Deserialize)]
+/// A recovery request's body: what to do to the command, and why (kept with its evidence).
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct RecoveryBody {
+pub(crate) struct RecoveryBody {
+    /// What to do to the command.
+    #[schema(value_type = RecoveryAction)]
     action: String,
     #[serde(default)]
     reason: String,
@@ -55,17 +58,6 @@ impl RecoveryRequest {
     }
 }
 
-/// `RecoveryBody` as the OpenAPI document describes it.
-pub(crate) fn recovery_body_schema() -> Value {
-    let actions: Vec<&str> = RecoveryAction::ALL.iter().map(|a| a.as_str()).collect();
-    json!({
-        "type": "object",
-        "additionalProperties": false,
-        "required": ["action"],
-        "properties": {"action": {"type": "string", "enum": actions}, "reason": {"type": "string"}},
-    })
-}
-
 /// `POST /v1/commands/{id}/recovery`, honouring `Idempotency-Key` (IETF httpapi draft).
 #[utoipa::path(
     post,
@@ -77,11 +69,7 @@ pub(crate) fn recovery_body_schema() -> Value {
         ("Idempotency-Key" = Option<String>, Header),
         ("Step-Up" = Option<String>, Header, description = "A step-up JWT, for actions on high-risk commands")
     ),
-    request_body(
-        content = serde_json::Value,
-        content_type = "application/json",
-        description = "{\"action\": \"retry\" | \"cancel\" | \"compensate\", \"reason\": \"...\"}"
-    ),
+    request_body(content = RecoveryBody, content_type = "application/json"),
     responses(
         (status = 201, description = "The recovery command", body = RecoveryStarted),
         (status = 400, description = "A bad body", content_type = PROBLEM_JSON, body = ProblemDocument),
@@ -162,14 +150,11 @@ pub(crate) async fn run_recovery(
     }
 }
 
-#[derive(Deserialize)]
-struct StepUpBody {
+/// A step-up proof for a command that waits for one.
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(crate) struct StepUpBody {
+    /// The step-up JWT.
     token: String,
-}
-
-/// `StepUpBody` as the OpenAPI document describes it.
-pub(crate) fn step_up_body_schema() -> Value {
-    json!({"type": "object", "required": ["token"], "properties": {"token": {"type": "string"}}})
 }
 
 #[utoipa::path(
@@ -178,11 +163,7 @@ pub(crate) fn step_up_body_schema() -> Value {
     tag = "security",
     security(("bearer" = ["stepup:verify"])),
     params(("id" = String, Path, description = "The command id (a UUID)")),
-    request_body(
-        content = serde_json::Value,
-        content_type = "application/json",
-        description = "{\"token\": \"<step-up JWT>\"}"
-    ),
+    request_body(content = StepUpBody, content_type = "application/json"),
     responses(
         (status = 200, description = "Authorized and started", body = SteppedUp),
         (status = 400, description = "A bad body", content_type = PROBLEM_JSON, body = ProblemDocument),

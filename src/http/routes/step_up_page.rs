@@ -40,21 +40,15 @@ pub(crate) struct Link {
     nonce: String,
 }
 
-#[derive(Debug, Deserialize)]
+/// The step-up page's form.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 pub(crate) struct Proof {
+    /// The command id, from the link.
     command: String,
+    /// The nonce, from the link.
     nonce: String,
+    /// The step-up JWT.
     token: String,
-}
-
-/// The form as the OpenAPI document describes it.
-pub fn form_schema() -> serde_json::Value {
-    let text = serde_json::json!({"type": "string"});
-    serde_json::json!({
-        "type": "object",
-        "required": ["command", "nonce", "token"],
-        "properties": {"command": text, "nonce": text, "token": text},
-    })
 }
 
 /// `GET /step-up?command=…&nonce=…`: the request waiting for the person, and the form.
@@ -99,11 +93,7 @@ pub(crate) async fn show(State(state): State<AppState>, Query(link): Query<Link>
     post,
     path = "/step-up",
     tag = "security",
-    request_body(
-        content = String,
-        content_type = "application/x-www-form-urlencoded",
-        description = "`command`, `nonce` (from the link) and `token` (the step-up JWT)"
-    ),
+    request_body(content = Proof, content_type = "application/x-www-form-urlencoded"),
     responses(
         (status = 200, description = "Accepted: the request goes on", content_type = "text/html", body = String),
         (status = 401, description = "The token is not a proof for this person and request",
