@@ -48,13 +48,14 @@ pub struct AckRequest {
     /// The target it is about; may be left out when the command has one.
     #[serde(default)]
     pub target: Option<String>,
-    /// What the ACK reports.
+    // What the ACK reports. (A doc comment here would wrap the inlined enum in an `allOf` with an
+    // object: utoipa's.)
     #[serde(rename = "type")]
-    #[schema(value_type = AckKind)]
+    #[schema(value_type = AckKind, inline)]
     pub kind: String,
     /// For an execution ACK.
     #[serde(default)]
-    #[schema(value_type = Option<AckStatus>)]
+    #[schema(value_type = Option<AckStatus>, inline)]
     pub status: Option<String>,
     /// What a succeeded execution produced.
     #[serde(default)]

@@ -109,8 +109,11 @@ pub fn document(hooks: &HooksConfig) -> Value {
 /// numbered media fields), the hook bridge's bodies per configured agent, and the condition
 /// between an ACK's fields.
 fn describe_bodies(document: &mut Value, hook_agents: &[String]) {
-    if let Some(ack) = document.pointer_mut("/components/schemas/AckRequest") {
-        ack["anyOf"] = crate::executors::acks::ack_condition();
+    for path in ["/v1/commands/{id}/acks", "/v1/executors/{executor}/commands/{id}/acks"] {
+        let schema = format!("/paths/{}/post/requestBody/content/application~1json/schema", pointer_escape(path));
+        if let Some(ack) = document.pointer_mut(&schema) {
+            ack["anyOf"] = crate::executors::acks::ack_condition();
+        }
     }
     let (json, form) = ("application/json", "application/x-www-form-urlencoded");
     let mut bodies: Vec<(String, &str, Value)> = vec![

@@ -8,7 +8,6 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use minijinja::context;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -19,11 +18,11 @@ use crate::domain::command::ShortRef;
 use crate::domain::lifecycle::State as CommandState;
 use crate::http::AppState;
 use crate::http::idempotency::once;
-use crate::http::routes::bulk::{BulkBody, run_bulk};
+use crate::http::routes::bulk::{BulkBody, BulkSelection, run_bulk};
 use crate::http::routes::commands::{given, status_document};
-use crate::http::routes::recovery::{RecoveryRequest, run_recovery};
+use crate::http::routes::recovery::{RecoveryBody, RecoveryRequest, run_recovery};
 use crate::http::views::RecoveryStarted;
-use crate::service::recovery::bulk::{BulkFilter, BulkSummary, needs_attention};
+use crate::service::recovery::bulk::{BulkFilter, BulkSummary, MAX_BULK, needs_attention};
 
 /// The recovery form: the action, why, the form's key, and a step-up proof when one was asked for.
 #[derive(Deserialize)]
@@ -44,11 +43,13 @@ pub(super) async fn one(
 ) -> Result<Response, PageError> {
     signed.require("recovery:write")?;
     let id: Uuid = id.parse().map_err(|_| PageError::NotFound)?;
-    let body = serde_json::to_vec(&json!({"action": form.action, "reason": form.reason})).unwrap_or_default();
-    let step_up = Some(form.step_up.trim()).filter(|t| !t.is_empty());
+    let step_up = Some(form.step_up.trim()).filter(|t| !t.is_empty()).map(str::to_owned);
+    let body = RecoveryBody { action: form.action.clone(), reason: form.reason.clone() };
+    // What makes a retry of the form the same request: the body the API would have been sent.
+    let fingerprint = [id.as_bytes().as_slice(), &serde_json::to_vec(&body).unwrap_or_default()].concat();
     let principal = signed.principal();
-    let fingerprint = [id.as_bytes().as_slice(), &body].concat();
-    let request = RecoveryRequest::read(&body)?;
+    let request = RecoveryRequest::checked(body)?;
+    let step_up = step_up.as_deref();
     let run = run_recovery(&state, principal, id, &request, step_up);
     let key = Some(form.key.as_str()).filter(|k| !k.is_empty());
     let done = once(&state.database, principal.tenant.as_str(), key, &fingerprint, run).await?.into_result();
@@ -129,16 +130,17 @@ pub(super) async fn bulk(
     Changing { signed, form }: Changing<BulkForm>,
 ) -> Result<Response, PageError> {
     signed.require("recovery:write")?;
-    let filter = json!({"state": Some(form.state).filter(|s| !s.is_empty()),
-        "command": Some(form.command).filter(|s| !s.is_empty())});
-    let body = json!({"action": form.action, "reason": form.reason, "filter": filter, "limit": 200});
-    let body = serde_json::to_vec(&body).unwrap_or_default();
+    let given = |text: String| Some(text).filter(|t| !t.is_empty());
+    let filter = BulkSelection { state: given(form.state), command: given(form.command), ..BulkSelection::default() };
+    let body = BulkBody { action: form.action, reason: form.reason, filter, limit: Some(MAX_BULK.into()) };
+    // What makes a retry of the form the same request: the body the API would have been sent.
+    let fingerprint = serde_json::to_vec(&body).unwrap_or_default();
     let principal = signed.principal();
-    let request = BulkBody::read(&state, &body)?;
+    let request = body.checked(&state)?;
     let run = run_bulk(&state, principal, &request);
     let key = Some(form.key.as_str()).filter(|k| !k.is_empty());
     let summary: BulkSummary =
-        once(&state.database, principal.tenant.as_str(), key, &body, run).await?.into_result()?;
+        once(&state.database, principal.tenant.as_str(), key, &fingerprint, run).await?.into_result()?;
     let vars = context! { title => "Bulk recovery", nav => "attention", session => frame(&signed), summary };
     Ok(render(StatusCode::OK, "bulk_done.html", vars))
 }

@@ -53,7 +53,11 @@ pub fn router() -> Router<AppState> {
     tag = "execution",
     security(("bearer" = ["executions:write"])),
     params(("id" = String, Path, description = "The command id (a UUID)")),
-    request_body(content = AckRequest, content_type = "application/json", description = "A delivery or execution ACK"),
+    request_body(
+        content = inline(AckRequest),
+        content_type = "application/json",
+        description = "A delivery or execution ACK"
+    ),
     responses(
         (status = 200, description = "Applied, or a duplicate", body = AckApplied),
         (status = 400, description = "A bad body", content_type = PROBLEM_JSON, body = ProblemDocument),
@@ -88,7 +92,7 @@ pub(crate) async fn ack(
         ("webhook-signature" = String, Header)
     ),
     request_body(
-        content = AckRequest,
+        content = inline(AckRequest),
         content_type = "application/json",
         description = "A delivery or execution ACK; `target`, if given, is the executor"
     ),

@@ -28,12 +28,12 @@ pub fn router() -> Router<AppState> {
 }
 
 /// Which commands needing attention to act on; every field narrows, none is required.
-#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Default, Deserialize, serde::Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BulkSelection {
     /// The state the commands are in (those needing attention are `failed`, `started` or
     /// `authorized`).
-    #[schema(value_type = Option<CommandState>)]
+    #[schema(value_type = Option<CommandState>, inline)]
     pub state: Option<String>,
     /// A command of the registry, by name (`refund`).
     pub command: Option<String>,
@@ -53,14 +53,15 @@ crate::domain::names::named_enum! {
 }
 
 /// A bulk recovery request.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Deserialize, serde::Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BulkBody {
-    #[schema(value_type = BulkAction)]
+    #[schema(value_type = BulkAction, inline)]
     pub action: String,
     #[serde(default)]
     pub reason: String,
     #[serde(default)]
+    #[schema(inline)]
     pub filter: BulkSelection,
     /// At most this many commands (50 when left out). A JSON number: `50` and `50.0` are the
     /// same integer.
@@ -77,7 +78,7 @@ const _: () = assert!(MAX_BULK == 200);
     tag = "recovery",
     security(("bearer" = ["recovery:write"])),
     params(("Idempotency-Key" = String, Header, description = "Required: the same request again does nothing twice")),
-    request_body(content = BulkBody, content_type = "application/json"),
+    request_body(content = inline(BulkBody), content_type = "application/json"),
     responses(
         (status = 200, description = "What was done and what was refused", body = BulkSummary),
         (status = 400, description = "A bad body, or no Idempotency-Key", content_type = PROBLEM_JSON,
@@ -108,7 +109,12 @@ impl BulkBody {
     /// The bulk recovery a body asks for, checked; a bad one is refused before anything is stored.
     pub(crate) fn read(state: &AppState, body: &[u8]) -> Result<(BulkRequest, String), ApiError> {
         let body: BulkBody = serde_json::from_slice(body).map_err(|e| invalid_body(&e.to_string()))?;
-        Ok((bulk_request(state, &body)?, body.reason))
+        body.checked(state)
+    }
+
+    /// A body already read (the console's form), checked as the API checks it.
+    pub(crate) fn checked(self, state: &AppState) -> Result<(BulkRequest, String), ApiError> {
+        Ok((bulk_request(state, &self)?, self.reason))
     }
 }
 

@@ -29,14 +29,15 @@ pub fn router() -> Router<AppState> {
 }
 
 /// A recovery request's body: what to do to the command, and why (kept with its evidence).
-#[derive(Deserialize, utoipa::ToSchema)]
+#[derive(Deserialize, serde::Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RecoveryBody {
-    /// What to do to the command.
-    #[schema(value_type = RecoveryAction)]
-    action: String,
+    // What to do to the command. (A doc comment here would wrap the inlined enum in an `allOf`
+    // with an object: utoipa's.)
+    #[schema(value_type = RecoveryAction, inline)]
+    pub(crate) action: String,
     #[serde(default)]
-    reason: String,
+    pub(crate) reason: String,
 }
 
 /// A recovery request, read and checked: what the API's body and the console's form both become.
@@ -50,6 +51,11 @@ impl RecoveryRequest {
     /// A body that is not a recovery request is refused before anything is stored.
     pub(crate) fn read(body: &[u8]) -> Result<Self, ApiError> {
         let body: RecoveryBody = serde_json::from_slice(body).map_err(|e| invalid_body(&e.to_string()))?;
+        Self::checked(body)
+    }
+
+    /// A body already read (the console's form), checked as the API checks it.
+    pub(crate) fn checked(body: RecoveryBody) -> Result<Self, ApiError> {
         let action = body
             .action
             .parse()
@@ -69,7 +75,7 @@ impl RecoveryRequest {
         ("Idempotency-Key" = Option<String>, Header),
         ("Step-Up" = Option<String>, Header, description = "A step-up JWT, for actions on high-risk commands")
     ),
-    request_body(content = RecoveryBody, content_type = "application/json"),
+    request_body(content = inline(RecoveryBody), content_type = "application/json"),
     responses(
         (status = 201, description = "The recovery command", body = RecoveryStarted),
         (status = 400, description = "A bad body", content_type = PROBLEM_JSON, body = ProblemDocument),
@@ -163,7 +169,7 @@ pub(crate) struct StepUpBody {
     tag = "security",
     security(("bearer" = ["stepup:verify"])),
     params(("id" = String, Path, description = "The command id (a UUID)")),
-    request_body(content = StepUpBody, content_type = "application/json"),
+    request_body(content = inline(StepUpBody), content_type = "application/json"),
     responses(
         (status = 200, description = "Authorized and started", body = SteppedUp),
         (status = 400, description = "A bad body", content_type = PROBLEM_JSON, body = ProblemDocument),

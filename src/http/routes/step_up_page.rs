@@ -93,7 +93,7 @@ pub(crate) async fn show(State(state): State<AppState>, Query(link): Query<Link>
     post,
     path = "/step-up",
     tag = "security",
-    request_body(content = Proof, content_type = "application/x-www-form-urlencoded"),
+    request_body(content = inline(Proof), content_type = "application/x-www-form-urlencoded"),
     responses(
         (status = 200, description = "Accepted: the request goes on", content_type = "text/html", body = String),
         (status = 401, description = "The token is not a proof for this person and request",
