@@ -128,22 +128,22 @@ impl AckRequest {
 
     fn event(&self) -> Result<(DeliveryEvent, Option<Value>), AckError> {
         let invalid = |m: &str| AckError::Invalid(m.to_owned());
-        const STATUSES: [&str; 3] = ["in_progress", "succeeded", "failed"];
-        if self.status.as_deref().is_some_and(|status| !STATUSES.contains(&status)) {
-            return Err(invalid("`status` is in_progress, succeeded or failed"));
-        }
-        match (self.kind.as_str(), self.status.as_deref()) {
-            ("delivery", _) => Ok((DeliveryEvent::DeliveryAck, None)),
-            ("execution", Some("in_progress")) => Ok((DeliveryEvent::ExecutionInProgress, None)),
-            ("execution", Some("succeeded")) => {
+        let status = self.status.as_deref().map(str::parse::<AckStatus>).transpose();
+        let status = status.map_err(|_| invalid("`status` is in_progress, succeeded or failed"))?;
+        let kind = self.kind.parse::<AckKind>().map_err(|_| invalid("`type` is `delivery` or `execution`"))?;
+        match (kind, status) {
+            (AckKind::Delivery, _) => Ok((DeliveryEvent::DeliveryAck, None)),
+            (AckKind::Execution, Some(AckStatus::InProgress)) => Ok((DeliveryEvent::ExecutionInProgress, None)),
+            (AckKind::Execution, Some(AckStatus::Succeeded)) => {
                 Ok((DeliveryEvent::ExecutionSucceeded, Some(self.result.clone().unwrap_or(Value::Null))))
             }
-            ("execution", Some("failed")) => {
+            (AckKind::Execution, Some(AckStatus::Failed)) => {
                 let error = error_of(&json!({"error": self.error.clone().unwrap_or(Value::Null)}));
                 Ok((DeliveryEvent::ExecutionFailed, Some(error)))
             }
-            ("execution", _) => Err(invalid("an execution ACK has `status`: in_progress, succeeded or failed")),
-            _ => Err(invalid("`type` is `delivery` or `execution`")),
+            (AckKind::Execution, None) => {
+                Err(invalid("an execution ACK has `status`: in_progress, succeeded or failed"))
+            }
         }
     }
 }

@@ -28,7 +28,7 @@ use crate::service::database::StoreError;
 use crate::service::engine::Engine;
 use crate::service::live::Live;
 use crate::service::replies::outgoing::Outgoing;
-use crate::service::replies::sending::{ClaimedMessage, Recorded};
+use crate::service::replies::sending::{ClaimedMessage, Recorded, count};
 use crate::service::replies::templates::Templates;
 
 /// The providers messages leave through, by channel: a sender for each registered channel
@@ -173,9 +173,4 @@ impl Sender {
             }
         }
     }
-}
-
-fn count(channel: &str, outcome: &'static str) {
-    metrics::counter!("chatgate_outbound_messages_total", "channel" => channel.to_string(), "outcome" => outcome)
-        .increment(1);
 }

@@ -139,8 +139,11 @@ pub(crate) async fn run_bulk(
 
 fn bulk_request(state: &AppState, body: &BulkBody) -> Result<BulkRequest, ApiError> {
     let action = match body.action.parse() {
-        Ok(action @ (RecoveryAction::Retry | RecoveryAction::Cancel)) => action,
-        _ => return Err(invalid_body("`action` is `retry` or `cancel` (other actions are one command at a time)")),
+        Ok(BulkAction::Retry) => RecoveryAction::Retry,
+        Ok(BulkAction::Cancel) => RecoveryAction::Cancel,
+        Err(_) => {
+            return Err(invalid_body("`action` is `retry` or `cancel` (other actions are one command at a time)"));
+        }
     };
     let limit = match &body.limit {
         None => 50.0,

@@ -160,7 +160,8 @@ impl<'a> Sending<'a> {
     }
 }
 
-fn count(channel: &str, outcome: &str) {
+/// One outbound message's fate, counted in `chatgate_outbound_messages_total`.
+pub fn count(channel: &str, outcome: &str) {
     let labels = [("channel", channel.to_owned()), ("outcome", outcome.to_owned())];
     metrics::counter!("chatgate_outbound_messages_total", &labels).increment(1);
 }
