@@ -4,6 +4,7 @@
 
 pub mod error;
 pub mod hooks;
+pub mod line;
 pub mod messenger;
 pub mod outbound;
 pub mod slack;
@@ -46,11 +47,17 @@ pub const CHANNELS: &[ChannelEntry] = &[
     slack::ENTRY,
     messenger::MESSENGER_ENTRY,
     messenger::INSTAGRAM_ENTRY,
+    line::ENTRY,
 ];
 
 /// The channel named `name`, if there is one.
 pub fn channel(name: &str) -> Option<&'static ChannelEntry> {
     CHANNELS.iter().find(|entry| entry.name == name)
+}
+
+/// Every name a webhook is counted under: the channels and the hook bridge (which takes no replies).
+pub fn counted_names() -> impl Iterator<Item = &'static str> {
+    CHANNELS.iter().map(|entry| entry.name).chain([hooks::CHANNEL])
 }
 
 /// What a reply on `name` can hold (`service::replies::outgoing::CapabilitiesOf`).

@@ -26,8 +26,8 @@ pub use interpolate::{InterpolationError, interpolate};
 pub use protections::{EventsConfig, MetricsConfig};
 pub use secret::{BackendKind, DatabaseUrl, Secret};
 pub use sections::{
-    ConsoleConfig, EvidenceConfig, IdempotencyConfig, MetaMessagingConfig, OutboundConfig, RegistryFiles, ServerConfig,
-    SlackConfig, StorageConfig, TelegramConfig, TwilioConfig, WhatsAppApp, WhatsAppConfig,
+    ConsoleConfig, EvidenceConfig, IdempotencyConfig, LineConfig, MetaMessagingConfig, OutboundConfig, RegistryFiles,
+    ServerConfig, SlackConfig, StorageConfig, TelegramConfig, TwilioConfig, WhatsAppApp, WhatsAppConfig,
 };
 pub use security::{
     AcceptedStatus, AuthConfig, HookMapping, HooksConfig, IssuerConfig, Rate, RateLimitConfig, StandardMessage,
@@ -68,6 +68,8 @@ pub struct Config {
     pub messenger: MetaMessagingConfig,
     #[serde(default)]
     pub instagram: MetaMessagingConfig,
+    #[serde(default)]
+    pub line: LineConfig,
     /// The systems that do the work, by name; the registry routes each command to one.
     #[serde(default)]
     pub executors: BTreeMap<String, ExecutorConfig>,
@@ -177,6 +179,7 @@ impl Config {
         check("twilio.auth_token".into(), &self.twilio.auth_token);
         check("telegram.secret_token".into(), &self.telegram.secret_token);
         check("slack.signing_secret".into(), &self.slack.signing_secret);
+        check("line.channel_secret".into(), &self.line.channel_secret);
         for (name, source) in &self.standard_webhooks {
             for secret in &source.secrets {
                 check(format!("standard_webhooks.{name}.secrets"), secret);

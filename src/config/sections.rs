@@ -108,6 +108,30 @@ impl Default for TelegramConfig {
     }
 }
 
+/// A LINE Official Account's Messaging API channel: `POST /webhooks/line` and the push API.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LineConfig {
+    /// The channel secret (Basic settings), the key of `x-line-signature`'s HMAC-SHA256
+    /// (`CHATGATE_LINE_CHANNEL_SECRET`). Empty turns the webhook off (404).
+    pub channel_secret: Secret,
+    /// A channel access token for the push API (`CHATGATE_LINE_CHANNEL_ACCESS_TOKEN`). Empty:
+    /// replies wait in the outbox until it is set.
+    pub channel_access_token: Secret,
+    /// Where the Messaging API is (`CHATGATE_LINE_API_BASE`; a stand-in in tests).
+    pub api_base: String,
+}
+
+impl Default for LineConfig {
+    fn default() -> Self {
+        Self {
+            channel_secret: Secret::new(""),
+            channel_access_token: Secret::new(""),
+            api_base: "https://api.line.me".into(),
+        }
+    }
+}
+
 /// A Slack app: `POST /webhooks/slack/{events,commands,interactivity}` and the Web API.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

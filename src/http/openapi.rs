@@ -41,6 +41,7 @@ use crate::http::AppState;
         crate::http::routes::webhooks::messenger::verify_app,
         crate::http::routes::webhooks::messenger::receive,
         crate::http::routes::webhooks::messenger::receive_app,
+        crate::http::routes::webhooks::line::receive,
         crate::http::routes::commands::list,
         crate::http::routes::commands::status,
         crate::http::routes::commands::evidence,

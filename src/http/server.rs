@@ -57,7 +57,8 @@ impl AppState {
         crate::http::routes::metrics::install();
         let services = Services::new(settings, database.into(), Arc::new(StoredMessageReader));
         let tenants: Vec<String> = services.policy.tenants.get().tenants().map(|t| t.id.to_string()).collect();
-        crate::service::telemetry::catalog::announce(services.config.executors.keys(), tenants.iter());
+        let (channels, executors) = (crate::channels::counted_names(), services.config.executors.keys());
+        crate::service::telemetry::catalog::announce(channels, executors, tenants.iter());
         let background = tokio::runtime::Handle::current();
         Self { services: Arc::new(services), stopping: Arc::new(CancellationToken::new()), background }
     }

@@ -33,6 +33,9 @@ pub use body::{body_schemas, header_schemas};
 pub use completion::{Completion, CompletionStatus};
 pub use submit::{Submission, Submitted, Unkeyed, submit};
 
+/// The bridge's name where channels are named (commands, metrics).
+pub const CHANNEL: &str = "hooks";
+
 /// A hook call the bridge took: the command, the agent it goes to, and what the callers of
 /// either family read back.
 #[derive(Debug, Clone, PartialEq)]
@@ -274,7 +277,7 @@ async fn admit(state: &Services, headers: &HeaderMap, call: HookCall) -> Result<
     let submission = Submission {
         tenant: hooks.tenant.clone(),
         actor: hooks.actor.clone(),
-        channel: "hooks",
+        channel: CHANNEL,
         conversation: call.conversation,
         agent: call.agent.clone(),
         intent: call.intent,
@@ -289,7 +292,7 @@ async fn admit(state: &Services, headers: &HeaderMap, call: HookCall) -> Result<
     };
     let submitted = submit(state, headers, submission).await?;
     let command_id = submitted.command_id();
-    metrics::counter!("chatgate_webhooks_total", "channel" => "hooks", "outcome" => "accepted").increment(1);
+    metrics::counter!("chatgate_webhooks_total", "channel" => CHANNEL, "outcome" => "accepted").increment(1);
     // Written with the command; a failure to read it back must not turn an accepted call into an
     // error the caller would retry.
     let outbox_id =

@@ -41,6 +41,9 @@ pub struct RawTenant {
     /// Instagram professional accounts (their ids) whose messages reach this tenant.
     #[serde(default)]
     instagram_accounts: Vec<String>,
+    /// LINE bots (their user ids, the webhook's `destination`) that reach this tenant.
+    #[serde(default)]
+    line_bots: Vec<String>,
     #[serde(default)]
     unknown_sender: RawUnknownSender,
     locale: Option<String>,
@@ -72,8 +75,9 @@ enum Keyword {
     Ignore,
 }
 
+/// A person as the file lists them. Serde cannot refuse unknown fields beside a flattened map:
+/// any other key is taken for an address kind, and one that is none is a problem named.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RawActor {
     #[serde(default)]
     name: String,
@@ -81,15 +85,11 @@ pub struct RawActor {
     roles: Vec<String>,
     /// Meta's business-scoped user id for this person (`US.…`), when they write with it.
     user_id: Option<String>,
-    /// Their Telegram user id, when they write to the tenant's bot.
-    telegram: Option<String>,
-    /// Their Slack user id (`U…`), when they write in the tenant's workspace.
-    slack: Option<String>,
-    /// Their page-scoped id on Messenger (PSID).
-    messenger: Option<String>,
-    /// Their Instagram-scoped id (IGSID).
-    instagram: Option<String>,
     locale: Option<String>,
+    /// Their other addresses, each under its kind's name (`AddressKind`): `telegram = "700000001"`,
+    /// `slack = "U0ANA"`, `messenger`, `instagram`, `line`, `phone`.
+    #[serde(flatten)]
+    addresses: BTreeMap<String, String>,
 }
 
 impl RawTenant {
@@ -102,6 +102,7 @@ impl RawTenant {
             &self.slack_teams,
             &self.messenger_pages,
             &self.instagram_accounts,
+            &self.line_bots,
         ]
         .into_iter()
         .flatten()
@@ -201,18 +202,13 @@ fn people(tenant: &str, raw: &RawTenant, roles: &Roles, problems: &mut Vec<Strin
             continue;
         };
         let mut addresses = BTreeSet::from([number]);
-        let others = [
-            (AddressKind::WhatsappUserId, &actor.user_id, "user_id"),
-            (AddressKind::Telegram, &actor.telegram, "telegram"),
-            (AddressKind::Slack, &actor.slack, "slack"),
-            (AddressKind::Messenger, &actor.messenger, "messenger"),
-            (AddressKind::Instagram, &actor.instagram, "instagram"),
-        ];
-        for (kind, raw, field) in others {
-            match raw.as_deref().map(|raw| Address::new(kind, raw)) {
-                Some(Ok(address)) => drop(addresses.insert(address)),
-                Some(Err(e)) => problems.push(format!("{at}.{field}: {e}")),
-                None => {}
+        let user_id = actor.user_id.iter().map(|raw| ("user_id", Ok(AddressKind::WhatsappUserId), raw));
+        let others = actor.addresses.iter().map(|(field, raw)| (field.as_str(), field.parse::<AddressKind>(), raw));
+        for (field, kind, raw) in user_id.chain(others) {
+            match kind.map(|kind| Address::new(kind, raw)) {
+                Ok(Ok(address)) => drop(addresses.insert(address)),
+                Ok(Err(e)) => problems.push(format!("{at}.{field}: {e}")),
+                Err(_) => problems.push(format!("{at}.{field}: not a field nor an address kind")),
             }
         }
         let person = Person {
@@ -270,5 +266,19 @@ mod tests {
             parse("[tenants.a]\nunknown_sender = { role = \"guest\" }\n[tenants.a.roles]\nguest = [\"orders:read\"]\n")
                 .expect("a role for strangers");
         assert_eq!(tenants.tenant("a").expect("a").unknown_sender, UnknownSenderPolicy::AsRole("guest".into()));
+    }
+
+    #[test]
+    fn a_persons_addresses_are_read_by_their_kinds_names_and_a_key_that_names_none_is_a_problem() {
+        let person =
+            "[tenants.a.actors.15550000001]\ntelegram = \"tg:7\"\nline = \"U206d25c2ea6bd87c17655609a1c37cb8\"\n";
+        let (_, seed) = parse(&format!("[tenants.a]\n{person}")).expect("addresses by kind");
+        let people = &seed.tenants[&TenantId::parse("a").expect("id")].1;
+        let kinds: Vec<AddressKind> = people[0].addresses.iter().map(|a| a.kind).collect();
+        assert_eq!(kinds, [AddressKind::Whatsapp, AddressKind::Telegram, AddressKind::Line]);
+        let err = parse("[tenants.a.actors.15550000001]\ntelegarm = \"7\"\n").expect_err("a typo");
+        assert!(err.contains("actors.15550000001.telegarm: not a field nor an address kind"), "{err}");
+        let err = parse("[tenants.a.actors.15550000001]\nline = \"U1\"\n").expect_err("too short");
+        assert!(err.contains("is not a LINE user id"), "{err}");
     }
 }

@@ -13,8 +13,8 @@ use std::collections::{BTreeMap, HashMap};
 pub use fields::{MAX_ADDRESSES, OneOrMany, PersonFields, RESERVED_ID_PREFIXES};
 pub use file::{DirectoryFile, RawActor, RawTenant, Seed};
 pub use people::{
-    Actor, Address, AddressKind, INSTAGRAM_PREFIX, MESSENGER_PREFIX, Person, PersonError, Roles, SLACK_PREFIX,
-    TELEGRAM_PREFIX,
+    Actor, Address, AddressKind, INSTAGRAM_PREFIX, LINE_PREFIX, MESSENGER_PREFIX, Person, PersonError, Roles,
+    SLACK_PREFIX, TELEGRAM_PREFIX,
 };
 pub use resolver::{Answer as ResolverAnswer, Lookup, RawResolver, Resolved, Resolver};
 

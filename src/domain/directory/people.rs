@@ -23,6 +23,7 @@ named_enum! {
         Slack => "slack",
         Messenger => "messenger",
         Instagram => "instagram",
+        Line => "line",
     }
 }
 
@@ -36,6 +37,8 @@ pub const SLACK_PREFIX: &str = "slack:";
 pub const MESSENGER_PREFIX: &str = "fb:";
 /// How an Instagram user's id is written as an address (`ig:17841400000000000`).
 pub const INSTAGRAM_PREFIX: &str = "ig:";
+/// How a LINE user's id is written as an address (`line:U206d25c2ea6bd87c17655609a1c37cb8`).
+pub const LINE_PREFIX: &str = "line:";
 
 /// One address of a person.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -45,53 +48,59 @@ pub struct Address {
 }
 
 impl Address {
-    /// An address as stored and looked up: numbers without `+`, spaces or dashes; other ids trimmed.
+    /// An address as stored and looked up, written as its kind's [`Shape`] says: numbers without
+    /// `+`, spaces or dashes; other ids trimmed and prefixed with their kind's mark.
     pub fn new(kind: AddressKind, raw: &str) -> Result<Self, PersonError> {
-        let value = match kind {
+        let shape = kind.shape();
+        let id: String =
+            raw.trim().trim_start_matches(shape.prefix).chars().filter(|c| !shape.dropped.contains(c)).collect();
+        if !shape.length.contains(&id.len()) || !id.chars().all(|c| (shape.allowed)(&c)) {
+            return Err(PersonError(format!("`{raw}` is not {}", shape.what)));
+        }
+        let id = if shape.upper { id.to_ascii_uppercase() } else { id };
+        Ok(Self { kind, value: format!("{}{id}", shape.prefix) })
+    }
+}
+
+/// How an address of one kind is written.
+#[derive(Debug, Clone)]
+pub struct Shape {
+    /// What it is, for a refusal ("a Telegram user id").
+    pub what: &'static str,
+    /// Kept before the id, so that no two kinds' addresses are the same text (`tg:`); a number
+    /// has none, as one number is one address on every channel that names people by it.
+    pub prefix: &'static str,
+    /// Characters people write that are not part of it (a number's `+`, spaces and dashes).
+    pub dropped: &'static [char],
+    pub length: std::ops::RangeInclusive<usize>,
+    pub allowed: fn(&char) -> bool,
+    /// Kept in capitals (Slack's ids).
+    pub upper: bool,
+}
+
+impl AddressKind {
+    /// How an address of this kind is written: a kind added is a line in [`AddressKind`] and its
+    /// shape here.
+    pub fn shape(self) -> Shape {
+        let id = |what, prefix, length, allowed| Shape { what, prefix, dropped: &[], length, allowed, upper: false };
+        match self {
+            // E.164 numbers have at most 15 digits; the shortest real ones, 7 or so.
             AddressKind::Whatsapp | AddressKind::Phone => {
-                let digits: String = raw.chars().filter(|c| !matches!(c, '+' | ' ' | '-' | '(' | ')')).collect();
-                // E.164 numbers have at most 15 digits; the shortest real ones, 7 or so.
-                if !(6..=20).contains(&digits.len()) || !digits.chars().all(|c| c.is_ascii_digit()) {
-                    return Err(PersonError(format!("`{raw}` is not a phone number")));
-                }
-                digits
+                Shape { dropped: &['+', ' ', '-', '(', ')'], ..id("a phone number", "", 6..=20, char::is_ascii_digit) }
             }
-            // A Telegram user id, a number, kept as `tg:<id>` (as the channel names the sender):
-            // never the same text as a phone number's.
-            AddressKind::Telegram => {
-                let id = raw.trim().trim_start_matches(TELEGRAM_PREFIX);
-                if id.is_empty() || id.len() > 20 || !id.chars().all(|c| c.is_ascii_digit()) {
-                    return Err(PersonError(format!("`{raw}` is not a Telegram user id")));
-                }
-                format!("{TELEGRAM_PREFIX}{id}")
-            }
+            AddressKind::WhatsappUserId => id("a user id", "", 1..=128, char::is_ascii_graphic),
+            // A Telegram user id, a number, kept as `tg:<id>` (as the channel names the sender).
+            AddressKind::Telegram => id("a Telegram user id", TELEGRAM_PREFIX, 1..=20, char::is_ascii_digit),
             // A Slack user id (`U0ANA`, `W0ANA`), kept as `slack:<id>`.
             AddressKind::Slack => {
-                let id = raw.trim().trim_start_matches(SLACK_PREFIX);
-                if id.is_empty() || id.len() > 32 || !id.chars().all(|c| c.is_ascii_alphanumeric()) {
-                    return Err(PersonError(format!("`{raw}` is not a Slack user id")));
-                }
-                format!("{SLACK_PREFIX}{}", id.to_ascii_uppercase())
+                Shape { upper: true, ..id("a Slack user id", SLACK_PREFIX, 1..=32, char::is_ascii_alphanumeric) }
             }
-            // A page-scoped id (Messenger's PSID, Instagram's IGSID), a number, kept as
-            // `fb:<id>` or `ig:<id>`.
-            AddressKind::Messenger | AddressKind::Instagram => {
-                let prefix = if kind == AddressKind::Messenger { MESSENGER_PREFIX } else { INSTAGRAM_PREFIX };
-                let id = raw.trim().trim_start_matches(prefix);
-                if id.is_empty() || id.len() > 32 || !id.chars().all(|c| c.is_ascii_digit()) {
-                    return Err(PersonError(format!("`{raw}` is not a page-scoped id")));
-                }
-                format!("{prefix}{id}")
-            }
-            AddressKind::WhatsappUserId => {
-                let id = raw.trim();
-                if id.is_empty() || id.len() > 128 || !id.chars().all(|c| c.is_ascii_graphic()) {
-                    return Err(PersonError(format!("`{raw}` is not a user id")));
-                }
-                id.to_owned()
-            }
-        };
-        Ok(Self { kind, value })
+            // A page-scoped id (Messenger's PSID, Instagram's IGSID), a number.
+            AddressKind::Messenger => id("a page-scoped id", MESSENGER_PREFIX, 1..=32, char::is_ascii_digit),
+            AddressKind::Instagram => id("a page-scoped id", INSTAGRAM_PREFIX, 1..=32, char::is_ascii_digit),
+            // A LINE user id: `U` and 32 hexadecimal digits, as the webhook's `source.userId`.
+            AddressKind::Line => id("a LINE user id", LINE_PREFIX, 33..=33, char::is_ascii_alphanumeric),
+        }
     }
 }
 
@@ -203,6 +212,9 @@ mod tests {
         assert!(Address::new(AddressKind::Slack, "<@U0ANA>").is_err());
         assert_eq!(Address::new(AddressKind::Messenger, "2401").map(|a| a.value), Ok("fb:2401".into()));
         assert_eq!(Address::new(AddressKind::Instagram, "ig:1784").map(|a| a.value), Ok("ig:1784".into()));
+        let line = "U206d25c2ea6bd87c17655609a1c37cb8";
+        assert_eq!(Address::new(AddressKind::Line, line).map(|a| a.value), Ok(format!("line:{line}")));
+        assert!(Address::new(AddressKind::Line, "U206d").is_err());
         let roles = Roles([("customer".to_owned(), BTreeSet::from(["orders:read".to_owned()]))].into());
         let person = |role: &str| Person {
             id: ActorId::parse("c-1").expect("id"),

@@ -31,6 +31,7 @@ pub fn router(config: &Config) -> Router<AppState> {
         .merge(webhooks::telegram::router())
         .merge(webhooks::slack::router())
         .merge(webhooks::messenger::router())
+        .merge(webhooks::line::router())
         .merge(commands::router())
         .merge(recovery::router())
         .merge(bulk::router())

@@ -36,20 +36,42 @@ named_enum! {
 }
 
 named_enum! {
-    /// The columns a CSV import may have.
-    Column {
+    /// The columns of a CSV import that are a person's fields; every other column is an address
+    /// kind, by its name ([`AddressKind`]: a kind added is a column).
+    FieldColumn {
         Id => "id",
         Name => "name",
         Roles => "roles",
         Locale => "locale",
         Active => "active",
-        Whatsapp => "whatsapp",
-        WhatsappUserId => "whatsapp_user_id",
-        Phone => "phone",
-        Telegram => "telegram",
-        Slack => "slack",
-        Messenger => "messenger",
-        Instagram => "instagram",
+    }
+}
+
+/// A column a CSV import may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Column {
+    Field(FieldColumn),
+    Address(AddressKind),
+}
+
+impl std::str::FromStr for Column {
+    type Err = String;
+    fn from_str(name: &str) -> Result<Self, String> {
+        let address = || name.parse().map(Column::Address);
+        name.parse().map(Column::Field).or_else(|_| address()).map_err(|_| {
+            let fields = FieldColumn::ALL.iter().map(|c| c.as_str());
+            let known: Vec<&str> = fields.chain(AddressKind::ALL.iter().map(|k| k.as_str())).collect();
+            format!("`{name}` is not a column (the columns are {})", known.join(", "))
+        })
+    }
+}
+
+impl std::fmt::Display for Column {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Column::Field(field) => field.fmt(f),
+            Column::Address(kind) => kind.fmt(f),
+        }
     }
 }
 
@@ -250,16 +272,13 @@ fn header(line: &str) -> Result<Vec<Column>, String> {
     let cells = csv_cells(line)?;
     let mut columns: Vec<Column> = vec![];
     for cell in &cells {
-        let column: Column = cell.trim().parse().map_err(|_| {
-            let known: Vec<&str> = Column::ALL.iter().map(|c| c.as_str()).collect();
-            format!("`{cell}` is not a column (the columns are {})", known.join(", "))
-        })?;
+        let column: Column = cell.trim().parse()?;
         if columns.contains(&column) {
             return Err(format!("`{column}` is named twice"));
         }
         columns.push(column);
     }
-    if !columns.contains(&Column::Id) {
+    if !columns.contains(&Column::Field(FieldColumn::Id)) {
         return Err("the header names no `id` column".into());
     }
     Ok(columns)
@@ -285,21 +304,15 @@ fn csv_fields(columns: &[Column], line: &str) -> Result<PersonFields, String> {
     for (column, cell) in columns.iter().zip(&cells).filter(|(_, cell)| !cell.trim().is_empty()) {
         let cell = cell.trim();
         match column {
-            Column::Id => fields.id = Some(cell.to_owned()),
-            Column::Name => fields.name = Some(cell.to_owned()),
-            Column::Roles => fields.roles = Some(split(cell)),
-            Column::Locale => fields.locale = Some(Some(cell.to_owned())),
-            Column::Active => fields.active = Some(yes_or_no(cell)?),
-            // Every other column is an address kind, by the same name.
-            address => {
-                if let Ok(kind) = address.as_str().parse::<AddressKind>() {
-                    addresses.insert(kind, OneOrMany::Many(split(cell)));
-                }
-            }
+            Column::Field(FieldColumn::Id) => fields.id = Some(cell.to_owned()),
+            Column::Field(FieldColumn::Name) => fields.name = Some(cell.to_owned()),
+            Column::Field(FieldColumn::Roles) => fields.roles = Some(split(cell)),
+            Column::Field(FieldColumn::Locale) => fields.locale = Some(Some(cell.to_owned())),
+            Column::Field(FieldColumn::Active) => fields.active = Some(yes_or_no(cell)?),
+            Column::Address(kind) => drop(addresses.insert(*kind, OneOrMany::Many(split(cell)))),
         }
     }
-    let has_address_columns = columns.iter().any(|c| c.as_str().parse::<AddressKind>().is_ok());
-    if has_address_columns {
+    if columns.iter().any(|c| matches!(c, Column::Address(_))) {
         fields.addresses = Some(addresses);
     }
     Ok(fields)

@@ -97,7 +97,6 @@ pub const FAMILIES: &[Family] = &[
     counter("chatgate_inbox_unadmitted_total", "Stored messages that could not be admitted, by reason."),
 ];
 
-const CHANNELS: &[&str] = &["whatsapp", "twilio", "standard", "telegram", "slack", "messenger", "instagram", "hooks"];
 const WEBHOOK_OUTCOMES: &[&str] = &["accepted", "bad_signature", "malformed", "unknown_app", "unavailable"];
 const READINGS: &[&str] = &[
     "exact",
@@ -118,9 +117,14 @@ const ANSWERS: &[&str] = &["accepted", "declined", "too_late", "wrong_actor", "a
 const SENDS: &[&str] = &["sent", "retry", "given_up"];
 const DISPATCHES: &[&str] = &["executed", "failed", "delivered", "handed", "retry", "refused"];
 
-/// Describes every family and registers the series known now at zero. Idempotent: a series that
-/// already counts keeps its count (counters and gauges are only moved by 0).
-pub fn announce<'a>(executors: impl Iterator<Item = &'a String>, tenants: impl Iterator<Item = &'a String>) {
+/// Describes every family and registers the series known now at zero: each of `channels` (their
+/// list is the channels layer's), executor and tenant. Idempotent: a series that already counts
+/// keeps its count (counters and gauges are only moved by 0).
+pub fn announce<'a>(
+    channels: impl Iterator<Item = &'static str>,
+    executors: impl Iterator<Item = &'a String>,
+    tenants: impl Iterator<Item = &'a String>,
+) {
     for family in FAMILIES {
         match family.kind {
             Kind::Counter => metrics::describe_counter!(family.name, family.help),
@@ -136,7 +140,7 @@ pub fn announce<'a>(executors: impl Iterator<Item = &'a String>, tenants: impl I
             _ => {}
         }
     }
-    announce_channels();
+    announce_channels(channels);
     let zero = |name: &'static str, labels: &[(&'static str, String)]| metrics::counter!(name, labels).increment(0);
     for (name, label, values) in [
         ("chatgate_text_readings_total", "reading", READINGS),
@@ -164,9 +168,9 @@ pub fn announce<'a>(executors: impl Iterator<Item = &'a String>, tenants: impl I
 }
 
 /// The series of every channel's webhooks, messages, statuses and replies, at zero.
-fn announce_channels() {
+fn announce_channels(channels: impl Iterator<Item = &'static str>) {
     let zero = |name: &'static str, labels: &[(&'static str, String)]| metrics::counter!(name, labels).increment(0);
-    for channel in CHANNELS {
+    for channel in channels {
         for outcome in WEBHOOK_OUTCOMES {
             zero("chatgate_webhooks_total", &[("channel", channel.to_string()), ("outcome", outcome.to_string())]);
         }

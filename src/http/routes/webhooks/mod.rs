@@ -2,6 +2,7 @@
 //! channel that reads them and turn what it answers into a response.
 
 pub mod hooks;
+pub mod line;
 pub mod messenger;
 pub mod slack;
 pub mod standard;
