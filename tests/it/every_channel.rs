@@ -1,10 +1,10 @@
 //! Issue 32's one conversation, run for every channel with buttons — WhatsApp, Telegram, Slack,
-//! Messenger, Instagram — on both backends: a person asks for a refund, is sent the prompt
+//! Messenger, Instagram, LINE — on both backends: a person asks for a refund, is sent the prompt
 //! through a stand-in for the provider's API, confirms with the channel's own button, and is sent
 //! the outcome; the provider redelivering the request and the tap changes nothing; a forged
 //! request is refused and stores nothing. Each channel drives it with the requests its own tests
 //! take from the provider's documentation (`e2e_whatsapp`, `e2e_telegram`, `e2e_slack`,
-//! `e2e_messenger`). (Twilio has no buttons: its prompt is answered by typing, `e2e_twilio`.)
+//! `e2e_messenger`, `e2e_line`). (Twilio has no buttons: its prompt is answered by typing, `e2e_twilio`.)
 
 use std::time::{Duration, Instant};
 
@@ -12,13 +12,14 @@ use chatgate::channels::whatsapp::simulate as whatsapp;
 use reqwest::StatusCode;
 use serde_json::Value;
 
+use crate::e2e_line as line;
 use crate::e2e_messenger as messenger;
 use crate::e2e_slack::{self as slack, Signed};
 use crate::e2e_telegram as telegram;
 use crate::fake_graph::{FakeServer, sending_through};
 use crate::helpers::{CUSTOMER, DEMO_NUMBER, Meta, TestApp, TestDb, on_both_backends};
 
-on_both_backends!(whatsapp_refund, telegram_refund, slack_refund, messenger_refund, instagram_refund);
+on_both_backends!(whatsapp_refund, telegram_refund, slack_refund, messenger_refund, instagram_refund, line_refund);
 
 async fn whatsapp_refund(db: &TestDb) {
     a_refund_is_confirmed_with_the_channels_button::<WhatsApp>(db).await;
@@ -34,6 +35,9 @@ async fn messenger_refund(db: &TestDb) {
 }
 async fn instagram_refund(db: &TestDb) {
     a_refund_is_confirmed_with_the_channels_button::<Page<true>>(db).await;
+}
+async fn line_refund(db: &TestDb) {
+    a_refund_is_confirmed_with_the_channels_button::<line::Line>(db).await;
 }
 
 /// A chat channel as a person and the provider use it.
@@ -179,6 +183,41 @@ impl Channel for telegram::Telegram {
 
     fn yes_of(prompt: &Value) -> Option<&str> {
         prompt["reply_markup"]["inline_keyboard"][0][0]["callback_data"].as_str()
+    }
+}
+
+impl Channel for line::Line {
+    const NAME: &'static str = "line";
+
+    async fn start(db: &TestDb) -> Self {
+        line::Line::start(db).await
+    }
+
+    fn into_app(self) -> TestApp {
+        self.app
+    }
+
+    fn api(&self) -> &FakeServer {
+        &self.api
+    }
+
+    async fn write(&self, n: i64, text: &str) -> StatusCode {
+        self.send(&chatgate::channels::line::simulate::text(line::BOT, &format!("e{n}"), line::CUSTOMER, text)).await
+    }
+
+    async fn tap(&self, n: i64, data: &str) -> StatusCode {
+        let tap = chatgate::channels::line::simulate::postback(line::BOT, &format!("e{n}"), line::CUSTOMER, data);
+        self.send(&tap).await
+    }
+
+    async fn forge(&self, n: i64, text: &str) -> StatusCode {
+        let event = chatgate::channels::line::simulate::text(line::BOT, &format!("e{n}"), line::CUSTOMER, text);
+        let (signature, body) = chatgate::channels::line::simulate::signed("not-the-channel-secret", &event);
+        self.post(body.as_bytes(), Some(&signature)).await.0
+    }
+
+    fn yes_of(prompt: &Value) -> Option<&str> {
+        prompt["messages"][0]["quickReply"]["items"][0]["action"]["data"].as_str()
     }
 }
 

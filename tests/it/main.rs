@@ -24,6 +24,7 @@ mod e2e_execution;
 mod e2e_health;
 mod e2e_hook_callers;
 mod e2e_hooks;
+mod e2e_line;
 mod e2e_messenger;
 mod e2e_nats;
 mod e2e_ooc;
