@@ -23,25 +23,9 @@ use crate::http::AppState;
         crate::http::routes::health::readyz,
         crate::http::routes::metrics::render,
         openapi_json,
-        crate::http::routes::webhooks::whatsapp::verify_default,
-        crate::http::routes::webhooks::whatsapp::verify_app,
-        crate::http::routes::webhooks::whatsapp::receive_default,
-        crate::http::routes::webhooks::whatsapp::receive_app,
         crate::http::routes::webhooks::hooks::wake,
         crate::http::routes::webhooks::hooks::agent,
         crate::http::routes::webhooks::hooks::mapped,
-        crate::http::routes::webhooks::standard::receive,
-        crate::http::routes::webhooks::twilio::receive,
-        crate::http::routes::webhooks::twilio::status,
-        crate::http::routes::webhooks::telegram::receive,
-        crate::http::routes::webhooks::slack::events,
-        crate::http::routes::webhooks::slack::commands,
-        crate::http::routes::webhooks::slack::interactivity,
-        crate::http::routes::webhooks::messenger::verify,
-        crate::http::routes::webhooks::messenger::verify_app,
-        crate::http::routes::webhooks::messenger::receive,
-        crate::http::routes::webhooks::messenger::receive_app,
-        crate::http::routes::webhooks::line::receive,
         crate::http::routes::commands::list,
         crate::http::routes::commands::status,
         crate::http::routes::commands::evidence,
@@ -72,7 +56,7 @@ use crate::http::AppState;
         crate::http::routes::reload::reload,
     ),
     components(schemas(crate::http::responses::ProblemDocument, crate::http::views::TransitionEvent)),
-    modifiers(&BearerTokens, &Links)
+    modifiers(&BearerTokens)
 )]
 pub struct ApiDoc;
 
@@ -97,7 +81,13 @@ impl Modify for BearerTokens {
 /// header formats the code checks, and the hook bridge under its configured base path (the
 /// annotations say the default, `/hooks`).
 pub fn document(hooks: &HooksConfig) -> Value {
-    let mut document = serde_json::to_value(ApiDoc::openapi()).unwrap_or(Value::Null);
+    let mut api = ApiDoc::openapi();
+    for webhook in crate::http::routes::webhooks::WEBHOOKS {
+        api.merge((webhook.document)());
+    }
+    // After the merge: the links lead from the webhooks' answers too.
+    Links.modify(&mut api);
+    let mut document = serde_json::to_value(api).unwrap_or(Value::Null);
     describe_bodies(&mut document, &hooks.agents);
     describe_headers(&mut document);
     describe_event_stream(&mut document);

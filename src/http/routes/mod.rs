@@ -21,17 +21,12 @@ use crate::http::AppState;
 
 /// Every resource's routes (the console's and the document's are `server::routes`').
 pub fn router(config: &Config) -> Router<AppState> {
+    let chat = webhooks::WEBHOOKS.iter().fold(Router::new(), |routes, webhook| routes.merge((webhook.routes)()));
     Router::new()
         .merge(health::router())
         .merge(metrics::router(config))
-        .merge(webhooks::whatsapp::router())
+        .merge(chat)
         .merge(webhooks::hooks::router(&config.hooks.base_path))
-        .merge(webhooks::standard::router())
-        .merge(webhooks::twilio::router())
-        .merge(webhooks::telegram::router())
-        .merge(webhooks::slack::router())
-        .merge(webhooks::messenger::router())
-        .merge(webhooks::line::router())
         .merge(commands::router())
         .merge(recovery::router())
         .merge(bulk::router())

@@ -14,6 +14,11 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/webhooks/line", post(receive))
 }
 
+/// Its part of the OpenAPI document (`webhooks::WEBHOOKS`).
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(receive))]
+pub struct Doc;
+
 /// What LINE may be answered besides its 200.
 #[derive(IntoResponses)]
 pub enum LineErrors {
@@ -25,7 +30,7 @@ pub enum LineErrors {
     NotFound(ProblemDocument),
     #[response(status = 413, description = "Body too large", content_type = PROBLEM_JSON)]
     TooLarge(ProblemDocument),
-    #[response(status = 503, description = "Storage unavailable or inbox full (redelivered)", content_type = PROBLEM_JSON)]
+    #[response(status = 503, description = "Storage unavailable or inbox full", content_type = PROBLEM_JSON)]
     Unavailable(ProblemDocument),
 }
 

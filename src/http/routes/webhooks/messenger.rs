@@ -23,6 +23,11 @@ pub fn router() -> Router<AppState> {
         .route("/webhooks/messenger/{app}", get(verify_app).post(receive_app))
 }
 
+/// Its part of the OpenAPI document (`webhooks::WEBHOOKS`).
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(verify, verify_app, receive, receive_app))]
+pub struct Doc;
+
 #[utoipa::path(
     get,
     path = "/webhooks/messenger",

@@ -16,6 +16,11 @@ pub fn router() -> Router<AppState> {
         .route("/webhooks/slack/interactivity", post(interactivity))
 }
 
+/// Its part of the OpenAPI document (`webhooks::WEBHOOKS`).
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(events, commands, interactivity))]
+pub struct Doc;
+
 #[utoipa::path(
     post,
     path = "/webhooks/slack/events",

@@ -17,6 +17,11 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/webhooks/standard/{source}", post(receive))
 }
 
+/// Its part of the OpenAPI document (`webhooks::WEBHOOKS`).
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(receive))]
+pub struct Doc;
+
 #[utoipa::path(
     post,
     path = "/webhooks/standard/{source}",

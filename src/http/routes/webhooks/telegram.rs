@@ -13,6 +13,11 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/webhooks/telegram", post(receive))
 }
 
+/// Its part of the OpenAPI document (`webhooks::WEBHOOKS`).
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(receive))]
+pub struct Doc;
+
 #[utoipa::path(
     post,
     path = "/webhooks/telegram",

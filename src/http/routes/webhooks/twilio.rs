@@ -15,6 +15,11 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/webhooks/twilio", post(receive)).route(STATUS_PATH, post(status))
 }
 
+/// Its part of the OpenAPI document (`webhooks::WEBHOOKS`).
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(receive, status))]
+pub struct Doc;
+
 #[utoipa::path(
     post,
     path = "/webhooks/twilio",

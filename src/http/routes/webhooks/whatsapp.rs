@@ -21,6 +21,11 @@ pub fn router() -> Router<AppState> {
         .route("/webhooks/whatsapp/{app}", get(verify_app).post(receive_app))
 }
 
+/// Its part of the OpenAPI document (`webhooks::WEBHOOKS`).
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(verify_default, verify_app, receive_default, receive_app))]
+pub struct Doc;
+
 #[utoipa::path(
     get,
     path = "/webhooks/whatsapp",
