@@ -1,4 +1,4 @@
-//! `chatgate chat --channel telegram|slack|messenger|instagram`: the terminal conversation of
+//! `chatgate chat --channel telegram|slack|messenger|instagram|line`: the terminal conversation of
 //! `chat` on another channel, as its demo customer. Typed lines go to the gateway as the provider
 //! posts them (`simulate_channels`); the gateway's replies arrive at a stand-in for the provider's
 //! API that answers as the provider does, and are printed with their buttons numbered.
@@ -24,6 +24,7 @@ pub enum ChatChannel {
     Slack,
     Messenger,
     Instagram,
+    Line,
 }
 
 impl ChatChannel {
@@ -35,6 +36,7 @@ impl ChatChannel {
             Self::Messenger => ("CHATGATE_WHATSAPP_API_BASE", "CHATGATE_MESSENGER_ACCESS_TOKEN"),
             Self::Instagram => ("CHATGATE_WHATSAPP_API_BASE", "CHATGATE_INSTAGRAM_ACCESS_TOKEN"),
             Self::Whatsapp => ("CHATGATE_WHATSAPP_API_BASE", "CHATGATE_WHATSAPP_ACCESS_TOKEN"),
+            Self::Line => ("CHATGATE_LINE_API_BASE", "CHATGATE_LINE_CHANNEL_ACCESS_TOKEN"),
         };
         format!("{base}=http://{listen} {token}=chat")
     }
@@ -60,6 +62,7 @@ impl ChatChannel {
                 let who = (simulate::DEMO_INSTAGRAM_USER, simulate::DEMO_INSTAGRAM_ACCOUNT);
                 simulate::meta_request(config, "instagram", who, &act)
             }
+            Self::Line => simulate::line_request(config, (simulate::DEMO_LINE_USER, simulate::DEMO_LINE_BOT), &act),
             Self::Whatsapp => anyhow::bail!("WhatsApp's chat is `chat` without --channel"),
         }
     }
@@ -101,6 +104,10 @@ pub fn said(channel: ChatChannel, body: &Value) -> Said {
             (&body["text"], pairs(&body["reply_markup"]["inline_keyboard"][0], "/text", "/callback_data"))
         }
         ChatChannel::Slack => (&body["text"], pairs(&body["blocks"][1]["elements"], "/text/text", "/value")),
+        ChatChannel::Line => {
+            let message = &body["messages"][0];
+            (&message["text"], pairs(&message["quickReply"]["items"], "/action/label", "/action/data"))
+        }
         _ => (&body["message"]["text"], pairs(&body["message"]["quick_replies"], "/title", "/payload")),
     };
     Said { text: text.as_str().unwrap_or("(a message chat cannot show)").to_owned(), buttons }
@@ -116,6 +123,7 @@ async fn accept(
     let answer = match channel {
         ChatChannel::Telegram => json!({"ok": true, "result": {"message_id": n, "chat": {"id": body["chat_id"]}}}),
         ChatChannel::Slack => json!({"ok": true, "channel": body["channel"], "ts": format!("1.{n:06}")}),
+        ChatChannel::Line => json!({"sentMessages": [{"id": n.to_string(), "quoteToken": "chat"}]}),
         _ => json!({"recipient_id": body["recipient"]["id"], "message_id": format!("m_CHAT{n}")}),
     };
     let _ = said.send(body);
@@ -189,5 +197,13 @@ mod tests {
         assert_eq!(said(ChatChannel::Slack, &slack).buttons, [("cg:no:n".to_owned(), "No".to_owned())]);
         let meta = json!({"recipient": {"id": "1"}, "message": {"text": "Done."}});
         assert_eq!(said(ChatChannel::Instagram, &meta).shown(), "chatgate: Done.");
+        let buttons = chatgate_buttons();
+        let line = crate::channels::line::client::push_body("U1", "Confirm?", &buttons);
+        assert_eq!(said(ChatChannel::Line, &line).shown(), "chatgate: Confirm?\n          [1] Yes\n          [2] No");
+    }
+
+    fn chatgate_buttons() -> Vec<crate::service::replies::outgoing::Button> {
+        use crate::service::replies::outgoing::Button;
+        vec![Button { id: "cg:yes:n".into(), title: "Yes".into() }, Button { id: "cg:no:n".into(), title: "No".into() }]
     }
 }

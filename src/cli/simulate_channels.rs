@@ -1,4 +1,4 @@
-//! `chatgate simulate telegram|slack|messenger|instagram`: builds what the provider posts (a
+//! `chatgate simulate telegram|slack|messenger|instagram|line`: builds what the provider posts (a
 //! message, or a tap on a confirmation's button), authenticates it as the provider does with the
 //! configured secret, posts it to a running gateway and prints each answer. `--repeat` posts the
 //! same request again, as a provider that got no answer does.
@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use reqwest::header::HeaderMap;
 use serde_json::json;
 
-use crate::channels::{slack, telegram, whatsapp};
+use crate::channels::{line, slack, telegram, whatsapp};
 use crate::config::Config;
 
 #[derive(Debug, clap::Subcommand)]
@@ -24,6 +24,8 @@ pub enum SimulateChannel {
     Messenger(MetaArgs),
     /// An Instagram messaging delivery, signed with the Meta app's secret
     Instagram(MetaArgs),
+    /// A LINE webhook, signed with the configured channel secret
+    Line(LineArgs),
 }
 
 /// Posts what `channel` says.
@@ -34,6 +36,9 @@ pub async fn run(config: &Config, channel: SimulateChannel) -> anyhow::Result<Ex
         SimulateChannel::Slack(args) => slack(config, &args).await,
         SimulateChannel::Messenger(args) => meta(config, "page", &args).await,
         SimulateChannel::Instagram(args) => meta(config, "instagram", &args).await,
+        SimulateChannel::Line(args) => {
+            post(&args.target, line_request(config, (&args.from, &args.bot), &args.act)?).await
+        }
     }
 }
 
@@ -46,6 +51,8 @@ pub const DEMO_MESSENGER_USER: &str = "24000000000000001";
 pub const DEMO_MESSENGER_PAGE: &str = "200000000000001";
 pub const DEMO_INSTAGRAM_USER: &str = "17850000000000001";
 pub const DEMO_INSTAGRAM_ACCOUNT: &str = "17840000000000001";
+pub const DEMO_LINE_USER: &str = "U10000000000000000000000000000001";
+pub const DEMO_LINE_BOT: &str = "Ub0700000000000000000000000000001";
 
 /// Where to post, and how often.
 #[derive(Debug, clap::Args)]
@@ -113,6 +120,20 @@ pub struct MetaArgs {
     /// The page's (or the Instagram account's) id (the demo tenant's page by default)
     #[arg(long, default_value = DEMO_MESSENGER_PAGE)]
     pub page: String,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct LineArgs {
+    #[command(flatten)]
+    pub target: Target,
+    #[command(flatten)]
+    pub act: Act,
+    /// The sender's LINE user id (the demo customer's by default)
+    #[arg(long, default_value = DEMO_LINE_USER)]
+    pub from: String,
+    /// The bot's user id, the webhook's `destination` (the demo tenant's by default)
+    #[arg(long, default_value = DEMO_LINE_BOT)]
+    pub bot: String,
 }
 
 /// A new id, from the clock.
@@ -204,6 +225,21 @@ pub fn meta_request(config: &Config, object: &str, (person, page): (&str, &str),
     );
     headers.insert("content-type", "application/json".parse()?);
     Ok(Request { path: "/webhooks/messenger", headers, body })
+}
+
+/// `(user, bot)` doing `act` on LINE: a text message or a postback, signed with the channel secret.
+pub fn line_request(config: &Config, (user, bot): (&str, &str), act: &Act) -> anyhow::Result<Request> {
+    let id = act.id.clone().unwrap_or_else(|| new_id("SIM"));
+    let webhook = match (&act.text, &act.button) {
+        (Some(text), None) => line::simulate::text(bot, &id, user, text),
+        (None, Some(data)) => line::simulate::postback(bot, &id, user, data),
+        _ => bail!("say what to send: --text or --button"),
+    };
+    let (signature, body) = line::simulate::signed(config.line.channel_secret.expose(), &webhook);
+    let mut headers = HeaderMap::new();
+    headers.insert(line::signature::SIGNATURE_HEADER, signature.parse()?);
+    headers.insert("content-type", "application/json".parse()?);
+    Ok(Request { path: "/webhooks/line", headers, body })
 }
 
 async fn post(target: &Target, request: Request) -> anyhow::Result<ExitCode> {

@@ -274,6 +274,10 @@ async fn the_simulator_posts_signed_deliveries_to_a_running_gateway() {
     let instagram =
         other("instagram", &["--text", "hello", "--page", "17840000000000001", "--from", "17850000000000001"]);
     assert!(instagram.contains("\"stored\":1"), "{instagram}");
+    // LINE answers a webhook with an empty 200; the same event again is a redelivery.
+    let line = other("line", &["--text", "refund 1234 25.00", "--id", "01JSIMLINE", "--repeat", "2"]);
+    assert!(line.contains("#1 200 OK") && line.contains("#2 200 OK"), "{line}");
+    assert!(other("line", &["--button", "cg:no:0"]).contains("#1 200 OK"));
     assert_eq!(terminate(&mut server).code(), Some(0));
 }
 
