@@ -56,10 +56,10 @@ impl Services {
         let policy = Policy { registry, tenants, people, security, agents };
         let readers = (stored, Arc::new(crate::service::ooc::Precheck) as Arc<dyn crate::service::intake::Precheck>);
         let inbox = crate::service::intake::inbox::Inbox::new(store.clone(), &config.ingest);
-        let ingress = Ingress::new(engine.clone(), policy.clone(), readers, inbox);
+        let templates = Live::new(templates);
+        let ingress = Ingress::new(engine.clone(), policy.clone(), readers, (inbox, templates.clone()));
         let streams = EventStreams::new(store.clone(), &config.events);
         let figures = Arc::default();
-        let templates = Live::new(templates);
         let seed = Live::new(seed);
         let config = Arc::new(config);
         Self { config, files, database, engine, ingress, templates, policy, streams, figures, seed }

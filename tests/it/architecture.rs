@@ -197,6 +197,11 @@ fn violations(relative: &Path, text: &str) -> Vec<String> {
             found.push(format!("{shown}: `{layer}` calls `.store()`; the service is the door to the store"));
         }
     }
+    // Every channel takes the same narrow handle — the ingress and the configuration — never the
+    // whole bag of services the HTTP layer holds.
+    if layer == "channels" && code.iter().any(|line| line.contains("Services")) {
+        found.push(format!("{shown}: a channel names `Services`; it takes `&Ingress` and `&Config`"));
+    }
     // A request body's schema is derived from the type that reads it; only a provider's own
     // format (a webhook's) is described apart, where its channel reads it.
     let provider_format = relative.starts_with("http/routes/webhooks");
@@ -321,6 +326,9 @@ fn the_checks_bite_on_code_that_breaks_the_rules() {
     assert_eq!(violations(Path::new("workers/x.rs"), handle).len(), 1, "a repository asked for above the service");
     let atomic = "fn f(flag: &AtomicBool) { flag.store(true, Ordering::Relaxed); }\n";
     assert!(violations(Path::new("workers/x.rs"), atomic).is_empty(), "an atomic's store is not the store");
+    let bag = "pub async fn receive(state: &Services, body: &[u8]) {}\n";
+    assert_eq!(violations(Path::new("channels/x/mod.rs"), bag).len(), 1, "a channel taking the services' bag");
+    assert!(violations(Path::new("http/x.rs"), bag).is_empty(), "the HTTP layer holds it");
     let untyped =
         "#[utoipa::path(post, path = \"/x\",\n    request_body(\n        content = serde_json::Value,\n    ))]\n";
     assert_eq!(violations(Path::new("http/routes/x.rs"), untyped).len(), 1, "a body annotated as `Value`");

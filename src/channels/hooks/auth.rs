@@ -10,16 +10,18 @@ use subtle::ConstantTimeEq;
 
 use crate::channels::hooks::bad;
 use crate::channels::{ChannelError, Refusal};
-use crate::service::Services;
+use crate::config::Config;
+use crate::service::intake::Ingress;
 
 /// The caller's token checked; `client` is its address (the failures are counted by it).
 pub(super) fn authenticate(
-    state: &Services,
+    ingress: &Ingress,
+    config: &Config,
     headers: &HeaderMap,
     query: Option<&str>,
     client: &str,
 ) -> Result<(), ChannelError> {
-    let expected = state.config.hooks.token.expose();
+    let expected = config.hooks.token.expose();
     if expected.is_empty() {
         return Err(Refusal::not_configured("The hook bridge is not configured.").into());
     }
@@ -37,7 +39,7 @@ pub(super) fn authenticate(
         .map(str::trim)
         .filter(|t| !t.is_empty());
     let given = bearer.or_else(|| headers.get("x-openclaw-token").and_then(|v| v.to_str().ok()).map(str::trim));
-    let failures = &state.policy.security.hook_auth_failures;
+    let failures = &ingress.policy().security.hook_auth_failures;
     if given.is_some_and(|g| bool::from(g.as_bytes().ct_eq(expected.as_bytes()))) {
         failures.succeeded(client);
         return Ok(());

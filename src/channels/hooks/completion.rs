@@ -10,10 +10,11 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use crate::channels::ChannelError;
+use crate::config::Config;
 use crate::domain::agent::AgentState;
 use crate::domain::command::TenantId;
 use crate::domain::lifecycle::State;
-use crate::service::Services;
+use crate::service::intake::Ingress;
 
 /// The longest a request is held open, whatever the call asks.
 const MOST_WAIT: Duration = Duration::from_secs(120);
@@ -40,22 +41,23 @@ pub struct Completion {
 
 /// Waits for `command_id`, dispatched to `agent`, to end, at most `timeout_secs` (or `MOST_WAIT`).
 pub(super) async fn wait_for(
-    state: &Services,
+    ingress: &Ingress,
+    config: &Config,
     command_id: Uuid,
     agent: &str,
     timeout_secs: Option<u64>,
 ) -> Result<Completion, ChannelError> {
-    let tenant = TenantId::parse(&state.config.hooks.tenant).map_err(|_| ChannelError::Misconfigured("tenant"))?;
+    let tenant = TenantId::parse(&config.hooks.tenant).map_err(|_| ChannelError::Misconfigured("tenant"))?;
     let wait = timeout_secs.map_or(MOST_WAIT, Duration::from_secs).min(MOST_WAIT);
     let deadline = tokio::time::Instant::now() + wait;
     loop {
-        let current = state.engine.reads().command(&tenant, command_id).await?;
+        let current = ingress.engine().reads().command(&tenant, command_id).await?;
         let now_in = current.map(|c| c.lifecycle.state).ok_or(ChannelError::Misconfigured("a command not found"))?;
         if now_in.is_terminal() {
             let status = if now_in == State::Executed { CompletionStatus::Ok } else { CompletionStatus::Error };
             return Ok(Completion { status, state: now_in });
         }
-        let held = state.engine.reads().agent(agent).await?.state == AgentState::Paused;
+        let held = ingress.engine().reads().agent(agent).await?.state == AgentState::Paused;
         if held || tokio::time::Instant::now() >= deadline {
             return Ok(Completion { status: CompletionStatus::Pending, state: now_in });
         }

@@ -21,11 +21,12 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use crate::channels::{ChannelError, Refusal};
+use crate::config::Config;
 use crate::domain::agent::command_routing_key;
 use crate::domain::command::IdempotencyKey;
 use crate::domain::command::Intent;
-use crate::service::Services;
 use crate::service::dispatch::DISPATCH_KIND;
+use crate::service::intake::Ingress;
 
 use auth::authenticate;
 use body::{body_object, mode_field, text_field};
@@ -93,37 +94,37 @@ pub(crate) fn bad(code: &'static str, detail: impl Into<String>) -> ChannelError
     Refusal::bad_request(code, detail).into()
 }
 
-fn default_agent(state: &Services) -> Result<String, ChannelError> {
-    state.config.hooks.agents.first().cloned().ok_or_else(|| bad("no_agent", "No agent is configured for hooks."))
+fn default_agent(config: &Config) -> Result<String, ChannelError> {
+    config.hooks.agents.first().cloned().ok_or_else(|| bad("no_agent", "No agent is configured for hooks."))
 }
 
 /// The agent a call names: an `agentId` must be one this gateway knows (OpenClaw: 400); hookd's
 /// `sessionKey: "agent:<name>:..."` names one when it is known, else the default agent runs it
 /// (the name asked for goes into the decision); no name, the default agent.
 fn choose_agent(
-    state: &Services,
+    config: &Config,
     args: &Map<String, Value>,
     session: Option<&str>,
     decision: &mut Map<String, Value>,
 ) -> Result<String, ChannelError> {
-    let known = |name: &str| state.config.hooks.agents.iter().any(|a| a == name);
+    let known = |name: &str| config.hooks.agents.iter().any(|a| a == name);
     if let Some(id) = args.get("agentId").and_then(Value::as_str) {
-        return known_agent(state, id);
+        return known_agent(config, id);
     }
     match session.and_then(hookd::agent_of_session) {
         Some(name) if known(name) => Ok(name.to_owned()),
         Some(name) => {
             decision.insert("requested_agent".into(), name.into());
-            default_agent(state)
+            default_agent(config)
         }
-        None => default_agent(state),
+        None => default_agent(config),
     }
 }
 
 /// `id`, when it names an agent configured for hooks; else 400 (OpenClaw: a direct agent id must
 /// exist).
-fn known_agent(state: &Services, id: &str) -> Result<String, ChannelError> {
-    match state.config.hooks.agents.iter().any(|a| a == id) {
+fn known_agent(config: &Config, id: &str) -> Result<String, ChannelError> {
+    match config.hooks.agents.iter().any(|a| a == id) {
         true => Ok(id.to_owned()),
         false => Err(bad("unknown_agent", format!("No agent `{id}` is configured for hooks."))),
     }
@@ -136,8 +137,8 @@ fn intent(entity: &str, action: &str) -> Result<Intent, ChannelError> {
 /// `POST /hooks/wake`: `{"text": "...", "mode": "now" | "next-heartbeat"}`. The same wake while
 /// an earlier one still waits is coalesced into it (`eventOutcome: "coalesced"`), as OpenClaw's
 /// queue does; otherwise it is queued.
-pub async fn wake(state: &Services, request: &HookRequest<'_>) -> Result<HookOutcome, ChannelError> {
-    authenticate(state, request.headers, request.query, &request.client)?;
+pub async fn wake(ingress: &Ingress, config: &Config, request: &HookRequest<'_>) -> Result<HookOutcome, ChannelError> {
+    authenticate(ingress, config, request.headers, request.query, &request.client)?;
     let body = body_object(request.body)?;
     let text = text_field(&body, "text", true)?.unwrap_or_default();
     let mode = mode_field(&body, "mode")?.unwrap_or_else(|| "now".into());
@@ -147,8 +148,8 @@ pub async fn wake(state: &Services, request: &HookRequest<'_>) -> Result<HookOut
     // A wake may name its agent (`agentId`, OpenClaw's newest contract): one this gateway knows,
     // else 400 as OpenClaw answers; without one, the default agent wakes.
     let agent = match text_field(&body, "agentId", false)? {
-        Some(id) => known_agent(state, &id)?,
-        None => default_agent(state)?,
+        Some(id) => known_agent(config, &id)?,
+        None => default_agent(config)?,
     };
     let wake = intent("agent", "wake")?;
     let call = |key| HookCall {
@@ -163,20 +164,20 @@ pub async fn wake(state: &Services, request: &HookRequest<'_>) -> Result<HookOut
     // one still waits is coalesced into it.
     let keyed = openclaw::replay_key(request.headers, &body);
     let waiting = keyed.clone().or_else(|| openclaw::digest_key("wake", &[&agent, &text, &mode]));
-    let (accepted, event) = match admit(state, request.headers, call(waiting)).await? {
+    let (accepted, event) = match admit(ingress, config, request.headers, call(waiting)).await? {
         (accepted, Submitted::New(_)) => (accepted, WakeOutcome::Queued),
         (accepted, Submitted::InProgress(_)) => (accepted, WakeOutcome::Coalesced),
         (accepted, Submitted::Done(_)) if keyed.is_some() => (accepted, WakeOutcome::Coalesced),
         // The same wake, already done: this one is a wake of its own.
-        (_, Submitted::Done(_)) => (admit(state, request.headers, call(None)).await?.0, WakeOutcome::Queued),
+        (_, Submitted::Done(_)) => (admit(ingress, config, request.headers, call(None)).await?.0, WakeOutcome::Queued),
     };
     Ok(HookOutcome::Woken { accepted, mode, event })
 }
 
 /// `POST /hooks/agent`: OpenClaw's `{"message": "..."}` or hookd's `{"text": "..."}`, with the
 /// optional OpenClaw fields, each checked.
-pub async fn agent(state: &Services, request: &HookRequest<'_>) -> Result<HookOutcome, ChannelError> {
-    authenticate(state, request.headers, request.query, &request.client)?;
+pub async fn agent(ingress: &Ingress, config: &Config, request: &HookRequest<'_>) -> Result<HookOutcome, ChannelError> {
+    authenticate(ingress, config, request.headers, request.query, &request.client)?;
     let body = body_object(request.body)?;
     // Every field and header is checked before anything is decided, an empty call's too.
     submit::caller_headers(request.headers, false)?;
@@ -204,15 +205,15 @@ pub async fn agent(state: &Services, request: &HookRequest<'_>) -> Result<HookOu
     if nothing_to_do {
         return Ok(HookOutcome::NothingToDo);
     }
-    let agent = choose_agent(state, &args, session, &mut decision)?;
+    let agent = choose_agent(config, &args, session, &mut decision)?;
     let conversation = session.map_or_else(|| "hooks:agent".into(), |k| format!("hooks:{k}"));
     let key = openclaw::replay_key(request.headers, &body).or(key);
     let wait = body.get("waitForCompletion") == Some(&Value::Bool(true));
     let timeout = args.get("timeoutSeconds").and_then(Value::as_u64);
     let call = HookCall { agent, intent: intent("agent", &action)?, args, conversation, key, decision };
-    let (accepted, _) = admit(state, request.headers, call).await?;
+    let (accepted, _) = admit(ingress, config, request.headers, call).await?;
     if wait {
-        let completion = completion::wait_for(state, accepted.command_id, &accepted.agent, timeout).await?;
+        let completion = completion::wait_for(ingress, config, accepted.command_id, &accepted.agent, timeout).await?;
         return Ok(HookOutcome::Completed { accepted, completion });
     }
     Ok(HookOutcome::Queued(accepted))
@@ -240,9 +241,14 @@ fn hookd_call(text: &str, read: hookd::HookText) -> Result<CallParts, ChannelErr
 }
 
 /// `POST /hooks/{name}`: a mapped hook; its fields become the command's arguments.
-pub async fn mapped(state: &Services, name: &str, request: &HookRequest<'_>) -> Result<HookOutcome, ChannelError> {
-    authenticate(state, request.headers, request.query, &request.client)?;
-    let Some(mapping) = state.config.hooks.mappings.get(name) else {
+pub async fn mapped(
+    ingress: &Ingress,
+    config: &Config,
+    name: &str,
+    request: &HookRequest<'_>,
+) -> Result<HookOutcome, ChannelError> {
+    authenticate(ingress, config, request.headers, request.query, &request.client)?;
+    let Some(mapping) = config.hooks.mappings.get(name) else {
         return Err(Refusal::not_configured(format!("No hook `{name}`.")).into());
     };
     let object = body_object(request.body)?;
@@ -266,13 +272,18 @@ pub async fn mapped(state: &Services, name: &str, request: &HookRequest<'_>) -> 
         key,
         decision: Map::new(),
     };
-    Ok(HookOutcome::Queued(admit(state, request.headers, call).await?.0))
+    Ok(HookOutcome::Queued(admit(ingress, config, request.headers, call).await?.0))
 }
 
 /// Admits the call as a command of the bridge's principal — authorized (the token is the
 /// authorization), started with its dispatch row — and says where it went.
-async fn admit(state: &Services, headers: &HeaderMap, call: HookCall) -> Result<(Accepted, Submitted), ChannelError> {
-    let hooks = &state.config.hooks;
+async fn admit(
+    ingress: &Ingress,
+    config: &Config,
+    headers: &HeaderMap,
+    call: HookCall,
+) -> Result<(Accepted, Submitted), ChannelError> {
+    let hooks = &config.hooks;
     let routing_key = command_routing_key(&call.agent, &call.intent.action);
     let submission = Submission {
         tenant: hooks.tenant.clone(),
@@ -290,13 +301,13 @@ async fn admit(state: &Services, headers: &HeaderMap, call: HookCall) -> Result<
         unkeyed: Unkeyed::Unique,
         decision: call.decision,
     };
-    let submitted = submit(state, headers, submission).await?;
+    let submitted = submit(ingress, headers, submission).await?;
     let command_id = submitted.command_id();
     metrics::counter!("chatgate_webhooks_total", "channel" => CHANNEL, "outcome" => "accepted").increment(1);
     // Written with the command; a failure to read it back must not turn an accepted call into an
     // error the caller would retry.
     let outbox_id =
-        state.engine.database().handover().first_row(command_id, DISPATCH_KIND, &call.agent).await.unwrap_or_else(
+        ingress.engine().database().handover().first_row(command_id, DISPATCH_KIND, &call.agent).await.unwrap_or_else(
             |e| {
                 tracing::warn!(error = %e, %command_id, "cannot read back a hook call's dispatch row");
                 None

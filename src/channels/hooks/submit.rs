@@ -19,10 +19,10 @@ use crate::domain::command::Intent;
 use crate::domain::command::Risk;
 use crate::domain::command::TenantId;
 use crate::domain::lifecycle::CommandKind;
-use crate::service::Services;
 use crate::service::dispatch;
 use crate::service::engine::Admission;
 use crate::service::intake::Admitted;
+use crate::service::intake::Ingress;
 
 /// A command a machine caller submits for an agent (the hook bridge, a Standard Webhooks source).
 pub struct Submission {
@@ -81,8 +81,8 @@ pub(crate) fn caller_headers(
 
 /// A caller's command that the registry describes keeps the registry's value rules, as a
 /// person's does: no machine refunds −25 either.
-fn keeps_value_rules(state: &Services, intent: &Intent, args: &Map<String, Value>) -> Result<(), ChannelError> {
-    let registry = state.policy.registry.current();
+fn keeps_value_rules(ingress: &Ingress, intent: &Intent, args: &Map<String, Value>) -> Result<(), ChannelError> {
+    let registry = ingress.policy().registry.current();
     match registry.by_intent(&intent.entity, &intent.action).and_then(|spec| spec.broken_rule(args)) {
         Some(broken) => {
             Err(bad("invalid_value", format!("`{}` breaks its rule: {} {}", broken.value, broken.rule, broken.limit)))
@@ -112,13 +112,13 @@ impl Submitted {
 /// Admits a submission: the command, auto-confirmed and authorized by the caller's credential,
 /// started with its dispatch row, in one transaction. `Idempotency-Key` and `X-Correlation-Id`
 /// come from the headers. Returns the command's id — the existing one for a repeat.
-pub async fn submit(state: &Services, headers: &HeaderMap, s: Submission) -> Result<Submitted, ChannelError> {
+pub async fn submit(ingress: &Ingress, headers: &HeaderMap, s: Submission) -> Result<Submitted, ChannelError> {
     let config = |what: &'static str| -> ChannelError {
         tracing::error!(what, "a submission source is misconfigured");
         ChannelError::Misconfigured(what)
     };
     let (supplied_key, correlation_id) = caller_headers(headers, s.header_key)?;
-    keeps_value_rules(state, &s.intent, &s.args)?;
+    keeps_value_rules(ingress, &s.intent, &s.args)?;
     let supplied_key = supplied_key.or(s.key);
     let supplied_key = match (supplied_key, s.unkeyed) {
         (None, Unkeyed::Unique) => IdempotencyKey::parse(&format!("call:{}", Uuid::now_v7())).ok(),
@@ -157,7 +157,7 @@ pub async fn submit(state: &Services, headers: &HeaderMap, s: Submission) -> Res
         inbound: s.message,
         ..Admission::default()
     };
-    let (_, admitted) = state.engine.accept_with(request, admission, OffsetDateTime::now_utc()).await?;
+    let (_, admitted) = ingress.engine().accept_with(request, admission, OffsetDateTime::now_utc()).await?;
     match admitted {
         Admitted::New { command_id, .. } => Ok(Submitted::New(command_id)),
         // The same call again: the same command.

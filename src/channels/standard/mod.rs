@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use crate::channels::hooks::{Submission, Unkeyed, submit};
 use crate::channels::{ChannelEntry, ChannelError, Refusal};
+use crate::config::Config;
 use crate::config::{StandardMessage, StandardSource};
 use crate::domain::command::Channel;
 use crate::domain::command::ExternalId;
@@ -26,7 +27,7 @@ use crate::domain::message::InboundMessage;
 use crate::domain::message::InboundStatus;
 use crate::domain::outbound::Capabilities;
 use crate::domain::standard_webhooks::{self, Signed};
-use crate::service::Services;
+use crate::service::intake::Ingress;
 use crate::service::intake::NewInbound;
 use crate::service::intake::{Arrival, Handled, MessageOutcome, Wait};
 
@@ -41,12 +42,13 @@ pub enum Delivered {
 
 /// A delivery from source `name`: checked against its secrets, then a chat message or a command.
 pub async fn receive(
-    state: &Services,
+    ingress: &Ingress,
+    config: &Config,
     name: &str,
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<Delivered, ChannelError> {
-    let Some(source) = state.config.standard_webhooks.get(name) else {
+    let Some(source) = config.standard_webhooks.get(name) else {
         return Err(Refusal::not_configured(format!("No source `{name}`.")).into());
     };
     let secrets = source.secrets.iter().map(|s| s.expose());
@@ -56,19 +58,19 @@ pub async fn receive(
     let payload: Value = serde_json::from_slice(body).map_err(|e| bad(format!("The body is not JSON: {e}")))?;
     if let Some(mapping) = &source.message {
         let message = chat_message(name, &id, mapping, &payload).map_err(bad)?;
-        let delivered = store_message(state, message).await?;
+        let delivered = store_message(ingress, message).await?;
         metrics::counter!("chatgate_webhooks_total", "channel" => "standard", "outcome" => "accepted").increment(1);
         return Ok(delivered);
     }
-    let command_id = submit(state, headers, command(name, &id, source, payload)?).await?.command_id();
+    let command_id = submit(ingress, headers, command(name, &id, source, payload)?).await?.command_id();
     metrics::counter!("chatgate_webhooks_total", "channel" => "standard", "outcome" => "accepted").increment(1);
     Ok(Delivered::Accepted(command_id))
 }
 
 /// A `message` source's delivery stored in the inbox; what it came to when `ingest.acknowledge`
 /// waits for its admission, else `accepted` (or `redelivered`: stored before).
-async fn store_message(state: &Services, message: InboundMessage) -> Result<Delivered, ChannelError> {
-    let arrivals = state.ingress.arrive(std::slice::from_ref(&message), Wait::AsConfigured).await?;
+async fn store_message(ingress: &Ingress, message: InboundMessage) -> Result<Delivered, ChannelError> {
+    let arrivals = ingress.arrive(std::slice::from_ref(&message), Wait::AsConfigured).await?;
     let handled = match arrivals.into_iter().next() {
         Some(Arrival::Admitted(handled)) => handled,
         Some(Arrival::Pending) => {

@@ -15,8 +15,9 @@ use axum::http::{HeaderMap, StatusCode, Uri, header};
 use time::OffsetDateTime;
 
 use crate::channels::{ChannelEntry, ChannelError, Refusal, counted};
+use crate::config::Config;
 use crate::domain::outbound::Capabilities;
-use crate::service::Services;
+use crate::service::intake::Ingress;
 use crate::service::intake::{Arrival, Wait, reply_destination};
 
 /// Where Twilio reports what became of the messages we sent through its Messages API.
@@ -24,32 +25,34 @@ pub const STATUS_PATH: &str = "/webhooks/twilio/status";
 
 /// A message webhook, counted: the TwiML to answer with (the replies due at once, or none).
 pub async fn receive_message(
-    services: &Services,
+    ingress: &Ingress,
+    config: &Config,
     uri: &Uri,
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<String, ChannelError> {
-    counted("twilio", message(services, uri, headers, body).await)
+    counted("twilio", message(ingress, config, uri, headers, body).await)
 }
 
 /// A status callback for a message sent through the Messages API, counted.
 pub async fn receive_status(
-    services: &Services,
+    ingress: &Ingress,
+    config: &Config,
     uri: &Uri,
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<(), ChannelError> {
-    counted("twilio", status(services, uri, headers, body).await)
+    counted("twilio", status(ingress, config, uri, headers, body).await)
 }
 
 /// The parameters of a form Twilio signed for this gateway's public URL.
 fn verified_form(
-    state: &Services,
+    config: &Config,
     uri: &Uri,
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<Vec<(String, String)>, ChannelError> {
-    let auth_token = state.config.twilio.auth_token.expose();
+    let auth_token = config.twilio.auth_token.expose();
     if auth_token.is_empty() {
         return Err(Refusal::not_configured("Twilio is not configured.").into());
     }
@@ -67,7 +70,7 @@ fn verified_form(
         .into());
     }
     let params: Vec<(String, String)> = form_urlencoded::parse(body).into_owned().collect();
-    let url = public_url(&state.config.server.public_base_url, uri);
+    let url = public_url(&config.server.public_base_url, uri);
     let given = headers.get(signature::HEADER).map(|v| v.as_bytes());
     signature::verify(auth_token.as_bytes(), &url, &params, given).map_err(|e| {
         ChannelError::from(
@@ -78,23 +81,35 @@ fn verified_form(
     Ok(params)
 }
 
-async fn status(state: &Services, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Result<(), ChannelError> {
-    let params = verified_form(state, uri, headers, body)?;
+async fn status(
+    ingress: &Ingress,
+    config: &Config,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(), ChannelError> {
+    let params = verified_form(config, uri, headers, body)?;
     let update = form::status(&params).map_err(Refusal::invalid_payload)?;
-    state.ingress.handle_status(&update, OffsetDateTime::now_utc()).await?;
+    ingress.handle_status(&update, OffsetDateTime::now_utc()).await?;
     Ok(())
 }
 
 /// The message goes into the inbox like any other, and the answer waits for its admission (at
 /// most the hold of its replies and `ingest.admission_wait_ms`) so that the replies it queued go
 /// back inline; past that the answer is empty and they go through the Messages API.
-async fn message(state: &Services, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Result<String, ChannelError> {
-    let twilio = &state.config.twilio;
-    let params = verified_form(state, uri, headers, body)?;
+async fn message(
+    ingress: &Ingress,
+    config: &Config,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<String, ChannelError> {
+    let twilio = &config.twilio;
+    let params = verified_form(config, uri, headers, body)?;
     let hold = Duration::from_millis(twilio.inline_hold_ms);
     let message = form::parse(&params, hold).map_err(Refusal::invalid_payload)?;
-    let arrivals = state.ingress.arrive(std::slice::from_ref(&message), Wait::AtMost(hold)).await?;
-    let sending = state.engine.sending();
+    let arrivals = ingress.arrive(std::slice::from_ref(&message), Wait::AtMost(hold)).await?;
+    let sending = ingress.engine().sending();
     let redelivered = match arrivals.first() {
         // Not admitted in time: its replies leave through the API once their hold ends.
         Some(Arrival::Pending) => return Ok(twiml::response(&[])),
@@ -107,11 +122,11 @@ async fn message(state: &Services, uri: &Uri, headers: &HeaderMap, body: &[u8]) 
         let first = sending.answer_of(&message.channel, &message.provider_message_id).await?;
         return Ok(first.unwrap_or_else(|| twiml::response(&[])));
     }
-    let lease = Duration::from_millis(state.config.outbound.lease_ms);
+    let lease = Duration::from_millis(config.outbound.lease_ms);
     let destination = reply_destination(&message);
     // Claimed, rendered and recorded as sent before the answer goes back; the only window left
     // is an answer lost on its way to Twilio after the record.
-    let (templates, held) = (state.templates.get(), (destination.as_str(), lease));
+    let (templates, held) = (ingress.templates(), (destination.as_str(), lease));
     let now = OffsetDateTime::now_utc();
     let replies = sending.answer_inline(&templates, crate::channels::capabilities_of, held, now).await;
     let answer = twiml::response(&replies);

@@ -14,6 +14,8 @@ use crate::domain::registry::{Interpretation, Reading};
 use crate::service::confirmations::answers::{self, Answering};
 use crate::service::confirmations::confirm::Answer;
 use crate::service::engine::{Admission, Engine, EngineError};
+use crate::service::live::Live;
+use crate::service::replies::templates::Templates;
 use crate::service::security::ratelimit::Budget;
 use crate::service::security::{Policy, Spec};
 use crate::store::{InboundOutcome, NOTICE_KIND, NewOutboxMessage, ReplyTo, Store, StoreError, StoredCommand};
@@ -60,6 +62,8 @@ pub struct Ingress {
     stored: Arc<dyn StoredMessages>,
     precheck: Arc<dyn Precheck>,
     inbox: inbox::Inbox,
+    /// The reply templates, for a channel that answers in its webhook's own response (Twilio).
+    templates: Live<Templates>,
 }
 
 impl std::fmt::Debug for Ingress {
@@ -73,9 +77,14 @@ impl Ingress {
         engine: Engine,
         policy: Policy,
         (stored, precheck): (Arc<dyn StoredMessages>, Arc<dyn Precheck>),
-        inbox: inbox::Inbox,
+        (inbox, templates): (inbox::Inbox, Live<Templates>),
     ) -> Self {
-        Self { engine, policy, stored, precheck, inbox }
+        Self { engine, policy, stored, precheck, inbox, templates }
+    }
+
+    /// The reply templates now (a reload after this does not change what the caller holds).
+    pub fn templates(&self) -> Arc<Templates> {
+        self.templates.get()
     }
 
     pub fn inbox(&self) -> &inbox::Inbox {

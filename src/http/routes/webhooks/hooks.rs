@@ -190,7 +190,7 @@ pub(crate) async fn wake(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let request = HookRequest { query: query.as_deref(), headers: &headers, body: &body, client: client(peer) };
-    Ok(answer(hooks::wake(&state, &request).await?, state.config.hooks.accepted_status))
+    Ok(answer(hooks::wake(&state.ingress, &state.config, &request).await?, state.config.hooks.accepted_status))
 }
 
 /// `POST /hooks/agent`: OpenClaw's `{"message": "..."}` or hookd's `{"text": "...", "sessionKey":
@@ -226,7 +226,7 @@ pub(crate) async fn agent(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let request = HookRequest { query: query.as_deref(), headers: &headers, body: &body, client: client(peer) };
-    Ok(answer(hooks::agent(&state, &request).await?, state.config.hooks.accepted_status))
+    Ok(answer(hooks::agent(&state.ingress, &state.config, &request).await?, state.config.hooks.accepted_status))
 }
 
 /// `POST /hooks/{name}`: a mapped hook; its fields become the command's arguments.
@@ -259,7 +259,7 @@ pub(crate) async fn mapped(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let request = HookRequest { query: query.as_deref(), headers: &headers, body: &body, client: client(peer) };
-    Ok(answer(hooks::mapped(&state, &name, &request).await?, state.config.hooks.accepted_status))
+    Ok(answer(hooks::mapped(&state.ingress, &state.config, &name, &request).await?, state.config.hooks.accepted_status))
 }
 
 /// The caller's address, by which failed authentications are counted.

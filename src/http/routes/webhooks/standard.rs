@@ -50,7 +50,7 @@ pub(crate) async fn receive(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    Ok(match standard::receive(&state, &name, &headers, &body).await? {
+    Ok(match standard::receive(&state.ingress, &state.config, &name, &headers, &body).await? {
         Delivered::Handled { outcome, command_id } => Json(MessageHandled { outcome, command_id }).into_response(),
         Delivered::Accepted(command_id) => accepted(command_id),
     })

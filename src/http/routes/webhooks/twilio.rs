@@ -43,7 +43,7 @@ pub(crate) async fn receive(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let twiml = twilio::receive_message(&state, &uri, &headers, &body).await?;
+    let twiml = twilio::receive_message(&state.ingress, &state.config, &uri, &headers, &body).await?;
     Ok(([(header::CONTENT_TYPE, "text/xml; charset=utf-8")], twiml).into_response())
 }
 
@@ -66,6 +66,6 @@ pub(crate) async fn status(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
-    twilio::receive_status(&state, &uri, &headers, &body).await?;
+    twilio::receive_status(&state.ingress, &state.config, &uri, &headers, &body).await?;
     Ok(StatusCode::NO_CONTENT)
 }
