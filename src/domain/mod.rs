@@ -13,5 +13,6 @@ pub mod message;
 pub(crate) mod names;
 pub mod outbound;
 pub mod registry;
+pub mod replies;
 pub mod retry;
 pub mod standard_webhooks;

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use crate::domain::replies::{Expired, Progress, Rejection, Reply};
 use crate::service::confirmations::confirm::Answer;
 
 use crate::service::confirmations::confirm::Named;
@@ -160,7 +161,8 @@ async fn decide(
         Matched::Nothing { reason, codes } => {
             decision["outcome"] = "unmatched".into();
             step.evidence.push(answer_evidence(None, None, trace, decision, Some(reason)));
-            step.outbox.push(who.reply_to.message("rejected", json!({"reason": reason, "codes": codes})));
+            let rejection = Rejection { codes: Some(codes), ..Rejection::because(reason) };
+            step.outbox.push(who.reply_to.message(&Reply::Rejected(rejection)));
             return Ok((AnswerOutcome::Unmatched, step));
         }
     };
@@ -249,7 +251,10 @@ fn refused(
     command: &StoredCommand,
     name: &str,
 ) -> Option<(AnswerOutcome, &'static str, NewOutboxMessage)> {
-    let unknown = || who.reply_to.message("rejected", json!({"reason": "unknown_confirmation", "codes": []}));
+    let unknown = || {
+        let rejection = Rejection { codes: Some(vec![]), ..Rejection::because("unknown_confirmation") };
+        who.reply_to.message(&Reply::Rejected(rejection))
+    };
     // IDS §X: another person's answer confirms nothing. The reply does not say whose it was.
     if &confirmation.actor_id != who.actor_id {
         return Some((AnswerOutcome::WrongActor, "wrong_actor", unknown()));
@@ -263,7 +268,8 @@ fn refused(
             Some((AnswerOutcome::AlreadyAnswered, "already_answered", where_it_stands(who.reply_to, command)))
         }
         ConfirmationStatus::Expired => {
-            let reply = who.reply_to.message("expired", json!({"command": name, "code": confirmation.code}));
+            let expired = Expired { command: name.to_owned(), code: confirmation.code.clone() };
+            let reply = who.reply_to.message(&Reply::Expired(expired));
             Some((AnswerOutcome::TooLate, EXPIRED, reply))
         }
         ConfirmationStatus::Pending => None,
@@ -273,8 +279,8 @@ fn refused(
 /// What a person is told when their answer comes after the command moved on.
 fn where_it_stands(reply_to: &ReplyTo, command: &StoredCommand) -> NewOutboxMessage {
     let state = command.lifecycle.state;
-    let vars = json!({"command_id": command.envelope.command_id, "state": state});
-    reply_to.message(if state.is_terminal() { "already_done" } else { "in_progress" }, vars)
+    let progress = Progress { done: state.is_terminal(), command_id: command.envelope.command_id, state };
+    reply_to.message(&Reply::Progress(progress))
 }
 
 fn answer_evidence(

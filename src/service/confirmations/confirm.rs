@@ -2,11 +2,12 @@
 //! the buttons carry) and how a message is read as an answer to one. No I/O here.
 
 use rand::Rng;
-use serde_json::Value;
+
 use time::OffsetDateTime;
 
 use crate::domain::message::Content;
 use crate::domain::outbound::{ButtonSpec, Purpose};
+use crate::domain::replies::{Prompt, Reply};
 use crate::store::{NewConfirmation, NewOutboxMessage, ReplyTo};
 
 /// Letters and digits nobody confuses when reading them off a phone (no 0/O, 1/I/L).
@@ -110,22 +111,41 @@ pub fn button_id(verdict: Verdict, nonce: &str) -> String {
     format!("{BUTTON_PREFIX}:{}:{nonce}", verdict.as_str())
 }
 
-/// A new confirmation and its prompt: the prompt's variables get the code and the time left,
-/// and its buttons carry the nonce.
-pub fn prompt(reply_to: &ReplyTo, mut vars: Value, ttl: std::time::Duration, now: OffsetDateTime) -> NewConfirmation {
+/// What a prompt says of the command it asks about (the confirmation adds its code and time).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromptFor {
+    pub command: String,
+    pub what: String,
+    pub usage: String,
+    pub args: serde_json::Value,
+    pub step_up: bool,
+}
+
+/// A new confirmation and its prompt: the prompt gets the code and the time left, and its buttons
+/// carry the nonce.
+pub fn prompt(reply_to: &ReplyTo, asked: PromptFor, ttl: std::time::Duration, now: OffsetDateTime) -> NewConfirmation {
     let (code, nonce) = (new_code(), new_nonce());
     let expires_at = now + ttl;
-    if let Some(map) = vars.as_object_mut() {
-        map.insert("code".into(), code.clone().into());
-        map.insert("expires_at".into(), expires_at.unix_timestamp().into());
-        map.insert("expires_in_minutes".into(), ttl.as_secs().div_ceil(60).into());
-    }
-    let mut prompt = reply_to.chat("confirmation_prompt", vars);
+    let PromptFor { command, what, usage, args, step_up } = asked;
+    let vars = Prompt {
+        command,
+        what,
+        usage,
+        args,
+        step_up,
+        code: code.clone(),
+        expires_at: expires_at.unix_timestamp(),
+        expires_in_minutes: ttl.as_secs().div_ceil(60),
+    };
+    let reply = Reply::ConfirmationPrompt(vars);
+    let mut prompt = reply_to.chat(&reply);
     let message = prompt.message_mut();
     message.purpose = Purpose::Prompt;
-    message.buttons = [(Verdict::Yes, "button_yes"), (Verdict::No, "button_no")]
-        .map(|(verdict, template)| ButtonSpec { id: button_id(verdict, &nonce), template: template.into() })
-        .into();
+    message.buttons = [Verdict::Yes, Verdict::No]
+        .into_iter()
+        .zip(reply.button_templates())
+        .map(|(verdict, template)| ButtonSpec { id: button_id(verdict, &nonce), template: (*template).into() })
+        .collect();
     NewConfirmation { code, nonce, expires_at, prompt }
 }
 
@@ -204,7 +224,14 @@ mod tests {
             hold: None,
         };
         let now = OffsetDateTime::UNIX_EPOCH;
-        let c = prompt(&reply_to, json!({"command": "refund"}), std::time::Duration::from_secs(300), now);
+        let asked = PromptFor {
+            command: "refund".into(),
+            what: "refund 25 on order 1234".into(),
+            usage: "refund {order_id} {amount}".into(),
+            args: json!({"order_id": "1234", "amount": "25"}),
+            step_up: false,
+        };
+        let c = prompt(&reply_to, asked, std::time::Duration::from_secs(300), now);
         assert_eq!(c.expires_at, now + std::time::Duration::from_secs(300));
         let message = c.prompt.message();
         assert_eq!(message.vars["code"], c.code.as_str());

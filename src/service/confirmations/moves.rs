@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
+use crate::domain::replies::{Confirmed, OutcomeDetail, Reply, StepUpRequired};
 use crate::service::confirmations::confirm::Answer;
 
 use crate::domain::lifecycle::Event;
@@ -66,7 +67,7 @@ pub(super) fn authorization_moves(
         reason_code: reason.map(str::to_owned),
         decision: Some(decision.clone()),
         outbox,
-        reply_vars: None,
+        reply_detail: None,
     };
     let Some(authorization) = authorization else {
         let decision = json!({"authz": "deny", "reason": "the registry no longer has this command"});
@@ -79,8 +80,8 @@ pub(super) fn authorization_moves(
     match authorization.decision {
         AuthzDecision::Allow => {
             let what = command.reply_to.as_ref().and_then(|r| r.what.as_deref()).unwrap_or(name);
-            let vars = json!({"command": name, "what": what, "command_id": command_id});
-            let confirmed = who.reply_to.message("confirmed", vars);
+            let confirmed = Confirmed { command: name.to_owned(), what: Some(what.to_owned()), command_id };
+            let confirmed = who.reply_to.message(&Reply::Confirmed(confirmed));
             vec![
                 (Event::SubmitForAuthorization, context(None, &evidence, vec![confirmed])),
                 (Event::Allow, context(None, &evidence, vec![])),
@@ -91,9 +92,8 @@ pub(super) fn authorization_moves(
             let nonce = crate::service::confirmations::confirm::new_nonce();
             let link = who.policy.security.stepup.link(command_id, &nonce);
             let decision = super::step_up::with_nonce(evidence, &nonce);
-            let reply = who
-                .reply_to
-                .message("step_up_required", json!({"command": name, "command_id": command_id, "link": link}));
+            let step_up = StepUpRequired { command: name.to_owned(), command_id, link };
+            let reply = who.reply_to.message(&Reply::StepUpRequired(step_up));
             vec![(Event::SubmitForAuthorization, context(Some("step_up_required"), &decision, vec![reply]))]
         }
         AuthzDecision::Deny { .. } => vec![
@@ -112,7 +112,7 @@ pub(super) fn expiry_move(confirmation: &Confirmation) -> (Event, MoveContext) {
             decision: Some(
                 json!({"confirmation_id": confirmation.id, "expired_at": confirmation.expires_at.unix_timestamp()}),
             ),
-            reply_vars: Some(json!({"code": confirmation.code})),
+            reply_detail: Some(OutcomeDetail::Code(confirmation.code.clone())),
             ..MoveContext::default()
         },
     )

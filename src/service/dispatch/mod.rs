@@ -16,6 +16,7 @@ use crate::domain::delivery::{
 };
 use crate::domain::lifecycle::CommandKind;
 use crate::domain::lifecycle::Event;
+use crate::domain::replies::OutcomeDetail;
 use crate::service::engine::Engine;
 use crate::service::engine::MoveContext;
 use crate::store::{
@@ -218,7 +219,7 @@ pub fn command_moves(
             Event::Succeed,
             MoveContext {
                 decision: Some(json!({"target": target, "result": result})),
-                reply_vars: Some(json!({"result": result})),
+                reply_detail: Some(OutcomeDetail::Result(result)),
                 ..MoveContext::default()
             },
         ),
@@ -227,7 +228,7 @@ pub fn command_moves(
             MoveContext {
                 reason_code: Some(reason),
                 decision: Some(json!({"target": target, "error": detail})),
-                reply_vars: Some(json!({"error": detail})),
+                reply_detail: Some(OutcomeDetail::Error(detail)),
                 ..MoveContext::default()
             },
         ),

@@ -10,6 +10,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::domain::command::CommandEnvelope;
+use crate::domain::replies::OutcomeDetail;
 
 use crate::domain::command::CommandRequest;
 
@@ -63,7 +64,7 @@ pub struct Admission<'a> {
     /// The confirmation the first moves ask for.
     pub confirmation: Option<NewConfirmation>,
     /// Variables for the outcome reply when the first moves end the command (a refusal's `error`).
-    pub reply_vars: Option<Value>,
+    pub reply_detail: Option<OutcomeDetail>,
     /// How the message was read as this command, recorded with its canonicalization.
     pub reading: Option<Reading>,
 }
@@ -77,7 +78,7 @@ pub struct MoveContext {
     /// Effects to perform once the move is committed.
     pub outbox: Vec<NewOutboxMessage>,
     /// Variables for the outcome reply when the move ends the command (`result`, `code`).
-    pub reply_vars: Option<Value>,
+    pub reply_detail: Option<OutcomeDetail>,
 }
 
 /// A committed move.
@@ -190,7 +191,7 @@ impl Engine {
         let mut outbox = admission.outbox;
         if let Some(reply_to) = &admission.reply_to {
             let reason = admission.reason_code.as_deref();
-            let extra = admission.reply_vars.as_ref();
+            let extra = admission.reply_detail.as_ref();
             outbox.extend(outcome_reply(reply_to, envelope.command_id, current.state, reason, extra));
         }
         let trace_parent = crate::service::telemetry::admission_traceparent(envelope.command_id);
@@ -260,7 +261,7 @@ impl Engine {
             let mut outbox = context.outbox;
             if let Some(reply_to) = &command.reply_to {
                 let reason = context.reason_code.as_deref();
-                let extra = context.reply_vars.as_ref();
+                let extra = context.reply_detail.as_ref();
                 outbox.extend(outcome_reply(reply_to, command.envelope.command_id, transition.to, reason, extra));
             }
             writes.push(TransitionWrite {

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 
 use crate::domain::registry::CommandSpec;
+use crate::domain::replies::OutcomeDetail;
 
 use crate::domain::command::Args;
 use crate::domain::command::ExternalId;
@@ -15,7 +16,7 @@ use crate::domain::lifecycle::CommandKind;
 use crate::domain::lifecycle::Event;
 use crate::domain::message::{InboundMessage, InboundStatus};
 use crate::domain::outbound::{ProviderAddresses, ReplyAddress};
-use crate::service::confirmations::confirm;
+use crate::service::confirmations::confirm::{self, PromptFor};
 use crate::service::dispatch;
 use crate::service::intake::Refused;
 use crate::service::security::authz;
@@ -29,7 +30,7 @@ pub(super) struct FirstMoves {
     pub(super) reason_code: Option<&'static str>,
     pub(super) outbox: Vec<NewOutboxMessage>,
     pub(super) confirmation: Option<NewConfirmation>,
-    pub(super) reply_vars: Option<Value>,
+    pub(super) reply_detail: Option<OutcomeDetail>,
 }
 
 pub(super) fn first_moves(
@@ -48,7 +49,7 @@ pub(super) fn first_moves(
         reason_code: decision.reason_code(),
         outbox,
         confirmation: None,
-        reply_vars: None,
+        reply_detail: None,
     };
     // Authorized at once: started too, with the dispatch row in the same transaction.
     let dispatch = || dispatch::dispatch_rows(&spec.targets);
@@ -62,7 +63,7 @@ pub(super) fn first_moves(
             reason_code: Some(refused.code),
             outbox: vec![],
             confirmation: None,
-            reply_vars: Some(json!({"error": refused.detail})),
+            reply_detail: Some(OutcomeDetail::Error(refused.detail)),
         };
     }
     // A mutation read with typos is confirmed whatever the registry says: the prompt shows how
@@ -81,10 +82,14 @@ pub(super) fn first_moves(
 /// A mutation waits for its person's answer: the prompt, with the command as it reads.
 fn asked_to_confirm(spec: &CommandSpec, args: &Args, reply_to: &ReplyTo, now: OffsetDateTime) -> FirstMoves {
     let what = reply_to.what.clone().unwrap_or_else(|| spec.reads(args));
-    let vars = json!({
-        "command": spec.name, "what": what, "usage": spec.usage(), "args": args, "step_up": spec.step_up,
-    });
-    let confirmation = confirm::prompt(reply_to, vars, spec.confirmation_ttl, now);
+    let asked = PromptFor {
+        command: spec.name.clone(),
+        what,
+        usage: spec.usage(),
+        args: serde_json::to_value(args).unwrap_or_default(),
+        step_up: spec.step_up,
+    };
+    let confirmation = confirm::prompt(reply_to, asked, spec.confirmation_ttl, now);
     FirstMoves {
         events: &[Event::RequestConfirmation],
         decision: Some(json!({
@@ -95,7 +100,7 @@ fn asked_to_confirm(spec: &CommandSpec, args: &Args, reply_to: &ReplyTo, now: Of
         reason_code: None,
         outbox: vec![confirm::prompt_message(reply_to, &confirmation)],
         confirmation: Some(confirmation),
-        reply_vars: None,
+        reply_detail: None,
     }
 }
 

@@ -4,13 +4,14 @@
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::domain::command::{Args, CommandRequest, ExternalId, IdempotencyClass, Intent};
 use crate::domain::directory::{Actor, Tenant, UnknownSenderPolicy};
 use crate::domain::message::{Content, InboundMessage, InboundStatus, NoCommand, StatusUpdate};
 use crate::domain::registry::{Interpretation, Reading};
+use crate::domain::replies::{Help, Rejection, Reply};
 use crate::service::confirmations::answers::{self, Answering};
 use crate::service::confirmations::confirm::Answer;
 use crate::service::engine::{Admission, Engine, EngineError};
@@ -211,7 +212,7 @@ impl Ingress {
                     let labels = [("tenant", tenant.id.to_string())];
                     metrics::counter!("chatgate_unknown_sender_refusals_unsent_total", &labels).increment(1);
                 }
-                let reply = reply_to.message("rejected", json!({"reason": "unknown_sender"}));
+                let reply = reply_to.message(&Reply::Rejected(Rejection::because("unknown_sender")));
                 (
                     InboundStatus::RefusedUnknownSender,
                     budget.ok().map(|()| NewOutboxMessage { kind: NOTICE_KIND.into(), ..reply }),
@@ -243,8 +244,8 @@ impl Ingress {
             },
             Content::Reply { id, .. } => registry.interpret_reply_id(id),
             other => {
-                let vars = json!({"unsupported": other.kind(), "commands": self.help(actor)});
-                let replies = [reply_to.message("help", vars)];
+                let help = Help { commands: self.help(actor), unsupported: Some(other.kind().to_owned()) };
+                let replies = [reply_to.message(&Reply::Help(help))];
                 return self.no_command(message, tenant, NoCommand::NotACommand, &replies, now).await;
             }
         };
@@ -357,7 +358,7 @@ impl Ingress {
             outbox: first.outbox,
             reply_to: Some(reply_to),
             confirmation: first.confirmation,
-            reply_vars: first.reply_vars,
+            reply_detail: first.reply_detail,
             reading: Some(reading),
         };
         let (_, admitted) = self.engine.accept_with(request, admission, now).await?;

@@ -7,47 +7,58 @@ use serde_json::json;
 use crate::domain::message::NoCommand;
 use crate::domain::outbound::OutboxMessage;
 use crate::domain::registry::{ACCEPT_PREFIX, Interpretation};
+use crate::domain::replies::{Help, Rejection, Reply, Suggestion};
 use crate::store::{NewOutboxMessage, ReplyTo, Store, StoreError};
 
 /// Why a reading is no command, and its reply.
 pub(super) fn answer(
     interpretation: &Interpretation<'_>,
     reply_to: &ReplyTo,
-    help: impl FnOnce() -> Vec<String>,
+    commands: impl FnOnce() -> Vec<String>,
 ) -> (NoCommand, NewOutboxMessage) {
-    let rejected = |vars| reply_to.message("rejected", vars);
+    let rejected = |rejection| reply_to.message(&Reply::Rejected(rejection));
+    let help = |help: Vec<String>| reply_to.message(&Reply::Help(Help { commands: help, unsupported: None }));
     match interpretation {
         Interpretation::BrokenRule { spec, broken } => {
-            let vars = json!({"reason": "invalid_value", "value": broken.value, "rule": broken.rule.as_str(),
-                "limit": broken.limit, "usage": spec.usage()});
-            (NoCommand::InvalidValue, rejected(vars))
+            let rejection = Rejection {
+                value: Some(broken.value.clone()),
+                rule: Some(broken.rule.as_str().to_owned()),
+                limit: Some(broken.limit.clone()),
+                usage: Some(spec.usage()),
+                ..Rejection::because("invalid_value")
+            };
+            (NoCommand::InvalidValue, rejected(rejection))
         }
         Interpretation::TwoReadings { spec, value, readings: (ours, other) } => {
-            let vars = json!({"reason": "two_readings", "value": value, "readings": [ours, other],
-                "usage": spec.usage()});
-            (NoCommand::TwoReadings, rejected(vars))
+            let rejection = Rejection {
+                value: Some(value.to_string()),
+                readings: Some(vec![ours.to_string(), other.to_string()]),
+                usage: Some(spec.usage()),
+                ..Rejection::because("two_readings")
+            };
+            (NoCommand::TwoReadings, rejected(rejection))
         }
         Interpretation::DidYouMean { spec, accept } => {
             (NoCommand::Suggested, suggestion(reply_to, spec.usage(), accept))
         }
-        Interpretation::Negated(_) => (NoCommand::Negated, rejected(json!({"reason": "negated"}))),
-        Interpretation::Several => (NoCommand::Several, rejected(json!({"reason": "several"}))),
+        Interpretation::Negated(_) => (NoCommand::Negated, rejected(Rejection::because("negated"))),
+        Interpretation::Several => (NoCommand::Several, rejected(Rejection::because("several"))),
         Interpretation::Ambiguous(specs) => {
             let candidates: Vec<String> = specs.iter().map(|s| s.usage()).collect();
-            (NoCommand::Ambiguous, rejected(json!({"reason": "ambiguous", "candidates": candidates})))
+            (
+                NoCommand::Ambiguous,
+                rejected(Rejection { candidates: Some(candidates), ..Rejection::because("ambiguous") }),
+            )
         }
-        Interpretation::Help => (NoCommand::Help, reply_to.message("help", json!({"commands": help()}))),
-        Interpretation::NoMatch | Interpretation::Command { .. } => {
-            (NoCommand::NoMatch, reply_to.message("help", json!({"commands": help()})))
-        }
+        Interpretation::Help => (NoCommand::Help, help(commands())),
+        Interpretation::NoMatch | Interpretation::Command { .. } => (NoCommand::NoMatch, help(commands())),
     }
 }
 
 /// "Did you mean …?": with the whole command, a button that sends it (read again exactly, so
 /// a mutation still asks for its confirmation); without, the command's usage.
 fn suggestion(reply_to: &ReplyTo, usage: String, accept: &Option<String>) -> NewOutboxMessage {
-    let vars = json!({"usage": usage, "suggestion": accept});
-    let mut message = reply_to.message("suggestion", vars);
+    let mut message = reply_to.message(&Reply::Suggestion(Suggestion { usage, suggestion: accept.clone() }));
     if let (Some(text), Some(map)) = (accept, message.payload.as_object_mut()) {
         let id = format!("{ACCEPT_PREFIX}{text}");
         map.insert("buttons".into(), json!([{"id": id, "template": "button_accept"}]));

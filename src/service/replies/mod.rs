@@ -2,6 +2,7 @@
 
 pub mod outcome;
 pub mod outgoing;
+pub mod samples;
 pub mod sending;
 pub mod templates;
 

@@ -1,11 +1,12 @@
 //! What the person hears when their command ends: one reply per terminal state, chosen here
 //! and queued by the engine in the same transaction as the move, so it is sent once.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use uuid::Uuid;
 
 use crate::domain::lifecycle::State;
 use crate::domain::outbound::OutboxMessage;
+use crate::domain::replies::{Outcome, OutcomeDetail, Progress, Rejection, Reply};
 use crate::store::{Admitted, DuplicateOf, NewOutboxMessage, ReplyTo};
 
 /// The reason codes of a confirmation that ends its command.
@@ -13,14 +14,14 @@ pub const DECLINED: &str = "confirmation_declined";
 pub const EXPIRED: &str = "confirmation_expired";
 
 /// The reply for a command that reached `state`, or none (a non-terminal state, or
-/// `compensated`, which follows an outcome already reported). `extra` adds variables the mover
-/// knows (the executor's `result`, the expired confirmation's `code`).
+/// `compensated`, which follows an outcome already reported). `detail` is what the mover knows
+/// (the executor's `result`, a refusal's `error`, the expired confirmation's `code`).
 pub fn outcome_reply(
     reply_to: &ReplyTo,
     command_id: Uuid,
     state: State,
     reason_code: Option<&str>,
-    extra: Option<&Value>,
+    detail: Option<&OutcomeDetail>,
 ) -> Option<NewOutboxMessage> {
     let reason = reason_code.unwrap_or(state.as_str());
     let template = match state {
@@ -28,25 +29,31 @@ pub fn outcome_reply(
         State::Failed => "failed",
         // A refusal that explains itself (an `error` with what is allowed instead, say) reads
         // the same whether it came before the confirmation or when the command ran.
-        State::Rejected if extra.is_some_and(|vars| vars.get("error").is_some()) => "failed",
+        State::Rejected if matches!(detail, Some(OutcomeDetail::Error(_))) => "failed",
         State::Rejected => "rejected",
         State::Canceled if reason == DECLINED => "declined",
         State::Canceled if reason == EXPIRED => "expired",
         State::Canceled => "canceled",
         _ => return None,
     };
-    let mut vars = json!({
-        "command": reply_to.command.as_deref().unwrap_or("request"),
-        "what": reply_to.what.as_deref().or(reply_to.command.as_deref()).unwrap_or("request"),
-        "command_id": command_id,
-        "state": state,
-        "reason": reason,
-        "result": null,
-    });
-    if let (Some(map), Some(Value::Object(extra))) = (vars.as_object_mut(), extra) {
-        map.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let mut outcome = Outcome {
+        template: template.to_owned(),
+        command: reply_to.command.clone().unwrap_or_else(|| "request".into()),
+        what: reply_to.what.clone().or_else(|| reply_to.command.clone()).unwrap_or_else(|| "request".into()),
+        command_id,
+        state,
+        reason: reason.to_owned(),
+        result: Value::Null,
+        error: None,
+        code: None,
+    };
+    match detail.cloned() {
+        Some(OutcomeDetail::Result(result)) => outcome.result = result,
+        Some(OutcomeDetail::Error(error)) => outcome.error = Some(error),
+        Some(OutcomeDetail::Code(code)) => outcome.code = Some(code),
+        None => {}
     }
-    Some(reply_to.message(template, vars))
+    Some(reply_to.message(&Reply::Outcome(outcome)))
 }
 
 /// What a duplicate is told (IDS §IX): the outcome it repeats, or that it is under way. One still
@@ -57,16 +64,17 @@ pub fn duplicate_reply(
     answer: &Admitted,
     prompt: Option<OutboxMessage>,
 ) -> Option<NewOutboxMessage> {
-    let vars = |d: &DuplicateOf| json!({"command_id": d.command_id, "state": d.state});
+    let progress = |d: &DuplicateOf, done| Reply::Progress(Progress { done, command_id: d.command_id, state: d.state });
     match answer {
         Admitted::InProgress(d) if d.state == State::ConfirmationRequired && prompt.is_some() => {
             prompt.map(|prompt| reply_to.outbox(&prompt))
         }
-        Admitted::Replayed(d) => Some(reply_to.message("already_done", vars(d))),
-        Admitted::InProgress(d) => Some(reply_to.message("in_progress", vars(d))),
+        Admitted::Replayed(d) => Some(reply_to.message(&progress(d, true))),
+        Admitted::InProgress(d) => Some(reply_to.message(&progress(d, false))),
         Admitted::Conflict { existing_command_id, .. } => {
-            let vars = json!({"command_id": existing_command_id, "reason": "idempotency_conflict"});
-            Some(reply_to.message("rejected", vars))
+            let conflict =
+                Rejection { command_id: Some(*existing_command_id), ..Rejection::because("idempotency_conflict") };
+            Some(reply_to.message(&Reply::Rejected(conflict)))
         }
         Admitted::New { .. } | Admitted::Redelivered { .. } => None,
     }
@@ -74,6 +82,8 @@ pub fn duplicate_reply(
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn address() -> ReplyTo {
@@ -113,12 +123,12 @@ mod tests {
 
     #[test]
     fn the_mover_adds_what_it_knows() {
-        let extra = json!({"result": {"refund_id": "R-9"}});
-        let reply = outcome_reply(&address(), Uuid::nil(), State::Executed, None, Some(&extra)).expect("reply");
+        let result = OutcomeDetail::Result(json!({"refund_id": "R-9"}));
+        let reply = outcome_reply(&address(), Uuid::nil(), State::Executed, None, Some(&result)).expect("reply");
         assert_eq!(reply.payload["vars"]["result"]["refund_id"], "R-9");
         assert_eq!(reply.payload["vars"]["command"], "refund");
         assert_eq!(reply.payload["to"], "2");
-        let refusal = json!({"error": {"code": "not_allowed", "allowed": ["compensate"]}});
+        let refusal = OutcomeDetail::Error(json!({"code": "not_allowed", "allowed": ["compensate"]}));
         let refused = outcome_reply(&address(), Uuid::nil(), State::Rejected, Some("not_allowed"), Some(&refusal));
         assert_eq!(refused.expect("reply").payload["template"], "failed", "explained like a refusal at execution");
     }

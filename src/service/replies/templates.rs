@@ -10,6 +10,9 @@ use std::path::Path;
 use minijinja::{Environment, UndefinedBehavior, Value};
 use serde_json::json;
 
+use super::samples::{samples, vars_of};
+use crate::domain::replies::Reply;
+
 /// The locale every channel must have in full; others may leave templates out.
 pub const FALLBACK_LOCALE: &str = "en";
 
@@ -17,7 +20,7 @@ pub const FALLBACK_LOCALE: &str = "en";
 /// reads the same; a `twilio/` folder makes it differ.
 pub const SHARED_CHANNEL: &str = "whatsapp";
 
-/// The templates every channel needs, with the variables each is rendered with.
+/// The templates every channel needs (`samples` renders each with the variables its replies carry).
 pub const REQUIRED: &[&str] = &[
     "confirmation_prompt",
     "declined",
@@ -212,22 +215,30 @@ impl Templates {
                 problems.push(format!("{channel}: the fallback locale `{FALLBACK_LOCALE}` is missing"));
             }
             for (_, locale) in self.locales.iter().filter(|(c, _)| c == channel) {
-                for name in REQUIRED {
-                    match self.render(channel, locale, name, &sample_vars(name)) {
-                        Err(e) => problems.push(e.to_string()),
-                        Ok(title) if name.starts_with("button_") && title.chars().count() > BUTTON_TITLE_MAX => {
-                            problems.push(format!(
-                                "template `{channel}/{locale}/{name}`: a button title has at most \
-                                 {BUTTON_TITLE_MAX} characters, `{title}` has {}",
-                                title.chars().count()
-                            ));
-                        }
-                        Ok(_) => {}
-                    }
+                for sample in samples() {
+                    self.check_sample(channel, locale, &sample, &mut problems);
                 }
             }
         }
         if problems.is_empty() { Ok(()) } else { Err(problems) }
+    }
+
+    /// Renders `sample`'s template and its buttons' in `channel` and `locale`.
+    fn check_sample(&self, channel: &str, locale: &str, sample: &Reply, problems: &mut Vec<String>) {
+        let vars = vars_of(sample);
+        for name in std::iter::once(sample.template()).chain(sample.button_templates().iter().copied()) {
+            match self.render(channel, locale, name, &vars) {
+                Err(e) => problems.push(e.to_string()),
+                Ok(title) if name.starts_with("button_") && title.chars().count() > BUTTON_TITLE_MAX => {
+                    problems.push(format!(
+                        "template `{channel}/{locale}/{name}`: a button title has at most \
+                         {BUTTON_TITLE_MAX} characters, `{title}` has {}",
+                        title.chars().count()
+                    ));
+                }
+                Ok(_) => {}
+            }
+        }
     }
 
     pub fn locales(&self) -> impl Iterator<Item = &(String, String)> {
@@ -235,85 +246,11 @@ impl Templates {
     }
 }
 
-/// The variables each template is rendered with: the contract between the code that queues a
-/// reply and the people who write templates.
+/// The variables the first sample of `name` renders with (tests, and the documentation's list).
 pub fn sample_vars(name: &str) -> serde_json::Value {
-    let line = json!({"ref": "R7K2QX", "command": "refund", "state": "failed", "at": "11-23 09:41 UTC",
-        "reason": "executor_timeout", "actor": "*******0001"});
-    let mut vars = match name {
-        "confirmation_prompt" => json!({
-            "command": "refund", "what": "refund 25 on order 1234", "usage": "refund {order_id} {amount}",
-            "args": {"order_id": "1234", "amount": "25"}, "code": "K7Q2", "expires_in_minutes": 5, "step_up": false,
-        }),
-        "declined" | "expired" => json!({"command": "refund", "code": "K7Q2"}),
-        "rejected" => json!({
-            "reason": "missing_scope", "command": "close_account", "candidates": ["refund {order_id} {amount}"],
-            "codes": ["K7Q2", "P3XM"], "value": "amount", "rule": "more_than", "limit": "0",
-            "usage": "refund {order_id} {amount}",
-        }),
-        "confirmed" => json!({"command": "refund", "command_id": "0190f3a1-0000-7000-8000-000000000000"}),
-        "canceled" => json!({"command": "refund", "reason": "ttl_expired"}),
-        "in_progress" | "already_done" => {
-            json!({"command_id": "0190f3a1-0000-7000-8000-000000000000", "state": "started"})
-        }
-        "executed" => json!({"command": "refund", "result": {"refund_id": "R-1"}}),
-        "failed" => json!({"command": "retry", "reason": "not_allowed",
-            "error": {"code": "not_allowed", "ref": "R7K2QX", "state": "executed", "allowed": ["compensate"]}}),
-        "step_up_required" => json!({"command": "close_account", "link": "https://chatgate.example/step-up/abc"}),
-        "help" => json!({"commands": ["order status {order_id} — where an order is"], "unsupported": "image"}),
-        "suggestion" => json!({"usage": "refund {order_id} {amount}", "suggestion": "refund 1234 25"}),
-        "requests" => {
-            json!({"command": "my_requests", "result": {"list": "failures", "page": 2, "items": [line], "more": true}})
-        }
-        "agents" => json!({"command": "agents", "result": {"items": [{"agent": "orders", "state": "paused"}]}}),
-        "recovered" => json!({"command": "retry", "result": {
-            "action": "retry", "target_ref": "R7K2QX", "target_state": "failed", "recovery_ref": "P3XM9A",
-                "state": "started"}}),
-        "agent_changed" => json!({"command": "pause", "result": {"agent": "orders", "state": "paused"}}),
-        other => chat_operation_vars(other),
-    };
-    // Every message about a command carries its short reference (see `store::outbox`).
-    if let Some(map) = vars
-        .as_object_mut()
-        .filter(|_| !matches!(name, "help" | "rejected" | "button_yes" | "button_no" | "suggestion" | "button_accept"))
-    {
-        map.insert("ref".into(), "R7K2QX".into());
-    }
-    vars
-}
-
-/// The sample variables of the chat operations' longer answers (status, why, trace, evidence).
-fn chat_operation_vars(name: &str) -> serde_json::Value {
-    match name {
-        "request_status" => json!({"command": "request_status", "result": {
-            "ref": "R7K2QX", "command": "refund", "state": "failed", "at": "11-23 09:41 UTC",
-                "reason": "executor_timeout",
-            "actor": "*******0001", "terminal": true,
-            "next": [{"action": "retry", "say": "retry R7K2QX"}, {"action": "wait", "say": "why R7K2QX"}]}}),
-        "why" => json!({"command": "why", "result": {
-            "ref": "R7K2QX", "command": "refund", "state": "failed", "at": "11-23 09:41 UTC",
-                "reason": "executor_timeout",
-            "steps": [{"step": "received", "at": "11-23 09:40 UTC", "reason": null, "outcome": null},
-                      {"step": "answered", "at": "11-23 09:40 UTC", "reason": null, "outcome": "accepted"},
-                      {"step": "failed", "at": "11-23 09:41 UTC", "reason": "executor_timeout", "outcome": null}],
-            "more_steps": 2,
-            "deliveries": [{"target": "orders", "state": "failed", "failure_class": "executor_timeout",
-                "attempts": 3}]}}),
-        "trace" => json!({"command": "trace", "result": {
-            "ref": "R7K2QX", "command": "refund", "state": "failed", "at": "11-23 09:41 UTC", "reason": null,
-            "commands": 2, "messages": 1, "replies": 3, "more_lines": 1,
-            "lines": [{"at": "11-23 09:40 UTC", "kind": "command", "ref": "R7K2QX", "what": "order.refund",
-                "state": "failed", "reason": null},
-                      {"at": "11-23 09:41 UTC", "kind": "transition", "ref": null, "what": null, "state": "failed",
-                          "reason": "executor_timeout"},
-                      {"at": "11-23 09:41 UTC", "kind": "delivery", "ref": null, "what": "orders", "state": "failed",
-                          "reason": null}]}}),
-        "evidence" => json!({"command": "evidence", "result": {
-            "ref": "R7K2QX", "command": "refund", "state": "failed", "at": "11-23 09:41 UTC", "reason": null,
-            "count": 9, "more_items": 1, "items": [{"seq": 3, "kind": "execution.failed",
-                "reason": "executor_timeout", "hash": "9f2c1a0b7e"}]}}),
-        _ => json!({}),
-    }
+    let samples = samples();
+    let sample = samples.iter().find(|s| s.template() == name || s.button_templates().contains(&name));
+    sample.map(vars_of).unwrap_or_else(|| json!({}))
 }
 
 #[cfg(test)]

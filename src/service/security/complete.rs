@@ -8,6 +8,7 @@ use uuid::Uuid;
 use crate::domain::command::TenantId;
 use crate::domain::lifecycle::Event;
 use crate::domain::lifecycle::State;
+use crate::domain::replies::{Confirmed, Reply};
 use crate::service::dispatch;
 use crate::service::engine::Engine;
 use crate::service::engine::EngineError;
@@ -87,10 +88,13 @@ fn decided_moves(
     let name = command.reply_to.as_ref().and_then(|r| r.command.clone()).unwrap_or_else(|| "request".into());
     let (event, reason, mut decision, outbox, targets) = match authorization {
         Some(authorization) if authorization.decision == AuthzDecision::Allow => {
-            let told = command
-                .reply_to
-                .iter()
-                .map(|r| r.message("confirmed", json!({"command": name, "command_id": command.envelope.command_id})));
+            let told = command.reply_to.iter().map(|r| {
+                r.message(&Reply::Confirmed(Confirmed {
+                    command: name.clone(),
+                    what: None,
+                    command_id: command.envelope.command_id,
+                }))
+            });
             let targets = Some(authorization.spec.targets.clone());
             (Event::Allow, None, authorization.evidence(), told.collect(), targets)
         }
@@ -99,7 +103,7 @@ fn decided_moves(
     };
     decision["step_up_proof"] = proof.clone();
     let context =
-        MoveContext { reason_code: reason.map(str::to_owned), decision: Some(decision), outbox, reply_vars: None };
+        MoveContext { reason_code: reason.map(str::to_owned), decision: Some(decision), outbox, reply_detail: None };
     // Allowed: started at once, with its dispatch row.
     let moves = std::iter::once((event, context)).chain(targets.as_deref().map(dispatch::start)).collect();
     engine.plan_moves(command, moves, now).map_err(|error| {

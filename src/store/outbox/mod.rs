@@ -8,6 +8,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::domain::outbound::{ChatMessage, OutboxMessage, Purpose, ReplyAddress};
+use crate::domain::replies::Reply;
 use crate::store::Outbox;
 use crate::store::StoreError;
 use crate::store::rows::{int, json, opt_parsed, text, to_ms, uuid};
@@ -51,20 +52,20 @@ pub struct ReplyTo {
 }
 
 impl ReplyTo {
-    /// A reply to this address, rendered later from `template` with `vars`.
-    pub fn chat(&self, template: &str, vars: serde_json::Value) -> OutboxMessage {
+    /// `reply` to this address, rendered later from its template with its variables.
+    pub fn chat(&self, reply: &Reply) -> OutboxMessage {
         OutboxMessage::V1(ChatMessage {
             address: self.base.clone(),
             purpose: Purpose::Reply,
-            template: template.to_owned(),
-            vars,
+            template: reply.template().to_owned(),
+            vars: reply.vars(),
             buttons: vec![],
         })
     }
 
     /// [`Self::chat`] as an outbox row.
-    pub fn message(&self, template: &str, vars: serde_json::Value) -> NewOutboxMessage {
-        self.outbox(&self.chat(template, vars))
+    pub fn message(&self, reply: &Reply) -> NewOutboxMessage {
+        self.outbox(&self.chat(reply))
     }
 
     /// An outbox row carrying `message` to this address.

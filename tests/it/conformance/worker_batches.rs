@@ -4,6 +4,7 @@
 
 use chatgate::domain::delivery::DeliveryEvent;
 use chatgate::domain::lifecycle::{Event, State};
+use chatgate::domain::replies::OutcomeDetail;
 use chatgate::service::dispatch::DeliveryPlan;
 use chatgate::service::engine::MoveContext;
 use chatgate::store::{OutboxSettle, StepOutcome, StepWrite};
@@ -27,7 +28,8 @@ async fn executed_step(db: &TestDb, id: Uuid) -> StepWrite {
         plan.apply(event, None).expect("in order");
     }
     plan.apply(DeliveryEvent::ExecutionSucceeded, Some(json!({"refund": "ok"}))).expect("in order");
-    let context = MoveContext { reply_vars: Some(json!({"result": {"refund": "ok"}})), ..MoveContext::default() };
+    let context =
+        MoveContext { reply_detail: Some(OutcomeDetail::Result(json!({"refund": "ok"}))), ..MoveContext::default() };
     let moves = db.engine.plan_moves(&command, vec![(Event::Succeed, context)], now()).expect("moves");
     StepWrite { delivery: Some(plan.change), moves, ..StepWrite::new(tenant("demo"), Some(id), now()) }
 }

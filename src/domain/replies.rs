@@ -1,0 +1,218 @@
+//! What a person is told, as types: one variant per kind of reply, carrying the variables its
+//! template is rendered with — the contract between the code that queues a reply and the people
+//! who write templates. A reply is written to the outbox as its template's name and these
+//! variables (the row's JSON) and rendered later by name; the template check renders every
+//! template at start with samples of these same types (`service::replies::templates::samples`),
+//! so a template that reads a variable no reply carries fails there, not in a conversation.
+
+use serde::Serialize;
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::domain::lifecycle::State;
+
+/// A reply to a person, before it is written to the outbox.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Reply {
+    /// A command ended, or a built-in chat command answered with its result.
+    Outcome(Outcome),
+    /// A duplicate of a command that ended (`already_done`) or is under way (`in_progress`).
+    Progress(Progress),
+    /// A message that is no command, or an answer that confirms nothing (`rejected`).
+    Rejected(Rejection),
+    /// The person's yes was taken and the command allowed (`confirmed`).
+    Confirmed(Confirmed),
+    /// The command waits for a step-up proof (`step_up_required`).
+    StepUpRequired(StepUpRequired),
+    /// An answer to a confirmation that ran out (`expired`).
+    Expired(Expired),
+    /// What the person can ask (`help`).
+    Help(Help),
+    /// "Did you mean …?" (`suggestion`, with a `button_accept` button when there is a command).
+    Suggestion(Suggestion),
+    /// A mutation asks its person to confirm (`confirmation_prompt`, with yes and no buttons).
+    ConfirmationPrompt(Prompt),
+}
+
+impl Reply {
+    /// The template it is rendered with.
+    pub fn template(&self) -> &str {
+        match self {
+            Reply::Outcome(outcome) => &outcome.template,
+            Reply::Progress(progress) if progress.done => "already_done",
+            Reply::Progress(_) => "in_progress",
+            Reply::Rejected(_) => "rejected",
+            Reply::Confirmed(_) => "confirmed",
+            Reply::StepUpRequired(_) => "step_up_required",
+            Reply::Expired(_) => "expired",
+            Reply::Help(_) => "help",
+            Reply::Suggestion(_) => "suggestion",
+            Reply::ConfirmationPrompt(_) => "confirmation_prompt",
+        }
+    }
+
+    /// The templates of its buttons' titles, rendered with the same variables.
+    pub fn button_templates(&self) -> &'static [&'static str] {
+        match self {
+            Reply::ConfirmationPrompt(_) => &["button_yes", "button_no"],
+            Reply::Suggestion(_) => &["button_accept"],
+            _ => &[],
+        }
+    }
+
+    /// Its variables, as the outbox row keeps them.
+    pub fn vars(&self) -> Value {
+        // Every field is a string, a number, a list or a map with string keys: nothing fails.
+        serde_json::to_value(self).unwrap_or_else(|_| Value::Object(serde_json::Map::new()))
+    }
+}
+
+/// What the mover of an ended command knows beyond its state and reason.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OutcomeDetail {
+    /// What the executor answered (an executed command, a built-in's answer).
+    Result(Value),
+    /// Why it could not be done, with what can be done instead (a refusal that explains itself).
+    Error(Value),
+    /// The code of the confirmation that ran out.
+    Code(String),
+}
+
+/// An ended command's reply: the state's template, or the registry's `reply` for an executed one.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Outcome {
+    #[serde(skip)]
+    pub template: String,
+    /// The name the person knows the command by.
+    pub command: String,
+    /// How the command reads ("refund 25 on order 1234").
+    pub what: String,
+    pub command_id: Uuid,
+    pub state: State,
+    /// The reason code, else the state's name.
+    pub reason: String,
+    /// The executor's answer; null for an outcome without one.
+    pub result: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+}
+
+/// Where a command a duplicate repeats stands.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Progress {
+    /// Ended (`already_done`), else under way (`in_progress`).
+    #[serde(skip)]
+    pub done: bool,
+    pub command_id: Uuid,
+    pub state: State,
+}
+
+/// Why nothing was done. Each reason carries what its sentence needs, and only that.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Rejection {
+    pub reason: String,
+    /// The command a reused key belongs to (`idempotency_conflict`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command_id: Option<Uuid>,
+    /// The codes of the confirmations waiting (`several_pending`, `unknown_confirmation`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub codes: Option<Vec<String>>,
+    /// The commands the message could be (`ambiguous`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<Vec<String>>,
+    /// The value that broke its rule (`invalid_value`) or reads two ways (`two_readings`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<String>,
+    /// The two ways it reads (`two_readings`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub readings: Option<Vec<String>>,
+    /// How the command is written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<String>,
+}
+
+impl Rejection {
+    /// A rejection for `reason` that needs nothing else.
+    pub fn because(reason: &str) -> Self {
+        Self { reason: reason.to_owned(), ..Self::default() }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Confirmed {
+    pub command: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub what: Option<String>,
+    pub command_id: Uuid,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepUpRequired {
+    pub command: String,
+    pub command_id: Uuid,
+    /// The page where the person proves who they are.
+    pub link: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Expired {
+    pub command: String,
+    pub code: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Help {
+    /// The usage of each command the person may ask.
+    pub commands: Vec<String>,
+    /// The kind of message that could not be read (an image, say).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsupported: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Suggestion {
+    pub usage: String,
+    /// The whole command meant, when the message held it all; null without.
+    pub suggestion: Option<String>,
+}
+
+/// A confirmation prompt: the command as it reads, and the confirmation's code and time.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Prompt {
+    pub command: String,
+    pub what: String,
+    pub usage: String,
+    /// The command's values by name, as the person gave them.
+    pub args: Value,
+    /// The command also needs a step-up proof.
+    pub step_up: bool,
+    pub code: String,
+    /// Seconds since the epoch.
+    pub expires_at: i64,
+    pub expires_in_minutes: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reply_names_its_template_and_carries_only_its_own_variables() {
+        let id = Uuid::nil();
+        let progress = Reply::Progress(Progress { done: true, command_id: id, state: State::Executed });
+        assert_eq!(progress.template(), "already_done");
+        assert_eq!(progress.vars(), serde_json::json!({"command_id": id, "state": "executed"}));
+        let rejected = Reply::Rejected(Rejection { codes: Some(vec![]), ..Rejection::because("unknown_confirmation") });
+        assert_eq!(rejected.vars(), serde_json::json!({"reason": "unknown_confirmation", "codes": []}));
+        let suggestion = Reply::Suggestion(Suggestion { usage: "refund {order_id} {amount}".into(), suggestion: None });
+        assert_eq!(suggestion.vars()["suggestion"], Value::Null, "no command meant: null, as the template asks");
+        assert_eq!(suggestion.button_templates(), ["button_accept"]);
+    }
+}
