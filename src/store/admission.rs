@@ -29,8 +29,9 @@ use crate::store::confirmations::{NewConfirmation, confirmation_row, insert_conf
 use crate::store::dedupe::settle_dedupe;
 use crate::store::evidence::append_all;
 use crate::store::inbound::{InboundOutcome, NewInbound, insert_inbound, link_inbound};
+use crate::store::named::{self, Row, row};
 use crate::store::outbox::{NewOutboxMessage, ReplyTo, insert_outbox, insert_outboxes};
-use crate::store::rows::{Param, multi_insert};
+
 use crate::store::rows::{opt_parsed, parsed, text, to_ms, uuid};
 use crate::store::signals::CommittedMove;
 use crate::store::{Store, StoreError};
@@ -229,7 +230,7 @@ async fn append_one(
 }
 
 /// The confirmation row of a new command, if its first moves ask for one.
-pub(crate) fn confirmation_row_of(write: &AdmissionWrite) -> Option<Vec<Param>> {
+pub(crate) fn confirmation_row_of(write: &AdmissionWrite) -> Option<Row> {
     let e = &write.envelope;
     write
         .confirmation
@@ -261,16 +262,13 @@ async fn answer_duplicate_in_chat(
 }
 
 /// The moves of a new command as transition rows, versions 1, 2, ...
-pub(crate) fn transition_rows(write: &AdmissionWrite) -> Vec<Vec<Param>> {
+pub(crate) fn transition_rows(write: &AdmissionWrite) -> Vec<Row> {
     (1..)
         .zip(&write.moves)
         .map(|(version, (t, _))| transition_row(write.envelope.command_id, version, t, None, write.at))
         .collect()
 }
 
-pub(crate) const RESERVE_INSERT: &str = "INSERT INTO dedupe_records (tenant_id, idempotency_key, command_id, \
-     fingerprint, status, outcome_ref, created_at, updated_at, ttl_expires_at)";
-pub(crate) const RESERVE_COLUMNS: usize = 9;
 /// Takes the key, or takes over a record whose window has passed and whose command finished;
 /// the rows that come back are the keys this statement now owns.
 pub(crate) const RESERVE_TAIL: &str = "ON CONFLICT (tenant_id, idempotency_key) DO UPDATE SET
@@ -280,30 +278,32 @@ pub(crate) const RESERVE_TAIL: &str = "ON CONFLICT (tenant_id, idempotency_key) 
      WHERE dedupe_records.ttl_expires_at <= excluded.created_at AND dedupe_records.status <> 'in_progress'
      RETURNING command_id";
 
-pub(crate) fn reservation_row(write: &AdmissionWrite) -> Vec<Param> {
+/// A new command's claim on its key in `dedupe_records` (written with [`RESERVE_TAIL`]).
+pub(crate) fn reservation_row(write: &AdmissionWrite) -> Row {
     let e = &write.envelope;
     let now = to_ms(write.at);
     let window = i64::try_from(write.dedupe_window.as_millis()).unwrap_or(i64::MAX);
-    vec![
-        e.tenant_id.as_str().into(),
-        e.idempotency_key.as_str().into(),
-        e.command_id.to_string().into(),
-        e.fingerprint.as_str().into(),
-        "in_progress".into(),
-        None::<String>.into(),
-        now.into(),
-        now.into(),
-        now.saturating_add(window).into(),
+    row![
+        "tenant_id" => e.tenant_id.as_str(),
+        "idempotency_key" => e.idempotency_key.as_str(),
+        "command_id" => e.command_id.to_string(),
+        "fingerprint" => e.fingerprint.as_str(),
+        "status" => "in_progress",
+        "outcome_ref" => None::<String>,
+        "created_at" => now,
+        "updated_at" => now,
+        "ttl_expires_at" => now.saturating_add(window),
     ]
 }
 
+/// The table a key is claimed in.
+pub(crate) const RESERVATIONS: &str = "dedupe_records";
+
 /// Whether this command now owns its key.
 async fn reserve(conn: &mut AnyConnection, write: &AdmissionWrite) -> Result<bool, StoreError> {
-    let owner = multi_insert(RESERVE_INSERT, RESERVE_COLUMNS, vec![reservation_row(write)], RESERVE_TAIL)
-        .fetch_optional(&mut *conn)
-        .await?;
-    match owner {
-        Some(row) => Ok(uuid(&row, "command_id")? == write.envelope.command_id),
+    let owner = named::insert(conn, RESERVATIONS, vec![reservation_row(write)], RESERVE_TAIL).await?;
+    match owner.first() {
+        Some(row) => Ok(uuid(row, "command_id")? == write.envelope.command_id),
         None => Ok(false),
     }
 }

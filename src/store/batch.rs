@@ -16,16 +16,15 @@ use crate::domain::lifecycle::Lifecycle;
 use crate::domain::message::InboundStatus;
 use crate::store::Commands;
 use crate::store::admission::{
-    AdmissionWrite, Admitted, RESERVE_COLUMNS, RESERVE_INSERT, RESERVE_TAIL, confirmation_row_of, reservation_row,
-    transition_rows,
+    AdmissionWrite, Admitted, RESERVATIONS, RESERVE_TAIL, confirmation_row_of, reservation_row, transition_rows,
 };
-use crate::store::commands::{COMMAND_COLUMNS, COMMAND_INSERT, command_row, insert_transitions};
-use crate::store::confirmations::{CONFIRMATION_COLUMNS, CONFIRMATION_INSERT};
+use crate::store::commands::{command_row, insert_transitions};
 use crate::store::dedupe::settle_dedupe;
 use crate::store::evidence::append_by_chain;
-use crate::store::inbound::{INBOUND_COLUMNS, INBOUND_INSERT, INBOUND_TAIL, inbound_row};
+use crate::store::inbound::{INBOUND, INBOUND_TAIL, inbound_row};
+use crate::store::named::{self, Row};
 use crate::store::outbox::insert_outboxes;
-use crate::store::rows::{Marks, Param, insert_rows, int, placeholder_list};
+use crate::store::rows::{Marks, int, placeholder_list};
 use crate::store::{Store, StoreError};
 
 impl Commands<'_> {
@@ -125,17 +124,15 @@ impl Store {
             return Ok(false);
         }
         // Every key must be free (or free again): one statement reserves them all.
-        let reserving: Vec<Vec<Param>> =
+        let reserving: Vec<Row> =
             writes.iter().filter(|w| w.envelope.idempotency_class.reserves_key()).map(reservation_row).collect();
         let wanted = reserving.len();
-        if wanted > 0
-            && insert_rows(tx, RESERVE_INSERT, RESERVE_COLUMNS, reserving, RESERVE_TAIL).await?.len() != wanted
-        {
+        if wanted > 0 && named::insert(tx, RESERVATIONS, reserving, RESERVE_TAIL).await?.len() != wanted {
             return Ok(false);
         }
         // The carrying messages, each linked to the command it starts. Another instance may have
         // recorded one since the check above: then the batch steps aside.
-        let inbound: Vec<Vec<Param>> = writes
+        let inbound: Vec<Row> = writes
             .iter()
             .filter_map(|w| {
                 w.inbound
@@ -144,8 +141,7 @@ impl Store {
             })
             .collect();
         let expected = inbound.len();
-        Ok(expected == 0
-            || insert_rows(tx, INBOUND_INSERT, INBOUND_COLUMNS, inbound, INBOUND_TAIL).await?.len() == expected)
+        Ok(expected == 0 || named::insert(tx, INBOUND, inbound, INBOUND_TAIL).await?.len() == expected)
     }
 
     /// Whether any write's carrying message is recorded already. One query per channel, with
@@ -195,12 +191,10 @@ async fn insert_commands(
         transitions.extend(transition_rows(write));
         lifecycles.push((lifecycle, version));
     }
-    insert_rows(tx, COMMAND_INSERT, COMMAND_COLUMNS, commands, "").await?;
+    named::insert(tx, "commands", commands, "").await?;
     insert_transitions(tx, transitions).await?;
-    let confirmations: Vec<Vec<Param>> = writes.iter().filter_map(confirmation_row_of).collect();
-    if !confirmations.is_empty() {
-        insert_rows(tx, CONFIRMATION_INSERT, CONFIRMATION_COLUMNS, confirmations, "").await?;
-    }
+    let confirmations: Vec<Row> = writes.iter().filter_map(confirmation_row_of).collect();
+    named::insert(tx, "confirmations", confirmations, "").await?;
     Ok(lifecycles)
 }
 

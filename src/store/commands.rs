@@ -22,11 +22,9 @@ use crate::domain::lifecycle::State;
 use crate::domain::lifecycle::Transition;
 use crate::store::Commands;
 use crate::store::evidence::append_all;
+use crate::store::named::{self, Row, row};
 use crate::store::outbox::{NewOutboxMessage, ReplyTo, insert_outboxes};
-use crate::store::rows::{
-    Param, from_ms, insert_rows, int, json, multi_insert, opt_int, opt_parsed, opt_text, parsed, text, to_ms,
-    update_rows, uuid,
-};
+use crate::store::rows::{from_ms, int, json, opt_int, opt_parsed, opt_text, parsed, text, to_ms, update_rows, uuid};
 use crate::store::signals::CommittedMove;
 use crate::store::{StoreError, Tx};
 
@@ -132,55 +130,44 @@ macro_rules! command_columns {
 }
 pub(crate) use command_columns;
 
-pub(crate) const COMMAND_INSERT: &str = "INSERT INTO commands (command_id, tenant_id, actor_id, channel, \
-     conversation_id, message_ids, correlation_id, causation_id, intent_entity, intent_action, intent_target, args, \
-     command_kind, idempotency_class, idempotency_key, fingerprint, risk, target_command_id, state, confirmation, \
-     version, reason_code, received_at, expires_at, created_at, updated_at, reply_to, short_ref, trace_parent, \
-     registry_version)";
-pub(crate) const COMMAND_COLUMNS: usize = 30;
-
-/// An admitted command's row as [`COMMAND_INSERT`] takes it.
-pub(crate) fn command_row(
-    write: &CommandRow<'_>,
-    lifecycle: Lifecycle,
-    version: i64,
-) -> Result<Vec<Param>, StoreError> {
+/// An admitted command's row.
+pub(crate) fn command_row(write: &CommandRow<'_>, lifecycle: Lifecycle, version: i64) -> Result<Row, StoreError> {
     let (e, reason_code, at) = (write.envelope, write.reason_code, write.at);
     let reply_to =
         write.reply_to.map(serde_json::to_string).transpose().map_err(|err| StoreError::Corrupt(err.to_string()))?;
     let message_ids = serde_json::to_string(&e.message_ids).map_err(|err| StoreError::Corrupt(err.to_string()))?;
     let args = crate::domain::canonical::of(&e.args).ok_or_else(|| StoreError::Corrupt("args are not JSON".into()))?;
-    Ok(vec![
-        e.command_id.to_string().into(),
-        e.tenant_id.as_str().into(),
-        e.actor_id.as_str().into(),
-        e.channel.as_str().into(),
-        e.conversation_id.as_str().into(),
-        message_ids.into(),
-        e.correlation_id.as_str().into(),
-        e.causation_id.as_ref().map(|c| c.as_str()).into(),
-        e.intent.entity.as_str().into(),
-        e.intent.action.as_str().into(),
-        e.intent.target.as_deref().into(),
-        args.into(),
-        e.command_kind.as_str().into(),
-        e.idempotency_class.as_str().into(),
-        e.idempotency_key.as_str().into(),
-        e.fingerprint.as_str().into(),
-        e.risk.as_str().into(),
-        e.target_command_id.map(|id| id.to_string()).into(),
-        lifecycle.state.as_str().into(),
-        lifecycle.confirmation.as_str().into(),
-        version.into(),
-        reason_code.into(),
-        to_ms(e.received_at).into(),
-        e.expires_at.map(to_ms).into(),
-        to_ms(at).into(),
-        to_ms(at).into(),
-        reply_to.into(),
-        crate::domain::command::ShortRef::of(e.command_id).as_str().into(),
-        write.trace_parent.into(),
-        e.registry_version.as_deref().into(),
+    Ok(row![
+        "command_id" => e.command_id.to_string(),
+        "tenant_id" => e.tenant_id.as_str(),
+        "actor_id" => e.actor_id.as_str(),
+        "channel" => e.channel.as_str(),
+        "conversation_id" => e.conversation_id.as_str(),
+        "message_ids" => message_ids,
+        "correlation_id" => e.correlation_id.as_str(),
+        "causation_id" => e.causation_id.as_ref().map(|c| c.as_str()),
+        "intent_entity" => e.intent.entity.as_str(),
+        "intent_action" => e.intent.action.as_str(),
+        "intent_target" => e.intent.target.as_deref(),
+        "args" => args,
+        "command_kind" => e.command_kind.as_str(),
+        "idempotency_class" => e.idempotency_class.as_str(),
+        "idempotency_key" => e.idempotency_key.as_str(),
+        "fingerprint" => e.fingerprint.as_str(),
+        "risk" => e.risk.as_str(),
+        "target_command_id" => e.target_command_id.map(|id| id.to_string()),
+        "state" => lifecycle.state.as_str(),
+        "confirmation" => lifecycle.confirmation.as_str(),
+        "version" => version,
+        "reason_code" => reason_code,
+        "received_at" => to_ms(e.received_at),
+        "expires_at" => e.expires_at.map(to_ms),
+        "created_at" => to_ms(at),
+        "updated_at" => to_ms(at),
+        "reply_to" => reply_to,
+        "short_ref" => crate::domain::command::ShortRef::of(e.command_id).as_str(),
+        "trace_parent" => write.trace_parent,
+        "registry_version" => e.registry_version.as_deref(),
     ])
 }
 
@@ -190,8 +177,7 @@ pub(crate) async fn insert_command(
     lifecycle: Lifecycle,
     version: i64,
 ) -> Result<(), StoreError> {
-    let row = command_row(write, lifecycle, version)?;
-    multi_insert(COMMAND_INSERT, COMMAND_COLUMNS, vec![row], "").execute(&mut *conn).await?;
+    named::insert(conn, "commands", vec![command_row(write, lifecycle, version)?], "").await?;
     Ok(())
 }
 
@@ -202,25 +188,21 @@ pub(crate) fn transition_row(
     transition: &Transition,
     reason_code: Option<&str>,
     at: OffsetDateTime,
-) -> Vec<Param> {
-    vec![
-        command_id.to_string().into(),
-        version.into(),
-        transition.from.as_str().into(),
-        transition.to.as_str().into(),
-        transition.event.as_str().into(),
-        reason_code.into(),
-        to_ms(at).into(),
+) -> Row {
+    row![
+        "command_id" => command_id.to_string(),
+        "version" => version,
+        "from_state" => transition.from.as_str(),
+        "to_state" => transition.to.as_str(),
+        "event" => transition.event.as_str(),
+        "reason_code" => reason_code,
+        "at" => to_ms(at),
     ]
 }
 
 /// Records moves, of one command or of many, in one statement.
-pub(crate) async fn insert_transitions(conn: &mut AnyConnection, rows: Vec<Vec<Param>>) -> Result<(), StoreError> {
-    if rows.is_empty() {
-        return Ok(());
-    }
-    let head = "INSERT INTO command_transitions (command_id, version, from_state, to_state, event, reason_code, at)";
-    insert_rows(conn, head, 7, rows, "").await?;
+pub(crate) async fn insert_transitions(conn: &mut AnyConnection, rows: Vec<Row>) -> Result<(), StoreError> {
+    named::insert(conn, "command_transitions", rows, "").await?;
     Ok(())
 }
 

@@ -13,7 +13,8 @@ use crate::domain::names::named_enum;
 use crate::domain::outbound::OutboxMessage;
 use crate::store::Confirmations;
 use crate::store::StoreError;
-use crate::store::rows::{Param, from_ms, int, json, multi_insert, opt_int, opt_text, parsed, text, to_ms, uuid};
+use crate::store::named::{self, Row, row};
+use crate::store::rows::{from_ms, int, json, opt_int, opt_text, parsed, text, to_ms, uuid};
 
 named_enum! {
     /// Where a confirmation stands; only `pending` can be answered. `closed`: the command ended
@@ -70,10 +71,6 @@ pub struct SettleConfirmation {
     pub answered_by: Option<ActorId>,
 }
 
-pub(crate) const CONFIRMATION_INSERT: &str = "INSERT INTO confirmations (id, tenant_id, command_id, \
-     idempotency_key, actor_id, code, nonce, status, prompt, created_at, expires_at)";
-pub(crate) const CONFIRMATION_COLUMNS: usize = 11;
-
 /// The query `decode` reads, as a literal so that queries stay static SQL.
 macro_rules! confirmation_select {
     () => {
@@ -90,24 +87,24 @@ pub(crate) fn confirmation_row(
     key: &IdempotencyKey,
     actor_id: &ActorId,
     at: OffsetDateTime,
-) -> Vec<Param> {
-    vec![
-        Uuid::now_v7().to_string().into(),
-        tenant_id.as_str().into(),
-        command_id.to_string().into(),
-        key.as_str().into(),
-        actor_id.as_str().into(),
-        confirmation.code.as_str().into(),
-        confirmation.nonce.as_str().into(),
-        ConfirmationStatus::Pending.as_str().into(),
-        confirmation.prompt.to_payload().to_string().into(),
-        to_ms(at).into(),
-        to_ms(confirmation.expires_at).into(),
+) -> Row {
+    row![
+        "id" => Uuid::now_v7().to_string(),
+        "tenant_id" => tenant_id.as_str(),
+        "command_id" => command_id.to_string(),
+        "idempotency_key" => key.as_str(),
+        "actor_id" => actor_id.as_str(),
+        "code" => confirmation.code.as_str(),
+        "nonce" => confirmation.nonce.as_str(),
+        "status" => ConfirmationStatus::Pending.as_str(),
+        "prompt" => confirmation.prompt.to_payload().to_string(),
+        "created_at" => to_ms(at),
+        "expires_at" => to_ms(confirmation.expires_at),
     ]
 }
 
-pub(crate) async fn insert_confirmation(conn: &mut AnyConnection, row: Vec<Param>) -> Result<(), StoreError> {
-    multi_insert(CONFIRMATION_INSERT, CONFIRMATION_COLUMNS, vec![row], "").execute(&mut *conn).await?;
+pub(crate) async fn insert_confirmation(conn: &mut AnyConnection, row: Row) -> Result<(), StoreError> {
+    named::insert(conn, "confirmations", vec![row], "").await?;
     Ok(())
 }
 

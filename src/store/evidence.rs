@@ -13,7 +13,8 @@ use crate::domain::evidence::GENESIS_HASH;
 use crate::domain::evidence::StoredLink;
 use crate::domain::evidence::hash_canonical;
 use crate::store::Evidence;
-use crate::store::rows::{Param, insert_rows, int, json, text, to_ms, uuid};
+use crate::store::named::{self, row};
+use crate::store::rows::{int, json, text, to_ms, uuid};
 use crate::store::{Store, StoreError};
 
 /// Appends artifacts, in order, to one chain inside the caller's transaction, in three
@@ -43,24 +44,22 @@ pub(crate) async fn append_all(
     }
     let values = rows
         .iter()
-        .map(|(artifact_id, seq, draft, canonical, prev, hash)| -> Vec<Param> {
-            vec![
-                artifact_id.to_string().into(),
-                chain_id.into(),
-                (*seq).into(),
-                draft.kind.as_str().into(),
-                draft.command_id.map(|id| id.to_string()).into(),
-                draft.stage.map(|s| s.as_str()).into(),
-                now.into(),
-                canonical.clone().into(),
-                prev.clone().into(),
-                hash.clone().into(),
+        .map(|(artifact_id, seq, draft, canonical, prev, hash)| {
+            row![
+                "artifact_id" => artifact_id.to_string(),
+                "chain_id" => chain_id,
+                "seq" => *seq,
+                "kind" => draft.kind.as_str(),
+                "command_id" => draft.command_id.map(|id| id.to_string()),
+                "stage" => draft.stage.map(|s| s.as_str()),
+                "recorded_at" => now,
+                "body" => canonical.clone(),
+                "prev_hash" => prev.clone(),
+                "hash" => hash.clone(),
             ]
         })
         .collect();
-    let head = "INSERT INTO evidence \
-        (artifact_id, chain_id, seq, kind, command_id, stage, recorded_at, body, prev_hash, hash)";
-    insert_rows(conn, head, 10, values, "").await?;
+    named::insert(conn, "evidence", values, "").await?;
     sqlx::query("UPDATE evidence_chains SET last_hash = $2 WHERE chain_id = $1")
         .bind(chain_id)
         .bind(&prev_hash)

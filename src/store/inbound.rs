@@ -12,8 +12,9 @@ use crate::domain::command::TenantId;
 use crate::domain::message::{DeliveryStatus, InboundStatus};
 use crate::store::Inbound;
 use crate::store::StoreError;
+use crate::store::named::{self, Row, row};
 use crate::store::outbox::{NewOutboxMessage, insert_outbox};
-use crate::store::rows::{Param, multi_insert, opt_parsed, opt_text, text, to_ms, uuid};
+use crate::store::rows::{opt_parsed, opt_text, text, to_ms, uuid};
 
 /// An inbound message as a channel adapter parsed it.
 #[derive(Debug, Clone)]
@@ -145,29 +146,23 @@ impl Inbound<'_> {
     }
 }
 
-pub(crate) const INBOUND_INSERT: &str = "INSERT INTO inbound_messages \
-    (id, channel, provider_message_id, tenant_id, status, payload, command_id, received_at, detail)";
-pub(crate) const INBOUND_COLUMNS: usize = 9;
+/// The table of people's messages, one row per provider message.
+pub(crate) const INBOUND: &str = "inbound_messages";
 /// Transport dedupe: a row that exists already is left alone, and only new ids come back.
 pub(crate) const INBOUND_TAIL: &str = "ON CONFLICT (channel, provider_message_id) DO NOTHING RETURNING id";
 
 /// A message row, recorded with the command it starts when that is already known.
-pub(crate) fn inbound_row(
-    id: Uuid,
-    message: &NewInbound,
-    command_id: Option<Uuid>,
-    status: InboundStatus,
-) -> Vec<Param> {
-    vec![
-        id.to_string().into(),
-        message.channel.as_str().into(),
-        message.provider_message_id.as_str().into(),
-        message.tenant_id.as_ref().map(|t| t.as_str()).into(),
-        status.as_str().into(),
-        message.payload.to_string().into(),
-        command_id.map(|c| c.to_string()).into(),
-        to_ms(message.received_at).into(),
-        message.detail.clone().into(),
+pub(crate) fn inbound_row(id: Uuid, message: &NewInbound, command_id: Option<Uuid>, status: InboundStatus) -> Row {
+    row![
+        "id" => id.to_string(),
+        "channel" => message.channel.as_str(),
+        "provider_message_id" => message.provider_message_id.as_str(),
+        "tenant_id" => message.tenant_id.as_ref().map(|t| t.as_str()),
+        "status" => status.as_str(),
+        "payload" => message.payload.to_string(),
+        "command_id" => command_id.map(|c| c.to_string()),
+        "received_at" => to_ms(message.received_at),
+        "detail" => message.detail.clone(),
     ]
 }
 
@@ -178,9 +173,8 @@ pub(crate) async fn insert_inbound(
 ) -> Result<InboundOutcome, StoreError> {
     let id = Uuid::now_v7();
     let row = inbound_row(id, message, None, message.status);
-    let inserted =
-        multi_insert(INBOUND_INSERT, INBOUND_COLUMNS, vec![row], INBOUND_TAIL).fetch_optional(&mut *conn).await?;
-    if inserted.is_some() {
+    let inserted = named::insert(conn, INBOUND, vec![row], INBOUND_TAIL).await?;
+    if !inserted.is_empty() {
         return Ok(InboundOutcome::FirstSeen { id });
     }
     let row =

@@ -29,6 +29,7 @@ mod health;
 mod inbound;
 mod inbox;
 mod inbox_db;
+mod named;
 mod open;
 mod outbound;
 mod outbox;

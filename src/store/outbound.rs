@@ -10,8 +10,9 @@ use crate::domain::evidence::EvidenceDraft;
 use crate::store::Outbox;
 use crate::store::StoreError;
 use crate::store::evidence::append_by_chain;
+use crate::store::named::{self, Row, row};
 use crate::store::outbox::update_waiting;
-use crate::store::rows::{Param, insert_rows, to_ms};
+use crate::store::rows::{Param, to_ms};
 
 /// A message the provider took or refused for good.
 #[derive(Debug, Clone)]
@@ -54,9 +55,7 @@ impl Outbox<'_> {
         }
         let mut tx = self.store.begin().await?;
         let messages = recorded.iter().map(|r| r.message_row(now)).collect();
-        let head = "INSERT INTO outbound_messages (id, tenant_id, channel, provider_message_id, command_id, recipient, \
-             status, status_rank, errors, created_at, updated_at)";
-        insert_rows(&mut tx, head, 11, messages, "ON CONFLICT (id) DO NOTHING").await?;
+        named::insert(&mut tx, "outbound_messages", messages, "ON CONFLICT (id) DO NOTHING").await?;
         let rows = recorded.iter().map(|r| r.outbox_row(now)).collect();
         let set = "status = v.column2, locked_until = NULL, last_error = COALESCE(v.column3, outbox.last_error), \
              updated_at = v.column4";
@@ -85,25 +84,25 @@ impl Recorded {
         }
     }
 
-    fn message_row(&self, now: OffsetDateTime) -> Vec<Param> {
+    fn message_row(&self, now: OffsetDateTime) -> Row {
         let record = self.record();
         // The rank orders statuses (`queued` 0 ... `failed` 4): a late status never goes back.
         let (status, rank) = match self {
             Self::Sent(_) => ("queued", 0),
             Self::GivenUp { .. } => ("failed", 4),
         };
-        vec![
-            record.outbox_id.to_string().into(),
-            record.tenant_id.as_str().into(),
-            record.channel.as_str().into(),
-            record.provider_message_id.clone().into(),
-            record.command_id.map(|id| id.to_string()).into(),
-            record.recipient.as_str().into(),
-            status.into(),
-            rank.into(),
-            record.errors.as_ref().map(Value::to_string).into(),
-            to_ms(now).into(),
-            to_ms(now).into(),
+        row![
+            "id" => record.outbox_id.to_string(),
+            "tenant_id" => record.tenant_id.as_str(),
+            "channel" => record.channel.as_str(),
+            "provider_message_id" => record.provider_message_id.clone(),
+            "command_id" => record.command_id.map(|id| id.to_string()),
+            "recipient" => record.recipient.as_str(),
+            "status" => status,
+            "status_rank" => rank,
+            "errors" => record.errors.as_ref().map(Value::to_string),
+            "created_at" => to_ms(now),
+            "updated_at" => to_ms(now),
         ]
     }
 

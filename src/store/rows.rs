@@ -130,7 +130,7 @@ fn values_placeholders(rows: usize, columns: usize, marks: Marks) -> String {
     sql
 }
 
-/// One bound value of a row written by [`multi_insert`].
+/// One bound value of a row an insert writes (`named::row!`, `insert_rows`).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Param {
     Text(Option<String>),
@@ -175,15 +175,6 @@ impl From<Option<i64>> for Param {
 
 /// `{head} VALUES (...), (...) {tail}` with every value bound: one statement, one round trip,
 /// however many rows. Single-row and batch writes build their rows with the same functions.
-pub(crate) fn multi_insert(
-    head: &str,
-    columns: usize,
-    rows: Vec<Vec<Param>>,
-    tail: &str,
-) -> sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments> {
-    multi_insert_marked(head, columns, rows, tail, Marks::Numbered)
-}
-
 fn multi_insert_marked(
     head: &str,
     columns: usize,
@@ -216,7 +207,7 @@ fn multi_insert_marked(
 /// marks on SQLite for that reason.)
 pub(crate) const PARAMS_PER_STATEMENT: usize = 1024;
 
-/// Writes `rows` with [`multi_insert`] in as few statements as [`PARAMS_PER_STATEMENT`] allows,
+/// Writes `rows` as multi-row inserts, in as few statements as [`PARAMS_PER_STATEMENT`] allows,
 /// returning what their `tail` (`RETURNING ...`) gives back.
 pub(crate) async fn insert_rows(
     conn: &mut sqlx::AnyConnection,

@@ -9,34 +9,24 @@ use uuid::Uuid;
 use super::{NewOutboxMessage, OutboxSettle};
 use crate::store::StoreError;
 use crate::store::figures::Moves;
+use crate::store::named::{self, Row, row};
 use crate::store::rows::{Param, insert_rows, text, to_ms};
 
-const OUTBOX_INSERT: &str = "INSERT INTO outbox (id, tenant_id, command_id, kind, destination, payload, \
-     status, attempts, next_attempt_at, created_at, updated_at)";
-const OUTBOX_COLUMNS: usize = 11;
-
-/// A pending outbox row, with its new id.
-fn outbox_row(
-    tenant_id: &str,
-    command_id: Option<Uuid>,
-    message: &NewOutboxMessage,
-    at: OffsetDateTime,
-) -> (Uuid, Vec<Param>) {
-    let id = Uuid::now_v7();
-    let row = vec![
-        id.to_string().into(),
-        tenant_id.into(),
-        command_id.map(|c| c.to_string()).into(),
-        message.kind.as_str().into(),
-        message.destination.as_str().into(),
-        with_reference(&message.payload, command_id).to_string().into(),
-        "pending".into(),
-        0.into(),
-        to_ms(at + message.hold.unwrap_or_default()).into(),
-        to_ms(at).into(),
-        to_ms(at).into(),
-    ];
-    (id, row)
+/// A pending outbox row.
+fn outbox_row(tenant_id: &str, command_id: Option<Uuid>, message: &NewOutboxMessage, at: OffsetDateTime) -> Row {
+    row![
+        "id" => Uuid::now_v7().to_string(),
+        "tenant_id" => tenant_id,
+        "command_id" => command_id.map(|c| c.to_string()),
+        "kind" => message.kind.as_str(),
+        "destination" => message.destination.as_str(),
+        "payload" => with_reference(&message.payload, command_id).to_string(),
+        "status" => "pending",
+        "attempts" => 0_i64,
+        "next_attempt_at" => to_ms(at + message.hold.unwrap_or_default()),
+        "created_at" => to_ms(at),
+        "updated_at" => to_ms(at),
+    ]
 }
 
 /// Every message about a command names it by its short reference (`vars.ref`), which is what
@@ -71,12 +61,10 @@ pub(crate) async fn insert_outboxes(
 ) -> Result<Moves, StoreError> {
     let (mut rows, mut kinds) = (vec![], vec![]);
     for (tenant_id, command_id, message, at) in messages {
-        rows.push(outbox_row(tenant_id, command_id, message, at).1);
+        rows.push(outbox_row(tenant_id, command_id, message, at));
         kinds.push(message.kind.as_str());
     }
-    if !rows.is_empty() {
-        insert_rows(conn, OUTBOX_INSERT, OUTBOX_COLUMNS, rows, "").await?;
-    }
+    named::insert(conn, "outbox", rows, "").await?;
     Ok(Moves::of_outbox(kinds, []))
 }
 
