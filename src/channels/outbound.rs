@@ -86,5 +86,21 @@ pub trait ChannelSender: Send + Sync + std::fmt::Debug {
     async fn send(&self, outgoing: &Outgoing) -> Option<SendResult>;
 }
 
-/// Builds a channel's sender from the configuration; `None` without its credentials.
-pub type SenderFrom = fn(&Config, Duration) -> Result<Option<Arc<dyn ChannelSender>>, reqwest::Error>;
+/// A channel's sender as built from the configuration; `None` without its credentials (its
+/// replies wait in the outbox until they are set).
+pub type Built = Result<Option<Arc<dyn ChannelSender>>, reqwest::Error>;
+
+/// Builds a channel's sender from the configuration.
+pub type SenderFrom = fn(&Config, Duration) -> Built;
+
+/// The sender `build` makes with `token`, once the token is set.
+pub(crate) fn with_token<S: ChannelSender + 'static>(
+    token: &crate::config::Secret,
+    build: impl FnOnce(&str) -> Result<S, reqwest::Error>,
+) -> Built {
+    let token = token.expose();
+    if token.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Arc::new(build(token)?)))
+}

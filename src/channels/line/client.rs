@@ -7,14 +7,13 @@
 //! 409 with the messages it sent ("Retry failed API requests") — sent, not refused.
 //! What to send is decided in `push_body` (pure), the answer read in `classify` (pure).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
-use crate::channels::outbound::{ChannelSender, SendResult, error_of, not_sent, send_with};
+use crate::channels::outbound::{Built, ChannelSender, SendResult, error_of, not_sent, send_with, with_token};
 use crate::config::Config;
 use crate::service::replies::outgoing::{Button, Outgoing};
 
@@ -84,13 +83,9 @@ impl ChannelSender for PushClient {
 }
 
 /// The push client, once `line.channel_access_token` is set.
-pub fn sender_from(config: &Config, timeout: Duration) -> Result<Option<Arc<dyn ChannelSender>>, reqwest::Error> {
+pub fn sender_from(config: &Config, timeout: Duration) -> Built {
     let line = &config.line;
-    let token = line.channel_access_token.expose();
-    if token.is_empty() {
-        return Ok(None);
-    }
-    Ok(Some(Arc::new(PushClient::new(&line.api_base, token, timeout)?)))
+    with_token(&line.channel_access_token, |token| PushClient::new(&line.api_base, token, timeout))
 }
 
 #[cfg(test)]

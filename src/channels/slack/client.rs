@@ -4,14 +4,13 @@
 //! decided in `slack_body` (pure); the answer is classified in `classify` (pure): Slack answers
 //! 200 with `{"ok": false, "error": ...}` for most refusals; 429 carries `Retry-After`.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
-use crate::channels::outbound::{ChannelSender, SendResult, error_of, not_sent, send_with};
+use crate::channels::outbound::{Built, ChannelSender, SendResult, error_of, not_sent, send_with, with_token};
 use crate::config::Config;
 use crate::service::replies::outgoing::{Button, Outgoing};
 
@@ -85,13 +84,9 @@ impl ChannelSender for SlackClient {
 }
 
 /// The Web API client, once `slack.bot_token` is set.
-pub fn sender_from(config: &Config, timeout: Duration) -> Result<Option<Arc<dyn ChannelSender>>, reqwest::Error> {
+pub fn sender_from(config: &Config, timeout: Duration) -> Built {
     let slack = &config.slack;
-    let token = slack.bot_token.expose();
-    if token.is_empty() {
-        return Ok(None);
-    }
-    Ok(Some(Arc::new(SlackClient::new(&slack.api_base, token, timeout)?)))
+    with_token(&slack.bot_token, |token| SlackClient::new(&slack.api_base, token, timeout))
 }
 
 #[cfg(test)]

@@ -5,14 +5,13 @@
 //! answer with `parameters.retry_after` is tried again after that many seconds; 5xx, 408 too;
 //! any other refusal is final.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
-use crate::channels::outbound::{ChannelSender, SendResult, error_of, not_sent, send_with};
+use crate::channels::outbound::{Built, ChannelSender, SendResult, error_of, not_sent, send_with, with_token};
 use crate::config::Config;
 use crate::service::replies::outgoing::{Button, Outgoing};
 
@@ -72,13 +71,9 @@ impl ChannelSender for BotClient {
 }
 
 /// The Bot API client, once `telegram.bot_token` is set.
-pub fn sender_from(config: &Config, timeout: Duration) -> Result<Option<Arc<dyn ChannelSender>>, reqwest::Error> {
+pub fn sender_from(config: &Config, timeout: Duration) -> Built {
     let telegram = &config.telegram;
-    let token = telegram.bot_token.expose();
-    if token.is_empty() {
-        return Ok(None);
-    }
-    Ok(Some(Arc::new(BotClient::new(&telegram.api_base, token, timeout)?)))
+    with_token(&telegram.bot_token, |token| BotClient::new(&telegram.api_base, token, timeout))
 }
 
 #[cfg(test)]

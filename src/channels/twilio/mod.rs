@@ -23,34 +23,28 @@ use crate::service::intake::{Arrival, Wait, reply_destination};
 /// Where Twilio reports what became of the messages we sent through its Messages API.
 pub const STATUS_PATH: &str = "/webhooks/twilio/status";
 
+/// A request Twilio posted: where to (the signature covers the URL), its headers, its body.
+#[derive(Debug, Clone, Copy)]
+pub struct Posted<'a> {
+    pub uri: &'a Uri,
+    pub headers: &'a HeaderMap,
+    pub body: &'a [u8],
+}
+
 /// A message webhook, counted: the TwiML to answer with (the replies due at once, or none).
-pub async fn receive_message(
-    ingress: &Ingress,
-    config: &Config,
-    uri: &Uri,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<String, ChannelError> {
-    counted("twilio", message(ingress, config, uri, headers, body).await)
+pub async fn receive_message(ingress: &Ingress, config: &Config, posted: Posted<'_>) -> Result<String, ChannelError> {
+    counted("twilio", message(ingress, config, posted).await)
 }
 
 /// A status callback for a message sent through the Messages API, counted.
-pub async fn receive_status(
-    ingress: &Ingress,
-    config: &Config,
-    uri: &Uri,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<(), ChannelError> {
-    counted("twilio", status(ingress, config, uri, headers, body).await)
+pub async fn receive_status(ingress: &Ingress, config: &Config, posted: Posted<'_>) -> Result<(), ChannelError> {
+    counted("twilio", status(ingress, config, posted).await)
 }
 
 /// The parameters of a form Twilio signed for this gateway's public URL.
 fn verified_form(
     config: &Config,
-    uri: &Uri,
-    headers: &HeaderMap,
-    body: &[u8],
+    Posted { uri, headers, body }: Posted<'_>,
 ) -> Result<Vec<(String, String)>, ChannelError> {
     let auth_token = config.twilio.auth_token.expose();
     if auth_token.is_empty() {
@@ -81,14 +75,8 @@ fn verified_form(
     Ok(params)
 }
 
-async fn status(
-    ingress: &Ingress,
-    config: &Config,
-    uri: &Uri,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<(), ChannelError> {
-    let params = verified_form(config, uri, headers, body)?;
+async fn status(ingress: &Ingress, config: &Config, posted: Posted<'_>) -> Result<(), ChannelError> {
+    let params = verified_form(config, posted)?;
     let update = form::status(&params).map_err(Refusal::invalid_payload)?;
     ingress.handle_status(&update, OffsetDateTime::now_utc()).await?;
     Ok(())
@@ -97,15 +85,9 @@ async fn status(
 /// The message goes into the inbox like any other, and the answer waits for its admission (at
 /// most the hold of its replies and `ingest.admission_wait_ms`) so that the replies it queued go
 /// back inline; past that the answer is empty and they go through the Messages API.
-async fn message(
-    ingress: &Ingress,
-    config: &Config,
-    uri: &Uri,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<String, ChannelError> {
+async fn message(ingress: &Ingress, config: &Config, posted: Posted<'_>) -> Result<String, ChannelError> {
     let twilio = &config.twilio;
-    let params = verified_form(config, uri, headers, body)?;
+    let params = verified_form(config, posted)?;
     let hold = Duration::from_millis(twilio.inline_hold_ms);
     let message = form::parse(&params, hold).map_err(Refusal::invalid_payload)?;
     let arrivals = ingress.arrive(std::slice::from_ref(&message), Wait::AtMost(hold)).await?;

@@ -3,14 +3,13 @@
 //! provider answered is classified in `classify` (pure): sent with its `wamid`, worth retrying,
 //! or refused for good.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
-use crate::channels::outbound::{ChannelSender, SendResult, error_of, not_sent, send_with};
+use crate::channels::outbound::{Built, ChannelSender, SendResult, error_of, not_sent, send_with, with_token};
 use crate::config::Config;
 
 /// WhatsApp's limits: interactive body text, plain text body, buttons per message.
@@ -104,13 +103,11 @@ impl ChannelSender for GraphClient {
 }
 
 /// The Graph API client, once `whatsapp.access_token` is set.
-pub fn sender_from(config: &Config, timeout: Duration) -> Result<Option<Arc<dyn ChannelSender>>, reqwest::Error> {
+pub fn sender_from(config: &Config, timeout: Duration) -> Built {
     let whatsapp = &config.whatsapp;
-    let token = whatsapp.access_token.expose();
-    if token.is_empty() {
-        return Ok(None);
-    }
-    Ok(Some(Arc::new(GraphClient::new(&whatsapp.api_base, &whatsapp.api_version, token, timeout)?)))
+    with_token(&whatsapp.access_token, |token| {
+        GraphClient::new(&whatsapp.api_base, &whatsapp.api_version, token, timeout)
+    })
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 
-use crate::channels::twilio::{self, STATUS_PATH};
+use crate::channels::twilio::{self, Posted, STATUS_PATH};
 use crate::http::responses::TwilioErrors;
 use crate::http::{ApiError, AppState};
 
@@ -43,7 +43,9 @@ pub(crate) async fn receive(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let twiml = twilio::receive_message(&state.ingress, &state.config, &uri, &headers, &body).await?;
+    let twiml =
+        twilio::receive_message(&state.ingress, &state.config, Posted { uri: &uri, headers: &headers, body: &body })
+            .await?;
     Ok(([(header::CONTENT_TYPE, "text/xml; charset=utf-8")], twiml).into_response())
 }
 
@@ -66,6 +68,6 @@ pub(crate) async fn status(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
-    twilio::receive_status(&state.ingress, &state.config, &uri, &headers, &body).await?;
+    twilio::receive_status(&state.ingress, &state.config, Posted { uri: &uri, headers: &headers, body: &body }).await?;
     Ok(StatusCode::NO_CONTENT)
 }
