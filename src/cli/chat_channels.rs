@@ -197,13 +197,8 @@ mod tests {
         assert_eq!(said(ChatChannel::Slack, &slack).buttons, [("cg:no:n".to_owned(), "No".to_owned())]);
         let meta = json!({"recipient": {"id": "1"}, "message": {"text": "Done."}});
         assert_eq!(said(ChatChannel::Instagram, &meta).shown(), "chatgate: Done.");
-        let buttons = chatgate_buttons();
+        let buttons = crate::service::replies::outgoing::Button::yes_and_no();
         let line = crate::channels::line::client::push_body("U1", "Confirm?", &buttons);
         assert_eq!(said(ChatChannel::Line, &line).shown(), "chatgate: Confirm?\n          [1] Yes\n          [2] No");
-    }
-
-    fn chatgate_buttons() -> Vec<crate::service::replies::outgoing::Button> {
-        use crate::service::replies::outgoing::Button;
-        vec![Button { id: "cg:yes:n".into(), title: "Yes".into() }, Button { id: "cg:no:n".into(), title: "No".into() }]
     }
 }

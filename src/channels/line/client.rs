@@ -15,12 +15,12 @@ use time::OffsetDateTime;
 
 use crate::channels::outbound::{Built, ChannelSender, SendResult, error_of, not_sent, send_with, with_token};
 use crate::config::Config;
+use crate::domain::outbound::Capabilities;
 use crate::service::replies::outgoing::{Button, Outgoing};
 
 /// LINE's limits: a text message's characters, a quick reply's buttons, an action's label.
-pub const TEXT_MAX: usize = 5000;
-pub const BUTTONS_MAX: usize = 13;
-pub const BUTTON_LABEL_MAX: usize = 20;
+pub const CAPABILITIES: Capabilities =
+    Capabilities { max_text_chars: 5000, max_buttons: 13, max_button_title_chars: 20 };
 
 /// The header that makes a push safe to try again.
 pub const RETRY_KEY_HEADER: &str = "x-line-retry-key";
@@ -94,10 +94,7 @@ mod tests {
 
     #[test]
     fn buttons_become_quick_reply_postbacks_with_their_ids_as_data() {
-        let buttons = [
-            Button { id: "cg:yes:n".into(), title: "Yes".into() },
-            Button { id: "cg:no:n".into(), title: "No".into() },
-        ];
+        let buttons = Button::yes_and_no();
         let body = push_body("U206d25c2ea6bd87c17655609a1c37cb8", "Refund?", &buttons);
         assert_eq!(body["to"], "U206d25c2ea6bd87c17655609a1c37cb8");
         let items = &body["messages"][0]["quickReply"]["items"];

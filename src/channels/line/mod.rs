@@ -14,7 +14,6 @@ use axum::http::StatusCode;
 
 use crate::channels::{ChannelEntry, ChannelError, Refusal, counted};
 use crate::config::Config;
-use crate::domain::outbound::Capabilities;
 use crate::service::intake::{Ingress, Wait};
 
 /// The channel's name.
@@ -23,11 +22,7 @@ pub const CHANNEL: &str = "line";
 /// LINE in the gateway's list of channels (`channels::CHANNELS`).
 pub const ENTRY: ChannelEntry = ChannelEntry {
     name: CHANNEL,
-    capabilities: Capabilities {
-        max_text_chars: client::TEXT_MAX,
-        max_buttons: client::BUTTONS_MAX,
-        max_button_title_chars: client::BUTTON_LABEL_MAX,
-    },
+    capabilities: client::CAPABILITIES,
     // Each event is stored with the bot it came to.
     reread: |raw, _| events::read_stored(raw),
     sender: client::sender_from,

@@ -12,13 +12,13 @@ use time::OffsetDateTime;
 
 use crate::channels::outbound::{Built, ChannelSender, SendResult, error_of, not_sent, send_with, with_token};
 use crate::config::Config;
+use crate::domain::outbound::Capabilities;
 use crate::service::replies::outgoing::{Button, Outgoing};
 
 /// Slack's limits: a section block's text, buttons in an `actions` block as this gateway sends
 /// them, a button's text.
-pub const TEXT_MAX: usize = 3000;
-pub const BUTTONS_MAX: usize = 5;
-pub const BUTTON_TEXT_MAX: usize = 75;
+pub const CAPABILITIES: Capabilities =
+    Capabilities { max_text_chars: 3000, max_buttons: 5, max_button_title_chars: 75 };
 
 /// Errors Slack answers with that mean "not now".
 const RETRYABLE: &[&str] = &["ratelimited", "service_unavailable", "fatal_error", "internal_error", "request_timeout"];

@@ -17,7 +17,6 @@ use time::OffsetDateTime;
 use crate::channels::{ChannelEntry, ChannelError, Refusal, counted};
 use crate::config::Config;
 use crate::domain::message::InboundMessage;
-use crate::domain::outbound::Capabilities;
 use crate::service::intake::{Ingress, Wait};
 
 /// The channel's name.
@@ -26,11 +25,7 @@ pub const CHANNEL: &str = "slack";
 /// Slack in the gateway's list of channels (`channels::CHANNELS`).
 pub const ENTRY: ChannelEntry = ChannelEntry {
     name: CHANNEL,
-    capabilities: Capabilities {
-        max_text_chars: client::TEXT_MAX,
-        max_buttons: client::BUTTONS_MAX,
-        max_button_title_chars: client::BUTTON_TEXT_MAX,
-    },
+    capabilities: client::CAPABILITIES,
     reread: |raw, _| payload::read(raw),
     sender: client::sender_from,
 };

@@ -13,13 +13,13 @@ use time::OffsetDateTime;
 
 use crate::channels::outbound::{Built, ChannelSender, SendResult, error_of, not_sent, send_with, with_token};
 use crate::config::Config;
+use crate::domain::outbound::Capabilities;
 use crate::service::replies::outgoing::{Button, Outgoing};
 
 /// Telegram's limits: a message's text (after entities), an inline keyboard's buttons as this
 /// gateway lays them out (one row), a button's text as shown on a phone.
-pub const TEXT_MAX: usize = 4096;
-pub const BUTTONS_MAX: usize = 8;
-pub const BUTTON_TEXT_MAX: usize = 64;
+pub const CAPABILITIES: Capabilities =
+    Capabilities { max_text_chars: 4096, max_buttons: 8, max_button_title_chars: 64 };
 
 /// The `sendMessage` parameters for a message to `chat_id`; the buttons in one row.
 pub fn telegram_body(chat_id: &str, text: &str, buttons: &[Button]) -> Value {
@@ -82,10 +82,7 @@ mod tests {
 
     #[test]
     fn buttons_become_one_row_of_an_inline_keyboard_with_their_ids_as_callback_data() {
-        let buttons = [
-            Button { id: "cg:yes:n".into(), title: "Yes".into() },
-            Button { id: "cg:no:n".into(), title: "No".into() },
-        ];
+        let buttons = Button::yes_and_no();
         let body = telegram_body("700000001", "Refund?", &buttons);
         assert_eq!(body["chat_id"], 700000001);
         assert_eq!(body["reply_markup"]["inline_keyboard"][0][1], json!({"text": "No", "callback_data": "cg:no:n"}));

@@ -16,7 +16,6 @@ use subtle::ConstantTimeEq;
 
 use crate::channels::{ChannelEntry, ChannelError, Refusal, counted};
 use crate::config::Config;
-use crate::domain::outbound::Capabilities;
 use crate::service::intake::{Ingress, Wait};
 
 /// The channel's name.
@@ -28,11 +27,7 @@ pub const SECRET_HEADER: &str = "x-telegram-bot-api-secret-token";
 /// Telegram in the gateway's list of channels (`channels::CHANNELS`).
 pub const ENTRY: ChannelEntry = ChannelEntry {
     name: CHANNEL,
-    capabilities: Capabilities {
-        max_text_chars: client::TEXT_MAX,
-        max_buttons: client::BUTTONS_MAX,
-        max_button_title_chars: client::BUTTON_TEXT_MAX,
-    },
+    capabilities: client::CAPABILITIES,
     // The conversation (`telegram:{bot}:tg:{user}`) names the bot.
     reread: |raw, conversation| update::read_stored(conversation.as_str().split(':').nth(1)?, raw),
     sender: client::sender_from,

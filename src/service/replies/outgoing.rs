@@ -23,6 +23,13 @@ pub struct Button {
     pub title: String,
 }
 
+impl Button {
+    /// A confirmation's two buttons as the channels' tests send them (`cg:yes:n`, `cg:no:n`).
+    pub fn yes_and_no() -> [Button; 2] {
+        [Button { id: "cg:yes:n".into(), title: "Yes".into() }, Button { id: "cg:no:n".into(), title: "No".into() }]
+    }
+}
+
 /// A claimed message, rendered: where it goes and what it says.
 pub struct Outgoing {
     /// The outbox row's id.
