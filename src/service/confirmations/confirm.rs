@@ -2,7 +2,6 @@
 //! the buttons carry) and how a message is read as an answer to one. No I/O here.
 
 use rand::Rng;
-
 use time::OffsetDateTime;
 
 use crate::domain::message::Content;
