@@ -10,6 +10,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::domain::lifecycle::State;
+use crate::domain::names::named_enum;
 
 /// A reply to a person, before it is written to the outbox.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -110,10 +111,27 @@ pub struct Progress {
     pub state: State,
 }
 
+named_enum! {
+    /// Why a message or an answer was turned down before any command (the `rejected` template's
+    /// `reason`; a refused command's reply says its own reason code instead).
+    RejectionReason {
+        InvalidValue => "invalid_value",
+        TwoReadings => "two_readings",
+        Negated => "negated",
+        Several => "several",
+        Ambiguous => "ambiguous",
+        UnknownSender => "unknown_sender",
+        IdempotencyConflict => "idempotency_conflict",
+        UnknownConfirmation => "unknown_confirmation",
+        NothingToConfirm => "nothing_to_confirm",
+        SeveralPending => "several_pending",
+    }
+}
+
 /// Why nothing was done. Each reason carries what its sentence needs, and only that.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Rejection {
-    pub reason: String,
+    pub reason: RejectionReason,
     /// The command a reused key belongs to (`idempotency_conflict`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub command_id: Option<Uuid>,
@@ -140,8 +158,18 @@ pub struct Rejection {
 
 impl Rejection {
     /// A rejection for `reason` that needs nothing else.
-    pub fn because(reason: &str) -> Self {
-        Self { reason: reason.to_owned(), ..Self::default() }
+    pub fn because(reason: RejectionReason) -> Self {
+        Self {
+            reason,
+            command_id: None,
+            codes: None,
+            candidates: None,
+            value: None,
+            rule: None,
+            limit: None,
+            readings: None,
+            usage: None,
+        }
     }
 }
 
@@ -209,7 +237,10 @@ mod tests {
         let progress = Reply::Progress(Progress { done: true, command_id: id, state: State::Executed });
         assert_eq!(progress.template(), "already_done");
         assert_eq!(progress.vars(), serde_json::json!({"command_id": id, "state": "executed"}));
-        let rejected = Reply::Rejected(Rejection { codes: Some(vec![]), ..Rejection::because("unknown_confirmation") });
+        let rejected = Reply::Rejected(Rejection {
+            codes: Some(vec![]),
+            ..Rejection::because(RejectionReason::UnknownConfirmation)
+        });
         assert_eq!(rejected.vars(), serde_json::json!({"reason": "unknown_confirmation", "codes": []}));
         let suggestion = Reply::Suggestion(Suggestion { usage: "refund {order_id} {amount}".into(), suggestion: None });
         assert_eq!(suggestion.vars()["suggestion"], Value::Null, "no command meant: null, as the template asks");

@@ -3,7 +3,7 @@
 //! conversation on WhatsApp; the rest are kept and counted, not answered), and a refusal to a
 //! stranger never makes a known person's reply wait: the sender takes those first.
 
-use chatgate::domain::replies::{Rejection, Reply};
+use chatgate::domain::replies::{Rejection, RejectionReason, Reply};
 use std::time::Duration;
 
 use chatgate::config::Rate;
@@ -77,14 +77,16 @@ async fn a_known_persons_reply_goes_before_notices(db: &TestDb) {
         async move { db.store.inbound().record(&message, &[reply]).await.expect("recorded") }
     };
     for n in 0..12 {
-        let refusal =
-            reply_to(&format!("1555700{n:04}")).message(&Reply::Rejected(Rejection::because("unknown_sender")));
+        let refusal = reply_to(&format!("1555700{n:04}"))
+            .message(&Reply::Rejected(Rejection::because(RejectionReason::UnknownSender)));
         store(n, chatgate::store::NewOutboxMessage { kind: NOTICE_KIND.into(), ..refusal }).await;
     }
     store(
         12,
-        reply_to(CUSTOMER)
-            .message(&Reply::Rejected(Rejection { codes: Some(vec![]), ..Rejection::because("nothing_to_confirm") })),
+        reply_to(CUSTOMER).message(&Reply::Rejected(Rejection {
+            codes: Some(vec![]),
+            ..Rejection::because(RejectionReason::NothingToConfirm)
+        })),
     )
     .await;
     let graph = FakeGraph::start().await;

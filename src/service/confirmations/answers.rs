@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::domain::replies::{Expired, Progress, Rejection, Reply};
+use crate::domain::replies::{Expired, Progress, Rejection, RejectionReason, Reply};
 use crate::service::confirmations::confirm::Answer;
 
 use crate::service::confirmations::confirm::Named;
@@ -106,7 +106,7 @@ pub async fn handle(
 /// Which confirmation the answer names, among those the tenant has.
 enum Matched {
     One(Box<Confirmation>),
-    Nothing { reason: &'static str, codes: Vec<String> },
+    Nothing { reason: RejectionReason, codes: Vec<String> },
 }
 
 async fn find(
@@ -120,7 +120,7 @@ async fn find(
     Ok(match &answer.named {
         Named::Nonce(nonce) => match store.confirmations().by_nonce(nonce).await? {
             Some(c) if &c.tenant_id == who.tenant_id => Matched::One(Box::new(c)),
-            _ => nothing("unknown_confirmation"),
+            _ => nothing(RejectionReason::UnknownConfirmation),
         },
         Named::Code(code) => {
             let all = store.confirmations().by_code(who.tenant_id, code).await?;
@@ -131,7 +131,7 @@ async fn find(
             };
             match own(true).or_else(|| own(false)).or_else(|| all.first()) {
                 Some(c) => Matched::One(Box::new(c.clone())),
-                None => nothing("unknown_confirmation"),
+                None => nothing(RejectionReason::UnknownConfirmation),
             }
         }
         Named::Bare => {
@@ -140,8 +140,11 @@ async fn find(
             match (live.as_slice(), late.last()) {
                 ([one], _) => Matched::One(Box::new(one.clone())),
                 ([], Some(late)) => Matched::One(Box::new(late.clone())),
-                ([], None) => nothing("nothing_to_confirm"),
-                _ => Matched::Nothing { reason: "several_pending", codes: live.into_iter().map(|c| c.code).collect() },
+                ([], None) => nothing(RejectionReason::NothingToConfirm),
+                _ => Matched::Nothing {
+                    reason: RejectionReason::SeveralPending,
+                    codes: live.into_iter().map(|c| c.code).collect(),
+                },
             }
         }
     })
@@ -160,7 +163,7 @@ async fn decide(
         Matched::One(c) => *c,
         Matched::Nothing { reason, codes } => {
             decision["outcome"] = "unmatched".into();
-            step.evidence.push(answer_evidence(None, None, trace, decision, Some(reason)));
+            step.evidence.push(answer_evidence(None, None, trace, decision, Some(reason.as_str())));
             let rejection = Rejection { codes: Some(codes), ..Rejection::because(reason) };
             step.outbox.push(who.reply_to.message(&Reply::Rejected(rejection)));
             return Ok((AnswerOutcome::Unmatched, step));
@@ -252,7 +255,7 @@ fn refused(
     name: &str,
 ) -> Option<(AnswerOutcome, &'static str, NewOutboxMessage)> {
     let unknown = || {
-        let rejection = Rejection { codes: Some(vec![]), ..Rejection::because("unknown_confirmation") };
+        let rejection = Rejection { codes: Some(vec![]), ..Rejection::because(RejectionReason::UnknownConfirmation) };
         who.reply_to.message(&Reply::Rejected(rejection))
     };
     // IDS §X: another person's answer confirms nothing. The reply does not say whose it was.

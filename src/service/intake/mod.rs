@@ -11,7 +11,7 @@ use crate::domain::command::{Args, CommandRequest, ExternalId, IdempotencyClass,
 use crate::domain::directory::{Actor, Tenant, UnknownSenderPolicy};
 use crate::domain::message::{Content, InboundMessage, InboundStatus, NoCommand, StatusUpdate};
 use crate::domain::registry::{Interpretation, Reading};
-use crate::domain::replies::{Help, Rejection, Reply};
+use crate::domain::replies::{Help, Rejection, RejectionReason, Reply};
 use crate::service::confirmations::answers::{self, Answering};
 use crate::service::confirmations::confirm::Answer;
 use crate::service::engine::{Admission, Engine, EngineError};
@@ -212,7 +212,7 @@ impl Ingress {
                     let labels = [("tenant", tenant.id.to_string())];
                     metrics::counter!("chatgate_unknown_sender_refusals_unsent_total", &labels).increment(1);
                 }
-                let reply = reply_to.message(&Reply::Rejected(Rejection::because("unknown_sender")));
+                let reply = reply_to.message(&Reply::Rejected(Rejection::because(RejectionReason::UnknownSender)));
                 (
                     InboundStatus::RefusedUnknownSender,
                     budget.ok().map(|()| NewOutboxMessage { kind: NOTICE_KIND.into(), ..reply }),

@@ -7,7 +7,7 @@ use serde_json::json;
 use crate::domain::message::NoCommand;
 use crate::domain::outbound::OutboxMessage;
 use crate::domain::registry::{ACCEPT_PREFIX, Interpretation};
-use crate::domain::replies::{Help, Rejection, Reply, Suggestion};
+use crate::domain::replies::{Help, Rejection, RejectionReason, Reply, Suggestion};
 use crate::store::{NewOutboxMessage, ReplyTo, Store, StoreError};
 
 /// Why a reading is no command, and its reply.
@@ -25,7 +25,7 @@ pub(super) fn answer(
                 rule: Some(broken.rule.as_str().to_owned()),
                 limit: Some(broken.limit.clone()),
                 usage: Some(spec.usage()),
-                ..Rejection::because("invalid_value")
+                ..Rejection::because(RejectionReason::InvalidValue)
             };
             (NoCommand::InvalidValue, rejected(rejection))
         }
@@ -34,20 +34,20 @@ pub(super) fn answer(
                 value: Some(value.to_string()),
                 readings: Some(vec![ours.to_string(), other.to_string()]),
                 usage: Some(spec.usage()),
-                ..Rejection::because("two_readings")
+                ..Rejection::because(RejectionReason::TwoReadings)
             };
             (NoCommand::TwoReadings, rejected(rejection))
         }
         Interpretation::DidYouMean { spec, accept } => {
             (NoCommand::Suggested, suggestion(reply_to, spec.usage(), accept))
         }
-        Interpretation::Negated(_) => (NoCommand::Negated, rejected(Rejection::because("negated"))),
-        Interpretation::Several => (NoCommand::Several, rejected(Rejection::because("several"))),
+        Interpretation::Negated(_) => (NoCommand::Negated, rejected(Rejection::because(RejectionReason::Negated))),
+        Interpretation::Several => (NoCommand::Several, rejected(Rejection::because(RejectionReason::Several))),
         Interpretation::Ambiguous(specs) => {
             let candidates: Vec<String> = specs.iter().map(|s| s.usage()).collect();
             (
                 NoCommand::Ambiguous,
-                rejected(Rejection { candidates: Some(candidates), ..Rejection::because("ambiguous") }),
+                rejected(Rejection { candidates: Some(candidates), ..Rejection::because(RejectionReason::Ambiguous) }),
             )
         }
         Interpretation::Help => (NoCommand::Help, help(commands())),

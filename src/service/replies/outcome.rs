@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use crate::domain::lifecycle::State;
 use crate::domain::outbound::OutboxMessage;
-use crate::domain::replies::{Outcome, OutcomeDetail, Progress, Rejection, Reply};
+use crate::domain::replies::{Outcome, OutcomeDetail, Progress, Rejection, RejectionReason, Reply};
 use crate::store::{Admitted, DuplicateOf, NewOutboxMessage, ReplyTo};
 
 /// The reason codes of a confirmation that ends its command.
@@ -72,8 +72,10 @@ pub fn duplicate_reply(
         Admitted::Replayed(d) => Some(reply_to.message(&progress(d, true))),
         Admitted::InProgress(d) => Some(reply_to.message(&progress(d, false))),
         Admitted::Conflict { existing_command_id, .. } => {
-            let conflict =
-                Rejection { command_id: Some(*existing_command_id), ..Rejection::because("idempotency_conflict") };
+            let conflict = Rejection {
+                command_id: Some(*existing_command_id),
+                ..Rejection::because(RejectionReason::IdempotencyConflict)
+            };
             Some(reply_to.message(&Reply::Rejected(conflict)))
         }
         Admitted::New { .. } | Admitted::Redelivered { .. } => None,

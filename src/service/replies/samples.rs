@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use crate::domain::lifecycle::State;
 use crate::domain::replies::{
-    Confirmed, Expired, Help, Outcome, Progress, Prompt, Rejection, Reply, StepUpRequired, Suggestion,
+    Confirmed, Expired, Help, Outcome, Progress, Prompt, Rejection, RejectionReason, Reply, StepUpRequired, Suggestion,
 };
 
 const REF: &str = "R7K2QX";
@@ -66,30 +66,37 @@ pub fn vars_of(reply: &Reply) -> Value {
     vars
 }
 
+/// One rejection per reason, each with what its sentence needs (a reason added must say what here).
 fn rejections() -> Vec<Rejection> {
-    vec![
-        Rejection {
-            candidates: Some(vec![USAGE.into(), "reorder {order_id}".into()]),
-            ..Rejection::because("ambiguous")
-        },
-        Rejection {
+    RejectionReason::ALL.iter().map(|reason| rejection(*reason)).collect()
+}
+
+fn rejection(reason: RejectionReason) -> Rejection {
+    let plain = Rejection::because(reason);
+    match reason {
+        RejectionReason::Ambiguous => {
+            Rejection { candidates: Some(vec![USAGE.into(), "reorder {order_id}".into()]), ..plain }
+        }
+        RejectionReason::InvalidValue => Rejection {
             value: Some("amount".into()),
             rule: Some("more_than".into()),
             limit: Some("0".into()),
             usage: Some(USAGE.into()),
-            ..Rejection::because("invalid_value")
+            ..plain
         },
-        Rejection {
+        RejectionReason::TwoReadings => Rejection {
             value: Some("amount".into()),
             readings: Some(vec!["1234.5".into(), "12345".into()]),
             usage: Some(USAGE.into()),
-            ..Rejection::because("two_readings")
+            ..plain
         },
-        Rejection { codes: Some(vec!["K7Q2".into(), "P3XM".into()]), ..Rejection::because("several_pending") },
-        Rejection { codes: Some(vec![]), ..Rejection::because("unknown_confirmation") },
-        Rejection { command_id: Some(command_id()), ..Rejection::because("idempotency_conflict") },
-        Rejection::because("unknown_sender"),
-    ]
+        RejectionReason::SeveralPending => Rejection { codes: Some(vec!["K7Q2".into(), "P3XM".into()]), ..plain },
+        RejectionReason::UnknownConfirmation | RejectionReason::NothingToConfirm => {
+            Rejection { codes: Some(vec![]), ..plain }
+        }
+        RejectionReason::IdempotencyConflict => Rejection { command_id: Some(command_id()), ..plain },
+        RejectionReason::Negated | RejectionReason::Several | RejectionReason::UnknownSender => plain,
+    }
 }
 
 /// An outcome reply with `template`, `state` and `reason`.
