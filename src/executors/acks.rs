@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use crate::domain::evidence::decision::{Decision, Stopped};
 use crate::service::dispatch::DeliveryPlan;
 
 use crate::domain::command::TenantId;
@@ -302,10 +303,13 @@ pub async fn expire_undispatched(engine: &Engine, now: OffsetDateTime, limit: i6
         let command = engine.command(&tenant, command_id).await?;
         let context = crate::service::engine::MoveContext {
             reason_code: Some(crate::domain::delivery::FailureClass::TtlExpired.as_str().to_owned()),
-            decision: Some(json!({
-                "ttl": "expired before dispatch",
-                "expires_at": command.envelope.expires_at.map(|t| t.unix_timestamp()),
-            })),
+            decision: Some(
+                Decision::Ttl {
+                    ttl: Stopped::ExpiredBeforeDispatch,
+                    expires_at: command.envelope.expires_at.map(|t| t.unix_timestamp()),
+                }
+                .into(),
+            ),
             ..crate::service::engine::MoveContext::default()
         };
         let Ok(moves) = engine.plan_moves(&command, vec![(crate::domain::lifecycle::Event::Cancel, context)], now)

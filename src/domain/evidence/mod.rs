@@ -3,6 +3,7 @@
 
 pub mod artifact;
 pub mod chain;
+pub mod decision;
 pub mod redact;
 
 pub use artifact::{EvidenceDraft, TraceBindings};

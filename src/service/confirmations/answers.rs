@@ -6,7 +6,6 @@
 //! answer and the replies. A step that lost a race (the same answer twice at once, the sweeper
 //! expiring it meanwhile) is decided again on fresh state, so one confirmation has one effect.
 
-use serde_json::{Value, json};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -162,8 +161,8 @@ async fn decide(
     let confirmation = match find(engine, who, answer, now).await? {
         Matched::One(c) => *c,
         Matched::Nothing { reason, codes } => {
-            decision["outcome"] = "unmatched".into();
-            step.evidence.push(answer_evidence(None, None, trace, decision, Some(reason.as_str())));
+            decision.outcome = Some(AnswerOutcome::Unmatched.as_str());
+            step.evidence.push(answer_evidence(None, None, trace, &decision, Some(reason.as_str())));
             let rejection = Rejection { codes: Some(codes), ..Rejection::because(reason) };
             step.outbox.push(who.reply_to.message(&Reply::Rejected(rejection)));
             return Ok((AnswerOutcome::Unmatched, step));
@@ -173,16 +172,17 @@ async fn decide(
     step.command_id = Some(command.envelope.command_id);
     trace.conversation = Some(engine.pseudonym(command.envelope.conversation_id.as_str()));
     trace.correlation_id = Some(command.envelope.correlation_id.as_str().to_owned());
-    decision["confirmation_id"] = confirmation.id.to_string().into();
+    decision.confirmation_id = Some(confirmation.id.to_string());
     let stage = Some(command.lifecycle.state);
     // Every answer ends here: its evidence (with the outcome, and why when it was refused) and
     // the reply it gets, if the moves do not bring their own.
-    let conclude = |mut step: StepWrite, mut decision: Value, outcome: AnswerOutcome, reason: Option<&str>, reply| {
-        decision["outcome"] = outcome.as_str().into();
-        step.evidence.push(answer_evidence(Some(confirmation.command_id), stage, trace.clone(), decision, reason));
-        step.outbox.extend(reply);
-        (outcome, step)
-    };
+    let conclude =
+        |mut step: StepWrite, mut decision: Answered, outcome: AnswerOutcome, reason: Option<&str>, reply| {
+            decision.outcome = Some(outcome.as_str());
+            step.evidence.push(answer_evidence(Some(confirmation.command_id), stage, trace.clone(), &decision, reason));
+            step.outbox.extend(reply);
+            (outcome, step)
+        };
 
     let name = command.reply_to.as_ref().and_then(|r| r.command.clone()).unwrap_or_else(|| "request".into());
     if let Some((outcome, reason, reply)) = refused(who, &confirmation, &command, &name) {
@@ -217,18 +217,32 @@ fn reason_of(outcome: AnswerOutcome) -> Option<&'static str> {
     }
 }
 
+/// `confirmation.answered`'s decision: the answer, how it named its confirmation, who gave it
+/// (a pseudonym), the confirmation it found and what became of the answer.
+#[derive(Debug, Clone, serde::Serialize)]
+struct Answered {
+    answer: &'static str,
+    via: &'static str,
+    from: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    confirmation_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    outcome: Option<&'static str>,
+}
+
 /// The answer's step, the decision its evidence records and its trace, before its confirmation
 /// is known.
 fn opening(
     engine: &Engine,
     who: &Answering<'_>,
     answer: &Answer,
-    via: &str,
+    via: &'static str,
     now: OffsetDateTime,
-) -> (StepWrite, Value, TraceBindings) {
+) -> (StepWrite, Answered, TraceBindings) {
     let step = StepWrite { inbound: Some(who.inbound.clone()), ..StepWrite::new(who.tenant_id.clone(), None, now) };
     let actor = engine.pseudonym(who.actor_id.as_str());
-    let decision = json!({"answer": answer.verdict.as_str(), "via": via, "from": actor});
+    let decision =
+        Answered { answer: answer.verdict.as_str(), via, from: actor.clone(), confirmation_id: None, outcome: None };
     let trace = TraceBindings {
         actor: Some(actor),
         message_ids: vec![who.inbound.provider_message_id.as_str().to_owned()],
@@ -290,7 +304,7 @@ fn answer_evidence(
     command_id: Option<Uuid>,
     stage: Option<State>,
     trace: TraceBindings,
-    decision: Value,
+    decision: &Answered,
     reason: Option<&str>,
 ) -> EvidenceDraft {
     EvidenceDraft {
@@ -300,7 +314,7 @@ fn answer_evidence(
         from: None,
         event: None,
         trace,
-        decision: Some(decision),
+        decision: serde_json::to_value(decision).ok(),
         reason_code: reason.map(str::to_owned),
     }
 }

@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
+use crate::domain::evidence::decision::{AuthzVerdict, Decision};
 use crate::domain::replies::{Confirmed, OutcomeDetail, Reply, StepUpRequired};
 use crate::service::confirmations::confirm::Answer;
 
@@ -70,7 +71,8 @@ pub(super) fn authorization_moves(
         reply_detail: None,
     };
     let Some(authorization) = authorization else {
-        let decision = json!({"authz": "deny", "reason": "the registry no longer has this command"});
+        let reason = Some("the registry no longer has this command".to_owned());
+        let decision: Value = Decision::Authz { authz: AuthzVerdict::Deny, reason }.into();
         return vec![
             (Event::SubmitForAuthorization, context(None, &decision, vec![])),
             (Event::Deny, context(Some("unknown_command"), &decision, vec![])),
@@ -110,7 +112,11 @@ pub(super) fn expiry_move(confirmation: &Confirmation) -> (Event, MoveContext) {
         MoveContext {
             reason_code: Some(EXPIRED.into()),
             decision: Some(
-                json!({"confirmation_id": confirmation.id, "expired_at": confirmation.expires_at.unix_timestamp()}),
+                Decision::ConfirmationExpired {
+                    confirmation_id: confirmation.id,
+                    expired_at: confirmation.expires_at.unix_timestamp(),
+                }
+                .into(),
             ),
             reply_detail: Some(OutcomeDetail::Code(confirmation.code.clone())),
             ..MoveContext::default()

@@ -1,10 +1,11 @@
 //! A delivery that ended, and the command's move it decides: one step, committed alone or with a
 //! batch's, then what follows once it is on record.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::domain::delivery::{Ack, DeliveryOutcome, LogOutcome};
+use crate::domain::evidence::decision::Decision;
 use crate::domain::lifecycle::Event;
 use crate::service::dispatch::{DeliveryPlan, Finished, command_moves, finished};
 use crate::service::engine::{Engine, MoveContext};
@@ -119,7 +120,13 @@ async fn compensated(
     }
     let context = MoveContext {
         reason_code: Some("compensated".into()),
-        decision: Some(json!({"compensated_by": command.envelope.command_id, "compensation": command.envelope.intent})),
+        decision: Some(
+            Decision::Compensated {
+                compensated_by: command.envelope.command_id,
+                compensation: command.envelope.intent.clone(),
+            }
+            .into(),
+        ),
         ..MoveContext::default()
     };
     Ok(engine.plan_moves(&target, vec![(Event::Compensate, context)], now).unwrap_or_default())

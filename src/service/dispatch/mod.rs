@@ -14,6 +14,7 @@ use uuid::Uuid;
 use crate::domain::delivery::{
     self as machine, Applied, DeliveryEvent, DeliveryOutcome, DeliveryState, LogOutcome, OutOfOrder,
 };
+use crate::domain::evidence::decision::Decision;
 use crate::domain::lifecycle::CommandKind;
 use crate::domain::lifecycle::Event;
 use crate::domain::replies::OutcomeDetail;
@@ -43,7 +44,7 @@ pub fn cancel_notices(targets: &[String], command_id: Uuid, reason: &str) -> Vec
 
 /// `authorized → started`, with one dispatch row per target written in the same transaction.
 pub fn start(targets: &[String]) -> (Event, MoveContext) {
-    let decision = Some(json!({"dispatch": targets}));
+    let decision = Some(Decision::Dispatch { dispatch: targets.to_vec() }.into());
     (Event::Start, MoveContext { decision, outbox: dispatch_rows(targets), ..MoveContext::default() })
 }
 
@@ -218,7 +219,7 @@ pub fn command_moves(
         Finished::Succeeded { result } => (
             Event::Succeed,
             MoveContext {
-                decision: Some(json!({"target": target, "result": result})),
+                decision: Some(Decision::Executed { target: target.to_owned(), result: result.clone() }.into()),
                 reply_detail: Some(OutcomeDetail::Result(result)),
                 ..MoveContext::default()
             },
@@ -227,7 +228,7 @@ pub fn command_moves(
             Event::Fail,
             MoveContext {
                 reason_code: Some(reason),
-                decision: Some(json!({"target": target, "error": detail})),
+                decision: Some(Decision::ExecutionFailed { target: target.to_owned(), error: detail.clone() }.into()),
                 reply_detail: Some(OutcomeDetail::Error(detail)),
                 ..MoveContext::default()
             },

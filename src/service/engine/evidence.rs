@@ -6,6 +6,7 @@ use uuid::Uuid;
 use crate::domain::command::CommandEnvelope;
 use crate::domain::evidence::EvidenceDraft;
 use crate::domain::evidence::TraceBindings;
+use crate::domain::evidence::decision::{AuthzVerdict, ConfirmationStep, Decision, Dedupe, ReadAs};
 use crate::domain::lifecycle::Event;
 use crate::domain::lifecycle::EvidenceKind;
 use crate::domain::lifecycle::InvalidTransition;
@@ -40,11 +41,11 @@ pub fn transition_evidence(
 /// The decision a security event always records, whatever else the caller adds.
 fn implied_decision(event: Event) -> Option<Value> {
     match event {
-        Event::Allow => Some(json!({"authz": "allow"})),
-        Event::Deny => Some(json!({"authz": "deny"})),
-        Event::Confirm => Some(json!({"confirmation": "satisfied"})),
+        Event::Allow => Some(Decision::Authz { authz: AuthzVerdict::Allow, reason: None }.into()),
+        Event::Deny => Some(Decision::Authz { authz: AuthzVerdict::Deny, reason: None }.into()),
+        Event::Confirm => Some(Decision::Confirmation { confirmation: ConfirmationStep::Satisfied }.into()),
         // §VI.C: an auto-confirmed mutation must be auditable as such.
-        Event::AutoConfirm => Some(json!({"confirmation": "auto_confirmed"})),
+        Event::AutoConfirm => Some(Decision::Confirmation { confirmation: ConfirmationStep::AutoConfirmed }.into()),
         _ => None,
     }
 }
@@ -66,18 +67,16 @@ fn merge(base: Option<Value>, extra: Option<Value>) -> Option<Value> {
 /// IDS §XII: the accepted command records that its key was seen for the first time; and, for a
 /// message, how its text was read (the rule and the pattern, never the text itself).
 pub(super) fn first_seen(envelope: &CommandEnvelope, reading: Option<&Reading>) -> Value {
-    let dedupe = if envelope.idempotency_class.reserves_key() { "first_seen" } else { "not_reserved" };
-    let mut decision = json!({
-        "dedupe": dedupe,
-        "idempotency_key": envelope.idempotency_key,
-        "idempotency_class": envelope.idempotency_class,
-        "fingerprint": envelope.fingerprint,
-        "registry_version": envelope.registry_version,
-    });
-    if let Some(reading) = reading {
-        decision["read_as"] = json!({"rule": reading.rule, "pattern": reading.pattern, "typos": reading.typos});
+    let dedupe = if envelope.idempotency_class.reserves_key() { Dedupe::FirstSeen } else { Dedupe::NotReserved };
+    Decision::FirstSeen {
+        dedupe,
+        idempotency_key: envelope.idempotency_key.clone(),
+        idempotency_class: envelope.idempotency_class,
+        fingerprint: envelope.fingerprint.clone(),
+        registry_version: envelope.registry_version.clone(),
+        read_as: reading.map(|r| ReadAs { rule: r.rule, pattern: r.pattern.clone(), typos: r.typos }),
     }
-    decision
+    .into()
 }
 
 /// SMCL §VI.B: a refused move is recorded with what was attempted and why.
@@ -91,13 +90,16 @@ pub(super) fn invalid_attempt(
         .stage(command.lifecycle.state)
         .moved(command.lifecycle.state, event)
         .reason(error.reason_code())
-        .decision(json!({
-            "refused": true,
-            "attempted_event": event,
-            "from": command.lifecycle.state,
-            "version": command.version,
-            "detail": error.to_string(),
-        }))
+        .decision(
+            Decision::Refused {
+                refused: true,
+                attempted_event: event,
+                from: command.lifecycle.state,
+                version: command.version,
+                detail: error.to_string(),
+            }
+            .into(),
+        )
 }
 
 /// A request refused because of the command's state, not a lifecycle event (a recovery action).

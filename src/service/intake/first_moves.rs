@@ -3,9 +3,10 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use time::OffsetDateTime;
 
+use crate::domain::evidence::decision::{ConfirmationStep, Decision, Stopped};
 use crate::domain::registry::CommandSpec;
 use crate::domain::replies::OutcomeDetail;
 
@@ -59,7 +60,7 @@ pub(super) fn first_moves(
     if let Some(refused) = refused {
         return FirstMoves {
             events: &[Event::SubmitForAuthorization, Event::Deny],
-            decision: Some(json!({"precheck": "refused", "error": refused.detail})),
+            decision: Some(Decision::Precheck { precheck: Stopped::Refused, error: refused.detail.clone() }.into()),
             reason_code: Some(refused.code),
             outbox: vec![],
             confirmation: None,
@@ -92,11 +93,14 @@ fn asked_to_confirm(spec: &CommandSpec, args: &Args, reply_to: &ReplyTo, now: Of
     let confirmation = confirm::prompt(reply_to, asked, spec.confirmation_ttl, now);
     FirstMoves {
         events: &[Event::RequestConfirmation],
-        decision: Some(json!({
-            "confirmation": "requested",
-            "code": confirmation.code,
-            "expires_at": confirmation.expires_at.unix_timestamp(),
-        })),
+        decision: Some(
+            Decision::ConfirmationRequested {
+                confirmation: ConfirmationStep::Requested,
+                code: confirmation.code.clone(),
+                expires_at: confirmation.expires_at.unix_timestamp(),
+            }
+            .into(),
+        ),
         reason_code: None,
         outbox: vec![confirm::prompt_message(reply_to, &confirmation)],
         confirmation: Some(confirmation),

@@ -11,6 +11,7 @@ use crate::domain::command::ExternalId;
 use crate::domain::command::IdempotencyClass;
 use crate::domain::command::Intent;
 use crate::domain::command::Risk;
+use crate::domain::evidence::decision::{Decision, Follows};
 use crate::domain::lifecycle::CommandKind;
 use crate::domain::lifecycle::Event;
 use crate::domain::lifecycle::State;
@@ -77,11 +78,18 @@ pub(super) async fn cancel(
     let recovery = engine.command(operator.tenant, recovery_id).await?;
     let stop = MoveContext {
         reason_code: Some("operator_canceled".into()),
-        decision: Some(json!({"recovery_command_id": recovery_id, "by": operator.id, "reason": operator.reason})),
+        decision: Some(
+            Decision::CanceledBy {
+                recovery_command_id: recovery_id,
+                by: operator.id.to_string(),
+                reason: operator.reason.to_owned(),
+            }
+            .into(),
+        ),
         ..MoveContext::default()
     };
     let done = MoveContext {
-        decision: Some(json!({"target_command_id": e.command_id, "target_state": "canceled"})),
+        decision: Some(Decision::Recovered { target_command_id: e.command_id, target_state: State::Canceled }.into()),
         ..MoveContext::default()
     };
     let mut moves = engine.plan_moves(target, vec![(Event::Cancel, stop)], now).unwrap_or_default();
@@ -144,8 +152,8 @@ pub(super) async fn retry(
         return Err(RecoveryError::Conflict(format!("the retry was not created: {admitted:?}")));
     };
     // The failed command's own record says a retry was made, and by whom.
-    let extra = json!({"idempotency_key": envelope.idempotency_key});
-    linked(engine, operator, target, RecoveryAction::Retry, command_id, extra, now).await
+    let follows = Follows::Retry { idempotency_key: envelope.idempotency_key };
+    linked(engine, operator, target, follows, command_id, now).await
 }
 
 /// Runs the registry's compensation command for the target, with the target's arguments; the
@@ -179,8 +187,8 @@ pub(super) async fn compensate(
         }
         other => return Err(RecoveryError::Conflict(format!("the compensation was not created: {other:?}"))),
     };
-    let extra = json!({"command": spec.name});
-    linked(engine, operator, target, RecoveryAction::Compensate, command_id, extra, now).await
+    let follows = Follows::Compensation { command: spec.name.clone() };
+    linked(engine, operator, target, follows, command_id, now).await
 }
 
 /// Interprets the target's stored message again (after a registry or directory fix, say) and
@@ -205,7 +213,7 @@ pub(super) async fn reprocess(
     };
     match ingress.reprocess(target, &message, now).await? {
         Reprocessed::Command(command_id) => {
-            linked(engine, operator, target, RecoveryAction::Reprocess, command_id, json!({}), now).await
+            linked(engine, operator, target, Follows::Reprocess {}, command_id, now).await
         }
         Reprocessed::NotACommand(why) => Err(RecoveryError::Conflict(format!(
             "under the current registry the message starts no command ({})",

@@ -20,6 +20,7 @@ use crate::domain::command::Intent;
 use crate::domain::command::Risk;
 use crate::domain::command::TenantId;
 use crate::domain::evidence::EvidenceDraft;
+use crate::domain::evidence::decision::{Decision, Follows};
 use crate::domain::lifecycle::CommandKind;
 use crate::domain::lifecycle::EvidenceKind;
 use crate::domain::lifecycle::State;
@@ -181,12 +182,13 @@ pub async fn recover(
 }
 
 pub(super) fn decision(action: RecoveryAction, operator: &Operator<'_>, target: &StoredCommand) -> Value {
-    json!({
-        "recovery": action,
-        "by": operator.id,
-        "reason": operator.reason,
-        "target_command_id": target.envelope.command_id,
-    })
+    Decision::Recovery {
+        recovery: action,
+        by: operator.id.to_owned(),
+        reason: operator.reason.to_owned(),
+        target_command_id: target.envelope.command_id,
+    }
+    .into()
 }
 
 /// A command that follows `target` (its retry, its compensation): the same tenant, actor,
@@ -231,20 +233,21 @@ pub(super) async fn linked(
     engine: &Engine,
     operator: &Operator<'_>,
     target: &StoredCommand,
-    action: RecoveryAction,
+    follows: Follows,
     recovery_id: Uuid,
-    extra: Value,
     now: OffsetDateTime,
 ) -> Result<Recovered, RecoveryError> {
     let e = &target.envelope;
-    let mut decision =
-        json!({"recovery": action, "recovery_command_id": recovery_id, "by": operator.id, "reason": operator.reason});
-    if let (Some(map), Value::Object(extra)) = (decision.as_object_mut(), extra) {
-        map.extend(extra);
-    }
+    let decision = Decision::RecoveryRequested {
+        recovery: follows.action(),
+        recovery_command_id: recovery_id,
+        by: operator.id.to_owned(),
+        reason: operator.reason.to_owned(),
+        follows,
+    };
     let link = EvidenceDraft::new(EvidenceKind::RecoveryRequested, e.command_id, engine.trace_for(e))
         .stage(target.lifecycle.state)
-        .decision(decision);
+        .decision(decision.into());
     engine.store().evidence().record(e.tenant_id.as_str(), &[link], now).await?;
     status_of(engine, operator.tenant, recovery_id, e.command_id).await
 }

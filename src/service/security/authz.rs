@@ -4,8 +4,9 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use crate::domain::evidence::decision::{AuthzVerdict, Decision};
 use crate::domain::registry::CommandSpec;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,18 +38,19 @@ impl AuthzDecision {
     /// the scopes compared, and why.
     pub fn evidence(&self, spec: &CommandSpec, held: &BTreeSet<String>) -> Value {
         let (authz, missing) = match self {
-            Self::Allow => ("allow", vec![]),
-            Self::Deny { missing } => ("deny", missing.clone()),
-            Self::StepUp => ("step_up_required", vec![]),
+            Self::Allow => (AuthzVerdict::Allow, vec![]),
+            Self::Deny { missing } => (AuthzVerdict::Deny, missing.clone()),
+            Self::StepUp => (AuthzVerdict::StepUpRequired, vec![]),
         };
-        json!({
-            "authz": authz,
-            "command": spec.name,
-            "required": spec.scopes,
-            "held": held,
-            "missing": missing,
-            "step_up": spec.step_up,
-        })
+        Decision::Authorization {
+            authz,
+            command: spec.name.clone(),
+            required: spec.scopes.iter().cloned().collect(),
+            held: held.iter().cloned().collect(),
+            missing,
+            step_up: spec.step_up,
+        }
+        .into()
     }
 
     pub fn reason_code(&self) -> Option<&'static str> {
