@@ -76,22 +76,7 @@ pub(super) async fn cancel(
         other => return Err(RecoveryError::Conflict(format!("the recovery command was not created: {other:?}"))),
     };
     let recovery = engine.command(operator.tenant, recovery_id).await?;
-    let stop = MoveContext {
-        reason_code: Some("operator_canceled".into()),
-        decision: Some(
-            Decision::CanceledBy {
-                recovery_command_id: recovery_id,
-                by: operator.id.to_string(),
-                reason: operator.reason.to_owned(),
-            }
-            .into(),
-        ),
-        ..MoveContext::default()
-    };
-    let done = MoveContext {
-        decision: Some(Decision::Recovered { target_command_id: e.command_id, target_state: State::Canceled }.into()),
-        ..MoveContext::default()
-    };
+    let (stop, done) = cancel_contexts(operator, e.command_id, recovery_id);
     let mut moves = engine.plan_moves(target, vec![(Event::Cancel, stop)], now).unwrap_or_default();
     moves.extend(engine.plan_moves(&recovery, vec![(Event::Succeed, done)], now).unwrap_or_default());
     // A started command may be with its executors: they are told, those that can be.
@@ -114,6 +99,24 @@ pub(super) async fn cancel(
             .await?;
     }
     status_of(engine, operator.tenant, recovery_id, e.command_id).await
+}
+
+/// The target's cancel, naming the recovery command, and the recovery command's success, naming
+/// what it did to the target.
+fn cancel_contexts(
+    operator: &Operator<'_>,
+    target_id: uuid::Uuid,
+    recovery_id: uuid::Uuid,
+) -> (MoveContext, MoveContext) {
+    let by = operator.id.to_owned();
+    let canceled_by = Decision::CanceledBy { recovery_command_id: recovery_id, by, reason: operator.reason.to_owned() };
+    let stop = MoveContext {
+        reason_code: Some("operator_canceled".into()),
+        decision: Some(canceled_by.into()),
+        ..MoveContext::default()
+    };
+    let recovered = Decision::Recovered { target_command_id: target_id, target_state: State::Canceled };
+    (stop, MoveContext { decision: Some(recovered.into()), ..MoveContext::default() })
 }
 
 pub(super) async fn retry(
