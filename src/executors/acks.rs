@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::domain::evidence::decision::{Decision, Stopped};
+use crate::domain::evidence::decision::{Decision, Ttl};
 use crate::service::dispatch::DeliveryPlan;
 
 use crate::domain::command::TenantId;
@@ -305,7 +305,7 @@ pub async fn expire_undispatched(engine: &Engine, now: OffsetDateTime, limit: i6
             reason_code: Some(crate::domain::delivery::FailureClass::TtlExpired.as_str().to_owned()),
             decision: Some(
                 Decision::Ttl {
-                    ttl: Stopped::ExpiredBeforeDispatch,
+                    ttl: Ttl::ExpiredBeforeDispatch,
                     expires_at: command.envelope.expires_at.map(|t| t.unix_timestamp()),
                 }
                 .into(),

@@ -51,36 +51,14 @@ impl Line {
 
     /// Posts `body` with `signature` (none: no header).
     pub(crate) async fn post(&self, body: &[u8], signature: Option<&str>) -> (StatusCode, String, Value) {
-        let mut request =
-            self.app.client.post(self.app.url("/webhooks/line")).header("content-type", "application/json");
-        if let Some(signature) = signature {
-            request = request.header("x-line-signature", signature);
-        }
-        let response = request.body(body.to_vec()).send().await.expect("request");
-        let status = response.status();
-        let kind = response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
-        (status, kind, response.json().await.unwrap_or(Value::Null))
+        crate::helpers::post_json(&self.app, "/webhooks/line", signature.map(|value| ("x-line-signature", value)), body)
+            .await
     }
 
     /// Posts `webhook` signed as LINE signs it.
     pub(crate) async fn send(&self, webhook: &Value) -> StatusCode {
         let (signature, body) = simulate::signed(&self.secret, webhook);
         self.post(body.as_bytes(), Some(&signature)).await.0
-    }
-}
-
-async fn command_state(db: &TestDb, want: &str) -> String {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let mut conn = db.raw().await;
-        let state: String = sqlx::query_scalar("SELECT state FROM commands ORDER BY received_at LIMIT 1")
-            .fetch_one(&mut conn)
-            .await
-            .expect("a command");
-        if state == want || std::time::Instant::now() > deadline {
-            return state;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -104,7 +82,7 @@ async fn a_refund_is_confirmed_with_a_quick_reply_and_each_event_counts_once(db:
     assert_eq!(line.send(&refund).await, StatusCode::OK);
     let tap = simulate::postback(BOT, "01JLINE0000000000000000002", CUSTOMER, &yes);
     assert_eq!(line.send(&tap).await, StatusCode::OK);
-    assert_eq!(command_state(db, "executed").await, "executed");
+    assert_eq!(crate::helpers::first_command_state(db, "executed").await, "executed");
     assert_eq!(line.send(&tap).await, StatusCode::OK, "a redelivered tap confirms nothing");
 
     // The prompt, the confirmation's thanks and the outcome: three pushes, each once, each its

@@ -47,36 +47,19 @@ impl Telegram {
     }
 
     pub(crate) async fn post(&self, body: &[u8], secret: Option<&str>) -> (StatusCode, String, Value) {
-        let mut request =
-            self.app.client.post(self.app.url("/webhooks/telegram")).header("content-type", "application/json");
-        if let Some(secret) = secret {
-            request = request.header("X-Telegram-Bot-Api-Secret-Token", secret);
-        }
-        let response = request.body(body.to_vec()).send().await.expect("request");
-        let status = response.status();
-        let kind = response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
-        (status, kind, response.json().await.unwrap_or(Value::Null))
+        crate::helpers::post_json(
+            &self.app,
+            "/webhooks/telegram",
+            secret.map(|value| ("X-Telegram-Bot-Api-Secret-Token", value)),
+            body,
+        )
+        .await
     }
 
     async fn update(&self, update: &Value) -> Value {
         let (status, _, answer) = self.post(update.to_string().as_bytes(), Some(&self.secret)).await;
         assert_eq!(status, StatusCode::OK, "{answer}");
         answer
-    }
-}
-
-async fn command_state(db: &TestDb, want: &str) -> String {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let mut conn = db.raw().await;
-        let state: String = sqlx::query_scalar("SELECT state FROM commands ORDER BY received_at LIMIT 1")
-            .fetch_one(&mut conn)
-            .await
-            .expect("a command");
-        if state == want || std::time::Instant::now() > deadline {
-            return state;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -102,7 +85,7 @@ async fn a_refund_is_confirmed_with_the_inline_keyboard_and_each_update_counts_o
     let tap = simulate::button(2, CUSTOMER, &yes);
     let answer = telegram.update(&tap).await;
     assert_eq!(answer, json!({"method": "answerCallbackQuery", "callback_query_id": "cq2"}));
-    assert_eq!(command_state(db, "executed").await, "executed");
+    assert_eq!(crate::helpers::first_command_state(db, "executed").await, "executed");
     assert_eq!(telegram.update(&tap).await, answer, "a redelivered tap is answered alike and confirms nothing");
 
     // The prompt, the confirmation's thanks and the outcome: three messages, each once.

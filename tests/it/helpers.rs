@@ -506,6 +506,41 @@ pub async fn settled(db: &TestDb, command_id: uuid::Uuid) -> String {
     }
 }
 
+/// Waits until the first command received reaches `want` (20 s at most) and returns its state
+/// then: the caller compares, so a command stuck elsewhere is named in the failure.
+pub async fn first_command_state(db: &TestDb, want: &str) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut conn = db.raw().await;
+        let state: String = sqlx::query_scalar("SELECT state FROM commands ORDER BY received_at LIMIT 1")
+            .fetch_one(&mut conn)
+            .await
+            .expect("a command");
+        if state == want || std::time::Instant::now() > deadline {
+            return state;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Posts a provider's JSON `body` to `path`, with its authenticating header when there is one:
+/// the status, the answer's content type and its JSON (null when it is none).
+pub async fn post_json(
+    app: &TestApp,
+    path: &str,
+    header: Option<(&str, &str)>,
+    body: &[u8],
+) -> (reqwest::StatusCode, String, serde_json::Value) {
+    let mut request = app.client.post(app.url(path)).header("content-type", "application/json");
+    if let Some((name, value)) = header {
+        request = request.header(name, value);
+    }
+    let response = request.body(body.to_vec()).send().await.expect("request");
+    let status = response.status();
+    let kind = response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+    (status, kind, response.json().await.unwrap_or(serde_json::Value::Null))
+}
+
 /// A Standard Webhooks signature, `v1,<base64(HMAC-SHA256(key, "{id}.{timestamp}.{body}"))>`,
 /// written from the specification rather than with the code under test.
 pub fn standard_signature(secret: &str, id: &str, timestamp: i64, body: &str) -> String {

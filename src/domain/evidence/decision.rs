@@ -34,10 +34,15 @@ named_enum! {
 }
 
 named_enum! {
-    /// Why a command was stopped before anyone was asked or anything ran: the chat operation's
-    /// precheck refused it, or its TTL ran out before any executor took it.
-    Stopped {
+    /// A chat operation's precheck, which stops a command before anyone is asked to confirm it.
+    Precheck {
         Refused => "refused",
+    }
+}
+
+named_enum! {
+    /// A started command's TTL, which stops it when no executor took it in time.
+    Ttl {
         ExpiredBeforeDispatch => "expired before dispatch",
     }
 }
@@ -95,9 +100,9 @@ pub enum Decision {
     /// A confirmation that ran out, canceling its command.
     ConfirmationExpired { confirmation_id: Uuid, expired_at: i64 },
     /// A chat operation refused before its confirmation, with what can be done instead.
-    Precheck { precheck: Stopped, error: Value },
+    Precheck { precheck: Precheck, error: Value },
     /// A started command canceled because its TTL ran out before dispatch.
-    Ttl { ttl: Stopped, expires_at: Option<i64> },
+    Ttl { ttl: Ttl, expires_at: Option<i64> },
     /// The targets the command is handed to (`started`).
     Dispatch { dispatch: Vec<String> },
     /// What the target answered (`executed`).
@@ -170,7 +175,7 @@ mod tests {
             expires_at: 9,
         };
         assert_eq!(Value::from(requested), json!({"confirmation": "requested", "code": "K7", "expires_at": 9}));
-        let ttl = Decision::Ttl { ttl: Stopped::ExpiredBeforeDispatch, expires_at: None };
+        let ttl = Decision::Ttl { ttl: Ttl::ExpiredBeforeDispatch, expires_at: None };
         assert_eq!(Value::from(ttl), json!({"ttl": "expired before dispatch", "expires_at": null}));
         let refused = Decision::Refused {
             refused: true,

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use crate::domain::evidence::decision::{ConfirmationStep, Decision, Stopped};
+use crate::domain::evidence::decision::{ConfirmationStep, Decision, Precheck};
 use crate::domain::registry::CommandSpec;
 use crate::domain::replies::OutcomeDetail;
 
@@ -60,7 +60,7 @@ pub(super) fn first_moves(
     if let Some(refused) = refused {
         return FirstMoves {
             events: &[Event::SubmitForAuthorization, Event::Deny],
-            decision: Some(Decision::Precheck { precheck: Stopped::Refused, error: refused.detail.clone() }.into()),
+            decision: Some(Decision::Precheck { precheck: Precheck::Refused, error: refused.detail.clone() }.into()),
             reason_code: Some(refused.code),
             outbox: vec![],
             confirmation: None,

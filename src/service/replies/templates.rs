@@ -7,11 +7,9 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use minijinja::{Environment, UndefinedBehavior, Value};
-use serde_json::json;
-
 use super::samples::{samples, vars_of};
 use crate::domain::replies::Reply;
+use minijinja::{Environment, UndefinedBehavior, Value};
 
 /// The locale every channel must have in full; others may leave templates out.
 pub const FALLBACK_LOCALE: &str = "en";
@@ -246,16 +244,18 @@ impl Templates {
     }
 }
 
-/// The variables the first sample of `name` renders with (tests, and the documentation's list).
-pub fn sample_vars(name: &str) -> serde_json::Value {
-    let samples = samples();
-    let sample = samples.iter().find(|s| s.template() == name || s.button_templates().contains(&name));
-    sample.map(vars_of).unwrap_or_else(|| json!({}))
-}
-
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+
+    /// The variables the first sample of `name` renders with.
+    fn sample_vars(name: &str) -> serde_json::Value {
+        let samples = samples();
+        let sample = samples.iter().find(|s| s.template() == name || s.button_templates().contains(&name));
+        sample.map(vars_of).unwrap_or_else(|| json!({}))
+    }
 
     #[test]
     fn every_shipped_template_renders_in_every_shipped_locale() {
