@@ -2,6 +2,7 @@
 //! into channel-neutral messages, and its client for sending replies. Imports `domain`, `config`,
 //! `store` and `service`.
 
+pub mod body;
 pub mod error;
 pub mod hooks;
 pub mod line;

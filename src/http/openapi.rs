@@ -96,9 +96,8 @@ pub fn document(hooks: &HooksConfig) -> Value {
     document
 }
 
-/// What the types of the bodies cannot say: Twilio's forms (whose field names are Twilio's, with
-/// numbered media fields), the hook bridge's bodies per configured agent, and the condition
-/// between an ACK's fields.
+/// What the types of the bodies cannot say: the hook bridge's bodies per configured agent (and
+/// the conditions between their fields), and the condition between an ACK's fields.
 fn describe_bodies(document: &mut Value, hook_agents: &[String]) {
     for path in ["/v1/commands/{id}/acks", "/v1/executors/{executor}/commands/{id}/acks"] {
         let schema = format!("/paths/{}/post/requestBody/content/application~1json/schema", pointer_escape(path));
@@ -106,17 +105,10 @@ fn describe_bodies(document: &mut Value, hook_agents: &[String]) {
             ack["anyOf"] = crate::executors::acks::ack_condition();
         }
     }
-    let (json, form) = ("application/json", "application/x-www-form-urlencoded");
-    let mut bodies: Vec<(String, &str, Value)> = vec![
-        ("/webhooks/twilio".into(), form, crate::channels::twilio::form::message_schema()),
-        ("/webhooks/twilio/status".into(), form, crate::channels::twilio::form::status_schema()),
-    ];
     for (route, schema) in crate::channels::hooks::body_schemas(hook_agents) {
-        bodies.push((format!("{DEFAULT_HOOKS_BASE}{route}"), json, schema));
-    }
-    for (path, media_type, schema) in bodies {
+        let path = format!("{DEFAULT_HOOKS_BASE}{route}");
         if let Some(body) = document.pointer_mut(&format!("/paths/{}/post/requestBody", pointer_escape(&path))) {
-            body["content"][media_type]["schema"] = schema;
+            body["content"]["application/json"]["schema"] = schema;
         }
     }
 }

@@ -86,48 +86,24 @@ pub enum NoSuchApp {
     NotFound(ProblemDocument),
 }
 
-/// A WhatsApp delivery.
+/// What a chat provider's webhook may be answered besides its success (WhatsApp, Messenger,
+/// Instagram, Telegram, Slack, LINE): the same for each, since every channel refuses for the same
+/// reasons — the body is not the provider's, the signature or secret is wrong, the channel (or
+/// the app named) is not configured, the body is too large, or the store cannot take it now
+/// (the only one the provider should retry).
 #[derive(IntoResponses)]
-pub enum WhatsAppErrors {
-    #[response(status = 400, description = "Not a WhatsApp notification", content_type = PROBLEM_JSON)]
+pub enum ProviderErrors {
+    #[response(status = 400, description = "Not what the provider sends there", content_type = PROBLEM_JSON)]
     BadRequest(ProblemDocument),
-    #[response(status = 401, description = "Missing or wrong signature", content_type = PROBLEM_JSON)]
+    #[response(status = 401, description = "Missing, stale or wrong signature or secret", content_type = PROBLEM_JSON)]
     Unauthorized(ProblemDocument),
-    #[response(status = 404, description = "No such app", content_type = PROBLEM_JSON)]
+    #[response(status = 404, description = "The channel, or the app named, is not configured",
+        content_type = PROBLEM_JSON)]
     NotFound(ProblemDocument),
     #[response(status = 413, description = "Body too large", content_type = PROBLEM_JSON)]
     TooLarge(ProblemDocument),
-    #[response(status = 503, description = "Storage unavailable; Meta retries", content_type = PROBLEM_JSON)]
-    Unavailable(ProblemDocument),
-}
-
-/// A Telegram update.
-#[derive(IntoResponses)]
-pub enum TelegramErrors {
-    #[response(status = 400, description = "Not a Telegram Update", content_type = PROBLEM_JSON)]
-    BadRequest(ProblemDocument),
-    #[response(status = 401, description = "Missing or wrong secret token", content_type = PROBLEM_JSON)]
-    Unauthorized(ProblemDocument),
-    #[response(status = 404, description = "No Telegram bot is configured", content_type = PROBLEM_JSON)]
-    NotFound(ProblemDocument),
-    #[response(status = 413, description = "Body too large", content_type = PROBLEM_JSON)]
-    TooLarge(ProblemDocument),
-    #[response(status = 503, description = "Storage unavailable or inbox full (retried)", content_type = PROBLEM_JSON)]
-    Unavailable(ProblemDocument),
-}
-
-/// A Slack request.
-#[derive(IntoResponses)]
-pub enum SlackErrors {
-    #[response(status = 400, description = "Not what Slack sends there", content_type = PROBLEM_JSON)]
-    BadRequest(ProblemDocument),
-    #[response(status = 401, description = "Missing, stale or wrong signature", content_type = PROBLEM_JSON)]
-    Unauthorized(ProblemDocument),
-    #[response(status = 404, description = "Slack is not configured", content_type = PROBLEM_JSON)]
-    NotFound(ProblemDocument),
-    #[response(status = 413, description = "Body too large", content_type = PROBLEM_JSON)]
-    TooLarge(ProblemDocument),
-    #[response(status = 503, description = "Storage unavailable or inbox full (retried)", content_type = PROBLEM_JSON)]
+    #[response(status = 503, description = "Storage unavailable or inbox full; the provider retries",
+        content_type = PROBLEM_JSON)]
     Unavailable(ProblemDocument),
 }
 

@@ -31,6 +31,15 @@ use crate::service::intake::Ingress;
 use crate::service::intake::NewInbound;
 use crate::service::intake::{Arrival, Handled, MessageOutcome, Wait};
 
+/// A sender's event: a JSON object (the Standard Webhooks specification suggests `type`,
+/// `timestamp` and `data`), of which the source's configuration says what is read (its `args`'
+/// JSON pointers, or its `message` mapping).
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+#[schema(as = StandardWebhookEvent)]
+#[serde(transparent)]
+#[schema(value_type = Object)]
+pub struct SenderEvent(pub Map<String, Value>);
+
 /// What a delivery came to.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Delivered {
@@ -55,7 +64,9 @@ pub async fn receive(
     let now = OffsetDateTime::now_utc();
     let id = standard_webhooks::verify(secrets, source.tolerance_secs, signed(headers), body, now.unix_timestamp())?;
     let bad = |detail: String| -> ChannelError { Refusal::bad_request("invalid_payload", detail).into() };
-    let payload: Value = serde_json::from_slice(body).map_err(|e| bad(format!("The body is not JSON: {e}")))?;
+    let payload = crate::channels::body::json(body).map_err(|e| bad(format!("The body is not JSON: {e}")))?;
+    let SenderEvent(event) = crate::channels::body::envelope(&payload).map_err(bad)?;
+    let payload = Value::Object(event);
     if let Some(mapping) = &source.message {
         let message = chat_message(name, &id, mapping, &payload).map_err(bad)?;
         let delivered = store_message(ingress, message).await?;

@@ -8,8 +8,10 @@
 
 use std::time::Duration;
 
-use serde_json::{Map, Value};
+use serde::Deserialize;
+use serde_json::Value;
 
+use crate::channels::body;
 use crate::domain::command::Channel;
 
 use crate::domain::command::ExternalId;
@@ -30,69 +32,90 @@ pub enum FormError {
     Missing(&'static str),
     #[error("`{0}` is not valid: {1}")]
     Invalid(&'static str, String),
+    #[error("not a Twilio form: {0}")]
+    Malformed(String),
 }
 
-/// The message webhook's form as the OpenAPI document describes it: the fields `read` needs, and
-/// the ones it reads when present (Twilio sends more, which are kept and ignored).
-pub fn message_schema() -> Value {
-    let text = serde_json::json!({"type": "string"});
-    let fields = [
-        "MessageSid",
-        "AccountSid",
-        "From",
-        "To",
-        "Body",
-        "NumMedia",
-        "ProfileName",
-        "WaId",
-        "ButtonPayload",
-        "ButtonText",
-        "MediaContentType0",
-        "OriginalRepliedMessageSid",
-    ];
-    let properties: Map<String, Value> = fields.iter().map(|f| ((*f).to_owned(), text.clone())).collect();
-    let required = ["MessageSid", "AccountSid", "From", "To"];
-    serde_json::json!({"type": "object", "required": required, "properties": properties})
+/// The message webhook's form as `read` reads it (and the OpenAPI document describes it): the
+/// fields it needs and the ones it reads when present. Twilio sends more, which are kept (the
+/// form is stored whole) and ignored. A blank field counts as absent.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[schema(as = TwilioMessage)]
+#[serde(rename_all = "PascalCase")]
+pub struct MessageForm {
+    /// The message's id (`SmsMessageSid` in older forms).
+    pub message_sid: Option<String>,
+    pub sms_message_sid: Option<String>,
+    #[schema(required = true)]
+    pub account_sid: Option<String>,
+    /// The person: `whatsapp:+15550000001`, or `+15550000001` over SMS.
+    #[schema(required = true)]
+    pub from: Option<String>,
+    /// The business number, with the same prefix.
+    #[schema(required = true)]
+    pub to: Option<String>,
+    pub body: Option<String>,
+    /// How many media files it holds (`MediaContentType0`, `MediaUrl0`, ...), as digits.
+    #[schema(pattern = "^[0-9]+$")]
+    pub num_media: Option<String>,
+    pub media_content_type0: Option<String>,
+    pub profile_name: Option<String>,
+    /// The WhatsApp sender's digits.
+    pub wa_id: Option<String>,
+    /// A quick reply's id (a confirmation's button) and its title.
+    pub button_payload: Option<String>,
+    pub button_text: Option<String>,
+    /// A shared location.
+    pub latitude: Option<String>,
+    pub original_replied_message_sid: Option<String>,
 }
 
-/// The status callback's form as the OpenAPI document describes it.
-pub fn status_schema() -> Value {
-    let text = serde_json::json!({"type": "string"});
-    let fields = ["MessageSid", "MessageStatus", "ErrorCode", "ErrorMessage", "To", "AccountSid"];
-    let properties: Map<String, Value> = fields.iter().map(|f| ((*f).to_owned(), text.clone())).collect();
-    serde_json::json!({"type": "object", "required": ["MessageSid", "MessageStatus"], "properties": properties})
-}
-
-/// The form as a JSON object (what is stored, and read again when a command is reprocessed).
-pub fn to_raw(params: &[(String, String)]) -> Value {
-    let map: Map<String, Value> = params.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
-    Value::Object(map)
+/// The status callback's form (the status of a message this gateway sent).
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[schema(as = TwilioStatus)]
+#[serde(rename_all = "PascalCase")]
+pub struct StatusForm {
+    /// The message's id (`SmsSid` in older forms).
+    pub message_sid: Option<String>,
+    pub sms_sid: Option<String>,
+    /// `queued`, `sent`, `delivered`, `read`, `undelivered`, `failed`, ... (`SmsStatus` in older forms).
+    pub message_status: Option<String>,
+    pub sms_status: Option<String>,
+    pub error_code: Option<String>,
+    pub error_message: Option<String>,
+    pub to: Option<String>,
+    pub account_sid: Option<String>,
 }
 
 /// Reads the form of a webhook; `hold` is how long replies wait for its TwiML answer.
 pub fn parse(params: &[(String, String)], hold: Duration) -> Result<InboundMessage, FormError> {
-    read(&to_raw(params), Some(hold))
+    read(&body::form(params), Some(hold))
+}
+
+/// A field's text, trimmed; blank is absent.
+fn present(field: &Option<String>) -> Option<&str> {
+    field.as_deref().map(str::trim).filter(|v| !v.is_empty())
 }
 
 /// Reads a form (see [`to_raw`]); a stored one is read again with no answer waiting (`None`).
 pub fn read(raw: &Value, hold: Option<Duration>) -> Result<InboundMessage, FormError> {
-    let field = |name: &str| raw.get(name).and_then(Value::as_str).map(str::trim).filter(|v| !v.is_empty());
-    let required = |name: &'static str| field(name).ok_or(FormError::Missing(name));
-    let sid = field("MessageSid").or_else(|| field("SmsMessageSid")).ok_or(FormError::Missing("MessageSid"))?;
-    required("AccountSid")?;
-    let (from, to) = (required("From")?, required("To")?);
-    let person = field("WaId").map(str::to_owned).unwrap_or_else(|| bare(from).trim_start_matches('+').to_owned());
-    let media: u32 = match field("NumMedia") {
+    let form: MessageForm = body::envelope(raw).map_err(FormError::Malformed)?;
+    let required = |field, name| present(field).ok_or(FormError::Missing(name));
+    let sid = present(&form.message_sid).or(present(&form.sms_message_sid)).ok_or(FormError::Missing("MessageSid"))?;
+    required(&form.account_sid, "AccountSid")?;
+    let (from, to) = (required(&form.from, "From")?, required(&form.to, "To")?);
+    let person = present(&form.wa_id).map_or_else(|| bare(from).trim_start_matches('+').to_owned(), str::to_owned);
+    let media: u32 = match present(&form.num_media) {
         Some(n) => n.parse().map_err(|_| FormError::Invalid("NumMedia", n.to_owned()))?,
         None => 0,
     };
-    let body = field("Body");
-    let content = if let Some(payload) = field("ButtonPayload") {
-        Content::Reply { id: payload.to_owned(), title: field("ButtonText").unwrap_or(payload).to_owned() }
+    let body = present(&form.body);
+    let content = if let Some(payload) = present(&form.button_payload) {
+        Content::Reply { id: payload.to_owned(), title: present(&form.button_text).unwrap_or(payload).to_owned() }
     } else if media > 0 {
-        let kind = field("MediaContentType0").and_then(|t| t.split('/').next()).unwrap_or("media");
+        let kind = present(&form.media_content_type0).and_then(|t| t.split('/').next()).unwrap_or("media");
         Content::Media { kind: kind.to_owned(), caption: body.map(str::to_owned) }
-    } else if field("Latitude").is_some() {
+    } else if present(&form.latitude).is_some() {
         Content::Location
     } else if let Some(text) = body {
         Content::Text(text.to_owned())
@@ -104,10 +127,10 @@ pub fn read(raw: &Value, hold: Option<Duration>) -> Result<InboundMessage, FormE
         provider_message_id: ExternalId::parse(sid).map_err(|e| FormError::Invalid("MessageSid", e.to_string()))?,
         to: bare(to).to_owned(),
         from: person,
-        sender_name: field("ProfileName").map(str::to_owned),
+        sender_name: present(&form.profile_name).map(str::to_owned),
         sent_at: None,
         content,
-        in_reply_to: field("OriginalRepliedMessageSid").map(str::to_owned),
+        in_reply_to: present(&form.original_replied_message_sid).map(str::to_owned),
         raw: raw.clone(),
         addresses: Some(Addresses { business: to.to_owned(), person: from.to_owned(), conversation: None }),
         answered_inline: hold,
@@ -119,25 +142,26 @@ pub fn read(raw: &Value, hold: Option<Duration>) -> Result<InboundMessage, FormE
 /// names: `undelivered` is `failed`; those before `sent` (`accepted`, `queued`, `sending`, ...)
 /// are kept as Twilio wrote them and not tracked.
 pub fn status(params: &[(String, String)]) -> Result<StatusUpdate, FormError> {
-    let field = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.trim()).filter(|v| !v.is_empty());
-    let sid = field("MessageSid").or_else(|| field("SmsSid")).ok_or(FormError::Missing("MessageSid"))?;
-    let status = field("MessageStatus").or_else(|| field("SmsStatus")).ok_or(FormError::Missing("MessageStatus"))?;
+    let form: StatusForm = body::envelope(&body::form(params)).map_err(FormError::Malformed)?;
+    let sid = present(&form.message_sid).or(present(&form.sms_sid)).ok_or(FormError::Missing("MessageSid"))?;
+    let status =
+        present(&form.message_status).or(present(&form.sms_status)).ok_or(FormError::Missing("MessageStatus"))?;
     // Twilio's `undelivered` is a failure; `accepted`, `scheduled`, `queued` and `sending` come
     // before it left, which is not tracked.
     let tracked = match status {
         "undelivered" => Some(DeliveryStatus::Failed),
         other => DeliveryStatus::parse(other),
     };
-    let errors = field("ErrorCode").map(|code| {
+    let errors = present(&form.error_code).map(|code| {
         let code = code.parse::<i64>().map_or_else(|_| Value::String(code.to_owned()), Value::from);
-        serde_json::json!([{"code": code, "message": field("ErrorMessage")}])
+        serde_json::json!([{"code": code, "message": present(&form.error_message)}])
     });
     Ok(StatusUpdate {
         channel: Channel::parse(CHANNEL).map_err(|e| FormError::Invalid("channel", e.to_string()))?,
         provider_message_id: sid.to_owned(),
         status: tracked,
         reported: status.to_owned(),
-        recipient: field("To").map(str::to_owned),
+        recipient: present(&form.to).map(str::to_owned),
         errors,
     })
 }

@@ -1,8 +1,6 @@
 //! Meta's side of the WhatsApp Cloud API webhook: the subscription handshake, and signed
 //! deliveries read into messages and statuses that intake handles one at a time.
 
-use std::collections::HashMap;
-
 use axum::http::StatusCode;
 use serde::Serialize;
 use subtle::ConstantTimeEq;
@@ -50,21 +48,35 @@ pub fn app<'a>(config: &'a Config, name: Option<&str>) -> Result<&'a WhatsAppApp
         .ok_or_else(|| Refusal::not_configured(format!("no WhatsApp app `{name}` is configured")).into())
 }
 
+/// The query of Meta's subscription handshake (the same for a WhatsApp, Messenger or Instagram
+/// webhook of the app). A parameter left out reads as empty, and fails the check.
+#[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct Handshake {
+    /// `subscribe`.
+    #[serde(rename = "hub.mode", default)]
+    #[param(rename = "hub.mode", required = true)]
+    pub mode: String,
+    /// The app's `verify_token`.
+    #[serde(rename = "hub.verify_token", default)]
+    #[param(rename = "hub.verify_token", required = true)]
+    pub verify_token: String,
+    /// What to echo.
+    #[serde(rename = "hub.challenge", default)]
+    #[param(rename = "hub.challenge", required = true)]
+    pub challenge: String,
+}
+
 /// Meta's subscription handshake: the `hub.challenge` to echo when `hub.verify_token` is ours.
-pub fn verify_handshake(
-    config: &Config,
-    name: Option<&str>,
-    query: &HashMap<String, String>,
-) -> Result<String, ChannelError> {
+pub fn verify_handshake(config: &Config, name: Option<&str>, query: Handshake) -> Result<String, ChannelError> {
     let app = app(config, name)?;
-    let param = |key: &str| query.get(key).map(String::as_str).unwrap_or_default();
-    let token_ok: bool = param("hub.verify_token").as_bytes().ct_eq(app.verify_token.expose().as_bytes()).into();
-    if param("hub.mode") != "subscribe" || !token_ok {
+    let token_ok: bool = query.verify_token.as_bytes().ct_eq(app.verify_token.expose().as_bytes()).into();
+    if query.mode != "subscribe" || !token_ok {
         return Err(Refusal::new(StatusCode::FORBIDDEN, "verification_failed", "Verification failed")
             .detail("hub.mode must be `subscribe` and hub.verify_token must match the configured token.")
             .into());
     }
-    Ok(param("hub.challenge").to_owned())
+    Ok(query.challenge)
 }
 
 /// A signed delivery for app `name`, counted in `chatgate_webhooks_total`.

@@ -66,14 +66,9 @@ pub(super) async fn cancel(
         decision: Some(decision(RecoveryAction::Cancel, operator, target)),
         ..Admission::default()
     };
-    let (_, admitted) = engine.accept_with(request, admission, now).await?;
-    let recovery_id = match admitted {
-        Admitted::New { command_id, .. } => command_id,
-        // The same cancel again: its outcome.
-        Admitted::Replayed(d) | Admitted::InProgress(d) => {
-            return status_of(engine, operator.tenant, d.command_id, e.command_id).await;
-        }
-        other => return Err(RecoveryError::Conflict(format!("the recovery command was not created: {other:?}"))),
+    let recovery_id = match admit(engine, operator, target, (request, admission), "the recovery command", now).await? {
+        FollowUp::New(command_id) => command_id,
+        FollowUp::AskedBefore(recovered) => return Ok(recovered),
     };
     let recovery = engine.command(operator.tenant, recovery_id).await?;
     let (stop, done) = cancel_contexts(operator, e.command_id, recovery_id);
@@ -99,6 +94,32 @@ pub(super) async fn cancel(
             .await?;
     }
     status_of(engine, operator.tenant, recovery_id, e.command_id).await
+}
+
+/// What admitting a recovery's own command came to.
+enum FollowUp {
+    New(uuid::Uuid),
+    /// The same recovery was asked for before: what it came to.
+    AskedBefore(Recovered),
+}
+
+/// Admits a recovery's own command (`what` names it in a conflict).
+async fn admit(
+    engine: &Engine,
+    operator: &Operator<'_>,
+    target: &StoredCommand,
+    (request, admission): (CommandRequest, Admission<'_>),
+    what: &str,
+    now: OffsetDateTime,
+) -> Result<FollowUp, RecoveryError> {
+    match engine.accept_with(request, admission, now).await?.1 {
+        Admitted::New { command_id, .. } => Ok(FollowUp::New(command_id)),
+        Admitted::Replayed(d) | Admitted::InProgress(d) => {
+            let recovered = status_of(engine, operator.tenant, d.command_id, target.envelope.command_id).await?;
+            Ok(FollowUp::AskedBefore(recovered))
+        }
+        other => Err(RecoveryError::Conflict(format!("{what} was not created: {other:?}"))),
+    }
 }
 
 /// The target's cancel, naming the recovery command, and the recovery command's success, naming
@@ -182,13 +203,9 @@ pub(super) async fn compensate(
         outbox: dispatch::dispatch_rows(&spec.targets),
         ..Admission::default()
     };
-    let (_, admitted) = engine.accept_with(request, admission, now).await?;
-    let command_id = match admitted {
-        Admitted::New { command_id, .. } => command_id,
-        Admitted::Replayed(d) | Admitted::InProgress(d) => {
-            return status_of(engine, operator.tenant, d.command_id, e.command_id).await;
-        }
-        other => return Err(RecoveryError::Conflict(format!("the compensation was not created: {other:?}"))),
+    let command_id = match admit(engine, operator, target, (request, admission), "the compensation", now).await? {
+        FollowUp::New(command_id) => command_id,
+        FollowUp::AskedBefore(recovered) => return Ok(recovered),
     };
     let follows = Follows::Compensation { command: spec.name.clone() };
     linked(engine, operator, target, follows, command_id, now).await

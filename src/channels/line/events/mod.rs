@@ -8,6 +8,7 @@
 
 use serde_json::Value;
 
+use crate::channels::body;
 use crate::domain::command::{Channel, ExternalId};
 use crate::domain::directory::LINE_PREFIX;
 use crate::domain::message::{Addresses, Content, InboundMessage};
@@ -21,19 +22,31 @@ pub enum EventsError {
     #[error("not JSON: {0}")]
     NotJson(String),
     #[error("not a LINE webhook: {0}")]
-    NotAWebhook(&'static str),
+    NotAWebhook(String),
+}
+
+/// A webhook body as `parse` reads it first (and the OpenAPI document describes it).
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+#[schema(as = LineWebhook)]
+pub struct WebhookBody {
+    /// The bot's user id: the address its tenant is found by.
+    pub destination: String,
+    /// The events, each read on its own (`message`, `postback`; the rest acknowledged).
+    #[schema(value_type = Vec<Object>)]
+    pub events: Vec<Value>,
 }
 
 /// Reads a webhook body: the messages its events carry, in their order. LINE's "Verify" button
 /// sends `events: []`, which carries none.
 pub fn parse(body: &[u8]) -> Result<Vec<InboundMessage>, EventsError> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| EventsError::NotJson(e.to_string()))?;
-    let destination = value[DESTINATION].as_str().filter(|d| !d.trim().is_empty());
-    let destination = destination.ok_or(EventsError::NotAWebhook("no destination"))?;
-    let events = value["events"].as_array().ok_or(EventsError::NotAWebhook("no events"))?;
+    let value = body::json(body).map_err(EventsError::NotJson)?;
+    let WebhookBody { destination, events } = body::envelope(&value).map_err(EventsError::NotAWebhook)?;
+    if destination.trim().is_empty() {
+        return Err(EventsError::NotAWebhook("a blank destination".into()));
+    }
     let mut messages = vec![];
-    for event in events {
-        if let Some(message) = read(destination, event)? {
+    for event in &events {
+        if let Some(message) = read(&destination, event)? {
             messages.push(message);
         }
     }
@@ -60,7 +73,7 @@ fn read(destination: &str, event: &Value) -> Result<Option<InboundMessage>, Even
         _ => return Ok(None),
     };
     let id = event["webhookEventId"].as_str().filter(|id| !id.trim().is_empty());
-    let id = id.ok_or(EventsError::NotAWebhook("an event without webhookEventId"))?;
+    let id = id.ok_or_else(|| EventsError::NotAWebhook("an event without webhookEventId".into()))?;
     let source = &event["source"];
     let user = source["userId"].as_str().filter(|u| !u.is_empty());
     // Replies go where it was said: the group, the room, else the person.
@@ -91,7 +104,7 @@ fn read(destination: &str, event: &Value) -> Result<Option<InboundMessage>, Even
             raw: Value::Object(raw),
         })
     })();
-    message.map(Some).ok_or(EventsError::NotAWebhook("an id that cannot be kept"))
+    message.map(Some).ok_or_else(|| EventsError::NotAWebhook("an id that cannot be kept".into()))
 }
 
 /// What a message event's `message` says: its text, else what kind of thing it is.

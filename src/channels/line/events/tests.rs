@@ -54,12 +54,15 @@ fn a_stored_event_reads_again_alone() {
 fn a_body_that_is_no_webhook_is_refused() {
     let refused = |body: Value| parse(body.to_string().as_bytes()).expect_err("refused");
     assert!(matches!(parse(b"{\"destination\": "), Err(EventsError::NotJson(_))));
-    assert_eq!(refused(json!([])), EventsError::NotAWebhook("no destination"));
-    assert_eq!(refused(json!({"destination": BOT})), EventsError::NotAWebhook("no events"));
+    let not_a_webhook = |reason: &str| EventsError::NotAWebhook(reason.into());
+    assert_eq!(refused(json!([])), not_a_webhook("the body is not a JSON object"));
+    assert_eq!(refused(json!({"events": []})), not_a_webhook("missing field `destination`"));
+    assert_eq!(refused(json!({"destination": BOT})), not_a_webhook("missing field `events`"));
+    assert_eq!(refused(json!({"destination": " ", "events": []})), not_a_webhook("a blank destination"));
     let unkeyed = json!({"type": "message", "source": {"type": "user", "userId": "U1"},
         "message": {"type": "text", "text": "hi"}});
     let body = json!({"destination": BOT, "events": [unkeyed]});
-    assert_eq!(refused(body), EventsError::NotAWebhook("an event without webhookEventId"));
+    assert_eq!(refused(body), not_a_webhook("an event without webhookEventId"));
     // LINE's "Verify" button: no events, nothing to store.
     assert_eq!(parse(json!({"destination": BOT, "events": []}).to_string().as_bytes()), Ok(vec![]));
 }

@@ -7,6 +7,7 @@
 
 use serde_json::Value;
 
+use crate::channels::body;
 use crate::domain::command::{Channel, ExternalId};
 use crate::domain::message::{Addresses, Content, DeliveryStatus, InboundMessage, StatusUpdate};
 
@@ -29,6 +30,18 @@ pub enum PayloadError {
     WrongObject(String),
 }
 
+/// A notification as `parse` reads it first (and the OpenAPI document describes it): its `object`
+/// and entries, each entry's `messaging[]` items read one by one after.
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+#[schema(as = MessengerNotification)]
+pub struct NotificationBody {
+    /// `page` (Messenger) or `instagram`.
+    pub object: String,
+    #[serde(default)]
+    #[schema(value_type = Vec<Object>)]
+    pub entry: Vec<Value>,
+}
+
 /// Which channel a notification's `object` is.
 pub fn channel_of(object: &str) -> Option<&'static str> {
     match object {
@@ -40,12 +53,12 @@ pub fn channel_of(object: &str) -> Option<&'static str> {
 
 /// A webhook body.
 pub fn parse(body: &[u8]) -> Result<Delivery, PayloadError> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| PayloadError::NotJson(e.to_string()))?;
-    let object = value["object"].as_str().unwrap_or_default();
-    let name = channel_of(object).ok_or_else(|| PayloadError::WrongObject(format!("object `{object}`")))?;
+    let value = body::json(body).map_err(PayloadError::NotJson)?;
+    let NotificationBody { object, entry } = body::take_envelope(value).map_err(PayloadError::WrongObject)?;
+    let name = channel_of(&object).ok_or_else(|| PayloadError::WrongObject(format!("object `{object}`")))?;
     let channel = Channel::parse(name).map_err(|e| PayloadError::WrongObject(e.to_string()))?;
     let mut delivery = Delivery { channel: name, ..Delivery::default() };
-    for entry in value["entry"].as_array().into_iter().flatten() {
+    for entry in &entry {
         for item in entry["messaging"].as_array().into_iter().flatten() {
             read_item(&channel, item, &mut delivery);
         }

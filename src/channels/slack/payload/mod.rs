@@ -5,11 +5,16 @@
 //! confirmation's button, its `value` the button's id). Each is kept whole as the message's raw
 //! form, which `read` reads again.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
+use crate::channels::body;
 use crate::domain::command::{Channel, ExternalId};
 use crate::domain::directory::SLACK_PREFIX;
 use crate::domain::message::{Addresses, Content, InboundMessage};
+
+mod bodies;
+
+pub use bodies::{EventsBody, InteractionForm, SlashCommandForm};
 
 /// What an Events API body asks for.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,48 +30,37 @@ pub enum PayloadError {
     #[error("not JSON: {0}")]
     NotJson(String),
     #[error("not what Slack sends here: {0}")]
-    Unexpected(&'static str),
+    Unexpected(String),
 }
 
 /// An Events API body.
 pub fn event(body: &[u8]) -> Result<Event, PayloadError> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| PayloadError::NotJson(e.to_string()))?;
-    match value["type"].as_str() {
-        Some("url_verification") => {
-            let challenge = value["challenge"].as_str().ok_or(PayloadError::Unexpected("no challenge"))?;
-            Ok(Event::UrlVerification(challenge.to_owned()))
-        }
-        Some("event_callback") if value["event_id"].is_string() && value["event"].is_object() => {
-            Ok(Event::Callback(read(&value).map(Box::new)))
-        }
-        Some("event_callback") => Err(PayloadError::Unexpected("an event_callback without event_id or event")),
-        // Slack says it is holding events back for a while (over 30,000 an hour): acknowledged,
-        // nothing to store; the events it held come later.
-        Some("app_rate_limited") => Ok(Event::Callback(None)),
-        _ => Err(PayloadError::Unexpected("neither url_verification nor event_callback")),
+    let value = body::json(body).map_err(PayloadError::NotJson)?;
+    match body::envelope(&value).map_err(PayloadError::Unexpected)? {
+        EventsBody::UrlVerification { challenge } => Ok(Event::UrlVerification(challenge)),
+        EventsBody::EventCallback { .. } => Ok(Event::Callback(read(&value).map(Box::new))),
+        // Acknowledged, nothing to store; the events it held come later.
+        EventsBody::AppRateLimited { .. } => Ok(Event::Callback(None)),
     }
 }
 
 /// A slash command's form, as a JSON object of its fields (the raw form kept).
 pub fn command(params: &[(String, String)]) -> Result<InboundMessage, PayloadError> {
-    let form: Map<String, Value> = params.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
-    let raw = Value::Object(form);
-    if !raw["command"].is_string() || !raw["trigger_id"].is_string() {
-        return Err(PayloadError::Unexpected("a slash command without command or trigger_id"));
-    }
-    read(&raw).ok_or(PayloadError::Unexpected("a slash command without team_id"))
+    let raw = body::form(params);
+    let _: SlashCommandForm = body::envelope(&raw).map_err(PayloadError::Unexpected)?;
+    read(&raw).ok_or_else(|| PayloadError::Unexpected("a slash command without team_id".into()))
 }
 
 /// An interaction's form (`payload=<JSON>`): a `block_actions` tap; `None` for other kinds
 /// (a view submission, a shortcut), which carry nothing to act on.
 pub fn interaction(params: &[(String, String)]) -> Result<Option<InboundMessage>, PayloadError> {
-    let payload = params.iter().find(|(k, _)| k == "payload").ok_or(PayloadError::Unexpected("no payload"))?;
-    let value: Value = serde_json::from_str(&payload.1).map_err(|e| PayloadError::NotJson(e.to_string()))?;
+    let InteractionForm { payload } = body::envelope(&body::form(params)).map_err(PayloadError::Unexpected)?;
+    let value = body::json(payload.as_bytes()).map_err(PayloadError::NotJson)?;
     if value["type"] != "block_actions" {
         return Ok(None);
     }
     if !value["trigger_id"].is_string() && !value["actions"][0]["action_ts"].is_string() {
-        return Err(PayloadError::Unexpected("a block_actions payload without trigger_id"));
+        return Err(PayloadError::Unexpected("a block_actions payload without trigger_id".into()));
     }
     Ok(read(&value))
 }

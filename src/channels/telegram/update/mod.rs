@@ -6,6 +6,7 @@
 
 use serde_json::Value;
 
+use crate::channels::body::{self, NumberOrText};
 use crate::domain::command::{Channel, ExternalId};
 use crate::domain::directory::TELEGRAM_PREFIX;
 use crate::domain::message::{Addresses, Content, InboundMessage};
@@ -16,7 +17,25 @@ pub enum UpdateError {
     #[error("not JSON: {0}")]
     NotJson(String),
     #[error("not an Update: {0}")]
-    NotAnUpdate(&'static str),
+    NotAnUpdate(String),
+}
+
+/// An `Update` as `parse` reads it first (and the OpenAPI document describes it): its id, and at
+/// most one of the kinds of update a person's message comes in, each read leniently after.
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+#[schema(as = TelegramUpdate)]
+pub struct UpdateBody {
+    /// A number (or, leniently, text).
+    pub update_id: NumberOrText,
+    /// A new message (`Message`).
+    #[schema(value_type = Option<Object>)]
+    pub message: Option<Value>,
+    /// A message edited (`Message`): acknowledged as a notice.
+    #[schema(value_type = Option<Object>)]
+    pub edited_message: Option<Value>,
+    /// A button tapped (`CallbackQuery`): its `data` the button's id.
+    #[schema(value_type = Option<Object>)]
+    pub callback_query: Option<Value>,
 }
 
 /// What one update came to.
@@ -31,11 +50,9 @@ pub struct Update {
 
 /// Reads a webhook body for bot `bot`.
 pub fn parse(bot: &str, body: &[u8]) -> Result<Update, UpdateError> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| UpdateError::NotJson(e.to_string()))?;
-    if !value.is_object() {
-        return Err(UpdateError::NotAnUpdate("the body is not an object"));
-    }
-    let update_id = id_text(&value["update_id"]).ok_or(UpdateError::NotAnUpdate("no update_id"))?;
+    let value = body::json(body).map_err(UpdateError::NotJson)?;
+    let envelope: UpdateBody = body::envelope(&value).map_err(UpdateError::NotAnUpdate)?;
+    let update_id = envelope.update_id.text().ok_or_else(|| UpdateError::NotAnUpdate("a blank update_id".into()))?;
     let callback_query_id = value.get("callback_query").and_then(|q| id_text(&q["id"]));
     let message = read(bot, &update_id, value);
     Ok(Update { update_id, message, callback_query_id })

@@ -7,6 +7,7 @@
 
 use serde_json::Value;
 
+use crate::channels::body::{self, Items};
 use crate::domain::command::Channel;
 use crate::domain::message::{DeliveryStatus, InboundMessage, StatusUpdate};
 
@@ -31,16 +32,30 @@ pub enum PayloadError {
     NotJson(String),
     #[error("not a WhatsApp Business Account notification (object `{0}`)")]
     WrongObject(String),
+    #[error("not a notification: {0}")]
+    NotANotification(String),
+}
+
+/// A notification as `parse` reads it first (and the OpenAPI document describes it): its `object`
+/// and entries, each with its `changes` (`field`, `value`), read leniently after.
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+#[schema(as = WhatsAppNotification)]
+pub struct NotificationBody {
+    /// `whatsapp_business_account`.
+    pub object: String,
+    #[serde(default)]
+    pub entry: Items,
 }
 
 pub fn parse(body: &[u8]) -> Result<Delivery, PayloadError> {
-    let mut notification: Value = serde_json::from_slice(body).map_err(|e| PayloadError::NotJson(e.to_string()))?;
-    let object = notification.get("object").map(text_or_json).unwrap_or_default();
+    let notification = body::json(body).map_err(PayloadError::NotJson)?;
+    let NotificationBody { object, entry } =
+        body::take_envelope(notification).map_err(PayloadError::NotANotification)?;
     if object != "whatsapp_business_account" {
         return Err(PayloadError::WrongObject(object));
     }
     let mut delivery = Delivery::default();
-    for entry in items_mut(notification.get_mut("entry")) {
+    for mut entry in entry {
         for change in items_mut(entry.get_mut("changes")) {
             match change.get("field").and_then(Value::as_str) {
                 Some("messages") => read_change(&mut delivery, change.get_mut("value").map(Value::take)),
@@ -138,8 +153,4 @@ fn text(value: &Value, key: &str) -> Option<String> {
         Value::Number(n) => Some(n.to_string()),
         _ => None,
     }
-}
-
-fn text_or_json(value: &Value) -> String {
-    value.as_str().map_or_else(|| value.to_string(), str::to_owned)
 }

@@ -94,7 +94,12 @@ fn statuses_and_other_fields_are_collected() {
 fn only_what_is_not_a_notification_is_refused_whole() {
     assert!(matches!(parse(b""), Err(PayloadError::NotJson(_))));
     assert!(matches!(parse(b"{\"object\":"), Err(PayloadError::NotJson(_))));
-    assert!(matches!(parse(b"[1,2]"), Err(PayloadError::WrongObject(_))));
+    assert!(matches!(parse(b"[1,2]"), Err(PayloadError::NotANotification(_))));
+    assert!(matches!(parse(br#"{"object": 5}"#), Err(PayloadError::NotANotification(_))));
+    assert!(matches!(
+        parse(br#"{"object": "whatsapp_business_account", "entry": 5}"#),
+        Err(PayloadError::NotANotification(_))
+    ));
     assert!(matches!(parse(br#"{"object":"page","entry":[]}"#), Err(PayloadError::WrongObject(_))));
     let nested = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
     assert!(matches!(parse(nested.as_bytes()), Err(PayloadError::NotJson(_))));

@@ -4,10 +4,9 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::{Router, routing::post};
-use utoipa::IntoResponses;
 
 use crate::channels::line::{self, signature::SIGNATURE_HEADER};
-use crate::http::responses::{PROBLEM_JSON, ProblemDocument};
+use crate::http::responses::ProviderErrors;
 use crate::http::{ApiError, AppState};
 
 pub fn router() -> Router<AppState> {
@@ -19,30 +18,17 @@ pub fn router() -> Router<AppState> {
 #[openapi(paths(receive))]
 pub struct Doc;
 
-/// What LINE may be answered besides its 200.
-#[derive(IntoResponses)]
-pub enum LineErrors {
-    #[response(status = 400, description = "Not a LINE webhook", content_type = PROBLEM_JSON)]
-    BadRequest(ProblemDocument),
-    #[response(status = 401, description = "Missing or wrong x-line-signature", content_type = PROBLEM_JSON)]
-    Unauthorized(ProblemDocument),
-    #[response(status = 404, description = "No LINE channel is configured", content_type = PROBLEM_JSON)]
-    NotFound(ProblemDocument),
-    #[response(status = 413, description = "Body too large", content_type = PROBLEM_JSON)]
-    TooLarge(ProblemDocument),
-    #[response(status = 503, description = "Storage unavailable or inbox full", content_type = PROBLEM_JSON)]
-    Unavailable(ProblemDocument),
-}
-
+/// LINE's webhook: answered 200 once its events' messages are stored (LINE redelivers what got
+/// no 2xx, with the same `webhookEventId`).
 #[utoipa::path(
     post,
     path = "/webhooks/line",
     operation_id = "receive_line_webhook",
     tag = "webhooks",
     params(("x-line-signature" = String, Header, description = "base64 HMAC-SHA256 of the body")),
-    request_body(content = serde_json::Value, content_type = "application/json",
+    request_body(content = line::events::WebhookBody, content_type = "application/json",
         description = "LINE's webhook: `destination` and `events`"),
-    responses((status = 200, description = "Its events' messages stored (or seen before)"), LineErrors)
+    responses((status = 200, description = "Its events' messages stored (or seen before)"), ProviderErrors)
 )]
 pub(crate) async fn receive(
     State(state): State<AppState>,

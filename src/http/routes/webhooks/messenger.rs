@@ -1,7 +1,6 @@
 //! `GET|POST /webhooks/messenger[/{app}]`: the Meta app's handshake and its signed Messenger
 //! (`object: page`) and Instagram (`object: instagram`) deliveries.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -13,8 +12,9 @@ use axum::{Json, Router};
 
 use crate::channels::messenger::{self, DeliverySummary};
 use crate::channels::whatsapp::signature;
+use crate::channels::whatsapp::webhook::Handshake;
 use crate::config::Config;
-use crate::http::responses::{HandshakeErrors, NoSuchApp, WhatsAppErrors};
+use crate::http::responses::{HandshakeErrors, NoSuchApp, ProviderErrors};
 use crate::http::{ApiError, AppState};
 
 pub fn router() -> Router<AppState> {
@@ -33,16 +33,13 @@ pub struct Doc;
     path = "/webhooks/messenger",
     operation_id = "verify_messenger_webhook",
     tag = "webhooks",
-    params(("hub.mode" = String, Query), ("hub.verify_token" = String, Query), ("hub.challenge" = String, Query)),
+    params(Handshake),
     responses(
         (status = 200, description = "The challenge", content_type = "text/plain", body = String),
         HandshakeErrors
     )
 )]
-pub(crate) async fn verify(
-    config: State<Arc<Config>>,
-    query: Query<HashMap<String, String>>,
-) -> Result<Response, ApiError> {
+pub(crate) async fn verify(config: State<Arc<Config>>, query: Query<Handshake>) -> Result<Response, ApiError> {
     // The Meta app's handshake, the same for its WhatsApp, Messenger and Instagram webhooks.
     super::whatsapp::verify_default(config, query).await
 }
@@ -52,12 +49,7 @@ pub(crate) async fn verify(
     path = "/webhooks/messenger/{app}",
     operation_id = "verify_messenger_webhook_of_app",
     tag = "webhooks",
-    params(
-        ("app" = String, Path),
-        ("hub.mode" = String, Query),
-        ("hub.verify_token" = String, Query),
-        ("hub.challenge" = String, Query)
-    ),
+    params(("app" = String, Path), Handshake),
     responses(
         (status = 200, description = "The challenge", content_type = "text/plain", body = String),
         HandshakeErrors,
@@ -67,7 +59,7 @@ pub(crate) async fn verify(
 pub(crate) async fn verify_app(
     config: State<Arc<Config>>,
     name: Path<String>,
-    query: Query<HashMap<String, String>>,
+    query: Query<Handshake>,
 ) -> Result<Response, ApiError> {
     super::whatsapp::verify_app(config, name, query).await
 }
@@ -79,13 +71,13 @@ pub(crate) async fn verify_app(
     tag = "webhooks",
     params(("X-Hub-Signature-256" = String, Header)),
     request_body(
-        content = serde_json::Value,
+        content = messenger::payload::NotificationBody,
         content_type = "application/json",
         description = "A page or instagram notification"
     ),
     responses(
         (status = 200, description = "Its messages stored, its statuses recorded", body = DeliverySummary),
-        WhatsAppErrors
+        ProviderErrors
     )
 )]
 pub(crate) async fn receive(
@@ -103,13 +95,13 @@ pub(crate) async fn receive(
     tag = "webhooks",
     params(("app" = String, Path), ("X-Hub-Signature-256" = String, Header)),
     request_body(
-        content = serde_json::Value,
+        content = messenger::payload::NotificationBody,
         content_type = "application/json",
         description = "A page or instagram notification"
     ),
     responses(
         (status = 200, description = "Its messages stored, its statuses recorded", body = DeliverySummary),
-        WhatsAppErrors
+        ProviderErrors
     )
 )]
 pub(crate) async fn receive_app(

@@ -6,7 +6,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::{Json, Router, routing::post};
 
 use crate::channels::slack::{self, EventAnswer, Form};
-use crate::http::responses::SlackErrors;
+use crate::http::responses::ProviderErrors;
 use crate::http::{ApiError, AppState};
 
 pub fn router() -> Router<AppState> {
@@ -27,10 +27,11 @@ pub struct Doc;
     operation_id = "receive_slack_event",
     tag = "webhooks",
     params(("X-Slack-Signature" = String, Header), ("X-Slack-Request-Timestamp" = String, Header)),
-    request_body(content = serde_json::Value, content_type = "application/json", description = "An Events API request"),
+    request_body(content = slack::payload::EventsBody, content_type = "application/json",
+        description = "An Events API request"),
     responses(
         (status = 200, description = "Stored (or seen before); a handshake's challenge", body = EventAnswer),
-        SlackErrors
+        ProviderErrors
     )
 )]
 pub(crate) async fn events(
@@ -47,11 +48,12 @@ pub(crate) async fn events(
     operation_id = "receive_slack_command",
     tag = "webhooks",
     params(("X-Slack-Signature" = String, Header), ("X-Slack-Request-Timestamp" = String, Header)),
-    request_body(content = String, content_type = "application/x-www-form-urlencoded", description = "A slash command"),
+    request_body(content = slack::payload::SlashCommandForm, content_type = "application/x-www-form-urlencoded",
+        description = "A slash command"),
     responses(
         (status = 200, description = "Stored; the replies follow in the channel. Slack's certificate check \
             (`ssl_check=1`) is answered 200 too, before the signature, and stores nothing"),
-        SlackErrors
+        ProviderErrors
     )
 )]
 pub(crate) async fn commands(
@@ -70,11 +72,11 @@ pub(crate) async fn commands(
     tag = "webhooks",
     params(("X-Slack-Signature" = String, Header), ("X-Slack-Request-Timestamp" = String, Header)),
     request_body(
-        content = String,
+        content = slack::payload::InteractionForm,
         content_type = "application/x-www-form-urlencoded",
         description = "An interaction: `payload`, a `block_actions` JSON"
     ),
-    responses((status = 200, description = "The button tap stored"), SlackErrors)
+    responses((status = 200, description = "The button tap stored"), ProviderErrors)
 )]
 pub(crate) async fn interactivity(
     State(state): State<AppState>,

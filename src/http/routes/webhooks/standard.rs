@@ -33,7 +33,7 @@ pub struct Doc;
         ("webhook-timestamp" = String, Header),
         ("webhook-signature" = String, Header)
     ),
-    request_body(content = serde_json::Value, content_type = "application/json"),
+    request_body(content = standard::SenderEvent, content_type = "application/json"),
     responses(
         (status = 200,
             description = "A chat message (a source with a `message` mapping), stored (`accepted`) or handled: \

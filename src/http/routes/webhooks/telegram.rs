@@ -6,7 +6,7 @@ use axum::http::HeaderMap;
 use axum::{Json, Router, routing::post};
 
 use crate::channels::telegram::{self, SECRET_HEADER, WebhookAnswer};
-use crate::http::responses::TelegramErrors;
+use crate::http::responses::ProviderErrors;
 use crate::http::{ApiError, AppState};
 
 pub fn router() -> Router<AppState> {
@@ -24,11 +24,12 @@ pub struct Doc;
     operation_id = "receive_telegram_update",
     tag = "webhooks",
     params(("X-Telegram-Bot-Api-Secret-Token" = String, Header)),
-    request_body(content = serde_json::Value, content_type = "application/json", description = "A Telegram `Update`"),
+    request_body(content = telegram::update::UpdateBody, content_type = "application/json",
+        description = "A Telegram `Update`"),
     responses(
         (status = 200, description = "Its message stored (or seen before); a button tap's query answered with it",
             body = WebhookAnswer),
-        TelegramErrors
+        ProviderErrors
     )
 )]
 pub(crate) async fn receive(

@@ -27,7 +27,7 @@ pub struct Doc;
     tag = "webhooks",
     params(("X-Twilio-Signature" = String, Header)),
     request_body(
-        content = String,
+        content = twilio::form::MessageForm,
         content_type = "application/x-www-form-urlencoded",
         description = "Twilio's messaging webhook parameters"
     ),
@@ -56,9 +56,9 @@ pub(crate) async fn receive(
     tag = "webhooks",
     params(("X-Twilio-Signature" = String, Header)),
     request_body(
-        content = String,
+        content = twilio::form::StatusForm,
         content_type = "application/x-www-form-urlencoded",
-        description = "Twilio's status callback parameters (`MessageSid`, `MessageStatus`, `ErrorCode`, ...)"
+        description = "Twilio's status callback parameters"
     ),
     responses((status = 204, description = "Recorded (or about a message this gateway did not send)"), TwilioErrors)
 )]

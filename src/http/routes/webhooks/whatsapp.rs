@@ -1,6 +1,5 @@
 //! `GET|POST /webhooks/whatsapp[/{app}]`: Meta's handshake and signed deliveries.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -10,9 +9,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 
-use crate::channels::whatsapp::{signature, webhook};
+use crate::channels::whatsapp::signature;
+use crate::channels::whatsapp::webhook::{self, Handshake};
 use crate::config::Config;
-use crate::http::responses::{HandshakeErrors, NoSuchApp, WhatsAppErrors};
+use crate::http::responses::{HandshakeErrors, NoSuchApp, ProviderErrors};
 use crate::http::{ApiError, AppState};
 
 pub fn router() -> Router<AppState> {
@@ -30,7 +30,7 @@ pub struct Doc;
     get,
     path = "/webhooks/whatsapp",
     tag = "webhooks",
-    params(("hub.mode" = String, Query), ("hub.verify_token" = String, Query), ("hub.challenge" = String, Query)),
+    params(Handshake),
     responses(
         (status = 200, description = "The challenge", content_type = "text/plain", body = String),
         HandshakeErrors
@@ -38,21 +38,16 @@ pub struct Doc;
 )]
 pub(crate) async fn verify_default(
     State(config): State<Arc<Config>>,
-    Query(query): Query<HashMap<String, String>>,
+    Query(query): Query<Handshake>,
 ) -> Result<Response, ApiError> {
-    challenge(webhook::verify_handshake(&config, None, &query)?)
+    challenge(webhook::verify_handshake(&config, None, query)?)
 }
 
 #[utoipa::path(
     get,
     path = "/webhooks/whatsapp/{app}",
     tag = "webhooks",
-    params(
-        ("app" = String, Path),
-        ("hub.mode" = String, Query),
-        ("hub.verify_token" = String, Query),
-        ("hub.challenge" = String, Query)
-    ),
+    params(("app" = String, Path), Handshake),
     responses(
         (status = 200, description = "The challenge", content_type = "text/plain", body = String),
         HandshakeErrors,
@@ -62,9 +57,9 @@ pub(crate) async fn verify_default(
 pub(crate) async fn verify_app(
     State(config): State<Arc<Config>>,
     Path(name): Path<String>,
-    Query(query): Query<HashMap<String, String>>,
+    Query(query): Query<Handshake>,
 ) -> Result<Response, ApiError> {
-    challenge(webhook::verify_handshake(&config, Some(&name), &query)?)
+    challenge(webhook::verify_handshake(&config, Some(&name), query)?)
 }
 
 fn challenge(text: String) -> Result<Response, ApiError> {
@@ -77,13 +72,13 @@ fn challenge(text: String) -> Result<Response, ApiError> {
     tag = "webhooks",
     params(("X-Hub-Signature-256" = String, Header)),
     request_body(
-        content = serde_json::Value,
+        content = crate::channels::whatsapp::payload::NotificationBody,
         content_type = "application/json",
         description = "A WhatsApp Business Account notification"
     ),
     responses(
         (status = 200, description = "Its messages stored, its statuses recorded", body = webhook::DeliverySummary),
-        WhatsAppErrors
+        ProviderErrors
     )
 )]
 pub(crate) async fn receive_default(
@@ -100,13 +95,13 @@ pub(crate) async fn receive_default(
     tag = "webhooks",
     params(("app" = String, Path), ("X-Hub-Signature-256" = String, Header)),
     request_body(
-        content = serde_json::Value,
+        content = crate::channels::whatsapp::payload::NotificationBody,
         content_type = "application/json",
         description = "A WhatsApp Business Account notification"
     ),
     responses(
         (status = 200, description = "Its messages stored, its statuses recorded", body = webhook::DeliverySummary),
-        WhatsAppErrors
+        ProviderErrors
     )
 )]
 pub(crate) async fn receive_app(
