@@ -63,6 +63,34 @@ pub enum NoSuchCommand {
     NotFound(ProblemDocument),
 }
 
+/// A path that names a person of the caller's tenant.
+#[derive(IntoResponses)]
+pub enum NoSuchPerson {
+    #[response(status = 404, description = "No such person in the tenant", content_type = PROBLEM_JSON)]
+    NotFound(ProblemDocument),
+}
+
+/// A path that names an agent this gateway knows.
+#[derive(IntoResponses)]
+pub enum NoSuchAgent {
+    #[response(status = 404, description = "No such agent", content_type = PROBLEM_JSON)]
+    NotFound(ProblemDocument),
+}
+
+/// A change made only at the version `If-Match` names ([`IfMatch`]).
+#[derive(IntoResponses)]
+pub enum StaleVersion {
+    #[response(status = 412, description = "Not at the version `If-Match` names", content_type = PROBLEM_JSON)]
+    PreconditionFailed(ProblemDocument),
+}
+
+/// A request made once under its `Idempotency-Key`.
+#[derive(IntoResponses)]
+pub enum KeyReused {
+    #[response(status = 422, description = "The key was used for another request", content_type = PROBLEM_JSON)]
+    UnprocessableEntity(ProblemDocument),
+}
+
 /// A JSON body the route reads.
 #[derive(IntoResponses)]
 pub enum BadBody {

@@ -32,7 +32,7 @@ use crate::http::AppState;
 use crate::http::Problem;
 use crate::http::auth::Principal;
 use crate::http::auth::require;
-use crate::http::responses::{BearerErrors, PROBLEM_JSON, ProblemDocument};
+use crate::http::responses::{BearerErrors, NoSuchCommand, PROBLEM_JSON, ProblemDocument};
 use crate::http::routes::commands::not_found;
 use crate::http::views::AckApplied;
 use crate::service::engine::Engine;
@@ -61,8 +61,7 @@ pub fn router() -> Router<AppState> {
     responses(
         (status = 200, description = "Applied, or a duplicate", body = AckApplied),
         (status = 400, description = "A bad body", content_type = PROBLEM_JSON, body = ProblemDocument),
-        (status = 404, description = "No such command in the tenant", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
+        NoSuchCommand,
         (status = 409, description = "Out of order, or nothing routed yet", content_type = PROBLEM_JSON,
             body = ProblemDocument),
         BearerErrors

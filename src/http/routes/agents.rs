@@ -17,7 +17,7 @@ use crate::http::AppState;
 use crate::http::Problem;
 use crate::http::auth::Principal;
 use crate::http::auth::require;
-use crate::http::responses::{BearerErrors, PROBLEM_JSON, ProblemDocument};
+use crate::http::responses::{BearerErrors, NoSuchAgent, PROBLEM_JSON, ProblemDocument};
 use crate::http::views::{AgentList, AgentView};
 use crate::service::agents::{ADMIN_SCOPE, AgentChangeError};
 
@@ -60,7 +60,7 @@ pub(crate) async fn list(State(state): State<AppState>) -> Result<Json<AgentList
     params(("agent" = String, Path)),
     responses(
         (status = 200, description = "Paused", body = AgentView),
-        (status = 404, description = "No such agent", content_type = PROBLEM_JSON, body = ProblemDocument),
+        NoSuchAgent,
         (status = 409, description = "Already paused, or moved concurrently", content_type = PROBLEM_JSON,
             body = ProblemDocument),
         BearerErrors
@@ -82,7 +82,7 @@ pub(crate) async fn pause(
     params(("agent" = String, Path)),
     responses(
         (status = 200, description = "Resumed", body = AgentView),
-        (status = 404, description = "No such agent", content_type = PROBLEM_JSON, body = ProblemDocument),
+        NoSuchAgent,
         (status = 409, description = "Not paused, or moved concurrently", content_type = PROBLEM_JSON,
             body = ProblemDocument),
         BearerErrors

@@ -18,7 +18,7 @@ use crate::domain::lifecycle::State as CommandState;
 use crate::domain::lifecycle::recovery::RecoveryAction;
 use crate::http::auth::{Principal, require};
 use crate::http::idempotency::{key_of, once};
-use crate::http::responses::{BearerErrors, PROBLEM_JSON, ProblemDocument};
+use crate::http::responses::{BearerErrors, KeyReused, PROBLEM_JSON, ProblemDocument};
 use crate::http::{ApiError, AppState};
 use crate::service::recovery::bulk::{BulkFilter, BulkRequest, BulkSummary, MAX_BULK, recover_many};
 use crate::service::recovery::{Operator, StepUp};
@@ -85,8 +85,7 @@ const _: () = assert!(MAX_BULK == 200);
             body = ProblemDocument),
         (status = 409, description = "A request with this key is running", content_type = PROBLEM_JSON,
             body = ProblemDocument),
-        (status = 422, description = "The key was used for another request", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
+        KeyReused,
         BearerErrors
     )
 )]

@@ -19,7 +19,7 @@ use crate::http::AppState;
 use crate::http::Problem;
 use crate::http::auth::Principal;
 use crate::http::auth::require;
-use crate::http::responses::{BearerErrors, PROBLEM_JSON, ProblemDocument};
+use crate::http::responses::{BearerErrors, NoSuchCommand, PROBLEM_JSON, ProblemDocument};
 use crate::http::views::{Artifact, AuditVerdict, CommandPage, EvidenceList, TraceEdge, TraceGraph};
 use crate::service::engine::Engine;
 use crate::service::ooc::view::CommandStatus;
@@ -48,8 +48,7 @@ pub(crate) fn command_id(raw: &str) -> Result<Uuid, ApiError> {
     params(("id" = String, Path, description = "The command id (a UUID)")),
     responses(
         (status = 200, description = "The command's status", body = CommandStatus),
-        (status = 404, description = "No such command in the tenant", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
+        NoSuchCommand,
         BearerErrors
     )
 )]
@@ -171,8 +170,7 @@ pub(crate) async fn list(
     params(("id" = String, Path, description = "The command id (a UUID)")),
     responses(
         (status = 200, description = "The command's artifacts", body = EvidenceList),
-        (status = 404, description = "No such command in the tenant", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
+        NoSuchCommand,
         BearerErrors
     )
 )]

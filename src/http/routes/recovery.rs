@@ -16,7 +16,7 @@ use super::commands::{command_id, invalid_body, not_found};
 use crate::domain::lifecycle::recovery::RecoveryAction;
 use crate::http::auth::{Principal, require};
 use crate::http::idempotency::{key_of, once};
-use crate::http::responses::{BearerErrors, PROBLEM_JSON, ProblemDocument};
+use crate::http::responses::{BearerErrors, KeyReused, NoSuchCommand, PROBLEM_JSON, ProblemDocument};
 use crate::http::views::{RecoveryLinks, RecoveryStarted, SteppedUp};
 use crate::http::{ApiError, AppState, Problem};
 use crate::service::recovery::{Operator, RecoveryError, StepUp, recover};
@@ -79,12 +79,10 @@ impl RecoveryRequest {
     responses(
         (status = 201, description = "The recovery command", body = RecoveryStarted),
         (status = 400, description = "A bad body", content_type = PROBLEM_JSON, body = ProblemDocument),
-        (status = 404, description = "No such command in the tenant", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
+        NoSuchCommand,
         (status = 409, description = "Not allowed in this state, or a request with this key is running",
             content_type = PROBLEM_JSON, body = ProblemDocument),
-        (status = 422, description = "The key was used for another request", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
+        KeyReused,
         BearerErrors
     )
 )]
@@ -173,8 +171,7 @@ pub(crate) struct StepUpBody {
     responses(
         (status = 200, description = "Authorized and started", body = SteppedUp),
         (status = 400, description = "A bad body", content_type = PROBLEM_JSON, body = ProblemDocument),
-        (status = 404, description = "No such command in the tenant", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
+        NoSuchCommand,
         (status = 409, description = "Used token, or not waiting for a step-up", content_type = PROBLEM_JSON,
             body = ProblemDocument),
         BearerErrors

@@ -9,11 +9,11 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::{ActorView, READ, WRITE, changing, if_match, refusal};
+use super::{ActorView, IfMatch, READ, WRITE, changing, refusal};
 use crate::domain::directory::PersonFields;
 use crate::http::auth::{Principal, require};
 use crate::http::error::invalid_body;
-use crate::http::responses::{BearerErrors, PROBLEM_JSON, ProblemDocument};
+use crate::http::responses::{BearerErrors, NoSuchPerson, PROBLEM_JSON, ProblemDocument, StaleVersion};
 use crate::http::{ApiError, AppState, Problem};
 use crate::service::directory::{ErasureReport, erasure_binding};
 use crate::service::reads::{ConsumedToken, Search};
@@ -126,8 +126,7 @@ pub(crate) async fn create(
     params(("id" = String, Path, description = "The person's id")),
     responses(
         (status = 200, description = "The person", body = ActorView),
-        (status = 404, description = "No such person in the tenant", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
+        NoSuchPerson,
         BearerErrors
     )
 )]
@@ -149,18 +148,15 @@ pub(crate) async fn read(
     security(("bearer" = ["directory:write"])),
     params(
         ("id" = String, Path, description = "The person's id"),
-        ("If-Match" = Option<String>, Header, nullable = false, pattern = r#"^(\*|(W/)?"?[0-9]{1,18}"?)$"#,
-            description = "The version read (their `ETag`), or `*`")
+        IfMatch
     ),
     request_body(content = PersonFields, description = "The fields to change; `{\"active\": false}` deactivates"),
     responses(
         (status = 200, description = "Changed", body = ActorView),
         (status = 400, description = "Not a person's fields", content_type = PROBLEM_JSON, body = ProblemDocument),
-        (status = 404, description = "No such person in the tenant", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
+        NoSuchPerson,
         (status = 409, description = "An address is taken", content_type = PROBLEM_JSON, body = ProblemDocument),
-        (status = 412, description = "Not at the version `If-Match` names", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
+        StaleVersion,
         (status = 422, description = "A role the tenant lacks, an odd value", content_type = PROBLEM_JSON,
             body = ProblemDocument),
         BearerErrors
@@ -170,10 +166,10 @@ pub(crate) async fn update(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
-    headers: HeaderMap,
+    IfMatch { version }: IfMatch,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let (fields, version) = (read_fields(&body)?, if_match(&headers)?);
+    let fields = read_fields(&body)?;
     let stored = state.policy.people.update(&changing(&principal), &id, &fields, version).await.map_err(refusal)?;
     Ok(with_etag(Json(ActorView::of(&stored)).into_response(), stored.version))
 }
@@ -186,16 +182,13 @@ pub(crate) async fn update(
     security(("bearer" = ["directory:write"])),
     params(
         ("id" = String, Path, description = "The person's id"),
-        ("If-Match" = Option<String>, Header, nullable = false, pattern = r#"^(\*|(W/)?"?[0-9]{1,18}"?)$"#,
-            description = "The version read (their `ETag`), or `*`")
+        IfMatch
     ),
     responses(
         (status = 204, description = "Deleted from the directory (their commands stay; see erasure)"),
         (status = 400, description = "A bad `If-Match`", content_type = PROBLEM_JSON, body = ProblemDocument),
-        (status = 404, description = "No such person in the tenant", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
-        (status = 412, description = "Not at the version `If-Match` names", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
+        NoSuchPerson,
+        StaleVersion,
         BearerErrors
     )
 )]
@@ -203,9 +196,8 @@ pub(crate) async fn remove(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
-    headers: HeaderMap,
+    IfMatch { version }: IfMatch,
 ) -> Result<StatusCode, ApiError> {
-    let version = if_match(&headers)?;
     state.policy.people.delete(&changing(&principal), &id, version).await.map_err(refusal)?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -225,8 +217,7 @@ pub(crate) async fn remove(
         (status = 200, description = "Erased", body = ErasureReport),
         (status = 401, description = "A step-up proof is needed, or the one sent is not valid",
             content_type = PROBLEM_JSON, body = ProblemDocument),
-        (status = 404, description = "No such person in the tenant", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
+        NoSuchPerson,
         (status = 409, description = "The step-up token was used before", content_type = PROBLEM_JSON,
             body = ProblemDocument),
         BearerErrors

@@ -13,7 +13,9 @@ pub mod roles;
 use std::collections::BTreeMap;
 
 use axum::Router;
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::FromRequestParts;
+use axum::http::StatusCode;
+use axum::http::request::Parts;
 use serde::Serialize;
 use time::OffsetDateTime;
 use utoipa::ToSchema;
@@ -82,18 +84,35 @@ pub(crate) fn changing(principal: &Principal) -> Changing<'_> {
     Changing { tenant: &principal.tenant, by, at: OffsetDateTime::now_utc() }
 }
 
-/// `If-Match: "3"` (or `3`): the version the caller read; `*` or none is any.
-pub(crate) fn if_match(headers: &HeaderMap) -> Result<Option<i64>, ApiError> {
-    let Some(value) = headers.get(axum::http::header::IF_MATCH) else { return Ok(None) };
-    let text = value.to_str().unwrap_or_default().trim().trim_start_matches("W/").trim_matches('"');
-    if text == "*" {
-        return Ok(None);
+/// The version a change is made at (`If-Match`): the person's `ETag` as read (`"3"`, `W/"3"`),
+/// `*` or nothing for any. Taken from the request by the handler that changes (a bad one is 400,
+/// nothing changed).
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+pub(crate) struct IfMatch {
+    /// The version read (their `ETag`), or `*`.
+    #[param(rename = "If-Match", value_type = Option<String>, nullable = false,
+        pattern = r#"^(\*|(W/)?"?[0-9]{1,18}"?)$"#)]
+    pub version: Option<i64>,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for IfMatch {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        let Some(value) = parts.headers.get(axum::http::header::IF_MATCH) else { return Ok(IfMatch { version: None }) };
+        let text = value.to_str().unwrap_or_default().trim().trim_start_matches("W/").trim_matches('"');
+        if text == "*" {
+            return Ok(IfMatch { version: None });
+        }
+        let version = text.parse().map_err(|_| {
+            ApiError::from(
+                Problem::new(StatusCode::BAD_REQUEST, "invalid_header", "Bad Request")
+                    .detail("`If-Match` is the version a person was read at, as their `ETag` gives it (\"3\")."),
+            )
+        })?;
+        Ok(IfMatch { version: Some(version) })
     }
-    text.parse().map(Some).map_err(|_| {
-        Problem::new(StatusCode::BAD_REQUEST, "invalid_header", "Bad Request")
-            .detail("`If-Match` is the version a person was read at, as their `ETag` gives it (\"3\").")
-            .into()
-    })
 }
 
 /// A directory change refused, as a problem document.
