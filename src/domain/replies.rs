@@ -26,6 +26,8 @@ pub enum Reply {
     Confirmed(Confirmed),
     /// The command waits for a step-up proof (`step_up_required`).
     StepUpRequired(StepUpRequired),
+    /// The command waits for other people's approval (`approval_required`).
+    ApprovalRequired(ApprovalRequired),
     /// An answer to a confirmation that ran out (`expired`).
     Expired(Expired),
     /// What the person can ask (`help`).
@@ -46,6 +48,7 @@ impl Reply {
             Reply::Rejected(_) => "rejected",
             Reply::Confirmed(_) => "confirmed",
             Reply::StepUpRequired(_) => "step_up_required",
+            Reply::ApprovalRequired(_) => "approval_required",
             Reply::Expired(_) => "expired",
             Reply::Help(_) => "help",
             Reply::Suggestion(_) => "suggestion",
@@ -187,6 +190,21 @@ pub struct StepUpRequired {
     pub command_id: Uuid,
     /// The page where the person proves who they are.
     pub link: String,
+}
+
+/// A request waiting for approval: by whom (roles, never a person's address) and how many.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ApprovalRequired {
+    pub command: String,
+    /// How the command reads ("refund 250.00 on order 1234").
+    pub what: String,
+    pub command_id: Uuid,
+    /// The roles whose holders decide.
+    pub roles: Vec<String>,
+    /// How many distinct people must approve (the largest quorum of the rules that apply).
+    pub approvals: u32,
+    /// How long it may wait, in minutes.
+    pub within_minutes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

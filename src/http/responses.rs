@@ -70,6 +70,13 @@ pub enum NoSuchPerson {
     NotFound(ProblemDocument),
 }
 
+/// A path that names an approval of the caller's tenant.
+#[derive(IntoResponses)]
+pub enum NoSuchApproval {
+    #[response(status = 404, description = "No such approval in the tenant", content_type = PROBLEM_JSON)]
+    NotFound(ProblemDocument),
+}
+
 /// A path that names an agent this gateway knows.
 #[derive(IntoResponses)]
 pub enum NoSuchAgent {

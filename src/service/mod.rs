@@ -4,6 +4,7 @@
 //! Imports `domain`, `config` and `store`.
 
 pub mod agents;
+pub mod approvals;
 pub mod confirmations;
 pub mod database;
 pub mod directory;

@@ -87,8 +87,23 @@ impl FileSettings {
         let file: DirectoryFile = parse_toml(directory_path, directory, env)?;
         let (tenants, seed) =
             file.build(directory).map_err(|e| ConfigError::Invalid(format!("{}: {e}", directory_path.display())))?;
+        approvers_are_roles(&registry, &seed)
+            .map_err(|e| ConfigError::Invalid(format!("{}: {e}", commands_path.display())))?;
         Ok(Self { registry, tenants, seed, templates })
     }
+}
+
+/// Every role an approval policy names is a role of some tenant the directory file seeds.
+fn approvers_are_roles(registry: &Registry, seed: &Seed) -> Result<(), String> {
+    let known: BTreeSet<&str> =
+        seed.tenants.values().flat_map(|(roles, _)| roles.0.keys().map(String::as_str)).collect();
+    for spec in registry.commands() {
+        let named = crate::domain::registry::approvals::read::roles_named(&spec.approvals);
+        if let Some(unknown) = named.into_iter().find(|role| !known.contains(role)) {
+            return Err(format!("command `{}`: approvals name the role `{unknown}`, which no tenant has", spec.name));
+        }
+    }
+    Ok(())
 }
 
 impl Settings {

@@ -12,6 +12,7 @@
 mod admission;
 mod agents;
 mod api_keys;
+mod approvals;
 mod batch;
 mod breaker;
 mod command_reads;
@@ -57,6 +58,7 @@ use tokio::sync::Mutex;
 pub use crate::config::BackendKind;
 pub use admission::{AdmissionWrite, Admitted, DuplicateOf, DuplicateReply};
 pub use api_keys::KeyClaim;
+pub use approvals::{ApprovalDecision, ApprovalStatus, ApprovalWrite, DecisionRecorded, NewApproval, StoredApproval};
 pub use batch::GroupCommitStats;
 pub use command_reads::StoredMove;
 pub use commands::{CommandFilter, CommittedTransition, StoredCommand, TransitionRecord, TransitionWrite};
@@ -75,8 +77,8 @@ pub use inbox_db::inbox_url;
 pub use outbound::{OutboundRecord, Recorded};
 pub use outbox::{ClaimedMessage, DISPATCH_KIND, MESSAGE_KIND, NOTICE_KIND, NewOutboxMessage, OutboxSettle, ReplyTo};
 pub use repos::{
-    Agents, ApiKeys, Commands, Confirmations, Console, Dedupe, Deliveries, Directory, Evidence, Identities, Inbound,
-    Inbox, Outbox, RateLimits, RegistryVersions, Tokens,
+    Agents, ApiKeys, Approvals, Commands, Confirmations, Console, Dedupe, Deliveries, Directory, Evidence, Identities,
+    Inbound, Inbox, Outbox, RateLimits, RegistryVersions, Tokens,
 };
 pub use signals::{CommittedMove, MoveObserver};
 pub use snapshot::{KEY_LOOKUPS, SNAPSHOT_QUERIES, SWEEP_QUERIES, Snapshot};

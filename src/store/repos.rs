@@ -16,6 +16,12 @@ pub struct Agents<'a> {
     pub(crate) store: &'a Store,
 }
 
+/// Approvals waiting for other people's decisions, and the decisions.
+#[derive(Clone, Copy)]
+pub struct Approvals<'a> {
+    pub(crate) store: &'a Store,
+}
+
 /// Idempotency-Key records of the API and the hook bridge.
 #[derive(Clone, Copy)]
 pub struct ApiKeys<'a> {
@@ -107,6 +113,10 @@ impl Store {
 
     pub fn agents(&self) -> Agents<'_> {
         Agents { store: self }
+    }
+
+    pub fn approvals(&self) -> Approvals<'_> {
+        Approvals { store: self }
     }
 
     pub fn api_keys(&self) -> ApiKeys<'_> {

@@ -9,6 +9,7 @@ use uuid::Uuid;
 use crate::domain::command::TenantId;
 use crate::domain::evidence::EvidenceDraft;
 use crate::store::StoreError;
+use crate::store::approvals::{ApprovalWrite, write_approval};
 use crate::store::commands::{CommittedTransition, TransitionWrite, apply_transition};
 use crate::store::confirmations::{SettleConfirmation, settle_confirmation};
 use crate::store::dedupe::lock_dedupes;
@@ -18,7 +19,7 @@ use crate::store::figures::Moves;
 use crate::store::inbound::{InboundOutcome, NewInbound, insert_inbound, link_inbound};
 use crate::store::outbox::{NewOutboxMessage, OutboxSettle, insert_outboxes, settle_outbox};
 use crate::store::rows::to_ms;
-use crate::store::{Commands, Tokens};
+use crate::store::{Commands, Tokens, Tx};
 
 #[derive(Debug, Clone)]
 pub struct StepWrite {
@@ -39,6 +40,9 @@ pub struct StepWrite {
     pub outbox: Vec<NewOutboxMessage>,
     /// A single-use token this step uses up (a step-up proof's `jti`).
     pub consume: Option<ConsumedToken>,
+    /// An approval this step opens (its command starts waiting) or settles (the step fails as
+    /// stale if it was settled meanwhile).
+    pub approval: Option<ApprovalWrite>,
     /// A dispatch's transport record, moved with the command.
     pub delivery: Option<DeliveryChange>,
     /// What becomes of the outbox row the step worked on.
@@ -58,6 +62,7 @@ impl StepWrite {
             evidence: vec![],
             outbox: vec![],
             consume: None,
+            approval: None,
             delivery: None,
             outbox_row: None,
             at,
@@ -145,6 +150,27 @@ impl Tokens<'_> {
     }
 }
 
+/// What a step settles before its moves — the confirmation it answers, the token it uses up, the
+/// approval it opens or settles — each a compare-and-set; the outcome when one was taken already.
+async fn settle_first(tx: &mut Tx, step: &StepWrite) -> Result<Option<StepOutcome>, StoreError> {
+    if let Some(settle) = &step.settle
+        && !settle_confirmation(tx, settle, step.at).await?
+    {
+        return Ok(Some(StepOutcome::Stale));
+    }
+    if let Some(token) = &step.consume
+        && !consume_token(tx, token, step.command_id, step.at).await?
+    {
+        return Ok(Some(StepOutcome::TokenUsed));
+    }
+    if let Some(approval) = &step.approval
+        && !write_approval(tx, (&step.tenant_id, step.command_id), approval, step.at).await?
+    {
+        return Ok(Some(StepOutcome::Stale));
+    }
+    Ok(None)
+}
+
 impl Commands<'_> {
     pub async fn commit_step(self, step: &StepWrite) -> Result<StepOutcome, StoreError> {
         let mut tx = self.store.begin().await?;
@@ -161,17 +187,9 @@ impl Commands<'_> {
                 }
             }
         }
-        if let Some(settle) = &step.settle
-            && !settle_confirmation(&mut tx, settle, step.at).await?
-        {
+        if let Some(refused) = settle_first(&mut tx, step).await? {
             tx.rollback().await?;
-            return Ok(StepOutcome::Stale);
-        }
-        if let Some(token) = &step.consume
-            && !consume_token(&mut tx, token, step.command_id, step.at).await?
-        {
-            tx.rollback().await?;
-            return Ok(StepOutcome::TokenUsed);
+            return Ok(refused);
         }
         if let Some(change) = &step.delivery {
             if !apply_delivery(&mut tx, change, step.at).await? {

@@ -60,7 +60,7 @@ pub fn spawn(state: &Services, stopping: CancellationToken, on: &tokio::runtime:
         tracker.spawn(checkpoint::run(state.database.clone(), Duration::from_millis(250), stopping.clone()));
     }
     let sweep = Duration::from_millis(config.outbound.confirmation_sweep_ms);
-    tracker.spawn(confirmations::run(state.engine.clone(), sweep, stopping.clone()));
+    tracker.spawn(confirmations::run(state.engine.clone(), state.policy.clone(), sweep, stopping.clone()));
     let poll = Duration::from_millis(config.outbound.poll_interval_ms);
     match Dispatcher::new(state.ingress.clone(), config) {
         Ok(dispatcher) => {

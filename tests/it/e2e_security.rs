@@ -91,6 +91,11 @@ pub(crate) fn token_for_tenant(config: &Config, tenant: &str, scope: &str) -> St
     hs256(&demo_secret(config), &api_claims("chatgate-demo", json!({"tenant": tenant, "scope": scope})))
 }
 
+/// A token of the demo issuer for the person `sub` of the demo tenant, with `scope`.
+pub(crate) fn token_as(config: &Config, sub: &str, scope: &str) -> String {
+    hs256(&demo_secret(config), &api_claims("chatgate-demo", json!({"sub": sub, "scope": scope})))
+}
+
 fn demo_secret(config: &Config) -> Vec<u8> {
     config.auth.issuers["demo"].secret.as_ref().expect("demo secret").expose().as_bytes().to_vec()
 }
@@ -415,16 +420,8 @@ async fn a_step_up_token_is_used_once_even_concurrently(db: &TestDb) {
     let again = post_step_up(&app, &operator, id, &token).await;
     assert_eq!(again.status(), StatusCode::CONFLICT);
     assert_eq!(again.json::<Value>().await.expect("problem")["code"], "step_up_token_used");
-    let allows = db
-        .store
-        .commands()
-        .transitions(id)
-        .await
-        .expect("moves")
-        .iter()
-        .filter(|m| m.event.as_str() == "allow")
-        .count();
-    assert_eq!(allows, 1);
+    // Proved once: one approval opened (the shipped policy has a supervisor approve it too).
+    assert_eq!(db.count("SELECT COUNT(*) FROM approvals WHERE command_id = $1", &id.to_string()).await, 1);
     app.stop().await.expect("stop");
 }
 
@@ -449,11 +446,19 @@ async fn close_account_waits_for_step_up_and_moves_on_once(db: &TestDb) {
     let operator = operator_token(&config, "ops-77");
     let response = post_step_up(&app, &operator, id, &token).await;
     assert_eq!(response.status(), StatusCode::OK);
-    assert_eq!(response.json::<Value>().await.expect("json")["state"], "started", "authorized and dispatched");
+    // Proved: and the shipped policy has a supervisor approve closing an account too.
+    assert_eq!(response.json::<Value>().await.expect("json")["state"], "authz_pending", "waiting for approval");
     let evidence = db.store.evidence().for_command("demo", id).await.expect("evidence");
-    let decided = evidence.iter().rfind(|a| a.kind == "authz.decided").expect("authz.decided");
-    assert_eq!(decided.body["decision"]["authz"], "allow");
-    assert_eq!(decided.body["decision"]["step_up_proof"]["acr"], "urn:chatgate:acr:mfa");
+    let requested = evidence.iter().rfind(|a| a.kind == "approval.requested").expect("approval.requested");
+    assert_eq!(requested.body["decision"]["step_up_proof"]["acr"], "urn:chatgate:acr:mfa");
+    assert_eq!(requested.body["decision"]["approval"]["rules"], json!(["closing an account"]));
+    let supervisor = token_as(&config, "15550000003", "approvals:read approvals:decide");
+    let listed = app.client.get(app.url("/v1/approvals")).bearer_auth(&supervisor).send().await.expect("list");
+    let listed: Value = listed.json().await.expect("json");
+    let approval_id = listed["approvals"][0]["approval_id"].as_str().expect("one pending").to_owned();
+    let decision = app.client.post(app.url(&format!("/v1/approvals/{approval_id}/decision")));
+    let decided = decision.bearer_auth(&supervisor).json(&json!({"decision": "approve"})).send().await.expect("decide");
+    assert_eq!(decided.json::<Value>().await.expect("json")["outcome"], "approved", "authorized and dispatched");
 
     // A second proof moves nothing: the command moved on once.
     let second = settings.security.stepup.mint(ADMIN, id, &key, OffsetDateTime::now_utc()).expect("mint");
@@ -535,19 +540,11 @@ async fn the_step_up_link_opens_a_page_that_takes_the_proof_once(db: &TestDb) {
     let done = post(token.clone(), nonce.clone()).await.expect("post");
     assert_eq!(done.status(), StatusCode::OK);
     assert!(done.text().await.expect("html").contains("return to the chat"));
-    let state = db.store.commands().get(&tenant("demo"), id).await.expect("read").expect("command").lifecycle.state;
-    assert_ne!(state.as_str(), "authz_pending");
+    let command = db.store.commands().get(&tenant("demo"), id).await.expect("read").expect("command");
+    assert_eq!(command.reason_code.as_deref(), Some("approval_required"), "no longer waiting for the proof");
     assert_eq!(post(token, nonce).await.expect("post").status(), StatusCode::NOT_FOUND);
-    let allows = db
-        .store
-        .commands()
-        .transitions(id)
-        .await
-        .expect("moves")
-        .iter()
-        .filter(|m| m.event.as_str() == "allow")
-        .count();
-    assert_eq!(allows, 1);
+    // Proved once: one approval opened (the shipped policy has a supervisor approve it too).
+    assert_eq!(db.count("SELECT COUNT(*) FROM approvals WHERE command_id = $1", &id.to_string()).await, 1);
     app.stop().await.expect("stop");
 }
 

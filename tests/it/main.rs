@@ -18,6 +18,7 @@ mod directory_erasure;
 mod directory_import;
 mod directory_lookups;
 mod e2e_amqp;
+mod e2e_approvals;
 mod e2e_console;
 mod e2e_conversation;
 mod e2e_execution;

@@ -17,7 +17,12 @@ use crate::config::ConfigSource;
 use crate::service::Settings;
 
 /// The demo directory's people, as scenarios name them.
-pub const PEOPLE: &[(&str, &str)] = &[("customer", "15550000001"), ("admin", "15550000002")];
+pub const PEOPLE: &[(&str, &str)] = &[
+    ("customer", "15550000001"),
+    ("admin", "15550000002"),
+    ("supervisor", "15550000003"),
+    ("second_supervisor", "15550000004"),
+];
 /// The URL the gateway is told it is reached at (Twilio signs the URL it called).
 pub const PUBLIC_BASE: &str = "https://gateway.conformance.test";
 
@@ -49,11 +54,14 @@ pub struct Rig {
     pub replies_seen: u64,
     /// The step-up proofs minted, by command name.
     pub proofs: BTreeMap<String, String>,
+    /// The approvals commands waited for, by command name (found while pending, kept after).
+    pub approvals: BTreeMap<String, Uuid>,
     /// Whom each named chat command is from.
     pub actors: BTreeMap<String, String>,
 }
 
-/// A person as a scenario names them: `customer`, `admin`, or their WhatsApp id.
+/// A person as a scenario names them: `customer`, `admin`, `supervisor`, `second_supervisor`,
+/// or their WhatsApp id.
 pub fn person(name: &str) -> &str {
     PEOPLE.iter().find(|(known, _)| *known == name).map_or(name, |(_, id)| id)
 }
@@ -94,6 +102,7 @@ impl Rig {
             evidence_seen: BTreeMap::new(),
             replies_seen: 0,
             proofs: BTreeMap::new(),
+            approvals: BTreeMap::new(),
             actors: BTreeMap::new(),
         })
     }
@@ -113,9 +122,31 @@ impl Rig {
 
     /// An API token of `scopes` for the demo tenant, from the issuer the gateway trusts.
     pub fn token(&self, scopes: &str) -> Result<String, String> {
+        self.token_as(scopes, OPERATOR)
+    }
+
+    /// The same, for the person `subject` (an approver deciding as themselves).
+    pub fn token_as(&self, scopes: &str, subject: &str) -> Result<String, String> {
         let authenticator = &self.settings.security.authenticator;
         let now = time::OffsetDateTime::now_utc();
-        crate::service::security::mint::api_token(authenticator, None, "demo", OPERATOR, scopes, HOUR, now)
+        crate::service::security::mint::api_token(authenticator, None, "demo", subject, scopes, HOUR, now)
+    }
+
+    /// The id of the approval the command named `name` waits (or waited) for.
+    pub async fn approval_of(&mut self, name: &str) -> Result<Uuid, String> {
+        if let Some(id) = self.approvals.get(name) {
+            return Ok(*id);
+        }
+        let command = self.id_of(name)?.to_string();
+        let token = self.token("approvals:read")?;
+        let response = self.client.get(self.url("/v1/approvals")).bearer_auth(token).send().await;
+        let list: Value = response.map_err(|e| e.to_string())?.json().await.map_err(|e| e.to_string())?;
+        let approvals = list["approvals"].as_array().into_iter().flatten();
+        let approval = approvals.into_iter().find(|a| a["command_id"] == command.as_str());
+        let id = approval.and_then(|a| a["approval_id"].as_str()?.parse().ok());
+        let id = id.ok_or_else(|| format!("`{name}` waits for no approval"))?;
+        self.approvals.insert(name.to_owned(), id);
+        Ok(id)
     }
 
     /// A step-up proof for the command named `name`, naming `who` (its actor by default).

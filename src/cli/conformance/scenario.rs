@@ -147,12 +147,17 @@ pub struct Standard {
 #[serde(deny_unknown_fields)]
 pub struct ApiCall {
     pub method: String,
-    /// `{name}` stands for the id of the command of that name.
+    /// `{name}` stands for the id of the command of that name, `{approval:name}` for the id of
+    /// the approval it waits for.
     pub path: String,
     #[serde(default)]
     pub body: Option<Value>,
     /// The token's scopes (space-separated).
     pub scopes: String,
+    /// The person the token names (an approver deciding as themselves); the operator's when
+    /// absent.
+    #[serde(default, rename = "as")]
+    pub as_person: Option<String>,
     #[serde(default)]
     pub idempotency_key: Option<String>,
     /// A step-up proof for the command of this name is minted and sent as `{"token": ...}`.

@@ -78,10 +78,13 @@ async fn hook_call(rig: &Rig, hook: &Hook, repeat: Repeat) -> Result<Answered, S
 }
 
 async fn api_call(rig: &mut Rig, call: &ApiCall) -> Result<Answered, String> {
-    let path = with_ids(rig, &call.path)?;
+    let path = with_approvals(rig, &call.path).await?;
+    let path = with_ids(rig, &path)?;
     let method = reqwest::Method::from_bytes(call.method.to_ascii_uppercase().as_bytes())
         .map_err(|_| format!("`{}` is not an HTTP method", call.method))?;
-    let mut request = rig.client.request(method, rig.url(&path)).bearer_auth(rig.token(&call.scopes)?);
+    let token =
+        rig.token_as(&call.scopes, call.as_person.as_deref().map_or(OPERATOR, crate::cli::conformance::rig::person))?;
+    let mut request = rig.client.request(method, rig.url(&path)).bearer_auth(token);
     if let Some(key) = &call.idempotency_key {
         request = request.header("idempotency-key", key);
     }
@@ -104,6 +107,17 @@ async fn api_call(rig: &mut Rig, call: &ApiCall) -> Result<Answered, String> {
         request = request.json(&body);
     }
     send_all(vec![request], false).await
+}
+
+/// `path` with each `{approval:name}` replaced by the id of the approval that command waits for.
+async fn with_approvals(rig: &mut Rig, path: &str) -> Result<String, String> {
+    let mut path = path.to_owned();
+    while let Some(start) = path.find("{approval:") {
+        let end = path[start..].find('}').ok_or_else(|| format!("`{path}`: an unclosed `{{`"))? + start;
+        let id = rig.approval_of(&path[start + "{approval:".len()..end]).await?;
+        path.replace_range(start..=end, &id.to_string());
+    }
+    Ok(path)
 }
 
 /// `path` with each `{name}` replaced by the id of the command of that name.

@@ -21,6 +21,8 @@ named_enum! {
         Allow => "allow",
         Deny => "deny",
         StepUpRequired => "step_up_required",
+        PolicyRefused => "policy_refused",
+        ApprovalRequired => "approval_required",
     }
 }
 
@@ -86,6 +88,9 @@ pub enum Decision {
         held: Vec<String>,
         missing: Vec<String>,
         step_up: bool,
+        /// The approval policy's rules that refused or asked for approval (none: no key).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        policy: Option<Vec<String>>,
     },
     /// A verdict alone (a security move's implied decision), with why when it has no command.
     Authz {
@@ -128,6 +133,14 @@ pub enum Decision {
         #[serde(flatten)]
         follows: Follows,
     },
+    /// A request began waiting for approval: which rules apply, the roles that decide, how many
+    /// approvals in all, and when the wait ends.
+    ApprovalRequested { approval_id: Uuid, rules: Vec<String>, roles: Vec<String>, quorum: u32, expires_at: i64 },
+    /// One person's decision on an approval (the approver by pseudonym): whether it counted, and
+    /// where the approval stands after it.
+    ApprovalDecided { approval_id: Uuid, approver: String, decision: &'static str, via: String, standing: String },
+    /// An approval settled (approved, denied, expired) and what it did to its command.
+    ApprovalSettled { approval_id: Uuid, status: String, by: Option<String> },
 }
 
 /// What a recovery command is to the command it follows.

@@ -33,6 +33,11 @@ named_enum! {
         // The directory: a person or a role made, changed, deactivated, deleted or erased (who
         // changed whom, from what to what; the person named by their keyed pseudonym).
         DirectoryChanged => "directory.changed",
+        // Approvals (issue #46): a request began waiting for other people's approval (which
+        // rules, whose roles, how many, until when), and each person's decision on it (counted
+        // or not, and why).
+        ApprovalRequested => "approval.requested",
+        ApprovalDecided => "approval.decided",
     }
 }
 

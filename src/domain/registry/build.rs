@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::approvals;
 use super::pattern::{self, Part, Pattern, PatternError};
 use super::{CommandSpec, ReadsAs, ValueRule};
 use crate::domain::command::envelope::Risk;
@@ -62,6 +63,9 @@ pub(super) struct RawCommand {
     /// The rules its values keep, by placeholder name.
     #[serde(default)]
     values: BTreeMap<String, Spanned<ValueRule>>,
+    /// Who else must approve, or whether it is refused, by its values and who asks.
+    #[serde(default)]
+    approvals: Vec<Spanned<approvals::read::RawRule>>,
     /// Edits allowed in the command's words, all together (`refnd` for `refund`): default 1,
     /// 0 for none; values are never read with a typo.
     typos: Option<usize>,
@@ -81,23 +85,14 @@ pub(super) fn build(
     let mut problem = |offset: usize, what: String| problems.push(format!("{}: command `{name}`: {what}", at(offset)));
     let patterns = compile(&raw.patterns, Pattern::parse, &mut problem);
     let reply_ids = compile(&raw.reply_ids, Pattern::parse_reply_id, &mut problem);
-    let mut duration = |value: &Option<Spanned<String>>, default: Duration, field: &str| match value {
-        None => default,
-        Some(v) => humantime::parse_duration(v.get_ref()).unwrap_or_else(|e| {
-            problem(v.span().start, format!("{field} `{}` is not a duration such as 30s, 5m or 24h: {e}", v.get_ref()));
-            default
-        }),
-    };
-    let dedupe_window = duration(&raw.dedupe_window, default_window, "dedupe_window");
-    let confirmation_ttl = duration(&raw.confirmation_ttl, Duration::from_secs(300), "confirmation_ttl");
-    let timeout = duration(&raw.timeout, Duration::from_secs(30), "timeout");
-    let ttl = duration(&raw.ttl, Duration::from_secs(600), "ttl");
+    let [dedupe_window, confirmation_ttl, timeout, ttl] = durations(raw, default_window, &mut problem);
     let mutation = raw.kind == CommandKind::Mutation;
-    let idempotency_class = raw.idempotency.unwrap_or(IdempotencyClass::default_for(mutation));
-    let confirmation = raw.confirmation.unwrap_or(mutation);
+    let (idempotency_class, confirmation) =
+        (raw.idempotency.unwrap_or(IdempotencyClass::default_for(mutation)), raw.confirmation.unwrap_or(mutation));
     check(raw, executors, (idempotency_class, confirmation), (&patterns, &reply_ids), &mut problem);
     let (reads_as, reads_as_in) = readings(raw, &patterns, &reply_ids, name, &mut problem);
     let values = value_rules(raw, &patterns, &mut problem);
+    let approvals = approvals::read::rules(&raw.approvals, (raw.kind, &|n| captures(&patterns, n)), &mut problem);
     if !problems.is_empty() {
         return Err(problems);
     }
@@ -127,7 +122,31 @@ pub(super) fn build(
         reads_as_in,
         typos: raw.typos.unwrap_or(DEFAULT_TYPOS),
         values,
+        approvals,
     })
+}
+
+/// The command's durations — its dedupe window, confirmation TTL, timeout and TTL — each its
+/// default when unset, and a problem when it is not a duration.
+fn durations(raw: &RawCommand, default_window: Duration, problem: &mut impl FnMut(usize, String)) -> [Duration; 4] {
+    let mut duration = |value: &Option<Spanned<String>>, default: Duration, field: &str| match value {
+        None => default,
+        Some(v) => humantime::parse_duration(v.get_ref()).unwrap_or_else(|e| {
+            problem(v.span().start, format!("{field} `{}` is not a duration such as 30s, 5m or 24h: {e}", v.get_ref()));
+            default
+        }),
+    };
+    [
+        duration(&raw.dedupe_window, default_window, "dedupe_window"),
+        duration(&raw.confirmation_ttl, Duration::from_secs(300), "confirmation_ttl"),
+        duration(&raw.timeout, Duration::from_secs(30), "timeout"),
+        duration(&raw.ttl, Duration::from_secs(600), "ttl"),
+    ]
+}
+
+/// Whether a pattern captures the placeholder `name`.
+fn captures(patterns: &[Pattern], name: &str) -> bool {
+    patterns.iter().flat_map(|p| &p.parts).any(|part| matches!(part, Part::Placeholder { name: n, .. } if n == name))
 }
 
 /// The value rules, each naming a placeholder the patterns capture and sound in itself.
@@ -136,12 +155,7 @@ fn value_rules(
     patterns: &[Pattern],
     problem: &mut impl FnMut(usize, String),
 ) -> BTreeMap<String, ValueRule> {
-    let captured = |name: &str| {
-        patterns
-            .iter()
-            .flat_map(|p| &p.parts)
-            .any(|part| matches!(part, Part::Placeholder { name: n, .. } if n == name))
-    };
+    let captured = |name: &str| captures(patterns, name);
     let mut rules = BTreeMap::new();
     for (name, rule) in &raw.values {
         let at = rule.span().start;

@@ -2,6 +2,7 @@
 //! command is deduplicated, confirmed, authorized and routed. Loaded from `config/commands.toml`
 //! and validated at start-up, every problem reported with the line it is on.
 
+pub mod approvals;
 mod build;
 mod interpret;
 pub mod normalize;
@@ -69,6 +70,9 @@ pub struct CommandSpec {
     pub values: std::collections::BTreeMap<String, ValueRule>,
     /// Edits read as typos in its words, all together.
     pub typos: usize,
+    /// Its approval policy: who else must approve a request, or whether it is refused, by its
+    /// values and who asks (`approvals::evaluate`).
+    pub approvals: Vec<approvals::ApprovalRule>,
 }
 
 impl CommandSpec {

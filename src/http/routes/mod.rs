@@ -3,6 +3,7 @@
 
 pub mod acks;
 pub mod agents;
+pub mod approvals;
 pub mod bulk;
 pub mod commands;
 pub mod directory;
@@ -32,6 +33,7 @@ pub fn router(config: &Config) -> Router<AppState> {
         .merge(bulk::router())
         .merge(acks::router())
         .merge(agents::router())
+        .merge(approvals::router())
         .merge(directory::router())
         .merge(reload::router())
         .merge(events::router())

@@ -32,7 +32,7 @@ use crate::store::{
 
 /// How many times a step that lost a race is decided again before giving up (the provider's
 /// redelivery then tries once more).
-use super::moves::{answer_moves, expiry_move};
+use super::moves::{AnswerMoves, answer_moves, expiry_move};
 
 const ATTEMPTS: usize = 4;
 
@@ -193,7 +193,7 @@ async fn decide(
     }
     // A yes authorizes under the registry entry the command was admitted with.
     let answered = (answer, &confirmation, who.policy.authorize(&command, who.scopes.clone(), false).await?);
-    let (outcome, status, moves) = answer_moves(who, answered, &command, &name, via, now);
+    let AnswerMoves { outcome, status, moves, approval } = answer_moves(who, answered, &command, &name, via, now);
     let Ok(writes) = engine.plan_moves(&command, moves, now) else {
         // The command moved on without this confirmation (an operator canceled it, say).
         let reply = where_it_stands(who.reply_to, &command);
@@ -205,6 +205,7 @@ async fn decide(
         answered_by: (outcome != AnswerOutcome::TooLate).then(|| who.actor_id.clone()),
     });
     step.moves = writes;
+    step.approval = approval;
     Ok(conclude(step, decision, outcome, reason_of(outcome), None))
 }
 

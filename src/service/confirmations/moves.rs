@@ -14,14 +14,24 @@ use crate::service::dispatch;
 use crate::service::engine::MoveContext;
 use crate::service::replies::outcome::DECLINED;
 use crate::service::replies::outcome::EXPIRED;
+use crate::service::security::approval::opening;
+use crate::service::security::authz::APPROVAL_REQUIRED;
 use crate::service::security::{Authorization, AuthzDecision};
-use crate::store::{Confirmation, ConfirmationStatus, StoredCommand};
+use crate::store::{ApprovalWrite, Confirmation, ConfirmationStatus, StoredCommand};
 
 /// How many times a step that lost a race is decided again before giving up (the provider's
 /// redelivery then tries once more).
 use super::answers::{AnswerOutcome, Answering};
 
-/// What a counted answer does: the command's moves and the confirmation's new status.
+/// What a counted answer does: the command's moves, the confirmation's new status, and the
+/// approval it opens when the policy holds the command for one.
+pub(super) struct AnswerMoves {
+    pub(super) outcome: AnswerOutcome,
+    pub(super) status: ConfirmationStatus,
+    pub(super) moves: Vec<(Event, MoveContext)>,
+    pub(super) approval: Option<ApprovalWrite>,
+}
+
 pub(super) fn answer_moves(
     who: &Answering<'_>,
     (answer, confirmation, authorization): (&Answer, &Confirmation, Option<Authorization>),
@@ -29,11 +39,12 @@ pub(super) fn answer_moves(
     name: &str,
     via: &str,
     now: OffsetDateTime,
-) -> (AnswerOutcome, ConfirmationStatus, Vec<(Event, MoveContext)>) {
+) -> AnswerMoves {
+    let answered = |outcome, status, moves, approval| AnswerMoves { outcome, status, moves, approval };
     if confirmation.is_expired_at(now) {
         // Late, and the sweeper has not got to it: expire it now (the expired reply is the
         // command's outcome reply).
-        return (AnswerOutcome::TooLate, ConfirmationStatus::Expired, vec![expiry_move(confirmation)]);
+        return answered(AnswerOutcome::TooLate, ConfirmationStatus::Expired, vec![expiry_move(confirmation)], None);
     }
     let bound = json!({
         "confirmation_id": confirmation.id, "code": confirmation.code, "via": via,
@@ -43,26 +54,28 @@ pub(super) fn answer_moves(
         Verdict::Yes => {
             let confirm = MoveContext { decision: Some(bound), ..MoveContext::default() };
             let mut moves = vec![(Event::Confirm, confirm)];
-            moves.extend(authorization_moves(who, command, authorization, name));
-            (AnswerOutcome::Accepted, ConfirmationStatus::Accepted, moves)
+            let (authorized, approval) = authorization_moves(who, command, authorization, (name, now));
+            moves.extend(authorized);
+            answered(AnswerOutcome::Accepted, ConfirmationStatus::Accepted, moves, approval)
         }
         Verdict::No => {
             let cancel =
                 MoveContext { reason_code: Some(DECLINED.into()), decision: Some(bound), ..MoveContext::default() };
-            (AnswerOutcome::Declined, ConfirmationStatus::Declined, vec![(Event::Cancel, cancel)])
+            answered(AnswerOutcome::Declined, ConfirmationStatus::Declined, vec![(Event::Cancel, cancel)], None)
         }
     }
 }
 
 /// What follows a confirmation: `authz_pending`, then the decision — allowed (and the person
-/// told it is confirmed), waiting for a step-up proof (and the person sent the link), or refused
+/// told it is confirmed), waiting for a step-up proof (and the person sent the link), waiting for
+/// other people's approval (opened in the same step, and the person told by whom), or refused
 /// (the refusal is the command's outcome reply).
 pub(super) fn authorization_moves(
     who: &Answering<'_>,
     command: &StoredCommand,
     authorization: Option<Authorization>,
-    name: &str,
-) -> Vec<(Event, MoveContext)> {
+    (name, now): (&str, OffsetDateTime),
+) -> (Vec<(Event, MoveContext)>, Option<ApprovalWrite>) {
     let command_id = command.envelope.command_id;
     let context = |reason: Option<&str>, decision: &Value, outbox| MoveContext {
         reason_code: reason.map(str::to_owned),
@@ -70,25 +83,31 @@ pub(super) fn authorization_moves(
         outbox,
         reply_detail: None,
     };
+    // Refused: `authz_pending`, then `rejected` (the refusal is the command's outcome reply).
+    let refused = |decision: &Value, reason: &str| {
+        let moves = vec![
+            (Event::SubmitForAuthorization, context(None, decision, vec![])),
+            (Event::Deny, context(Some(reason), decision, vec![])),
+        ];
+        (moves, None)
+    };
     let Some(authorization) = authorization else {
         let reason = Some("the registry no longer has this command".to_owned());
-        let decision: Value = Decision::Authz { authz: AuthzVerdict::Deny, reason }.into();
-        return vec![
-            (Event::SubmitForAuthorization, context(None, &decision, vec![])),
-            (Event::Deny, context(Some("unknown_command"), &decision, vec![])),
-        ];
+        return refused(&Decision::Authz { authz: AuthzVerdict::Deny, reason }.into(), "unknown_command");
     };
     let evidence = authorization.evidence();
+    let reason = authorization.decision.reason_code().unwrap_or("missing_scope");
     match authorization.decision {
         AuthzDecision::Allow => {
             let what = command.reply_to.as_ref().and_then(|r| r.what.as_deref()).unwrap_or(name);
             let confirmed = Confirmed { command: name.to_owned(), what: Some(what.to_owned()), command_id };
             let confirmed = who.reply_to.message(&Reply::Confirmed(confirmed));
-            vec![
+            let moves = vec![
                 (Event::SubmitForAuthorization, context(None, &evidence, vec![confirmed])),
                 (Event::Allow, context(None, &evidence, vec![])),
                 dispatch::start(&authorization.spec.targets),
-            ]
+            ];
+            (moves, None)
         }
         AuthzDecision::StepUp => {
             let nonce = crate::service::confirmations::confirm::new_nonce();
@@ -96,12 +115,16 @@ pub(super) fn authorization_moves(
             let decision = super::step_up::with_nonce(evidence, &nonce);
             let step_up = StepUpRequired { command: name.to_owned(), command_id, link };
             let reply = who.reply_to.message(&Reply::StepUpRequired(step_up));
-            vec![(Event::SubmitForAuthorization, context(Some("step_up_required"), &decision, vec![reply]))]
+            (vec![(Event::SubmitForAuthorization, context(Some("step_up_required"), &decision, vec![reply]))], None)
         }
-        AuthzDecision::Deny { .. } => vec![
-            (Event::SubmitForAuthorization, context(None, &evidence, vec![])),
-            (Event::Deny, context(Some("missing_scope"), &evidence, vec![])),
-        ],
+        AuthzDecision::Approval { needs } => {
+            let opening = opening(command, needs, name, now);
+            let mut decision = evidence;
+            decision["approval"] = opening.decision;
+            let waiting = context(Some(APPROVAL_REQUIRED), &decision, opening.notice.into_iter().collect());
+            (vec![(Event::SubmitForAuthorization, waiting)], Some(opening.write))
+        }
+        AuthzDecision::Refused { .. } | AuthzDecision::Deny { .. } => refused(&evidence, reason),
     }
 }
 

@@ -21,7 +21,9 @@ pub(super) fn with_nonce(mut decision: Value, nonce: &str) -> Value {
 /// The command `id` names, while it waits for a step-up and `nonce` is the one its link carried.
 pub async fn waiting_for(reads: Reads<'_>, id: Uuid, nonce: &str) -> Result<Option<StoredCommand>, StoreError> {
     let Some(command) = reads.command_of_any_tenant(id).await? else { return Ok(None) };
-    if command.lifecycle.state != State::AuthzPending || nonce.is_empty() {
+    // Proved already, it may still wait in `authz_pending`, for other people's approval.
+    let for_proof = command.reason_code.as_deref() == Some(crate::service::security::authz::STEP_UP_REQUIRED);
+    if command.lifecycle.state != State::AuthzPending || !for_proof || nonce.is_empty() {
         return Ok(None);
     }
     let evidence = reads.evidence_of(&command.envelope.tenant_id, id).await?;

@@ -34,6 +34,13 @@ use crate::domain::directory::{Actor, Person, Roles};
 use crate::domain::evidence::Pseudonymizer;
 use crate::store::{Store, StoreError};
 
+/// What the directory lets a person do now: their roles, and the scopes those give.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Standing {
+    pub roles: BTreeSet<String>,
+    pub scopes: BTreeSet<String>,
+}
+
 #[derive(Debug, Clone)]
 pub struct People {
     store: Store,
@@ -129,18 +136,31 @@ impl People {
         actor: &str,
         stranger_role: Option<&str>,
     ) -> Result<BTreeSet<String>, StoreError> {
+        Ok(self.standing_of(tenant, actor, stranger_role).await?.scopes)
+    }
+
+    /// The roles the directory gives `actor` now, and their scopes: a listed person's, one a
+    /// resolver named (its latest answer), a stranger's role for strangers; none for anyone else.
+    pub async fn standing_of(
+        &self,
+        tenant: &TenantId,
+        actor: &str,
+        stranger_role: Option<&str>,
+    ) -> Result<Standing, StoreError> {
+        let of = |actor: Actor| Standing { roles: actor.roles.into_iter().collect(), scopes: actor.scopes };
         if let Some(actor) = self.actor(tenant, actor).await? {
-            return Ok(actor.scopes);
+            return Ok(of(actor));
         }
-        // Someone a resolver named: the roles its latest answer gave them.
         if let Some(person) = self.store.identities().person(tenant, actor).await? {
-            return Ok(self.resolved_actor(tenant, &person).await?.scopes);
+            return Ok(of(self.resolved_actor(tenant, &person).await?));
         }
         match stranger_role {
             Some(role) if actor.starts_with(STRANGER_PREFIX) => {
-                Ok(self.roles(tenant).await?.scopes_of([&role.to_owned()]))
+                let role = role.to_owned();
+                let scopes = self.roles(tenant).await?.scopes_of([&role]);
+                Ok(Standing { roles: BTreeSet::from([role]), scopes })
             }
-            _ => Ok(BTreeSet::new()),
+            _ => Ok(Standing::default()),
         }
     }
 

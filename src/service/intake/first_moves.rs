@@ -36,14 +36,14 @@ pub(super) struct FirstMoves {
 
 pub(super) fn first_moves(
     spec: &CommandSpec,
-    held: &BTreeSet<String>,
+    (held, roles): (&BTreeSet<String>, &BTreeSet<String>),
     args: &Args,
     reply_to: &ReplyTo,
     refused: Option<Refused>,
     must_confirm: bool,
     now: OffsetDateTime,
 ) -> FirstMoves {
-    let decision = authz::decide(spec, held, false);
+    let decision = authz::decide_with_policy(spec, held, authz::Requester { roles, args }, false);
     let moves = |events, decision: &AuthzDecision, outbox| FirstMoves {
         events,
         decision: Some(decision.evidence(spec, held)),
@@ -69,10 +69,15 @@ pub(super) fn first_moves(
     }
     // A mutation read with typos is confirmed whatever the registry says: the prompt shows how
     // it was read ("refund 25 on order 1234").
-    match (&decision, spec.kind, spec.confirmation || must_confirm) {
+    // A request the policy holds for approval is confirmed by its requester first, whatever the
+    // registry says: the approvers are asked about what the requester confirmed.
+    let held_for_approval = matches!(decision, AuthzDecision::Approval { .. });
+    match (&decision, spec.kind, spec.confirmation || must_confirm || held_for_approval) {
         // Refused before anyone is asked to confirm: canonicalized → authz_pending → rejected
         // (the engine queues the refusal as the command's outcome reply).
-        (AuthzDecision::Deny { .. }, _, _) => moves(&[Event::SubmitForAuthorization, Event::Deny], &decision, vec![]),
+        (AuthzDecision::Deny { .. } | AuthzDecision::Refused { .. }, _, _) => {
+            moves(&[Event::SubmitForAuthorization, Event::Deny], &decision, vec![])
+        }
         (_, CommandKind::Mutation, true) => asked_to_confirm(spec, args, reply_to, now),
         // A read, or a mutation the registry lets through without confirmation (and so without
         // step-up, which the registry only allows after a confirmation): authorized at once.
@@ -182,9 +187,9 @@ mod tests {
             hold: None,
         };
         let now = OffsetDateTime::now_utc();
-        let at_once = first_moves(&refund, &held, &args, &reply_to, None, false, now);
+        let at_once = first_moves(&refund, (&held, &BTreeSet::new()), &args, &reply_to, None, false, now);
         assert!(at_once.confirmation.is_none(), "as the registry says: authorized at once");
-        let typo = first_moves(&refund, &held, &args, &reply_to, None, true, now);
+        let typo = first_moves(&refund, (&held, &BTreeSet::new()), &args, &reply_to, None, true, now);
         let prompt = typo.confirmation.expect("asked to confirm");
         assert_eq!(prompt.prompt.message().vars["what"], "refund 25 on order 1234");
         assert_eq!(typo.events, &[Event::RequestConfirmation]);

@@ -349,7 +349,9 @@ impl Ingress {
             None => self.precheck.refused(self.engine.database(), &self.policy, &tenant.id, actor, spec, &args).await?,
             Some(_) => None,
         };
-        let first = first_moves(spec, &actor.scopes, &args, &reply_to, refused, reading.needs_confirmation(), now);
+        let roles = actor.roles.iter().cloned().collect();
+        let first =
+            first_moves(spec, (&actor.scopes, &roles), &args, &reply_to, refused, reading.needs_confirmation(), now);
         let admission = Admission {
             then: first.events,
             decision: first.decision,

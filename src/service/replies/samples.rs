@@ -8,7 +8,8 @@ use uuid::Uuid;
 
 use crate::domain::lifecycle::State;
 use crate::domain::replies::{
-    Confirmed, Expired, Help, Outcome, Progress, Prompt, Rejection, RejectionReason, Reply, StepUpRequired, Suggestion,
+    ApprovalRequired, Confirmed, Expired, Help, Outcome, Progress, Prompt, Rejection, RejectionReason, Reply,
+    StepUpRequired, Suggestion,
 };
 
 const REF: &str = "R7K2QX";
@@ -41,6 +42,14 @@ pub fn samples() -> Vec<Reply> {
             command: "close_account".into(),
             command_id: command_id(),
             link: "https://chatgate.example/step-up/abc".into(),
+        }),
+        Reply::ApprovalRequired(ApprovalRequired {
+            command: "refund".into(),
+            what: "refund 1500.00 on order 1234".into(),
+            command_id: command_id(),
+            roles: vec!["supervisor".into()],
+            approvals: 2,
+            within_minutes: 240,
         }),
         Reply::Expired(Expired { command: "refund".into(), code: "K7Q2".into() }),
         Reply::Progress(Progress { done: true, command_id: command_id(), state: State::Executed }),

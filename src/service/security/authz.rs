@@ -6,8 +6,17 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+use crate::domain::command::Args;
 use crate::domain::evidence::decision::{AuthzVerdict, Decision};
 use crate::domain::registry::CommandSpec;
+use crate::domain::registry::approvals::{self, Need, Verdict};
+
+/// The reason code of a request waiting for its requester's step-up proof.
+pub const STEP_UP_REQUIRED: &str = "step_up_required";
+/// The reason code of a request its approval policy refuses.
+pub const POLICY_REFUSED: &str = "policy_refused";
+/// The reason code of a request waiting for other people's approval.
+pub const APPROVAL_REQUIRED: &str = "approval_required";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuthzDecision {
@@ -18,6 +27,40 @@ pub enum AuthzDecision {
     },
     /// Allowed by scope, but only after a step-up proof.
     StepUp,
+    /// The command's approval policy refuses it for this requester (by the named rule).
+    Refused {
+        rule: String,
+    },
+    /// Allowed by scope, and waits for other people's approval: the policy's rules that apply.
+    Approval {
+        needs: Vec<(String, Need)>,
+    },
+}
+
+/// Who asks, as the approval policy reads them, and what they ask with.
+#[derive(Debug, Clone, Copy)]
+pub struct Requester<'a> {
+    pub roles: &'a BTreeSet<String>,
+    pub args: &'a Args,
+}
+
+/// [`decide`], then the command's approval policy: a refusing rule refuses whatever the scopes
+/// say (before anyone steps up); rules that ask for approval are asked after the step-up.
+pub fn decide_with_policy(
+    spec: &CommandSpec,
+    held: &BTreeSet<String>,
+    requester: Requester<'_>,
+    stepped_up: bool,
+) -> AuthzDecision {
+    let decision = decide(spec, held, stepped_up);
+    if matches!(decision, AuthzDecision::Deny { .. }) {
+        return decision;
+    }
+    match approvals::evaluate(&spec.approvals, requester.args, requester.roles) {
+        Verdict::Refused { rule } => AuthzDecision::Refused { rule },
+        Verdict::Needs(needs) if decision == AuthzDecision::Allow => AuthzDecision::Approval { needs },
+        _ => decision,
+    }
 }
 
 /// The decision for `spec` requested by an actor holding `held`, with `stepped_up` telling
@@ -37,10 +80,14 @@ impl AuthzDecision {
     /// What `authz.decided` (or `authz.requested`, for a step-up wait) records: the decision,
     /// the scopes compared, and why.
     pub fn evidence(&self, spec: &CommandSpec, held: &BTreeSet<String>) -> Value {
-        let (authz, missing) = match self {
-            Self::Allow => (AuthzVerdict::Allow, vec![]),
-            Self::Deny { missing } => (AuthzVerdict::Deny, missing.clone()),
-            Self::StepUp => (AuthzVerdict::StepUpRequired, vec![]),
+        let (authz, missing, policy) = match self {
+            Self::Allow => (AuthzVerdict::Allow, vec![], None),
+            Self::Deny { missing } => (AuthzVerdict::Deny, missing.clone(), None),
+            Self::StepUp => (AuthzVerdict::StepUpRequired, vec![], None),
+            Self::Refused { rule } => (AuthzVerdict::PolicyRefused, vec![], Some(vec![rule.clone()])),
+            Self::Approval { needs } => {
+                (AuthzVerdict::ApprovalRequired, vec![], Some(needs.iter().map(|(rule, _)| rule.clone()).collect()))
+            }
         };
         Decision::Authorization {
             authz,
@@ -49,6 +96,7 @@ impl AuthzDecision {
             held: held.iter().cloned().collect(),
             missing,
             step_up: spec.step_up,
+            policy,
         }
         .into()
     }
@@ -57,7 +105,9 @@ impl AuthzDecision {
         match self {
             Self::Allow => None,
             Self::Deny { .. } => Some("missing_scope"),
-            Self::StepUp => Some("step_up_required"),
+            Self::StepUp => Some(STEP_UP_REQUIRED),
+            Self::Refused { .. } => Some(POLICY_REFUSED),
+            Self::Approval { .. } => Some(APPROVAL_REQUIRED),
         }
     }
 }

@@ -6,7 +6,9 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::domain::command::TenantId;
+use crate::domain::evidence::{EvidenceDraft, TraceBindings};
 use crate::domain::lifecycle::Event;
+use crate::domain::lifecycle::EvidenceKind;
 use crate::domain::lifecycle::State;
 use crate::domain::replies::{Confirmed, Reply};
 use crate::service::dispatch;
@@ -14,6 +16,7 @@ use crate::service::engine::Engine;
 use crate::service::engine::EngineError;
 use crate::service::engine::MoveContext;
 use crate::service::security::StepUpError;
+use crate::service::security::approval::opening;
 use crate::service::security::authz::AuthzDecision;
 use crate::service::security::{Authorization, Policy};
 use crate::store::{ConsumedToken, StepOutcome, StepWrite, StoredCommand};
@@ -58,13 +61,27 @@ pub async fn complete_step_up(
         return Err(StepUpFailure::NotAwaiting(command.lifecycle.state));
     }
     let consume = ConsumedToken { issuer: proof.issuer.clone(), jti: proof.jti.clone(), expires_at: proof.expires_at };
+    // Proved once already, and now waiting for other people's approval.
+    if engine.store().approvals().of_command(tenant, command_id).await?.is_some() {
+        return Err(StepUpFailure::NotAwaiting(command.lifecycle.state));
+    }
     let held = policy.scopes_of(&command).await?;
     let authorization = policy.authorize(&command, held, true).await?;
-    let step = StepWrite {
-        moves: decided_moves(engine, (&command, authorization), &proof.evidence(), now)?,
-        consume: Some(consume),
-        ..StepWrite::new(tenant.clone(), Some(command_id), now)
-    };
+    let mut step = StepWrite { consume: Some(consume), ..StepWrite::new(tenant.clone(), Some(command_id), now) };
+    match authorization {
+        // Proved, and the policy asks other people too: it keeps waiting, now for them.
+        Some(Authorization { decision: AuthzDecision::Approval { needs }, .. }) => {
+            let name = command.reply_to.as_ref().and_then(|r| r.command.clone()).unwrap_or_else(|| "request".into());
+            let opening = opening(&command, needs, &name, now);
+            let mut draft = EvidenceDraft::new(EvidenceKind::ApprovalRequested, command_id, TraceBindings::default());
+            draft.stage = Some(State::AuthzPending);
+            draft.decision = Some(json!({"approval": opening.decision, "step_up_proof": proof.evidence()}));
+            step.evidence.push(draft);
+            step.outbox.extend(opening.notice);
+            step.approval = Some(opening.write);
+        }
+        authorization => step.moves = decided_moves(engine, (&command, authorization), &proof.evidence(), now)?,
+    }
     match engine.store().commands().commit_step(&step).await? {
         StepOutcome::Committed { .. } => {
             Ok(step.moves.last().map(|m| m.transition.to).unwrap_or(command.lifecycle.state))
@@ -98,7 +115,10 @@ fn decided_moves(
             let targets = Some(authorization.spec.targets.clone());
             (Event::Allow, None, authorization.evidence(), told.collect(), targets)
         }
-        Some(authorization) => (Event::Deny, Some("missing_scope"), authorization.evidence(), vec![], None),
+        Some(authorization) => {
+            let reason = authorization.decision.reason_code().unwrap_or("missing_scope");
+            (Event::Deny, Some(reason), authorization.evidence(), vec![], None)
+        }
         None => (Event::Deny, Some("unknown_command"), json!({"authz": "deny"}), vec![], None),
     };
     decision["step_up_proof"] = proof.clone();

@@ -2,6 +2,7 @@
 //! may run (authorization against the directory's scopes), a fresh single-use proof for risky
 //! commands (step-up), and how fast anyone may go (rate limits).
 
+pub mod approval;
 pub mod authn;
 pub mod authz;
 pub mod complete;

@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::domain::directory::Tenants;
+use crate::service::directory::Standing;
 use crate::service::live::Live;
 use crate::service::security::Security;
 use crate::service::security::authz;
@@ -76,15 +77,25 @@ impl Policy {
         stepped_up: bool,
     ) -> Result<Option<Authorization>, StoreError> {
         let Some(spec) = self.spec_of(command).await? else { return Ok(None) };
-        Ok(Some(Authorization { decision: authz::decide(&spec, &held, stepped_up), spec, held }))
+        let e = &command.envelope;
+        // The approval policy reads who asks by their roles now, as the scopes are.
+        let roles = if spec.approvals.is_empty() { BTreeSet::new() } else { self.standing_of(command).await?.roles };
+        let requester = authz::Requester { roles: &roles, args: &e.args };
+        let decision = authz::decide_with_policy(&spec, &held, requester, stepped_up);
+        Ok(Some(Authorization { decision, spec, held }))
     }
 
     /// The scopes the directory gives the command's actor now (none for an actor it no longer
     /// lists; the tenant's role for strangers to someone it handled so).
     pub async fn scopes_of(&self, command: &StoredCommand) -> Result<BTreeSet<String>, StoreError> {
+        Ok(self.standing_of(command).await?.scopes)
+    }
+
+    /// The roles and scopes the directory gives the command's actor now.
+    pub async fn standing_of(&self, command: &StoredCommand) -> Result<Standing, StoreError> {
         let e = &command.envelope;
         let tenants = self.tenants.get();
         let stranger_role = tenants.tenant(e.tenant_id.as_str()).and_then(|t| t.unknown_sender.role());
-        self.people.scopes_of(&e.tenant_id, e.actor_id.as_str(), stranger_role).await
+        self.people.standing_of(&e.tenant_id, e.actor_id.as_str(), stranger_role).await
     }
 }

@@ -1,0 +1,191 @@
+//! `/v1/approvals`: requests waiting for other people's approval, and deciding them. Reading
+//! takes `approvals:read`; deciding takes `approvals:decide`, and the caller decides as the
+//! person their token names (its `sub`, a person of the directory): only a holder of a role the
+//! approval names, never its requester, once.
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::domain::registry::approvals::Missing;
+use crate::http::auth::{Principal, require};
+use crate::http::responses::{BearerErrors, NoSuchApproval, PROBLEM_JSON, ProblemDocument};
+use crate::http::{ApiError, AppState, Problem};
+use crate::service::approvals::decide::{Decided, Deciding, NotYours, decide};
+use crate::service::approvals::view::{self, ApprovalView};
+
+pub const READ: &str = "approvals:read";
+pub const DECIDE: &str = "approvals:decide";
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/approvals", get(list).route_layer(require(READ)))
+        .route("/v1/approvals/{id}", get(read).route_layer(require(READ)))
+        .route("/v1/approvals/{id}/decision", post(decision).route_layer(require(DECIDE)))
+}
+
+/// The tenant's pending approvals.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ApprovalList {
+    pub approvals: Vec<ApprovalView>,
+}
+
+/// A decision: approve or deny, and why (kept with it).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DecisionBody {
+    pub(crate) decision: DecisionWord,
+    #[serde(default)]
+    pub(crate) reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum DecisionWord {
+    Approve,
+    Deny,
+}
+
+/// What a decision came to, and the approval after it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DecisionMade {
+    /// `recorded` (it still waits), `approved` (the command was allowed and dispatched) or
+    /// `denied` (the command was rejected).
+    pub outcome: &'static str,
+    /// What it still waits for (`recorded`).
+    pub missing: Vec<MissingView>,
+    pub approval: Option<ApprovalView>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MissingView {
+    pub rule: String,
+    pub approvals: u32,
+    pub roles: Vec<String>,
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/approvals",
+    operation_id = "list_approvals",
+    tag = "approvals",
+    security(("bearer" = ["approvals:read"])),
+    responses(
+        (status = 200, description = "The tenant's pending approvals, oldest first", body = ApprovalList),
+        BearerErrors
+    )
+)]
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+) -> Result<Json<ApprovalList>, ApiError> {
+    Ok(Json(ApprovalList { approvals: view::pending(&state.engine, &principal.tenant, 500).await? }))
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/approvals/{id}",
+    operation_id = "get_approval",
+    tag = "approvals",
+    security(("bearer" = ["approvals:read"])),
+    params(("id" = Uuid, Path, description = "The approval's id")),
+    responses(
+        (status = 200, description = "The approval", body = ApprovalView),
+        NoSuchApproval,
+        BearerErrors
+    )
+)]
+pub(crate) async fn read(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<Uuid>,
+) -> Result<Json<ApprovalView>, ApiError> {
+    let approval = view::approval(&state.engine, &principal.tenant, id).await?;
+    Ok(Json(approval.ok_or_else(|| not_found(id))?))
+}
+
+#[utoipa::path(
+    post,
+    path = "/v1/approvals/{id}/decision",
+    operation_id = "decide_approval",
+    tag = "approvals",
+    security(("bearer" = ["approvals:decide"])),
+    params(("id" = Uuid, Path, description = "The approval's id")),
+    request_body(content = inline(DecisionBody), content_type = "application/json"),
+    responses(
+        (status = 200, description = "Counted: still waiting, approved or denied", body = DecisionMade),
+        (status = 400, description = "Not a decision", content_type = PROBLEM_JSON, body = ProblemDocument),
+        (status = 403, description = "Not yours to decide: your own request, or no role that decides it",
+            content_type = PROBLEM_JSON, body = ProblemDocument),
+        NoSuchApproval,
+        (status = 409, description = "Decided before: settled, or by you", content_type = PROBLEM_JSON,
+            body = ProblemDocument),
+        BearerErrors
+    )
+)]
+pub(crate) async fn decision(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<Uuid>,
+    body: Bytes,
+) -> Result<Json<DecisionMade>, ApiError> {
+    let body: DecisionBody = serde_json::from_slice(&body)
+        .map_err(|e| Problem::new(StatusCode::BAD_REQUEST, "invalid_body", "Bad Request").detail(e.to_string()))?;
+    let deciding = Deciding {
+        tenant: &principal.tenant,
+        approval_id: id,
+        approver: &principal.subject,
+        approve: body.decision == DecisionWord::Approve,
+        reason: body.reason.filter(|r| !r.trim().is_empty()),
+        via: "api",
+    };
+    let decided = decide(&state.engine, &state.policy, &deciding, OffsetDateTime::now_utc()).await?;
+    let (outcome, missing) = match decided {
+        Decided::Waiting(missing) => ("recorded", missing),
+        Decided::Approved => ("approved", vec![]),
+        Decided::Denied => ("denied", vec![]),
+        refused => return Err(refusal(id, refused)),
+    };
+    let approval = view::approval(&state.engine, &principal.tenant, id).await?;
+    Ok(Json(DecisionMade { outcome, missing: missing.into_iter().map(shown).collect(), approval }))
+}
+
+fn shown(missing: Missing) -> MissingView {
+    MissingView { rule: missing.rule, approvals: missing.approvals, roles: missing.roles.into_iter().collect() }
+}
+
+fn not_found(id: Uuid) -> ApiError {
+    Problem::for_status(StatusCode::NOT_FOUND).detail(format!("No approval {id} in this tenant.")).into()
+}
+
+/// A decision that changed nothing, as a problem document.
+fn refusal(id: Uuid, decided: Decided) -> ApiError {
+    let conflict =
+        |code: &str, detail: String| Problem::new(StatusCode::CONFLICT, code, "Decided before").detail(detail);
+    match decided {
+        Decided::NotFound => not_found(id),
+        Decided::Settled { status } => conflict("approval_settled", format!("The approval is {}.", status.as_str()))
+            .with("status", status.as_str())
+            .into(),
+        Decided::AlreadyDecided { approve } => {
+            let word = if approve { "approved" } else { "denied" };
+            conflict("already_decided", format!("You {word} it before; that decision stands.")).into()
+        }
+        Decided::NotYours(why) => {
+            let detail = match why {
+                NotYours::OwnRequest => "No one approves their own request.",
+                NotYours::NotAnApprover => "You hold no role that decides this approval.",
+            };
+            Problem::new(StatusCode::FORBIDDEN, "not_yours_to_decide", "Not yours to decide").detail(detail).into()
+        }
+        Decided::Waiting(_) | Decided::Approved | Decided::Denied => {
+            Problem::for_status(StatusCode::INTERNAL_SERVER_ERROR).into()
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! A person's decision on an approval. It counts once per person (a redelivered tap, a double tap
+//! or a tap on a second channel finds their first), only from someone who may decide (a holder of
+//! an approver's role, or of the escalation's once it is due; never the requester), and only
+//! while the approval is pending. The tally decides: every rule with its quorum allows the
+//! command and dispatches it, a denial or the end of the wait rejects it — settled by a
+//! compare-and-set in the step that moves the command, so once, whichever instance gets there.
+
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::domain::command::TenantId;
+use crate::domain::evidence::decision::Decision;
+use crate::domain::evidence::{EvidenceDraft, TraceBindings};
+use crate::domain::lifecycle::{EvidenceKind, State};
+use crate::domain::registry::approvals::{self, Decided as Counted, Missing, Tally};
+use crate::service::engine::{Engine, EngineError};
+use crate::service::security::Policy;
+use crate::store::{ApprovalDecision, ApprovalStatus, StepWrite, StoredApproval};
+
+use super::settle::{Settling, settle};
+
+/// Who decides what on which approval, and where.
+#[derive(Debug, Clone)]
+pub struct Deciding<'a> {
+    pub tenant: &'a TenantId,
+    pub approval_id: Uuid,
+    /// The person, as the directory knows them.
+    pub approver: &'a str,
+    pub approve: bool,
+    pub reason: Option<String>,
+    /// `api`, or the channel they answered on.
+    pub via: &'a str,
+}
+
+/// What a decision came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decided {
+    /// Counted; the approval still waits for these.
+    Waiting(Vec<Missing>),
+    /// It completed the approval: the command was allowed and dispatched.
+    Approved,
+    /// It denied the request: the command was rejected.
+    Denied,
+    /// They had decided before; that decision stands.
+    AlreadyDecided { approve: bool },
+    /// The approval was settled before (approved, denied, expired, overridden, closed).
+    Settled { status: ApprovalStatus },
+    /// Not theirs to decide.
+    NotYours(NotYours),
+    /// No such approval in the tenant.
+    NotFound,
+}
+
+/// Why someone may not decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotYours {
+    /// They asked for it: no one approves their own request.
+    OwnRequest,
+    /// They hold no role that decides it (now).
+    NotAnApprover,
+}
+
+/// Records `deciding` and settles the approval when the tally says so.
+pub async fn decide(
+    engine: &Engine,
+    policy: &Policy,
+    deciding: &Deciding<'_>,
+    now: OffsetDateTime,
+) -> Result<Decided, EngineError> {
+    let store = engine.store();
+    let Some(approval) = store.approvals().get(deciding.tenant, deciding.approval_id).await? else {
+        return Ok(Decided::NotFound);
+    };
+    if approval.status != ApprovalStatus::Pending {
+        return Ok(Decided::Settled { status: approval.status });
+    }
+    if deciding.approver == approval.requester {
+        return Ok(Decided::NotYours(NotYours::OwnRequest));
+    }
+    let standing = policy.people.standing_of(deciding.tenant, deciding.approver, None).await?;
+    let waited = waited(&approval, now);
+    let may = |(_, need): &(String, _)| {
+        approvals::may_decide(need, &approval.requester, deciding.approver, &standing.roles, waited)
+    };
+    if !approval.needs.iter().any(may) {
+        return Ok(Decided::NotYours(NotYours::NotAnApprover));
+    }
+    if now >= approval.expires_at {
+        return settled(engine, policy, &approval, Tally::Expired { rule: String::new() }, vec![], now).await;
+    }
+    let decision = ApprovalDecision {
+        approver: deciding.approver.to_owned(),
+        roles: standing.roles,
+        approve: deciding.approve,
+        via: deciding.via.to_owned(),
+        reason: deciding.reason.clone(),
+        decided_at: now,
+    };
+    let Some(recorded) = store.approvals().record(approval.id, &decision).await? else {
+        return status_now(engine, &approval).await;
+    };
+    if !recorded.fresh {
+        let first = recorded.decisions.iter().find(|d| d.approver == deciding.approver);
+        return Ok(Decided::AlreadyDecided { approve: first.is_some_and(|d| d.approve) });
+    }
+    let counted: Vec<Counted> = recorded
+        .decisions
+        .iter()
+        .map(|d| Counted { approver: d.approver.clone(), roles: d.roles.clone(), approve: d.approve })
+        .collect();
+    let tally = approvals::tally(&approval.needs, &approval.requester, &counted, waited);
+    let evidence = vec![decided_evidence(engine, &approval, deciding, &tally)];
+    match tally {
+        Tally::Waiting(missing) => {
+            let step =
+                StepWrite { evidence, ..StepWrite::new(approval.tenant_id.clone(), Some(approval.command_id), now) };
+            store.commands().commit_step(&step).await?;
+            Ok(Decided::Waiting(missing))
+        }
+        tally => settled(engine, policy, &approval, tally, evidence, now).await,
+    }
+}
+
+/// How long the approval has waited at `now`.
+pub(super) fn waited(approval: &StoredApproval, now: OffsetDateTime) -> std::time::Duration {
+    (now - approval.requested_at).try_into().unwrap_or_default()
+}
+
+/// Settles the approval as the tally says; a step that lost the race answers how it stands.
+async fn settled(
+    engine: &Engine,
+    policy: &Policy,
+    approval: &StoredApproval,
+    tally: Tally,
+    evidence: Vec<EvidenceDraft>,
+    now: OffsetDateTime,
+) -> Result<Decided, EngineError> {
+    let (status, by) = match &tally {
+        Tally::Approved => (ApprovalStatus::Approved, None),
+        Tally::Denied { by } => (ApprovalStatus::Denied, Some(by.clone())),
+        _ => (ApprovalStatus::Expired, None),
+    };
+    if settle(engine, policy, Settling { approval, status, by, evidence }, now).await? {
+        return Ok(match status {
+            ApprovalStatus::Approved => Decided::Approved,
+            ApprovalStatus::Denied => Decided::Denied,
+            status => Decided::Settled { status },
+        });
+    }
+    status_now(engine, approval).await
+}
+
+/// Where the approval stands now (another decision or the sweeper settled it meanwhile).
+async fn status_now(engine: &Engine, approval: &StoredApproval) -> Result<Decided, EngineError> {
+    let now = engine.store().approvals().get(&approval.tenant_id, approval.id).await?;
+    Ok(Decided::Settled { status: now.map_or(ApprovalStatus::Closed, |a| a.status) })
+}
+
+/// The evidence of one counted decision: who (by pseudonym), what, where, and where it left the
+/// approval.
+fn decided_evidence(
+    engine: &Engine,
+    approval: &StoredApproval,
+    deciding: &Deciding<'_>,
+    tally: &Tally,
+) -> EvidenceDraft {
+    let approver = engine.pseudonym(deciding.approver);
+    let standing = match tally {
+        Tally::Approved => "approved",
+        Tally::Denied { .. } => "denied",
+        Tally::Expired { .. } => "expired",
+        Tally::Waiting(_) => "waiting",
+    };
+    let decision = Decision::ApprovalDecided {
+        approval_id: approval.id,
+        approver: approver.clone(),
+        decision: if deciding.approve { "approve" } else { "deny" },
+        via: deciding.via.to_owned(),
+        standing: standing.to_owned(),
+    };
+    let trace = TraceBindings { actor: Some(approver), ..TraceBindings::default() };
+    let mut draft = EvidenceDraft::new(EvidenceKind::ApprovalDecided, approval.command_id, trace);
+    draft.stage = Some(State::AuthzPending);
+    draft.decision = Some(decision.into());
+    draft
+}

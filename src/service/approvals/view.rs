@@ -1,0 +1,138 @@
+//! Approvals as the API and the console show them: what the request is, who asked, what each
+//! rule needs, who decided what, and where it stands.
+
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::domain::command::TenantId;
+use crate::service::engine::Engine;
+use crate::store::{ApprovalDecision, StoreError, StoredApproval};
+
+/// An instant as RFC 3339 (as the API writes every time).
+fn rfc3339(at: time::OffsetDateTime) -> String {
+    at.format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
+}
+
+/// One approval.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ApprovalView {
+    pub approval_id: Uuid,
+    pub command_id: Uuid,
+    /// `pending`, `approved`, `denied`, `expired`, `overridden` or `closed`.
+    pub status: String,
+    /// Who asked (the directory's id): never one of its approvers.
+    pub requester: String,
+    /// The request as it reads to a person ("refund 250.00 on order 1234").
+    pub what: String,
+    /// The policy's rules that apply, each of which must be satisfied.
+    pub rules: Vec<RuleView>,
+    pub decisions: Vec<DecisionView>,
+    /// RFC 3339.
+    pub requested_at: String,
+    /// When it is rejected if not approved by then (RFC 3339).
+    pub expires_at: String,
+    pub settled_at: Option<String>,
+    /// Who denied it, when someone did.
+    pub settled_by: Option<String>,
+}
+
+/// What one rule needs.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RuleView {
+    pub rule: String,
+    /// The roles whose holders decide.
+    pub approvers: Vec<String>,
+    pub quorum: u32,
+    pub within_seconds: u64,
+    /// After `after_seconds`, the holders of `to` may decide too.
+    pub escalation: Option<EscalationView>,
+    pub step_up: bool,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct EscalationView {
+    pub after_seconds: u64,
+    pub to: Vec<String>,
+}
+
+/// One person's decision.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct DecisionView {
+    pub approver: String,
+    /// `approve` or `deny`.
+    pub decision: &'static str,
+    /// `api`, or the channel they answered on.
+    pub via: String,
+    pub reason: Option<String>,
+    pub decided_at: String,
+}
+
+impl ApprovalView {
+    fn of(approval: StoredApproval, decisions: Vec<ApprovalDecision>, what: String) -> Self {
+        let rules = approval
+            .needs
+            .into_iter()
+            .map(|(rule, need)| RuleView {
+                rule,
+                approvers: need.approvers.into_iter().collect(),
+                quorum: need.quorum,
+                within_seconds: need.within.as_secs(),
+                escalation: need
+                    .escalation
+                    .map(|e| EscalationView { after_seconds: e.after.as_secs(), to: e.to.into_iter().collect() }),
+                step_up: need.step_up,
+            })
+            .collect();
+        let decisions = decisions
+            .into_iter()
+            .map(|d| DecisionView {
+                approver: d.approver,
+                decision: if d.approve { "approve" } else { "deny" },
+                via: d.via,
+                reason: d.reason,
+                decided_at: rfc3339(d.decided_at),
+            })
+            .collect();
+        ApprovalView {
+            approval_id: approval.id,
+            command_id: approval.command_id,
+            status: approval.status.as_str().to_owned(),
+            requester: approval.requester,
+            what,
+            rules,
+            decisions,
+            requested_at: rfc3339(approval.requested_at),
+            expires_at: rfc3339(approval.expires_at),
+            settled_at: approval.settled_at.map(rfc3339),
+            settled_by: approval.settled_by,
+        }
+    }
+}
+
+/// One approval of the tenant, as shown.
+pub async fn approval(engine: &Engine, tenant: &TenantId, id: Uuid) -> Result<Option<ApprovalView>, StoreError> {
+    let Some(approval) = engine.store().approvals().get(tenant, id).await? else { return Ok(None) };
+    Ok(Some(shown(engine, approval).await?))
+}
+
+/// The tenant's pending approvals, oldest first (at most `limit`).
+pub async fn pending(engine: &Engine, tenant: &TenantId, limit: i64) -> Result<Vec<ApprovalView>, StoreError> {
+    let mut views = vec![];
+    for approval in engine.store().approvals().pending(tenant, limit).await? {
+        views.push(shown(engine, approval).await?);
+    }
+    Ok(views)
+}
+
+async fn shown(engine: &Engine, approval: StoredApproval) -> Result<ApprovalView, StoreError> {
+    let decisions = engine.store().approvals().decisions(approval.id).await?;
+    let command = engine.store().commands().get(&approval.tenant_id, approval.command_id).await?;
+    let what = command
+        .map(|c| {
+            let reads = c.reply_to.as_ref().and_then(|r| r.what.clone());
+            reads.unwrap_or_else(|| format!("{} {}", c.envelope.intent.action, c.envelope.intent.entity))
+        })
+        .unwrap_or_default();
+    Ok(ApprovalView::of(approval, decisions, what))
+}

@@ -1,0 +1,280 @@
+//! Approvals (issue #46): what a command waiting in `authz_pending` needs from other people, and
+//! their decisions. Opened by the step that moves the command there; each person's decision a
+//! row of its own, once (a second tap finds it); settled by a compare-and-set on `pending` in the
+//! step that moves the command on, so it is settled once however many instances race.
+
+use std::collections::BTreeSet;
+
+use sqlx::AnyConnection;
+use sqlx::any::AnyRow;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::domain::command::{IdempotencyKey, TenantId};
+use crate::domain::names::named_enum;
+use crate::domain::registry::approvals::Need;
+use crate::store::named::{self, row};
+use crate::store::rows::{from_ms, int, json, opt_int, opt_text, parsed, text, to_ms, uuid};
+use crate::store::{Approvals, StoreError};
+
+named_enum! {
+    /// Where an approval stands; only `pending` can be decided on. `closed`: its command ended
+    /// another way (an operator's cancel) while it waited.
+    ApprovalStatus {
+        Pending => "pending",
+        Approved => "approved",
+        Denied => "denied",
+        Expired => "expired",
+        Overridden => "overridden",
+        Closed => "closed",
+    }
+}
+
+/// An approval opened with the move that makes its command wait.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewApproval {
+    pub id: Uuid,
+    pub idempotency_key: IdempotencyKey,
+    pub requester: String,
+    /// The policy's rules that apply, by name, as they were when it was asked.
+    pub needs: Vec<(String, Need)>,
+    pub expires_at: OffsetDateTime,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredApproval {
+    pub id: Uuid,
+    pub tenant_id: TenantId,
+    pub command_id: Uuid,
+    pub idempotency_key: IdempotencyKey,
+    pub requester: String,
+    pub needs: Vec<(String, Need)>,
+    pub status: ApprovalStatus,
+    pub requested_at: OffsetDateTime,
+    pub expires_at: OffsetDateTime,
+    pub settled_at: Option<OffsetDateTime>,
+    pub settled_by: Option<String>,
+}
+
+/// One person's decision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalDecision {
+    pub approver: String,
+    /// The roles they held when they decided.
+    pub roles: BTreeSet<String>,
+    pub approve: bool,
+    /// Where they decided: `api`, or the channel they tapped on.
+    pub via: String,
+    pub reason: Option<String>,
+    pub decided_at: OffsetDateTime,
+}
+
+/// What a step does to an approval, in its transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ApprovalWrite {
+    Open(NewApproval),
+    /// From `pending` to `status`; the step is stale if it was settled meanwhile.
+    Settle {
+        id: Uuid,
+        status: ApprovalStatus,
+        by: Option<String>,
+    },
+}
+
+/// The query `decode` reads, as a literal so that queries stay static SQL.
+macro_rules! approval_select {
+    () => {
+        "SELECT id, tenant_id, command_id, idempotency_key, requester, needs, status, requested_at, expires_at, \
+         settled_at, settled_by FROM approvals"
+    };
+}
+
+fn decode(row: &AnyRow) -> Result<StoredApproval, StoreError> {
+    Ok(StoredApproval {
+        id: uuid(row, "id")?,
+        tenant_id: TenantId::parse(&text(row, "tenant_id")?).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        command_id: uuid(row, "command_id")?,
+        idempotency_key: IdempotencyKey::from_stored(text(row, "idempotency_key")?),
+        requester: text(row, "requester")?,
+        needs: json(row, "needs")?,
+        status: parsed(row, "status")?,
+        requested_at: from_ms(int(row, "requested_at")?)?,
+        expires_at: from_ms(int(row, "expires_at")?)?,
+        settled_at: opt_int(row, "settled_at")?.map(from_ms).transpose()?,
+        settled_by: opt_text(row, "settled_by")?,
+    })
+}
+
+impl Approvals<'_> {
+    /// One approval of the tenant.
+    pub async fn get(self, tenant: &TenantId, id: Uuid) -> Result<Option<StoredApproval>, StoreError> {
+        let row = sqlx::query(concat!(approval_select!(), " WHERE tenant_id = $1 AND id = $2"))
+            .bind(tenant.as_str())
+            .bind(id.to_string())
+            .fetch_optional(self.store.pool())
+            .await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    /// The approval a command waits for (or waited for).
+    pub async fn of_command(self, tenant: &TenantId, command_id: Uuid) -> Result<Option<StoredApproval>, StoreError> {
+        let row = sqlx::query(concat!(approval_select!(), " WHERE tenant_id = $1 AND command_id = $2"))
+            .bind(tenant.as_str())
+            .bind(command_id.to_string())
+            .fetch_optional(self.store.pool())
+            .await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    /// The tenant's pending approvals, oldest first.
+    pub async fn pending(self, tenant: &TenantId, limit: i64) -> Result<Vec<StoredApproval>, StoreError> {
+        let sql = concat!(
+            approval_select!(),
+            " WHERE tenant_id = $1 AND status = 'pending' ORDER BY requested_at, id LIMIT $2"
+        );
+        let rows = sqlx::query(sql).bind(tenant.as_str()).bind(limit).fetch_all(self.store.pool()).await?;
+        rows.iter().map(decode).collect()
+    }
+
+    /// Pending approvals past their wait, of every tenant (the sweeper's).
+    pub async fn due(self, now: OffsetDateTime, limit: i64) -> Result<Vec<StoredApproval>, StoreError> {
+        let sql = concat!(
+            approval_select!(),
+            " WHERE status = 'pending' AND expires_at <= $1 ORDER BY expires_at, id LIMIT $2"
+        );
+        let rows = sqlx::query(sql).bind(to_ms(now)).bind(limit).fetch_all(self.store.pool()).await?;
+        rows.iter().map(decode).collect()
+    }
+
+    /// The decisions on an approval, in the order they were made.
+    pub async fn decisions(self, id: Uuid) -> Result<Vec<ApprovalDecision>, StoreError> {
+        let mut conn = self.store.pool().acquire().await?;
+        decisions_of(&mut conn, id).await
+    }
+
+    /// Records a person's decision on a pending approval, once, and reads every decision made so
+    /// far in the same transaction: `None` when it is no longer pending. Recording first bumps
+    /// the approval's count, so that two people deciding at once (on two instances) take turns
+    /// and the second sees the first's decision. `fresh` is false when they had decided before
+    /// (that one stands).
+    pub async fn record(self, id: Uuid, decision: &ApprovalDecision) -> Result<Option<DecisionRecorded>, StoreError> {
+        let mut tx = self.store.begin().await?;
+        let bumped = sqlx::query("UPDATE approvals SET decided = decided + 1 WHERE id = $1 AND status = 'pending'")
+            .bind(id.to_string())
+            .execute(&mut *tx)
+            .await?;
+        if bumped.rows_affected() != 1 {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        let roles = serde_json::to_string(&decision.roles).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let row = row![
+            "approval_id" => id.to_string(),
+            "approver" => decision.approver.as_str(),
+            "roles" => roles,
+            "decision" => if decision.approve { "approve" } else { "deny" },
+            "via" => decision.via.as_str(),
+            "reason" => decision.reason.clone(),
+            "decided_at" => to_ms(decision.decided_at),
+        ];
+        let inserted =
+            named::insert(&mut tx, "approval_decisions", vec![row], "ON CONFLICT DO NOTHING RETURNING approver")
+                .await?;
+        let decisions = decisions_of(&mut tx, id).await?;
+        tx.commit().await?;
+        Ok(Some(DecisionRecorded { fresh: !inserted.is_empty(), decisions }))
+    }
+}
+
+/// A decision recorded (or found made before) and every decision so far.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecisionRecorded {
+    pub fresh: bool,
+    pub decisions: Vec<ApprovalDecision>,
+}
+
+async fn decisions_of(conn: &mut AnyConnection, id: Uuid) -> Result<Vec<ApprovalDecision>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT approver, roles, decision, via, reason, decided_at FROM approval_decisions \
+         WHERE approval_id = $1 ORDER BY decided_at, approver",
+    )
+    .bind(id.to_string())
+    .fetch_all(&mut *conn)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(ApprovalDecision {
+                approver: text(row, "approver")?,
+                roles: json(row, "roles")?,
+                approve: text(row, "decision")? == "approve",
+                via: text(row, "via")?,
+                reason: opt_text(row, "reason")?,
+                decided_at: from_ms(int(row, "decided_at")?)?,
+            })
+        })
+        .collect()
+}
+
+/// Opens or settles an approval inside a step; `false` when a settle found it settled already.
+pub(crate) async fn write_approval(
+    conn: &mut AnyConnection,
+    (tenant, command_id): (&TenantId, Option<Uuid>),
+    write: &ApprovalWrite,
+    at: OffsetDateTime,
+) -> Result<bool, StoreError> {
+    match write {
+        ApprovalWrite::Open(new) => {
+            let command_id = command_id.ok_or_else(|| StoreError::Corrupt("an approval without its command".into()))?;
+            let needs = serde_json::to_string(&new.needs).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let approval = row![
+                "id" => new.id.to_string(),
+                "tenant_id" => tenant.as_str(),
+                "command_id" => command_id.to_string(),
+                "idempotency_key" => new.idempotency_key.as_str(),
+                "requester" => new.requester.as_str(),
+                "needs" => needs,
+                "status" => ApprovalStatus::Pending.as_str(),
+                "requested_at" => to_ms(at),
+                "expires_at" => to_ms(new.expires_at),
+            ];
+            named::insert(conn, "approvals", vec![approval], "").await?;
+            // What the command waits for now (after a step-up it was waiting for the proof).
+            sqlx::query("UPDATE commands SET reason_code = 'approval_required' WHERE command_id = $1")
+                .bind(command_id.to_string())
+                .execute(&mut *conn)
+                .await?;
+            Ok(true)
+        }
+        ApprovalWrite::Settle { id, status, by } => {
+            let done = sqlx::query(
+                "UPDATE approvals SET status = $2, settled_at = $3, settled_by = $4 \
+                 WHERE id = $1 AND status = 'pending'",
+            )
+            .bind(id.to_string())
+            .bind(status.as_str())
+            .bind(to_ms(at))
+            .bind(by.clone())
+            .execute(&mut *conn)
+            .await?;
+            Ok(done.rows_affected() == 1)
+        }
+    }
+}
+
+/// Closes the pending approvals of commands that left `authz_pending` another way than their
+/// approval's settling (an operator's cancel), in the transaction of the move.
+pub(crate) async fn close_approvals(
+    conn: &mut AnyConnection,
+    command_ids: &[(Uuid, OffsetDateTime)],
+) -> Result<(), StoreError> {
+    for (command_id, at) in command_ids {
+        sqlx::query(
+            "UPDATE approvals SET status = 'closed', settled_at = $2 WHERE command_id = $1 AND status = 'pending'",
+        )
+        .bind(command_id.to_string())
+        .bind(to_ms(*at))
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
+}
