@@ -28,6 +28,10 @@ pub enum Reply {
     StepUpRequired(StepUpRequired),
     /// The command waits for other people's approval (`approval_required`).
     ApprovalRequired(ApprovalRequired),
+    /// An approver is asked to decide (`approval_request`, with approve and deny buttons).
+    ApprovalRequest(ApprovalRequest),
+    /// What an approver's decision came to (`approval_answer`).
+    ApprovalAnswer(ApprovalAnswer),
     /// An answer to a confirmation that ran out (`expired`).
     Expired(Expired),
     /// What the person can ask (`help`).
@@ -49,6 +53,8 @@ impl Reply {
             Reply::Confirmed(_) => "confirmed",
             Reply::StepUpRequired(_) => "step_up_required",
             Reply::ApprovalRequired(_) => "approval_required",
+            Reply::ApprovalRequest(_) => "approval_request",
+            Reply::ApprovalAnswer(_) => "approval_answer",
             Reply::Expired(_) => "expired",
             Reply::Help(_) => "help",
             Reply::Suggestion(_) => "suggestion",
@@ -61,6 +67,7 @@ impl Reply {
         match self {
             Reply::ConfirmationPrompt(_) => &["button_yes", "button_no"],
             Reply::Suggestion(_) => &["button_accept"],
+            Reply::ApprovalRequest(_) => &["button_approve", "button_deny"],
             _ => &[],
         }
     }
@@ -205,6 +212,44 @@ pub struct ApprovalRequired {
     pub approvals: u32,
     /// How long it may wait, in minutes.
     pub within_minutes: u64,
+}
+
+/// An approver asked to decide: who asks (by name), for what, and why it needs them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ApprovalRequest {
+    /// The requester as the directory names them.
+    pub requester: String,
+    pub what: String,
+    pub command_id: Uuid,
+    /// The policy's rules that apply.
+    pub rules: Vec<String>,
+    /// How many distinct people must approve in all.
+    pub approvals: u32,
+    pub within_minutes: u64,
+}
+
+named_enum! {
+    /// What an approver's decision came to, as they are told.
+    ApprovalOutcome {
+        Recorded => "recorded",
+        Approved => "approved",
+        Denied => "denied",
+        AlreadyDecided => "already_decided",
+        Settled => "settled",
+        OwnRequest => "own_request",
+        NotAnApprover => "not_an_approver",
+        Unknown => "unknown",
+    }
+}
+
+/// What an approver's decision came to: `status` is how a settled one ended, `missing` how many
+/// more approvals a recorded one waits for.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ApprovalAnswer {
+    pub outcome: &'static str,
+    pub what: String,
+    pub status: String,
+    pub missing: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -11,7 +11,8 @@ use uuid::Uuid;
 
 use crate::e2e_security::token_as;
 use crate::helpers::{
-    ADMIN, CUSTOMER, Meta, TestApp, TestDb, on_both_backends, settled, spawn_app_with, spawn_app_with_registry, tenant,
+    ADMIN, CUSTOMER, DEMO_NUMBER, Meta, TestApp, TestDb, on_both_backends, settled, spawn_app_with,
+    spawn_app_with_registry, tenant,
 };
 
 on_both_backends!(
@@ -21,6 +22,7 @@ on_both_backends!(
     two_supervisors_approving_at_once_make_one_execution,
     an_approval_nobody_completes_in_time_is_rejected_by_the_sweep,
     a_decision_on_an_unknown_or_foreign_approval_changes_nothing,
+    supervisors_are_asked_on_whatsapp_and_a_tap_decides_once,
 );
 
 const SUPERVISOR: &str = "15550000003";
@@ -225,5 +227,48 @@ async fn a_decision_on_an_unknown_or_foreign_approval_changes_nothing(db: &TestD
     let reader = token_as(&db.config, SUPERVISOR, "approvals:read");
     assert_eq!(decide(&app, &reader, &approval, "approve").await.0, StatusCode::FORBIDDEN);
     assert_eq!(state_and_reason(db, id).await.0, "authz_pending");
+    app.stop().await.expect("stop");
+}
+
+async fn tap(db: &TestDb, app: &TestApp, id: &str, from: &str, button: &str) {
+    use chatgate::channels::whatsapp::simulate;
+    let tapped = simulate::button_reply(id, from, button, "Approve");
+    let meta = Meta::new(app, db);
+    assert_eq!(meta.post(&simulate::notification(DEMO_NUMBER, vec![tapped], vec![])).await.status(), 200);
+}
+
+async fn supervisors_are_asked_on_whatsapp_and_a_tap_decides_once(db: &TestDb) {
+    let app = spawn_app_with(db, db.config.clone()).await;
+    let id = asked_and_confirmed(db, &app, CUSTOMER, "refund 1234 250.00").await;
+    // Each supervisor is asked on WhatsApp, with Approve and Deny; the requester is not.
+    for supervisor in [SUPERVISOR, SECOND_SUPERVISOR] {
+        let asked = replies_to(db, supervisor).await;
+        let (_, vars) = asked.iter().find(|(t, _)| t == "approval_request").expect("asked");
+        let (requester, what) = (vars["requester"].as_str(), vars["what"].as_str());
+        assert_eq!((requester, what), (Some("Demo customer"), Some("refund 250 on order 1234")));
+    }
+    assert!(replies_to(db, CUSTOMER).await.iter().all(|(t, _)| t != "approval_request"));
+    let outbox = db.outbox().await;
+    let asked = outbox.iter().find(|(_, p)| p["template"] == "approval_request" && p["to"] == SUPERVISOR);
+    let buttons = asked.expect("asked").1["buttons"].as_array().expect("buttons").clone();
+    let ids: Vec<String> = buttons.iter().filter_map(|b| b["id"].as_str().map(str::to_owned)).collect();
+    assert_eq!(ids.len(), 2);
+    assert!(ids[0].starts_with("cg:approve:") && ids[1].starts_with("cg:deny:"), "{ids:?}");
+
+    // The customer tapping their own request's button decides nothing.
+    tap(db, &app, "wamid.T0", CUSTOMER, &ids[0]).await;
+    assert_eq!(state_and_reason(db, id).await.0, "authz_pending");
+    tap(db, &app, "wamid.T1", SUPERVISOR, &ids[0]).await;
+    assert_eq!(settled(db, id).await, "executed");
+    let told = replies_to(db, SUPERVISOR).await;
+    assert!(told.iter().any(|(t, v)| t == "approval_answer" && v["outcome"] == "approved"), "{told:?}");
+    // The other supervisor's later tap: already approved, nothing changes.
+    tap(db, &app, "wamid.T2", SECOND_SUPERVISOR, &ids[1]).await;
+    let told = replies_to(db, SECOND_SUPERVISOR).await;
+    let settled_before = |(t, v): &(String, Value)| t == "approval_answer" && v["outcome"] == "settled";
+    assert!(told.iter().any(|answer| settled_before(answer) && answer.1["status"] == "approved"), "{told:?}");
+    let customer = replies_to(db, CUSTOMER).await;
+    assert!(customer.iter().any(|(t, v)| t == "approval_answer" && v["outcome"] == "own_request"), "{customer:?}");
+    assert_eq!(db.count("SELECT COUNT(*) FROM outbox WHERE kind = $1", "dispatch").await, 1, "one execution");
     app.stop().await.expect("stop");
 }

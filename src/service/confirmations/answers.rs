@@ -33,6 +33,8 @@ use crate::store::{
 /// How many times a step that lost a race is decided again before giving up (the provider's
 /// redelivery then tries once more).
 use super::moves::{AnswerMoves, answer_moves, expiry_move};
+use crate::service::security::approval::asks;
+use crate::store::ApprovalWrite;
 
 const ATTEMPTS: usize = 4;
 
@@ -205,8 +207,23 @@ async fn decide(
         answered_by: (outcome != AnswerOutcome::TooLate).then(|| who.actor_id.clone()),
     });
     step.moves = writes;
-    step.approval = approval;
+    held_for_approval(&mut step, who, (&command, &name), approval).await?;
     Ok(conclude(step, decision, outcome, reason_of(outcome), None))
+}
+
+/// A command the policy holds for approval: the approval opened in the answer's step, and its
+/// approvers asked in it.
+async fn held_for_approval(
+    step: &mut StepWrite,
+    who: &Answering<'_>,
+    (command, name): (&StoredCommand, &str),
+    approval: Option<ApprovalWrite>,
+) -> Result<(), EngineError> {
+    if let Some(ApprovalWrite::Open(opened)) = &approval {
+        step.outbox.extend(asks(who.policy, command, opened, name).await?);
+    }
+    step.approval = approval;
+    Ok(())
 }
 
 /// The reason code an answer that moved its command records, if any.

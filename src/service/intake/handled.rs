@@ -25,6 +25,8 @@ pub enum Handled {
     Conflict,
     /// An answer to a confirmation.
     Answer(AnswerOutcome),
+    /// An approver's decision on an approval request, and what it came to.
+    ApprovalDecision(crate::domain::replies::ApprovalOutcome),
     /// Over the actor's or the tenant's rate limit: stored, not acted on.
     RateLimited,
     /// From someone the directory does not list: kept until the tenant's identity resolver says
@@ -78,7 +80,7 @@ impl Handled {
             Self::Command { outcome, .. } if outcome.is_duplicate() => MessageOutcome::Duplicate,
             Self::Command { .. } => MessageOutcome::Command,
             Self::Conflict => MessageOutcome::Conflict,
-            Self::Answer(_) => MessageOutcome::Answer,
+            Self::Answer(_) | Self::ApprovalDecision(_) => MessageOutcome::Answer,
             Self::RateLimited => MessageOutcome::RateLimited,
             Self::AwaitingIdentity => MessageOutcome::AwaitingIdentity,
         }

@@ -22,6 +22,7 @@ use crate::service::security::{Policy, Spec};
 use crate::store::{InboundOutcome, NOTICE_KIND, NewOutboxMessage, ReplyTo, Store, StoreError, StoredCommand};
 
 mod admission;
+mod approval_taps;
 mod arrival;
 mod first_moves;
 mod from_above;
@@ -40,6 +41,7 @@ pub use from_above::{Precheck, Refused, StoredMessages};
 pub use handled::{CommandOutcome, Handled};
 pub use reprocess::Reprocessed;
 
+use approval_taps::ApprovalTap;
 pub use first_moves::reply_destination;
 use first_moves::{conversation_id, first_moves, inbound_row, reply_address};
 use identity::Writer;
@@ -172,6 +174,9 @@ impl Ingress {
             return self
                 .record(message, Some(tenant), InboundStatus::RateLimited, &[], Handled::RateLimited, now)
                 .await;
+        }
+        if let Some(tap) = ApprovalTap::parse(&message.content) {
+            return self.approval_tap((message, tenant, &actor), tap, &reply_to, now).await;
         }
         if let Some(answer) = Answer::parse(&message.content) {
             let inbound = inbound_row(message, Some(tenant), InboundStatus::Answer, now);

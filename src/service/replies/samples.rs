@@ -8,8 +8,8 @@ use uuid::Uuid;
 
 use crate::domain::lifecycle::State;
 use crate::domain::replies::{
-    ApprovalRequired, Confirmed, Expired, Help, Outcome, Progress, Prompt, Rejection, RejectionReason, Reply,
-    StepUpRequired, Suggestion,
+    ApprovalAnswer, ApprovalOutcome, ApprovalRequest, ApprovalRequired, Confirmed, Expired, Help, Outcome, Progress,
+    Prompt, Rejection, RejectionReason, Reply, StepUpRequired, Suggestion,
 };
 
 const REF: &str = "R7K2QX";
@@ -51,6 +51,14 @@ pub fn samples() -> Vec<Reply> {
             approvals: 2,
             within_minutes: 240,
         }),
+        Reply::ApprovalRequest(ApprovalRequest {
+            requester: "Demo customer".into(),
+            what: "refund 250.00 on order 1234".into(),
+            command_id: command_id(),
+            rules: vec!["a customer's own limit".into(), "refund over 100.00".into()],
+            approvals: 1,
+            within_minutes: 240,
+        }),
         Reply::Expired(Expired { command: "refund".into(), code: "K7Q2".into() }),
         Reply::Progress(Progress { done: true, command_id: command_id(), state: State::Executed }),
         Reply::Progress(Progress { done: false, command_id: command_id(), state: State::Started }),
@@ -60,6 +68,15 @@ pub fn samples() -> Vec<Reply> {
         Reply::Suggestion(Suggestion { usage: USAGE.into(), suggestion: None }),
     ];
     samples.extend(rejections().into_iter().map(Reply::Rejected));
+    // One answer per outcome an approver may be told.
+    samples.extend(ApprovalOutcome::ALL.iter().map(|outcome| {
+        Reply::ApprovalAnswer(ApprovalAnswer {
+            outcome: outcome.as_str(),
+            what: "refund 250.00 on order 1234".into(),
+            status: "approved".into(),
+            missing: 1,
+        })
+    }));
     samples.extend(outcomes().into_iter().map(Reply::Outcome));
     samples
 }

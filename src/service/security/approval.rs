@@ -10,10 +10,15 @@ use serde_json::Value;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use crate::domain::command::Channel;
+use crate::domain::directory::{AddressKind, Person};
 use crate::domain::evidence::decision::Decision;
+use crate::domain::outbound::{ButtonSpec, Purpose, ReplyAddress};
 use crate::domain::registry::approvals::Need;
-use crate::domain::replies::{ApprovalRequired, Reply};
-use crate::store::{ApprovalWrite, NewApproval, NewOutboxMessage, StoredCommand};
+use crate::domain::replies::{ApprovalRequest, ApprovalRequired, Reply};
+use crate::service::security::Policy;
+use crate::store::Search;
+use crate::store::{ApprovalWrite, NewApproval, NewOutboxMessage, ReplyTo, StoreError, StoredCommand};
 
 /// An approval about to be opened for a command.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,4 +65,72 @@ pub fn opening(command: &StoredCommand, needs: Vec<(String, Need)>, name: &str, 
         expires_at,
     });
     Opening { write, decision: decision.into(), notice }
+}
+
+/// The people an approval asks, each on WhatsApp with Approve and Deny buttons (ids
+/// `cg:approve:<approval>` and `cg:deny:<approval>`): the active holders of every role its rules
+/// name, never the requester, each once. Someone the directory lists no WhatsApp number for is
+/// not asked here (they decide over the API or the console).
+pub async fn asks(
+    policy: &Policy,
+    command: &StoredCommand,
+    approval: &NewApproval,
+    name: &str,
+) -> Result<Vec<NewOutboxMessage>, StoreError> {
+    let e = &command.envelope;
+    let tenants = policy.tenants.get();
+    let Some(tenant) = tenants.tenant(e.tenant_id.as_str()) else { return Ok(vec![]) };
+    let Some(business) = tenant.phone_number_ids.first() else { return Ok(vec![]) };
+    let roles: BTreeSet<&String> = approval.needs.iter().flat_map(|(_, need)| &need.approvers).collect();
+    let mut asked = BTreeSet::new();
+    let mut people = vec![];
+    for role in roles {
+        let search = Search { role: Some(role.clone()), active: Some(true), limit: 100, ..Search::default() };
+        for stored in policy.people.list(&e.tenant_id, &search).await? {
+            let person = stored.person;
+            if person.id.as_str() != approval.requester && asked.insert(person.id.as_str().to_owned()) {
+                people.push(person);
+            }
+        }
+    }
+    let requester = policy.people.actor(&e.tenant_id, &approval.requester).await?;
+    let request = ApprovalRequest {
+        requester: requester.map_or_else(|| approval.requester.clone(), |actor| actor.name),
+        what: command.reply_to.as_ref().and_then(|r| r.what.clone()).unwrap_or_else(|| name.to_owned()),
+        command_id: e.command_id,
+        rules: approval.needs.iter().map(|(rule, _)| rule.clone()).collect(),
+        approvals: approval.needs.iter().map(|(_, need)| need.quorum).max().unwrap_or(1),
+        within_minutes: (approval.expires_at - OffsetDateTime::now_utc()).whole_minutes().max(0) as u64,
+    };
+    let reply = Reply::ApprovalRequest(request);
+    let messages = people.iter().filter_map(|person| {
+        let number = whatsapp_number(person)?;
+        let locale = person.locale.clone().unwrap_or_else(|| tenant.locale.clone());
+        let channel = Channel::parse("whatsapp").ok()?;
+        let to = ReplyTo::to(
+            ReplyAddress::new(channel, business, &number, &locale),
+            format!("whatsapp:{business}:{number}"),
+        );
+        let mut message = to.chat(&reply);
+        let chat = message.message_mut();
+        chat.purpose = Purpose::Prompt;
+        chat.buttons = [("approve", "button_approve"), ("deny", "button_deny")]
+            .into_iter()
+            .map(|(verdict, template)| ButtonSpec { id: tap_id(verdict, approval.id), template: template.into() })
+            .collect();
+        Some(to.outbox(&message))
+    });
+    Ok(messages.collect())
+}
+
+/// A button's id for deciding on approval `id` (`approve` or `deny`).
+pub fn tap_id(verdict: &str, id: Uuid) -> String {
+    format!("cg:{verdict}:{id}")
+}
+
+/// The person's WhatsApp number: their `whatsapp` address, else an id that is one.
+fn whatsapp_number(person: &Person) -> Option<String> {
+    let listed = person.addresses.iter().find(|a| a.kind == AddressKind::Whatsapp).map(|a| a.value.clone());
+    let id = person.id.as_str();
+    listed.or_else(|| (!id.is_empty() && id.bytes().all(|b| b.is_ascii_digit())).then(|| id.to_owned()))
 }

@@ -16,10 +16,10 @@ use crate::service::engine::Engine;
 use crate::service::engine::EngineError;
 use crate::service::engine::MoveContext;
 use crate::service::security::StepUpError;
-use crate::service::security::approval::opening;
+use crate::service::security::approval::{asks, opening};
 use crate::service::security::authz::AuthzDecision;
 use crate::service::security::{Authorization, Policy};
-use crate::store::{ConsumedToken, StepOutcome, StepWrite, StoredCommand};
+use crate::store::{ApprovalWrite, ConsumedToken, StepOutcome, StepWrite, StoredCommand};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StepUpFailure {
@@ -78,6 +78,9 @@ pub async fn complete_step_up(
             draft.decision = Some(json!({"approval": opening.decision, "step_up_proof": proof.evidence()}));
             step.evidence.push(draft);
             step.outbox.extend(opening.notice);
+            if let ApprovalWrite::Open(opened) = &opening.write {
+                step.outbox.extend(asks(policy, &command, opened, &name).await?);
+            }
             step.approval = Some(opening.write);
         }
         authorization => step.moves = decided_moves(engine, (&command, authorization), &proof.evidence(), now)?,

@@ -53,6 +53,11 @@ pub struct ReplyTo {
 
 impl ReplyTo {
     /// `reply` to this address, rendered later from its template with its variables.
+    /// An address the gateway writes to first (an approver asked), answering no message of theirs.
+    pub fn to(base: ReplyAddress, destination: String) -> Self {
+        Self { destination, base, command: None, what: None, executed_template: None, hold: None }
+    }
+
     pub fn chat(&self, reply: &Reply) -> OutboxMessage {
         OutboxMessage::V1(ChatMessage {
             address: self.base.clone(),
