@@ -72,8 +72,8 @@ impl AnswerOutcome {
 pub struct Answering<'a> {
     pub tenant_id: &'a TenantId,
     pub actor_id: &'a ActorId,
-    /// The scopes the actor holds now (what their confirmed command is authorized on).
-    pub scopes: &'a std::collections::BTreeSet<String>,
+    /// The actor's roles and scopes now (what their confirmed command is authorized on).
+    pub standing: &'a crate::service::directory::Standing,
     pub reply_to: &'a ReplyTo,
     /// The message carrying the answer (recorded with the step: transport dedupe).
     pub inbound: &'a NewInbound,
@@ -194,7 +194,7 @@ async fn decide(
         return Ok(conclude(step, decision, outcome, Some(reason), Some(reply)));
     }
     // A yes authorizes under the registry entry the command was admitted with.
-    let answered = (answer, &confirmation, who.policy.authorize(&command, who.scopes.clone(), false).await?);
+    let answered = (answer, &confirmation, who.policy.authorize(&command, who.standing.clone(), false).await?);
     let AnswerMoves { outcome, status, moves, approval } = answer_moves(who, answered, &command, &name, via, now);
     let Ok(writes) = engine.plan_moves(&command, moves, now) else {
         // The command moved on without this confirmation (an operator canceled it, say).

@@ -14,6 +14,7 @@ use crate::domain::registry::{Interpretation, Reading};
 use crate::domain::replies::{Help, Rejection, RejectionReason, Reply};
 use crate::service::confirmations::answers::{self, Answering};
 use crate::service::confirmations::confirm::Answer;
+use crate::service::directory::Standing;
 use crate::service::engine::{Admission, Engine, EngineError};
 use crate::service::live::Live;
 use crate::service::replies::templates::Templates;
@@ -180,10 +181,11 @@ impl Ingress {
         }
         if let Some(answer) = Answer::parse(&message.content) {
             let inbound = inbound_row(message, Some(tenant), InboundStatus::Answer, now);
+            let standing = Standing { roles: actor.roles.iter().cloned().collect(), scopes: actor.scopes.clone() };
             let who = Answering {
                 tenant_id: &tenant.id,
                 actor_id: &actor.id,
-                scopes: &actor.scopes,
+                standing: &standing,
                 reply_to: &reply_to,
                 inbound: &inbound,
                 policy: &self.policy,

@@ -65,8 +65,8 @@ pub async fn complete_step_up(
     if engine.store().approvals().of_command(tenant, command_id).await?.is_some() {
         return Err(StepUpFailure::NotAwaiting(command.lifecycle.state));
     }
-    let held = policy.scopes_of(&command).await?;
-    let authorization = policy.authorize(&command, held, true).await?;
+    let standing = policy.standing_of(&command).await?;
+    let authorization = policy.authorize(&command, standing, true).await?;
     let mut step = StepWrite { consume: Some(consume), ..StepWrite::new(tenant.clone(), Some(command_id), now) };
     match authorization {
         // Proved, and the policy asks other people too: it keeps waiting, now for them.

@@ -68,19 +68,18 @@ impl Policy {
         Ok(spec.and_then(|spec| spec.compensation.clone().and_then(|name| spec.sibling(&name))))
     }
 
-    /// Authorizes a stored command for its actor, who holds `held` now. `None` when the registry
-    /// it was admitted under does not know the command: such a command cannot be authorized.
+    /// Authorizes a stored command for its actor, who stands as `standing` now (their roles, read
+    /// by the approval policy, and their scopes). `None` when the registry it was admitted under
+    /// does not know the command: such a command cannot be authorized.
     pub async fn authorize(
         &self,
         command: &StoredCommand,
-        held: BTreeSet<String>,
+        standing: Standing,
         stepped_up: bool,
     ) -> Result<Option<Authorization>, StoreError> {
         let Some(spec) = self.spec_of(command).await? else { return Ok(None) };
-        let e = &command.envelope;
-        // The approval policy reads who asks by their roles now, as the scopes are.
-        let roles = if spec.approvals.is_empty() { BTreeSet::new() } else { self.standing_of(command).await?.roles };
-        let requester = authz::Requester { roles: &roles, args: &e.args };
+        let Standing { roles, scopes: held } = standing;
+        let requester = authz::Requester { roles: &roles, args: &command.envelope.args };
         let decision = authz::decide_with_policy(&spec, &held, requester, stepped_up);
         Ok(Some(Authorization { decision, spec, held }))
     }
