@@ -99,12 +99,14 @@ async fn graph_send(
 }
 
 /// A gateway configuration: the shipped one with this run's port, database, Graph stand-in,
-/// a directory of `people` customers, and rate limits that let every webhook through.
+/// a directory of `people` customers (and the roles the shipped approval policies name), and rate
+/// limits that let every webhook through.
 fn configure(dir: &Path, port: u16, database_url: &str, graph: &str, people: usize) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut directory = format!(
         "[tenants.demo]\ndisplay_name = \"Bench\"\nphone_number_ids = [\"{NUMBER}\"]\nunknown_sender = \"refuse\"\n\
-         locale = \"en\"\n[tenants.demo.roles]\ncustomer = [\"orders:read\", \"orders:refund\"]\n"
+         locale = \"en\"\n[tenants.demo.roles]\ncustomer = [\"orders:read\", \"orders:refund\"]\n\
+         supervisor = [\"approvals:decide\"]\nadmin = [\"approvals:decide\"]\n"
     );
     for n in 0..people {
         directory.push_str(&format!("[tenants.demo.actors.{}]\nroles = [\"customer\"]\n", person(n)));
