@@ -29,12 +29,26 @@ impl NumberOrText {
 /// A list a provider sends as an array and, in some SDKs' fixtures, as one object where a list of
 /// one was meant (WhatsApp's `entry`, `changes`, `messages`).
 #[derive(Debug, Clone, PartialEq, Deserialize, utoipa::ToSchema)]
-#[serde(untagged)]
+// Read as JSON and matched by its shape (`try_from`): serde would read an untagged enum by
+// buffering the whole delivery once more. `untagged` still gives the schema its two shapes.
+#[serde(untagged, try_from = "Value")]
 pub enum Items {
     #[schema(value_type = Vec<Object>)]
     Many(Vec<Value>),
     #[schema(value_type = Object)]
     One(serde_json::Map<String, Value>),
+}
+
+impl TryFrom<Value> for Items {
+    type Error = &'static str;
+
+    fn try_from(value: Value) -> Result<Self, Self::Error> {
+        match value {
+            Value::Array(items) => Ok(Items::Many(items)),
+            Value::Object(object) => Ok(Items::One(object)),
+            _ => Err("a list (or one object)"),
+        }
+    }
 }
 
 impl Default for Items {
