@@ -8,6 +8,7 @@ pub mod command;
 pub mod delivery;
 pub mod directory;
 pub mod evidence;
+pub mod instants;
 pub mod lifecycle;
 pub mod message;
 pub(crate) mod names;

@@ -246,7 +246,7 @@ named_enum! {
 /// more approvals a recorded one waits for.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ApprovalAnswer {
-    pub outcome: &'static str,
+    pub outcome: ApprovalOutcome,
     pub what: String,
     pub status: String,
     pub missing: u32,

@@ -34,19 +34,9 @@ async fn asked_and_confirmed(db: &TestDb, app: &TestApp, who: &str, text: &str) 
     let meta = Meta::new(app, db);
     let asked = format!("wamid.A-{who}-{}", text.len());
     assert_eq!(meta.text(&asked, who, text).await.status(), 200);
-    let mut conn = db.raw().await;
-    let row = sqlx::query(
-        "SELECT c.command_id, f.code FROM commands c JOIN confirmations f ON f.command_id = c.command_id
-         JOIN inbound_messages m ON m.command_id = c.command_id WHERE m.provider_message_id = $1",
-    )
-    .bind(&asked)
-    .fetch_one(&mut conn)
-    .await
-    .expect("the command and its confirmation");
-    let id: String = sqlx::Row::try_get(&row, 0).expect("id");
-    let code: String = sqlx::Row::try_get(&row, 1).expect("code");
+    let (id, _, code) = crate::helpers::confirmation_of(db, &asked).await;
     assert_eq!(meta.text(&format!("{asked}-yes"), who, &format!("YES {code}")).await.status(), 200);
-    id.parse().expect("uuid")
+    id
 }
 
 async fn state_and_reason(db: &TestDb, id: Uuid) -> (String, Option<String>) {

@@ -120,20 +120,8 @@ pub(crate) async fn awaiting_step_up(db: &TestDb, app: &TestApp, order: &str) ->
     let meta = Meta::new(app, db);
     let asked = format!("wamid.S-{order}");
     assert_eq!(meta.text(&asked, ADMIN, &format!("close account {order}")).await.status(), 200);
-    let mut conn = db.raw().await;
-    let row = sqlx::query(
-        "SELECT c.command_id, c.idempotency_key, f.code FROM commands c JOIN confirmations f ON f.command_id = c.command_id
-         JOIN inbound_messages m ON m.command_id = c.command_id WHERE m.provider_message_id = $1",
-    )
-    .bind(&asked)
-    .fetch_one(&mut conn)
-    .await
-    .expect("the command and its confirmation");
-    let id: String = sqlx::Row::try_get(&row, 0).expect("id");
-    let key: String = sqlx::Row::try_get(&row, 1).expect("key");
-    let code: String = sqlx::Row::try_get(&row, 2).expect("code");
+    let (id, key, code) = crate::helpers::confirmation_of(db, &asked).await;
     assert_eq!(meta.text(&format!("wamid.Y-{order}"), ADMIN, &format!("YES {code}")).await.status(), 200);
-    let id: Uuid = id.parse().expect("uuid");
     let command = db.store.commands().get(&tenant("demo"), id).await.expect("read").expect("command");
     assert_eq!(command.lifecycle.state.as_str(), "authz_pending");
     assert_eq!(command.reason_code.as_deref(), Some("step_up_required"));

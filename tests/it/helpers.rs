@@ -481,6 +481,23 @@ impl<'a> Meta<'a> {
     }
 }
 
+/// The command a stored inbound message started, its idempotency key and its confirmation's code.
+pub async fn confirmation_of(db: &TestDb, message_id: &str) -> (uuid::Uuid, String, String) {
+    let mut conn = db.raw().await;
+    let row = sqlx::query(
+        "SELECT c.command_id, c.idempotency_key, f.code FROM commands c JOIN confirmations f ON f.command_id = c.command_id
+         JOIN inbound_messages m ON m.command_id = c.command_id WHERE m.provider_message_id = $1",
+    )
+    .bind(message_id)
+    .fetch_one(&mut conn)
+    .await
+    .expect("the command and its confirmation");
+    let id: String = sqlx::Row::try_get(&row, 0).expect("id");
+    let key: String = sqlx::Row::try_get(&row, 1).expect("key");
+    let code: String = sqlx::Row::try_get(&row, 2).expect("code");
+    (id.parse().expect("uuid"), key, code)
+}
+
 /// The command a stored inbound message started.
 pub async fn command_of_message(db: &TestDb, message_id: &str) -> uuid::Uuid {
     let mut conn = db.raw().await;

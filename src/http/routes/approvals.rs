@@ -146,14 +146,16 @@ pub(crate) async fn decision(
         via: "api",
     };
     let decided = decide(&state.engine, &state.policy, &deciding, OffsetDateTime::now_utc()).await?;
-    let (outcome, missing) = match decided {
-        Decided::Waiting(missing) => ("recorded", missing),
-        Decided::Approved => ("approved", vec![]),
-        Decided::Denied => ("denied", vec![]),
-        refused => return Err(refusal(id, refused)),
+    if let Some(refused) = refusal(id, &decided) {
+        return Err(refused);
+    }
+    let outcome = decided.outcome().as_str();
+    let missing = match decided {
+        Decided::Waiting(missing) => missing.into_iter().map(shown).collect(),
+        _ => vec![],
     };
     let approval = view::approval(&state.engine, &principal.tenant, id).await?;
-    Ok(Json(DecisionMade { outcome, missing: missing.into_iter().map(shown).collect(), approval }))
+    Ok(Json(DecisionMade { outcome, missing, approval }))
 }
 
 fn shown(missing: Missing) -> MissingView {
@@ -164,17 +166,18 @@ fn not_found(id: Uuid) -> ApiError {
     Problem::for_status(StatusCode::NOT_FOUND).detail(format!("No approval {id} in this tenant.")).into()
 }
 
-/// A decision that changed nothing, as a problem document.
-fn refusal(id: Uuid, decided: Decided) -> ApiError {
+/// A decision that changed nothing, as a problem document; `None` for one that was counted.
+fn refusal(id: Uuid, decided: &Decided) -> Option<ApiError> {
     let conflict =
         |code: &str, detail: String| Problem::new(StatusCode::CONFLICT, code, "Decided before").detail(detail);
-    match decided {
+    Some(match decided {
+        Decided::Waiting(_) | Decided::Approved | Decided::Denied => return None,
         Decided::NotFound => not_found(id),
         Decided::Settled { status } => conflict("approval_settled", format!("The approval is {}.", status.as_str()))
             .with("status", status.as_str())
             .into(),
         Decided::AlreadyDecided { approve } => {
-            let word = if approve { "approved" } else { "denied" };
+            let word = if *approve { "approved" } else { "denied" };
             conflict("already_decided", format!("You {word} it before; that decision stands.")).into()
         }
         Decided::NotYours(why) => {
@@ -184,8 +187,5 @@ fn refusal(id: Uuid, decided: Decided) -> ApiError {
             };
             Problem::new(StatusCode::FORBIDDEN, "not_yours_to_decide", "Not yours to decide").detail(detail).into()
         }
-        Decided::Waiting(_) | Decided::Approved | Decided::Denied => {
-            Problem::for_status(StatusCode::INTERNAL_SERVER_ERROR).into()
-        }
-    }
+    })
 }

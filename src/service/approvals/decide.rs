@@ -13,6 +13,7 @@ use crate::domain::evidence::decision::Decision;
 use crate::domain::evidence::{EvidenceDraft, TraceBindings};
 use crate::domain::lifecycle::{EvidenceKind, State};
 use crate::domain::registry::approvals::{self, Decided as Counted, Missing, Tally};
+use crate::domain::replies::ApprovalOutcome;
 use crate::service::engine::{Engine, EngineError};
 use crate::service::security::Policy;
 use crate::store::{ApprovalDecision, ApprovalStatus, StepWrite, StoredApproval};
@@ -49,6 +50,22 @@ pub enum Decided {
     NotYours(NotYours),
     /// No such approval in the tenant.
     NotFound,
+}
+
+impl Decided {
+    /// What the decision came to, as the approver is told and the API answers.
+    pub fn outcome(&self) -> ApprovalOutcome {
+        match self {
+            Decided::Waiting(_) => ApprovalOutcome::Recorded,
+            Decided::Approved => ApprovalOutcome::Approved,
+            Decided::Denied => ApprovalOutcome::Denied,
+            Decided::AlreadyDecided { .. } => ApprovalOutcome::AlreadyDecided,
+            Decided::Settled { .. } => ApprovalOutcome::Settled,
+            Decided::NotYours(NotYours::OwnRequest) => ApprovalOutcome::OwnRequest,
+            Decided::NotYours(NotYours::NotAnApprover) => ApprovalOutcome::NotAnApprover,
+            Decided::NotFound => ApprovalOutcome::Unknown,
+        }
+    }
 }
 
 /// Why someone may not decide.

@@ -6,13 +6,9 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::domain::command::TenantId;
+use crate::domain::instants::rfc3339;
 use crate::service::engine::Engine;
 use crate::store::{ApprovalDecision, StoreError, StoredApproval};
-
-/// An instant as RFC 3339 (as the API writes every time).
-fn rfc3339(at: time::OffsetDateTime) -> String {
-    at.format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
-}
 
 /// One approval.
 #[derive(Debug, Clone, Serialize, ToSchema)]

@@ -8,8 +8,8 @@ use uuid::Uuid;
 
 use crate::domain::directory::{Actor, Tenant};
 use crate::domain::message::{Content, InboundStatus};
-use crate::domain::replies::{ApprovalAnswer, ApprovalOutcome, Reply};
-use crate::service::approvals::decide::{Decided, Deciding, NotYours, decide};
+use crate::domain::replies::{ApprovalAnswer, Reply};
+use crate::service::approvals::decide::{Decided, Deciding, decide};
 use crate::service::engine::EngineError;
 use crate::service::intake::{Handled, Ingress};
 use crate::store::ReplyTo;
@@ -56,17 +56,13 @@ impl Ingress {
         let decided = decide(self.engine(), self.policy(), &deciding, now).await?;
         let shown = crate::service::approvals::view::approval(self.engine(), &tenant.id, tap.approval_id).await?;
         let what = shown.as_ref().map(|a| a.what.clone()).unwrap_or_default();
-        let (outcome, status, missing) = match &decided {
-            Decided::Waiting(missing) => (ApprovalOutcome::Recorded, "", missing.iter().map(|m| m.approvals).sum()),
-            Decided::Approved => (ApprovalOutcome::Approved, "", 0),
-            Decided::Denied => (ApprovalOutcome::Denied, "", 0),
-            Decided::AlreadyDecided { .. } => (ApprovalOutcome::AlreadyDecided, "", 0),
-            Decided::Settled { status } => (ApprovalOutcome::Settled, status.as_str(), 0),
-            Decided::NotYours(NotYours::OwnRequest) => (ApprovalOutcome::OwnRequest, "", 0),
-            Decided::NotYours(NotYours::NotAnApprover) => (ApprovalOutcome::NotAnApprover, "", 0),
-            Decided::NotFound => (ApprovalOutcome::Unknown, "", 0),
+        let (status, missing) = match &decided {
+            Decided::Waiting(missing) => (String::new(), missing.iter().map(|m| m.approvals).sum()),
+            Decided::Settled { status } => (status.as_str().to_owned(), 0),
+            _ => (String::new(), 0),
         };
-        let answer = ApprovalAnswer { outcome: outcome.as_str(), what, status: status.to_owned(), missing };
+        let outcome = decided.outcome();
+        let answer = ApprovalAnswer { outcome, what, status, missing };
         let reply = reply_to.message(&Reply::ApprovalAnswer(answer));
         self.record(message, Some(tenant), InboundStatus::Answer, &[reply], Handled::ApprovalDecision(outcome), now)
             .await

@@ -4,7 +4,6 @@
 
 use serde::Serialize;
 use serde_json::Value;
-use time::OffsetDateTime;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -18,9 +17,7 @@ use crate::service::engine::Engine;
 use crate::service::security::Policy;
 use crate::store::{StoreError, StoredCommand, TransitionRecord};
 
-pub fn rfc3339(at: OffsetDateTime) -> String {
-    at.format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
-}
+pub use crate::domain::instants::rfc3339;
 
 /// A command's status: where it is, how it ended and why, what may be done next.
 #[derive(Debug, Clone, Serialize, ToSchema)]

@@ -71,7 +71,7 @@ pub fn samples() -> Vec<Reply> {
     // One answer per outcome an approver may be told.
     samples.extend(ApprovalOutcome::ALL.iter().map(|outcome| {
         Reply::ApprovalAnswer(ApprovalAnswer {
-            outcome: outcome.as_str(),
+            outcome: *outcome,
             what: "refund 250.00 on order 1234".into(),
             status: "approved".into(),
             missing: 1,

@@ -100,7 +100,7 @@ pub async fn asks(
         command_id: e.command_id,
         rules: approval.needs.iter().map(|(rule, _)| rule.clone()).collect(),
         approvals: approval.needs.iter().map(|(_, need)| need.quorum).max().unwrap_or(1),
-        within_minutes: (approval.expires_at - OffsetDateTime::now_utc()).whole_minutes().max(0) as u64,
+        within_minutes: approval.needs.iter().map(|(_, need)| need.within.as_secs() / 60).max().unwrap_or(0),
     };
     let reply = Reply::ApprovalRequest(request);
     let messages = people.iter().filter_map(|person| {
