@@ -15,6 +15,9 @@ named_enum! {
         Validated => "validated",
         Routed => "routed",
         Delivered => "delivered",
+        // The executor said the execution waits for people's approval (workflow seed §6.10,
+        // `RUNNING → WAITING`); a decision moves it back to `delivered` or closes it.
+        Waiting => "waiting",
         Executed => "executed",
         Closed => "closed",
     }
@@ -33,6 +36,9 @@ named_enum! {
         ExecutionFailed => "execution_ack_failure",
         ExecutionInProgress => "execution_ack_in_progress",
         ExecutionTimeout => "execution_timeout",
+        ExecutionWaiting => "execution_ack_waiting",
+        ApprovalGranted => "approval_granted",
+        ApprovalRejected => "approval_rejected",
         TtlExpired => "ttl_expired",
         ForceClose => "force_close",
     }
@@ -92,6 +98,13 @@ pub const TRANSITIONS: &[(DeliveryState, DeliveryEvent, DeliveryState, Option<Ac
     (S::Delivered, E::ExecutionFailed, S::Executed, Some(Ack::Execution)),
     (S::Delivered, E::ExecutionInProgress, S::Delivered, Some(Ack::Execution)),
     (S::Delivered, E::ExecutionTimeout, S::Closed, Some(Ack::Failure)),
+    // The seed's human in the loop (workflow §6.6): WAITING → RUNNING on HUMAN_APPROVED, → FAILED on
+    // HUMAN_REJECTED. No execution timer runs while it waits: the approval's own wait bounds it.
+    (S::Delivered, E::ExecutionWaiting, S::Waiting, Some(Ack::Execution)),
+    (S::Waiting, E::ApprovalGranted, S::Delivered, None),
+    (S::Waiting, E::ApprovalRejected, S::Closed, Some(Ack::Failure)),
+    // An executor may give up on its own while it waits; it may not succeed without the decision.
+    (S::Waiting, E::ExecutionFailed, S::Executed, Some(Ack::Execution)),
     (S::Executed, E::ForceClose, S::Closed, None),
 ];
 
@@ -136,6 +149,7 @@ fn is_duplicate(state: DeliveryState, event: DeliveryEvent) -> bool {
     match event {
         E::DeliveryAck => matches!(state, S::Delivered | S::Executed),
         E::ExecutionSucceeded | E::ExecutionFailed | E::ExecutionInProgress => state == S::Executed,
+        E::ExecutionWaiting => matches!(state, S::Waiting | S::Executed),
         _ => false,
     }
 }
@@ -176,6 +190,82 @@ pub fn aggregate(targets: &[Option<bool>]) -> Overall {
     }
 }
 
+/// What an executor says when its execution waits for people's approval (workflow seed §6.10,
+/// `ExecutionResult.waiting("approval_required")`): why, and, when it knows, by whom and how many.
+/// The same on every transport: an HTTP answer's or ACK's `waiting`, a bus agent's `.waiting`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalWait {
+    /// Why, as a code (`approval_required` when left out, or the executor's own).
+    #[serde(default = "approval_required")]
+    pub reason: String,
+    /// Why, in words an approver reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The roles whose holders may approve; the command's own approval rules' when left out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roles: Vec<String>,
+    /// How many distinct people must approve (1 when left out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
+    pub quorum: Option<u32>,
+    /// How long the execution may wait, in seconds, before it is rejected as expired; the
+    /// command's approval rules' longest wait (else an hour) when left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
+    pub within_secs: Option<u64>,
+}
+
+fn approval_required() -> String {
+    "approval_required".into()
+}
+
+impl ApprovalWait {
+    /// The seed's `waiting("approval_required")`: by the command's own approvers.
+    pub fn required() -> Self {
+        Self { reason: approval_required(), message: None, roles: vec![], quorum: None, within_secs: None }
+    }
+
+    /// The wait's fields picked out of a bus agent's message, which carries others beside them.
+    pub fn picked_from(fields: &Value) -> Result<Self, serde_json::Error> {
+        let picked: serde_json::Map<String, Value> = ["reason", "message", "roles", "quorum", "within_secs"]
+            .into_iter()
+            .filter_map(|key| fields.get(key).filter(|v| !v.is_null()).map(|v| (key.to_owned(), v.clone())))
+            .collect();
+        serde_json::from_value(Value::Object(picked))
+    }
+}
+
+/// What a waiting executor is told when its approval is given: the execution goes on under the
+/// same delivery and idempotency key (seed §6.10, "without replaying side effects"). A denial or
+/// an expiry fails the execution instead (`approval_rejected`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize, utoipa::ToSchema)]
+pub struct ApprovalGrant {
+    pub approval_id: uuid::Uuid,
+    /// `approved`.
+    pub decision: String,
+    /// The executor's reason, as it asked.
+    pub reason: String,
+    /// Who approved, in the order they did.
+    pub approvers: Vec<GrantedBy>,
+    /// Where the evidence is read: the command's evidence, whose `approval.decided` artifacts
+    /// name `approval_id`.
+    pub evidence: String,
+}
+
+/// One approver of a grant.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize, utoipa::ToSchema)]
+pub struct GrantedBy {
+    /// The person, as the tenant's directory names them.
+    pub approver: String,
+    /// The roles they held when they approved.
+    pub roles: Vec<String>,
+    /// When (RFC 3339).
+    pub decided_at: String,
+    /// Where: `api`, or the channel they tapped on.
+    pub via: String,
+}
+
 /// What one call to an executor came to.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CallOutcome {
@@ -190,6 +280,8 @@ pub enum CallOutcome {
     Refused { status: u16, error: Value },
     /// Handed to the bus (the broker confirmed it); the agent's ACKs come back over the bus.
     Handed,
+    /// Delivered; the execution waits for people's approval, and resumes when they give it.
+    Waiting(ApprovalWait),
 }
 
 impl CallOutcome {
@@ -200,6 +292,7 @@ impl CallOutcome {
             Self::Executed { succeeded: false, .. } => "failed",
             Self::Delivered { .. } => "delivered",
             Self::Handed => "handed",
+            Self::Waiting(_) => "waiting",
             Self::Retry { .. } => "retry",
             Self::Refused { .. } => "refused",
         }
@@ -222,6 +315,10 @@ mod tests {
             (S::Delivered, E::ExecutionSucceeded | E::ExecutionFailed) => S::Executed,
             (S::Delivered, E::ExecutionInProgress) => S::Delivered,
             (S::Delivered, E::ExecutionTimeout) => S::Closed,
+            (S::Delivered, E::ExecutionWaiting) => S::Waiting,
+            (S::Waiting, E::ApprovalGranted) => S::Delivered,
+            (S::Waiting, E::ApprovalRejected) => S::Closed,
+            (S::Waiting, E::ExecutionFailed) => S::Executed,
             (S::Closed, _) => return None,
             (_, E::TtlExpired | E::ForceClose) => S::Closed,
             _ => return None,
@@ -247,7 +344,9 @@ mod tests {
         for state in DeliveryState::ALL {
             for event in DeliveryEvent::ALL {
                 if let Ok(Applied::Moved { from, to, .. }) = apply(*state, *event) {
-                    assert!(order(to) >= order(from), "{from} -> {to} on {event}");
+                    // The one way back: an approval resumes the waiting execution (seed §6.6).
+                    let resumed = (from, event, to) == (S::Waiting, &E::ApprovalGranted, S::Delivered);
+                    assert!(resumed || order(to) >= order(from), "{from} -> {to} on {event}");
                 }
             }
             assert!(apply(S::Closed, E::TtlExpired).is_err());

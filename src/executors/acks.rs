@@ -15,15 +15,18 @@ use crate::service::dispatch::DeliveryPlan;
 
 use crate::domain::command::TenantId;
 use crate::domain::delivery::Applied;
+use crate::domain::delivery::ApprovalWait;
 use crate::domain::delivery::DeliveryEvent;
 use crate::domain::delivery::DeliveryState;
 use crate::domain::delivery::LogOutcome;
 use crate::domain::delivery::OutOfOrder;
+use crate::service::approvals::execution;
 use crate::service::dispatch::conclude;
 use crate::service::dispatch::dispatch_rows;
 use crate::service::dispatch::handover::{Delivery, DeliveryLogEntry, StepOutcome, StepWrite};
 use crate::service::engine::Engine;
 use crate::service::engine::EngineError;
+use crate::service::security::Policy;
 
 crate::domain::names::named_enum! {
     /// What an ACK reports: the command reached the executor, or how its execution went.
@@ -37,6 +40,7 @@ crate::domain::names::named_enum! {
     /// How an execution went, as an execution ACK says.
     AckStatus {
         InProgress => "in_progress",
+        Waiting => "waiting",
         Succeeded => "succeeded",
         Failed => "failed",
     }
@@ -66,6 +70,9 @@ pub struct AckRequest {
     #[serde(default)]
     #[schema(value_type = Value)]
     pub error: Option<Value>,
+    /// For `waiting`: what the execution waits for (the command's own approvers when left out).
+    #[serde(default)]
+    pub waiting: Option<ApprovalWait>,
     /// A terminal execution ACK that proves the delivery too, when no delivery ACK came before
     /// it (a bus agent's answer to a replay, say). Never read from a request: an HTTP executor
     /// acknowledges the delivery by answering the call.
@@ -111,6 +118,11 @@ impl AckRequest {
         Self::from(target, "execution", Some("succeeded"), Some(result), None)
     }
 
+    /// `target`'s execution waits for people's approval.
+    pub fn waiting(target: &str, wait: ApprovalWait) -> Self {
+        Self { waiting: Some(wait), ..Self::from(target, "execution", Some("waiting"), None, None) }
+    }
+
     /// `target` could not execute the command; `error` is `{code, message, retryable}`.
     pub fn failed(target: &str, error: Value) -> Self {
         Self::from(target, "execution", Some("failed"), None, Some(error))
@@ -123,6 +135,7 @@ impl AckRequest {
             status: status.map(str::to_owned),
             result,
             error,
+            waiting: None,
             implies_delivery: kind == "execution",
         }
     }
@@ -130,11 +143,14 @@ impl AckRequest {
     fn event(&self) -> Result<(DeliveryEvent, Option<Value>), AckError> {
         let invalid = |m: &str| AckError::Invalid(m.to_owned());
         let status = self.status.as_deref().map(str::parse::<AckStatus>).transpose();
-        let status = status.map_err(|_| invalid("`status` is in_progress, succeeded or failed"))?;
+        let status = status.map_err(|_| invalid("`status` is in_progress, waiting, succeeded or failed"))?;
         let kind = self.kind.parse::<AckKind>().map_err(|_| invalid("`type` is `delivery` or `execution`"))?;
         match (kind, status) {
             (AckKind::Delivery, _) => Ok((DeliveryEvent::DeliveryAck, None)),
             (AckKind::Execution, Some(AckStatus::InProgress)) => Ok((DeliveryEvent::ExecutionInProgress, None)),
+            (AckKind::Execution, Some(AckStatus::Waiting)) => {
+                Ok((DeliveryEvent::ExecutionWaiting, Some(json!({"waiting": self.wait()}))))
+            }
             (AckKind::Execution, Some(AckStatus::Succeeded)) => {
                 Ok((DeliveryEvent::ExecutionSucceeded, Some(self.result.clone().unwrap_or(Value::Null))))
             }
@@ -143,9 +159,14 @@ impl AckRequest {
                 Ok((DeliveryEvent::ExecutionFailed, Some(error)))
             }
             (AckKind::Execution, None) => {
-                Err(invalid("an execution ACK has `status`: in_progress, succeeded or failed"))
+                Err(invalid("an execution ACK has `status`: in_progress, waiting, succeeded or failed"))
             }
         }
+    }
+
+    /// What a `waiting` ACK waits for.
+    fn wait(&self) -> ApprovalWait {
+        self.waiting.clone().unwrap_or_else(ApprovalWait::required)
     }
 }
 
@@ -160,9 +181,10 @@ pub fn ack_condition() -> Value {
 
 const ATTEMPTS: usize = 4;
 
-/// Applies one ACK to the command's delivery within `tenant`.
+/// Applies one ACK to the command's delivery within `tenant`; a `waiting` ACK asks the
+/// approvers `policy` names.
 pub async fn apply_ack(
-    engine: &Engine,
+    (engine, policy): (&Engine, &Policy),
     tenant: &TenantId,
     command_id: Uuid,
     ack: &AckRequest,
@@ -181,8 +203,11 @@ pub async fn apply_ack(
             return Err(AckError::NoDelivery(ack.target.clone().unwrap_or_else(|| "its target".into())));
         };
         let mut plan = DeliveryPlan::existing(&delivery);
-        let terminal = matches!(event, DeliveryEvent::ExecutionSucceeded | DeliveryEvent::ExecutionFailed);
-        if ack.implies_delivery && terminal && delivery.state == DeliveryState::Routed {
+        let answer = matches!(
+            event,
+            DeliveryEvent::ExecutionSucceeded | DeliveryEvent::ExecutionFailed | DeliveryEvent::ExecutionWaiting
+        );
+        if ack.implies_delivery && answer && delivery.state == DeliveryState::Routed {
             let _ = plan.apply(DeliveryEvent::DeliveryAck, Some(json!({"implied_by": event.as_str()})));
         }
         match plan.apply(event, detail.clone()) {
@@ -203,6 +228,11 @@ pub async fn apply_ack(
                 return Ok(AckOutcome::Duplicate { state: delivery.state });
             }
             Ok(Applied::Moved { to, .. }) => {
+                if to == DeliveryState::Waiting {
+                    let wait = ack.wait();
+                    let asked = execution::ask(policy, &command, (&delivery.target, &wait), &mut plan, now);
+                    asked.await?.map_err(|unaskable| AckError::Invalid(unaskable.0))?;
+                }
                 if commit(engine, &command, &delivery, plan, now).await? {
                     return Ok(AckOutcome::Applied { state: to });
                 }

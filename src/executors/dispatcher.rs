@@ -13,7 +13,7 @@ use time::OffsetDateTime;
 
 use crate::config::Config;
 use crate::domain::command::TenantId;
-use crate::domain::delivery::DeliveryEvent;
+use crate::domain::delivery::{DeliveryEvent, DeliveryState};
 use crate::domain::retry::RetryPolicy;
 use crate::executors::executor::CallOutcome;
 use crate::executors::executor::Executor;
@@ -167,6 +167,11 @@ impl Dispatcher {
         self.calls.wait().await;
     }
 
+    /// Who may approve what (an executor's waiting answer asks them).
+    pub(super) fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
     pub(super) fn gateway(&self) -> &crate::service::ooc::Gateway {
         &self.gateway
     }
@@ -231,13 +236,18 @@ impl Dispatcher {
         Some(match outcome {
             CallOutcome::Handed => return None,
             CallOutcome::Executed { succeeded, detail } => {
-                let _ = plan.apply(DeliveryEvent::DeliveryAck, None);
+                delivered(plan);
                 let event = if succeeded { DeliveryEvent::ExecutionSucceeded } else { DeliveryEvent::ExecutionFailed };
                 let _ = plan.apply(event, Some(detail));
                 OutboxSettle::Done(row.id)
             }
+            CallOutcome::Waiting(wait) => {
+                delivered(plan);
+                let _ = plan.apply(DeliveryEvent::ExecutionWaiting, Some(json!({"waiting": wait})));
+                OutboxSettle::Done(row.id)
+            }
             CallOutcome::Delivered { working } => {
-                let _ = plan.apply(DeliveryEvent::DeliveryAck, None);
+                delivered(plan);
                 if working {
                     let _ = plan.apply(DeliveryEvent::ExecutionInProgress, None);
                 }
@@ -245,7 +255,7 @@ impl Dispatcher {
                 OutboxSettle::Done(row.id)
             }
             CallOutcome::Refused { status, error } => {
-                let _ = plan.apply(DeliveryEvent::DeliveryAck, None);
+                delivered(plan);
                 let code = error["error"]["code"].as_str().unwrap_or("executor_rejected").to_owned();
                 let detail = json!({"code": code, "status": status, "error": error});
                 let _ = plan.apply(DeliveryEvent::ExecutionFailed, Some(detail));
@@ -273,6 +283,13 @@ impl Dispatcher {
     /// The registry's `timeout` for the command (how long its execution may take).
     fn execution_timeout(&self, command: &StoredCommand) -> Duration {
         self.policy.known_spec_of(command).map_or(Duration::from_secs(30), |s| s.timeout)
+    }
+}
+
+/// An answer proves the delivery, unless it was proved before (a resumed execution's answer).
+fn delivered(plan: &mut DeliveryPlan) {
+    if plan.state() == DeliveryState::Routed {
+        let _ = plan.apply(DeliveryEvent::DeliveryAck, None);
     }
 }
 

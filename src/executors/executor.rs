@@ -23,6 +23,7 @@ use crate::executors::bus::Bus;
 use crate::executors::jetstream::{JetStream, cloudevents};
 
 pub use crate::domain::delivery::CallOutcome;
+use crate::domain::delivery::{ApprovalGrant, ApprovalWait};
 
 #[derive(Debug, Clone)]
 pub enum Executor {
@@ -89,8 +90,10 @@ impl Executor {
 
     /// Hands the command to the executor once. The delivery id is the Standard Webhooks message id
     /// (the same on every attempt); the outbox row's is the CloudEvent's (a declined command handed
-    /// over again is a new event, a publish sent again after a lost acknowledgement is not).
-    pub async fn call(&self, envelope: &CommandEnvelope, ids: CallIds) -> CallOutcome {
+    /// over again is a new event, a publish sent again after a lost acknowledgement is not). With
+    /// `resume`, it tells the executor that its waiting execution was approved: the same command,
+    /// idempotency key and delivery, the grant beside them, as a message of its own (the row's id).
+    pub async fn call(&self, envelope: &CommandEnvelope, ids: CallIds, resume: Option<&ApprovalGrant>) -> CallOutcome {
         match self {
             Self::Echo => CallOutcome::Executed { succeeded: true, detail: json!(envelope.args) },
             // The dispatcher runs the gateway's commands itself (they read the store).
@@ -106,7 +109,7 @@ impl Executor {
                 detail: json!({"code": code, "message": "the built-in failing executor always fails"}),
             },
             Self::Amqp { bus, agent, .. } => {
-                let message = bloodbank::command_event(agent, envelope, &bus.host, OffsetDateTime::now_utc());
+                let message = bloodbank::command_event(agent, envelope, resume, &bus.host, OffsetDateTime::now_utc());
                 match bus.publish(&message).await {
                     Ok(()) => CallOutcome::Handed,
                     Err(error) => CallOutcome::Retry { error, retry_after: None },
@@ -114,19 +117,23 @@ impl Executor {
             }
             Self::Nats { stream, agent } => {
                 let address = (ids.message, stream.command_subject());
-                let event = cloudevents::invocation_start(agent, envelope, address, OffsetDateTime::now_utc());
+                let mut event = cloudevents::invocation_start(agent, envelope, address, OffsetDateTime::now_utc());
+                event.data.context.approval = resume.cloned();
                 match stream.publish(&event).await {
                     Ok(()) => CallOutcome::Handed,
                     Err(error) => CallOutcome::Retry { error, retry_after: None },
                 }
             }
             Self::Http { url, secret, client, .. } => {
-                let body = match serde_json::to_vec(envelope) {
+                let body = match resumed_body(envelope, resume) {
                     Ok(body) => body,
                     Err(e) => return CallOutcome::Refused { status: 0, error: json!({"message": e.to_string()}) },
                 };
-                let id = format!("msg_{}", ids.delivery.simple());
-                let request = client.post(url).header("x-chatgate-attempt", ids.attempt.to_string());
+                let id = format!("msg_{}", if resume.is_some() { ids.message } else { ids.delivery }.simple());
+                let request = client
+                    .post(url)
+                    .header("x-chatgate-attempt", ids.attempt.to_string())
+                    .header("x-chatgate-delivery-id", ids.delivery.to_string());
                 post_signed(request, secret.as_deref(), &id, envelope, body).await
             }
         }
@@ -177,6 +184,16 @@ impl Executor {
     }
 }
 
+/// The envelope as JSON, with the grant as `approval` when it resumes a waiting execution.
+fn resumed_body(envelope: &CommandEnvelope, resume: Option<&ApprovalGrant>) -> Result<Vec<u8>, serde_json::Error> {
+    let Some(grant) = resume else { return serde_json::to_vec(envelope) };
+    let mut body = serde_json::to_value(envelope)?;
+    if let Some(fields) = body.as_object_mut() {
+        fields.insert("approval".into(), serde_json::to_value(grant)?);
+    }
+    serde_json::to_vec(&body)
+}
+
 /// POSTs a JSON body with the command's idempotency key, correlation id and a Standard Webhooks
 /// signature, and reads the answer.
 async fn post_signed(
@@ -224,6 +241,15 @@ pub fn classify(status: StatusCode, retry_after: Option<Duration>, body: &str) -
             Some("succeeded") => CallOutcome::Executed { succeeded: true, detail: parsed["result"].clone() },
             Some("failed") => CallOutcome::Executed { succeeded: false, detail: error_of(&parsed) },
             Some("in_progress") => CallOutcome::Delivered { working: true },
+            // `waiting` with what it waits for; an executor that says only that it waits asks the
+            // command's own approvers (`ExecutionResult.waiting("approval_required")`).
+            Some("waiting") => match serde_json::from_value::<Option<ApprovalWait>>(parsed["waiting"].clone()) {
+                Ok(wait) => CallOutcome::Waiting(wait.unwrap_or_else(ApprovalWait::required)),
+                Err(error) => CallOutcome::Executed {
+                    succeeded: false,
+                    detail: json!({"code": "executor_error", "message": format!("an unreadable `waiting`: {error}")}),
+                },
+            },
             _ => CallOutcome::Delivered { working: false },
         };
     }

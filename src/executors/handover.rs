@@ -15,12 +15,13 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::domain::command::TenantId;
-use crate::domain::delivery::{DeliveryEvent, DeliveryState};
+use crate::domain::delivery::{ApprovalGrant, ApprovalWait, DeliveryEvent, DeliveryState};
 use crate::domain::lifecycle::State;
 use crate::executors::dispatcher::{Dispatcher, Target};
-use crate::executors::executor::{CallIds, Executor};
+use crate::executors::executor::{CallIds, CallOutcome, Executor};
+use crate::service::approvals::execution;
 use crate::service::dispatch::handover::{ClaimedMessage, Delivery, OutboxSettle, StepOutcome, StepWrite};
-use crate::service::dispatch::{Conclusion, DeliveryPlan};
+use crate::service::dispatch::{Conclusion, DeliveryPlan, DispatchOrder};
 use crate::service::engine::EngineError;
 use crate::service::reads::StoredCommand;
 
@@ -29,8 +30,9 @@ enum Prepared {
     /// Nothing to hand over (the command moved on, or this dispatch already delivered): only
     /// the row's fate is written.
     Settled(OutboxSettle),
-    /// For its executor, once its delivery is routed on record.
-    Ready { command: StoredCommand, target: Arc<Target>, plan: DeliveryPlan },
+    /// For its executor, once its delivery is routed on record; `resume` tells a waiting
+    /// execution that it was approved.
+    Ready { command: StoredCommand, target: Arc<Target>, plan: DeliveryPlan, resume: Option<ApprovalGrant> },
     /// No executor of that name: the delivery failed routing, which is concluded at once.
     Unroutable { command: StoredCommand, plan: DeliveryPlan },
 }
@@ -104,13 +106,12 @@ impl Dispatcher {
         let calls = group.rows.iter().zip(&group.prepared).map(|(row, prepared)| {
             let lane = lane.clone();
             async move {
-                let Some(Prepared::Ready { command, target, plan }) = prepared else { return None };
-                let Some(lane) = lane else { return Some(self.call(row, command, target, plan).await) };
+                let Some(Prepared::Ready { command, target, plan, resume }) = prepared else { return None };
+                let ready = (command, target.as_ref(), plan, resume.as_ref());
+                let Some(lane) = lane else { return Some(self.call(row, ready).await) };
                 let permit = lane.calls.clone().acquire_owned().await.ok();
                 let called = match permit {
-                    Some(_permit) if claimed_at.elapsed() <= target.lease / 2 => {
-                        Some(self.call(row, command, target, plan).await)
-                    }
+                    Some(_permit) if claimed_at.elapsed() <= target.lease / 2 => Some(self.call(row, ready).await),
                     _ => None,
                 };
                 lane.left();
@@ -168,10 +169,14 @@ impl Dispatcher {
         };
         let target_name = row.destination.as_str();
         let mut plan = delivery.map_or_else(|| DeliveryPlan::create(&command, target_name), DeliveryPlan::existing);
-        // Nothing (more) to hand over: the command moved on, or this dispatch already delivered.
-        if command.lifecycle.state != State::Started
-            || matches!(plan.state(), DeliveryState::Delivered | DeliveryState::Executed | DeliveryState::Closed)
-        {
+        let resume = DispatchOrder::of(&row.payload, target_name).resume;
+        // Nothing (more) to hand over: the command moved on, this dispatch already delivered, or
+        // (a grant) the execution it resumes answered already.
+        let handed = match resume {
+            Some(_) => plan.state() != DeliveryState::Delivered,
+            None => !matches!(plan.state(), DeliveryState::Received | DeliveryState::Validated | DeliveryState::Routed),
+        };
+        if command.lifecycle.state != State::Started || handed {
             return Prepared::Settled(OutboxSettle::Done(row.id));
         }
         if plan.state() == DeliveryState::Received {
@@ -187,7 +192,7 @@ impl Dispatcher {
             plan.expect_delivery_by(now + target.delivery_timeout);
         }
         tracing::trace!(command = %command_id, target = target_name, "ready for its executor");
-        Prepared::Ready { command, target, plan }
+        Prepared::Ready { command, target, plan, resume }
     }
 
     /// Puts every ready delivery's routing on record before any call, in one transaction, so
@@ -230,8 +235,8 @@ impl Dispatcher {
             .enumerate()
             .map(|(i, p)| match (p, routed.get(&i)) {
                 (_, Some(false)) => None,
-                (Prepared::Ready { command, target, plan }, Some(true)) => {
-                    Some(Prepared::Ready { command, target, plan: plan.on_record() })
+                (Prepared::Ready { command, target, plan, resume }, Some(true)) => {
+                    Some(Prepared::Ready { command, target, plan: plan.on_record(), resume })
                 }
                 (p, _) => Some(p),
             })
@@ -243,9 +248,7 @@ impl Dispatcher {
     async fn call(
         &self,
         row: &ClaimedMessage,
-        command: &StoredCommand,
-        target: &Target,
-        plan: &DeliveryPlan,
+        (command, target, plan, resume): (&StoredCommand, &Target, &DeliveryPlan, Option<&ApprovalGrant>),
     ) -> (DeliveryPlan, Option<OutboxSettle>) {
         use crate::service::telemetry::{Carried, carrying, dispatch_span};
         let span = dispatch_span(command, &row.destination, row.attempt);
@@ -255,15 +258,44 @@ impl Dispatcher {
             Executor::Gateway => carrying(carried, self.gateway().call(command).instrument(span)).await,
             executor => {
                 let ids = CallIds { delivery: plan.id(), message: row.id, attempt: row.attempt };
-                carrying(carried, executor.call(&command.envelope, ids).instrument(span)).await
+                carrying(carried, executor.call(&command.envelope, ids, resume).instrument(span)).await
             }
         };
         let executor = row.destination.clone();
         metrics::counter!("chatgate_dispatch_attempts_total", "executor" => executor, "outcome" => outcome.label())
             .increment(1);
         let mut plan = plan.clone();
+        let waiting = match &outcome {
+            CallOutcome::Waiting(wait) => Some(wait.clone()),
+            _ => None,
+        };
+        let before = plan.clone();
         let settle = self.settle_after(outcome, &mut plan, row, target, command, OffsetDateTime::now_utc());
+        if let Some(wait) = waiting
+            && let Err(error) = self.wait_for_approval(command, &row.destination, &wait, &mut plan).await
+        {
+            // Nothing written: the row is called again shortly, and the executor answers again.
+            let at = OffsetDateTime::now_utc() + std::time::Duration::from_secs(1);
+            return (before, Some(OutboxSettle::Retry { id: row.id, at, error: error.to_string() }));
+        }
         (plan, settle)
+    }
+
+    /// An executor's answer that its execution waits: the approval it asks for goes into the
+    /// step; an approval no one can give fails the execution at once (`approval_unavailable`).
+    async fn wait_for_approval(
+        &self,
+        command: &StoredCommand,
+        target: &str,
+        wait: &ApprovalWait,
+        plan: &mut DeliveryPlan,
+    ) -> Result<(), EngineError> {
+        let now = OffsetDateTime::now_utc();
+        if let Err(unaskable) = execution::ask(self.policy(), command, (target, wait), plan, now).await? {
+            let detail = json!({"code": execution::APPROVAL_UNAVAILABLE, "message": unaskable.0});
+            let _ = plan.apply(DeliveryEvent::ExecutionFailed, Some(detail));
+        }
+        Ok(())
     }
 
     /// Writes every row's outcome in one transaction, then what follows each conclusion.

@@ -16,9 +16,11 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::domain::agent::AgentState;
+use crate::domain::delivery::ApprovalWait;
 use crate::domain::retry::RetryPolicy;
 use crate::executors::acks::{AckError, AckRequest, apply_ack, redispatch_later};
 use crate::service::engine::Engine;
+use crate::service::security::Policy;
 
 /// An agent on a bus: the executor it is configured as, and how soon a command it declined
 /// for now (a retryable failure before it took the command) is handed to it again.
@@ -39,6 +41,8 @@ pub enum Report {
     /// Done (`success`), done with caveats (`partial`), or done before (`skipped`, the agent's own
     /// dedupe); `detail` is what becomes the command's result.
     Result { command_id: Uuid, outcome: ResultOutcome, detail: Value },
+    /// The agent's execution waits for people's approval (`.waiting`, `invocation.waiting`).
+    Waiting { command_id: Uuid, wait: ApprovalWait },
     /// The agent could not do it; `detail` is `{code, message, retryable, ...}`.
     Error { command_id: Uuid, retryable: bool, retry_after: Option<Duration>, detail: Value },
     /// `agent.{name}.state.changed` (RabbitMQ only).
@@ -54,11 +58,21 @@ pub enum ResultOutcome {
     Skipped,
 }
 
+/// What applying an agent's answers needs: the engine, and the policy whose approvers a waiting
+/// answer asks.
+#[derive(Clone)]
+pub struct Answering {
+    pub engine: Engine,
+    pub policy: Policy,
+}
+
 /// Applies one agent response to its command's delivery; `Err` only when it should be
 /// delivered again (storage failed).
-pub async fn answer(engine: &Engine, agent: &BusAgent, report: Report) -> Result<(), ()> {
+pub async fn answer(answering: &Answering, agent: &BusAgent, report: Report) -> Result<(), ()> {
+    let engine = &answering.engine;
     let (command_id, ack) = match report {
         Report::Ack { command_id } => (command_id, AckRequest::delivery(&agent.target)),
+        Report::Waiting { command_id, wait } => (command_id, AckRequest::waiting(&agent.target, wait)),
         Report::Result { command_id, detail, .. } => (command_id, AckRequest::succeeded(&agent.target, detail)),
         Report::Error { command_id, retryable, retry_after, detail } => {
             if retryable {
@@ -86,7 +100,8 @@ pub async fn answer(engine: &Engine, agent: &BusAgent, report: Report) -> Result
             return Err(());
         }
     };
-    record(apply_ack(engine, &command.envelope.tenant_id, command_id, &ack, now()).await.map(|_| ()))
+    let tenant = &command.envelope.tenant_id;
+    record(apply_ack((engine, &answering.policy), tenant, command_id, &ack, now()).await.map(|_| ()))
 }
 
 /// `Err` (keep the message) only when storage failed; a refusal is recorded where possible and

@@ -11,6 +11,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::domain::command::{IdempotencyKey, TenantId};
+use crate::domain::delivery::ApprovalWait;
 use crate::domain::names::named_enum;
 use crate::domain::registry::approvals::Need;
 use crate::store::named::{self, row};
@@ -30,6 +31,14 @@ named_enum! {
     }
 }
 
+/// Who asked for an approval: the command's policy (its command waits in `authz_pending`), or
+/// the executor of one of its deliveries (the delivery waits; workflow seed §6.10).
+#[derive(Debug, Clone, PartialEq)]
+pub enum AskedBy {
+    Policy,
+    Executor { target: String, wait: ApprovalWait },
+}
+
 /// An approval opened with the move that makes its command wait.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewApproval {
@@ -39,6 +48,7 @@ pub struct NewApproval {
     /// The policy's rules that apply, by name, as they were when it was asked.
     pub needs: Vec<(String, Need)>,
     pub expires_at: OffsetDateTime,
+    pub asked_by: AskedBy,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -54,6 +64,7 @@ pub struct StoredApproval {
     pub expires_at: OffsetDateTime,
     pub settled_at: Option<OffsetDateTime>,
     pub settled_by: Option<String>,
+    pub asked_by: AskedBy,
 }
 
 /// One person's decision.
@@ -85,7 +96,7 @@ pub enum ApprovalWrite {
 macro_rules! approval_select {
     () => {
         "SELECT id, tenant_id, command_id, idempotency_key, requester, needs, status, requested_at, expires_at, \
-         settled_at, settled_by FROM approvals"
+         settled_at, settled_by, origin, target, wait FROM approvals"
     };
 }
 
@@ -102,6 +113,10 @@ fn decode(row: &AnyRow) -> Result<StoredApproval, StoreError> {
         expires_at: from_ms(int(row, "expires_at")?)?,
         settled_at: opt_int(row, "settled_at")?.map(from_ms).transpose()?,
         settled_by: opt_text(row, "settled_by")?,
+        asked_by: match (text(row, "origin")?.as_str(), opt_text(row, "target")?) {
+            ("executor", Some(target)) => AskedBy::Executor { target, wait: json(row, "wait")? },
+            _ => AskedBy::Policy,
+        },
     })
 }
 
@@ -116,9 +131,13 @@ impl Approvals<'_> {
         row.as_ref().map(decode).transpose()
     }
 
-    /// The approval a command waits for (or waited for).
+    /// The approval a command waits for (or waited for) last: its policy's, or its executor's.
     pub async fn of_command(self, tenant: &TenantId, command_id: Uuid) -> Result<Option<StoredApproval>, StoreError> {
-        let row = sqlx::query(concat!(approval_select!(), " WHERE tenant_id = $1 AND command_id = $2"))
+        let sql = concat!(
+            approval_select!(),
+            " WHERE tenant_id = $1 AND command_id = $2 ORDER BY requested_at DESC, id DESC LIMIT 1"
+        );
+        let row = sqlx::query(sql)
             .bind(tenant.as_str())
             .bind(command_id.to_string())
             .fetch_optional(self.store.pool())
@@ -226,6 +245,13 @@ pub(crate) async fn write_approval(
         ApprovalWrite::Open(new) => {
             let command_id = command_id.ok_or_else(|| StoreError::Corrupt("an approval without its command".into()))?;
             let needs = serde_json::to_string(&new.needs).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let (origin, target, wait) = match &new.asked_by {
+                AskedBy::Policy => ("policy", None, None),
+                AskedBy::Executor { target, wait } => {
+                    let wait = serde_json::to_string(wait).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                    ("executor", Some(target.clone()), Some(wait))
+                }
+            };
             let approval = row![
                 "id" => new.id.to_string(),
                 "tenant_id" => tenant.as_str(),
@@ -236,8 +262,14 @@ pub(crate) async fn write_approval(
                 "status" => ApprovalStatus::Pending.as_str(),
                 "requested_at" => to_ms(at),
                 "expires_at" => to_ms(new.expires_at),
+                "origin" => origin,
+                "target" => target,
+                "wait" => wait,
             ];
             named::insert(conn, "approvals", vec![approval], "").await?;
+            if new.asked_by != AskedBy::Policy {
+                return Ok(true);
+            }
             // What the command waits for now (after a step-up it was waiting for the proof).
             sqlx::query("UPDATE commands SET reason_code = 'approval_required' WHERE command_id = $1")
                 .bind(command_id.to_string())
@@ -261,8 +293,9 @@ pub(crate) async fn write_approval(
     }
 }
 
-/// Closes the pending approvals of commands that left `authz_pending` another way than their
-/// approval's settling (an operator's cancel), in the transaction of the move.
+/// Closes the pending approvals of commands that left `authz_pending` or `started` another way
+/// than their approval's settling (an operator's cancel, an executor that gave up waiting), in
+/// the transaction of the move.
 pub(crate) async fn close_approvals(
     conn: &mut AnyConnection,
     command_ids: &[(Uuid, OffsetDateTime)],

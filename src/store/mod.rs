@@ -58,7 +58,9 @@ use tokio::sync::Mutex;
 pub use crate::config::BackendKind;
 pub use admission::{AdmissionWrite, Admitted, DuplicateOf, DuplicateReply};
 pub use api_keys::KeyClaim;
-pub use approvals::{ApprovalDecision, ApprovalStatus, ApprovalWrite, DecisionRecorded, NewApproval, StoredApproval};
+pub use approvals::{
+    ApprovalDecision, ApprovalStatus, ApprovalWrite, AskedBy, DecisionRecorded, NewApproval, StoredApproval,
+};
 pub use batch::GroupCommitStats;
 pub use command_reads::StoredMove;
 pub use commands::{CommandFilter, CommittedTransition, StoredCommand, TransitionRecord, TransitionWrite};

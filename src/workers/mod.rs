@@ -21,6 +21,7 @@ use tokio_util::task::TaskTracker;
 use std::time::Duration;
 
 use crate::executors::dispatcher::Dispatcher;
+use crate::executors::responses::Answering;
 use crate::service::Services;
 use crate::workers::sender::Providers;
 use crate::workers::sender::Sender;
@@ -64,13 +65,14 @@ pub fn spawn(state: &Services, stopping: CancellationToken, on: &tokio::runtime:
     let poll = Duration::from_millis(config.outbound.poll_interval_ms);
     match Dispatcher::new(state.ingress.clone(), config) {
         Ok(dispatcher) => {
+            let answering = Answering { engine: state.engine.clone(), policy: state.policy.clone() };
             for (bus, agents) in dispatcher.bus_listeners() {
-                let engine = dispatcher.engine().clone();
-                tracker.spawn(crate::executors::bus::listen(bus, agents, engine, stopping.clone()));
+                let answering = answering.clone();
+                tracker.spawn(crate::executors::bus::listen(bus, agents, answering, stopping.clone()));
             }
             for (stream, agents) in dispatcher.stream_listeners() {
-                let engine = dispatcher.engine().clone();
-                tracker.spawn(crate::executors::jetstream::listener::listen(stream, agents, engine, stopping.clone()));
+                let (answering, stopping) = (answering.clone(), stopping.clone());
+                tracker.spawn(crate::executors::jetstream::listener::listen(stream, agents, answering, stopping));
             }
             tracker.spawn(dispatch::cancel_notices(dispatcher.clone(), poll, stopping.clone()));
             tracker.spawn(dispatch::run(dispatcher, poll, stopping.clone()));

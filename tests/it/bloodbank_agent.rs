@@ -193,6 +193,21 @@ impl Agent<'_> {
             *count
         };
         let reply = Reply { agent: self, routing_key, command: &command, body: &body };
+        // 77 waits for a supervisor's approval before it does anything (chatgate's `.waiting`),
+        // and does the work once when the command comes back with the grant.
+        if order == "77" {
+            let grant = &body["payload"]["approval"];
+            if grant["decision"] == "approved" {
+                *self.ledger.effects.lock().expect("lock").entry(key).or_default() += 1;
+                let result = json!({"outcome": "success", "result_payload": {"order": order,
+                    "approved_by": grant["approvers"][0]["approver"]}});
+                return reply.send("result", result).await;
+            }
+            reply.send("ack", json!({"fsm_version": 1})).await?;
+            let waiting = json!({"reason": "refund_review", "message": "a supervisor reviews this one",
+                "roles": ["supervisor"]});
+            return reply.send("waiting", waiting).await;
+        }
         match order.as_str() {
             // Busy the first time (the adapter's INVALID_STATE guard): an error, no ack.
             o if o.ends_with("17") && seen == 1 => {

@@ -195,3 +195,31 @@ async fn a_bloodbank_agent_is_understood_on_postgres_too() {
     rig.stop().await;
     db.drop_database().await;
 }
+
+/// An agent that answers `.waiting` (chatgate's own, issue #46) is sent the same command again
+/// once a supervisor approves, with the same idempotency key and the grant in `payload.approval`,
+/// and does the work once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_waiting_agent_is_resumed_after_approval_over_rabbitmq() {
+    let Ok(url) = std::env::var(AMQP_ENV) else {
+        eprintln!("skipped: {AMQP_ENV} is not set");
+        return;
+    };
+    let _shared = BROKER.read().await;
+    let db = TestDb::new(Backend::Sqlite).await.expect("sqlite");
+    let rig = Rig::start(&db, &url).await;
+    ask(&rig.app, &db, 77..=77).await;
+    let id = crate::helpers::command_of_message(&db, "wamid.Q77").await;
+    crate::e2e_executor_approvals::supervisor_approves_the_wait(&db, &rig.app, id).await;
+    let settled = all_settled(&db, 1, Duration::from_secs(30)).await;
+    assert_eq!((settled[0].1.as_str(), settled[0].2.as_deref()), ("executed", None), "{settled:?}");
+    let effects = rig.ledger.effects.lock().expect("lock").clone();
+    assert_eq!(effects.values().copied().collect::<Vec<_>>(), [1], "one effect");
+    assert_eq!(rig.ledger.violations(), Vec::<String>::new());
+    let bodies = rig.ledger.bodies.lock().expect("lock").clone();
+    let ours: Vec<&Value> = bodies.iter().filter(|b| b["payload"]["command_id"] == id.to_string()).collect();
+    assert_eq!(ours.len(), 2, "handed over, then resumed");
+    assert_eq!(ours[0]["payload"]["idempotency_key"], ours[1]["payload"]["idempotency_key"]);
+    assert_eq!(ours[1]["payload"]["approval"]["approvers"][0]["approver"], "15550000003");
+    rig.stop().await;
+}

@@ -207,6 +207,38 @@ async fn commands_round_trip_over_nats_jetstream_on_postgres() {
     round_trip(Backend::Postgres).await;
 }
 
+/// An agent whose invocation waits for people's approval (chatgate's `invocation.waiting`, issue
+/// #46) is asked again, once a supervisor approves, with the same command and idempotency key and
+/// the grant in `data.context.approval`, and completes once.
+async fn waiting_invocation(backend: Backend) {
+    let Some((url, db)) = nats_and_database(backend).await else { return };
+    let rig = Rig::start(&db, &url).await;
+    ask(&rig.app, &db, 77..=77).await;
+    let id = crate::helpers::command_of_message(&db, "wamid.Q77").await;
+    crate::e2e_executor_approvals::supervisor_approves_the_wait(&db, &rig.app, id).await;
+    let settled = all_settled(&db, 1, Duration::from_secs(30)).await;
+    assert_eq!(settled[0].1, "executed", "{settled:?}");
+    rig.check(&settled);
+    let bodies = rig.ledger.bodies.lock().expect("lock").clone();
+    let ours: Vec<&serde_json::Value> = bodies.iter().filter(|b| b["command_id"] == id.to_string()).collect();
+    assert_eq!(ours.len(), 2, "handed over, then resumed");
+    assert_eq!(ours[0]["idempotency_key"], ours[1]["idempotency_key"]);
+    assert_ne!(ours[0]["id"], ours[1]["id"], "the resume is an event of its own");
+    assert_eq!(ours[1]["data"]["context"]["approval"]["approvers"][0]["approver"], "15550000003");
+    rig.stop().await;
+    drop_database(db, backend).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_waiting_invocation_is_resumed_after_approval_on_sqlite() {
+    waiting_invocation(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_waiting_invocation_is_resumed_after_approval_on_postgres() {
+    waiting_invocation(Backend::Postgres).await;
+}
+
 /// A `nats-server -js` of the test's own, on a port and a store directory it keeps across a restart.
 struct OwnServer {
     port: u16,

@@ -22,6 +22,7 @@ mod e2e_approvals;
 mod e2e_console;
 mod e2e_conversation;
 mod e2e_execution;
+mod e2e_executor_approvals;
 mod e2e_health;
 mod e2e_hook_callers;
 mod e2e_hooks;

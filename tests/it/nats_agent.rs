@@ -171,6 +171,20 @@ impl Agent<'_> {
         };
         let invocation = format!("inv-{}", Uuid::new_v4().simple());
         let say = |action: &'static str, data: Value| self.say(command, &invocation, action, data);
+        // 77 waits for a supervisor's approval before it does anything (chatgate's
+        // `invocation.waiting`), and does the work once when the command comes back with the grant.
+        if order == "77" {
+            let grant = &command["data"]["context"]["approval"];
+            if grant["decision"] == "approved" {
+                *self.ledger.effects.lock().expect("lock").entry(key).or_default() += 1;
+                let result = json!({"result": {"order": order, "approved_by": grant["approvers"][0]["approver"]}});
+                return say("completed", result).await;
+            }
+            say("started", json!({})).await?;
+            let waiting = json!({"reason": "refund_review", "message": "a supervisor reviews this one",
+                "roles": ["supervisor"]});
+            return say("waiting", waiting).await;
+        }
         if order.ends_with("19") {
             return say("failed", json!({"error_code": "ROUTE_DENIED", "error_message": "no route to orders"})).await;
         }
@@ -222,8 +236,11 @@ impl Agent<'_> {
             "kind": "event", "ordering_key": format!("invocation:{invocation}"),
             "actor": {"type": "agent_api", "agent_id": self.name}, "data": data,
         });
-        let errors = Schemas::get().errors(action, &event);
-        assert!(errors.is_empty(), "the test agent's own {action} breaks Bloodbank's schema: {errors:?}");
+        // `waiting` is chatgate's own event: Bloodbank has no schema for it.
+        if action != "waiting" {
+            let errors = Schemas::get().errors(action, &event);
+            assert!(errors.is_empty(), "the test agent's own {action} breaks Bloodbank's schema: {errors:?}");
+        }
         let ack = self.context.publish(subject, event.to_string().into()).await.map_err(|e| e.to_string())?;
         ack.await.map(|_| ()).map_err(|e| e.to_string())
     }

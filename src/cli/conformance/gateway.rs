@@ -115,16 +115,32 @@ fn write(dir: &Path, name: &str, text: &str) -> Result<(), String> {
 }
 
 /// Sets a dotted key of a TOML table (tables made as needed) to a JSON value.
+/// Sets `key` (dotted; a number indexes an array: `commands.refund.approvals.0.within`) to
+/// `value`; `null` removes it.
 fn set(table: &mut toml::Table, key: &str, value: &Value) -> Result<(), String> {
-    let value = toml::Value::try_from(value).map_err(|e| format!("`{key}`: {e}"))?;
-    let mut parts: Vec<&str> = key.split('.').collect();
-    let last = parts.pop().ok_or_else(|| format!("`{key}` is not a key"))?;
+    let parts: Vec<&str> = key.split('.').collect();
+    let Some((last, path)) = parts.split_last() else { return Err(format!("`{key}` is not a key")) };
     let mut at = table;
-    for part in parts {
+    let mut path = path.iter().peekable();
+    while let Some(part) = path.next() {
         let entry = at.entry(part.to_owned()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        // `name.0`: the array's item.
+        let index: Option<usize> = path.peek().and_then(|p| p.parse().ok());
+        let entry = match (entry, index) {
+            (toml::Value::Array(items), Some(index)) => {
+                path.next();
+                items.get_mut(index).ok_or_else(|| format!("`{key}`: no item {index}"))?
+            }
+            (entry, _) => entry,
+        };
         at = entry.as_table_mut().ok_or_else(|| format!("`{key}`: `{part}` is not a table"))?;
     }
-    at.insert(last.to_owned(), value);
+    if value.is_null() {
+        at.remove(*last);
+        return Ok(());
+    }
+    let value = toml::Value::try_from(value).map_err(|e| format!("`{key}`: {e}"))?;
+    at.insert((*last).to_owned(), value);
     Ok(())
 }
 

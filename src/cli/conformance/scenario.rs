@@ -183,6 +183,10 @@ pub enum ExecutorMode {
     Unavailable,
     /// Takes the call (202) and answers nothing: the ACKs come over the API.
     Accept,
+    /// Answers that the execution waits for approval (by the command's own approvers) until the
+    /// call carries the grant; then does the work once per idempotency key and answers
+    /// `succeeded` (workflow seed §6.10).
+    WaitForApproval,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]

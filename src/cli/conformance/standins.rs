@@ -31,9 +31,9 @@ impl StandInExecutor {
     pub async fn start() -> std::io::Result<Self> {
         let ledger = Arc::new(Mutex::new(Ledger { mode: ExecutorMode::Succeed, done: HashSet::new() }));
         let answering = ledger.clone();
-        let app = Router::new().fallback(move |headers: HeaderMap| {
+        let app = Router::new().fallback(move |headers: HeaderMap, body: axum::body::Bytes| {
             let ledger = answering.clone();
-            async move { answer(&ledger, &headers) }
+            async move { answer(&ledger, &headers, &body) }
         });
         let url = serve(app).await?;
         Ok(Self { url, ledger })
@@ -51,10 +51,18 @@ impl StandInExecutor {
 
 type Response = axum::http::Response<Body>;
 
-fn answer(ledger: &Mutex<Ledger>, headers: &HeaderMap) -> Response {
+fn answer(ledger: &Mutex<Ledger>, headers: &HeaderMap, body: &[u8]) -> Response {
     let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
     let mut ledger = lock(ledger);
     match ledger.mode {
+        ExecutorMode::WaitForApproval => {
+            let envelope: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+            if envelope["approval"]["decision"] == "approved" {
+                ledger.done.insert(key);
+                return json_answer(StatusCode::OK, &json!({"status": "succeeded", "result": {"done": true}}));
+            }
+            json_answer(StatusCode::OK, &json!({"status": "waiting", "waiting": {"reason": "approval_required"}}))
+        }
         ExecutorMode::Succeed => {
             ledger.done.insert(key);
             json_answer(StatusCode::OK, &json!({"status": "succeeded", "result": {"done": true}}))

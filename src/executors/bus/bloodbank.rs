@@ -18,6 +18,7 @@ use crate::domain::agent::AgentState;
 use crate::domain::agent::command_routing_key;
 use crate::domain::command::CommandEnvelope;
 use crate::domain::command::Risk;
+use crate::domain::delivery::{ApprovalGrant, ApprovalWait};
 use crate::executors::responses::{Report, ResultOutcome};
 use crate::service::ooc::view::rfc3339;
 
@@ -42,12 +43,19 @@ pub fn routing_key(agent: &str, envelope: &CommandEnvelope) -> String {
     command_routing_key(agent, &envelope.intent.action)
 }
 
-/// A command as Bloodbank's command envelope, for `agent`.
-pub fn command_event(agent: &str, envelope: &CommandEnvelope, host: &str, now: OffsetDateTime) -> Publication {
+/// A command as Bloodbank's command envelope, for `agent`; with `resume`, the grant that a
+/// waiting execution of it was approved (in `payload.approval`, chatgate's own field).
+pub fn command_event(
+    agent: &str,
+    envelope: &CommandEnvelope,
+    resume: Option<&ApprovalGrant>,
+    host: &str,
+    now: OffsetDateTime,
+) -> Publication {
     // Bloodbank reads 0 as "no expiry"; a command already past its TTL gets 1 ms, so that the
     // agent's TTL guard refuses it rather than running it forever.
     let ttl_ms = envelope.expires_at.map_or(0, |at| (at - now).whole_milliseconds().max(1));
-    let payload = json!({
+    let mut payload = json!({
         "command_id": envelope.command_id,
         "target_agent": agent,
         "issued_by": envelope.actor_id,
@@ -61,6 +69,9 @@ pub fn command_event(agent: &str, envelope: &CommandEnvelope, host: &str, now: O
         "command_kind": envelope.command_kind,
         "risk": envelope.risk,
     });
+    if let (Some(grant), Some(fields)) = (resume, payload.as_object_mut()) {
+        fields.insert("approval".into(), json!(grant));
+    }
     event(routing_key(agent, envelope), payload, envelope, host, now)
 }
 
@@ -180,6 +191,10 @@ pub fn read(routing_key: &str, data: &[u8]) -> Result<Report, Unreadable> {
     let command_id = fields.command_id;
     Ok(match *kind {
         "ack" => Report::Ack { command_id },
+        "waiting" => {
+            let wait = ApprovalWait::picked_from(fields_of(&body, "command_id"));
+            Report::Waiting { command_id, wait: wait.map_err(|e| Unreadable::Fields(e.to_string()))? }
+        }
         "result" => {
             let outcome = fields.outcome.unwrap_or(ResultOutcome::Success);
             let detail = json!({

@@ -16,18 +16,18 @@ use tokio_util::sync::CancellationToken;
 use crate::domain::agent::AgentState;
 use crate::executors::bus::Bus;
 use crate::executors::bus::bloodbank;
+use crate::executors::responses::Answering;
 use crate::executors::responses::{Agents, Report, answer, keep_listening};
-use crate::service::engine::Engine;
 
 /// How often a listener waiting for deliveries checks that its connection is still up.
 const LIVENESS_CHECK: Duration = Duration::from_secs(1);
 
 /// Listens on the gateway's queue until `stopping`, connecting again after any failure.
 /// `targets` says which executor (target) each agent is configured as.
-pub async fn listen(bus: Arc<Bus>, targets: Agents, engine: Engine, stopping: CancellationToken) {
+pub async fn listen(bus: Arc<Bus>, targets: Agents, answering: Answering, stopping: CancellationToken) {
     let name = format!("amqp exchange {}", bus.exchange);
     keep_listening(&name, &stopping, || async {
-        consume(&bus, &targets, &engine, &stopping).await.map_err(|e| e.to_string())
+        consume(&bus, &targets, &answering, &stopping).await.map_err(|e| e.to_string())
     })
     .await;
 }
@@ -35,7 +35,7 @@ pub async fn listen(bus: Arc<Bus>, targets: Agents, engine: Engine, stopping: Ca
 async fn consume(
     bus: &Bus,
     targets: &Agents,
-    engine: &Engine,
+    answering: &Answering,
     stopping: &CancellationToken,
 ) -> Result<(), lapin::Error> {
     let Ok(setup) = tokio::time::timeout(bus.timeout, subscribe(bus)).await else {
@@ -63,7 +63,7 @@ async fn consume(
             delivery.nack(BasicNackOptions { requeue: true, ..BasicNackOptions::default() }).await?;
             return Ok(());
         }
-        let outcome = route(engine, targets, delivery.routing_key.as_str(), &delivery.data).await;
+        let outcome = route(answering, targets, delivery.routing_key.as_str(), &delivery.data).await;
         match outcome {
             Ok(()) => {
                 delivery.ack(BasicAckOptions::default()).await?;
@@ -92,7 +92,7 @@ async fn subscribe(bus: &Bus) -> Result<(Connection, lapin::Channel, lapin::Cons
 
 /// One message from the bus, to the agent machine (`agent.*` state events) or to the command it
 /// answers; `Err` when storage failed and the broker should keep it.
-async fn route(engine: &Engine, targets: &Agents, routing_key: &str, data: &[u8]) -> Result<(), ()> {
+async fn route(answering: &Answering, targets: &Agents, routing_key: &str, data: &[u8]) -> Result<(), ()> {
     let agent = routing_key.split('.').nth(1).unwrap_or_default();
     let Some(agent) = targets.get(agent) else {
         tracing::debug!(routing_key, "a message for an agent this gateway does not dispatch to");
@@ -104,14 +104,14 @@ async fn route(engine: &Engine, targets: &Agents, routing_key: &str, data: &[u8]
             tracing::warn!(routing_key, %error, "an agent message this gateway cannot read; dropped");
             Ok(())
         }
-        Ok(Report::State { state }) => mirror_state(engine, &agent.target, state).await,
-        Ok(report) => answer(engine, agent, report).await,
+        Ok(Report::State { state }) => mirror_state(answering, &agent.target, state).await,
+        Ok(report) => answer(answering, agent, report).await,
     }
 }
 
 /// An agent's own report of its state (`agent.{name}.state.changed`), mirrored
 /// (`service::agents::mirror`); lost to a concurrent move, the next report brings it up to date.
-async fn mirror_state(engine: &Engine, target: &str, reported: AgentState) -> Result<(), ()> {
+async fn mirror_state(answering: &Answering, target: &str, reported: AgentState) -> Result<(), ()> {
     let now = OffsetDateTime::now_utc();
-    crate::service::agents::mirror(engine.database(), target, reported, now).await.map(drop).map_err(drop)
+    crate::service::agents::mirror(answering.engine.database(), target, reported, now).await.map(drop).map_err(drop)
 }

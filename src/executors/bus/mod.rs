@@ -1,7 +1,7 @@
 //! RabbitMQ executors (the Bloodbank bus): commands are published, persistent and with publisher
 //! confirms, to a durable topic exchange with routing key `command.{agent}.{action}`, in
 //! Bloodbank's own event envelope ([`bloodbank`]); the row is done only once the broker confirmed.
-//! The gateway's own durable queue receives the agents' `command.*.*.ack` / `.result` / `.error`
+//! The gateway's own durable queue receives the agents' `command.*.*.ack` / `.result` / `.error` / `.waiting`
 //! and `agent.*.state.changed` ([`listener`]). Connections are made lazily and made again after a
 //! broker restart.
 
@@ -71,7 +71,8 @@ impl Bus {
         declare_exchange(channel, &self.exchange).await?;
         let durable = QueueDeclareOptions { durable: true, ..QueueDeclareOptions::default() };
         channel.queue_declare(self.queue.as_str().into(), durable, FieldTable::default()).await?;
-        for pattern in ["command.*.*.ack", "command.*.*.result", "command.*.*.error", "agent.*.state.changed"] {
+        let patterns = ["command.*.*.ack", "command.*.*.result", "command.*.*.error", "command.*.*.waiting"];
+        for pattern in patterns.into_iter().chain(["agent.*.state.changed"]) {
             channel
                 .queue_bind(
                     self.queue.as_str().into(),

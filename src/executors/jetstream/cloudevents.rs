@@ -17,6 +17,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::domain::command::CommandEnvelope;
+use crate::domain::delivery::{ApprovalGrant, ApprovalWait};
 use crate::executors::responses::{Report, ResultOutcome};
 use crate::service::ooc::view::rfc3339;
 
@@ -93,6 +94,9 @@ pub struct InvocationContext {
     pub idempotency_key: String,
     /// Milliseconds left before the command expires (0: it does not).
     pub ttl_ms: i128,
+    /// A waiting execution's grant: it was approved, and goes on (chatgate's own field).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalGrant>,
 }
 
 /// The command's invocation for `agent`, handed over as event `id` on `subject`.
@@ -149,6 +153,7 @@ pub fn invocation_start(
                 risk: json!(envelope.risk),
                 idempotency_key: envelope.idempotency_key.to_string(),
                 ttl_ms,
+                approval: None,
             },
         },
     }
@@ -191,8 +196,18 @@ pub struct Said {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Saying {
     Started,
-    Completed { outcome: ResultOutcome, detail: Value },
-    Failed { retryable: bool, retry_after: Option<Duration>, detail: Value },
+    Completed {
+        outcome: ResultOutcome,
+        detail: Value,
+    },
+    Failed {
+        retryable: bool,
+        retry_after: Option<Duration>,
+        detail: Value,
+    },
+    /// `invocation.waiting` (chatgate's own event beside Bloodbank's): the execution waits for
+    /// people's approval, as `data` says (`reason`, `message`, `roles`, `quorum`, `within_secs`).
+    Waiting(ApprovalWait),
 }
 
 impl Said {
@@ -206,6 +221,7 @@ impl Said {
             Saying::Failed { retryable, retry_after, detail } => {
                 Report::Error { command_id, retryable: *retryable, retry_after: *retry_after, detail: detail.clone() }
             }
+            Saying::Waiting(wait) => Report::Waiting { command_id, wait: wait.clone() },
         }
     }
 }
@@ -215,8 +231,10 @@ impl Said {
 pub enum Unreadable {
     #[error("not a JSON CloudEvent: {0}")]
     NotJson(String),
-    #[error("`{0}` is not an invocation's started, completed, skipped or failed")]
+    #[error("`{0}` is not an invocation's started, completed, skipped, failed or waiting")]
     Type(String),
+    #[error("a waiting invocation's data does not read: {0}")]
+    Waiting(String),
     #[error("no id in it names a command")]
     NoCommand,
 }
@@ -237,6 +255,7 @@ pub fn read(subject: &str, body: &[u8]) -> Result<Said, Unreadable> {
             Saying::Completed { outcome, detail }
         }
         "failed" => failed(data),
+        "waiting" => Saying::Waiting(ApprovalWait::picked_from(data).map_err(|e| Unreadable::Waiting(e.to_string()))?),
         _ => return Err(Unreadable::Type(named)),
     };
     let about: Vec<Uuid> = [

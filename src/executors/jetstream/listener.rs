@@ -15,20 +15,20 @@ use uuid::Uuid;
 
 use crate::executors::jetstream::JetStream;
 use crate::executors::jetstream::cloudevents::{self, Said};
+use crate::executors::responses::Answering;
 use crate::executors::responses::{Agents, BusAgent, answer, keep_listening};
-use crate::service::engine::Engine;
 
 /// Listens to the agents' events until `stopping`, connecting again after any failure. `agents`
 /// are the executors on this connection, by their `target_agent_id`.
-pub async fn listen(stream: Arc<JetStream>, agents: Agents, engine: Engine, stopping: CancellationToken) {
+pub async fn listen(stream: Arc<JetStream>, agents: Agents, answering: Answering, stopping: CancellationToken) {
     let name = format!("nats consumer {}", stream.consumer);
-    keep_listening(&name, &stopping, || consume(&stream, &agents, &engine, &stopping)).await;
+    keep_listening(&name, &stopping, || consume(&stream, &agents, &answering, &stopping)).await;
 }
 
 async fn consume(
     stream: &JetStream,
     agents: &Agents,
-    engine: &Engine,
+    answering: &Answering,
     stopping: &CancellationToken,
 ) -> Result<(), String> {
     let setup = async { stream.consumer().await?.messages().await.map_err(|e| format!("messages: {e}")) };
@@ -41,7 +41,7 @@ async fn consume(
             let _ = message.ack_with(AckKind::Nak(None)).await;
             return Ok(());
         }
-        let acknowledgement = match route(engine, agents, message.subject.as_str(), &message.payload).await {
+        let acknowledgement = match route(answering, agents, message.subject.as_str(), &message.payload).await {
             Ok(()) => AckKind::Ack,
             // Our failure (the database): JetStream keeps it for another try.
             Err(()) => AckKind::Nak(Some(Duration::from_millis(200))),
@@ -52,7 +52,7 @@ async fn consume(
 }
 
 /// One event, to the delivery of the command it is about; `Err` when storage failed.
-async fn route(engine: &Engine, agents: &Agents, subject: &str, body: &[u8]) -> Result<(), ()> {
+async fn route(answering: &Answering, agents: &Agents, subject: &str, body: &[u8]) -> Result<(), ()> {
     let said = match cloudevents::read(subject, body) {
         Ok(said) => said,
         Err(error) => {
@@ -61,8 +61,8 @@ async fn route(engine: &Engine, agents: &Agents, subject: &str, body: &[u8]) -> 
             return Ok(());
         }
     };
-    match matched(engine, agents, &said).await? {
-        Some((command_id, agent)) => answer(engine, agent, said.report(command_id)).await,
+    match matched(answering, agents, &said).await? {
+        Some((command_id, agent)) => answer(answering, agent, said.report(command_id)).await,
         None => {
             tracing::debug!(subject, ids = ?said.about, "an event about no command handed to these agents");
             Ok(())
@@ -71,9 +71,13 @@ async fn route(engine: &Engine, agents: &Agents, subject: &str, body: &[u8]) -> 
 }
 
 /// The first of the event's ids that names a command handed to one of `agents`, and that agent.
-async fn matched<'a>(engine: &Engine, agents: &'a Agents, said: &Said) -> Result<Option<(Uuid, &'a BusAgent)>, ()> {
+async fn matched<'a>(
+    answering: &Answering,
+    agents: &'a Agents,
+    said: &Said,
+) -> Result<Option<(Uuid, &'a BusAgent)>, ()> {
     for id in &said.about {
-        let deliveries = engine.reads().deliveries_of(*id).await.map_err(|error| {
+        let deliveries = answering.engine.reads().deliveries_of(*id).await.map_err(|error| {
             tracing::warn!(%error, "cannot read the deliveries of an agent event's command");
         })?;
         let agent = deliveries.iter().find_map(|d| agents.values().find(|a| a.target == d.target));

@@ -35,7 +35,7 @@ use crate::http::auth::require;
 use crate::http::responses::{BearerErrors, NoSuchCommand, PROBLEM_JSON, ProblemDocument};
 use crate::http::routes::commands::not_found;
 use crate::http::views::AckApplied;
-use crate::service::engine::Engine;
+use crate::service::intake::Ingress;
 
 /// How far an executor's `webhook-timestamp` may be from now.
 const TOLERANCE_SECS: u64 = 300;
@@ -68,14 +68,15 @@ pub fn router() -> Router<AppState> {
     )
 )]
 pub(crate) async fn ack(
-    State(engine): State<Engine>,
+    State(ingress): State<Ingress>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Json<AckApplied>, ApiError> {
     let id = command_id(&id)?;
     let request: AckRequest = serde_json::from_slice(&body).map_err(|e| invalid_body(&e.to_string()))?;
-    answer(id, apply_ack(&engine, &principal.tenant, id, &request, OffsetDateTime::now_utc()).await)
+    let deciders = (ingress.engine(), ingress.policy());
+    answer(id, apply_ack(deciders, &principal.tenant, id, &request, OffsetDateTime::now_utc()).await)
 }
 
 /// An executor's delivery or execution ACK, signed with its secret.
@@ -132,7 +133,7 @@ pub(crate) async fn signed_ack(
     request.target = Some(executor);
     let command = state.engine.reads().command_of_any_tenant(id).await?.ok_or_else(|| not_found(id))?;
     let tenant = command.envelope.tenant_id;
-    Ok(answer(id, apply_ack(&state.engine, &tenant, id, &request, now).await)?.into_response())
+    Ok(answer(id, apply_ack((&state.engine, &state.policy), &tenant, id, &request, now).await)?.into_response())
 }
 
 /// The answer to an ACK, whichever way it came.

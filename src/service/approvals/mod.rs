@@ -6,6 +6,7 @@
 //! (`security::approval`); this is its life after.
 
 pub mod decide;
+pub mod execution;
 pub mod expire;
 mod settle;
 pub mod view;

@@ -11,7 +11,7 @@ use crate::domain::replies::{Confirmed, Reply};
 use crate::service::dispatch;
 use crate::service::engine::{Engine, EngineError, MoveContext};
 use crate::service::security::Policy;
-use crate::store::{ApprovalStatus, ApprovalWrite, StepOutcome, StepWrite, StoredApproval};
+use crate::store::{ApprovalStatus, ApprovalWrite, AskedBy, StepOutcome, StepWrite, StoredApproval};
 
 /// The reason code of a request someone who may decide denied.
 pub const APPROVAL_DENIED: &str = "approval_denied";
@@ -35,6 +35,9 @@ pub(super) async fn settle(
     now: OffsetDateTime,
 ) -> Result<bool, EngineError> {
     let Settling { approval, status, by, evidence } = settling;
+    if matches!(approval.asked_by, AskedBy::Executor { .. }) {
+        return super::execution::settle((engine, policy), approval, (status, by), evidence, now).await;
+    }
     let command = engine.command(&approval.tenant_id, approval.command_id).await?;
     if command.lifecycle.state != State::AuthzPending {
         return Ok(false);

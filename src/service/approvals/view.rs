@@ -6,9 +6,10 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::domain::command::TenantId;
+use crate::domain::delivery::ApprovalWait;
 use crate::domain::instants::rfc3339;
 use crate::service::engine::Engine;
-use crate::store::{ApprovalDecision, StoreError, StoredApproval};
+use crate::store::{ApprovalDecision, AskedBy, StoreError, StoredApproval};
 
 /// One approval.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -31,6 +32,18 @@ pub struct ApprovalView {
     pub settled_at: Option<String>,
     /// Who denied it, when someone did.
     pub settled_by: Option<String>,
+    /// Who asked for the approval: the command's policy, or its executor.
+    pub asked_by: AskedByView,
+}
+
+/// Who asked for an approval.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(tag = "origin", rename_all = "snake_case")]
+pub enum AskedByView {
+    /// The command's policy: the command waits in `authz_pending`.
+    Policy,
+    /// The executor `target`: its execution waits (the delivery is `waiting`), for `wait`.
+    Executor { target: String, wait: ApprovalWait },
 }
 
 /// What one rule needs.
@@ -102,6 +115,10 @@ impl ApprovalView {
             expires_at: rfc3339(approval.expires_at),
             settled_at: approval.settled_at.map(rfc3339),
             settled_by: approval.settled_by,
+            asked_by: match approval.asked_by {
+                AskedBy::Policy => AskedByView::Policy,
+                AskedBy::Executor { target, wait } => AskedByView::Executor { target, wait },
+            },
         }
     }
 }

@@ -17,7 +17,7 @@ use crate::service::replies::outcome::EXPIRED;
 use crate::service::security::approval::opening;
 use crate::service::security::authz::APPROVAL_REQUIRED;
 use crate::service::security::{Authorization, AuthzDecision};
-use crate::store::{ApprovalWrite, Confirmation, ConfirmationStatus, StoredCommand};
+use crate::store::{ApprovalWrite, AskedBy, Confirmation, ConfirmationStatus, StoredCommand};
 
 /// How many times a step that lost a race is decided again before giving up (the provider's
 /// redelivery then tries once more).
@@ -118,7 +118,7 @@ pub(super) fn authorization_moves(
             (vec![(Event::SubmitForAuthorization, context(Some("step_up_required"), &decision, vec![reply]))], None)
         }
         AuthzDecision::Approval { needs } => {
-            let opening = opening(command, needs, name, now);
+            let opening = opening(command, (needs, AskedBy::Policy), name, now);
             let mut decision = evidence;
             decision["approval"] = opening.decision;
             let waiting = context(Some(APPROVAL_REQUIRED), &decision, opening.notice.into_iter().collect());

@@ -67,6 +67,9 @@ impl<'a> Conclusion<'a> {
             delivery: Some(plan.change),
             moves,
             outbox_row: settle,
+            approval: plan.with.approval,
+            outbox: plan.with.outbox,
+            evidence: plan.with.evidence,
             ..StepWrite::new(e.tenant_id.clone(), Some(e.command_id), now)
         };
         Ok(Self { step, command, target, targets, done, acks })

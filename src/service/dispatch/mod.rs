@@ -7,13 +7,16 @@ pub mod handover;
 
 pub use conclusion::{Conclusion, conclude};
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use crate::domain::delivery::ApprovalGrant;
 use crate::domain::delivery::{
     self as machine, Applied, DeliveryEvent, DeliveryOutcome, DeliveryState, LogOutcome, OutOfOrder,
 };
+use crate::domain::evidence::EvidenceDraft;
 use crate::domain::evidence::decision::Decision;
 use crate::domain::lifecycle::CommandKind;
 use crate::domain::lifecycle::Event;
@@ -21,7 +24,8 @@ use crate::domain::replies::OutcomeDetail;
 use crate::service::engine::Engine;
 use crate::service::engine::MoveContext;
 use crate::store::{
-    Delivery, DeliveryChange, DeliveryLogEntry, NewDelivery, NewOutboxMessage, StoredCommand, TransitionWrite,
+    ApprovalWrite, Delivery, DeliveryChange, DeliveryLogEntry, NewDelivery, NewOutboxMessage, StoredCommand,
+    TransitionWrite,
 };
 
 pub use crate::store::DISPATCH_KIND;
@@ -48,17 +52,37 @@ pub fn start(targets: &[String]) -> (Event, MoveContext) {
     (Event::Start, MoveContext { decision, outbox: dispatch_rows(targets), ..MoveContext::default() })
 }
 
+/// What a dispatch row asks of the dispatcher: hand the command to `target`, or, with `resume`,
+/// tell the target's waiting execution that it was approved (the same delivery goes on).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DispatchOrder {
+    pub target: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<ApprovalGrant>,
+}
+
+impl DispatchOrder {
+    /// The row that carries this order.
+    pub fn row(&self) -> NewOutboxMessage {
+        NewOutboxMessage {
+            kind: DISPATCH_KIND.into(),
+            destination: self.target.clone(),
+            payload: serde_json::to_value(self).unwrap_or(Value::Null),
+            hold: None,
+        }
+    }
+
+    /// The order a claimed row carries; an unreadable one hands the command over, as rows
+    /// written before `resume` existed do.
+    pub fn of(payload: &Value, destination: &str) -> Self {
+        serde_json::from_value(payload.clone())
+            .unwrap_or_else(|_| Self { target: destination.to_owned(), resume: None })
+    }
+}
+
 /// One dispatch row per target (the outbox of the `start` move).
 pub fn dispatch_rows(targets: &[String]) -> Vec<NewOutboxMessage> {
-    targets
-        .iter()
-        .map(|target| NewOutboxMessage {
-            kind: DISPATCH_KIND.into(),
-            destination: target.clone(),
-            payload: json!({"target": target}),
-            hold: None,
-        })
-        .collect()
+    targets.iter().map(|target| DispatchOrder { target: target.clone(), resume: None }.row()).collect()
 }
 
 /// The moves after `canonicalize` of a command authorized the moment it is admitted (a read, a
@@ -71,10 +95,21 @@ pub fn authorized_at_once(kind: CommandKind) -> &'static [Event] {
     }
 }
 
-/// A delivery's events, decided one after another on the state each leaves.
+/// A delivery's events, decided one after another on the state each leaves, and what the step
+/// that writes them writes besides (an approval its executor waits for, and its messages).
 #[derive(Debug, Clone)]
 pub struct DeliveryPlan {
     pub change: DeliveryChange,
+    pub with: Besides,
+}
+
+/// What a delivery's step writes besides its moves: the approval it opens or settles, the
+/// messages and evidence that go with it.
+#[derive(Debug, Clone, Default)]
+pub struct Besides {
+    pub approval: Option<ApprovalWrite>,
+    pub outbox: Vec<NewOutboxMessage>,
+    pub evidence: Vec<EvidenceDraft>,
 }
 
 impl DeliveryPlan {
@@ -87,7 +122,10 @@ impl DeliveryPlan {
             target: target.to_owned(),
             ttl_deadline: e.expires_at,
         };
-        Self { change: change(Uuid::now_v7(), Some(new), 0, DeliveryState::Received, None, None) }
+        Self {
+            change: change(Uuid::now_v7(), Some(new), 0, DeliveryState::Received, None, None),
+            with: Besides::default(),
+        }
     }
 
     pub fn existing(delivery: &Delivery) -> Self {
@@ -99,7 +137,7 @@ impl DeliveryPlan {
             delivery.delivery_deadline,
             delivery.execution_deadline,
         );
-        Self { change }
+        Self { change, with: Besides::default() }
     }
 
     pub fn state(&self) -> DeliveryState {
@@ -118,7 +156,14 @@ impl DeliveryPlan {
         self.change.state = to;
         match event {
             DeliveryEvent::ExecutionSucceeded => self.finish(Some(DeliveryOutcome::Succeeded), None, detail),
-            DeliveryEvent::ExecutionFailed => self.finish(Some(DeliveryOutcome::Failed), None, detail),
+            DeliveryEvent::ExecutionFailed | DeliveryEvent::ApprovalRejected => {
+                self.finish(Some(DeliveryOutcome::Failed), None, detail)
+            }
+            // No timer runs while it waits: the approval's own wait (and the command's TTL) bound it.
+            DeliveryEvent::ExecutionWaiting if to == DeliveryState::Waiting => {
+                self.change.delivery_deadline = None;
+                self.change.execution_deadline = None;
+            }
             _ => {
                 if let Some(class) = event.failure_class().filter(|_| to == DeliveryState::Closed) {
                     self.finish(Some(DeliveryOutcome::Failed), Some(class.as_str().to_owned()), detail);
@@ -166,6 +211,7 @@ impl DeliveryPlan {
                 c.delivery_deadline,
                 c.execution_deadline,
             ),
+            with: Besides::default(),
         }
     }
 }

@@ -18,7 +18,7 @@ use crate::domain::registry::approvals::Need;
 use crate::domain::replies::{ApprovalRequest, ApprovalRequired, Reply};
 use crate::service::security::Policy;
 use crate::store::Search;
-use crate::store::{ApprovalWrite, NewApproval, NewOutboxMessage, ReplyTo, StoreError, StoredCommand};
+use crate::store::{ApprovalWrite, AskedBy, NewApproval, NewOutboxMessage, ReplyTo, StoreError, StoredCommand};
 
 /// An approval about to be opened for a command.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,8 +31,13 @@ pub struct Opening {
 }
 
 /// Opens an approval for `command`, requested by its actor, asking `needs` (the policy's rules
-/// that apply, by name); `name` is the command as the person knows it.
-pub fn opening(command: &StoredCommand, needs: Vec<(String, Need)>, name: &str, now: OffsetDateTime) -> Opening {
+/// that apply, or the executor's wait, by name); `name` is the command as the person knows it.
+pub fn opening(
+    command: &StoredCommand,
+    (needs, asked_by): (Vec<(String, Need)>, AskedBy),
+    name: &str,
+    now: OffsetDateTime,
+) -> Opening {
     let e = &command.envelope;
     let longest = needs.iter().map(|(_, need)| need.within).max().unwrap_or(Duration::from_secs(3600));
     let expires_at = now + longest;
@@ -63,6 +68,7 @@ pub fn opening(command: &StoredCommand, needs: Vec<(String, Need)>, name: &str, 
         requester: e.actor_id.as_str().to_owned(),
         needs,
         expires_at,
+        asked_by,
     });
     Opening { write, decision: decision.into(), notice }
 }

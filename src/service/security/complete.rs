@@ -19,7 +19,7 @@ use crate::service::security::StepUpError;
 use crate::service::security::approval::{asks, opening};
 use crate::service::security::authz::AuthzDecision;
 use crate::service::security::{Authorization, Policy};
-use crate::store::{ApprovalWrite, ConsumedToken, StepOutcome, StepWrite, StoredCommand};
+use crate::store::{ApprovalWrite, AskedBy, ConsumedToken, StepOutcome, StepWrite, StoredCommand};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StepUpFailure {
@@ -72,7 +72,7 @@ pub async fn complete_step_up(
         // Proved, and the policy asks other people too: it keeps waiting, now for them.
         Some(Authorization { decision: AuthzDecision::Approval { needs }, .. }) => {
             let name = command.reply_to.as_ref().and_then(|r| r.command.clone()).unwrap_or_else(|| "request".into());
-            let opening = opening(&command, needs, &name, now);
+            let opening = opening(&command, (needs, AskedBy::Policy), &name, now);
             let mut draft = EvidenceDraft::new(EvidenceKind::ApprovalRequested, command_id, TraceBindings::default());
             draft.stage = Some(State::AuthzPending);
             draft.decision = Some(json!({"approval": opening.decision, "step_up_proof": proof.evidence()}));
