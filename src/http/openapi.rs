@@ -44,6 +44,7 @@ use crate::http::AppState;
         crate::http::routes::approvals::list,
         crate::http::routes::approvals::read,
         crate::http::routes::approvals::decision,
+        crate::http::routes::approvals::override_approval,
         crate::http::routes::events::events,
         crate::http::routes::directory::actors::list,
         crate::http::routes::directory::actors::create,

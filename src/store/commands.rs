@@ -361,8 +361,11 @@ pub(crate) async fn move_commands(conn: &mut AnyConnection, runs: &[&[Transition
             ])
         })
         .collect();
+    // A move without a reason keeps the one before (a rejection's, a failure's), except a move on
+    // to `authorized` or `started`: what held the command (a step-up, an approval) is over.
     let set = "state = v.column5, confirmation = v.column6, version = v.column7, updated_at = v.column8, \
-        reason_code = COALESCE(v.column9, commands.reason_code)";
+        reason_code = CASE WHEN v.column5 IN ('authorized', 'started') THEN v.column9 \
+        ELSE COALESCE(v.column9, commands.reason_code) END";
     let matching = "commands.command_id = v.column1 AND commands.tenant_id = v.column2 \
         AND commands.version = v.column3 AND commands.state = v.column4";
     let moved = update_rows(conn, ("commands", set, matching), 9, rows).await?;

@@ -33,6 +33,8 @@ pub struct Snapshot {
     pub errors: i64,
     /// Started commands nothing has been heard about for `orphan_after`: no delivery ACK yet.
     pub orphaned: i64,
+    /// Approvals waiting for people's decisions (counted up to 10,000).
+    pub approvals_pending: i64,
 }
 
 /// The oldest waiting outbox row of a kind (the index of the waiting rows, `outbox_pending_age`).
@@ -43,9 +45,12 @@ const AGENTS: &str = "SELECT name, state FROM agents";
 /// to 10,000: an alert asks whether there are any, not how many millions.
 const ORPHANED: &str = "SELECT COUNT(*) AS n FROM (SELECT 1 FROM commands c WHERE c.state = 'started' \
     AND c.updated_at <= $1 AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.command_id = c.command_id \
-    AND d.state IN ('delivered', 'executed')) LIMIT 10000) AS orphans";
+    AND d.state IN ('delivered', 'waiting', 'executed')) LIMIT 10000) AS orphans";
+/// Approvals waiting for decisions (the index on `(status, expires_at)`), counted up to 10,000.
+const APPROVALS_PENDING: &str =
+    "SELECT COUNT(*) AS n FROM (SELECT 1 FROM approvals WHERE status = 'pending' LIMIT 10000) AS waiting";
 /// Every query a scrape runs, for a test to read their plans.
-pub const SNAPSHOT_QUERIES: [&str; 4] = [figures::READ, OLDEST, AGENTS, ORPHANED];
+pub const SNAPSHOT_QUERIES: [&str; 5] = [figures::READ, OLDEST, AGENTS, ORPHANED, APPROVALS_PENDING];
 
 /// Every batch lookup by a key, whose plans a test reads too: each must be answered from an index
 /// that leads with its key, or it reads rows in proportion to the table's history.
@@ -72,7 +77,7 @@ impl Store {
             match name.as_str() {
                 figures::PENDING => snapshot.outbox.push((label, n, 0.0)),
                 figures::DELIVERIES => {
-                    if matches!(label.as_str(), "delivered" | "executed") {
+                    if matches!(label.as_str(), "delivered" | "waiting" | "executed") {
                         snapshot.acked += n;
                     }
                     snapshot.deliveries.push((label, n));
@@ -101,6 +106,7 @@ impl Store {
         }
         let row = sqlx::query(ORPHANED).bind(to_ms(before(orphan_after))).fetch_one(pool).await?;
         snapshot.orphaned = int(&row, "n")?;
+        snapshot.approvals_pending = int(&sqlx::query(APPROVALS_PENDING).fetch_one(pool).await?, "n")?;
         Ok(snapshot)
     }
 

@@ -23,6 +23,7 @@ on_both_backends!(
     an_approval_nobody_completes_in_time_is_rejected_by_the_sweep,
     a_decision_on_an_unknown_or_foreign_approval_changes_nothing,
     supervisors_are_asked_on_whatsapp_and_a_tap_decides_once,
+    break_glass_overrides_only_with_the_operators_step_up_and_a_reason,
 );
 
 const SUPERVISOR: &str = "15550000003";
@@ -260,5 +261,58 @@ async fn supervisors_are_asked_on_whatsapp_and_a_tap_decides_once(db: &TestDb) {
     let customer = replies_to(db, CUSTOMER).await;
     assert!(customer.iter().any(|(t, v)| t == "approval_answer" && v["outcome"] == "own_request"), "{customer:?}");
     assert_eq!(db.count("SELECT COUNT(*) FROM outbox WHERE kind = $1", "dispatch").await, 1, "one execution");
+    app.stop().await.expect("stop");
+}
+
+async fn override_with(app: &TestApp, token: &str, approval: &Value, body: Value) -> (StatusCode, Value) {
+    let id = approval["approval_id"].as_str().expect("id");
+    let url = app.url(&format!("/v1/approvals/{id}/override"));
+    let response = app.client.post(url).bearer_auth(token).json(&body).send().await.expect("override");
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn break_glass_overrides_only_with_the_operators_step_up_and_a_reason(db: &TestDb) {
+    use crate::e2e_security::step_up_token_of;
+    let app = spawn_app_with(db, db.config.clone()).await;
+    let id = asked_and_confirmed(db, &app, CUSTOMER, "refund 1234 250.00").await;
+    let approval = listed(&app, &token_as(&db.config, SUPERVISOR, DECIDE), id).await;
+    let command = db.store.commands().get(&tenant("demo"), id).await.expect("read").expect("command");
+    let key = command.envelope.idempotency_key.as_str().to_owned();
+    let operator = token_as(&db.config, "ops-oncall", "approvals:override approvals:read commands:read");
+    let proof = step_up_token_of(&db.config, "ops-oncall", id, &key);
+    let reason = "the customer is on the phone, order verified by hand";
+    // Without the scope, a decider cannot override.
+    let decider = token_as(&db.config, SUPERVISOR, DECIDE);
+    let body = json!({"reason": reason, "step_up_token": proof});
+    assert_eq!(override_with(&app, &decider, &approval, body.clone()).await.0, StatusCode::FORBIDDEN);
+    // A reason that says nothing, or someone else's proof: refused, nothing changes.
+    let short = override_with(&app, &operator, &approval, json!({"reason": "urgent", "step_up_token": proof})).await;
+    assert_eq!(short.0, StatusCode::BAD_REQUEST, "{}", short.1);
+    let theirs = step_up_token_of(&db.config, CUSTOMER, id, &key);
+    let mismatch = override_with(&app, &operator, &approval, json!({"reason": reason, "step_up_token": theirs})).await;
+    assert_eq!((mismatch.0, mismatch.1["code"].as_str()), (StatusCode::FORBIDDEN, Some("step_up_mismatch")));
+    assert_eq!(state_and_reason(db, id).await.0, "authz_pending");
+
+    let (status, answer) = override_with(&app, &operator, &approval, body.clone()).await;
+    assert_eq!((status, answer["outcome"].as_str()), (StatusCode::OK, Some("overridden")), "{answer}");
+    assert_eq!(settled(db, id).await, "executed");
+    assert_eq!(answer["approval"]["status"], "overridden");
+    // Shown on the command, its own evidence kind with the reason, the chain intact.
+    let url = app.url(&format!("/v1/commands/{id}"));
+    let shown: Value =
+        app.client.get(url).bearer_auth(&operator).send().await.expect("read").json().await.expect("json");
+    assert_eq!(
+        (shown["approval"]["status"].as_str(), shown["approval"]["settled_by"].as_str()),
+        (Some("overridden"), Some("ops-oncall"))
+    );
+    let evidence = db.store.evidence().for_command("demo", id).await.expect("evidence");
+    let overridden = evidence.iter().find(|a| a.kind == "approval.overridden").expect("its own evidence");
+    assert_eq!(overridden.body["decision"]["reason"], reason);
+    assert!(db.store.evidence().verify().await.expect("audit").first_break.is_none());
+    // Once: the approval is settled, and the proof is used.
+    let again = override_with(&app, &operator, &approval, body).await;
+    assert_eq!((again.0, again.1["code"].as_str()), (StatusCode::CONFLICT, Some("approval_settled")));
+    assert_eq!(db.count("SELECT COUNT(*) FROM consumed_tokens WHERE jti <> $1", "").await, 1);
     app.stop().await.expect("stop");
 }

@@ -35,10 +35,10 @@ fn first_call_fails(n: u64) -> Fault {
     if n == 1 { Fault::ServerError } else { Fault::None }
 }
 
-struct Chat<'a> {
+pub(crate) struct Chat<'a> {
     db: &'a TestDb,
     graph: FakeGraph,
-    app: TestApp,
+    pub(crate) app: TestApp,
     executor: FakeExecutor,
     /// How many messages to each person were read already.
     read: HashMap<String, usize>,
@@ -46,7 +46,7 @@ struct Chat<'a> {
 }
 
 impl<'a> Chat<'a> {
-    async fn start(db: &'a TestDb, schedule: fn(u64) -> Fault) -> Self {
+    pub(crate) async fn start(db: &'a TestDb, schedule: fn(u64) -> Fault) -> Self {
         let graph = FakeGraph::start().await;
         let executor = FakeExecutor::start(schedule).await;
         let mut config = sending_through(&db.config, &graph);
@@ -60,7 +60,7 @@ impl<'a> Chat<'a> {
     }
 
     /// `from` writes `text`; returns the message id.
-    async fn says(&mut self, from: &str, text: &str) -> String {
+    pub(crate) async fn says(&mut self, from: &str, text: &str) -> String {
         self.next_id += 1;
         let id = format!("wamid.OOC{}", self.next_id);
         assert_eq!(Meta::new(&self.app, self.db).text(&id, from, text).await.status(), 200);
@@ -68,7 +68,7 @@ impl<'a> Chat<'a> {
     }
 
     /// The next message `to` reads.
-    async fn reply(&mut self, to: &str) -> (String, Value) {
+    pub(crate) async fn reply(&mut self, to: &str) -> (String, Value) {
         let seen = self.read.get(to).copied().unwrap_or(0);
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         loop {
@@ -84,7 +84,7 @@ impl<'a> Chat<'a> {
     }
 
     /// `from` writes `text` and reads the answer.
-    async fn ask(&mut self, from: &str, text: &str) -> String {
+    pub(crate) async fn ask(&mut self, from: &str, text: &str) -> String {
         self.says(from, text).await;
         self.reply(from).await.0
     }
@@ -99,11 +99,11 @@ impl<'a> Chat<'a> {
         self.reply(from).await.0
     }
 
-    async fn command_of(&self, message_id: &str) -> Uuid {
+    pub(crate) async fn command_of(&self, message_id: &str) -> Uuid {
         crate::helpers::command_of_message(self.db, message_id).await
     }
 
-    async fn settled(&self, id: Uuid) -> String {
+    pub(crate) async fn settled(&self, id: Uuid) -> String {
         crate::helpers::settled(self.db, id).await
     }
 
@@ -121,7 +121,7 @@ impl<'a> Chat<'a> {
     }
 }
 
-fn code_in(prompt: &str) -> String {
+pub(crate) fn code_in(prompt: &str) -> String {
     prompt.split("YES ").nth(1).and_then(|rest| rest.get(..6)).expect("a code in the prompt").to_owned()
 }
 

@@ -277,6 +277,11 @@ fn step_up_claims(id: Uuid, key: &str, changes: Value) -> Value {
     claims
 }
 
+/// A valid step-up proof of `sub` for command `id` with idempotency key `key`.
+pub(crate) fn step_up_token_of(config: &Config, sub: &str, id: Uuid, key: &str) -> String {
+    hs256(&step_up_secret(config), &step_up_claims(id, key, json!({"sub": sub})))
+}
+
 fn step_up_secret(config: &Config) -> Vec<u8> {
     config.stepup.issuer.secret.as_ref().expect("step-up secret").expose().as_bytes().to_vec()
 }

@@ -141,6 +141,9 @@ pub enum Decision {
     ApprovalDecided { approval_id: Uuid, approver: String, decision: &'static str, via: String, standing: String },
     /// An approval settled (approved, denied, expired) and what it did to its command.
     ApprovalSettled { approval_id: Uuid, status: String, by: Option<String> },
+    /// Break-glass: the operator (by pseudonym) who overrode a pending approval, why, and their
+    /// step-up proof (never the token).
+    ApprovalOverridden { approval_id: Uuid, operator: String, reason: String, step_up_proof: Value },
 }
 
 /// What a recovery command is to the command it follows.

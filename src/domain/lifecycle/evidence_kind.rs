@@ -38,6 +38,9 @@ named_enum! {
         // or not, and why).
         ApprovalRequested => "approval.requested",
         ApprovalDecided => "approval.decided",
+        // Break-glass: an operator settled a pending approval without its approvers, with a
+        // step-up proof of their own and a written reason.
+        ApprovalOverridden => "approval.overridden",
     }
 }
 

@@ -13,21 +13,26 @@ use time::OffsetDateTime;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::domain::registry::approvals::Missing;
 use crate::http::auth::{Principal, require};
 use crate::http::responses::{BearerErrors, NoSuchApproval, PROBLEM_JSON, ProblemDocument};
+use crate::http::routes::recovery::step_up_problem;
 use crate::http::{ApiError, AppState, Problem};
+use crate::service::approvals::break_glass::{Overridden, Overriding, SHORTEST_REASON, break_glass};
 use crate::service::approvals::decide::{Decided, Deciding, NotYours, decide};
-use crate::service::approvals::view::{self, ApprovalView};
+use crate::service::approvals::view::{self, ApprovalView, MissingView};
+use crate::service::security::StepUpFailure;
 
 pub const READ: &str = "approvals:read";
 pub const DECIDE: &str = "approvals:decide";
+/// Break-glass: an operator's, never a directory role's (docs/APPROVALS.md).
+pub const OVERRIDE: &str = "approvals:override";
 
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/v1/approvals", get(list).route_layer(require(READ)))
         .route("/v1/approvals/{id}", get(read).route_layer(require(READ)))
         .route("/v1/approvals/{id}/decision", post(decision).route_layer(require(DECIDE)))
+        .route("/v1/approvals/{id}/override", post(override_approval).route_layer(require(OVERRIDE)))
 }
 
 /// The tenant's pending approvals.
@@ -61,13 +66,6 @@ pub struct DecisionMade {
     /// What it still waits for (`recorded`).
     pub missing: Vec<MissingView>,
     pub approval: Option<ApprovalView>,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub struct MissingView {
-    pub rule: String,
-    pub approvals: u32,
-    pub roles: Vec<String>,
 }
 
 #[utoipa::path(
@@ -135,8 +133,7 @@ pub(crate) async fn decision(
     Path(id): Path<Uuid>,
     body: Bytes,
 ) -> Result<Json<DecisionMade>, ApiError> {
-    let body: DecisionBody = serde_json::from_slice(&body)
-        .map_err(|e| Problem::new(StatusCode::BAD_REQUEST, "invalid_body", "Bad Request").detail(e.to_string()))?;
+    let body: DecisionBody = serde_json::from_slice(&body).map_err(|e| invalid(&e.to_string()))?;
     let deciding = Deciding {
         tenant: &principal.tenant,
         approval_id: id,
@@ -151,15 +148,86 @@ pub(crate) async fn decision(
     }
     let outcome = decided.outcome().as_str();
     let missing = match decided {
-        Decided::Waiting(missing) => missing.into_iter().map(shown).collect(),
+        Decided::Waiting(missing) => missing.into_iter().map(MissingView::from).collect(),
         _ => vec![],
     };
     let approval = view::approval(&state.engine, &principal.tenant, id).await?;
     Ok(Json(DecisionMade { outcome, missing, approval }))
 }
 
-fn shown(missing: Missing) -> MissingView {
-    MissingView { rule: missing.rule, approvals: missing.approvals, roles: missing.roles.into_iter().collect() }
+/// Break-glass: why, in a sentence, and the operator's own step-up proof for the command.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OverrideBody {
+    /// Why the approvers are passed over (at least 10 characters); kept in the evidence.
+    pub(crate) reason: String,
+    /// A step-up JWT of the operator (its `sub`) for the approval's command and idempotency key.
+    pub(crate) step_up_token: String,
+}
+
+/// An override done, and the approval after it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OverrideMade {
+    /// `overridden`: the command goes ahead as if approved.
+    pub outcome: &'static str,
+    pub approval: Option<ApprovalView>,
+}
+
+#[utoipa::path(
+    post,
+    path = "/v1/approvals/{id}/override",
+    operation_id = "override_approval",
+    tag = "approvals",
+    security(("bearer" = ["approvals:override"])),
+    params(("id" = Uuid, Path, description = "The approval's id")),
+    request_body(content = inline(OverrideBody), content_type = "application/json"),
+    responses(
+        (status = 200, description = "Overridden: the command goes ahead", body = OverrideMade),
+        (status = 400, description = "Not an override, or a reason too short", content_type = PROBLEM_JSON,
+            body = ProblemDocument),
+        (status = 401, description = "The step-up proof is missing, invalid, too weak or too old",
+            content_type = PROBLEM_JSON, body = ProblemDocument),
+        NoSuchApproval,
+        (status = 409, description = "Settled before, or the proof was used", content_type = PROBLEM_JSON,
+            body = ProblemDocument),
+        BearerErrors
+    )
+)]
+pub(crate) async fn override_approval(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<Uuid>,
+    body: Bytes,
+) -> Result<Json<OverrideMade>, ApiError> {
+    let body: OverrideBody = serde_json::from_slice(&body).map_err(|e| invalid(&e.to_string()))?;
+    let overriding = Overriding {
+        tenant: &principal.tenant,
+        approval_id: id,
+        operator: &principal.subject,
+        reason: &body.reason,
+        step_up_token: &body.step_up_token,
+    };
+    match break_glass(&state.engine, &state.policy, &overriding, OffsetDateTime::now_utc()).await {
+        Ok(Overridden::Done) => {
+            let approval = view::approval(&state.engine, &principal.tenant, id).await?;
+            Ok(Json(OverrideMade { outcome: "overridden", approval }))
+        }
+        Ok(Overridden::ReasonTooShort) => {
+            Err(invalid(&format!("`reason` says why, in at least {SHORTEST_REASON} characters.")))
+        }
+        Ok(Overridden::Settled { status }) => {
+            Err(Problem::new(StatusCode::CONFLICT, "approval_settled", "Decided before")
+                .detail(format!("The approval is {}.", status.as_str()))
+                .with("status", status.as_str())
+                .into())
+        }
+        Err(StepUpFailure::NotFound) => Err(not_found(id)),
+        Err(failure) => Err(step_up_problem(&state, id, failure)),
+    }
+}
+
+fn invalid(detail: &str) -> ApiError {
+    Problem::new(StatusCode::BAD_REQUEST, "invalid_body", "Bad Request").detail(detail).into()
 }
 
 fn not_found(id: Uuid) -> ApiError {

@@ -99,6 +99,7 @@ async fn record_snapshot(state: &AppState) {
     metrics::gauge!("chatgate_completeness_result_ratio").set(ratio(snapshot.results));
     metrics::gauge!("chatgate_completeness_error_ratio").set(ratio(snapshot.errors));
     metrics::gauge!("chatgate_orphaned_commands").set(snapshot.orphaned as f64);
+    metrics::gauge!("chatgate_approvals_pending").set(snapshot.approvals_pending as f64);
 }
 
 #[utoipa::path(

@@ -193,7 +193,7 @@ pub(crate) async fn step_up(
     }
 }
 
-fn step_up_problem(state: &AppState, id: Uuid, failure: StepUpFailure) -> ApiError {
+pub(crate) fn step_up_problem(state: &AppState, id: Uuid, failure: StepUpFailure) -> ApiError {
     let stepup = &state.policy.security.stepup;
     match failure {
         StepUpFailure::NotFound => not_found(id),

@@ -157,7 +157,7 @@ async fn settled(
         Tally::Denied { by } => (ApprovalStatus::Denied, Some(by.clone())),
         _ => (ApprovalStatus::Expired, None),
     };
-    if settle(engine, policy, Settling { approval, status, by, evidence }, now).await? {
+    if settle(engine, policy, Settling { approval, status, by, evidence, consume: None }, now).await? {
         return Ok(match status {
             ApprovalStatus::Approved => Decided::Approved,
             ApprovalStatus::Denied => Decided::Denied,

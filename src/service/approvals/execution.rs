@@ -26,6 +26,8 @@ use crate::service::security::Policy;
 use crate::service::security::approval::{asks, opening};
 use crate::store::{ApprovalStatus, ApprovalWrite, AskedBy, StoredApproval, StoredCommand};
 
+use super::settle::Settling;
+
 /// The reason code of an execution whose approval was denied or not given in time.
 pub const APPROVAL_REJECTED: &str = "approval_rejected";
 /// The reason code of an execution that asked for an approval no one can give.
@@ -95,11 +97,10 @@ pub async fn ask(
 /// `false` when the delivery no longer waits, or the approval was settled meanwhile.
 pub(super) async fn settle(
     (engine, policy): (&Engine, &Policy),
-    approval: &StoredApproval,
-    (status, by): (ApprovalStatus, Option<String>),
-    evidence: Vec<EvidenceDraft>,
+    settling: Settling<'_>,
     now: OffsetDateTime,
 ) -> Result<bool, EngineError> {
+    let Settling { approval, status, by, evidence, consume } = settling;
     let AskedBy::Executor { target, wait } = &approval.asked_by else { return Ok(false) };
     let command = engine.command(&approval.tenant_id, approval.command_id).await?;
     let delivery = engine.store().deliveries().get(approval.command_id, target).await?;
@@ -113,8 +114,9 @@ pub(super) async fn settle(
     let mut draft = started_evidence(approval.command_id, EvidenceKind::ApprovalDecided);
     draft.decision = Some(settled.into());
     plan.with.evidence = evidence.into_iter().chain([draft]).collect();
-    if status == ApprovalStatus::Approved {
-        let grant = grant(engine, approval, wait).await?;
+    plan.with.consume = consume;
+    if matches!(status, ApprovalStatus::Approved | ApprovalStatus::Overridden) {
+        let grant = grant(engine, approval, (wait, status)).await?;
         let detail = json!({"approval_id": approval.id, "approvers": grant.approvers.len()});
         if plan.apply(DeliveryEvent::ApprovalGranted, Some(detail)).is_err() {
             return Ok(false);
@@ -138,7 +140,11 @@ pub(super) async fn settle(
 }
 
 /// What the executor is told: who approved, when, where the evidence is.
-async fn grant(engine: &Engine, approval: &StoredApproval, wait: &ApprovalWait) -> Result<ApprovalGrant, EngineError> {
+async fn grant(
+    engine: &Engine,
+    approval: &StoredApproval,
+    (wait, status): (&ApprovalWait, ApprovalStatus),
+) -> Result<ApprovalGrant, EngineError> {
     let decisions = engine.store().approvals().decisions(approval.id).await?;
     let approvers = decisions
         .into_iter()
@@ -152,7 +158,7 @@ async fn grant(engine: &Engine, approval: &StoredApproval, wait: &ApprovalWait) 
         .collect();
     Ok(ApprovalGrant {
         approval_id: approval.id,
-        decision: ApprovalStatus::Approved.as_str().to_owned(),
+        decision: status.as_str().to_owned(),
         reason: wait.reason.clone(),
         approvers,
         evidence: format!("/v1/commands/{}/evidence", approval.command_id),

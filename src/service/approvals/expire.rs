@@ -19,7 +19,13 @@ pub async fn expire_due(
 ) -> Result<usize, EngineError> {
     let mut expired = 0;
     for approval in engine.store().approvals().due(now, limit).await? {
-        let settling = Settling { approval: &approval, status: ApprovalStatus::Expired, by: None, evidence: vec![] };
+        let settling = Settling {
+            approval: &approval,
+            status: ApprovalStatus::Expired,
+            by: None,
+            evidence: vec![],
+            consume: None,
+        };
         if settle(engine, policy, settling, now).await? {
             expired += 1;
         }

@@ -5,6 +5,7 @@
 //! policy is the domain's (`domain::registry::approvals`), opening one is authorization's
 //! (`security::approval`); this is its life after.
 
+pub mod break_glass;
 pub mod decide;
 pub mod execution;
 pub mod expire;

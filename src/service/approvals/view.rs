@@ -2,14 +2,16 @@
 //! rule needs, who decided what, and where it stands.
 
 use serde::Serialize;
+use time::OffsetDateTime;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::domain::command::TenantId;
 use crate::domain::delivery::ApprovalWait;
 use crate::domain::instants::rfc3339;
+use crate::domain::registry::approvals::{self, Decided as Counted, Missing, Tally};
 use crate::service::engine::Engine;
-use crate::store::{ApprovalDecision, AskedBy, StoreError, StoredApproval};
+use crate::store::{ApprovalDecision, ApprovalStatus, AskedBy, StoreError, StoredApproval};
 
 /// One approval.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -25,6 +27,9 @@ pub struct ApprovalView {
     /// The policy's rules that apply, each of which must be satisfied.
     pub rules: Vec<RuleView>,
     pub decisions: Vec<DecisionView>,
+    /// What a pending approval still waits for: per rule, how many more approvals, and the
+    /// roles that may give them now (escalation included). Empty once settled.
+    pub missing: Vec<MissingView>,
     /// RFC 3339.
     pub requested_at: String,
     /// When it is rejected if not approved by then (RFC 3339).
@@ -65,6 +70,20 @@ pub struct EscalationView {
     pub to: Vec<String>,
 }
 
+/// What one rule still needs.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct MissingView {
+    pub rule: String,
+    pub approvals: u32,
+    pub roles: Vec<String>,
+}
+
+impl From<Missing> for MissingView {
+    fn from(missing: Missing) -> Self {
+        Self { rule: missing.rule, approvals: missing.approvals, roles: missing.roles.into_iter().collect() }
+    }
+}
+
 /// One person's decision.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct DecisionView {
@@ -78,7 +97,8 @@ pub struct DecisionView {
 }
 
 impl ApprovalView {
-    fn of(approval: StoredApproval, decisions: Vec<ApprovalDecision>, what: String) -> Self {
+    fn of(approval: StoredApproval, decisions: Vec<ApprovalDecision>, what: String, now: OffsetDateTime) -> Self {
+        let missing = missing(&approval, &decisions, now);
         let rules = approval
             .needs
             .into_iter()
@@ -111,6 +131,7 @@ impl ApprovalView {
             what,
             rules,
             decisions,
+            missing,
             requested_at: rfc3339(approval.requested_at),
             expires_at: rfc3339(approval.expires_at),
             settled_at: approval.settled_at.map(rfc3339),
@@ -138,6 +159,32 @@ pub async fn pending(engine: &Engine, tenant: &TenantId, limit: i64) -> Result<V
     Ok(views)
 }
 
+/// The approval `command_id` waits (or waited) for last, as shown.
+pub async fn of_command(
+    engine: &Engine,
+    tenant: &TenantId,
+    command_id: Uuid,
+) -> Result<Option<ApprovalView>, StoreError> {
+    let Some(approval) = engine.store().approvals().of_command(tenant, command_id).await? else { return Ok(None) };
+    Ok(Some(shown(engine, approval).await?))
+}
+
+/// What a pending approval still needs, as the tally says at `now`.
+fn missing(approval: &StoredApproval, decisions: &[ApprovalDecision], now: OffsetDateTime) -> Vec<MissingView> {
+    if approval.status != ApprovalStatus::Pending {
+        return vec![];
+    }
+    let counted: Vec<Counted> = decisions
+        .iter()
+        .map(|d| Counted { approver: d.approver.clone(), roles: d.roles.clone(), approve: d.approve })
+        .collect();
+    let waited = (now - approval.requested_at).try_into().unwrap_or_default();
+    match approvals::tally(&approval.needs, &approval.requester, &counted, waited) {
+        Tally::Waiting(missing) => missing.into_iter().map(MissingView::from).collect(),
+        _ => vec![],
+    }
+}
+
 async fn shown(engine: &Engine, approval: StoredApproval) -> Result<ApprovalView, StoreError> {
     let decisions = engine.store().approvals().decisions(approval.id).await?;
     let command = engine.store().commands().get(&approval.tenant_id, approval.command_id).await?;
@@ -147,5 +194,5 @@ async fn shown(engine: &Engine, approval: StoredApproval) -> Result<ApprovalView
             reads.unwrap_or_else(|| format!("{} {}", c.envelope.intent.action, c.envelope.intent.entity))
         })
         .unwrap_or_default();
-    Ok(ApprovalView::of(approval, decisions, what))
+    Ok(ApprovalView::of(approval, decisions, what, OffsetDateTime::now_utc()))
 }

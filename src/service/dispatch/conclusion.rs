@@ -68,6 +68,7 @@ impl<'a> Conclusion<'a> {
             moves,
             outbox_row: settle,
             approval: plan.with.approval,
+            consume: plan.with.consume,
             outbox: plan.with.outbox,
             evidence: plan.with.evidence,
             ..StepWrite::new(e.tenant_id.clone(), Some(e.command_id), now)

@@ -24,8 +24,8 @@ use crate::domain::replies::OutcomeDetail;
 use crate::service::engine::Engine;
 use crate::service::engine::MoveContext;
 use crate::store::{
-    ApprovalWrite, Delivery, DeliveryChange, DeliveryLogEntry, NewDelivery, NewOutboxMessage, StoredCommand,
-    TransitionWrite,
+    ApprovalWrite, ConsumedToken, Delivery, DeliveryChange, DeliveryLogEntry, NewDelivery, NewOutboxMessage,
+    StoredCommand, TransitionWrite,
 };
 
 pub use crate::store::DISPATCH_KIND;
@@ -108,6 +108,8 @@ pub struct DeliveryPlan {
 #[derive(Debug, Clone, Default)]
 pub struct Besides {
     pub approval: Option<ApprovalWrite>,
+    /// A step-up proof it uses up (a break-glass override's).
+    pub consume: Option<ConsumedToken>,
     pub outbox: Vec<NewOutboxMessage>,
     pub evidence: Vec<EvidenceDraft>,
 }

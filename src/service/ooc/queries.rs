@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 
 use crate::service::ooc::Answer;
+use crate::service::ooc::Refusal;
 
 use crate::service::ooc::Asker;
 
@@ -120,7 +121,25 @@ pub(super) async fn status(gateway: &Gateway, asker: &Asker<'_>) -> Answer {
     let mut answer = line(gateway, &command, asker.sees_all() && command.envelope.actor_id.as_str() != asker.actor);
     answer["terminal"] = document.terminal.into();
     answer["next"] = next_steps(asker, &document, &reference).into();
+    if let Some(waiting) = waiting_for(gateway, &command).await? {
+        answer["waiting_for"] = waiting;
+    }
     Ok(answer)
+}
+
+/// Whom a command waits for when it waits for people's approval: the roles that may give what is
+/// still missing (never a person), how many approvals, until when.
+async fn waiting_for(gateway: &Gateway, command: &StoredCommand) -> Result<Option<Value>, Refusal> {
+    if !matches!(command.lifecycle.state, State::AuthzPending | State::Started) {
+        return Ok(None);
+    }
+    let e = &command.envelope;
+    let approval = crate::service::approvals::view::of_command(&gateway.engine, &e.tenant_id, e.command_id).await?;
+    let Some(approval) = approval.filter(|a| !a.missing.is_empty()) else { return Ok(None) };
+    let roles: std::collections::BTreeSet<&String> = approval.missing.iter().flat_map(|m| &m.roles).collect();
+    let approvals = approval.missing.iter().map(|m| m.approvals).max().unwrap_or(1);
+    let until = OffsetDateTime::parse(&approval.expires_at, &time::format_description::well_known::Rfc3339);
+    Ok(Some(json!({"roles": roles, "approvals": approvals, "until": until.ok().map(when)})))
 }
 
 /// One step of a decision trail, from one artifact; none for artifacts that say nothing new
@@ -136,8 +155,14 @@ fn step(artifact: &crate::store::StoredArtifact) -> Option<Value> {
         "command.confirmation.satisfied" => "confirmed",
         "authz.decided" if decision.get("step_up_proof").is_some() => "stepped_up",
         "authz.decided" if reason == Some("step_up_required") => "step_up_asked",
+        "authz.requested" if reason == Some("approval_required") => "approval_asked",
         "authz.decided" if reason.is_some() => "denied",
         "authz.decided" => "authorized",
+        "approval.requested" => "approval_asked",
+        "approval.decided" if decision.get("status").is_some() => "approval_settled",
+        "approval.decided" if decision["decision"] == "deny" => "approval_refused",
+        "approval.decided" => "approval_given",
+        "approval.overridden" => "overridden",
         "execution.started" => "started",
         "execution.executed" => "executed",
         "execution.failed" => "failed",
@@ -156,7 +181,7 @@ fn step(artifact: &crate::store::StoredArtifact) -> Option<Value> {
         "step": step,
         "at": at,
         "reason": reason,
-        "outcome": decision["outcome"].as_str().or(decision["action"].as_str()),
+        "outcome": decision["outcome"].as_str().or(decision["action"].as_str()).or(decision["status"].as_str()),
     }))
 }
 

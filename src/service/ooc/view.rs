@@ -13,6 +13,7 @@ use crate::domain::delivery::{DeliveryOutcome, DeliveryState};
 use crate::domain::evidence::mask;
 use crate::domain::lifecycle::recovery::RecoveryAction;
 use crate::domain::lifecycle::{CommandKind, ConfirmationGate, Event, State};
+use crate::service::approvals::view::ApprovalView;
 use crate::service::engine::Engine;
 use crate::service::security::Policy;
 use crate::store::{StoreError, StoredCommand, TransitionRecord};
@@ -56,6 +57,10 @@ pub struct CommandStatus {
     /// The recovery commands that name this one (the single command's view only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recovery_commands: Option<Vec<Uuid>>,
+    /// The approval it waits (or waited) for last, with what it still needs and who may give
+    /// it (the single command's view only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalView>,
 }
 
 /// The canonical command envelope (DESIGN §4), the actor and conversation masked.
@@ -215,6 +220,7 @@ pub async fn status(
         deliveries: None,
         transitions: None,
         recovery_commands: None,
+        approval: None,
     };
     if full {
         let deliveries: Vec<DeliveryView> =
@@ -227,6 +233,7 @@ pub async fn status(
         let transitions = store.commands().transitions(id).await?;
         status.transitions = Some(transitions.into_iter().map(TransitionView::from).collect());
         status.recovery_commands = Some(store.commands().recoveries_of(id).await?);
+        status.approval = crate::service::approvals::view::of_command(engine, &command.envelope.tenant_id, id).await?;
     }
     Ok(status)
 }
