@@ -481,17 +481,26 @@ impl<'a> Meta<'a> {
     }
 }
 
-/// The command a stored inbound message started, its idempotency key and its confirmation's code.
+/// The command a stored inbound message started, its idempotency key and its confirmation's code,
+/// once admission made them (20 s at most: a gateway of its own admits after answering).
 pub async fn confirmation_of(db: &TestDb, message_id: &str) -> (uuid::Uuid, String, String) {
-    let mut conn = db.raw().await;
-    let row = sqlx::query(
-        "SELECT c.command_id, c.idempotency_key, f.code FROM commands c JOIN confirmations f ON f.command_id = c.command_id
-         JOIN inbound_messages m ON m.command_id = c.command_id WHERE m.provider_message_id = $1",
-    )
-    .bind(message_id)
-    .fetch_one(&mut conn)
-    .await
-    .expect("the command and its confirmation");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let row = loop {
+        let mut conn = db.raw().await;
+        let row = sqlx::query(
+            "SELECT c.command_id, c.idempotency_key, f.code FROM commands c JOIN confirmations f ON f.command_id = c.command_id
+             JOIN inbound_messages m ON m.command_id = c.command_id WHERE m.provider_message_id = $1",
+        )
+        .bind(message_id)
+        .fetch_optional(&mut conn)
+        .await
+        .expect("the command and its confirmation");
+        match row {
+            Some(row) => break row,
+            None if std::time::Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(20)).await,
+            None => panic!("no command with a confirmation for {message_id}"),
+        }
+    };
     let id: String = sqlx::Row::try_get(&row, 0).expect("id");
     let key: String = sqlx::Row::try_get(&row, 1).expect("key");
     let code: String = sqlx::Row::try_get(&row, 2).expect("code");

@@ -3,6 +3,7 @@
 //! PostgreSQL scenarios run when `CHATGATE_TEST_POSTGRES_URL` is set (`.ci/run` sets it) and say
 //! they were skipped otherwise.
 
+mod approvals_at_scale;
 mod architecture;
 mod bloodbank_agent;
 mod browser;

@@ -157,12 +157,19 @@ async fn settled(
         Tally::Denied { by } => (ApprovalStatus::Denied, Some(by.clone())),
         _ => (ApprovalStatus::Expired, None),
     };
-    if settle(engine, policy, Settling { approval, status, by, evidence, consume: None }, now).await? {
+    let settling = Settling { approval, status, by, evidence: evidence.clone(), consume: None };
+    if settle(engine, policy, settling, now).await? {
         return Ok(match status {
             ApprovalStatus::Approved => Decided::Approved,
             ApprovalStatus::Denied => Decided::Denied,
             status => Decided::Settled { status },
         });
+    }
+    // Another decision settled it first (on another instance, say): this one was recorded while
+    // it was pending, and its evidence says so.
+    if !evidence.is_empty() {
+        let step = StepWrite { evidence, ..StepWrite::new(approval.tenant_id.clone(), Some(approval.command_id), now) };
+        engine.store().commands().commit_step(&step).await?;
     }
     status_now(engine, approval).await
 }
