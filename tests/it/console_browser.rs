@@ -64,7 +64,7 @@ async fn an_operator_finds_and_fixes_commands_in_the_console() {
 }
 
 /// Signs in with the API token; returns the session cookie's value after checking its flags.
-async fn sign_in(browser: &mut Browser, app: &TestApp, token: &str) -> String {
+pub(crate) async fn sign_in(browser: &mut Browser, app: &TestApp, token: &str) -> String {
     browser.goto(&app.url("/console")).await;
     assert_eq!(browser.path().await, "/console/sign-in", "an operator without a session is sent to sign in");
     browser.type_into("#token", "not-a-token").await;

@@ -31,7 +31,7 @@ const SECOND_SUPERVISOR: &str = "15550000004";
 const DECIDE: &str = "approvals:read approvals:decide";
 
 /// `who` asks for `text` and confirms it: the command, now waiting for approval.
-async fn asked_and_confirmed(db: &TestDb, app: &TestApp, who: &str, text: &str) -> Uuid {
+pub(crate) async fn asked_and_confirmed(db: &TestDb, app: &TestApp, who: &str, text: &str) -> Uuid {
     let meta = Meta::new(app, db);
     let asked = format!("wamid.A-{who}-{}", text.len());
     assert_eq!(meta.text(&asked, who, text).await.status(), 200);

@@ -287,3 +287,46 @@ async fn sign_in_comes_from_its_own_form_within_a_budget_and_sessions_are_bounde
     assert!(refused.headers().contains_key("retry-after"));
     app.stop().await.expect("stop");
 }
+
+/// The Pending approvals page over HTTP (issue #46): a reader sees the waiting request without
+/// buttons and their decision is refused; a forged form and the requester's own decision change
+/// nothing; a supervisor's form decides as the API does, once.
+#[tokio::test]
+async fn the_pending_approvals_page_decides_as_the_api_does() {
+    use crate::e2e_security::token_as;
+    let db = TestDb::sqlite().await;
+    let app = spawn_app_with(&db, db.config.clone()).await;
+    let customer = crate::helpers::CUSTOMER;
+    let id = crate::e2e_approvals::asked_and_confirmed(&db, &app, customer, "refund 1234 250.00").await;
+    let tenant = crate::helpers::tenant("demo");
+    let approval = db.store.approvals().of_command(&tenant, id).await.expect("read").expect("approval").id;
+    let decide = format!("/console/approvals/{approval}/decision");
+    let state = || async { db.store.commands().get(&tenant, id).await.expect("read").expect("it").lifecycle.state };
+
+    let reader = session(&app, &token_as(&db.config, "15550000003", "approvals:read")).await;
+    let (status, html) = page(&app, &reader, "/console/approvals").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(html.contains("refund 250 on order 1234") && !html.contains("value=\"approve\""), "{html}");
+    let csrf = csrf_of(&html);
+    let refused = post_form(&app, &reader, &decide, &[("csrf", &csrf), ("decision", "approve")]).await;
+    assert_eq!(refused.0, StatusCode::FORBIDDEN, "a reader decides nothing");
+
+    let scopes = "approvals:read approvals:decide";
+    let own = session(&app, &token_as(&db.config, customer, scopes)).await;
+    let csrf = csrf_of(&page(&app, &own, "/console/approvals").await.1);
+    let mine = post_form(&app, &own, &decide, &[("csrf", &csrf), ("decision", "approve")]).await;
+    assert_eq!(mine.0, StatusCode::FORBIDDEN, "no one approves their own request: {}", mine.1);
+
+    let supervisor = session(&app, &token_as(&db.config, "15550000003", scopes)).await;
+    let html = page(&app, &supervisor, "/console/approvals").await.1;
+    assert!(html.contains("value=\"approve\""), "{html}");
+    let forged = post_form(&app, &supervisor, &decide, &[("csrf", "forged"), ("decision", "approve")]).await;
+    assert!(forged.0.is_client_error(), "{forged:?}");
+    assert_eq!(state().await, chatgate::domain::lifecycle::State::AuthzPending, "nothing changed");
+    let done = post_form(&app, &supervisor, &decide, &[("csrf", &csrf_of(&html)), ("decision", "approve")]).await;
+    assert_eq!(done.0, StatusCode::SEE_OTHER);
+    assert_eq!(crate::helpers::settled(&db, id).await, "executed");
+    let (_, after) = page(&app, &supervisor, "/console/approvals?decided=approved").await;
+    assert!(after.contains("Your decision is in: approved") && after.contains("Nothing waits for approval"), "{after}");
+    app.stop().await.expect("stop");
+}

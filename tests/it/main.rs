@@ -4,6 +4,7 @@
 //! they were skipped otherwise.
 
 mod approvals_at_scale;
+mod approvals_browser;
 mod architecture;
 mod bloodbank_agent;
 mod browser;

@@ -5,6 +5,7 @@
 //! same scopes and tenant.
 
 mod agents;
+mod approvals;
 mod commands;
 mod directory;
 mod insight;
@@ -38,6 +39,8 @@ pub fn router() -> Router<AppState> {
         .route("/console/commands/{id}/recover", post(recover::one))
         .route("/console/attention", get(recover::attention))
         .route("/console/attention/bulk", post(recover::bulk))
+        .route("/console/approvals", get(approvals::list))
+        .route("/console/approvals/{id}/decision", post(approvals::decide))
         .route("/console/agents", get(agents::list))
         .route("/console/agents/{agent}/{change}", post(agents::change))
         .route("/console/directory", get(directory::find))

@@ -24,6 +24,7 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("attention.html", include_str!("../../../templates/console/attention.html")),
     ("bulk_done.html", include_str!("../../../templates/console/bulk_done.html")),
     ("agents.html", include_str!("../../../templates/console/agents.html")),
+    ("approvals.html", include_str!("../../../templates/console/approvals.html")),
     ("audit.html", include_str!("../../../templates/console/audit.html")),
     ("message.html", include_str!("../../../templates/console/message.html")),
     ("directory.html", include_str!("../../../templates/console/directory.html")),

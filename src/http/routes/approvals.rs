@@ -44,15 +44,15 @@ pub struct ApprovalList {
 /// A decision: approve or deny, and why (kept with it).
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct DecisionBody {
-    pub(crate) decision: DecisionWord,
+pub struct DecisionBody {
+    pub decision: DecisionWord,
     #[serde(default)]
-    pub(crate) reason: Option<String>,
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum DecisionWord {
+pub enum DecisionWord {
     Approve,
     Deny,
 }
@@ -134,13 +134,25 @@ pub(crate) async fn decision(
     body: Bytes,
 ) -> Result<Json<DecisionMade>, ApiError> {
     let body: DecisionBody = serde_json::from_slice(&body).map_err(|e| invalid(&e.to_string()))?;
+    Ok(Json(decide_as(&state, &principal, id, body, "api").await?))
+}
+
+/// `principal` decides `body` on approval `id`, from `via` (`api`, `console`): the API's answer,
+/// or the refusal as a problem document. The console's buttons decide through it too.
+pub(crate) async fn decide_as(
+    state: &AppState,
+    principal: &Principal,
+    id: Uuid,
+    body: DecisionBody,
+    via: &str,
+) -> Result<DecisionMade, ApiError> {
     let deciding = Deciding {
         tenant: &principal.tenant,
         approval_id: id,
         approver: &principal.subject,
         approve: body.decision == DecisionWord::Approve,
         reason: body.reason.filter(|r| !r.trim().is_empty()),
-        via: "api",
+        via,
     };
     let decided = decide(&state.engine, &state.policy, &deciding, OffsetDateTime::now_utc()).await?;
     if let Some(refused) = refusal(id, &decided) {
@@ -152,7 +164,7 @@ pub(crate) async fn decision(
         _ => vec![],
     };
     let approval = view::approval(&state.engine, &principal.tenant, id).await?;
-    Ok(Json(DecisionMade { outcome, missing, approval }))
+    Ok(DecisionMade { outcome, missing, approval })
 }
 
 /// Break-glass: why, in a sentence, and the operator's own step-up proof for the command.

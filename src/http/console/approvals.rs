@@ -1,0 +1,61 @@
+//! The Pending approvals page: what waits for people's approval in the operator's tenant — the
+//! request, who asked, why (the policy's rules, or the executor's reason), what it still needs and
+//! who may give it, until when — with Approve and Deny for an operator whose token may decide.
+//! A button decides as the API does (`routes::approvals::decide_as`), as the session's subject.
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use minijinja::context;
+use serde::Deserialize;
+use uuid::Uuid;
+
+use super::frame;
+use super::page::{PageError, render};
+use super::session::{Changing, Signed};
+use crate::http::AppState;
+use crate::http::routes::approvals::{DECIDE, DecisionBody, DecisionWord, READ, decide_as};
+use crate::service::approvals::view;
+
+/// How many pending approvals the page shows, oldest first.
+const SHOWN: i64 = 100;
+
+#[derive(Deserialize)]
+pub(super) struct Shown {
+    /// What the operator's last decision came to (`approved`, `recorded`, `denied`).
+    #[serde(default)]
+    decided: Option<String>,
+}
+
+/// `GET /console/approvals`.
+pub(super) async fn list(
+    State(state): State<AppState>,
+    signed: Signed,
+    Query(shown): Query<Shown>,
+) -> Result<Response, PageError> {
+    signed.require(READ)?;
+    let approvals = view::pending(&state.engine, &signed.principal().tenant, SHOWN).await?;
+    let can_decide = signed.principal().scopes.contains(DECIDE);
+    let decided = shown.decided.filter(|d| matches!(d.as_str(), "approved" | "recorded" | "denied"));
+    let vars = context! {
+        title => "Pending approvals", nav => "approvals", session => frame(&signed), approvals, can_decide, decided,
+    };
+    Ok(render(StatusCode::OK, "approvals.html", vars))
+}
+
+#[derive(Deserialize)]
+pub(super) struct DecisionForm {
+    decision: DecisionWord,
+}
+
+/// `POST /console/approvals/{id}/decision`: the operator's own decision, counted once.
+pub(super) async fn decide(
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+    Changing { signed, form }: Changing<DecisionForm>,
+) -> Result<Response, PageError> {
+    signed.require(DECIDE)?;
+    let body = DecisionBody { decision: form.decision, reason: None };
+    let made = decide_as(&state, signed.principal(), id, body, "console").await?;
+    Ok(Redirect::to(&format!("/console/approvals?decided={}", made.outcome)).into_response())
+}
