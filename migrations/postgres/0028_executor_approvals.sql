@@ -13,3 +13,8 @@ ALTER TABLE approvals ADD COLUMN target TEXT;
 ALTER TABLE approvals ADD COLUMN wait TEXT;
 CREATE UNIQUE INDEX approvals_policy_once ON approvals (command_id) WHERE origin = 'policy';
 CREATE INDEX approvals_of_command ON approvals (command_id, requested_at);
+
+-- Escalation (issue #46): when the earliest escalation of a pending approval is due, the holders of
+-- its roles are asked; `escalates_at` is that moment, cleared once they were asked.
+ALTER TABLE approvals ADD COLUMN escalates_at BIGINT;
+CREATE INDEX approvals_escalation ON approvals (escalates_at) WHERE escalates_at IS NOT NULL;

@@ -52,7 +52,10 @@ CREATE TABLE approvals_next (
     decided         INTEGER NOT NULL DEFAULT 0,
     origin          TEXT NOT NULL DEFAULT 'policy' CHECK (origin IN ('policy', 'executor')),
     target          TEXT,
-    wait            TEXT
+    wait            TEXT,
+    -- Escalation: when the earliest escalation of a pending approval is due, the holders of its
+    -- roles are asked; this is that moment, cleared once they were asked.
+    escalates_at    BIGINT
 );
 INSERT INTO approvals_next (id, tenant_id, command_id, idempotency_key, requester, needs, status, requested_at,
     expires_at, settled_at, settled_by, decided)
@@ -64,6 +67,7 @@ CREATE INDEX approvals_pending ON approvals (tenant_id, status, requested_at);
 CREATE INDEX approvals_due ON approvals (status, expires_at);
 CREATE UNIQUE INDEX approvals_policy_once ON approvals (command_id) WHERE origin = 'policy';
 CREATE INDEX approvals_of_command ON approvals (command_id, requested_at);
+CREATE INDEX approvals_escalation ON approvals (escalates_at) WHERE escalates_at IS NOT NULL;
 
 COMMIT;
 PRAGMA foreign_keys = ON;

@@ -13,7 +13,7 @@ use uuid::Uuid;
 use crate::domain::command::{IdempotencyKey, TenantId};
 use crate::domain::delivery::ApprovalWait;
 use crate::domain::names::named_enum;
-use crate::domain::registry::approvals::Need;
+use crate::domain::registry::approvals::{Need, next_escalation};
 use crate::store::named::{self, row};
 use crate::store::rows::{from_ms, int, json, opt_int, opt_text, parsed, text, to_ms, uuid};
 use crate::store::{Approvals, StoreError};
@@ -65,6 +65,8 @@ pub struct StoredApproval {
     pub settled_at: Option<OffsetDateTime>,
     pub settled_by: Option<String>,
     pub asked_by: AskedBy,
+    /// When the next escalation is due (none: none is left to ask).
+    pub escalates_at: Option<OffsetDateTime>,
 }
 
 /// One person's decision.
@@ -84,6 +86,13 @@ pub struct ApprovalDecision {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ApprovalWrite {
     Open(NewApproval),
+    /// The escalation due at `was` was asked: the next one is due at `next` (none: no more).
+    /// Stale if it was asked meanwhile, or the approval settled.
+    Escalated {
+        id: Uuid,
+        was: OffsetDateTime,
+        next: Option<OffsetDateTime>,
+    },
     /// From `pending` to `status`; the step is stale if it was settled meanwhile.
     Settle {
         id: Uuid,
@@ -96,9 +105,18 @@ pub enum ApprovalWrite {
 macro_rules! approval_select {
     () => {
         "SELECT id, tenant_id, command_id, idempotency_key, requester, needs, status, requested_at, expires_at, \
-         settled_at, settled_by, origin, target, wait FROM approvals"
+         settled_at, settled_by, origin, target, wait, escalates_at FROM approvals"
     };
 }
+
+/// Pending approvals past their wait (the index on `(status, expires_at)`).
+pub(crate) const DUE: &str =
+    concat!(approval_select!(), " WHERE status = 'pending' AND expires_at <= $1 ORDER BY expires_at, id LIMIT $2");
+/// Pending approvals whose escalation is due (the partial index on `escalates_at`).
+pub(crate) const ESCALATION_DUE: &str = concat!(
+    approval_select!(),
+    " WHERE escalates_at IS NOT NULL AND escalates_at <= $1 AND status = 'pending' ORDER BY escalates_at, id LIMIT $2"
+);
 
 fn decode(row: &AnyRow) -> Result<StoredApproval, StoreError> {
     Ok(StoredApproval {
@@ -117,6 +135,7 @@ fn decode(row: &AnyRow) -> Result<StoredApproval, StoreError> {
             ("executor", Some(target)) => AskedBy::Executor { target, wait: json(row, "wait")? },
             _ => AskedBy::Policy,
         },
+        escalates_at: opt_int(row, "escalates_at")?.map(from_ms).transpose()?,
     })
 }
 
@@ -155,13 +174,16 @@ impl Approvals<'_> {
         rows.iter().map(decode).collect()
     }
 
+    /// Pending approvals whose escalation is due and not yet asked, of every tenant (the
+    /// sweeper's).
+    pub async fn escalation_due(self, now: OffsetDateTime, limit: i64) -> Result<Vec<StoredApproval>, StoreError> {
+        let rows = sqlx::query(ESCALATION_DUE).bind(to_ms(now)).bind(limit).fetch_all(self.store.pool()).await?;
+        rows.iter().map(decode).collect()
+    }
+
     /// Pending approvals past their wait, of every tenant (the sweeper's).
     pub async fn due(self, now: OffsetDateTime, limit: i64) -> Result<Vec<StoredApproval>, StoreError> {
-        let sql = concat!(
-            approval_select!(),
-            " WHERE status = 'pending' AND expires_at <= $1 ORDER BY expires_at, id LIMIT $2"
-        );
-        let rows = sqlx::query(sql).bind(to_ms(now)).bind(limit).fetch_all(self.store.pool()).await?;
+        let rows = sqlx::query(DUE).bind(to_ms(now)).bind(limit).fetch_all(self.store.pool()).await?;
         rows.iter().map(decode).collect()
     }
 
@@ -265,6 +287,7 @@ pub(crate) async fn write_approval(
                 "origin" => origin,
                 "target" => target,
                 "wait" => wait,
+                "escalates_at" => escalates_at(new, at).map(to_ms),
             ];
             named::insert(conn, "approvals", vec![approval], "").await?;
             if new.asked_by != AskedBy::Policy {
@@ -276,6 +299,17 @@ pub(crate) async fn write_approval(
                 .execute(&mut *conn)
                 .await?;
             Ok(true)
+        }
+        ApprovalWrite::Escalated { id, was, next } => {
+            let done = sqlx::query(
+                "UPDATE approvals SET escalates_at = $2 WHERE id = $1 AND status = 'pending' AND escalates_at = $3",
+            )
+            .bind(id.to_string())
+            .bind(next.map(to_ms))
+            .bind(to_ms(*was))
+            .execute(&mut *conn)
+            .await?;
+            Ok(done.rows_affected() == 1)
         }
         ApprovalWrite::Settle { id, status, by } => {
             let done = sqlx::query(
@@ -291,6 +325,12 @@ pub(crate) async fn write_approval(
             Ok(done.rows_affected() == 1)
         }
     }
+}
+
+/// When the earliest escalation of `new`, requested at `at`, is due, if before its wait ends.
+fn escalates_at(new: &NewApproval, at: OffsetDateTime) -> Option<OffsetDateTime> {
+    let first = next_escalation(&new.needs, std::time::Duration::ZERO)?;
+    Some(at + first).filter(|due| *due < new.expires_at)
 }
 
 /// Closes the pending approvals of commands that left `authz_pending` or `started` another way

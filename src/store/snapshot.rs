@@ -57,7 +57,14 @@ pub const SNAPSHOT_QUERIES: [&str; 5] = [figures::READ, OLDEST, AGENTS, ORPHANED
 pub const KEY_LOOKUPS: [&KeyLookup; 3] = [&COMMANDS_BY_ID, &DELIVERIES_OF_COMMANDS, &DISPATCH_TARGETS];
 
 /// What the timers read (or delete) on every sweep, whatever the load: through indexes too.
-pub const SWEEP_QUERIES: [&str; 4] = [OVERDUE, EXPIRED_UNDISPATCHED, EXPIRED, PURGE_EXPIRED];
+pub const SWEEP_QUERIES: [&str; 6] = [
+    OVERDUE,
+    EXPIRED_UNDISPATCHED,
+    EXPIRED,
+    PURGE_EXPIRED,
+    crate::store::approvals::DUE,
+    crate::store::approvals::ESCALATION_DUE,
+];
 
 impl Store {
     /// The figures at `now`: deliveries closed within `window`, commands orphaned for

@@ -26,6 +26,11 @@ pub(super) async fn run(engine: Engine, policy: Policy, every: Duration, stoppin
             Ok(expired) => tracing::info!(expired, "approvals expired"),
             Err(error) => tracing::warn!(%error, "approval sweep failed"),
         }
+        match approvals::escalate::escalate_due(&engine, &policy, OffsetDateTime::now_utc(), PER_SWEEP).await {
+            Ok(0) => {}
+            Ok(escalated) => tracing::info!(escalated, "approvals escalated"),
+            Err(error) => tracing::warn!(%error, "escalation sweep failed"),
+        }
     })
     .await;
 }

@@ -24,6 +24,7 @@ on_both_backends!(
     a_decision_on_an_unknown_or_foreign_approval_changes_nothing,
     supervisors_are_asked_on_whatsapp_and_a_tap_decides_once,
     break_glass_overrides_only_with_the_operators_step_up_and_a_reason,
+    an_escalation_that_comes_due_asks_the_next_role_who_may_then_decide,
 );
 
 const SUPERVISOR: &str = "15550000003";
@@ -314,5 +315,36 @@ async fn break_glass_overrides_only_with_the_operators_step_up_and_a_reason(db: 
     let again = override_with(&app, &operator, &approval, body).await;
     assert_eq!((again.0, again.1["code"].as_str()), (StatusCode::CONFLICT, Some("approval_settled")));
     assert_eq!(db.count("SELECT COUNT(*) FROM consumed_tokens WHERE jti <> $1", "").await, 1);
+    app.stop().await.expect("stop");
+}
+
+async fn an_escalation_that_comes_due_asks_the_next_role_who_may_then_decide(db: &TestDb) {
+    // The shipped policy with a customer's refund over their limit escalating to admins at once.
+    let commands = chatgate::config::SHIPPED_COMMANDS.replacen(
+        "within = \"4h\"\nescalate = { after = \"1h\", to = [\"admin\"] }",
+        "within = \"4h\"\nescalate = { after = \"1s\", to = [\"admin\"] }",
+        1,
+    );
+    assert_ne!(commands, chatgate::config::SHIPPED_COMMANDS, "the shipped policy reads as expected");
+    let mut config = db.config.clone();
+    config.outbound.confirmation_sweep_ms = 50;
+    let app = spawn_app_with_registry(db, config, &commands).await;
+    let id = asked_and_confirmed(db, &app, CUSTOMER, "refund 1234 80.00").await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !replies_to(db, ADMIN).await.iter().any(|(t, _)| t == "approval_request") {
+        assert!(std::time::Instant::now() < deadline, "the admins were never asked");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // Asked once, by the escalation (its evidence says whom), not with the supervisors.
+    let asked = replies_to(db, ADMIN).await.into_iter().filter(|(t, _)| t == "approval_request").count();
+    assert_eq!(asked, 1);
+    let evidence = db.store.evidence().for_command("demo", id).await.expect("evidence");
+    let escalated: Vec<_> = evidence.iter().filter(|a| a.kind == "approval.escalated").collect();
+    assert_eq!(escalated.len(), 1, "escalated once");
+    assert_eq!(escalated[0].body["decision"]["roles"], json!(["admin"]));
+    let approval = listed(&app, &token_as(&db.config, ADMIN, DECIDE), id).await;
+    let (status, answer) = decide(&app, &token_as(&db.config, ADMIN, DECIDE), &approval, "approve").await;
+    assert_eq!((status, answer["outcome"].as_str()), (StatusCode::OK, Some("approved")), "{answer}");
+    assert_eq!(settled(db, id).await, "executed");
     app.stop().await.expect("stop");
 }

@@ -141,6 +141,9 @@ pub enum Decision {
     ApprovalDecided { approval_id: Uuid, approver: String, decision: &'static str, via: String, standing: String },
     /// An approval settled (approved, denied, expired) and what it did to its command.
     ApprovalSettled { approval_id: Uuid, status: String, by: Option<String> },
+    /// An approval's escalation came due: the roles now asked too, how many people that was,
+    /// and when the next escalation is due (Unix seconds; none: no more).
+    ApprovalEscalated { approval_id: Uuid, roles: Vec<String>, asked: usize, next: Option<i64> },
     /// Break-glass: the operator (by pseudonym) who overrode a pending approval, why, and their
     /// step-up proof (never the token).
     ApprovalOverridden { approval_id: Uuid, operator: String, reason: String, step_up_proof: Value },

@@ -41,6 +41,8 @@ named_enum! {
         // Break-glass: an operator settled a pending approval without its approvers, with a
         // step-up proof of their own and a written reason.
         ApprovalOverridden => "approval.overridden",
+        // An approval's escalation came due: the holders of its roles were asked too.
+        ApprovalEscalated => "approval.escalated",
     }
 }
 

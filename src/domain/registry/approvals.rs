@@ -124,6 +124,21 @@ pub struct Missing {
     pub roles: BTreeSet<String>,
 }
 
+/// How long after its request the first escalation of `needs` still to come after `waited` is
+/// due; none when no escalation is left.
+pub fn next_escalation(needs: &[(String, Need)], waited: Duration) -> Option<Duration> {
+    let afters = needs.iter().filter_map(|(_, need)| need.escalation.as_ref().map(|e| e.after));
+    afters.filter(|after| *after > waited).min()
+}
+
+/// The roles `needs` escalate to after waiting from `since` to `by` (the escalations due then),
+/// beyond the roles that decide from the start.
+pub fn escalating_roles(needs: &[(String, Need)], since: Duration, by: Duration) -> BTreeSet<String> {
+    let due = needs.iter().filter_map(|(_, need)| need.escalation.as_ref().filter(|e| (since..=by).contains(&e.after)));
+    let approvers: BTreeSet<&String> = needs.iter().flat_map(|(_, need)| &need.approvers).collect();
+    due.flat_map(|e| e.to.iter()).filter(|role| !approvers.contains(role)).cloned().collect()
+}
+
 /// Whether `person` holding `roles` may decide on `need` after `waited`: they hold an approver's
 /// role (or, once escalated, one of the escalation's), and they did not ask.
 pub fn may_decide(need: &Need, requester: &str, person: &str, roles: &BTreeSet<String>, waited: Duration) -> bool {

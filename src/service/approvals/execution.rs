@@ -23,7 +23,7 @@ use crate::domain::registry::approvals::{Need, RuleOutcome};
 use crate::service::dispatch::{DeliveryPlan, DispatchOrder, conclude};
 use crate::service::engine::{Engine, EngineError};
 use crate::service::security::Policy;
-use crate::service::security::approval::{asks, opening};
+use crate::service::security::approval::{Asked, asks, opening};
 use crate::store::{ApprovalStatus, ApprovalWrite, AskedBy, StoredApproval, StoredCommand};
 
 use super::settle::Settling;
@@ -82,7 +82,7 @@ pub async fn ask(
     let rule = wait.message.clone().unwrap_or_else(|| wait.reason.clone());
     let opened = opening(command, (vec![(rule, need)], asked_by), &name, now);
     if let ApprovalWrite::Open(new) = &opened.write {
-        plan.with.outbox.extend(asks(policy, command, new, &name).await?);
+        plan.with.outbox.extend(asks(policy, command, &Asked::approvers(new), &name).await?);
     }
     let mut draft = started_evidence(command.envelope.command_id, EvidenceKind::ApprovalRequested);
     draft.decision = Some(json!({"approval": opened.decision, "target": target, "waiting": wait}));

@@ -7,6 +7,7 @@
 
 pub mod break_glass;
 pub mod decide;
+pub mod escalate;
 pub mod execution;
 pub mod expire;
 mod settle;

@@ -33,7 +33,7 @@ use crate::store::{
 /// How many times a step that lost a race is decided again before giving up (the provider's
 /// redelivery then tries once more).
 use super::moves::{AnswerMoves, answer_moves, expiry_move};
-use crate::service::security::approval::asks;
+use crate::service::security::approval::{Asked, asks};
 use crate::store::ApprovalWrite;
 
 const ATTEMPTS: usize = 4;
@@ -220,7 +220,7 @@ async fn held_for_approval(
     approval: Option<ApprovalWrite>,
 ) -> Result<(), EngineError> {
     if let Some(ApprovalWrite::Open(opened)) = &approval {
-        step.outbox.extend(asks(who.policy, command, opened, name).await?);
+        step.outbox.extend(asks(who.policy, command, &Asked::approvers(opened), name).await?);
     }
     step.approval = approval;
     Ok(())

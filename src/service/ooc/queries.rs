@@ -163,6 +163,7 @@ fn step(artifact: &crate::store::StoredArtifact) -> Option<Value> {
         "approval.decided" if decision["decision"] == "deny" => "approval_refused",
         "approval.decided" => "approval_given",
         "approval.overridden" => "overridden",
+        "approval.escalated" => "approval_escalated",
         "execution.started" => "started",
         "execution.executed" => "executed",
         "execution.failed" => "failed",

@@ -73,24 +73,40 @@ pub fn opening(
     Opening { write, decision: decision.into(), notice }
 }
 
+/// Whom an approval asks: the holders of `roles`, never its requester.
+#[derive(Debug, Clone)]
+pub struct Asked<'a> {
+    pub id: Uuid,
+    pub requester: &'a str,
+    pub needs: &'a [(String, Need)],
+    pub roles: BTreeSet<String>,
+}
+
+impl<'a> Asked<'a> {
+    /// Its approvers, as it is opened.
+    pub fn approvers(approval: &'a NewApproval) -> Self {
+        let roles = approval.needs.iter().flat_map(|(_, need)| need.approvers.iter().cloned()).collect();
+        Self { id: approval.id, requester: &approval.requester, needs: &approval.needs, roles }
+    }
+}
+
 /// The people an approval asks, each on WhatsApp with Approve and Deny buttons (ids
-/// `cg:approve:<approval>` and `cg:deny:<approval>`): the active holders of every role its rules
-/// name, never the requester, each once. Someone the directory lists no WhatsApp number for is
-/// not asked here (they decide over the API or the console).
+/// `cg:approve:<approval>` and `cg:deny:<approval>`): the active holders of the roles asked,
+/// never the requester, each once. Someone the directory lists no WhatsApp number for is not
+/// asked here (they decide over the API or the console).
 pub async fn asks(
     policy: &Policy,
     command: &StoredCommand,
-    approval: &NewApproval,
+    approval: &Asked<'_>,
     name: &str,
 ) -> Result<Vec<NewOutboxMessage>, StoreError> {
     let e = &command.envelope;
     let tenants = policy.tenants.get();
     let Some(tenant) = tenants.tenant(e.tenant_id.as_str()) else { return Ok(vec![]) };
     let Some(business) = tenant.phone_number_ids.first() else { return Ok(vec![]) };
-    let roles: BTreeSet<&String> = approval.needs.iter().flat_map(|(_, need)| &need.approvers).collect();
     let mut asked = BTreeSet::new();
     let mut people = vec![];
-    for role in roles {
+    for role in &approval.roles {
         let search = Search { role: Some(role.clone()), active: Some(true), limit: 100, ..Search::default() };
         for stored in policy.people.list(&e.tenant_id, &search).await? {
             let person = stored.person;
@@ -99,9 +115,9 @@ pub async fn asks(
             }
         }
     }
-    let requester = policy.people.actor(&e.tenant_id, &approval.requester).await?;
+    let requester = policy.people.actor(&e.tenant_id, approval.requester).await?;
     let request = ApprovalRequest {
-        requester: requester.map_or_else(|| approval.requester.clone(), |actor| actor.name),
+        requester: requester.map_or_else(|| approval.requester.to_owned(), |actor| actor.name),
         what: command.reply_to.as_ref().and_then(|r| r.what.clone()).unwrap_or_else(|| name.to_owned()),
         command_id: e.command_id,
         rules: approval.needs.iter().map(|(rule, _)| rule.clone()).collect(),

@@ -16,7 +16,7 @@ use crate::service::engine::Engine;
 use crate::service::engine::EngineError;
 use crate::service::engine::MoveContext;
 use crate::service::security::StepUpError;
-use crate::service::security::approval::{asks, opening};
+use crate::service::security::approval::{Asked, asks, opening};
 use crate::service::security::authz::AuthzDecision;
 use crate::service::security::{Authorization, Policy};
 use crate::store::{ApprovalWrite, AskedBy, ConsumedToken, StepOutcome, StepWrite, StoredCommand};
@@ -79,7 +79,7 @@ pub async fn complete_step_up(
             step.evidence.push(draft);
             step.outbox.extend(opening.notice);
             if let ApprovalWrite::Open(opened) = &opening.write {
-                step.outbox.extend(asks(policy, &command, opened, &name).await?);
+                step.outbox.extend(asks(policy, &command, &Asked::approvers(opened), &name).await?);
             }
             step.approval = Some(opening.write);
         }

@@ -154,3 +154,18 @@ fn a_policy_is_read_with_the_registry_and_each_problem_names_its_line() {
     assert!(refused("approvers = [\"s\"]\nstep_up = true\n").contains("not supported yet"));
     assert!(refused("approvers = [\"s\"]\nwithin = \"soon\"\n").contains("not a duration"));
 }
+
+#[test]
+fn escalations_come_due_in_their_order_and_ask_only_roles_not_asked_before() {
+    let hour = Duration::from_secs(3600);
+    let mut later = need(1);
+    later.escalation = Some(Escalation { after: 2 * hour, to: roles(&["director", "supervisor"]) });
+    let needs = vec![("first".to_owned(), need(1)), ("second".to_owned(), later)];
+    assert_eq!(next_escalation(&needs, Duration::ZERO), Some(hour));
+    assert_eq!(next_escalation(&needs, hour), Some(2 * hour), "the one due at an hour is past");
+    assert_eq!(next_escalation(&needs, 2 * hour), None);
+    assert_eq!(escalating_roles(&needs, hour, hour), roles(&["admin"]));
+    // The supervisors decide from the start: escalating to them asks no one new.
+    assert_eq!(escalating_roles(&needs, 2 * hour, 3 * hour), roles(&["director"]));
+    assert!(escalating_roles(&needs, Duration::ZERO, hour / 2).is_empty());
+}
