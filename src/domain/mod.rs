@@ -13,6 +13,7 @@ pub mod lifecycle;
 pub mod message;
 pub(crate) mod names;
 pub mod outbound;
+pub mod reach;
 pub mod registry;
 pub mod replies;
 pub mod retry;

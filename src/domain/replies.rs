@@ -226,6 +226,8 @@ pub struct ApprovalRequest {
     /// How many distinct people must approve in all.
     pub approvals: u32,
     pub within_minutes: u64,
+    /// The approval's short code, for a reply in words (`APPROVE <code>`, `DENY <code>`).
+    pub code: String,
 }
 
 named_enum! {

@@ -23,9 +23,9 @@ on_both_backends!(
     an_sms_suggestion_is_accepted_by_replying_1,
 );
 
-const AUTH_TOKEN: &str = "test-twilio-auth-token";
-const PUBLIC_BASE: &str = "https://gateway.example.com";
-const ACCOUNT: &str = "ACtest0000000000000000000000000000";
+pub(crate) const AUTH_TOKEN: &str = "test-twilio-auth-token";
+pub(crate) const PUBLIC_BASE: &str = "https://gateway.example.com";
+pub(crate) const ACCOUNT: &str = "ACtest0000000000000000000000000000";
 const BUSINESS: &str = "whatsapp:+14155238886";
 const PERSON: &str = "whatsapp:+15550000001";
 
@@ -47,7 +47,7 @@ const REFUND_FORM: &[(&str, &str)] = &[
 const REFUND_SIGNATURE_BY_PYTHON: &str = "bY3YyO7wbDmV4blNWYxHVkSATSk=";
 
 /// The test's own signer, written from Twilio's description, not from the gateway's code.
-fn sign(url: &str, form: &[(&str, &str)]) -> String {
+pub(crate) fn sign(url: &str, form: &[(&str, &str)]) -> String {
     let mut data = url.to_owned();
     let mut sorted = form.to_vec();
     sorted.sort_by(|a, b| a.0.cmp(b.0));
@@ -60,11 +60,11 @@ fn sign(url: &str, form: &[(&str, &str)]) -> String {
     base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
 }
 
-fn url() -> String {
+pub(crate) fn url() -> String {
     format!("{PUBLIC_BASE}/webhooks/twilio")
 }
 
-fn message(
+pub(crate) fn message(
     sid: &str,
     from: &str,
     to: &str,

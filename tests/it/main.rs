@@ -5,6 +5,7 @@
 
 mod approvals_at_scale;
 mod approvals_browser;
+mod approvers_everywhere;
 mod architecture;
 mod bloodbank_agent;
 mod browser;

@@ -93,6 +93,22 @@ pub struct RawActor {
 }
 
 impl RawTenant {
+    /// Its own address on each channel: the first number, bot, workspace, page or account listed.
+    fn reach(&self) -> BTreeMap<AddressKind, String> {
+        [
+            (AddressKind::Whatsapp, &self.phone_number_ids),
+            (AddressKind::Phone, &self.twilio_numbers),
+            (AddressKind::Telegram, &self.telegram_bots),
+            (AddressKind::Slack, &self.slack_teams),
+            (AddressKind::Messenger, &self.messenger_pages),
+            (AddressKind::Instagram, &self.instagram_accounts),
+            (AddressKind::Line, &self.line_bots),
+        ]
+        .into_iter()
+        .filter_map(|(kind, listed)| listed.first().map(|first| (kind, first.clone())))
+        .collect()
+    }
+
     /// Every address that routes to the tenant: numbers, bots, workspaces, pages, accounts.
     fn routes(&self) -> impl Iterator<Item = &String> {
         [
@@ -166,6 +182,7 @@ impl DirectoryFile {
                     }
                 }),
                 resolver,
+                reach: raw.reach(),
             };
             tenants.tenants.insert(name, tenant);
             seed.tenants.insert(id, (roles, people));

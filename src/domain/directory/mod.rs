@@ -45,6 +45,9 @@ pub struct Tenant {
     pub currency: Option<String>,
     /// Who to ask about a sender the directory does not know, if anyone.
     pub resolver: Option<Resolver>,
+    /// The tenant's own address on each channel it is reached on (the first listed): what a
+    /// message it starts (an approver asked) is sent from. `phone` is its SMS number (Twilio).
+    pub reach: BTreeMap<AddressKind, String>,
 }
 
 impl Tenant {

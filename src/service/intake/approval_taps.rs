@@ -6,6 +6,7 @@
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use crate::domain::command::{ShortRef, TenantId};
 use crate::domain::directory::{Actor, Tenant};
 use crate::domain::message::{Content, InboundStatus};
 use crate::domain::replies::{ApprovalAnswer, Reply};
@@ -14,25 +15,48 @@ use crate::service::engine::EngineError;
 use crate::service::intake::{Handled, Ingress};
 use crate::store::ReplyTo;
 
-/// A tap on an approval request's button.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A tap on an approval request's button, or a reply in words (`APPROVE K7Q2XW`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct ApprovalTap {
-    pub(super) approval_id: Uuid,
+    pub(super) approval: Named,
     pub(super) approve: bool,
 }
 
+/// How a tap names its approval: a button carries its id, words its short code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Named {
+    Id(Uuid),
+    Code(ShortRef),
+}
+
 impl ApprovalTap {
-    /// Reads a button reply as a tap, or `None` when it is something else.
+    /// Reads a button reply or a text as a tap, or `None` when it is something else.
     pub(super) fn parse(content: &Content) -> Option<Self> {
-        let Content::Reply { id, .. } = content else { return None };
-        let mut parts = id.splitn(3, ':');
-        let (prefix, verdict, approval) = (parts.next()?, parts.next()?, parts.next()?);
-        let approve = match (prefix, verdict) {
-            ("cg", "approve") => true,
-            ("cg", "deny") => false,
-            _ => return None,
-        };
-        Some(Self { approval_id: approval.parse().ok()?, approve })
+        match content {
+            Content::Reply { id, .. } => {
+                let mut parts = id.splitn(3, ':');
+                let (prefix, verdict, approval) = (parts.next()?, parts.next()?, parts.next()?);
+                let approve = match (prefix, verdict) {
+                    ("cg", "approve") => true,
+                    ("cg", "deny") => false,
+                    _ => return None,
+                };
+                Some(Self { approval: Named::Id(approval.parse().ok()?), approve })
+            }
+            // SMS and any channel without buttons: the verdict and the code the request gave.
+            Content::Text(text) => {
+                let mut words = text.split_whitespace();
+                let (verdict, code) = (words.next()?, words.next()?);
+                let approve = match verdict.to_ascii_lowercase().as_str() {
+                    "approve" => true,
+                    "deny" => false,
+                    _ => return None,
+                };
+                let code = ShortRef::parse(code).ok().filter(|_| words.next().is_none())?;
+                Some(Self { approval: Named::Code(code), approve })
+            }
+            _ => None,
+        }
     }
 }
 
@@ -45,16 +69,20 @@ impl Ingress {
         reply_to: &ReplyTo,
         now: OffsetDateTime,
     ) -> Result<Handled, EngineError> {
+        let approval_id = match &tap.approval {
+            Named::Id(id) => *id,
+            Named::Code(code) => self.pending_approval(&tenant.id, code).await?.unwrap_or(Uuid::nil()),
+        };
         let deciding = Deciding {
             tenant: &tenant.id,
-            approval_id: tap.approval_id,
+            approval_id,
             approver: actor.id.as_str(),
             approve: tap.approve,
             reason: None,
             via: message.channel.as_str(),
         };
         let decided = decide(self.engine(), self.policy(), &deciding, now).await?;
-        let shown = crate::service::approvals::view::approval(self.engine(), &tenant.id, tap.approval_id).await?;
+        let shown = crate::service::approvals::view::approval(self.engine(), &tenant.id, approval_id).await?;
         let what = shown.as_ref().map(|a| a.what.clone()).unwrap_or_default();
         let (status, missing) = match &decided {
             Decided::Waiting(missing) => (String::new(), missing.iter().map(|m| m.approvals).sum()),
@@ -69,6 +97,17 @@ impl Ingress {
     }
 }
 
+impl Ingress {
+    /// The tenant's pending approval whose short code is `code`.
+    async fn pending_approval(&self, tenant: &TenantId, code: &ShortRef) -> Result<Option<Uuid>, EngineError> {
+        let pending = self.engine().store().approvals().pending(tenant, PENDING_SEARCHED).await?;
+        Ok(pending.into_iter().map(|a| a.id).find(|id| ShortRef::of(*id) == *code))
+    }
+}
+
+/// How many of a tenant's pending approvals a code is looked for among (oldest first).
+const PENDING_SEARCHED: i64 = 1_000;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -77,10 +116,23 @@ mod tests {
     fn a_tap_names_its_approval_and_the_decision() {
         let id = Uuid::now_v7();
         let tap = |button: String| ApprovalTap::parse(&Content::Reply { id: button, title: "Approve".into() });
-        assert_eq!(tap(format!("cg:approve:{id}")), Some(ApprovalTap { approval_id: id, approve: true }));
-        assert_eq!(tap(format!("cg:deny:{id}")), Some(ApprovalTap { approval_id: id, approve: false }));
+        assert_eq!(tap(format!("cg:approve:{id}")), Some(ApprovalTap { approval: Named::Id(id), approve: true }));
+        assert_eq!(tap(format!("cg:deny:{id}")), Some(ApprovalTap { approval: Named::Id(id), approve: false }));
         assert_eq!(tap(format!("cg:yes:{id}")), None, "a confirmation's button");
         assert_eq!(tap("cg:approve:not-an-id".into()), None);
         assert_eq!(ApprovalTap::parse(&Content::Text(format!("cg:approve:{id}"))), None);
+    }
+
+    #[test]
+    fn words_name_an_approval_by_its_code() {
+        let said = |text: &str| ApprovalTap::parse(&Content::Text(text.into()));
+        let code = ShortRef::of(Uuid::nil());
+        let approve = Some(ApprovalTap { approval: Named::Code(code.clone()), approve: true });
+        assert_eq!(said(&format!("APPROVE {code}")), approve);
+        assert_eq!(said(&format!("approve {}", code.as_str().to_lowercase())), approve, "typed loosely");
+        assert_eq!(said(&format!("Deny {code}")).map(|t| t.approve), Some(false));
+        assert_eq!(said("approve"), None);
+        assert_eq!(said(&format!("approve {code} please")), None, "only the verdict and the code");
+        assert_eq!(said("refund 1234 25.00"), None);
     }
 }

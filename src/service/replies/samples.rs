@@ -58,6 +58,7 @@ pub fn samples() -> Vec<Reply> {
             rules: vec!["a customer's own limit".into(), "refund over 100.00".into()],
             approvals: 1,
             within_minutes: 240,
+            code: "K7Q2XW".into(),
         }),
         Reply::Expired(Expired { command: "refund".into(), code: "K7Q2".into() }),
         Reply::Progress(Progress { done: true, command_id: command_id(), state: State::Executed }),

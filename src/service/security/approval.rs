@@ -10,10 +10,10 @@ use serde_json::Value;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::domain::command::Channel;
-use crate::domain::directory::{AddressKind, Person};
+use crate::domain::command::ShortRef;
 use crate::domain::evidence::decision::Decision;
-use crate::domain::outbound::{ButtonSpec, Purpose, ReplyAddress};
+use crate::domain::outbound::{ButtonSpec, Purpose};
+use crate::domain::reach::reach;
 use crate::domain::registry::approvals::Need;
 use crate::domain::replies::{ApprovalRequest, ApprovalRequired, Reply};
 use crate::service::security::Policy;
@@ -90,10 +90,12 @@ impl<'a> Asked<'a> {
     }
 }
 
-/// The people an approval asks, each on WhatsApp with Approve and Deny buttons (ids
-/// `cg:approve:<approval>` and `cg:deny:<approval>`): the active holders of the roles asked,
-/// never the requester, each once. Someone the directory lists no WhatsApp number for is not
-/// asked here (they decide over the API or the console).
+/// The people an approval asks, each on their own channel (`domain::reach`: WhatsApp, Slack,
+/// Telegram, Messenger, Instagram or SMS) with Approve and Deny buttons (ids
+/// `cg:approve:<approval>` and `cg:deny:<approval>`; the channel draws them its way) and the
+/// approval's code for a reply in words (`APPROVE <code>`): the active holders of the roles
+/// asked, never the requester, each once. Someone reachable on none of the tenant's channels is
+/// not asked here (they decide over the API or the console).
 pub async fn asks(
     policy: &Policy,
     command: &StoredCommand,
@@ -103,7 +105,6 @@ pub async fn asks(
     let e = &command.envelope;
     let tenants = policy.tenants.get();
     let Some(tenant) = tenants.tenant(e.tenant_id.as_str()) else { return Ok(vec![]) };
-    let Some(business) = tenant.phone_number_ids.first() else { return Ok(vec![]) };
     let mut asked = BTreeSet::new();
     let mut people = vec![];
     for role in &approval.roles {
@@ -123,16 +124,13 @@ pub async fn asks(
         rules: approval.needs.iter().map(|(rule, _)| rule.clone()).collect(),
         approvals: approval.needs.iter().map(|(_, need)| need.quorum).max().unwrap_or(1),
         within_minutes: approval.needs.iter().map(|(_, need)| need.within.as_secs() / 60).max().unwrap_or(0),
+        code: ShortRef::of(approval.id).to_string(),
     };
     let reply = Reply::ApprovalRequest(request);
     let messages = people.iter().filter_map(|person| {
-        let number = whatsapp_number(person)?;
         let locale = person.locale.clone().unwrap_or_else(|| tenant.locale.clone());
-        let channel = Channel::parse("whatsapp").ok()?;
-        let to = ReplyTo::to(
-            ReplyAddress::new(channel, business, &number, &locale),
-            format!("whatsapp:{business}:{number}"),
-        );
+        let (address, conversation) = reach(person, tenant, &locale)?;
+        let to = ReplyTo::to(address, conversation);
         let mut message = to.chat(&reply);
         let chat = message.message_mut();
         chat.purpose = Purpose::Prompt;
@@ -148,11 +146,4 @@ pub async fn asks(
 /// A button's id for deciding on approval `id` (`approve` or `deny`).
 pub fn tap_id(verdict: &str, id: Uuid) -> String {
     format!("cg:{verdict}:{id}")
-}
-
-/// The person's WhatsApp number: their `whatsapp` address, else an id that is one.
-fn whatsapp_number(person: &Person) -> Option<String> {
-    let listed = person.addresses.iter().find(|a| a.kind == AddressKind::Whatsapp).map(|a| a.value.clone());
-    let id = person.id.as_str();
-    listed.or_else(|| (!id.is_empty() && id.bytes().all(|b| b.is_ascii_digit())).then(|| id.to_owned()))
 }
