@@ -256,7 +256,8 @@ async fn decisions_of(conn: &mut AnyConnection, id: Uuid) -> Result<Vec<Approval
         .collect()
 }
 
-/// Opens or settles an approval inside a step; `false` when a settle found it settled already.
+/// Opens, escalates or settles an approval inside a step; `false` when a compare-and-set found
+/// it moved already.
 pub(crate) async fn write_approval(
     conn: &mut AnyConnection,
     (tenant, command_id): (&TenantId, Option<Uuid>),
@@ -266,38 +267,7 @@ pub(crate) async fn write_approval(
     match write {
         ApprovalWrite::Open(new) => {
             let command_id = command_id.ok_or_else(|| StoreError::Corrupt("an approval without its command".into()))?;
-            let needs = serde_json::to_string(&new.needs).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            let (origin, target, wait) = match &new.asked_by {
-                AskedBy::Policy => ("policy", None, None),
-                AskedBy::Executor { target, wait } => {
-                    let wait = serde_json::to_string(wait).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                    ("executor", Some(target.clone()), Some(wait))
-                }
-            };
-            let approval = row![
-                "id" => new.id.to_string(),
-                "tenant_id" => tenant.as_str(),
-                "command_id" => command_id.to_string(),
-                "idempotency_key" => new.idempotency_key.as_str(),
-                "requester" => new.requester.as_str(),
-                "needs" => needs,
-                "status" => ApprovalStatus::Pending.as_str(),
-                "requested_at" => to_ms(at),
-                "expires_at" => to_ms(new.expires_at),
-                "origin" => origin,
-                "target" => target,
-                "wait" => wait,
-                "escalates_at" => escalates_at(new, at).map(to_ms),
-            ];
-            named::insert(conn, "approvals", vec![approval], "").await?;
-            if new.asked_by != AskedBy::Policy {
-                return Ok(true);
-            }
-            // What the command waits for now (after a step-up it was waiting for the proof).
-            sqlx::query("UPDATE commands SET reason_code = 'approval_required' WHERE command_id = $1")
-                .bind(command_id.to_string())
-                .execute(&mut *conn)
-                .await?;
+            open(conn, (tenant, command_id), new, at).await?;
             Ok(true)
         }
         ApprovalWrite::Escalated { id, was, next } => {
@@ -325,6 +295,47 @@ pub(crate) async fn write_approval(
             Ok(done.rows_affected() == 1)
         }
     }
+}
+
+/// Inserts a new approval of `command_id`; a policy's also says why its command waits.
+async fn open(
+    conn: &mut AnyConnection,
+    (tenant, command_id): (&TenantId, Uuid),
+    new: &NewApproval,
+    at: OffsetDateTime,
+) -> Result<(), StoreError> {
+    let needs = serde_json::to_string(&new.needs).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let (origin, target, wait) = match &new.asked_by {
+        AskedBy::Policy => ("policy", None, None),
+        AskedBy::Executor { target, wait } => {
+            let wait = serde_json::to_string(wait).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            ("executor", Some(target.clone()), Some(wait))
+        }
+    };
+    let approval = row![
+        "id" => new.id.to_string(),
+        "tenant_id" => tenant.as_str(),
+        "command_id" => command_id.to_string(),
+        "idempotency_key" => new.idempotency_key.as_str(),
+        "requester" => new.requester.as_str(),
+        "needs" => needs,
+        "status" => ApprovalStatus::Pending.as_str(),
+        "requested_at" => to_ms(at),
+        "expires_at" => to_ms(new.expires_at),
+        "origin" => origin,
+        "target" => target,
+        "wait" => wait,
+        "escalates_at" => escalates_at(new, at).map(to_ms),
+    ];
+    named::insert(conn, "approvals", vec![approval], "").await?;
+    if new.asked_by == AskedBy::Policy {
+        // What the command waits for now (after a step-up it was waiting for the proof).
+        sqlx::query("UPDATE commands SET reason_code = 'approval_required' WHERE command_id = $1")
+            .bind(command_id.to_string())
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
 }
 
 /// When the earliest escalation of `new`, requested at `at`, is due, if before its wait ends.

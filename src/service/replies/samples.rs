@@ -43,6 +43,24 @@ pub fn samples() -> Vec<Reply> {
             command_id: command_id(),
             link: "https://chatgate.example/step-up/abc".into(),
         }),
+        Reply::Expired(Expired { command: "refund".into(), code: "K7Q2".into() }),
+        Reply::Progress(Progress { done: true, command_id: command_id(), state: State::Executed }),
+        Reply::Progress(Progress { done: false, command_id: command_id(), state: State::Started }),
+        Reply::Help(Help { commands: vec!["order status {order_id} — where an order is".into()], unsupported: None }),
+        Reply::Help(Help { commands: vec![], unsupported: Some("image".into()) }),
+        Reply::Suggestion(Suggestion { usage: USAGE.into(), suggestion: Some("refund 1234 25".into()) }),
+        Reply::Suggestion(Suggestion { usage: USAGE.into(), suggestion: None }),
+    ];
+    samples.extend(rejections().into_iter().map(Reply::Rejected));
+    samples.extend(approvals());
+    samples.extend(outcomes().into_iter().map(Reply::Outcome));
+    samples
+}
+
+/// The approvals' replies: the requester told it waits, an approver asked, and one answer per
+/// outcome an approver may be told.
+fn approvals() -> Vec<Reply> {
+    let mut samples = vec![
         Reply::ApprovalRequired(ApprovalRequired {
             command: "refund".into(),
             what: "refund 1500.00 on order 1234".into(),
@@ -60,16 +78,7 @@ pub fn samples() -> Vec<Reply> {
             within_minutes: 240,
             code: "K7Q2XW".into(),
         }),
-        Reply::Expired(Expired { command: "refund".into(), code: "K7Q2".into() }),
-        Reply::Progress(Progress { done: true, command_id: command_id(), state: State::Executed }),
-        Reply::Progress(Progress { done: false, command_id: command_id(), state: State::Started }),
-        Reply::Help(Help { commands: vec!["order status {order_id} — where an order is".into()], unsupported: None }),
-        Reply::Help(Help { commands: vec![], unsupported: Some("image".into()) }),
-        Reply::Suggestion(Suggestion { usage: USAGE.into(), suggestion: Some("refund 1234 25".into()) }),
-        Reply::Suggestion(Suggestion { usage: USAGE.into(), suggestion: None }),
     ];
-    samples.extend(rejections().into_iter().map(Reply::Rejected));
-    // One answer per outcome an approver may be told.
     samples.extend(ApprovalOutcome::ALL.iter().map(|outcome| {
         Reply::ApprovalAnswer(ApprovalAnswer {
             outcome: *outcome,
@@ -78,7 +87,6 @@ pub fn samples() -> Vec<Reply> {
             missing: 1,
         })
     }));
-    samples.extend(outcomes().into_iter().map(Reply::Outcome));
     samples
 }
 
