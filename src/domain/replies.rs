@@ -240,6 +240,8 @@ named_enum! {
         Settled => "settled",
         OwnRequest => "own_request",
         NotAnApprover => "not_an_approver",
+        // A rule asks its approvers to prove who they are: not by a tap.
+        StepUpRequired => "step_up_required",
         Unknown => "unknown",
     }
 }

@@ -16,6 +16,7 @@ use crate::domain::names::named_enum;
 use crate::domain::registry::approvals::{Need, next_escalation};
 use crate::store::named::{self, row};
 use crate::store::rows::{from_ms, int, json, opt_int, opt_text, parsed, text, to_ms, uuid};
+use crate::store::step::{ConsumedToken, consume_token};
 use crate::store::{Approvals, StoreError};
 
 named_enum! {
@@ -80,6 +81,8 @@ pub struct ApprovalDecision {
     pub via: String,
     pub reason: Option<String>,
     pub decided_at: OffsetDateTime,
+    /// The approver's step-up proof, when a rule asks for one (used up with the decision).
+    pub proof: Option<ConsumedToken>,
 }
 
 /// What a step does to an approval, in its transaction.
@@ -198,7 +201,7 @@ impl Approvals<'_> {
     /// the approval's count, so that two people deciding at once (on two instances) take turns
     /// and the second sees the first's decision. `fresh` is false when they had decided before
     /// (that one stands).
-    pub async fn record(self, id: Uuid, decision: &ApprovalDecision) -> Result<Option<DecisionRecorded>, StoreError> {
+    pub async fn record(self, id: Uuid, decision: &ApprovalDecision) -> Result<Recording, StoreError> {
         let mut tx = self.store.begin().await?;
         let bumped = sqlx::query("UPDATE approvals SET decided = decided + 1 WHERE id = $1 AND status = 'pending'")
             .bind(id.to_string())
@@ -206,7 +209,14 @@ impl Approvals<'_> {
             .await?;
         if bumped.rows_affected() != 1 {
             tx.rollback().await?;
-            return Ok(None);
+            return Ok(Recording::NotPending);
+        }
+        // An approver's step-up proof is used once, with the decision it proves.
+        if let Some(proof) = &decision.proof
+            && !consume_token(&mut tx, proof, None, decision.decided_at).await?
+        {
+            tx.rollback().await?;
+            return Ok(Recording::ProofUsed);
         }
         let roles = serde_json::to_string(&decision.roles).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let row = row![
@@ -223,8 +233,18 @@ impl Approvals<'_> {
                 .await?;
         let decisions = decisions_of(&mut tx, id).await?;
         tx.commit().await?;
-        Ok(Some(DecisionRecorded { fresh: !inserted.is_empty(), decisions }))
+        Ok(Recording::Recorded(DecisionRecorded { fresh: !inserted.is_empty(), decisions }))
     }
+}
+
+/// What recording a decision came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Recording {
+    /// The approval is no longer pending: nothing was recorded.
+    NotPending,
+    /// The step-up proof it carried was used before: nothing was recorded.
+    ProofUsed,
+    Recorded(DecisionRecorded),
 }
 
 /// A decision recorded (or found made before) and every decision so far.
@@ -251,6 +271,7 @@ async fn decisions_of(conn: &mut AnyConnection, id: Uuid) -> Result<Vec<Approval
                 via: text(row, "via")?,
                 reason: opt_text(row, "reason")?,
                 decided_at: from_ms(int(row, "decided_at")?)?,
+                proof: None,
             })
         })
         .collect()

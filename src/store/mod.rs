@@ -59,7 +59,7 @@ pub use crate::config::BackendKind;
 pub use admission::{AdmissionWrite, Admitted, DuplicateOf, DuplicateReply};
 pub use api_keys::KeyClaim;
 pub use approvals::{
-    ApprovalDecision, ApprovalStatus, ApprovalWrite, AskedBy, DecisionRecorded, NewApproval, StoredApproval,
+    ApprovalDecision, ApprovalStatus, ApprovalWrite, AskedBy, DecisionRecorded, NewApproval, Recording, StoredApproval,
 };
 pub use batch::GroupCommitStats;
 pub use command_reads::StoredMove;

@@ -23,6 +23,7 @@ mod directory_lookups;
 mod e2e_amqp;
 mod e2e_approvals;
 mod e2e_approvals_in_chat;
+mod e2e_approver_step_up;
 mod e2e_console;
 mod e2e_conversation;
 mod e2e_execution;

@@ -138,7 +138,16 @@ pub enum Decision {
     ApprovalRequested { approval_id: Uuid, rules: Vec<String>, roles: Vec<String>, quorum: u32, expires_at: i64 },
     /// One person's decision on an approval (the approver by pseudonym): whether it counted, and
     /// where the approval stands after it.
-    ApprovalDecided { approval_id: Uuid, approver: String, decision: &'static str, via: String, standing: String },
+    ApprovalDecided {
+        approval_id: Uuid,
+        approver: String,
+        decision: &'static str,
+        via: String,
+        standing: String,
+        /// The approver's step-up proof, when a rule asked for one (never the token).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        step_up_proof: Option<Value>,
+    },
     /// An approval settled (approved, denied, expired) and what it did to its command.
     ApprovalSettled { approval_id: Uuid, status: String, by: Option<String> },
     /// An approval's escalation came due: the roles now asked too, how many people that was,

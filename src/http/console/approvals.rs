@@ -55,7 +55,7 @@ pub(super) async fn decide(
     Changing { signed, form }: Changing<DecisionForm>,
 ) -> Result<Response, PageError> {
     signed.require(DECIDE)?;
-    let body = DecisionBody { decision: form.decision, reason: None };
+    let body = DecisionBody { decision: form.decision, reason: None, step_up_token: None };
     let made = decide_as(&state, signed.principal(), id, body, "console").await?;
     Ok(Redirect::to(&format!("/console/approvals?decided={}", made.outcome)).into_response())
 }

@@ -18,9 +18,9 @@ use crate::http::responses::{BearerErrors, NoSuchApproval, PROBLEM_JSON, Problem
 use crate::http::routes::recovery::step_up_problem;
 use crate::http::{ApiError, AppState, Problem};
 use crate::service::approvals::break_glass::{Overridden, Overriding, SHORTEST_REASON, break_glass};
-use crate::service::approvals::decide::{Decided, Deciding, NotYours, decide};
+use crate::service::approvals::decide::{Decided, Deciding, NotYours, ProofRefused, decide};
 use crate::service::approvals::view::{self, ApprovalView, MissingView};
-use crate::service::security::StepUpFailure;
+use crate::service::security::{StepUpError, StepUpFailure};
 
 pub const READ: &str = "approvals:read";
 pub const DECIDE: &str = "approvals:decide";
@@ -48,6 +48,10 @@ pub struct DecisionBody {
     pub decision: DecisionWord,
     #[serde(default)]
     pub reason: Option<String>,
+    /// The approver's step-up JWT (its `sub` them, bound to the approval's command and key), for
+    /// an approval a rule asks its approvers to step up for.
+    #[serde(default)]
+    pub step_up_token: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
@@ -119,6 +123,8 @@ pub(crate) async fn read(
     responses(
         (status = 200, description = "Counted: still waiting, approved or denied", body = DecisionMade),
         (status = 400, description = "Not a decision", content_type = PROBLEM_JSON, body = ProblemDocument),
+        (status = 401, description = "A step-up proof is asked for, or does not hold", content_type = PROBLEM_JSON,
+            body = ProblemDocument),
         (status = 403, description = "Not yours to decide: your own request, or no role that decides it",
             content_type = PROBLEM_JSON, body = ProblemDocument),
         NoSuchApproval,
@@ -153,8 +159,17 @@ pub(crate) async fn decide_as(
         approve: body.decision == DecisionWord::Approve,
         reason: body.reason.filter(|r| !r.trim().is_empty()),
         via,
+        step_up: body.step_up_token.as_deref(),
     };
     let decided = decide(&state.engine, &state.policy, &deciding, OffsetDateTime::now_utc()).await?;
+    if let Decided::ProofWanted(refused) = decided {
+        let failure = match refused {
+            None => StepUpFailure::Proof(StepUpError::Insufficient("this approval asks its approvers to step up")),
+            Some(ProofRefused::Invalid(error)) => StepUpFailure::Proof(error),
+            Some(ProofRefused::Used) => StepUpFailure::Used,
+        };
+        return Err(step_up_problem(state, id, failure));
+    }
     if let Some(refused) = refusal(id, &decided) {
         return Err(refused);
     }
@@ -251,7 +266,7 @@ fn refusal(id: Uuid, decided: &Decided) -> Option<ApiError> {
     let conflict =
         |code: &str, detail: String| Problem::new(StatusCode::CONFLICT, code, "Decided before").detail(detail);
     Some(match decided {
-        Decided::Waiting(_) | Decided::Approved | Decided::Denied => return None,
+        Decided::Waiting(_) | Decided::Approved | Decided::Denied | Decided::ProofWanted(_) => return None,
         Decided::NotFound => not_found(id),
         Decided::Settled { status } => conflict("approval_settled", format!("The approval is {}.", status.as_str()))
             .with("status", status.as_str())

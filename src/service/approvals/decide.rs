@@ -16,7 +16,8 @@ use crate::domain::registry::approvals::{self, Decided as Counted, Missing, Tall
 use crate::domain::replies::ApprovalOutcome;
 use crate::service::engine::{Engine, EngineError};
 use crate::service::security::Policy;
-use crate::store::{ApprovalDecision, ApprovalStatus, StepWrite, StoredApproval};
+use crate::service::security::StepUpError;
+use crate::store::{ApprovalDecision, ApprovalStatus, ConsumedToken, Recording, StepWrite, StoredApproval};
 
 use super::settle::{Settling, settle};
 
@@ -31,6 +32,8 @@ pub struct Deciding<'a> {
     pub reason: Option<String>,
     /// `api`, or the channel they answered on.
     pub via: &'a str,
+    /// Their step-up token, for an approval a rule asks its approvers to step up for.
+    pub step_up: Option<&'a str>,
 }
 
 /// What a decision came to.
@@ -48,6 +51,9 @@ pub enum Decided {
     Settled { status: ApprovalStatus },
     /// Not theirs to decide.
     NotYours(NotYours),
+    /// A rule they decide asks for their step-up proof: none came, it does not hold, or it was
+    /// used before. Nothing was recorded.
+    ProofWanted(Option<ProofRefused>),
     /// No such approval in the tenant.
     NotFound,
 }
@@ -63,6 +69,7 @@ impl Decided {
             Decided::Settled { .. } => ApprovalOutcome::Settled,
             Decided::NotYours(NotYours::OwnRequest) => ApprovalOutcome::OwnRequest,
             Decided::NotYours(NotYours::NotAnApprover) => ApprovalOutcome::NotAnApprover,
+            Decided::ProofWanted(_) => ApprovalOutcome::StepUpRequired,
             Decided::NotFound => ApprovalOutcome::Unknown,
         }
     }
@@ -75,6 +82,13 @@ pub enum NotYours {
     OwnRequest,
     /// They hold no role that decides it (now).
     NotAnApprover,
+}
+
+/// Why an approver's step-up proof was not taken.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProofRefused {
+    Invalid(StepUpError),
+    Used,
 }
 
 /// Records `deciding` and settles the approval when the tally says so.
@@ -105,6 +119,11 @@ pub async fn decide(
     if now >= approval.expires_at {
         return settled(engine, policy, &approval, Tally::Expired { rule: String::new() }, vec![], now).await;
     }
+    let asks_proof = approval.needs.iter().any(|entry| entry.1.step_up && may(entry));
+    let proof = match proof_of(policy, &approval, deciding, asks_proof, now) {
+        Ok(proof) => proof,
+        Err(refused) => return Ok(Decided::ProofWanted(refused)),
+    };
     let decision = ApprovalDecision {
         approver: deciding.approver.to_owned(),
         roles: standing.roles,
@@ -112,9 +131,12 @@ pub async fn decide(
         via: deciding.via.to_owned(),
         reason: deciding.reason.clone(),
         decided_at: now,
+        proof,
     };
-    let Some(recorded) = store.approvals().record(approval.id, &decision).await? else {
-        return status_now(engine, &approval).await;
+    let recorded = match store.approvals().record(approval.id, &decision).await? {
+        Recording::Recorded(recorded) => recorded,
+        Recording::ProofUsed => return Ok(Decided::ProofWanted(Some(ProofRefused::Used))),
+        Recording::NotPending => return status_now(engine, &approval).await,
     };
     if !recorded.fresh {
         let first = recorded.decisions.iter().find(|d| d.approver == deciding.approver);
@@ -126,7 +148,7 @@ pub async fn decide(
         .map(|d| Counted { approver: d.approver.clone(), roles: d.roles.clone(), approve: d.approve })
         .collect();
     let tally = approvals::tally(&approval.needs, &approval.requester, &counted, waited);
-    let evidence = vec![decided_evidence(engine, &approval, deciding, &tally)];
+    let evidence = vec![decided_evidence(engine, (&approval, decision.proof.as_ref()), deciding, &tally)];
     match tally {
         Tally::Waiting(missing) => {
             let step =
@@ -136,6 +158,25 @@ pub async fn decide(
         }
         tally => settled(engine, policy, &approval, tally, evidence, now).await,
     }
+}
+
+/// The approver's step-up proof when a rule they decide asks for one: bound to them, the
+/// approval's command and its idempotency key; `Err` when it is missing or does not hold.
+fn proof_of(
+    policy: &Policy,
+    approval: &StoredApproval,
+    deciding: &Deciding<'_>,
+    asks_proof: bool,
+    now: OffsetDateTime,
+) -> Result<Option<ConsumedToken>, Option<ProofRefused>> {
+    if !asks_proof {
+        return Ok(None);
+    }
+    let token = deciding.step_up.ok_or(None)?;
+    let binding = (approval.command_id, approval.idempotency_key.as_str());
+    let proof = policy.security.stepup.verify_binding(token, deciding.approver, binding, now);
+    let proof = proof.map_err(|error| Some(ProofRefused::Invalid(error)))?;
+    Ok(Some(ConsumedToken { issuer: proof.issuer, jti: proof.jti, expires_at: proof.expires_at }))
 }
 
 /// How long the approval has waited at `now`.
@@ -184,7 +225,7 @@ async fn status_now(engine: &Engine, approval: &StoredApproval) -> Result<Decide
 /// approval.
 fn decided_evidence(
     engine: &Engine,
-    approval: &StoredApproval,
+    (approval, proof): (&StoredApproval, Option<&ConsumedToken>),
     deciding: &Deciding<'_>,
     tally: &Tally,
 ) -> EvidenceDraft {
@@ -201,6 +242,7 @@ fn decided_evidence(
         decision: if deciding.approve { "approve" } else { "deny" },
         via: deciding.via.to_owned(),
         standing: standing.to_owned(),
+        step_up_proof: proof.map(|p| serde_json::json!({"issuer": p.issuer, "jti": p.jti})),
     };
     let trace = TraceBindings { actor: Some(approver), ..TraceBindings::default() };
     let mut draft = EvidenceDraft::new(EvidenceKind::ApprovalDecided, approval.command_id, trace);

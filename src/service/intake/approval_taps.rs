@@ -80,6 +80,7 @@ impl Ingress {
             approve: tap.approve,
             reason: None,
             via: message.channel.as_str(),
+            step_up: None,
         };
         let decided = decide(self.engine(), self.policy(), &deciding, now).await?;
         let shown = crate::service::approvals::view::approval(self.engine(), &tenant.id, approval_id).await?;

@@ -103,10 +103,6 @@ fn outcome(rule: &RawRule) -> Result<RuleOutcome, String> {
     if rule.approvers.is_empty() {
         return Err("`approvers` names the roles that approve (or `refuse = true`)".into());
     }
-    if rule.step_up {
-        // Refused rather than ignored: a policy that asks for it must not run without it.
-        return Err("an approver's step-up (`step_up = true`) is not supported yet".into());
-    }
     let quorum = rule.quorum.unwrap_or(1);
     if quorum == 0 {
         return Err("`quorum` is at least 1".into());

@@ -151,7 +151,6 @@ fn a_policy_is_read_with_the_registry_and_each_problem_names_its_line() {
     assert!(refused("refuse = true\napprovers = [\"s\"]\n").contains("a rule that refuses names no approvers"));
     let late = refused("approvers = [\"s\"]\nwithin = \"1h\"\nescalate = { after = \"2h\", to = [\"a\"] }\n");
     assert!(late.contains("comes before `within` ends"), "{late}");
-    assert!(refused("approvers = [\"s\"]\nstep_up = true\n").contains("not supported yet"));
     assert!(refused("approvers = [\"s\"]\nwithin = \"soon\"\n").contains("not a duration"));
 }
 
