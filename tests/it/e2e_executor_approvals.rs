@@ -33,6 +33,8 @@ const DECIDE: &str = "approvals:read approvals:decide";
 /// One call the stand-in received.
 #[derive(Debug, Clone)]
 struct Call {
+    path: String,
+    body: Value,
     key: String,
     delivery: String,
     webhook_id: String,
@@ -70,8 +72,15 @@ impl WaitingExecutor {
         Self { url: format!("http://{addr}/execute"), ledger }
     }
 
+    /// The calls that handed a command over (or resumed it), not the notices.
     fn calls(&self) -> Vec<Call> {
-        self.ledger.lock().expect("lock").calls.clone()
+        self.ledger.lock().expect("lock").calls.iter().filter(|c| c.path == "/execute").cloned().collect()
+    }
+
+    /// The notices of a canceled execution it was sent.
+    fn cancels(&self) -> Vec<Value> {
+        let calls = self.ledger.lock().expect("lock").calls.clone();
+        calls.into_iter().filter(|c| c.path == "/cancel").map(|c| c.body).collect()
     }
 
     fn effects(&self) -> BTreeMap<String, u32> {
@@ -79,10 +88,17 @@ impl WaitingExecutor {
     }
 }
 
-async fn handle(State(behaviour): State<Behaviour>, headers: HeaderMap, body: Bytes) -> impl IntoResponse {
+async fn handle(
+    State(behaviour): State<Behaviour>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> impl IntoResponse {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
     let envelope: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let call = Call {
+        path: uri.path().to_owned(),
+        body: envelope.clone(),
         key: header("idempotency-key"),
         delivery: header("x-chatgate-delivery-id"),
         webhook_id: header("webhook-id"),
@@ -90,6 +106,9 @@ async fn handle(State(behaviour): State<Behaviour>, headers: HeaderMap, body: By
     };
     let mut ledger = behaviour.ledger.lock().expect("lock");
     ledger.calls.push(call.clone());
+    if call.path == "/cancel" {
+        return (StatusCode::OK, axum::Json(json!({})));
+    }
     if call.approval["decision"] == "approved" {
         // Finished once per key, however often the grant comes.
         *ledger.effects.entry(call.key).or_default() += 1;
@@ -110,6 +129,7 @@ async fn with_executor(db: &TestDb, executor: &WaitingExecutor) -> TestApp {
     config.outbound.confirmation_sweep_ms = 50;
     let orders = config.executors.get_mut("orders").expect("orders");
     orders.url = executor.url.clone();
+    orders.cancel_url = Some(executor.url.replace("/execute", "/cancel"));
     spawn_app_with(db, config).await
 }
 
@@ -239,6 +259,17 @@ async fn a_denied_execution_fails_as_approval_rejected_without_another_call(db: 
     assert_eq!(state_and_reason(db, id).await.1.as_deref(), Some("approval_rejected"));
     assert_eq!(executor.calls().len(), 1, "never resumed");
     assert!(executor.effects().is_empty());
+    // Told, as of a cancel, so that it drops the execution it kept.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while executor.cancels().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the executor was never told");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let notice = &executor.cancels()[0];
+    assert_eq!(
+        (notice["command_id"].as_str(), notice["reason"].as_str()),
+        (Some(id.to_string().as_str()), Some("approval_rejected"))
+    );
     let told = templates_to(db, CUSTOMER).await;
     assert!(told.iter().any(|(t, _)| t == "failed"), "{told:?}");
     // A decision after the end changes nothing.

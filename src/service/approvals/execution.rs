@@ -20,7 +20,7 @@ use crate::domain::evidence::{EvidenceDraft, TraceBindings};
 use crate::domain::instants::rfc3339;
 use crate::domain::lifecycle::{EvidenceKind, State};
 use crate::domain::registry::approvals::{Need, RuleOutcome};
-use crate::service::dispatch::{DeliveryPlan, DispatchOrder, conclude};
+use crate::service::dispatch::{DeliveryPlan, DispatchOrder, cancel_notices, conclude};
 use crate::service::engine::{Engine, EngineError};
 use crate::service::security::Policy;
 use crate::service::security::approval::{Asked, asks, opening};
@@ -134,6 +134,9 @@ pub(super) async fn settle(
         if plan.apply(DeliveryEvent::ApprovalRejected, Some(detail)).is_err() {
             return Ok(false);
         }
+        // The executor still holds the waiting execution: it is told, as of an operator's cancel
+        // (where it takes such notices: `cancel_url`, `announce_cancel`).
+        plan.with.outbox.extend(cancel_notices(std::slice::from_ref(target), approval.command_id, APPROVAL_REJECTED));
     }
     plan.with.approval = Some(ApprovalWrite::Settle { id: approval.id, status, by });
     conclude(engine, &command, target, plan, None, now).await
