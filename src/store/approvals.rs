@@ -365,9 +365,8 @@ fn escalates_at(new: &NewApproval, at: OffsetDateTime) -> Option<OffsetDateTime>
     Some(at + first).filter(|due| *due < new.expires_at)
 }
 
-/// Closes the pending approvals of commands that left `authz_pending` or `started` another way
-/// than their approval's settling (an operator's cancel, an executor that gave up waiting), in
-/// the transaction of the move.
+/// Closes the pending approvals of commands whose wait ended another way than their approval's
+/// settling (an operator's cancel, an executor that gave up, a TTL), in the transaction of it.
 pub(crate) async fn close_approvals(
     conn: &mut AnyConnection,
     command_ids: &[(Uuid, OffsetDateTime)],

@@ -379,12 +379,12 @@ pub(crate) async fn move_commands(conn: &mut AnyConnection, runs: &[&[Transition
         .collect();
     crate::store::confirmations::close_confirmations(conn, &left_unanswered).await?;
     // The same for an approval: one its own step did not settle (an operator's cancel while it
-    // waited, an execution that ended while its executor waited) is closed with the move.
-    let waits = |state: State| matches!(state, State::AuthzPending | State::Started);
+    // waited) is closed with the move. (An executor's closes when its delivery stops waiting:
+    // `store::step`.)
     let left_waiting: Vec<(Uuid, OffsetDateTime)> = runs
         .iter()
-        .filter(|run| run.iter().any(|w| waits(w.transition.from)))
-        .filter_map(|run| run.last().filter(|w| !waits(w.transition.to)))
+        .filter(|run| run.iter().any(|w| w.transition.from == State::AuthzPending))
+        .filter_map(|run| run.last().filter(|w| w.transition.to != State::AuthzPending))
         .map(|last| (last.command_id, last.at))
         .collect();
     crate::store::approvals::close_approvals(conn, &left_waiting).await?;

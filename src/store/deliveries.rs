@@ -118,6 +118,13 @@ fn decode(row: &AnyRow) -> Result<Delivery, StoreError> {
     })
 }
 
+impl DeliveryChange {
+    /// Whether it moves a delivery out of `waiting` (for approval).
+    pub fn stops_waiting(&self) -> bool {
+        self.from == DeliveryState::Waiting && self.state != DeliveryState::Waiting
+    }
+}
+
 /// Applies a change inside the caller's transaction; `false` (nothing written) when the delivery
 /// moved since it was read, or another worker created it first.
 pub(crate) async fn apply_delivery(

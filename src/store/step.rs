@@ -196,6 +196,11 @@ impl Commands<'_> {
                 tx.rollback().await?;
                 return Ok(StepOutcome::Stale);
             }
+            // An execution that stops waiting another way than its approval's settling (the
+            // executor gave up, its TTL ran out) closes the approval it waited for.
+            if let (true, Some(command_id)) = (change.stops_waiting(), step.command_id) {
+                crate::store::approvals::close_approvals(&mut tx, &[(command_id, step.at)]).await?;
+            }
             tx.figures.merge(Moves::of_deliveries([(change, step.at)]));
         }
         lock_dedupes(&mut tx, step.moves.iter().map(TransitionWrite::ends_in)).await?;

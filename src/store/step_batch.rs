@@ -179,7 +179,8 @@ fn batchable(steps: &[&StepWrite]) -> bool {
     steps.iter().all(|step| {
         let plain =
             step.inbound.is_none() && step.settle.is_none() && step.consume.is_none() && step.approval.is_none();
-        let delivery = step.delivery.as_ref().is_none_or(|d| deliveries.insert(d.delivery_id));
+        // A delivery that stops waiting closes its approval: written alone (`store::step`).
+        let delivery = step.delivery.as_ref().is_none_or(|d| !d.stops_waiting() && deliveries.insert(d.delivery_id));
         let row = step.outbox_row.as_ref().is_none_or(|r| rows.insert(settled_id(r)));
         let moves = runs(&step.moves).all(|run| {
             let chained = run.windows(2).all(|pair| {

@@ -75,8 +75,7 @@ impl DispatchOrder {
     /// The order a claimed row carries; an unreadable one hands the command over, as rows
     /// written before `resume` existed do.
     pub fn of(payload: &Value, destination: &str) -> Self {
-        serde_json::from_value(payload.clone())
-            .unwrap_or_else(|_| Self { target: destination.to_owned(), resume: None })
+        Self::deserialize(payload).unwrap_or_else(|_| Self { target: destination.to_owned(), resume: None })
     }
 }
 
