@@ -25,6 +25,7 @@ on_both_backends!(
     an_executor_waiting_for_approval_is_resumed_with_the_same_key_and_delivery,
     a_denied_execution_fails_as_approval_rejected_without_another_call,
     a_waiting_ack_asks_for_approval_and_a_bad_one_changes_nothing,
+    an_executor_that_gives_up_waiting_fails_the_command_and_closes_its_approval,
 );
 
 const SUPERVISOR: &str = "15550000003";
@@ -310,5 +311,22 @@ async fn a_waiting_ack_asks_for_approval_and_a_bad_one_changes_nothing(db: &Test
     assert_eq!(delivery_reaches(db, id, "executed").await, "executed");
     assert_eq!(settled(db, id).await, "executed");
     assert_eq!(executor.effects().into_values().collect::<Vec<_>>(), [1]);
+    app.stop().await.expect("stop");
+}
+
+async fn an_executor_that_gives_up_waiting_fails_the_command_and_closes_its_approval(db: &TestDb) {
+    let executor = WaitingExecutor::start(true).await;
+    let app = with_executor(db, &executor).await;
+    let id = refund_confirmed(db, &app).await;
+    assert_eq!(delivery_reaches(db, id, "waiting").await, "waiting");
+    // It may not succeed before the grant; it may give up.
+    let early = json!({"type": "execution", "status": "succeeded", "result": {}});
+    assert_eq!(ack(db, &app, id, early).await.0, StatusCode::CONFLICT);
+    let gave_up = json!({"type": "execution", "status": "failed", "error": {"code": "order_locked"}});
+    assert_eq!(ack(db, &app, id, gave_up).await.0, StatusCode::OK);
+    assert_eq!(settled(db, id).await, "failed");
+    assert_eq!(state_and_reason(db, id).await.1.as_deref(), Some("order_locked"));
+    let approval = db.store.approvals().of_command(&tenant("demo"), id).await.expect("read").expect("approval");
+    assert_eq!(approval.status.as_str(), "closed", "nothing waits for it any more");
     app.stop().await.expect("stop");
 }
