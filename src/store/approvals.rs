@@ -16,7 +16,7 @@ use crate::domain::names::named_enum;
 use crate::domain::registry::approvals::{Need, next_escalation};
 use crate::store::named::{self, row};
 use crate::store::rows::{from_ms, int, json, opt_int, opt_text, parsed, text, to_ms, uuid};
-use crate::store::step::{ConsumedToken, consume_token};
+use crate::store::tokens::{ConsumedToken, consume_token};
 use crate::store::{Approvals, StoreError};
 
 named_enum! {

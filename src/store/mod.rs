@@ -46,6 +46,7 @@ mod snapshot;
 mod sqlite;
 mod step;
 mod step_batch;
+mod tokens;
 mod trace;
 mod tx;
 mod writer;
@@ -84,7 +85,8 @@ pub use repos::{
 };
 pub use signals::{CommittedMove, MoveObserver};
 pub use snapshot::{KEY_LOOKUPS, SNAPSHOT_QUERIES, SWEEP_QUERIES, Snapshot};
-pub use step::{ConsumedToken, StepOutcome, StepWrite};
+pub use step::{StepOutcome, StepWrite};
+pub use tokens::ConsumedToken;
 pub use trace::TraceNode;
 pub(crate) use tx::Tx;
 

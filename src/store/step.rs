@@ -18,8 +18,8 @@ use crate::store::evidence::append_all;
 use crate::store::figures::Moves;
 use crate::store::inbound::{InboundOutcome, NewInbound, insert_inbound, link_inbound};
 use crate::store::outbox::{NewOutboxMessage, OutboxSettle, insert_outboxes, settle_outbox};
-use crate::store::rows::to_ms;
-use crate::store::{Commands, Tokens, Tx};
+use crate::store::tokens::{ConsumedToken, consume_token};
+use crate::store::{Commands, Tx};
 
 #[derive(Debug, Clone)]
 pub struct StepWrite {
@@ -70,14 +70,6 @@ impl StepWrite {
     }
 }
 
-/// A token used once, by its issuer and `jti`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ConsumedToken {
-    pub issuer: String,
-    pub jti: String,
-    pub expires_at: OffsetDateTime,
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub enum StepOutcome {
     Committed {
@@ -93,61 +85,6 @@ pub enum StepOutcome {
     Stale,
     /// The single-use token was used before: nothing was written.
     TokenUsed,
-}
-
-/// Records a token's use; `false` when it was used before.
-pub(crate) async fn consume_token(
-    conn: &mut sqlx::AnyConnection,
-    token: &ConsumedToken,
-    command_id: Option<Uuid>,
-    at: OffsetDateTime,
-) -> Result<bool, StoreError> {
-    let inserted = sqlx::query(
-        "INSERT INTO consumed_tokens (issuer, jti, command_id, consumed_at, expires_at) VALUES ($1, $2, $3, $4, $5)
-         ON CONFLICT (issuer, jti) DO NOTHING",
-    )
-    .bind(token.issuer.as_str())
-    .bind(token.jti.as_str())
-    .bind(command_id.map(|id| id.to_string()).unwrap_or_default())
-    .bind(to_ms(at))
-    .bind(to_ms(token.expires_at))
-    .execute(&mut *conn)
-    .await?;
-    Ok(inserted.rows_affected() == 1)
-}
-
-impl Tokens<'_> {
-    /// Forgets used tokens that expired before `before` (they are refused as expired anyway).
-    pub async fn purge_consumed(self, before: OffsetDateTime) -> Result<u64, StoreError> {
-        let done = sqlx::query("DELETE FROM consumed_tokens WHERE expires_at <= $1")
-            .bind(to_ms(before))
-            .execute(self.store.pool())
-            .await?;
-        Ok(done.rows_affected())
-    }
-
-    /// Uses a single-use token up on its own; `false` when it was used before.
-    pub async fn consume(
-        self,
-        token: &ConsumedToken,
-        command_id: Uuid,
-        at: OffsetDateTime,
-    ) -> Result<bool, StoreError> {
-        let mut tx = self.store.begin().await?;
-        let fresh = consume_token(&mut tx, token, Some(command_id), at).await?;
-        tx.commit().await?;
-        Ok(fresh)
-    }
-
-    /// Whether a single-use token was used already.
-    pub async fn used(self, issuer: &str, jti: &str) -> Result<bool, StoreError> {
-        let row = sqlx::query("SELECT jti FROM consumed_tokens WHERE issuer = $1 AND jti = $2")
-            .bind(issuer)
-            .bind(jti)
-            .fetch_optional(self.store.pool())
-            .await?;
-        Ok(row.is_some())
-    }
 }
 
 /// What a step settles before its moves — the confirmation it answers, the token it uses up, the

@@ -17,7 +17,9 @@ use crate::domain::replies::ApprovalOutcome;
 use crate::service::engine::{Engine, EngineError};
 use crate::service::security::Policy;
 use crate::service::security::StepUpError;
-use crate::store::{ApprovalDecision, ApprovalStatus, ConsumedToken, Recording, StepWrite, StoredApproval};
+use crate::store::{
+    ApprovalDecision, ApprovalStatus, ConsumedToken, DecisionRecorded, Recording, StepWrite, StoredApproval,
+};
 
 use super::settle::{Settling, settle};
 
@@ -142,21 +144,33 @@ pub async fn decide(
         let first = recorded.decisions.iter().find(|d| d.approver == deciding.approver);
         return Ok(Decided::AlreadyDecided { approve: first.is_some_and(|d| d.approve) });
     }
+    counted(engine, policy, (&approval, &decision), (deciding, &recorded), now).await
+}
+
+/// A fresh decision counted with every one before it: the approval still waits (the decision's
+/// evidence alone), or the tally settles it.
+async fn counted(
+    engine: &Engine,
+    policy: &Policy,
+    (approval, decision): (&StoredApproval, &ApprovalDecision),
+    (deciding, recorded): (&Deciding<'_>, &DecisionRecorded),
+    now: OffsetDateTime,
+) -> Result<Decided, EngineError> {
     let counted: Vec<Counted> = recorded
         .decisions
         .iter()
         .map(|d| Counted { approver: d.approver.clone(), roles: d.roles.clone(), approve: d.approve })
         .collect();
-    let tally = approvals::tally(&approval.needs, &approval.requester, &counted, waited);
-    let evidence = vec![decided_evidence(engine, (&approval, decision.proof.as_ref()), deciding, &tally)];
+    let tally = approvals::tally(&approval.needs, &approval.requester, &counted, waited(approval, now));
+    let evidence = vec![decided_evidence(engine, (approval, decision.proof.as_ref()), deciding, &tally)];
     match tally {
         Tally::Waiting(missing) => {
             let step =
                 StepWrite { evidence, ..StepWrite::new(approval.tenant_id.clone(), Some(approval.command_id), now) };
-            store.commands().commit_step(&step).await?;
+            engine.store().commands().commit_step(&step).await?;
             Ok(Decided::Waiting(missing))
         }
-        tally => settled(engine, policy, &approval, tally, evidence, now).await,
+        tally => settled(engine, policy, approval, tally, evidence, now).await,
     }
 }
 

@@ -13,7 +13,7 @@ use crate::domain::command::{ActorId, TenantId};
 use crate::domain::evidence::EvidenceDraft;
 use crate::store::evidence::append_all;
 use crate::store::rows::{execute_tenant_in, fetch_tenant_in, text};
-use crate::store::step::{ConsumedToken, consume_token};
+use crate::store::tokens::{ConsumedToken, consume_token};
 use crate::store::{Directory, StoreError, Tx};
 
 /// A message's payload once its text is erased.
