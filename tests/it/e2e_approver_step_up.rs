@@ -1,7 +1,8 @@
 //! An approval rule that asks its approvers to step up (`step_up = true`, issue #46 goal 1), on
 //! both backends: a tap decides nothing and says why; over the API a decision without a proof, or
 //! with another person's, is refused and records nothing; the approver's own proof, bound to the
-//! command and its key, is used once with the decision, which its evidence names.
+//! command and its key, is used once with the decision, which its evidence names; the console's
+//! page asks for the token in the row and decides only with it.
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -75,5 +76,24 @@ async fn an_approver_who_must_step_up_decides_only_with_their_own_proof(db: &Tes
     let decided = evidence.iter().find(|a| a.kind == "approval.decided").expect("the decision's evidence");
     assert!(decided.body["decision"]["step_up_proof"]["jti"].is_string(), "{}", decided.body);
     assert_eq!(db.count("SELECT COUNT(*) FROM consumed_tokens WHERE jti <> $1", "").await, 1, "used once");
+
+    // In the console: the row asks for the token; without it nothing is recorded, with it approved.
+    use crate::e2e_console::{csrf_of, page, post_form, session};
+    let other = asked_and_confirmed(db, &app, CUSTOMER, "refund 98765 300.00").await;
+    let command = db.store.commands().get(&tenant("demo"), other).await.expect("read").expect("command");
+    let approval = db.store.approvals().of_command(&tenant("demo"), other).await.expect("read").expect("it").id;
+    let cookie = session(&app, &token_as(&db.config, SUPERVISOR, "approvals:read approvals:decide")).await;
+    let html = page(&app, &cookie, "/console/approvals").await.1;
+    assert!(html.contains("data-testid=\"step-up\""), "the page asks for the token: {html}");
+    let decide = format!("/console/approvals/{approval}/decision");
+    let csrf = csrf_of(&html);
+    let without = post_form(&app, &cookie, &decide, &[("csrf", &csrf), ("decision", "approve"), ("step_up", "")]).await;
+    assert_eq!(without.0, StatusCode::UNAUTHORIZED, "{}", without.1);
+    assert!(db.store.approvals().decisions(approval).await.expect("decisions").is_empty());
+    let proof = step_up_token_of(&db.config, SUPERVISOR, other, command.envelope.idempotency_key.as_str());
+    let with =
+        post_form(&app, &cookie, &decide, &[("csrf", &csrf), ("decision", "approve"), ("step_up", &proof)]).await;
+    assert_eq!(with.0, StatusCode::SEE_OTHER, "{}", with.1);
+    assert_eq!(settled(db, other).await, "executed");
     app.stop().await.expect("stop");
 }

@@ -114,7 +114,7 @@ fn plain() -> reqwest::Client {
 }
 
 /// Signs in with `token`; the session cookie's value.
-async fn session(app: &TestApp, token: &str) -> String {
+pub(crate) async fn session(app: &TestApp, token: &str) -> String {
     let response = crate::helpers::console_sign_in(app, token, &[]).await;
     assert_eq!(response.status(), StatusCode::SEE_OTHER);
     let set = response.headers()["set-cookie"].to_str().expect("ascii").to_owned();
@@ -123,13 +123,13 @@ async fn session(app: &TestApp, token: &str) -> String {
     cookie.value().to_owned()
 }
 
-async fn page(app: &TestApp, cookie: &str, path: &str) -> (StatusCode, String) {
+pub(crate) async fn page(app: &TestApp, cookie: &str, path: &str) -> (StatusCode, String) {
     let response =
         plain().get(app.url(path)).header("cookie", format!("chatgate_session={cookie}")).send().await.expect("get");
     (response.status(), response.text().await.unwrap_or_default())
 }
 
-async fn post_form(app: &TestApp, cookie: &str, path: &str, form: &[(&str, &str)]) -> (StatusCode, String) {
+pub(crate) async fn post_form(app: &TestApp, cookie: &str, path: &str, form: &[(&str, &str)]) -> (StatusCode, String) {
     let response = plain()
         .post(app.url(path))
         .header("cookie", format!("chatgate_session={cookie}"))
@@ -141,7 +141,7 @@ async fn post_form(app: &TestApp, cookie: &str, path: &str, form: &[(&str, &str)
 }
 
 /// The form token a page carries.
-fn csrf_of(html: &str) -> String {
+pub(crate) fn csrf_of(html: &str) -> String {
     let at = html.find("name=\"csrf\" value=\"").expect("a form token on the page") + 19;
     html[at..].split('"').next().expect("value").to_owned()
 }

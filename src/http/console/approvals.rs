@@ -1,7 +1,8 @@
 //! The Pending approvals page: what waits for people's approval in the operator's tenant — the
 //! request, who asked, why (the policy's rules, or the executor's reason), what it still needs and
 //! who may give it, until when — with Approve and Deny for an operator whose token may decide.
-//! A button decides as the API does (`routes::approvals::decide_as`), as the session's subject.
+//! A button decides as the API does (`routes::approvals::decide_as`), as the session's subject,
+//! with the step-up token the form carries where a rule asks its approvers to step up.
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -46,6 +47,9 @@ pub(super) async fn list(
 #[derive(Deserialize)]
 pub(super) struct DecisionForm {
     decision: DecisionWord,
+    /// The operator's step-up token, where a rule asks its approvers to step up.
+    #[serde(default)]
+    step_up: String,
 }
 
 /// `POST /console/approvals/{id}/decision`: the operator's own decision, counted once.
@@ -55,7 +59,8 @@ pub(super) async fn decide(
     Changing { signed, form }: Changing<DecisionForm>,
 ) -> Result<Response, PageError> {
     signed.require(DECIDE)?;
-    let body = DecisionBody { decision: form.decision, reason: None, step_up_token: None };
+    let step_up_token = Some(form.step_up.trim().to_owned()).filter(|t| !t.is_empty());
+    let body = DecisionBody { decision: form.decision, reason: None, step_up_token };
     let made = decide_as(&state, signed.principal(), id, body, "console").await?;
     Ok(Redirect::to(&format!("/console/approvals?decided={}", made.outcome)).into_response())
 }
