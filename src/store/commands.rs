@@ -43,6 +43,13 @@ pub struct StoredCommand {
     pub trace_parent: Option<String>,
 }
 
+impl StoredCommand {
+    /// The command as the person who asked names it (`refund`); `request` without a conversation.
+    pub fn asked_name(&self) -> String {
+        self.reply_to.as_ref().and_then(|r| r.command.clone()).unwrap_or_else(|| "request".into())
+    }
+}
+
 /// What `list_commands` selects; every field is optional but the page size.
 #[derive(Debug, Clone, Default)]
 pub struct CommandFilter {

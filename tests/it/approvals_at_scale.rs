@@ -5,14 +5,13 @@
 
 use std::time::Duration;
 
-use chatgate::channels::whatsapp::simulate::{notification, text};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::e2e_security::token_as;
 use crate::fake_graph::FakeServer;
-use crate::helpers::{CUSTOMER, DEMO_NUMBER, Meta, TestApp, TestDb, on_both_backends, respawn_app_with, tenant};
+use crate::helpers::{CUSTOMER, Meta, TestApp, TestDb, on_both_backends, respawn_app_with, tenant, whatsapp_text_to};
 use crate::process::ConfigDir;
 
 on_both_backends!(a_pending_approval_outlives_a_gateway_killed_with_sigkill);
@@ -91,8 +90,7 @@ async fn three_instances_count_each_approver_once_and_execute_once() {
     for id in [one, two] {
         assert_eq!(crate::helpers::settled(&db, id).await, "executed");
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(executor.requests().len(), 2, "each request executed once");
+    executor.exactly(2).await; // each request executed once
     // Every decision made while its approval was pending is kept, each with its evidence: the
     // other supervisor's on the one-supervisor request too when it came before the settling (it
     // then changed nothing else), not when it came after.
@@ -113,9 +111,9 @@ async fn a_pending_approval_outlives_a_gateway_killed_with_sigkill(db: &TestDb) 
     let env = [("CHATGATE_DATABASE_URL", db.url.as_str()), ("CHATGATE_ORDERS_EXECUTOR_URL", executor.url.as_str())];
     let mut first = crate::process::start(&config.path(), &env).await;
     let base = first.base.clone();
-    post_text(db, &base, "wamid.KILL1", "refund 1234 250.00").await;
+    whatsapp_text_to(db, &base, ("wamid.KILL1", CUSTOMER, "refund 1234 250.00")).await;
     let (id, _, code) = crate::helpers::confirmation_of(db, "wamid.KILL1").await;
-    post_text(db, &base, "wamid.KILL2", &format!("YES {code}")).await;
+    whatsapp_text_to(db, &base, ("wamid.KILL2", CUSTOMER, &format!("YES {code}"))).await;
     state_becomes(db, id, "authz_pending").await;
     let approval = approval_of(db, id).await;
     first.kill();
@@ -137,20 +135,4 @@ async fn a_pending_approval_outlives_a_gateway_killed_with_sigkill(db: &TestDb) 
     assert_eq!(crate::helpers::settled(db, id).await, "executed");
     assert_eq!(executor.requests().len(), 1, "executed once");
     second.stop().await.ok();
-}
-
-/// A signed WhatsApp text from the customer to the gateway at `base`.
-async fn post_text(db: &TestDb, base: &str, id: &str, body: &str) {
-    let bytes = notification(DEMO_NUMBER, vec![text(id, CUSTOMER, body)], vec![]).to_string().into_bytes();
-    let secret = db.config.whatsapp.apps["default"].app_secret.expose().as_bytes().to_owned();
-    let signature = chatgate::channels::whatsapp::signature::sign(&secret, &bytes);
-    let sent = reqwest::Client::new()
-        .post(format!("{base}/webhooks/whatsapp"))
-        .header("content-type", "application/json")
-        .header("x-hub-signature-256", signature)
-        .body(bytes)
-        .send()
-        .await
-        .expect("webhook");
-    assert_eq!(sent.status(), StatusCode::OK);
 }

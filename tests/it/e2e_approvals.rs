@@ -41,13 +41,13 @@ pub(crate) async fn asked_and_confirmed(db: &TestDb, app: &TestApp, who: &str, t
     id
 }
 
-async fn state_and_reason(db: &TestDb, id: Uuid) -> (String, Option<String>) {
+pub(crate) async fn state_and_reason(db: &TestDb, id: Uuid) -> (String, Option<String>) {
     let command = db.store.commands().get(&tenant("demo"), id).await.expect("read").expect("command");
     (command.lifecycle.state.to_string(), command.reason_code)
 }
 
 /// The approval a command waits for, as `GET /v1/approvals` lists it.
-async fn listed(app: &TestApp, token: &str, command_id: Uuid) -> Value {
+pub(crate) async fn listed(app: &TestApp, token: &str, command_id: Uuid) -> Value {
     let list = app.client.get(app.url("/v1/approvals")).bearer_auth(token).send().await.expect("list");
     assert_eq!(list.status(), StatusCode::OK);
     let list: Value = list.json().await.expect("json");
@@ -55,7 +55,7 @@ async fn listed(app: &TestApp, token: &str, command_id: Uuid) -> Value {
     approvals.into_iter().find(|a| a["command_id"] == command_id.to_string()).expect("listed")
 }
 
-async fn decide(app: &TestApp, token: &str, approval: &Value, decision: &str) -> (StatusCode, Value) {
+pub(crate) async fn decide(app: &TestApp, token: &str, approval: &Value, decision: &str) -> (StatusCode, Value) {
     let id = approval["approval_id"].as_str().expect("id");
     let response = app
         .client
@@ -70,7 +70,7 @@ async fn decide(app: &TestApp, token: &str, approval: &Value, decision: &str) ->
 }
 
 /// The replies queued for `to`, by template.
-async fn replies_to(db: &TestDb, to: &str) -> Vec<(String, Value)> {
+pub(crate) async fn replies_to(db: &TestDb, to: &str) -> Vec<(String, Value)> {
     let outbox = db.outbox().await;
     let to_them = outbox.into_iter().filter(|(kind, p)| kind == "message" && p["to"] == to);
     to_them.map(|(_, p)| (p["template"].as_str().unwrap_or_default().to_owned(), p["vars"].clone())).collect()

@@ -18,6 +18,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use crate::e2e_approvals::{decide, listed, replies_to, state_and_reason};
 use crate::e2e_security::token_as;
 use crate::helpers::{CUSTOMER, Meta, TestApp, TestDb, on_both_backends, settled, spawn_app_with, tenant};
 
@@ -156,38 +157,6 @@ pub async fn delivery_reaches(db: &TestDb, id: Uuid, want: &str) -> String {
     }
 }
 
-/// The approval the command's executor waits for, as `GET /v1/approvals` lists it.
-async fn waiting_approval(app: &TestApp, token: &str, id: Uuid) -> Value {
-    let list = app.client.get(app.url("/v1/approvals")).bearer_auth(token).send().await.expect("list");
-    let list: Value = list.json().await.expect("json");
-    let found = list["approvals"].as_array().and_then(|a| a.iter().find(|a| a["command_id"] == id.to_string()));
-    found.cloned().expect("listed")
-}
-
-async fn decide(app: &TestApp, token: &str, approval: &Value, decision: &str) -> (StatusCode, Value) {
-    let id = approval["approval_id"].as_str().expect("id");
-    let response = app
-        .client
-        .post(app.url(&format!("/v1/approvals/{id}/decision")))
-        .bearer_auth(token)
-        .json(&json!({"decision": decision}))
-        .send()
-        .await
-        .expect("decision");
-    let status = response.status();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
-
-async fn state_and_reason(db: &TestDb, id: Uuid) -> (String, Option<String>) {
-    let command = db.store.commands().get(&tenant("demo"), id).await.expect("read").expect("command");
-    (command.lifecycle.state.to_string(), command.reason_code)
-}
-
-async fn templates_to(db: &TestDb, to: &str) -> Vec<(String, Value)> {
-    let outbox = db.outbox().await.into_iter().filter(|(kind, p)| kind == "message" && p["to"] == to);
-    outbox.map(|(_, p)| (p["template"].as_str().unwrap_or_default().to_owned(), p["vars"].clone())).collect()
-}
-
 async fn an_executor_waiting_for_approval_is_resumed_with_the_same_key_and_delivery(db: &TestDb) {
     let executor = WaitingExecutor::start(true).await;
     let app = with_executor(db, &executor).await;
@@ -195,14 +164,14 @@ async fn an_executor_waiting_for_approval_is_resumed_with_the_same_key_and_deliv
     assert_eq!(delivery_reaches(db, id, "waiting").await, "waiting");
     assert_eq!(state_and_reason(db, id).await.0, "started", "the command stays within the SMCL's states");
     // The requester is told by whom it waits; each supervisor is asked, with the executor's reason.
-    let told = templates_to(db, CUSTOMER).await;
+    let told = replies_to(db, CUSTOMER).await;
     assert!(told.iter().any(|(t, v)| t == "approval_required" && v["roles"] == json!(["supervisor"])), "{told:?}");
-    let asked = templates_to(db, SUPERVISOR).await;
+    let asked = replies_to(db, SUPERVISOR).await;
     let (_, request) = asked.iter().find(|(t, _)| t == "approval_request").expect("the supervisor is asked");
     assert_eq!(request["rules"], json!(["over the shop's daily refund limit"]));
 
     let supervisor = token_as(&db.config, SUPERVISOR, DECIDE);
-    let approval = waiting_approval(&app, &supervisor, id).await;
+    let approval = listed(&app, &supervisor, id).await;
     assert_eq!(approval["asked_by"]["origin"], "executor", "{approval}");
     assert_eq!(approval["asked_by"]["wait"]["reason"], "over_daily_limit");
     let (status, answer) = decide(&app, &supervisor, &approval, "approve").await;
@@ -218,7 +187,7 @@ async fn an_executor_waiting_for_approval_is_resumed_with_the_same_key_and_deliv
     assert_eq!(calls[1].approval["approvers"][0]["approver"], SUPERVISOR);
     assert_eq!(calls[1].approval["approval_id"], approval["approval_id"]);
     assert_eq!(executor.effects().into_values().collect::<Vec<_>>(), [1], "one effect");
-    let told: Vec<String> = templates_to(db, CUSTOMER).await.into_iter().map(|(t, _)| t).collect();
+    let told: Vec<String> = replies_to(db, CUSTOMER).await.into_iter().map(|(t, _)| t).collect();
     assert!(told.contains(&"executed".to_owned()), "{told:?}");
     // The delivery's log: waiting, then resumed, then executed; the chain holds and verifies.
     let log = db.store.deliveries().log(calls_delivery(db, id).await).await.expect("log");
@@ -237,7 +206,7 @@ pub async fn supervisor_approves_the_wait(db: &TestDb, app: &TestApp, id: Uuid) 
     assert_eq!(delivery_reaches(db, id, "waiting").await, "waiting");
     assert_eq!(state_and_reason(db, id).await.0, "started");
     let supervisor = token_as(&db.config, SUPERVISOR, DECIDE);
-    let approval = waiting_approval(app, &supervisor, id).await;
+    let approval = listed(app, &supervisor, id).await;
     assert_eq!(approval["asked_by"]["origin"], "executor", "{approval}");
     let (status, answer) = decide(app, &supervisor, &approval, "approve").await;
     assert_eq!((status, answer["outcome"].as_str()), (StatusCode::OK, Some("approved")), "{answer}");
@@ -253,7 +222,7 @@ async fn a_denied_execution_fails_as_approval_rejected_without_another_call(db: 
     let id = refund_confirmed(db, &app).await;
     assert_eq!(delivery_reaches(db, id, "waiting").await, "waiting");
     let supervisor = token_as(&db.config, SUPERVISOR, DECIDE);
-    let approval = waiting_approval(&app, &supervisor, id).await;
+    let approval = listed(&app, &supervisor, id).await;
     let (status, answer) = decide(&app, &supervisor, &approval, "deny").await;
     assert_eq!((status, answer["outcome"].as_str()), (StatusCode::OK, Some("denied")), "{answer}");
     assert_eq!(settled(db, id).await, "failed");
@@ -271,7 +240,7 @@ async fn a_denied_execution_fails_as_approval_rejected_without_another_call(db: 
         (notice["command_id"].as_str(), notice["reason"].as_str()),
         (Some(id.to_string().as_str()), Some("approval_rejected"))
     );
-    let told = templates_to(db, CUSTOMER).await;
+    let told = replies_to(db, CUSTOMER).await;
     assert!(told.iter().any(|(t, _)| t == "failed"), "{told:?}");
     // A decision after the end changes nothing.
     let late = decide(&app, &token_as(&db.config, "15550000004", DECIDE), &approval, "approve").await;
@@ -305,7 +274,7 @@ async fn a_waiting_ack_asks_for_approval_and_a_bad_one_changes_nothing(db: &Test
     assert_eq!((status, answer["duplicate"].as_bool()), (StatusCode::OK, Some(true)), "{answer}");
     assert_eq!(db.count("SELECT COUNT(*) FROM approvals WHERE origin = $1", "executor").await, 1, "asked once");
     let supervisor = token_as(&db.config, SUPERVISOR, DECIDE);
-    let approval = waiting_approval(&app, &supervisor, id).await;
+    let approval = listed(&app, &supervisor, id).await;
     assert_eq!(approval["asked_by"]["wait"]["reason"], "approval_required");
     assert_eq!(decide(&app, &supervisor, &approval, "approve").await.0, StatusCode::OK);
     assert_eq!(delivery_reaches(db, id, "executed").await, "executed");

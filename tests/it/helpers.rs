@@ -617,3 +617,21 @@ pub async fn console_sign_in(app: &TestApp, token: &str, extra: &[(&str, &str)])
     }
     post.form(&[("token", token), ("sign_in", field.unwrap_or_default())]).send().await.expect("sign in")
 }
+
+/// A signed WhatsApp text from `from` to a gateway of its own at `base` (a process), answered 200.
+pub async fn whatsapp_text_to(db: &TestDb, base: &str, (id, from, text): (&str, &str, &str)) {
+    use chatgate::channels::whatsapp::simulate;
+    let body = simulate::notification(DEMO_NUMBER, vec![simulate::text(id, from, text)], vec![]);
+    let bytes = body.to_string().into_bytes();
+    let secret = db.config.whatsapp.apps["default"].app_secret.expose().as_bytes().to_owned();
+    let signature = chatgate::channels::whatsapp::signature::sign(&secret, &bytes);
+    let sent = reqwest::Client::new()
+        .post(format!("{base}/webhooks/whatsapp"))
+        .header("content-type", "application/json")
+        .header("x-hub-signature-256", signature)
+        .body(bytes)
+        .send()
+        .await
+        .expect("webhook");
+    assert_eq!(sent.status(), reqwest::StatusCode::OK);
+}

@@ -189,22 +189,9 @@ async fn a_killed_instance_loses_nothing_another_takes_its_leased_rows() {
     });
     let env = [("CHATGATE_DATABASE_URL", db.url.as_str()), ("CHATGATE_ORDERS_EXECUTOR_URL", executor_url.as_str())];
     let mut first = crate::process::start(&config.path(), &env).await;
-    let client = reqwest::Client::new();
     let base = first.base.clone();
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let body = notification(DEMO_NUMBER, vec![text("wamid.KILLED", CUSTOMER, "order status 7")], vec![]);
-    let bytes = body.to_string().into_bytes();
-    let secret = db.config.whatsapp.apps["default"].app_secret.expose().as_bytes().to_owned();
-    let signature = chatgate::channels::whatsapp::signature::sign(&secret, &bytes);
-    let sent = client
-        .post(format!("{base}/webhooks/whatsapp"))
-        .header("content-type", "application/json")
-        .header("x-hub-signature-256", signature)
-        .body(bytes)
-        .send()
-        .await
-        .expect("webhook");
-    assert_eq!(sent.status(), StatusCode::OK);
+    crate::helpers::whatsapp_text_to(&db, &base, ("wamid.KILLED", CUSTOMER, "order status 7")).await;
     while calls.lock().expect("lock").is_empty() {
         assert!(std::time::Instant::now() < deadline, "the first instance did not call the executor");
         tokio::time::sleep(Duration::from_millis(20)).await;

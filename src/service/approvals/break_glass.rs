@@ -13,7 +13,7 @@ use crate::domain::evidence::{EvidenceDraft, TraceBindings};
 use crate::domain::lifecycle::EvidenceKind;
 use crate::service::engine::Engine;
 use crate::service::security::{Policy, StepUpFailure};
-use crate::store::{ApprovalStatus, ConsumedToken};
+use crate::store::ApprovalStatus;
 
 use super::settle::{Settling, settle};
 
@@ -75,7 +75,7 @@ pub async fn break_glass(
     let mut draft = EvidenceDraft::new(EvidenceKind::ApprovalOverridden, approval.command_id, trace);
     draft.stage = Some(command.lifecycle.state);
     draft.decision = Some(decision.into());
-    let consume = ConsumedToken { issuer: proof.issuer, jti: proof.jti, expires_at: proof.expires_at };
+    let consume = proof.consumed();
     let settling = Settling {
         approval: &approval,
         status: ApprovalStatus::Overridden,

@@ -190,7 +190,7 @@ fn proof_of(
     let binding = (approval.command_id, approval.idempotency_key.as_str());
     let proof = policy.security.stepup.verify_binding(token, deciding.approver, binding, now);
     let proof = proof.map_err(|error| Some(ProofRefused::Invalid(error)))?;
-    Ok(Some(ConsumedToken { issuer: proof.issuer, jti: proof.jti, expires_at: proof.expires_at }))
+    Ok(Some(proof.consumed()))
 }
 
 /// How long the approval has waited at `now`.

@@ -47,7 +47,7 @@ async fn escalate(
     let since = (was - approval.requested_at).try_into().unwrap_or_default();
     let roles = escalating_roles(&approval.needs, since, waited);
     let command = engine.command(&approval.tenant_id, approval.command_id).await?;
-    let name = command.reply_to.as_ref().and_then(|r| r.command.clone()).unwrap_or_else(|| "request".into());
+    let name = command.asked_name();
     let asked = Asked { id: approval.id, requester: &approval.requester, needs: &approval.needs, roles };
     let outbox = asks(policy, &command, &asked, &name).await?;
     let next = next_escalation(&approval.needs, waited)

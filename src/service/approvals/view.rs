@@ -169,8 +169,8 @@ pub async fn of_command(
     Ok(Some(shown(engine, approval).await?))
 }
 
-/// What a pending approval still needs, as the tally says at `now`.
-fn missing(approval: &StoredApproval, decisions: &[ApprovalDecision], now: OffsetDateTime) -> Vec<MissingView> {
+/// What a pending approval still needs, as the tally says at `now` (nothing once settled).
+pub fn missing(approval: &StoredApproval, decisions: &[ApprovalDecision], now: OffsetDateTime) -> Vec<MissingView> {
     if approval.status != ApprovalStatus::Pending {
         return vec![];
     }

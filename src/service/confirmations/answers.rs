@@ -186,7 +186,7 @@ async fn decide(
             (outcome, step)
         };
 
-    let name = command.reply_to.as_ref().and_then(|r| r.command.clone()).unwrap_or_else(|| "request".into());
+    let name = command.asked_name();
     if let Some((outcome, reason, reply)) = refused(who, &confirmation, &command, &name) {
         // Answered as a made-up code is: no reference to that command tells the sender it exists.
         step.command_id =

@@ -133,13 +133,16 @@ async fn waiting_for(gateway: &Gateway, command: &StoredCommand) -> Result<Optio
     if !matches!(command.lifecycle.state, State::AuthzPending | State::Started) {
         return Ok(None);
     }
-    let e = &command.envelope;
-    let approval = crate::service::approvals::view::of_command(&gateway.engine, &e.tenant_id, e.command_id).await?;
-    let Some(approval) = approval.filter(|a| !a.missing.is_empty()) else { return Ok(None) };
-    let roles: std::collections::BTreeSet<&String> = approval.missing.iter().flat_map(|m| &m.roles).collect();
-    let approvals = approval.missing.iter().map(|m| m.approvals).max().unwrap_or(1);
-    let until = OffsetDateTime::parse(&approval.expires_at, &time::format_description::well_known::Rfc3339);
-    Ok(Some(json!({"roles": roles, "approvals": approvals, "until": until.ok().map(when)})))
+    let (e, approvals) = (&command.envelope, gateway.engine.store().approvals());
+    let Some(approval) = approvals.of_command(&e.tenant_id, e.command_id).await? else { return Ok(None) };
+    let decisions = approvals.decisions(approval.id).await?;
+    let missing = crate::service::approvals::view::missing(&approval, &decisions, OffsetDateTime::now_utc());
+    if missing.is_empty() {
+        return Ok(None);
+    }
+    let roles: std::collections::BTreeSet<&String> = missing.iter().flat_map(|m| &m.roles).collect();
+    let count = missing.iter().map(|m| m.approvals).max().unwrap_or(1);
+    Ok(Some(json!({"roles": roles, "approvals": count, "until": when(approval.expires_at)})))
 }
 
 /// One step of a decision trail, from one artifact; none for artifacts that say nothing new

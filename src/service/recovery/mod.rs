@@ -167,8 +167,7 @@ pub async fn recover(
             .stepup
             .verify_for(token, operator.subject, &target, now)
             .map_err(|e| RecoveryError::StepUpRequired(e.to_string()))?;
-        let consumed =
-            crate::store::ConsumedToken { issuer: proof.issuer, jti: proof.jti, expires_at: proof.expires_at };
+        let consumed = proof.consumed();
         if !engine.store().tokens().consume(&consumed, target_id, now).await? {
             return Err(RecoveryError::StepUpRequired("the step-up token was used before".into()));
         }

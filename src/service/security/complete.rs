@@ -19,7 +19,7 @@ use crate::service::security::StepUpError;
 use crate::service::security::approval::{Asked, asks, opening};
 use crate::service::security::authz::AuthzDecision;
 use crate::service::security::{Authorization, Policy};
-use crate::store::{ApprovalWrite, AskedBy, ConsumedToken, StepOutcome, StepWrite, StoredCommand};
+use crate::store::{ApprovalWrite, AskedBy, StepOutcome, StepWrite, StoredCommand};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StepUpFailure {
@@ -60,7 +60,7 @@ pub async fn complete_step_up(
     if command.lifecycle.state != State::AuthzPending {
         return Err(StepUpFailure::NotAwaiting(command.lifecycle.state));
     }
-    let consume = ConsumedToken { issuer: proof.issuer.clone(), jti: proof.jti.clone(), expires_at: proof.expires_at };
+    let consume = proof.consumed();
     // Proved once already, and now waiting for other people's approval.
     if engine.store().approvals().of_command(tenant, command_id).await?.is_some() {
         return Err(StepUpFailure::NotAwaiting(command.lifecycle.state));
@@ -71,7 +71,7 @@ pub async fn complete_step_up(
     match authorization {
         // Proved, and the policy asks other people too: it keeps waiting, now for them.
         Some(Authorization { decision: AuthzDecision::Approval { needs }, .. }) => {
-            let name = command.reply_to.as_ref().and_then(|r| r.command.clone()).unwrap_or_else(|| "request".into());
+            let name = command.asked_name();
             let opening = opening(&command, (needs, AskedBy::Policy), &name, now);
             let mut draft = EvidenceDraft::new(EvidenceKind::ApprovalRequested, command_id, TraceBindings::default());
             draft.stage = Some(State::AuthzPending);
@@ -105,7 +105,7 @@ fn decided_moves(
     proof: &serde_json::Value,
     now: OffsetDateTime,
 ) -> Result<Vec<crate::store::TransitionWrite>, StepUpFailure> {
-    let name = command.reply_to.as_ref().and_then(|r| r.command.clone()).unwrap_or_else(|| "request".into());
+    let name = command.asked_name();
     let (event, reason, mut decision, outbox, targets) = match authorization {
         Some(authorization) if authorization.decision == AuthzDecision::Allow => {
             let told = command.reply_to.iter().map(|r| {

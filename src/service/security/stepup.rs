@@ -11,7 +11,7 @@ use crate::service::security::keys::Issuer;
 
 use crate::config::StepUpConfig;
 use crate::service::security::keys::TokenError;
-use crate::store::StoredCommand;
+use crate::store::{ConsumedToken, StoredCommand};
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct StepUpClaims {
@@ -36,6 +36,11 @@ pub struct StepUpProof {
 }
 
 impl StepUpProof {
+    /// The proof as a single-use token to use up with what it proves.
+    pub fn consumed(&self) -> ConsumedToken {
+        ConsumedToken { issuer: self.issuer.clone(), jti: self.jti.clone(), expires_at: self.expires_at }
+    }
+
     /// What `authz.decided` records of it (never the token itself).
     pub fn evidence(&self) -> Value {
         json!({"issuer": self.issuer, "jti": self.jti, "acr": self.acr, "auth_time": self.auth_time})

@@ -16,7 +16,7 @@ use crate::http::error::invalid_body;
 use crate::http::responses::{BearerErrors, NoSuchPerson, PROBLEM_JSON, ProblemDocument, StaleVersion};
 use crate::http::{ApiError, AppState, Problem};
 use crate::service::directory::{ErasureReport, erasure_binding};
-use crate::service::reads::{ConsumedToken, Search};
+use crate::service::reads::Search;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -257,7 +257,7 @@ pub(crate) async fn run_erasure(
     let now = time::OffsetDateTime::now_utc();
     let proof =
         stepup.verify_binding(token, &principal.subject, (command, &key), now).map_err(|e| step_up(e.to_string()))?;
-    let consumed = ConsumedToken { issuer: proof.issuer, jti: proof.jti, expires_at: proof.expires_at };
+    let consumed = proof.consumed();
     state.policy.people.erase(&changing(principal), id, &consumed).await.map_err(refusal)
 }
 
