@@ -16,6 +16,7 @@ pub mod whatsapp;
 
 pub use error::{ChannelError, Refusal, WebhookOutcome, counted};
 
+use axum::http::{HeaderMap, Uri};
 use serde_json::Value;
 
 use crate::channels::outbound::SenderFrom;
@@ -23,6 +24,22 @@ use crate::domain::command::ExternalId;
 use crate::domain::message::InboundMessage;
 use crate::domain::outbound::Capabilities;
 use crate::service::intake::StoredMessages;
+
+/// A request a provider posted, as every channel's webhook reads it: where to (Twilio signs the
+/// URL), its headers (each channel reads its own signature header) and its body.
+#[derive(Debug, Clone, Copy)]
+pub struct Posted<'a> {
+    pub uri: &'a Uri,
+    pub headers: &'a HeaderMap,
+    pub body: &'a [u8],
+}
+
+impl<'a> Posted<'a> {
+    /// A header's value, as it came.
+    pub fn header(&self, name: &str) -> Option<&'a [u8]> {
+        self.headers.get(name).map(|value| value.as_bytes())
+    }
+}
 
 /// A channel as the rest of the gateway knows it. Adding a channel is its folder (webhook,
 /// parser, client), its templates, and one line in [`CHANNELS`].

@@ -105,9 +105,11 @@ pub enum BadBody {
     BadRequest(ProblemDocument),
 }
 
-/// Meta's subscription handshake.
+/// Meta's subscription handshake: the challenge echoed, or why not.
 #[derive(IntoResponses)]
-pub enum HandshakeErrors {
+pub enum HandshakeAnswers {
+    #[response(status = 200, description = "The challenge", content_type = "text/plain")]
+    Challenge(String),
     #[response(status = 400, description = "A bad handshake", content_type = PROBLEM_JSON)]
     BadRequest(ProblemDocument),
     #[response(status = 403, description = "Wrong verify token", content_type = PROBLEM_JSON)]

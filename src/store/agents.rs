@@ -37,34 +37,25 @@ impl Agents<'_> {
     ) -> Result<bool, StoreError> {
         let mut tx = self.store.begin().await?;
         let pre_pause = to.pre_pause.map(|s| s.as_str());
-        let done = if from.version == 0 {
-            sqlx::query(
-                "INSERT INTO agents (name, state, version, pre_pause_state, updated_by, entered_at)
-                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (name) DO NOTHING",
-            )
-            .bind(name)
-            .bind(to.state.as_str())
-            .bind(to.version)
-            .bind(pre_pause)
-            .bind(by)
-            .bind(to_ms(at))
-            .execute(&mut *tx)
-            .await?
-        } else {
-            sqlx::query(
-                "UPDATE agents SET state = $2, version = $3, pre_pause_state = $4, updated_by = $5, entered_at = $6
-                 WHERE name = $1 AND version = $7",
-            )
-            .bind(name)
-            .bind(to.state.as_str())
-            .bind(to.version)
-            .bind(pre_pause)
-            .bind(by)
-            .bind(to_ms(at))
-            .bind(from.version)
-            .execute(&mut *tx)
-            .await?
-        };
+        // One statement for the first move and the next ones: the update is made only at the
+        // version read, so that of two moves made from one reading, one moves.
+        let done = sqlx::query(
+            "INSERT INTO agents (name, state, version, pre_pause_state, updated_by, entered_at)
+             VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (name) DO UPDATE SET state = excluded.state, version = excluded.version,
+               pre_pause_state = excluded.pre_pause_state, updated_by = excluded.updated_by,
+               entered_at = excluded.entered_at
+             WHERE agents.version = $7",
+        )
+        .bind(name)
+        .bind(to.state.as_str())
+        .bind(to.version)
+        .bind(pre_pause)
+        .bind(by)
+        .bind(to_ms(at))
+        .bind(from.version)
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok(done.rows_affected() == 1)
     }

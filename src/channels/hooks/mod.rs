@@ -77,7 +77,7 @@ pub struct HookRequest<'a> {
     pub query: Option<&'a str>,
     pub headers: &'a HeaderMap,
     pub body: &'a [u8],
-    pub client: String,
+    pub client: &'a str,
 }
 
 /// What a hook call asks for, once read and checked.
@@ -138,7 +138,7 @@ fn intent(entity: &str, action: &str) -> Result<Intent, ChannelError> {
 /// an earlier one still waits is coalesced into it (`eventOutcome: "coalesced"`), as OpenClaw's
 /// queue does; otherwise it is queued.
 pub async fn wake(ingress: &Ingress, config: &Config, request: &HookRequest<'_>) -> Result<HookOutcome, ChannelError> {
-    authenticate(ingress, config, request.headers, request.query, &request.client)?;
+    authenticate(ingress, config, request.headers, request.query, request.client)?;
     let body = body_object(request.body)?;
     let text = text_field(&body, "text", true)?.unwrap_or_default();
     let mode = mode_field(&body, "mode")?.unwrap_or_else(|| "now".into());
@@ -177,7 +177,7 @@ pub async fn wake(ingress: &Ingress, config: &Config, request: &HookRequest<'_>)
 /// `POST /hooks/agent`: OpenClaw's `{"message": "..."}` or hookd's `{"text": "..."}`, with the
 /// optional OpenClaw fields, each checked.
 pub async fn agent(ingress: &Ingress, config: &Config, request: &HookRequest<'_>) -> Result<HookOutcome, ChannelError> {
-    authenticate(ingress, config, request.headers, request.query, &request.client)?;
+    authenticate(ingress, config, request.headers, request.query, request.client)?;
     let body = body_object(request.body)?;
     // Every field and header is checked before anything is decided, an empty call's too.
     submit::caller_headers(request.headers, false)?;
@@ -247,7 +247,7 @@ pub async fn mapped(
     name: &str,
     request: &HookRequest<'_>,
 ) -> Result<HookOutcome, ChannelError> {
-    authenticate(ingress, config, request.headers, request.query, &request.client)?;
+    authenticate(ingress, config, request.headers, request.query, request.client)?;
     let Some(mapping) = config.hooks.mappings.get(name) else {
         return Err(Refusal::not_configured(format!("No hook `{name}`.")).into());
     };

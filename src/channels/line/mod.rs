@@ -12,7 +12,7 @@ pub mod simulate;
 
 use axum::http::StatusCode;
 
-use crate::channels::{ChannelEntry, ChannelError, Refusal, counted};
+use crate::channels::{ChannelEntry, ChannelError, Posted, Refusal, counted};
 use crate::config::Config;
 use crate::service::intake::{Ingress, Wait};
 
@@ -31,18 +31,14 @@ pub const ENTRY: ChannelEntry = ChannelEntry {
 /// One webhook, counted in `chatgate_webhooks_total`: its events' messages stored in the inbox
 /// together (a redelivery recognized there), admission behind the answer. LINE wants a 2xx
 /// quickly and redelivers what did not get one.
-pub async fn receive(
-    ingress: &Ingress,
-    config: &Config,
-    signature: Option<&str>,
-    body: &[u8],
-) -> Result<(), ChannelError> {
+pub async fn receive(ingress: &Ingress, config: &Config, posted: Posted<'_>) -> Result<(), ChannelError> {
+    let (given, body) = (posted.header(signature::SIGNATURE_HEADER), posted.body);
     let received = async {
         let secret = config.line.channel_secret.expose();
         if secret.is_empty() {
             return Err(Refusal::not_configured("no LINE channel is configured (`line.channel_secret`)").into());
         }
-        signature::verify(secret.as_bytes(), signature, body).map_err(|e| {
+        signature::verify(secret.as_bytes(), given.and_then(|v| std::str::from_utf8(v).ok()), body).map_err(|e| {
             Refusal::new(StatusCode::UNAUTHORIZED, "invalid_signature", "Invalid signature").detail(format!(
                 "{e}: x-line-signature is the base64 HMAC-SHA256 of the body under the channel secret."
             ))

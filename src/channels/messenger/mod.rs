@@ -11,7 +11,7 @@ use serde::Serialize;
 use time::OffsetDateTime;
 
 use crate::channels::whatsapp::webhook;
-use crate::channels::{ChannelEntry, ChannelError, Refusal, counted};
+use crate::channels::{ChannelEntry, ChannelError, Posted, Refusal, counted};
 use crate::config::Config;
 use crate::domain::outbound::Capabilities;
 use crate::service::intake::{ArrivalCounts, Ingress, Wait};
@@ -58,12 +58,11 @@ pub async fn receive(
     ingress: &Ingress,
     config: &Config,
     name: Option<&str>,
-    signature_header: Option<&[u8]>,
-    body: &[u8],
+    posted: Posted<'_>,
 ) -> Result<DeliverySummary, ChannelError> {
     let received = async {
-        webhook::verified(config, name, signature_header, body)?;
-        let delivery = payload::parse(body).map_err(Refusal::invalid_payload)?;
+        webhook::verified(config, name, posted)?;
+        let delivery = payload::parse(posted.body).map_err(Refusal::invalid_payload)?;
         let arrivals = ingress.arrive(&delivery.messages, Wait::AsConfigured).await?;
         for status in &delivery.statuses {
             ingress.handle_status(status, OffsetDateTime::now_utc()).await?;

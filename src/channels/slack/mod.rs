@@ -14,7 +14,7 @@ use axum::http::{HeaderMap, StatusCode};
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use crate::channels::{ChannelEntry, ChannelError, Refusal, counted};
+use crate::channels::{ChannelEntry, ChannelError, Posted, Refusal, counted};
 use crate::config::Config;
 use crate::domain::message::InboundMessage;
 use crate::service::intake::{Ingress, Wait};
@@ -41,8 +41,7 @@ pub struct EventAnswer {
 pub async fn receive_event(
     ingress: &Ingress,
     config: &Config,
-    headers: &HeaderMap,
-    body: &[u8],
+    Posted { headers, body, .. }: Posted<'_>,
 ) -> Result<EventAnswer, ChannelError> {
     let received = async {
         verified(config, headers, body)?;
@@ -72,7 +71,7 @@ pub enum Form {
 pub async fn receive_form(
     ingress: &Ingress,
     config: &Config,
-    (headers, body): (&HeaderMap, &[u8]),
+    Posted { headers, body, .. }: Posted<'_>,
     form: Form,
 ) -> Result<(), ChannelError> {
     let received = async {

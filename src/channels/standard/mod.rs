@@ -14,7 +14,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::channels::hooks::{Submission, Unkeyed, submit};
-use crate::channels::{ChannelEntry, ChannelError, Refusal};
+use crate::channels::{ChannelEntry, ChannelError, Posted, Refusal};
 use crate::config::Config;
 use crate::config::{StandardMessage, StandardSource};
 use crate::domain::command::Channel;
@@ -54,8 +54,7 @@ pub async fn receive(
     ingress: &Ingress,
     config: &Config,
     name: &str,
-    headers: &HeaderMap,
-    body: &[u8],
+    Posted { headers, body, .. }: Posted<'_>,
 ) -> Result<Delivered, ChannelError> {
     let Some(source) = config.standard_webhooks.get(name) else {
         return Err(Refusal::not_configured(format!("No source `{name}`.")).into());

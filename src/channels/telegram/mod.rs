@@ -14,7 +14,7 @@ use axum::http::StatusCode;
 use serde::Serialize;
 use subtle::ConstantTimeEq;
 
-use crate::channels::{ChannelEntry, ChannelError, Refusal, counted};
+use crate::channels::{ChannelEntry, ChannelError, Posted, Refusal, counted};
 use crate::config::Config;
 use crate::service::intake::{Ingress, Wait};
 
@@ -45,12 +45,8 @@ pub struct WebhookAnswer {
 
 /// One update, counted in `chatgate_webhooks_total`: its message stored in the inbox (a
 /// redelivery recognized there), admission behind the answer.
-pub async fn receive(
-    ingress: &Ingress,
-    config: &Config,
-    secret: Option<&[u8]>,
-    body: &[u8],
-) -> Result<WebhookAnswer, ChannelError> {
+pub async fn receive(ingress: &Ingress, config: &Config, posted: Posted<'_>) -> Result<WebhookAnswer, ChannelError> {
+    let (secret, body) = (posted.header(SECRET_HEADER), posted.body);
     let received = async {
         let telegram = &config.telegram;
         if telegram.bot.is_empty() {

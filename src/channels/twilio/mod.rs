@@ -11,10 +11,10 @@ pub mod twiml;
 
 use std::time::Duration;
 
-use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::http::{StatusCode, Uri, header};
 use time::OffsetDateTime;
 
-use crate::channels::{ChannelEntry, ChannelError, Refusal, counted};
+use crate::channels::{ChannelEntry, ChannelError, Posted, Refusal, counted};
 use crate::config::Config;
 use crate::domain::outbound::Capabilities;
 use crate::service::intake::Ingress;
@@ -22,14 +22,6 @@ use crate::service::intake::{Arrival, Wait, reply_destination};
 
 /// Where Twilio reports what became of the messages we sent through its Messages API.
 pub const STATUS_PATH: &str = "/webhooks/twilio/status";
-
-/// A request Twilio posted: where to (the signature covers the URL), its headers, its body.
-#[derive(Debug, Clone, Copy)]
-pub struct Posted<'a> {
-    pub uri: &'a Uri,
-    pub headers: &'a HeaderMap,
-    pub body: &'a [u8],
-}
 
 /// A message webhook, counted: the TwiML to answer with (the replies due at once, or none).
 pub async fn receive_message(ingress: &Ingress, config: &Config, posted: Posted<'_>) -> Result<String, ChannelError> {

@@ -7,7 +7,7 @@ use subtle::ConstantTimeEq;
 use time::OffsetDateTime;
 
 use super::{payload, signature};
-use crate::channels::{ChannelError, Refusal, counted};
+use crate::channels::{ChannelError, Posted, Refusal, counted};
 use crate::config::{Config, WhatsAppApp};
 use crate::service::intake::{ArrivalCounts, Ingress, Wait};
 
@@ -84,12 +84,11 @@ pub async fn receive(
     ingress: &Ingress,
     config: &Config,
     name: Option<&str>,
-    signature_header: Option<&[u8]>,
-    body: &[u8],
+    posted: Posted<'_>,
 ) -> Result<DeliverySummary, ChannelError> {
     let received = async {
-        verified(config, name, signature_header, body)?;
-        let delivery = payload::parse(body).map_err(Refusal::invalid_payload)?;
+        verified(config, name, posted)?;
+        let delivery = payload::parse(posted.body).map_err(Refusal::invalid_payload)?;
         handle_delivery(ingress, &delivery, OffsetDateTime::now_utc()).await
     };
     counted("whatsapp", received.await)
@@ -97,14 +96,9 @@ pub async fn receive(
 
 /// A delivery signed with the secret of the Meta app `name` (`X-Hub-Signature-256`): WhatsApp's,
 /// Messenger's and Instagram's alike, one app serving all three.
-pub fn verified(
-    config: &Config,
-    name: Option<&str>,
-    signature_header: Option<&[u8]>,
-    body: &[u8],
-) -> Result<(), ChannelError> {
+pub fn verified(config: &Config, name: Option<&str>, posted: Posted<'_>) -> Result<(), ChannelError> {
     let app = app(config, name)?;
-    signature::verify(app.app_secret.expose().as_bytes(), signature_header, body).map_err(|e| {
+    signature::verify(app.app_secret.expose().as_bytes(), posted.header(signature::HEADER), posted.body).map_err(|e| {
         Refusal::new(StatusCode::UNAUTHORIZED, "invalid_signature", "Invalid signature").detail(e.to_string()).into()
     })
 }

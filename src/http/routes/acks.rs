@@ -17,7 +17,7 @@ use axum::{Json, Router};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::http::routes::commands::command_id;
+use crate::http::routes::commands::CommandPath;
 
 use crate::http::routes::commands::invalid_body;
 
@@ -52,7 +52,7 @@ pub fn router() -> Router<AppState> {
     path = "/v1/commands/{id}/acks",
     tag = "execution",
     security(("bearer" = ["executions:write"])),
-    params(("id" = String, Path, description = "The command id (a UUID)")),
+    params(CommandPath),
     request_body(
         content = inline(AckRequest),
         content_type = "application/json",
@@ -70,10 +70,9 @@ pub fn router() -> Router<AppState> {
 pub(crate) async fn ack(
     State(ingress): State<Ingress>,
     Extension(principal): Extension<Principal>,
-    Path(id): Path<String>,
+    CommandPath(id): CommandPath,
     body: Bytes,
 ) -> Result<Json<AckApplied>, ApiError> {
-    let id = command_id(&id)?;
     let request: AckRequest = serde_json::from_slice(&body).map_err(|e| invalid_body(&e.to_string()))?;
     let deciders = (ingress.engine(), ingress.policy());
     answer(id, apply_ack(deciders, &principal.tenant, id, &request, OffsetDateTime::now_utc()).await)
@@ -86,7 +85,7 @@ pub(crate) async fn ack(
     tag = "execution",
     params(
         ("executor" = String, Path, description = "The executor's name in the configuration"),
-        ("id" = String, Path, description = "The command id (a UUID)"),
+        CommandPath,
         ("webhook-id" = String, Header),
         ("webhook-timestamp" = String, Header),
         ("webhook-signature" = String, Header)
@@ -112,7 +111,8 @@ pub(crate) async fn ack(
 )]
 pub(crate) async fn signed_ack(
     State(state): State<AppState>,
-    Path((executor, id)): Path<(String, String)>,
+    Path((executor, _)): Path<(String, String)>,
+    CommandPath(id): CommandPath,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
@@ -125,7 +125,6 @@ pub(crate) async fn signed_ack(
     if let Err(wait) = state.policy.security.limits.api_client(&format!("executor|{executor}")) {
         return Ok(crate::http::auth::too_many(wait, "Too many ACKs from this executor."));
     }
-    let id = command_id(&id)?;
     let mut request: AckRequest = serde_json::from_slice(&body).map_err(|e| invalid_body(&e.to_string()))?;
     if request.target.as_ref().is_some_and(|target| *target != executor) {
         return Err(invalid_body("An executor acknowledges its own deliveries: `target` is the executor or left out."));

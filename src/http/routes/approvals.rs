@@ -35,6 +35,14 @@ pub fn router() -> Router<AppState> {
         .route("/v1/approvals/{id}/override", post(override_approval).route_layer(require(OVERRIDE)))
 }
 
+/// A path's `{id}` that names an approval.
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(names("id"), parameter_in = Path)]
+pub(crate) struct ApprovalPath(
+    /// The approval's id
+    Uuid,
+);
+
 /// The tenant's pending approvals.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ApprovalList {
@@ -96,7 +104,7 @@ pub(crate) async fn list(
     operation_id = "get_approval",
     tag = "approvals",
     security(("bearer" = ["approvals:read"])),
-    params(("id" = Uuid, Path, description = "The approval's id")),
+    params(ApprovalPath),
     responses(
         (status = 200, description = "The approval", body = ApprovalView),
         NoSuchApproval,
@@ -106,7 +114,7 @@ pub(crate) async fn list(
 pub(crate) async fn read(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
-    Path(id): Path<Uuid>,
+    Path(ApprovalPath(id)): Path<ApprovalPath>,
 ) -> Result<Json<ApprovalView>, ApiError> {
     let approval = view::approval(&state.engine, &principal.tenant, id).await?;
     Ok(Json(approval.ok_or_else(|| not_found(id))?))
@@ -118,7 +126,7 @@ pub(crate) async fn read(
     operation_id = "decide_approval",
     tag = "approvals",
     security(("bearer" = ["approvals:decide"])),
-    params(("id" = Uuid, Path, description = "The approval's id")),
+    params(ApprovalPath),
     request_body(content = inline(DecisionBody), content_type = "application/json"),
     responses(
         (status = 200, description = "Counted: still waiting, approved or denied", body = DecisionMade),
@@ -136,7 +144,7 @@ pub(crate) async fn read(
 pub(crate) async fn decision(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
-    Path(id): Path<Uuid>,
+    Path(ApprovalPath(id)): Path<ApprovalPath>,
     body: Bytes,
 ) -> Result<Json<DecisionMade>, ApiError> {
     let body: DecisionBody = serde_json::from_slice(&body).map_err(|e| invalid(&e.to_string()))?;
@@ -206,7 +214,7 @@ pub struct OverrideMade {
     operation_id = "override_approval",
     tag = "approvals",
     security(("bearer" = ["approvals:override"])),
-    params(("id" = Uuid, Path, description = "The approval's id")),
+    params(ApprovalPath),
     request_body(content = inline(OverrideBody), content_type = "application/json"),
     responses(
         (status = 200, description = "Overridden: the command goes ahead", body = OverrideMade),
@@ -223,7 +231,7 @@ pub struct OverrideMade {
 pub(crate) async fn override_approval(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
-    Path(id): Path<Uuid>,
+    Path(ApprovalPath(id)): Path<ApprovalPath>,
     body: Bytes,
 ) -> Result<Json<OverrideMade>, ApiError> {
     let body: OverrideBody = serde_json::from_slice(&body).map_err(|e| invalid(&e.to_string()))?;

@@ -2,8 +2,9 @@
 //! causation trace, for the tenant's callers. Each route declares its scope with a layer; another
 //! tenant's command is a 404, never a 403.
 
-use axum::extract::{Extension, Path, Query, State};
+use axum::extract::{Extension, FromRequestParts, Path, Query, State};
 use axum::http::StatusCode;
+use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -34,9 +35,28 @@ pub fn router() -> Router<AppState> {
         .route("/v1/traces/{correlation_id}", get(trace).route_layer(require("commands:read")))
 }
 
-/// A path id that is not a UUID names no command.
-pub(crate) fn command_id(raw: &str) -> Result<Uuid, ApiError> {
-    raw.parse().map_err(|_| Problem::for_status(StatusCode::NOT_FOUND).detail("No command has this id.").into())
+/// A path's `{id}` that names a command; one that is not a UUID names none (404).
+#[derive(utoipa::IntoParams)]
+#[into_params(names("id"), parameter_in = Path)]
+pub(crate) struct CommandPath(
+    /// The command id (a UUID)
+    #[param(value_type = String)]
+    pub(crate) Uuid,
+);
+
+impl<S: Send + Sync> FromRequestParts<S> for CommandPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        /// The route's `{id}`, beside any other parameter of its path.
+        #[derive(Deserialize)]
+        struct Named {
+            id: String,
+        }
+        let named = Path::<Named>::from_request_parts(parts, state).await.ok();
+        let id = named.and_then(|Path(Named { id })| id.parse().ok());
+        id.map(Self).ok_or_else(|| Problem::for_status(StatusCode::NOT_FOUND).detail("No command has this id.").into())
+    }
 }
 
 #[utoipa::path(
@@ -45,7 +65,7 @@ pub(crate) fn command_id(raw: &str) -> Result<Uuid, ApiError> {
     operation_id = "command_status",
     tag = "commands",
     security(("bearer" = ["commands:read"])),
-    params(("id" = String, Path, description = "The command id (a UUID)")),
+    params(CommandPath),
     responses(
         (status = 200, description = "The command's status", body = CommandStatus),
         NoSuchCommand,
@@ -55,9 +75,8 @@ pub(crate) fn command_id(raw: &str) -> Result<Uuid, ApiError> {
 pub(crate) async fn status(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
-    Path(id): Path<String>,
+    CommandPath(id): CommandPath,
 ) -> Result<Json<CommandStatus>, ApiError> {
-    let id = command_id(&id)?;
     let command = state.engine.reads().command(&principal.tenant, id).await?.ok_or_else(|| not_found(id))?;
     Ok(Json(status_document(&state, &command, true).await?))
 }
@@ -167,7 +186,7 @@ pub(crate) async fn list(
     path = "/v1/commands/{id}/evidence",
     tag = "commands",
     security(("bearer" = ["commands:read"])),
-    params(("id" = String, Path, description = "The command id (a UUID)")),
+    params(CommandPath),
     responses(
         (status = 200, description = "The command's artifacts", body = EvidenceList),
         NoSuchCommand,
@@ -177,9 +196,8 @@ pub(crate) async fn list(
 pub(crate) async fn evidence(
     State(engine): State<Engine>,
     Extension(principal): Extension<Principal>,
-    Path(id): Path<String>,
+    CommandPath(id): CommandPath,
 ) -> Result<Json<EvidenceList>, ApiError> {
-    let id = command_id(&id)?;
     engine.reads().command(&principal.tenant, id).await?.ok_or_else(|| not_found(id))?;
     let artifacts = engine.reads().evidence_of(&principal.tenant, id).await?;
     let artifacts = artifacts

@@ -2,7 +2,7 @@
 //! recovery actions (the same `service::recovery` the chat runs) and a person's step-up proof.
 
 use axum::body::Bytes;
-use axum::extract::{Extension, Path, State};
+use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
@@ -12,7 +12,7 @@ use serde_json::Value;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::commands::{command_id, invalid_body, not_found};
+use super::commands::{CommandPath, invalid_body, not_found};
 use crate::domain::lifecycle::recovery::RecoveryAction;
 use crate::http::auth::{Principal, require};
 use crate::http::idempotency::{key_of, once};
@@ -71,7 +71,7 @@ impl RecoveryRequest {
     tag = "recovery",
     security(("bearer" = ["recovery:write"])),
     params(
-        ("id" = String, Path, description = "The command id (a UUID)"),
+        CommandPath,
         ("Idempotency-Key" = Option<String>, Header),
         ("Step-Up" = Option<String>, Header, description = "A step-up JWT, for actions on high-risk commands")
     ),
@@ -89,11 +89,10 @@ impl RecoveryRequest {
 pub(crate) async fn recovery_request(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
-    Path(id): Path<String>,
+    CommandPath(id): CommandPath,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let id = command_id(&id)?;
     let key = key_of(&headers)?;
     let step_up = headers.get("step-up").and_then(|v| v.to_str().ok()).map(str::to_owned);
     let fingerprint = [id.as_bytes().as_slice(), &crate::http::idempotency::body_fingerprint(&body)].concat();
@@ -166,7 +165,7 @@ pub(crate) struct StepUpBody {
     path = "/v1/commands/{id}/step-up",
     tag = "security",
     security(("bearer" = ["stepup:verify"])),
-    params(("id" = String, Path, description = "The command id (a UUID)")),
+    params(CommandPath),
     request_body(content = inline(StepUpBody), content_type = "application/json"),
     responses(
         (status = 200, description = "Authorized and started", body = SteppedUp),
@@ -180,10 +179,9 @@ pub(crate) struct StepUpBody {
 pub(crate) async fn step_up(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
-    Path(id): Path<String>,
+    CommandPath(id): CommandPath,
     body: Bytes,
 ) -> Result<Json<SteppedUp>, ApiError> {
-    let id = command_id(&id)?;
     let body: StepUpBody = serde_json::from_slice(&body)
         .map_err(|e| invalid_body(&format!("Expected {{\"token\": \"<step-up JWT>\"}}: {e}")))?;
     let now = OffsetDateTime::now_utc();

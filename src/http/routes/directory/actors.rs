@@ -27,6 +27,14 @@ pub fn router() -> Router<AppState> {
         .route("/v1/directory/actors/{id}/erasure", post(erase).route_layer(require(WRITE)))
 }
 
+/// A path's `{id}` that names a person.
+#[derive(Deserialize, IntoParams)]
+#[into_params(names("id"), parameter_in = Path)]
+pub(crate) struct PersonPath(
+    /// The person's id
+    String,
+);
+
 /// What a page of people is filtered by.
 #[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -123,7 +131,7 @@ pub(crate) async fn create(
     operation_id = "get_actor",
     tag = "directory",
     security(("bearer" = ["directory:read"])),
-    params(("id" = String, Path, description = "The person's id")),
+    params(PersonPath),
     responses(
         (status = 200, description = "The person", body = ActorView),
         NoSuchPerson,
@@ -133,7 +141,7 @@ pub(crate) async fn create(
 pub(crate) async fn read(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
-    Path(id): Path<String>,
+    Path(PersonPath(id)): Path<PersonPath>,
 ) -> Result<Response, ApiError> {
     let stored = state.policy.people.get(&principal.tenant, &id).await?;
     let stored = stored.ok_or_else(|| refusal(crate::service::directory::DirectoryError::NotFound(id)))?;
@@ -147,7 +155,7 @@ pub(crate) async fn read(
     tag = "directory",
     security(("bearer" = ["directory:write"])),
     params(
-        ("id" = String, Path, description = "The person's id"),
+        PersonPath,
         IfMatch
     ),
     request_body(content = PersonFields, description = "The fields to change; `{\"active\": false}` deactivates"),
@@ -165,7 +173,7 @@ pub(crate) async fn read(
 pub(crate) async fn update(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
-    Path(id): Path<String>,
+    Path(PersonPath(id)): Path<PersonPath>,
     IfMatch { version }: IfMatch,
     body: Bytes,
 ) -> Result<Response, ApiError> {
@@ -181,7 +189,7 @@ pub(crate) async fn update(
     tag = "directory",
     security(("bearer" = ["directory:write"])),
     params(
-        ("id" = String, Path, description = "The person's id"),
+        PersonPath,
         IfMatch
     ),
     responses(
@@ -195,7 +203,7 @@ pub(crate) async fn update(
 pub(crate) async fn remove(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
-    Path(id): Path<String>,
+    Path(PersonPath(id)): Path<PersonPath>,
     IfMatch { version }: IfMatch,
 ) -> Result<StatusCode, ApiError> {
     state.policy.people.delete(&changing(&principal), &id, version).await.map_err(refusal)?;
@@ -209,7 +217,7 @@ pub(crate) async fn remove(
     tag = "directory",
     security(("bearer" = ["directory:write"])),
     params(
-        ("id" = String, Path, description = "The person's id"),
+        PersonPath,
         ("Step-Up" = Option<String>, Header,
             description = "A step-up JWT bound to the erasure (its `command_id` and `idempotency_key` as the 401 says)")
     ),
@@ -226,7 +234,7 @@ pub(crate) async fn remove(
 pub(crate) async fn erase(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
-    Path(id): Path<String>,
+    Path(PersonPath(id)): Path<PersonPath>,
     headers: HeaderMap,
 ) -> Result<Json<ErasureReport>, ApiError> {
     let token = headers.get("step-up").and_then(|v| v.to_str().ok()).map(str::trim).filter(|t| !t.is_empty());

@@ -9,11 +9,12 @@
 //! `{"ok": false, "error": ...}`, for callers that read `error`.
 
 use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{FromRequest, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use axum::{Extension, Json, Router};
+use axum::{Json, Router};
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -169,12 +170,7 @@ pub(crate) fn accepted(command_id: Uuid) -> Response {
     path = "/hooks/wake",
     tag = "hooks",
     security(("hooks_token" = []), ("hooks_header" = [])),
-    params(
-        ("Idempotency-Key" = Option<String>, Header),
-        ("X-OpenClaw-Idempotency-Key" = Option<String>, Header),
-        ("X-Correlation-Id" = Option<String>, Header),
-        ("x-openclaw-token" = Option<String>, Header)
-    ),
+    params(HookHeaders),
     request_body(content = serde_json::Value, content_type = "application/json"),
     responses(
         (status = 200, description = "Woken: the command is stored and queued for the default agent",
@@ -182,15 +178,8 @@ pub(crate) fn accepted(command_id: Uuid) -> Response {
         HookErrors
     )
 )]
-pub(crate) async fn wake(
-    State(state): State<AppState>,
-    peer: Option<Extension<PeerAddr>>,
-    RawQuery(query): RawQuery,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let request = HookRequest { query: query.as_deref(), headers: &headers, body: &body, client: client(peer) };
-    Ok(answer(hooks::wake(&state.ingress, &state.config, &request).await?, state.config.hooks.accepted_status))
+pub(crate) async fn wake(State(state): State<AppState>, call: HookPost) -> Result<Response, ApiError> {
+    Ok(answer(hooks::wake(&state.ingress, &state.config, &call.request()).await?, state.config.hooks.accepted_status))
 }
 
 /// `POST /hooks/agent`: OpenClaw's `{"message": "..."}` or hookd's `{"text": "...", "sessionKey":
@@ -200,12 +189,7 @@ pub(crate) async fn wake(
     path = "/hooks/agent",
     tag = "hooks",
     security(("hooks_token" = []), ("hooks_header" = [])),
-    params(
-        ("Idempotency-Key" = Option<String>, Header),
-        ("X-OpenClaw-Idempotency-Key" = Option<String>, Header),
-        ("X-Correlation-Id" = Option<String>, Header),
-        ("x-openclaw-token" = Option<String>, Header)
-    ),
+    params(HookHeaders),
     request_body(content = serde_json::Value, content_type = "application/json"),
     responses(
         (status = 202, description = "Admitted: the command is stored and queued for the agent (200 instead \
@@ -218,15 +202,8 @@ pub(crate) async fn wake(
         HookErrors
     )
 )]
-pub(crate) async fn agent(
-    State(state): State<AppState>,
-    peer: Option<Extension<PeerAddr>>,
-    RawQuery(query): RawQuery,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let request = HookRequest { query: query.as_deref(), headers: &headers, body: &body, client: client(peer) };
-    Ok(answer(hooks::agent(&state.ingress, &state.config, &request).await?, state.config.hooks.accepted_status))
+pub(crate) async fn agent(State(state): State<AppState>, call: HookPost) -> Result<Response, ApiError> {
+    Ok(answer(hooks::agent(&state.ingress, &state.config, &call.request()).await?, state.config.hooks.accepted_status))
 }
 
 /// `POST /hooks/{name}`: a mapped hook; its fields become the command's arguments.
@@ -235,13 +212,7 @@ pub(crate) async fn agent(
     path = "/hooks/{name}",
     tag = "hooks",
     security(("hooks_token" = []), ("hooks_header" = [])),
-    params(
-        ("name" = String, Path),
-        ("Idempotency-Key" = Option<String>, Header),
-        ("X-OpenClaw-Idempotency-Key" = Option<String>, Header),
-        ("X-Correlation-Id" = Option<String>, Header),
-        ("x-openclaw-token" = Option<String>, Header)
-    ),
+    params(("name" = String, Path), HookHeaders),
     request_body(content = serde_json::Value, content_type = "application/json"),
     responses(
         (status = 202, description = "Admitted: the command is stored and queued for the mapping's agent \
@@ -252,17 +223,46 @@ pub(crate) async fn agent(
 )]
 pub(crate) async fn mapped(
     State(state): State<AppState>,
-    peer: Option<Extension<PeerAddr>>,
     Path(name): Path<String>,
-    RawQuery(query): RawQuery,
-    headers: HeaderMap,
-    body: Bytes,
+    call: HookPost,
 ) -> Result<Response, ApiError> {
-    let request = HookRequest { query: query.as_deref(), headers: &headers, body: &body, client: client(peer) };
-    Ok(answer(hooks::mapped(&state.ingress, &state.config, &name, &request).await?, state.config.hooks.accepted_status))
+    let outcome = hooks::mapped(&state.ingress, &state.config, &name, &call.request()).await?;
+    Ok(answer(outcome, state.config.hooks.accepted_status))
 }
 
-/// The caller's address, by which failed authentications are counted.
-fn client(peer: Option<Extension<PeerAddr>>) -> String {
-    peer.map_or_else(|| "unknown".to_owned(), |Extension(PeerAddr(addr))| addr.ip().to_string())
+/// The headers a hook call may carry, as the document lists them (the channel reads them).
+#[derive(utoipa::IntoParams)]
+#[into_params(
+    names("Idempotency-Key", "X-OpenClaw-Idempotency-Key", "X-Correlation-Id", "x-openclaw-token"),
+    parameter_in = Header
+)]
+#[allow(dead_code)] // Read by the document only: the channel takes the headers by name.
+pub(crate) struct HookHeaders(Option<String>, Option<String>, Option<String>, Option<String>);
+
+/// A call to the bridge as its routes take it: the query, the headers, the body and the caller's
+/// address (by which failed authentications are counted).
+pub(crate) struct HookPost {
+    query: Option<String>,
+    headers: HeaderMap,
+    body: Bytes,
+    client: String,
+}
+
+impl HookPost {
+    fn request(&self) -> HookRequest<'_> {
+        HookRequest { query: self.query.as_deref(), headers: &self.headers, body: &self.body, client: &self.client }
+    }
+}
+
+impl<S: Send + Sync> FromRequest<S> for HookPost {
+    type Rejection = BytesRejection;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let query = request.uri().query().map(str::to_owned);
+        let headers = request.headers().clone();
+        let peer = request.extensions().get::<PeerAddr>();
+        let client = peer.map_or_else(|| "unknown".to_owned(), |PeerAddr(addr)| addr.ip().to_string());
+        let body = Bytes::from_request(request, state).await?;
+        Ok(Self { query, headers, body, client })
+    }
 }

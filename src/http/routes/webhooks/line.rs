@@ -1,11 +1,11 @@
 //! `POST /webhooks/line`: a LINE channel's webhook, signed with its channel secret.
 
-use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::{Router, routing::post};
 
-use crate::channels::line::{self, signature::SIGNATURE_HEADER};
+use super::ProviderPost;
+use crate::channels::line;
 use crate::http::responses::ProviderErrors;
 use crate::http::{ApiError, AppState};
 
@@ -30,12 +30,7 @@ pub struct Doc;
         description = "LINE's webhook: `destination` and `events`"),
     responses((status = 200, description = "Its events' messages stored (or seen before)"), ProviderErrors)
 )]
-pub(crate) async fn receive(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<StatusCode, ApiError> {
-    let signature = headers.get(SIGNATURE_HEADER).and_then(|v| v.to_str().ok());
-    line::receive(&state.ingress, &state.config, signature, &body).await?;
+pub(crate) async fn receive(State(state): State<AppState>, post: ProviderPost) -> Result<StatusCode, ApiError> {
+    line::receive(&state.ingress, &state.config, post.posted()).await?;
     Ok(StatusCode::OK)
 }

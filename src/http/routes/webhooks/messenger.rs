@@ -3,18 +3,17 @@
 
 use std::sync::Arc;
 
-use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::routing::get;
 use axum::{Json, Router};
 
+use super::whatsapp::MetaSignature;
+use super::{AppName, ProviderPost};
 use crate::channels::messenger::{self, DeliverySummary};
-use crate::channels::whatsapp::signature;
 use crate::channels::whatsapp::webhook::Handshake;
 use crate::config::Config;
-use crate::http::responses::{HandshakeErrors, NoSuchApp, ProviderErrors};
+use crate::http::responses::{HandshakeAnswers, NoSuchApp, ProviderErrors};
 use crate::http::{ApiError, AppState};
 
 pub fn router() -> Router<AppState> {
@@ -34,10 +33,7 @@ pub struct Doc;
     operation_id = "verify_messenger_webhook",
     tag = "webhooks",
     params(Handshake),
-    responses(
-        (status = 200, description = "The challenge", content_type = "text/plain", body = String),
-        HandshakeErrors
-    )
+    responses(HandshakeAnswers)
 )]
 pub(crate) async fn verify(config: State<Arc<Config>>, query: Query<Handshake>) -> Result<Response, ApiError> {
     // The Meta app's handshake, the same for its WhatsApp, Messenger and Instagram webhooks.
@@ -49,16 +45,12 @@ pub(crate) async fn verify(config: State<Arc<Config>>, query: Query<Handshake>) 
     path = "/webhooks/messenger/{app}",
     operation_id = "verify_messenger_webhook_of_app",
     tag = "webhooks",
-    params(("app" = String, Path), Handshake),
-    responses(
-        (status = 200, description = "The challenge", content_type = "text/plain", body = String),
-        HandshakeErrors,
-        NoSuchApp
-    )
+    params(AppName, Handshake),
+    responses(HandshakeAnswers, NoSuchApp)
 )]
 pub(crate) async fn verify_app(
     config: State<Arc<Config>>,
-    name: Path<String>,
+    name: Path<AppName>,
     query: Query<Handshake>,
 ) -> Result<Response, ApiError> {
     super::whatsapp::verify_app(config, name, query).await
@@ -69,23 +61,17 @@ pub(crate) async fn verify_app(
     path = "/webhooks/messenger",
     operation_id = "receive_messenger_delivery",
     tag = "webhooks",
-    params(("X-Hub-Signature-256" = String, Header)),
-    request_body(
-        content = messenger::payload::NotificationBody,
-        content_type = "application/json",
-        description = "A page or instagram notification"
-    ),
-    responses(
-        (status = 200, description = "Its messages stored, its statuses recorded", body = DeliverySummary),
-        ProviderErrors
-    )
+    params(MetaSignature),
+    request_body(content = messenger::payload::NotificationBody, content_type = "application/json",
+        description = "A page or instagram notification"),
+    responses((status = 200, description = "Its messages stored, its statuses recorded", body = DeliverySummary),
+        ProviderErrors)
 )]
 pub(crate) async fn receive(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Bytes,
+    post: ProviderPost,
 ) -> Result<Json<DeliverySummary>, ApiError> {
-    deliver(&state, None, &headers, &body).await
+    Ok(Json(messenger::receive(&state.ingress, &state.config, None, post.posted()).await?))
 }
 
 #[utoipa::path(
@@ -93,32 +79,16 @@ pub(crate) async fn receive(
     path = "/webhooks/messenger/{app}",
     operation_id = "receive_messenger_delivery_of_app",
     tag = "webhooks",
-    params(("app" = String, Path), ("X-Hub-Signature-256" = String, Header)),
-    request_body(
-        content = messenger::payload::NotificationBody,
-        content_type = "application/json",
-        description = "A page or instagram notification"
-    ),
-    responses(
-        (status = 200, description = "Its messages stored, its statuses recorded", body = DeliverySummary),
-        ProviderErrors
-    )
+    params(AppName, MetaSignature),
+    request_body(content = messenger::payload::NotificationBody, content_type = "application/json",
+        description = "A page or instagram notification"),
+    responses((status = 200, description = "Its messages stored, its statuses recorded", body = DeliverySummary),
+        ProviderErrors)
 )]
 pub(crate) async fn receive_app(
     State(state): State<AppState>,
-    Path(name): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
+    Path(AppName(name)): Path<AppName>,
+    post: ProviderPost,
 ) -> Result<Json<DeliverySummary>, ApiError> {
-    deliver(&state, Some(&name), &headers, &body).await
-}
-
-async fn deliver(
-    state: &AppState,
-    name: Option<&str>,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<Json<DeliverySummary>, ApiError> {
-    let signature = headers.get(signature::HEADER).map(|v| v.as_bytes());
-    Ok(Json(messenger::receive(&state.ingress, &state.config, name, signature, body).await?))
+    Ok(Json(messenger::receive(&state.ingress, &state.config, Some(&name), post.posted()).await?))
 }

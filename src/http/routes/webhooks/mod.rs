@@ -11,7 +11,13 @@ pub mod twilio;
 pub mod whatsapp;
 
 use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{FromRequest, Request};
+use axum::http::{HeaderMap, Uri};
+use serde::Deserialize;
 
+use crate::channels::Posted;
 use crate::http::AppState;
 
 /// A chat channel's webhook as the API serves it: its routes, and their part of the OpenAPI
@@ -38,3 +44,31 @@ pub const WEBHOOKS: &[Webhook] = &[
     webhook!(messenger),
     webhook!(line),
 ];
+
+/// A provider's post as a webhook route takes it, owned: the channel reads it as [`Posted`]
+/// (its own signature header among the headers).
+pub(crate) struct ProviderPost {
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl ProviderPost {
+    pub(crate) fn posted(&self) -> Posted<'_> {
+        Posted { uri: &self.uri, headers: &self.headers, body: &self.body }
+    }
+}
+
+impl<S: Send + Sync> FromRequest<S> for ProviderPost {
+    type Rejection = BytesRejection;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let (uri, headers) = (request.uri().clone(), request.headers().clone());
+        Ok(Self { uri, headers, body: Bytes::from_request(request, state).await? })
+    }
+}
+
+/// The configured app a provider's webhook is served for, where there are several (`/{app}`).
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(names("app"), parameter_in = Path)]
+pub(crate) struct AppName(pub String);

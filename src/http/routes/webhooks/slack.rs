@@ -1,10 +1,10 @@
 //! `POST /webhooks/slack/{events,commands,interactivity}`: a Slack app's signed requests.
 
-use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::{Json, Router, routing::post};
 
+use super::ProviderPost;
 use crate::channels::slack::{self, EventAnswer, Form};
 use crate::http::responses::ProviderErrors;
 use crate::http::{ApiError, AppState};
@@ -21,12 +21,18 @@ pub fn router() -> Router<AppState> {
 #[openapi(paths(events, commands, interactivity))]
 pub struct Doc;
 
+/// The headers Slack signs a request with, as the document lists them (the channel reads them).
+#[derive(utoipa::IntoParams)]
+#[into_params(names("X-Slack-Signature", "X-Slack-Request-Timestamp"), parameter_in = Header)]
+#[allow(dead_code)] // Read by the document only.
+pub(crate) struct SlackSignature(String, String);
+
 #[utoipa::path(
     post,
     path = "/webhooks/slack/events",
     operation_id = "receive_slack_event",
     tag = "webhooks",
-    params(("X-Slack-Signature" = String, Header), ("X-Slack-Request-Timestamp" = String, Header)),
+    params(SlackSignature),
     request_body(content = slack::payload::EventsBody, content_type = "application/json",
         description = "An Events API request"),
     responses(
@@ -34,12 +40,8 @@ pub struct Doc;
         ProviderErrors
     )
 )]
-pub(crate) async fn events(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Json<EventAnswer>, ApiError> {
-    Ok(Json(slack::receive_event(&state.ingress, &state.config, &headers, &body).await?))
+pub(crate) async fn events(State(state): State<AppState>, post: ProviderPost) -> Result<Json<EventAnswer>, ApiError> {
+    Ok(Json(slack::receive_event(&state.ingress, &state.config, post.posted()).await?))
 }
 
 #[utoipa::path(
@@ -47,7 +49,7 @@ pub(crate) async fn events(
     path = "/webhooks/slack/commands",
     operation_id = "receive_slack_command",
     tag = "webhooks",
-    params(("X-Slack-Signature" = String, Header), ("X-Slack-Request-Timestamp" = String, Header)),
+    params(SlackSignature),
     request_body(content = slack::payload::SlashCommandForm, content_type = "application/x-www-form-urlencoded",
         description = "A slash command"),
     responses(
@@ -56,12 +58,8 @@ pub(crate) async fn events(
         ProviderErrors
     )
 )]
-pub(crate) async fn commands(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<StatusCode, ApiError> {
-    slack::receive_form(&state.ingress, &state.config, (&headers, &body), Form::Command).await?;
+pub(crate) async fn commands(State(state): State<AppState>, post: ProviderPost) -> Result<StatusCode, ApiError> {
+    slack::receive_form(&state.ingress, &state.config, post.posted(), Form::Command).await?;
     Ok(StatusCode::OK)
 }
 
@@ -70,7 +68,7 @@ pub(crate) async fn commands(
     path = "/webhooks/slack/interactivity",
     operation_id = "receive_slack_interaction",
     tag = "webhooks",
-    params(("X-Slack-Signature" = String, Header), ("X-Slack-Request-Timestamp" = String, Header)),
+    params(SlackSignature),
     request_body(
         content = slack::payload::InteractionForm,
         content_type = "application/x-www-form-urlencoded",
@@ -78,11 +76,7 @@ pub(crate) async fn commands(
     ),
     responses((status = 200, description = "The button tap stored"), ProviderErrors)
 )]
-pub(crate) async fn interactivity(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<StatusCode, ApiError> {
-    slack::receive_form(&state.ingress, &state.config, (&headers, &body), Form::Interaction).await?;
+pub(crate) async fn interactivity(State(state): State<AppState>, post: ProviderPost) -> Result<StatusCode, ApiError> {
+    slack::receive_form(&state.ingress, &state.config, post.posted(), Form::Interaction).await?;
     Ok(StatusCode::OK)
 }

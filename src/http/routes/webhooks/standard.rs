@@ -1,12 +1,11 @@
 //! `POST /webhooks/standard/{source}`: Standard Webhooks senders.
 
-use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 
+use super::ProviderPost;
 use super::hooks::{CommandAccepted, accepted};
 use crate::channels::standard::{self, Delivered};
 use crate::http::responses::StandardErrors;
@@ -47,10 +46,9 @@ pub struct Doc;
 pub(crate) async fn receive(
     State(state): State<AppState>,
     Path(name): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
+    post: ProviderPost,
 ) -> Result<Response, ApiError> {
-    Ok(match standard::receive(&state.ingress, &state.config, &name, &headers, &body).await? {
+    Ok(match standard::receive(&state.ingress, &state.config, &name, post.posted()).await? {
         Delivered::Handled { outcome, command_id } => Json(MessageHandled { outcome, command_id }).into_response(),
         Delivered::Accepted(command_id) => accepted(command_id),
     })

@@ -1,11 +1,10 @@
 //! `POST /webhooks/telegram`: a bot's updates, with the webhook's secret token.
 
-use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::{Json, Router, routing::post};
 
-use crate::channels::telegram::{self, SECRET_HEADER, WebhookAnswer};
+use super::ProviderPost;
+use crate::channels::telegram::{self, WebhookAnswer};
 use crate::http::responses::ProviderErrors;
 use crate::http::{ApiError, AppState};
 
@@ -34,9 +33,7 @@ pub struct Doc;
 )]
 pub(crate) async fn receive(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Bytes,
+    post: ProviderPost,
 ) -> Result<Json<WebhookAnswer>, ApiError> {
-    let secret = headers.get(SECRET_HEADER).map(|v| v.as_bytes());
-    Ok(Json(telegram::receive(&state.ingress, &state.config, secret, &body).await?))
+    Ok(Json(telegram::receive(&state.ingress, &state.config, post.posted()).await?))
 }

@@ -1,13 +1,13 @@
 //! `POST /webhooks/twilio` and its status callbacks: signed forms in, TwiML out.
 
 use axum::Router;
-use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 
-use crate::channels::twilio::{self, Posted, STATUS_PATH};
+use super::ProviderPost;
+use crate::channels::twilio::{self, STATUS_PATH};
 use crate::http::responses::TwilioErrors;
 use crate::http::{ApiError, AppState};
 
@@ -20,12 +20,18 @@ pub fn router() -> Router<AppState> {
 #[openapi(paths(receive, status))]
 pub struct Doc;
 
+/// The header Twilio signs a request with, as the document lists it (the channel reads it).
+#[derive(utoipa::IntoParams)]
+#[into_params(names("X-Twilio-Signature"), parameter_in = Header)]
+#[allow(dead_code)] // Read by the document only.
+pub(crate) struct TwilioSignature(String);
+
 #[utoipa::path(
     post,
     path = "/webhooks/twilio",
     operation_id = "receive_twilio_message",
     tag = "webhooks",
-    params(("X-Twilio-Signature" = String, Header)),
+    params(TwilioSignature),
     request_body(
         content = twilio::form::MessageForm,
         content_type = "application/x-www-form-urlencoded",
@@ -37,15 +43,8 @@ pub struct Doc;
         TwilioErrors
     )
 )]
-pub(crate) async fn receive(
-    State(state): State<AppState>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let twiml =
-        twilio::receive_message(&state.ingress, &state.config, Posted { uri: &uri, headers: &headers, body: &body })
-            .await?;
+pub(crate) async fn receive(State(state): State<AppState>, post: ProviderPost) -> Result<Response, ApiError> {
+    let twiml = twilio::receive_message(&state.ingress, &state.config, post.posted()).await?;
     Ok(([(header::CONTENT_TYPE, "text/xml; charset=utf-8")], twiml).into_response())
 }
 
@@ -54,7 +53,7 @@ pub(crate) async fn receive(
     path = "/webhooks/twilio/status",
     operation_id = "receive_twilio_status",
     tag = "webhooks",
-    params(("X-Twilio-Signature" = String, Header)),
+    params(TwilioSignature),
     request_body(
         content = twilio::form::StatusForm,
         content_type = "application/x-www-form-urlencoded",
@@ -62,12 +61,7 @@ pub(crate) async fn receive(
     ),
     responses((status = 204, description = "Recorded (or about a message this gateway did not send)"), TwilioErrors)
 )]
-pub(crate) async fn status(
-    State(state): State<AppState>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<StatusCode, ApiError> {
-    twilio::receive_status(&state.ingress, &state.config, Posted { uri: &uri, headers: &headers, body: &body }).await?;
+pub(crate) async fn status(State(state): State<AppState>, post: ProviderPost) -> Result<StatusCode, ApiError> {
+    twilio::receive_status(&state.ingress, &state.config, post.posted()).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -2,17 +2,16 @@
 
 use std::sync::Arc;
 
-use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 
-use crate::channels::whatsapp::signature;
-use crate::channels::whatsapp::webhook::{self, Handshake};
+use super::{AppName, ProviderPost};
+use crate::channels::whatsapp::webhook::{self, DeliverySummary, Handshake};
 use crate::config::Config;
-use crate::http::responses::{HandshakeErrors, NoSuchApp, ProviderErrors};
+use crate::http::responses::{HandshakeAnswers, NoSuchApp, ProviderErrors};
 use crate::http::{ApiError, AppState};
 
 pub fn router() -> Router<AppState> {
@@ -26,16 +25,13 @@ pub fn router() -> Router<AppState> {
 #[openapi(paths(verify_default, verify_app, receive_default, receive_app))]
 pub struct Doc;
 
-#[utoipa::path(
-    get,
-    path = "/webhooks/whatsapp",
-    tag = "webhooks",
-    params(Handshake),
-    responses(
-        (status = 200, description = "The challenge", content_type = "text/plain", body = String),
-        HandshakeErrors
-    )
-)]
+/// The header Meta signs a delivery with, as the document lists it (the channel reads it).
+#[derive(utoipa::IntoParams)]
+#[into_params(names("X-Hub-Signature-256"), parameter_in = Header)]
+#[allow(dead_code)] // Read by the document only.
+pub(crate) struct MetaSignature(String);
+
+#[utoipa::path(get, path = "/webhooks/whatsapp", tag = "webhooks", params(Handshake), responses(HandshakeAnswers))]
 pub(crate) async fn verify_default(
     State(config): State<Arc<Config>>,
     Query(query): Query<Handshake>,
@@ -47,16 +43,12 @@ pub(crate) async fn verify_default(
     get,
     path = "/webhooks/whatsapp/{app}",
     tag = "webhooks",
-    params(("app" = String, Path), Handshake),
-    responses(
-        (status = 200, description = "The challenge", content_type = "text/plain", body = String),
-        HandshakeErrors,
-        NoSuchApp
-    )
+    params(AppName, Handshake),
+    responses(HandshakeAnswers, NoSuchApp)
 )]
 pub(crate) async fn verify_app(
     State(config): State<Arc<Config>>,
-    Path(name): Path<String>,
+    Path(AppName(name)): Path<AppName>,
     Query(query): Query<Handshake>,
 ) -> Result<Response, ApiError> {
     challenge(webhook::verify_handshake(&config, Some(&name), query)?)
@@ -70,55 +62,33 @@ fn challenge(text: String) -> Result<Response, ApiError> {
     post,
     path = "/webhooks/whatsapp",
     tag = "webhooks",
-    params(("X-Hub-Signature-256" = String, Header)),
-    request_body(
-        content = crate::channels::whatsapp::payload::NotificationBody,
-        content_type = "application/json",
-        description = "A WhatsApp Business Account notification"
-    ),
-    responses(
-        (status = 200, description = "Its messages stored, its statuses recorded", body = webhook::DeliverySummary),
-        ProviderErrors
-    )
+    params(MetaSignature),
+    request_body(content = crate::channels::whatsapp::payload::NotificationBody, content_type = "application/json",
+        description = "A WhatsApp Business Account notification"),
+    responses((status = 200, description = "Its messages stored, its statuses recorded", body = DeliverySummary),
+        ProviderErrors)
 )]
 pub(crate) async fn receive_default(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Json<webhook::DeliverySummary>, ApiError> {
-    receive(&state, None, &headers, &body).await
+    post: ProviderPost,
+) -> Result<Json<DeliverySummary>, ApiError> {
+    Ok(Json(webhook::receive(&state.ingress, &state.config, None, post.posted()).await?))
 }
 
 #[utoipa::path(
     post,
     path = "/webhooks/whatsapp/{app}",
     tag = "webhooks",
-    params(("app" = String, Path), ("X-Hub-Signature-256" = String, Header)),
-    request_body(
-        content = crate::channels::whatsapp::payload::NotificationBody,
-        content_type = "application/json",
-        description = "A WhatsApp Business Account notification"
-    ),
-    responses(
-        (status = 200, description = "Its messages stored, its statuses recorded", body = webhook::DeliverySummary),
-        ProviderErrors
-    )
+    params(AppName, MetaSignature),
+    request_body(content = crate::channels::whatsapp::payload::NotificationBody, content_type = "application/json",
+        description = "A WhatsApp Business Account notification"),
+    responses((status = 200, description = "Its messages stored, its statuses recorded", body = DeliverySummary),
+        ProviderErrors)
 )]
 pub(crate) async fn receive_app(
     State(state): State<AppState>,
-    Path(name): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Json<webhook::DeliverySummary>, ApiError> {
-    receive(&state, Some(&name), &headers, &body).await
-}
-
-async fn receive(
-    state: &AppState,
-    name: Option<&str>,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<Json<webhook::DeliverySummary>, ApiError> {
-    let signature = headers.get(signature::HEADER).map(|v| v.as_bytes());
-    Ok(Json(webhook::receive(&state.ingress, &state.config, name, signature, body).await?))
+    Path(AppName(name)): Path<AppName>,
+    post: ProviderPost,
+) -> Result<Json<DeliverySummary>, ApiError> {
+    Ok(Json(webhook::receive(&state.ingress, &state.config, Some(&name), post.posted()).await?))
 }
