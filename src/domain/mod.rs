@@ -10,6 +10,7 @@ pub mod directory;
 pub mod evidence;
 pub mod instants;
 pub mod lifecycle;
+pub mod locks;
 pub mod message;
 pub(crate) mod names;
 pub mod outbound;

@@ -45,6 +45,8 @@ use crate::http::AppState;
         crate::http::routes::approvals::read,
         crate::http::routes::approvals::decision,
         crate::http::routes::approvals::override_approval,
+        crate::http::routes::locks::list,
+        crate::http::routes::locks::release,
         crate::http::routes::events::events,
         crate::http::routes::directory::actors::list,
         crate::http::routes::directory::actors::create,

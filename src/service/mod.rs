@@ -14,6 +14,7 @@ pub mod events;
 pub mod figures;
 pub mod intake;
 pub mod live;
+pub mod locks;
 pub mod ooc;
 pub mod overview;
 pub mod reads;

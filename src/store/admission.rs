@@ -20,6 +20,7 @@ use crate::domain::lifecycle::EvidenceKind;
 use crate::domain::lifecycle::Lifecycle;
 use crate::domain::lifecycle::State;
 use crate::domain::lifecycle::Transition;
+use crate::domain::locks::Resource;
 use crate::domain::message::InboundStatus;
 use crate::domain::outbound::OutboxMessage;
 use crate::store::Commands;
@@ -29,6 +30,7 @@ use crate::store::confirmations::{NewConfirmation, confirmation_row, insert_conf
 use crate::store::dedupe::settle_dedupe;
 use crate::store::evidence::append_all;
 use crate::store::inbound::{InboundOutcome, NewInbound, insert_inbound, link_inbound};
+use crate::store::locks::take_lock;
 use crate::store::named::{self, Row, row};
 use crate::store::outbox::{NewOutboxMessage, ReplyTo, insert_outbox, insert_outboxes};
 
@@ -61,6 +63,9 @@ pub struct AdmissionWrite {
     pub at: OffsetDateTime,
     /// The W3C `traceparent` of the request that brought the command, when traces are exported.
     pub trace_parent: Option<String>,
+    /// What the command changes, held from this transaction until it ends (none when its first
+    /// moves end it).
+    pub lock: Option<Resource>,
 }
 
 impl AdmissionWrite {
@@ -114,6 +119,9 @@ pub enum Admitted {
     Conflict { existing_command_id: Uuid, existing_fingerprint: Fingerprint, evidence_id: Uuid },
     /// The carrying message was seen before (a redelivered webhook): nothing was written.
     Redelivered { inbound_id: Uuid, command_id: Option<Uuid> },
+    /// What the command changes is held by `holder` (another command under way): nothing was
+    /// written; the engine decides again, knowing it.
+    Locked { holder: Uuid },
 }
 
 impl Commands<'_> {
@@ -165,6 +173,12 @@ impl Store {
             return self.answer_repeat(tx, write, inbound_id).await;
         }
 
+        if let Some(resource) = &write.lock
+            && let Some(holder) = take_lock(&mut tx, tenant, resource, envelope.command_id, write.at).await?
+        {
+            tx.rollback().await?;
+            return Ok(Admitted::Locked { holder });
+        }
         let Some((last, _)) = write.moves.last() else {
             return Err(StoreError::Config("an admission needs at least its canonicalize move".into()));
         };

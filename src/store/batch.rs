@@ -22,6 +22,7 @@ use crate::store::commands::{command_row, insert_transitions};
 use crate::store::dedupe::settle_dedupe;
 use crate::store::evidence::append_by_chain;
 use crate::store::inbound::{INBOUND, INBOUND_TAIL, inbound_row};
+use crate::store::locks::{LOCKS, TAKE_TAIL, lock_row};
 use crate::store::named::{self, Row};
 use crate::store::outbox::insert_outboxes;
 use crate::store::rows::{Marks, int, placeholder_list};
@@ -130,6 +131,18 @@ impl Store {
         if wanted > 0 && named::insert(tx, RESERVATIONS, reserving, RESERVE_TAIL).await?.len() != wanted {
             return Ok(false);
         }
+        // What each changes, free (else the one-at-a-time path says who holds it).
+        let locking: Vec<Row> = writes
+            .iter()
+            .filter_map(|w| {
+                let e = &w.envelope;
+                w.lock.as_ref().map(|resource| lock_row(e.tenant_id.as_str(), resource, e.command_id, w.at))
+            })
+            .collect();
+        let wanted = locking.len();
+        if wanted > 0 && named::insert(tx, LOCKS, locking, TAKE_TAIL).await?.len() != wanted {
+            return Ok(false);
+        }
         // The carrying messages, each linked to the command it starts. Another instance may have
         // recorded one since the check above: then the batch steps aside.
         let inbound: Vec<Row> = writes
@@ -231,9 +244,11 @@ pub struct GroupCommitStats {
 fn all_distinct(writes: &[AdmissionWrite]) -> bool {
     let mut messages = HashSet::new();
     let mut keys = HashSet::new();
+    let mut resources = HashSet::new();
     writes.iter().all(|w| {
         let message = w.inbound.as_ref().map(|m| (m.channel.as_str(), m.provider_message_id.as_str()));
         let key = (w.envelope.tenant_id.as_str(), w.envelope.idempotency_key.as_str());
-        message.is_none_or(|m| messages.insert(m)) && keys.insert(key)
+        let resource = w.lock.as_ref().map(|r| (w.envelope.tenant_id.as_str(), r));
+        message.is_none_or(|m| messages.insert(m)) && keys.insert(key) && resource.is_none_or(|r| resources.insert(r))
     })
 }

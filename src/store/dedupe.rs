@@ -73,7 +73,10 @@ pub(crate) async fn settle_dedupes(
         .collect();
     let set = "status = v.column2, outcome_ref = v.column3, updated_at = v.column4";
     update_rows(conn, ("dedupe_records", set, "dedupe_records.command_id = v.column1"), 4, rows).await?;
-    Ok(())
+    // Every way a command ends comes through here: what it held is released with it.
+    let ended: Vec<Uuid> =
+        settled.iter().filter(|(_, state, ..)| state.is_terminal()).map(|(command_id, ..)| *command_id).collect();
+    crate::store::locks::release_locks(conn, &ended).await
 }
 
 pub(crate) const PURGE_EXPIRED: &str =

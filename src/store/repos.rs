@@ -10,6 +10,12 @@ pub struct Commands<'a> {
     pub(crate) store: &'a Store,
 }
 
+/// Locks on what mutations change, each held by one command until it ends.
+#[derive(Clone, Copy)]
+pub struct Locks<'a> {
+    pub(crate) store: &'a Store,
+}
+
 /// Agents: each executor target's state machine.
 #[derive(Clone, Copy)]
 pub struct Agents<'a> {
@@ -117,6 +123,10 @@ impl Store {
 
     pub fn approvals(&self) -> Approvals<'_> {
         Approvals { store: self }
+    }
+
+    pub fn locks(&self) -> Locks<'_> {
+        Locks { store: self }
     }
 
     pub fn api_keys(&self) -> ApiKeys<'_> {

@@ -330,3 +330,50 @@ async fn the_pending_approvals_page_decides_as_the_api_does() {
     assert!(after.contains("Your decision is in: approved") && after.contains("Nothing waits for approval"), "{after}");
     app.stop().await.expect("stop");
 }
+
+#[tokio::test]
+async fn the_locks_page_shows_what_is_held_and_releases_with_a_reason() {
+    use crate::e2e_security::token_as;
+    let db = TestDb::sqlite().await;
+    let app = spawn_app_with(&db, db.config.clone()).await;
+    let meta = crate::helpers::Meta::new(&app, &db);
+    meta.text("wamid.CL1", crate::helpers::CUSTOMER, "refund 1234 25.00").await;
+    let (id, _, _) = crate::helpers::confirmation_of(&db, "wamid.CL1").await;
+    let held = || db.count("SELECT COUNT(*) FROM resource_locks WHERE tenant_id = $1", "demo");
+
+    let reader = session(&app, &token_as(&db.config, crate::helpers::ADMIN, "locks:read")).await;
+    let (status, html) = page(&app, &reader, "/console/locks").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(html.contains("order 1234") && html.contains(&id.to_string()) && !html.contains(">Release<"), "{html}");
+    let path = "/console/locks/release";
+    let form = |csrf: &str, reason: &str| -> Vec<(String, String)> {
+        vec![("csrf".into(), csrf.into()), ("resource".into(), "order:1234".into()), ("reason".into(), reason.into())]
+    };
+    let post = |cookie: &str, pairs: Vec<(String, String)>| {
+        let (app, cookie) = (&app, cookie.to_owned());
+        async move {
+            let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            post_form(app, &cookie, path, &pairs).await
+        }
+    };
+    let refused = post(&reader, form(&csrf_of(&html), "a reader tries")).await;
+    assert_eq!(refused.0, StatusCode::FORBIDDEN, "a reader releases nothing");
+
+    let operator = session(&app, &token_as(&db.config, crate::helpers::ADMIN, "locks:read locks:release")).await;
+    let html = page(&app, &operator, "/console/locks").await.1;
+    assert!(html.contains(">Release<"), "{html}");
+    let short = post(&operator, form(&csrf_of(&html), "why")).await;
+    assert_eq!(short.0, StatusCode::SEE_OTHER);
+    assert_eq!(held().await, 1, "a reason too short releases nothing");
+    let html = page(&app, &operator, "/console/locks?released=reason_too_short").await.1;
+    let done = post(&operator, form(&csrf_of(&html), "done by phone already")).await;
+    assert_eq!(done.0, StatusCode::SEE_OTHER);
+    assert_eq!(held().await, 0);
+    let evidence = db.store.evidence().for_command("demo", id).await.expect("evidence");
+    assert!(
+        evidence.iter().any(|a| a.kind == "lock.released" && a.body["decision"]["reason"] == "done by phone already")
+    );
+    let (_, after) = page(&app, &operator, "/console/locks?released=released").await;
+    assert!(after.contains("Released.") && after.contains("Nothing is locked"), "{after}");
+    app.stop().await.expect("stop");
+}

@@ -113,10 +113,7 @@ impl Submitted {
 /// started with its dispatch row, in one transaction. `Idempotency-Key` and `X-Correlation-Id`
 /// come from the headers. Returns the command's id — the existing one for a repeat.
 pub async fn submit(ingress: &Ingress, headers: &HeaderMap, s: Submission) -> Result<Submitted, ChannelError> {
-    let config = |what: &'static str| -> ChannelError {
-        tracing::error!(what, "a submission source is misconfigured");
-        ChannelError::Misconfigured(what)
-    };
+    let config = misconfigured;
     let (supplied_key, correlation_id) = caller_headers(headers, s.header_key)?;
     keeps_value_rules(ingress, &s.intent, &s.args)?;
     let supplied_key = supplied_key.or(s.key);
@@ -158,13 +155,27 @@ pub async fn submit(ingress: &Ingress, headers: &HeaderMap, s: Submission) -> Re
         ..Admission::default()
     };
     let (_, admitted) = ingress.engine().accept_with(request, admission, OffsetDateTime::now_utc()).await?;
+    submitted(admitted)
+}
+
+fn misconfigured(what: &'static str) -> ChannelError {
+    tracing::error!(what, "a submission source is misconfigured");
+    ChannelError::Misconfigured(what)
+}
+
+/// What admitting a submission came to, for its caller.
+fn submitted(admitted: Admitted) -> Result<Submitted, ChannelError> {
     match admitted {
         Admitted::New { command_id, .. } => Ok(Submitted::New(command_id)),
         // The same call again: the same command.
         Admitted::Replayed(d) => Ok(Submitted::Done(d.command_id)),
         Admitted::InProgress(d) => Ok(Submitted::InProgress(d.command_id)),
         Admitted::Redelivered { command_id: Some(command_id), .. } => Ok(Submitted::InProgress(command_id)),
-        Admitted::Redelivered { command_id: None, .. } => Err(config("a redelivered message without its command")),
+        Admitted::Redelivered { command_id: None, .. } => {
+            Err(misconfigured("a redelivered message without its command"))
+        }
+        // The engine decides a locked admission again; a hook's agent commands name no resource.
+        Admitted::Locked { .. } => Err(misconfigured("a submission locked what it changes")),
         Admitted::Conflict { .. } => {
             Err(Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused", "Idempotency-Key reused")
                 .detail("This Idempotency-Key was used for a different call.")

@@ -156,6 +156,11 @@ pub enum Decision {
     /// Break-glass: the operator (by pseudonym) who overrode a pending approval, why, and their
     /// step-up proof (never the token).
     ApprovalOverridden { approval_id: Uuid, operator: String, reason: String, step_up_proof: Value },
+    /// A mutation refused because what it changes is held by another command under way (its id
+    /// and its reference, which the person is told).
+    Locked { resource: String, holder: Uuid, holder_ref: String },
+    /// An operator (by pseudonym) released the lock a command held, and why.
+    LockReleased { resource: String, operator: String, reason: String },
 }
 
 /// What a recovery command is to the command it follows.

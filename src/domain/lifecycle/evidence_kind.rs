@@ -43,6 +43,8 @@ named_enum! {
         ApprovalOverridden => "approval.overridden",
         // An approval's escalation came due: the holders of its roles were asked too.
         ApprovalEscalated => "approval.escalated",
+        // Locks (issue #47): an operator released what a command held before it ended.
+        LockReleased => "lock.released",
     }
 }
 

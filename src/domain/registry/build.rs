@@ -13,6 +13,7 @@ use super::{CommandSpec, ReadsAs, ValueRule};
 use crate::domain::command::envelope::Risk;
 use crate::domain::command::idempotency::IdempotencyClass;
 use crate::domain::lifecycle::CommandKind;
+use crate::domain::locks::LockRule;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -66,6 +67,8 @@ pub(super) struct RawCommand {
     /// Who else must approve, or whether it is refused, by its values and who asks.
     #[serde(default)]
     approvals: Vec<Spanned<approvals::read::RawRule>>,
+    /// What another mutation of the resource it changes gets while it runs (`none` by default).
+    lock: Option<Spanned<LockRule>>,
     /// Edits allowed in the command's words, all together (`refnd` for `refund`): default 1,
     /// 0 for none; values are never read with a typo.
     typos: Option<usize>,
@@ -123,6 +126,7 @@ pub(super) fn build(
         typos: raw.typos.unwrap_or(DEFAULT_TYPOS),
         values,
         approvals,
+        lock: raw.lock.as_ref().map_or(LockRule::Off, |rule| *rule.get_ref()),
     })
 }
 
@@ -214,6 +218,12 @@ fn check_gates(raw: &RawCommand, class: IdempotencyClass, confirmation: bool, pr
     // the step-up link can then name the command.
     if mutation && raw.step_up && !confirmation {
         problem(at, "step_up needs confirmation = true".into());
+    }
+    // A lock names what the command changes: a mutation, and the argument that says which one.
+    if let Some(lock) = raw.lock.as_ref().filter(|rule| *rule.get_ref() != LockRule::Off)
+        && (!mutation || raw.target.is_none())
+    {
+        problem(lock.span().start, format!("lock = \"{}\" needs kind = \"mutation\" and a target", lock.get_ref()));
     }
 }
 

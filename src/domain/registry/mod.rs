@@ -73,6 +73,8 @@ pub struct CommandSpec {
     /// Its approval policy: who else must approve a request, or whether it is refused, by its
     /// values and who asks (`approvals::evaluate`).
     pub approvals: Vec<approvals::ApprovalRule>,
+    /// What another mutation of the resource it changes (`entity` and `target`) gets meanwhile.
+    pub lock: crate::domain::locks::LockRule,
 }
 
 impl CommandSpec {

@@ -134,6 +134,11 @@ fn structural_mistakes_are_refused() {
     assert!(parse(&step_up_unconfirmed).expect_err("step-up").to_string().contains("step_up needs confirmation"));
     let unknown_target = x("kind = \"read\"\nexecutor = \"orders\"\nalso_executors = [\"ledger\"]\n");
     assert!(parse(&unknown_target).expect_err("unknown target").to_string().contains("also_executors: `ledger`"));
+    let lock_without_target = x("kind = \"mutation\"\nexecutor = \"orders\"\nlock = \"refuse\"\n");
+    let refused = parse(&lock_without_target).expect_err("a lock names a target").to_string();
+    assert!(refused.contains(":7: command `x`: lock = \"refuse\" needs kind = \"mutation\" and a target"), "{refused}");
+    let unknown_rule = x("kind = \"mutation\"\ntarget = \"b\"\nexecutor = \"orders\"\nlock = \"later\"\n");
+    assert!(parse(&unknown_rule).expect_err("an unknown rule").to_string().contains("later"));
     let bad_comp = x("kind = \"mutation\"\nexecutor = \"orders\"\ncompensation = \"y\"\n");
     assert!(parse(&bad_comp).expect_err("compensation").to_string().contains("compensation `y` is not a command"));
     let err = parse("[commands\n").expect_err("syntax");

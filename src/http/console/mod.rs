@@ -9,6 +9,7 @@ mod approvals;
 mod commands;
 mod directory;
 mod insight;
+mod locks;
 pub mod page;
 mod recover;
 pub mod session;
@@ -41,6 +42,8 @@ pub fn router() -> Router<AppState> {
         .route("/console/attention/bulk", post(recover::bulk))
         .route("/console/approvals", get(approvals::list))
         .route("/console/approvals/{id}/decision", post(approvals::decide))
+        .route("/console/locks", get(locks::list))
+        .route("/console/locks/release", post(locks::release))
         .route("/console/agents", get(agents::list))
         .route("/console/agents/{agent}/{change}", post(agents::change))
         .route("/console/directory", get(directory::find))

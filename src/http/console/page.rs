@@ -25,6 +25,7 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("bulk_done.html", include_str!("../../../templates/console/bulk_done.html")),
     ("agents.html", include_str!("../../../templates/console/agents.html")),
     ("approvals.html", include_str!("../../../templates/console/approvals.html")),
+    ("locks.html", include_str!("../../../templates/console/locks.html")),
     ("audit.html", include_str!("../../../templates/console/audit.html")),
     ("message.html", include_str!("../../../templates/console/message.html")),
     ("directory.html", include_str!("../../../templates/console/directory.html")),

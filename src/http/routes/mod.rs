@@ -9,6 +9,7 @@ pub mod commands;
 pub mod directory;
 pub mod events;
 pub mod health;
+pub mod locks;
 pub mod metrics;
 pub mod recovery;
 pub mod reload;
@@ -34,6 +35,7 @@ pub fn router(config: &Config) -> Router<AppState> {
         .merge(acks::router())
         .merge(agents::router())
         .merge(approvals::router())
+        .merge(locks::router())
         .merge(directory::router())
         .merge(reload::router())
         .merge(events::router())

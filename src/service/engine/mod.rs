@@ -4,6 +4,7 @@
 //! rules hold whichever door a command came in by.
 
 mod evidence;
+mod locks;
 
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -24,6 +25,7 @@ use crate::domain::lifecycle::InvalidTransition;
 use crate::domain::lifecycle::Lifecycle;
 use crate::domain::lifecycle::State;
 use crate::domain::lifecycle::Transition;
+use crate::domain::locks::Resource;
 use crate::domain::registry::Reading;
 use crate::service::database::Database;
 use crate::service::replies::outcome::{duplicate_reply, outcome_reply};
@@ -67,6 +69,9 @@ pub struct Admission<'a> {
     pub reply_detail: Option<OutcomeDetail>,
     /// How the message was read as this command, recorded with its canonicalization.
     pub reading: Option<Reading>,
+    /// What the command changes (`Resource::held_by`): held until it ends, and a command that
+    /// finds it held by another is refused, told which.
+    pub lock: Option<Resource>,
 }
 
 /// What a move carries besides its event.
@@ -156,10 +161,20 @@ impl Engine {
         admission: Admission<'_>,
         now: OffsetDateTime,
     ) -> Result<(CommandEnvelope, Admitted), EngineError> {
+        // Kept to decide again should what it changes be held.
+        let again = admission.lock.as_ref().map(|resource| (request.clone(), admission.clone(), resource.clone()));
         let write = self.plan(request, admission, now)?;
         let envelope = write.envelope.clone();
-        let admitted = self.store().commands().admit(write).await?;
-        Ok((envelope, admitted))
+        match (self.store().commands().admit(write).await?, again) {
+            (Admitted::Locked { holder }, Some((request, admission, resource))) => {
+                metrics::counter!("chatgate_lock_refusals_total").increment(1);
+                let (request, admission) = locks::refused(request, admission, &resource, holder);
+                let write = self.plan(request, admission, now)?;
+                let envelope = write.envelope.clone();
+                Ok((envelope, self.store().commands().admit(write).await?))
+            }
+            (admitted, _) => Ok((envelope, admitted)),
+        }
     }
 
     /// Everything an admission writes, decided without I/O: the envelope, its moves and their
@@ -208,6 +223,8 @@ impl Engine {
             confirmation: admission.confirmation,
             at: now,
             trace_parent,
+            // A command its first moves end holds nothing.
+            lock: admission.lock.filter(|_| !current.state.is_terminal()),
         })
     }
 

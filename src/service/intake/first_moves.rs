@@ -12,7 +12,8 @@ use crate::domain::replies::OutcomeDetail;
 
 use crate::domain::command::Args;
 use crate::domain::command::ExternalId;
-use crate::domain::directory::Tenant;
+use crate::domain::command::{CommandRequest, IdempotencyClass, Intent};
+use crate::domain::directory::{Actor, Tenant};
 use crate::domain::lifecycle::CommandKind;
 use crate::domain::lifecycle::Event;
 use crate::domain::message::{InboundMessage, InboundStatus};
@@ -20,9 +21,10 @@ use crate::domain::outbound::{ProviderAddresses, ReplyAddress};
 use crate::service::confirmations::confirm::{self, PromptFor};
 use crate::service::dispatch;
 use crate::service::intake::Refused;
+use crate::service::security::Spec;
 use crate::service::security::authz;
 use crate::service::security::authz::AuthzDecision;
-use crate::store::{NewConfirmation, NewInbound, NewOutboxMessage, ReplyTo};
+use crate::store::{NewConfirmation, NewInbound, NewOutboxMessage, ReplyTo, StoredCommand};
 
 /// What a new command does right after `canonicalized`, decided from the registry and the actor.
 pub(super) struct FirstMoves {
@@ -127,6 +129,37 @@ pub(super) fn inbound_row(
         payload: message.raw.clone(),
         detail: message.content.unreadable_reason().map(str::to_owned),
         received_at: now,
+    }
+}
+
+/// The command `message` asks for, as `actor` of `tenant` asked it; with `reprocess_of`, the same
+/// message admitted again as a new command naming the old one (the old command holds the key).
+pub(super) fn command_request(
+    message: &InboundMessage,
+    (tenant, actor): (&Tenant, &Actor),
+    spec: &Spec,
+    args: &Args,
+    reprocess_of: Option<&StoredCommand>,
+) -> CommandRequest {
+    let target = spec.target_arg.as_ref().and_then(|name| args.get(name)).and_then(Value::as_str).map(str::to_owned);
+    CommandRequest {
+        tenant_id: tenant.id.clone(),
+        actor_id: actor.id.clone(),
+        channel: message.channel.clone(),
+        conversation_id: conversation_id(message),
+        message_ids: vec![message.provider_message_id.clone()],
+        correlation_id: reprocess_of.map(|t| t.envelope.correlation_id.clone()),
+        causation_id: reprocess_of.map(|t| ExternalId::from_uuid(t.envelope.command_id)),
+        intent: Intent { entity: spec.entity.clone(), action: spec.action.clone(), target },
+        args: args.clone(),
+        command_kind: spec.kind,
+        idempotency_class: if reprocess_of.is_some() { IdempotencyClass::I0 } else { spec.idempotency_class },
+        risk: spec.risk,
+        supplied_key: None,
+        ttl: Some(spec.ttl),
+        dedupe_window: spec.dedupe_window,
+        target_command_id: reprocess_of.map(|t| t.envelope.command_id),
+        registry_version: Some(spec.registry_version().to_owned()),
     }
 }
 

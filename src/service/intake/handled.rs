@@ -65,7 +65,8 @@ impl Handled {
             }
             Admitted::Replayed(d) => Self::Command { command_id: d.command_id, outcome: CommandOutcome::Replayed },
             Admitted::InProgress(d) => Self::Command { command_id: d.command_id, outcome: CommandOutcome::InProgress },
-            Admitted::Conflict { .. } => Self::Conflict,
+            // The engine decides a locked admission again (refused, told which request holds it).
+            Admitted::Conflict { .. } | Admitted::Locked { .. } => Self::Conflict,
             Admitted::Redelivered { .. } => Self::Redelivered,
         }
     }

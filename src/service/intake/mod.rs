@@ -7,8 +7,9 @@ use std::sync::Arc;
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use crate::domain::command::{Args, CommandRequest, ExternalId, IdempotencyClass, Intent};
+use crate::domain::command::{Args, ExternalId};
 use crate::domain::directory::{Actor, Tenant, UnknownSenderPolicy};
+use crate::domain::locks::Resource;
 use crate::domain::message::{Content, InboundMessage, InboundStatus, NoCommand, StatusUpdate};
 use crate::domain::registry::{Interpretation, Reading};
 use crate::domain::replies::{Help, Rejection, RejectionReason, Reply};
@@ -44,7 +45,7 @@ pub use reprocess::Reprocessed;
 
 use approval_taps::ApprovalTap;
 pub use first_moves::reply_destination;
-use first_moves::{conversation_id, first_moves, inbound_row, reply_address};
+use first_moves::{command_request, first_moves, inbound_row, reply_address};
 use identity::Writer;
 use throttled::Throttled;
 
@@ -328,27 +329,8 @@ impl Ingress {
     ) -> Result<Handled, EngineError> {
         let Asked { spec, args, reading } = asked;
         let spec = &spec;
-        let target =
-            spec.target_arg.as_ref().and_then(|name| args.get(name)).and_then(Value::as_str).map(str::to_owned);
-        let request = CommandRequest {
-            tenant_id: tenant.id.clone(),
-            actor_id: actor.id.clone(),
-            channel: message.channel.clone(),
-            conversation_id: conversation_id(message),
-            message_ids: vec![message.provider_message_id.clone()],
-            correlation_id: reprocess_of.map(|t| t.envelope.correlation_id.clone()),
-            causation_id: reprocess_of.map(|t| ExternalId::from_uuid(t.envelope.command_id)),
-            intent: Intent { entity: spec.entity.clone(), action: spec.action.clone(), target },
-            args: args.clone(),
-            command_kind: spec.kind,
-            idempotency_class: if reprocess_of.is_some() { IdempotencyClass::I0 } else { spec.idempotency_class },
-            risk: spec.risk,
-            supplied_key: None,
-            ttl: Some(spec.ttl),
-            dedupe_window: spec.dedupe_window,
-            target_command_id: reprocess_of.map(|t| t.envelope.command_id),
-            registry_version: Some(spec.registry_version().to_owned()),
-        };
+        let request = command_request(message, (tenant, actor), spec, &args, reprocess_of);
+        let lock = Resource::held_by(spec.lock, spec.kind, &request.intent);
         let (command, what) = (Some(spec.name.clone()), Some(spec.reads_in(&args, &tenant.locale)));
         let reply_to = ReplyTo { command, what, executed_template: spec.reply.clone(), ..reply_to };
         // A reprocessed message is not asked anything: its command goes where the first one went.
@@ -369,6 +351,7 @@ impl Ingress {
             confirmation: first.confirmation,
             reply_detail: first.reply_detail,
             reading: Some(reading),
+            lock,
         };
         let (_, admitted) = self.engine.accept_with(request, admission, now).await?;
         Ok(Handled::admitted(admitted))

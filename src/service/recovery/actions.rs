@@ -16,6 +16,7 @@ use crate::domain::lifecycle::CommandKind;
 use crate::domain::lifecycle::Event;
 use crate::domain::lifecycle::State;
 use crate::domain::lifecycle::recovery::RecoveryAction;
+use crate::domain::locks::Resource;
 use crate::service::dispatch;
 use crate::service::engine::Admission;
 use crate::service::engine::Engine;
@@ -169,6 +170,8 @@ pub(super) async fn retry(
         decision: Some(decision(RecoveryAction::Retry, operator, target)),
         outbox: dispatch::dispatch_rows(&targets),
         reply_to: target.reply_to.clone(),
+        // A retry changes what the failed command would have: held as a new request would.
+        lock: spec.as_ref().and_then(|spec| Resource::held_by(spec.lock, spec.kind, &request.intent)),
         ..Admission::default()
     };
     let (envelope, admitted) = engine.accept_with(request, admission, now).await?;
@@ -201,6 +204,7 @@ pub(super) async fn compensate(
         then: dispatch::authorized_at_once(spec.kind),
         decision: Some(decision(RecoveryAction::Compensate, operator, target)),
         outbox: dispatch::dispatch_rows(&spec.targets),
+        lock: Resource::held_by(spec.lock, spec.kind, &request.intent),
         ..Admission::default()
     };
     let command_id = match admit(engine, operator, target, (request, admission), "the compensation", now).await? {

@@ -78,7 +78,7 @@ pub fn duplicate_reply(
             };
             Some(reply_to.message(&Reply::Rejected(conflict)))
         }
-        Admitted::New { .. } | Admitted::Redelivered { .. } => None,
+        Admitted::New { .. } | Admitted::Redelivered { .. } | Admitted::Locked { .. } => None,
     }
 }
 

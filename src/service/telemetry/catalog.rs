@@ -83,6 +83,8 @@ pub const FAMILIES: &[Family] = &[
     alone(gauge("chatgate_approvals_pending", "Approvals waiting for people's decisions.")),
     histogram("chatgate_approval_decision_seconds", "Seconds from an approval's request to its settling."),
     alone(counter("chatgate_approval_overrides_total", "Pending approvals overridden by break-glass.")),
+    alone(counter("chatgate_lock_refusals_total", "Mutations refused because another command held what they change.")),
+    alone(counter("chatgate_lock_releases_total", "Locks released by operators before their commands ended.")),
     alone(gauge("chatgate_inbox_backlog", "Messages stored in the inbox and not yet admitted.")),
     alone(gauge("chatgate_inbox_oldest_pending_seconds", "Age of the oldest message the inbox holds unadmitted.")),
     alone(gauge("chatgate_inbox_parked", "Messages parked in the inbox for a tenant's identity resolver.")),

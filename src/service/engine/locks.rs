@@ -1,0 +1,43 @@
+//! A mutation whose resource another command holds: refused before anyone is asked to confirm
+//! it (canonicalized → authz_pending → rejected, `resource_locked`), the person told which
+//! request holds it — by its reference, never by whose it is — and that they may try again once
+//! it has ended.
+
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::domain::command::{CommandRequest, IdempotencyClass, ShortRef};
+use crate::domain::evidence::decision::Decision;
+use crate::domain::lifecycle::Event;
+use crate::domain::locks::Resource;
+use crate::domain::replies::OutcomeDetail;
+use crate::service::engine::Admission;
+
+/// The reason code of a mutation refused because what it changes is held.
+pub const RESOURCE_LOCKED: &str = "resource_locked";
+
+/// `admission` refused because `holder` holds `resource`: its prompt and confirmation dropped,
+/// nothing held. The refusal does not keep the request's key: the person is told to try again
+/// once the holder has ended, and the same words then are a new request, not a duplicate of
+/// this refusal (a redelivered webhook is still recognized by its message).
+pub(super) fn refused<'a>(
+    request: CommandRequest,
+    admission: Admission<'a>,
+    resource: &Resource,
+    holder: Uuid,
+) -> (CommandRequest, Admission<'a>) {
+    let holder_ref = ShortRef::of(holder).to_string();
+    let error = json!({"entity": resource.entity(), "target": resource.target(), "holder": holder_ref});
+    let request = CommandRequest { idempotency_class: IdempotencyClass::I0, ..request };
+    let admission = Admission {
+        then: &[Event::SubmitForAuthorization, Event::Deny],
+        decision: Some(Decision::Locked { resource: resource.to_string(), holder, holder_ref }.into()),
+        reason_code: Some(RESOURCE_LOCKED.to_owned()),
+        outbox: vec![],
+        confirmation: None,
+        reply_detail: Some(OutcomeDetail::Error(error)),
+        lock: None,
+        ..admission
+    };
+    (request, admission)
+}
