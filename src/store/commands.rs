@@ -1,25 +1,16 @@
 //! Command rows and their transitions: each move is one transaction that compares-and-swaps the
 //! version, records the transition, appends its evidence and, for a terminal state, settles the
-//! dedupe record, together with whatever outbox rows the move causes.
+//! dedupe record and releases the command's lock, together with whatever outbox rows it causes.
 
 use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::domain::command::ActorId;
-use crate::domain::command::Channel;
-use crate::domain::command::CommandEnvelope;
-use crate::domain::command::ExternalId;
-use crate::domain::command::Fingerprint;
-use crate::domain::command::IdempotencyKey;
-use crate::domain::command::Intent;
 use crate::domain::command::TenantId;
+use crate::domain::command::{ActorId, Channel, CommandEnvelope, ExternalId, Fingerprint, IdempotencyKey, Intent};
 use crate::domain::evidence::EvidenceDraft;
-use crate::domain::lifecycle::Event;
-use crate::domain::lifecycle::Lifecycle;
-use crate::domain::lifecycle::State;
-use crate::domain::lifecycle::Transition;
+use crate::domain::lifecycle::{Event, Lifecycle, State, Transition};
 use crate::store::Commands;
 use crate::store::evidence::append_all;
 use crate::store::named::{self, Row, row};
@@ -94,6 +85,8 @@ pub struct TransitionWrite {
     pub at: OffsetDateTime,
     /// The command's trace (its `traceparent`), which the move's span joins.
     pub trace_parent: Option<String>,
+    /// Whether the command may hold a lock (a mutation with a target): its end releases it.
+    pub may_hold_lock: bool,
 }
 
 impl TransitionWrite {
@@ -333,6 +326,9 @@ pub(crate) async fn apply_transition(
     crate::store::dedupe::lock_dedupes(conn, [write.ends_in()]).await?;
     let evidence_ids = append_all(conn, write.tenant_id.as_str(), &write.evidence, write.at).await?;
     crate::store::dedupe::settle_dedupe(conn, write.command_id, t.to, evidence_ids.last().copied(), write.at).await?;
+    if let Some(ended) = write.releases() {
+        crate::store::locks::release_locks(conn, &[ended]).await?;
+    }
     let outbox =
         write.outbox.iter().map(|message| (write.tenant_id.as_str(), Some(write.command_id), message, write.at));
     let moved = insert_outboxes(conn, outbox.collect()).await?;

@@ -73,10 +73,7 @@ pub(crate) async fn settle_dedupes(
         .collect();
     let set = "status = v.column2, outcome_ref = v.column3, updated_at = v.column4";
     update_rows(conn, ("dedupe_records", set, "dedupe_records.command_id = v.column1"), 4, rows).await?;
-    // Every way a command ends comes through here: what it held is released with it.
-    let ended: Vec<Uuid> =
-        settled.iter().filter(|(_, state, ..)| state.is_terminal()).map(|(command_id, ..)| *command_id).collect();
-    crate::store::locks::release_locks(conn, &ended).await
+    Ok(())
 }
 
 pub(crate) const PURGE_EXPIRED: &str =

@@ -15,7 +15,7 @@ use crate::domain::locks::Resource;
 use crate::store::evidence::append_all;
 use crate::store::named::{self, Row, row};
 use crate::store::rows::{from_ms, int, text, to_ms, uuid};
-use crate::store::{Locks, StoreError};
+use crate::store::{Locks, StoreError, TransitionWrite};
 
 pub(crate) const LOCKS: &str = "resource_locks";
 
@@ -60,6 +60,15 @@ pub(crate) async fn take_lock(
         Some(row) => Ok(Some(uuid(&row, "command_id")?)),
         // Released between the two statements: the admission is tried again, whole.
         None => Err(StoreError::Contention(format!("the lock on {resource} changed hands meanwhile"))),
+    }
+}
+
+impl TransitionWrite {
+    /// The command whose lock this move releases: one that may hold one, ending. Every way a
+    /// command that may hold a lock ends is a move (`apply_transition`, a step batch); a command
+    /// its first moves end never took one.
+    pub(crate) fn releases(&self) -> Option<Uuid> {
+        (self.may_hold_lock && self.transition.to.is_terminal()).then_some(self.command_id)
     }
 }
 

@@ -68,6 +68,8 @@ impl Store {
             })
             .collect();
         settle_dedupes(&mut tx, &settled).await?;
+        let released: Vec<Uuid> = steps.iter().flat_map(|s| &s.moves).filter_map(TransitionWrite::releases).collect();
+        crate::store::locks::release_locks(&mut tx, &released).await?;
         let at = steps[0].at;
         let outbox = steps.iter().flat_map(|step| {
             let of_moves = step

@@ -27,6 +27,7 @@ on_both_backends!(
     a_denied_approval_releases_its_order,
     a_failed_execution_releases_its_order,
     an_operators_cancel_releases_its_order,
+    a_refund_past_its_ttl_releases_its_order,
     an_operator_releases_a_lock_with_a_reason_and_its_evidence,
     reads_and_other_orders_never_wait_for_a_lock,
 );
@@ -267,5 +268,33 @@ async fn reads_and_other_orders_never_wait_for_a_lock(db: &TestDb) {
     Meta::new(&app, db).text("wamid.O4", CUSTOMER, "refund 1234 25.00").await;
     assert_eq!(state_and_reason(db, held_by).await.0, "confirmation_required");
     assert_eq!(db.count("SELECT COUNT(*) FROM commands WHERE reason_code = $1", "resource_locked").await, 0);
+    app.stop().await.expect("stop");
+}
+
+async fn a_refund_past_its_ttl_releases_its_order(db: &TestDb) {
+    let mut config = db.config.clone();
+    config.outbound.poll_interval_ms = 20;
+    let app = spawn_app_with(db, config).await;
+    // The agent paused: the confirmed refund is started but never handed over, holding its order.
+    let admin = token_as(&db.config, ADMIN, "agents:admin");
+    let paused = app.client.post(app.url("/v1/agents/orders/pause")).bearer_auth(admin).json(&json!({}));
+    assert_eq!(paused.send().await.expect("pause").status(), StatusCode::OK);
+    let (id, code) = prompted(db, &app, ("wamid.T1", CUSTOMER, "refund 1234 25.00")).await;
+    Meta::new(&app, db).text("wamid.T1-yes", CUSTOMER, &format!("YES {code}")).await;
+    let started = std::time::Instant::now();
+    while state_and_reason(db, id).await.0 != "started" {
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "never started");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(held(db).await, 1, "held while it waits for its agent");
+    let mut conn = db.raw().await;
+    sqlx::query("UPDATE commands SET expires_at = 1 WHERE command_id = $1")
+        .bind(id.to_string())
+        .execute(&mut conn)
+        .await
+        .expect("expire");
+    assert_eq!(settled(db, id).await, "canceled");
+    assert_eq!(state_and_reason(db, id).await.1.as_deref(), Some("TTL_EXPIRED"));
+    free_again(db, &app, "wamid.T2").await;
     app.stop().await.expect("stop");
 }

@@ -5,6 +5,7 @@
 
 mod evidence;
 mod locks;
+use locks::may_hold_lock;
 
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -291,6 +292,7 @@ impl Engine {
                 outbox,
                 at: now,
                 trace_parent: command.trace_parent.clone(),
+                may_hold_lock: may_hold_lock(&command.envelope),
             });
             current = transition.after(command.envelope.command_kind);
             version += 1;

@@ -207,6 +207,7 @@ async fn a_lost_compare_and_swap_is_reported_never_overwritten(db: &TestDb) {
         outbox: vec![],
         at: now(),
         trace_parent: None,
+        may_hold_lock: true,
     };
     match db.store.commands().commit_transition(&write).await {
         Err(StoreError::StaleVersion { expected: 2, actual: 3, .. }) => {}
