@@ -38,6 +38,7 @@ pub struct LockList {
 #[serde(deny_unknown_fields)]
 pub(crate) struct ReleaseBody {
     /// At least 10 characters.
+    #[schema(min_length = 10)]
     pub(crate) reason: String,
 }
 
