@@ -167,6 +167,7 @@ fn step(artifact: &crate::store::StoredArtifact) -> Option<Value> {
         "approval.decided" => "approval_given",
         "approval.overridden" => "overridden",
         "approval.escalated" => "approval_escalated",
+        "lock.released" => "lock_released",
         "execution.started" => "started",
         "execution.executed" => "executed",
         "execution.failed" => "failed",
