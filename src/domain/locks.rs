@@ -22,11 +22,17 @@ named_enum! {
 pub struct Resource(String);
 
 impl Resource {
-    /// The resource a command of `kind` with `intent` holds under `rule`: none for a read, for a
-    /// command without a target, or where the registry locks nothing.
+    /// The resource a command of `kind` with `intent` holds under `rule`: none where the registry
+    /// locks nothing, else [`Resource::changed_by`].
     pub fn held_by(rule: LockRule, kind: CommandKind, intent: &Intent) -> Option<Self> {
+        (rule == LockRule::Refuse).then(|| Self::changed_by(kind, intent)).flatten()
+    }
+
+    /// What a command of `kind` with `intent` changes: none for a read or a command without a
+    /// target. A command that changes one may hold it; its end releases whatever it holds.
+    pub fn changed_by(kind: CommandKind, intent: &Intent) -> Option<Self> {
         let target = intent.target.as_deref().filter(|t| !t.is_empty())?;
-        (rule == LockRule::Refuse && kind == CommandKind::Mutation).then(|| Self(format!("{}:{target}", intent.entity)))
+        (kind == CommandKind::Mutation).then(|| Self(format!("{}:{target}", intent.entity)))
     }
 
     /// A resource as stored or as an operator names it (`order:1234`): an entity, a colon, a target.

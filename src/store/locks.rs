@@ -14,7 +14,7 @@ use crate::domain::evidence::EvidenceDraft;
 use crate::domain::locks::Resource;
 use crate::store::evidence::append_all;
 use crate::store::named::{self, Row, row};
-use crate::store::rows::{from_ms, int, text, to_ms, uuid};
+use crate::store::rows::{Marks, from_ms, int, placeholder_list, text, to_ms, uuid};
 use crate::store::{Locks, StoreError, TransitionWrite};
 
 pub(crate) const LOCKS: &str = "resource_locks";
@@ -77,8 +77,8 @@ pub(crate) async fn release_locks(conn: &mut AnyConnection, ended: &[Uuid]) -> R
     if ended.is_empty() {
         return Ok(());
     }
-    let marks: Vec<String> = (1..=ended.len()).map(|i| format!("${i}")).collect();
-    let sql = format!("DELETE FROM resource_locks WHERE command_id IN ({})", marks.join(", "));
+    let marks = placeholder_list(0, ended.len(), Marks::for_connection(conn));
+    let sql = format!("DELETE FROM resource_locks WHERE command_id IN {marks}");
     let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
     for id in ended {
         query = query.bind(id.to_string());

@@ -200,7 +200,7 @@ async fn no_declines_and_cancels_with_a_reply(db: &TestDb) {
     chat.stop().await;
 }
 
-async fn expire_now(db: &TestDb, command_id: Uuid) {
+pub(crate) async fn expire_now(db: &TestDb, command_id: Uuid) {
     let mut conn = db.raw().await;
     sqlx::query("UPDATE confirmations SET expires_at = 0 WHERE command_id = $1")
         .bind(command_id.to_string())

@@ -165,12 +165,7 @@ async fn an_expired_confirmation_releases_its_order(db: &TestDb) {
     config.outbound.confirmation_sweep_ms = 50;
     let app = spawn_app_with(db, config).await;
     let (id, _) = prompted(db, &app, ("wamid.E1", CUSTOMER, "refund 1234 25.00")).await;
-    let mut conn = db.raw().await;
-    sqlx::query("UPDATE confirmations SET expires_at = 0 WHERE command_id = $1")
-        .bind(id.to_string())
-        .execute(&mut conn)
-        .await
-        .expect("expire");
+    crate::e2e_conversation::expire_now(db, id).await;
     assert_eq!(settled(db, id).await, "canceled");
     assert_eq!(state_and_reason(db, id).await.1.as_deref(), Some("confirmation_expired"));
     free_again(db, &app, "wamid.E2").await;

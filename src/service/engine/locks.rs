@@ -8,7 +8,6 @@ use uuid::Uuid;
 
 use crate::domain::command::{CommandEnvelope, CommandRequest, IdempotencyClass, ShortRef};
 use crate::domain::evidence::decision::Decision;
-use crate::domain::lifecycle::CommandKind;
 use crate::domain::lifecycle::Event;
 use crate::domain::locks::Resource;
 use crate::domain::replies::OutcomeDetail;
@@ -43,8 +42,8 @@ pub(super) fn refused<'a>(
     (request, admission)
 }
 
-/// Whether a command may hold a lock (a mutation with a target: `Resource::held_by`), so that
-/// its end releases it; a read's end costs no statement.
+/// Whether a command may hold a lock (it changes a resource), so that its end releases it; a
+/// read's end costs no statement.
 pub(super) fn may_hold_lock(envelope: &CommandEnvelope) -> bool {
-    envelope.command_kind == CommandKind::Mutation && envelope.intent.target.as_deref().is_some_and(|t| !t.is_empty())
+    Resource::changed_by(envelope.command_kind, &envelope.intent).is_some()
 }
