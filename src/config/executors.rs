@@ -47,6 +47,14 @@ pub struct ExecutorConfig {
     /// signed like a dispatch); none means it is not told.
     #[serde(default)]
     pub cancel_url: Option<String>,
+    /// Where an HTTP executor is asked for a command's preview before the confirmation prompt
+    /// (POST, signed like a dispatch; docs/EXECUTORS.md); none: it offers no previews.
+    #[serde(default)]
+    pub preview_url: Option<String>,
+    /// How long a preview may take before the command goes on without one (or is refused, as the
+    /// registry's `preview` says): a person is waiting for the prompt.
+    #[serde(default = "defaults::executor_preview_timeout_ms")]
+    pub preview_timeout_ms: u64,
     /// A RabbitMQ agent that understands `command.{agent}.{action}.cancel`.
     #[serde(default)]
     pub announce_cancel: bool,
@@ -72,6 +80,9 @@ impl ExecutorConfig {
 mod defaults {
     pub fn executor_request_timeout_ms() -> u64 {
         10_000
+    }
+    pub fn executor_preview_timeout_ms() -> u64 {
+        3_000
     }
     pub fn executor_max_in_flight() -> usize {
         64
@@ -106,6 +117,7 @@ pub enum ExecutorTarget {
         url: String,
         secret: Option<Vec<u8>>,
         cancel_url: Option<String>,
+        preview_url: Option<String>,
     },
     Amqp {
         url: String,
@@ -162,10 +174,13 @@ impl ExecutorConfig {
             .map(|s| crate::domain::standard_webhooks::key(s.expose()))
             .transpose()
             .map_err(|e| format!("executors.{name}.secret: {e}"))?;
-        if let Some(cancel) = &self.cancel_url {
-            url::Url::parse(cancel).map_err(|e| format!("executors.{name}.cancel_url: {e}"))?;
+        for (field, other) in [("cancel_url", &self.cancel_url), ("preview_url", &self.preview_url)] {
+            if let Some(other) = other {
+                url::Url::parse(other).map_err(|e| format!("executors.{name}.{field}: {e}"))?;
+            }
         }
-        Ok(ExecutorTarget::Http { url: url.to_owned(), secret, cancel_url: self.cancel_url.clone() })
+        let (cancel_url, preview_url) = (self.cancel_url.clone(), self.preview_url.clone());
+        Ok(ExecutorTarget::Http { url: url.to_owned(), secret, cancel_url, preview_url })
     }
 
     fn nats_target(&self, name: &str, url: &str) -> Result<ExecutorTarget, String> {

@@ -14,6 +14,7 @@ pub mod locks;
 pub mod message;
 pub(crate) mod names;
 pub mod outbound;
+pub mod preview;
 pub mod reach;
 pub mod registry;
 pub mod replies;

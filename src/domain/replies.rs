@@ -292,6 +292,12 @@ pub struct Prompt {
     /// Seconds since the epoch.
     pub expires_at: i64,
     pub expires_in_minutes: u64,
+    /// What the executor said the command would do, when it was asked (issue #47).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preview: Option<crate::domain::preview::Preview>,
+    /// Asked for a preview but none came: the prompt says it goes on without one.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub preview_missing: bool,
 }
 
 #[cfg(test)]

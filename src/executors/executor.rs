@@ -24,6 +24,7 @@ use crate::executors::jetstream::{JetStream, cloudevents};
 
 pub use crate::domain::delivery::CallOutcome;
 use crate::domain::delivery::{ApprovalGrant, ApprovalWait};
+use crate::domain::preview::BoundPreview;
 
 #[derive(Debug, Clone)]
 pub enum Executor {
@@ -39,6 +40,8 @@ pub enum Executor {
         secret: Option<Vec<u8>>,
         client: reqwest::Client,
         cancel_url: Option<String>,
+        /// Where it is asked for previews, and how long one may take.
+        preview: Option<(String, Duration)>,
     },
     Amqp {
         bus: Arc<Bus>,
@@ -77,13 +80,14 @@ impl Executor {
                 let stream = Arc::new(JetStream::new(&url, &subject_prefix, &consumer, timeout));
                 Self::Nats { stream, agent }
             }
-            ExecutorTarget::Http { url, secret, cancel_url } => {
+            ExecutorTarget::Http { url, secret, cancel_url, preview_url } => {
                 let client = reqwest::Client::builder()
                     .timeout(timeout)
                     .connect_timeout(timeout)
                     .build()
                     .map_err(|e| format!("executors.{name}: {e}"))?;
-                Self::Http { url, secret, client, cancel_url }
+                let preview = preview_url.map(|url| (url, Duration::from_millis(config.preview_timeout_ms)));
+                Self::Http { url, secret, client, cancel_url, preview }
             }
         })
     }
@@ -93,7 +97,9 @@ impl Executor {
     /// over again is a new event, a publish sent again after a lost acknowledgement is not). With
     /// `resume`, it tells the executor that its waiting execution was approved: the same command,
     /// idempotency key and delivery, the grant beside them, as a message of its own (the row's id).
-    pub async fn call(&self, envelope: &CommandEnvelope, ids: CallIds, resume: Option<&ApprovalGrant>) -> CallOutcome {
+    /// An HTTP executor also gets the preview the person confirmed, if the command had one.
+    pub async fn call(&self, envelope: &CommandEnvelope, ids: CallIds, attached: &Attached) -> CallOutcome {
+        let (resume, preview) = (attached.resume.as_ref(), attached.preview.as_ref());
         match self {
             Self::Echo => CallOutcome::Executed { succeeded: true, detail: json!(envelope.args) },
             // The dispatcher runs the gateway's commands itself (they read the store).
@@ -125,7 +131,7 @@ impl Executor {
                 }
             }
             Self::Http { url, secret, client, .. } => {
-                let body = match resumed_body(envelope, resume) {
+                let body = match carried_body(envelope, resume, preview) {
                     Ok(body) => body,
                     Err(e) => return CallOutcome::Refused { status: 0, error: json!({"message": e.to_string()}) },
                 };
@@ -134,6 +140,10 @@ impl Executor {
                     .post(url)
                     .header("x-chatgate-attempt", ids.attempt.to_string())
                     .header("x-chatgate-delivery-id", ids.delivery.to_string());
+                let request = match preview {
+                    Some(bound) => request.header("x-chatgate-preview-digest", bound.digest.as_str()),
+                    None => request,
+                };
                 post_signed(request, secret.as_deref(), &id, envelope, body).await
             }
         }
@@ -184,12 +194,31 @@ impl Executor {
     }
 }
 
-/// The envelope as JSON, with the grant as `approval` when it resumes a waiting execution.
-fn resumed_body(envelope: &CommandEnvelope, resume: Option<&ApprovalGrant>) -> Result<Vec<u8>, serde_json::Error> {
-    let Some(grant) = resume else { return serde_json::to_vec(envelope) };
+/// What a dispatch carries besides the envelope: the grant when it resumes a waiting execution,
+/// the preview the person confirmed when the command had one.
+#[derive(Debug, Clone, Default)]
+pub struct Attached {
+    pub resume: Option<ApprovalGrant>,
+    pub preview: Option<BoundPreview>,
+}
+
+/// The envelope as JSON, with the grant as `approval` and the preview as `preview` when there are.
+fn carried_body(
+    envelope: &CommandEnvelope,
+    resume: Option<&ApprovalGrant>,
+    preview: Option<&BoundPreview>,
+) -> Result<Vec<u8>, serde_json::Error> {
+    if resume.is_none() && preview.is_none() {
+        return serde_json::to_vec(envelope);
+    }
     let mut body = serde_json::to_value(envelope)?;
     if let Some(fields) = body.as_object_mut() {
-        fields.insert("approval".into(), serde_json::to_value(grant)?);
+        if let Some(grant) = resume {
+            fields.insert("approval".into(), serde_json::to_value(grant)?);
+        }
+        if let Some(preview) = preview {
+            fields.insert("preview".into(), serde_json::to_value(preview)?);
+        }
     }
     serde_json::to_vec(&body)
 }
@@ -204,16 +233,7 @@ async fn post_signed(
     body: Vec<u8>,
 ) -> CallOutcome {
     let now = OffsetDateTime::now_utc();
-    let request = request
-        .header("content-type", "application/json")
-        .header("idempotency-key", envelope.idempotency_key.as_str())
-        .header("x-correlation-id", envelope.correlation_id.as_str())
-        .header("x-chatgate-command-id", envelope.command_id.to_string());
-    // The dispatch's trace context (W3C), when traces are exported.
-    let request = crate::service::telemetry::current_headers()
-        .into_iter()
-        .fold(request, |request, (name, value)| request.header(name, value));
-    match signed(request, secret, id, now, body).send().await {
+    match command_request(request, secret, id, envelope, body, now).send().await {
         Err(error) => CallOutcome::Retry { error: format!("network: {error}"), retry_after: None },
         Ok(response) => {
             let status = response.status();
@@ -228,6 +248,28 @@ async fn post_signed(
             }
         }
     }
+}
+
+/// A signed JSON POST about `envelope`: its idempotency key, correlation id and command id, the
+/// caller's trace context, a Standard Webhooks signature.
+pub(super) fn command_request(
+    request: reqwest::RequestBuilder,
+    secret: Option<&[u8]>,
+    id: &str,
+    envelope: &CommandEnvelope,
+    body: Vec<u8>,
+    now: OffsetDateTime,
+) -> reqwest::RequestBuilder {
+    let request = request
+        .header("content-type", "application/json")
+        .header("idempotency-key", envelope.idempotency_key.as_str())
+        .header("x-correlation-id", envelope.correlation_id.as_str())
+        .header("x-chatgate-command-id", envelope.command_id.to_string());
+    // The dispatch's trace context (W3C), when traces are exported.
+    let request = crate::service::telemetry::current_headers()
+        .into_iter()
+        .fold(request, |request, (name, value)| request.header(name, value));
+    signed(request, secret, id, now, body)
 }
 
 /// Reads an executor's HTTP answer.

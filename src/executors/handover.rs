@@ -15,10 +15,11 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::domain::command::TenantId;
-use crate::domain::delivery::{ApprovalGrant, ApprovalWait, DeliveryEvent, DeliveryState};
+use crate::domain::delivery::{ApprovalWait, DeliveryEvent, DeliveryState};
 use crate::domain::lifecycle::State;
+use crate::domain::preview::BoundPreview;
 use crate::executors::dispatcher::{Dispatcher, Target};
-use crate::executors::executor::{CallIds, CallOutcome, Executor};
+use crate::executors::executor::{Attached, CallIds, CallOutcome, Executor};
 use crate::service::approvals::execution;
 use crate::service::dispatch::handover::{ClaimedMessage, Delivery, OutboxSettle, StepOutcome, StepWrite};
 use crate::service::dispatch::{Conclusion, DeliveryPlan, DispatchOrder};
@@ -30,9 +31,9 @@ enum Prepared {
     /// Nothing to hand over (the command moved on, or this dispatch already delivered): only
     /// the row's fate is written.
     Settled(OutboxSettle),
-    /// For its executor, once its delivery is routed on record; `resume` tells a waiting
-    /// execution that it was approved.
-    Ready { command: StoredCommand, target: Arc<Target>, plan: DeliveryPlan, resume: Option<ApprovalGrant> },
+    /// For its executor, once its delivery is routed on record, with what goes beside the
+    /// envelope (the grant that resumes a waiting execution, the preview its person confirmed).
+    Ready { command: StoredCommand, target: Arc<Target>, plan: DeliveryPlan, attached: Attached },
     /// No executor of that name: the delivery failed routing, which is concluded at once.
     Unroutable { command: StoredCommand, plan: DeliveryPlan },
 }
@@ -106,8 +107,8 @@ impl Dispatcher {
         let calls = group.rows.iter().zip(&group.prepared).map(|(row, prepared)| {
             let lane = lane.clone();
             async move {
-                let Some(Prepared::Ready { command, target, plan, resume }) = prepared else { return None };
-                let ready = (command, target.as_ref(), plan, resume.as_ref());
+                let Some(Prepared::Ready { command, target, plan, attached }) = prepared else { return None };
+                let ready = (command, target.as_ref(), plan, attached);
                 let Some(lane) = lane else { return Some(self.call(row, ready).await) };
                 let permit = lane.calls.clone().acquire_owned().await.ok();
                 let called = match permit {
@@ -136,6 +137,11 @@ impl Dispatcher {
             .into_iter()
             .map(|d| ((d.command_id, d.target.clone()), d))
             .collect();
+        // Only a registry that asks for previews has any to read.
+        let previews = match self.policy().registry.current().asks_for_previews() {
+            true => reads.previews_of(&ids).await?,
+            false => HashMap::new(),
+        };
         Ok(rows
             .iter()
             .enumerate()
@@ -146,7 +152,8 @@ impl Dispatcher {
                     .command_id
                     .and_then(|id| if again(&id) { commands.get(&id).cloned() } else { commands.remove(&id) });
                 let delivery = row.command_id.and_then(|id| deliveries.get(&(id, row.destination.clone())));
-                self.prepare_one(row, command, delivery, now)
+                let preview = row.command_id.and_then(|id| previews.get(&id).cloned());
+                self.prepare_one(row, (command, preview), delivery, now)
             })
             .collect())
     }
@@ -154,7 +161,7 @@ impl Dispatcher {
     fn prepare_one(
         &self,
         row: &ClaimedMessage,
-        command: Option<StoredCommand>,
+        (command, preview): (Option<StoredCommand>, Option<BoundPreview>),
         delivery: Option<&Delivery>,
         now: OffsetDateTime,
     ) -> Prepared {
@@ -192,7 +199,7 @@ impl Dispatcher {
             plan.expect_delivery_by(now + target.delivery_timeout);
         }
         tracing::trace!(command = %command_id, target = target_name, "ready for its executor");
-        Prepared::Ready { command, target, plan, resume }
+        Prepared::Ready { command, target, plan, attached: Attached { resume, preview } }
     }
 
     /// Puts every ready delivery's routing on record before any call, in one transaction, so
@@ -235,8 +242,8 @@ impl Dispatcher {
             .enumerate()
             .map(|(i, p)| match (p, routed.get(&i)) {
                 (_, Some(false)) => None,
-                (Prepared::Ready { command, target, plan, resume }, Some(true)) => {
-                    Some(Prepared::Ready { command, target, plan: plan.on_record(), resume })
+                (Prepared::Ready { command, target, plan, attached }, Some(true)) => {
+                    Some(Prepared::Ready { command, target, plan: plan.on_record(), attached })
                 }
                 (p, _) => Some(p),
             })
@@ -248,7 +255,7 @@ impl Dispatcher {
     async fn call(
         &self,
         row: &ClaimedMessage,
-        (command, target, plan, resume): (&StoredCommand, &Target, &DeliveryPlan, Option<&ApprovalGrant>),
+        (command, target, plan, attached): (&StoredCommand, &Target, &DeliveryPlan, &Attached),
     ) -> (DeliveryPlan, Option<OutboxSettle>) {
         use crate::service::telemetry::{Carried, carrying, dispatch_span};
         let span = dispatch_span(command, &row.destination, row.attempt);
@@ -258,7 +265,7 @@ impl Dispatcher {
             Executor::Gateway => carrying(carried, self.gateway().call(command).instrument(span)).await,
             executor => {
                 let ids = CallIds { delivery: plan.id(), message: row.id, attempt: row.attempt };
-                carrying(carried, executor.call(&command.envelope, ids, resume).instrument(span)).await
+                carrying(carried, executor.call(&command.envelope, ids, attached).instrument(span)).await
             }
         };
         let executor = row.destination.clone();

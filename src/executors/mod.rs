@@ -9,5 +9,6 @@ pub mod dispatcher;
 pub mod executor;
 mod handover;
 pub mod jetstream;
+mod preview;
 pub mod resolver;
 pub mod responses;

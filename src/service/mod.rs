@@ -17,6 +17,7 @@ pub mod live;
 pub mod locks;
 pub mod ooc;
 pub mod overview;
+pub mod previews;
 pub mod reads;
 pub mod recovery;
 pub mod reload;

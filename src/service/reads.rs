@@ -67,6 +67,14 @@ impl Reads<'_> {
         self.0.deliveries().of_command(id).await
     }
 
+    /// The previews each of `ids` was confirmed on.
+    pub async fn previews_of(
+        &self,
+        ids: &[Uuid],
+    ) -> Result<std::collections::HashMap<Uuid, crate::domain::preview::BoundPreview>, StoreError> {
+        self.0.previews_of(ids).await
+    }
+
     /// The deliveries of each of `ids`.
     pub async fn deliveries_of_commands(&self, ids: &[Uuid]) -> Result<Vec<Delivery>, StoreError> {
         self.0.deliveries().of_commands(ids).await

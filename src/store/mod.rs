@@ -37,6 +37,7 @@ mod outbound;
 mod outbox;
 mod pool;
 mod postgres;
+mod previews;
 mod rate_limits;
 pub use rate_limits::{Chain, Take};
 mod registry_versions;
@@ -81,6 +82,7 @@ pub use inbox_db::inbox_url;
 pub use locks::HeldLock;
 pub use outbound::{OutboundRecord, Recorded};
 pub use outbox::{ClaimedMessage, DISPATCH_KIND, MESSAGE_KIND, NOTICE_KIND, NewOutboxMessage, OutboxSettle, ReplyTo};
+pub use previews::PromptWrite;
 pub use repos::{
     Agents, ApiKeys, Approvals, Commands, Confirmations, Console, Dedupe, Deliveries, Directory, Evidence, Identities,
     Inbound, Inbox, Locks, Outbox, RateLimits, RegistryVersions, Tokens,

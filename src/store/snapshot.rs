@@ -15,6 +15,7 @@ use crate::store::confirmations::EXPIRED;
 use crate::store::dedupe::PURGE_EXPIRED;
 use crate::store::deliveries::{DELIVERIES_OF_COMMANDS, DISPATCH_TARGETS, OVERDUE};
 use crate::store::figures;
+use crate::store::previews::PREVIEWS_OF_COMMANDS;
 use crate::store::rows::{KeyLookup, int, opt_int, text, to_ms};
 use crate::store::{Store, StoreError};
 
@@ -54,7 +55,8 @@ pub const SNAPSHOT_QUERIES: [&str; 5] = [figures::READ, OLDEST, AGENTS, ORPHANED
 
 /// Every batch lookup by a key, whose plans a test reads too: each must be answered from an index
 /// that leads with its key, or it reads rows in proportion to the table's history.
-pub const KEY_LOOKUPS: [&KeyLookup; 3] = [&COMMANDS_BY_ID, &DELIVERIES_OF_COMMANDS, &DISPATCH_TARGETS];
+pub const KEY_LOOKUPS: [&KeyLookup; 4] =
+    [&COMMANDS_BY_ID, &DELIVERIES_OF_COMMANDS, &DISPATCH_TARGETS, &PREVIEWS_OF_COMMANDS];
 
 /// What the timers read (or delete) on every sweep, whatever the load: through indexes too.
 pub const SWEEP_QUERIES: [&str; 6] = [

@@ -18,6 +18,7 @@ use crate::store::evidence::append_all;
 use crate::store::figures::Moves;
 use crate::store::inbound::{InboundOutcome, NewInbound, insert_inbound, link_inbound};
 use crate::store::outbox::{NewOutboxMessage, OutboxSettle, insert_outboxes, settle_outbox};
+use crate::store::previews::{PromptWrite, write_prompt};
 use crate::store::tokens::{ConsumedToken, consume_token};
 use crate::store::{Commands, Tx};
 
@@ -47,6 +48,8 @@ pub struct StepWrite {
     pub delivery: Option<DeliveryChange>,
     /// What becomes of the outbox row the step worked on.
     pub outbox_row: Option<OutboxSettle>,
+    /// A confirmation the step opens for `command_id`, with the preview its prompt shows.
+    pub prompt: Option<PromptWrite>,
     pub at: OffsetDateTime,
 }
 
@@ -65,6 +68,7 @@ impl StepWrite {
             approval: None,
             delivery: None,
             outbox_row: None,
+            prompt: None,
             at,
         }
     }
@@ -151,6 +155,9 @@ impl Commands<'_> {
                     return Ok(StepOutcome::Stale);
                 }
             }
+        }
+        if let (Some(prompt), Some(command_id)) = (&step.prompt, step.command_id) {
+            write_prompt(&mut tx, (&step.tenant_id, command_id), prompt, step.at).await?;
         }
         let outbox = step.outbox.iter().map(|message| (step.tenant_id.as_str(), step.command_id, message, step.at));
         let moved = insert_outboxes(&mut tx, outbox.collect()).await?;

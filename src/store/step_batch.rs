@@ -170,8 +170,8 @@ fn runs(moves: &[TransitionWrite]) -> impl Iterator<Item = &[TransitionWrite]> {
     moves.chunk_by(|a, b| a.command_id == b.command_id)
 }
 
-/// The common case: no step carries a message, answers a confirmation, opens or settles an
-/// approval or uses a token; each
+/// The common case: no step carries a message, answers or opens a confirmation, opens or settles
+/// an approval or uses a token; each
 /// command is touched by one run of moves in one step, each run follows on from itself, and no
 /// delivery or claimed row appears twice.
 fn batchable(steps: &[&StepWrite]) -> bool {
@@ -179,8 +179,11 @@ fn batchable(steps: &[&StepWrite]) -> bool {
     let mut deliveries = HashSet::new();
     let mut rows = HashSet::new();
     steps.iter().all(|step| {
-        let plain =
-            step.inbound.is_none() && step.settle.is_none() && step.consume.is_none() && step.approval.is_none();
+        let plain = step.inbound.is_none()
+            && step.settle.is_none()
+            && step.consume.is_none()
+            && step.approval.is_none()
+            && step.prompt.is_none();
         // A delivery that stops waiting closes its approval: written alone (`store::step`).
         let delivery = step.delivery.as_ref().is_none_or(|d| !d.stops_waiting() && deliveries.insert(d.delivery_id));
         let row = step.outbox_row.as_ref().is_none_or(|r| rows.insert(settled_id(r)));

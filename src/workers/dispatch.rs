@@ -9,6 +9,7 @@ use crate::executors::acks;
 use crate::executors::dispatcher::Dispatcher;
 use crate::service::dispatch::{CANCEL_NOTICE_KIND, DISPATCH_KIND};
 use crate::service::engine::Engine;
+use crate::service::previews::PREVIEW_KIND;
 
 const TIMERS_PER_SWEEP: i64 = 100;
 
@@ -39,6 +40,18 @@ pub(super) async fn cancel_notices(dispatcher: Dispatcher, every: Duration, stop
     crate::workers::woken_or_periodically(every, stopping, wakes, || async {
         if let Err(error) = dispatcher.notify_due(OffsetDateTime::now_utc()).await {
             tracing::warn!(%error, "cancel notices cannot reach the database");
+        }
+    })
+    .await;
+}
+
+/// Preview requests have their own loop too: a person waits for each prompt, and a slow
+/// executor's preview must not hold the dispatches back.
+pub(super) async fn previews(dispatcher: Dispatcher, every: Duration, stopping: CancellationToken) {
+    let wakes = vec![dispatcher.engine().database().handover().signal(PREVIEW_KIND)];
+    crate::workers::woken_or_periodically(every, stopping, wakes, || async {
+        if let Err(error) = dispatcher.preview_due(OffsetDateTime::now_utc()).await {
+            tracing::warn!(%error, "preview requests cannot reach the database");
         }
     })
     .await;

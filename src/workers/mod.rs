@@ -75,6 +75,7 @@ pub fn spawn(state: &Services, stopping: CancellationToken, on: &tokio::runtime:
                 tracker.spawn(crate::executors::jetstream::listener::listen(stream, agents, answering, stopping));
             }
             tracker.spawn(dispatch::cancel_notices(dispatcher.clone(), poll, stopping.clone()));
+            tracker.spawn(dispatch::previews(dispatcher.clone(), poll, stopping.clone()));
             tracker.spawn(dispatch::run(dispatcher, poll, stopping.clone()));
         }
         Err(error) => tracing::error!(%error, "cannot build the executors: commands stay queued for dispatch"),

@@ -34,18 +34,29 @@ fn slack_default(n: usize) -> Answer {
 pub(crate) struct Slack {
     pub(crate) app: TestApp,
     pub(crate) api: FakeServer,
+    /// Meta's Graph API stand-in, which the WhatsApp replies go to.
+    pub(crate) graph: FakeServer,
     secret: String,
 }
 
 impl Slack {
     pub(crate) async fn start(db: &TestDb) -> Self {
-        let api = FakeServer::start_with(slack_default).await;
-        let mut config = sending_through(&db.config, &FakeServer::start().await);
+        Self::start_as(db, db.config.clone(), None).await
+    }
+
+    /// A gateway on `config` (with the stand-ins' addresses) and, if given, a registry of its own.
+    pub(crate) async fn start_as(db: &TestDb, config: chatgate::config::Config, commands: Option<&str>) -> Self {
+        let (api, graph) = (FakeServer::start_with(slack_default).await, FakeServer::start().await);
+        let mut config = sending_through(&config, &graph);
         config.slack.api_base = format!("{}/api", api.url);
         config.slack.bot_token = chatgate::config::Secret::new(BOT_TOKEN);
         let secret = config.slack.signing_secret.expose().to_owned();
         assert!(!secret.is_empty(), "the shipped configuration enables Slack with a demo secret");
-        Self { app: crate::helpers::spawn_app_with(db, config).await, api, secret }
+        let app = match commands {
+            Some(commands) => crate::helpers::spawn_app_with_registry(db, config, commands).await,
+            None => crate::helpers::spawn_app_with(db, config).await,
+        };
+        Self { app, api, graph, secret }
     }
 
     /// `v0=` + hex HMAC-SHA256 of `v0:{timestamp}:{body}` (Slack's description).
@@ -93,7 +104,7 @@ impl Slack {
         (status, content_type, serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 
-    async fn event(&self, body: &Value, signed: Signed) -> Value {
+    pub(crate) async fn event(&self, body: &Value, signed: Signed) -> Value {
         let (status, _, answer) =
             self.post("/webhooks/slack/events", "application/json", &body.to_string(), signed).await;
         assert_eq!(status, StatusCode::OK, "{answer}");

@@ -39,6 +39,7 @@ mod e2e_ooc;
 mod e2e_openclaw_hooks;
 mod e2e_operator;
 mod e2e_outbound;
+mod e2e_previews;
 mod e2e_security;
 mod e2e_server;
 mod e2e_slack;

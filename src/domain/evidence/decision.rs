@@ -36,6 +36,18 @@ named_enum! {
 }
 
 named_enum! {
+    /// What became of a command's preview (issue #47): shown in its prompt, missing from it (a
+    /// preview that failed, where the registry allows prompting without), refused by its
+    /// executor, or failed where the registry requires one.
+    PreviewStep {
+        Shown => "shown",
+        Missing => "missing",
+        Refused => "refused",
+        Failed => "failed",
+    }
+}
+
+named_enum! {
     /// A chat operation's precheck, which stops a command before anyone is asked to confirm it.
     Precheck {
         Refused => "refused",
@@ -99,7 +111,19 @@ pub enum Decision {
         reason: Option<String>,
     },
     /// A confirmation asked for: its code and when it runs out.
-    ConfirmationRequested { confirmation: ConfirmationStep, code: String, expires_at: i64 },
+    ConfirmationRequested {
+        confirmation: ConfirmationStep,
+        code: String,
+        expires_at: i64,
+        /// Whether the prompt shows a preview, and the digest it is bound to (absent for commands
+        /// that ask for none, as artifacts written before previews read).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        preview: Option<PreviewStep>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        preview_digest: Option<String>,
+    },
+    /// A command stopped at its preview: the executor refused it, or a required preview failed.
+    PreviewStopped { preview: PreviewStep, code: String, message: String },
     /// A confirmation satisfied or auto-confirmed (a move's implied decision).
     Confirmation { confirmation: ConfirmationStep },
     /// A confirmation that ran out, canceling its command.
@@ -206,6 +230,8 @@ mod tests {
             confirmation: ConfirmationStep::Requested,
             code: "K7".into(),
             expires_at: 9,
+            preview: None,
+            preview_digest: None,
         };
         assert_eq!(Value::from(requested), json!({"confirmation": "requested", "code": "K7", "expires_at": 9}));
         let ttl = Decision::Ttl { ttl: Ttl::ExpiredBeforeDispatch, expires_at: None };

@@ -14,6 +14,7 @@ use crate::domain::command::envelope::Risk;
 use crate::domain::command::idempotency::IdempotencyClass;
 use crate::domain::lifecycle::CommandKind;
 use crate::domain::locks::LockRule;
+use crate::domain::preview::PreviewRule;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -69,6 +70,8 @@ pub(super) struct RawCommand {
     approvals: Vec<Spanned<approvals::read::RawRule>>,
     /// What another mutation of the resource it changes gets while it runs (`none` by default).
     lock: Option<Spanned<LockRule>>,
+    /// Whether the executor is asked for a preview before the confirmation (`none` by default).
+    preview: Option<Spanned<PreviewRule>>,
     /// Edits allowed in the command's words, all together (`refnd` for `refund`): default 1,
     /// 0 for none; values are never read with a typo.
     typos: Option<usize>,
@@ -127,6 +130,7 @@ pub(super) fn build(
         values,
         approvals,
         lock: raw.lock.as_ref().map_or(LockRule::Off, |rule| *rule.get_ref()),
+        preview: raw.preview.as_ref().map_or(PreviewRule::Off, |rule| *rule.get_ref()),
     })
 }
 
@@ -224,6 +228,13 @@ fn check_gates(raw: &RawCommand, class: IdempotencyClass, confirmation: bool, pr
         && (!mutation || raw.target.is_none())
     {
         problem(lock.span().start, format!("lock = \"{}\" needs kind = \"mutation\" and a target", lock.get_ref()));
+    }
+    // A preview is shown in the confirmation prompt: a command asked no confirmation has none.
+    if let Some(preview) = raw.preview.as_ref().filter(|rule| *rule.get_ref() != PreviewRule::Off)
+        && (!mutation || !confirmation)
+    {
+        let rule = preview.get_ref();
+        problem(preview.span().start, format!("preview = \"{rule}\" needs kind = \"mutation\" and confirmation"));
     }
 }
 

@@ -75,6 +75,8 @@ pub struct CommandSpec {
     pub approvals: Vec<approvals::ApprovalRule>,
     /// What another mutation of the resource it changes (`entity` and `target`) gets meanwhile.
     pub lock: crate::domain::locks::LockRule,
+    /// Whether its executor is asked for a preview before the confirmation, and what a failed one does.
+    pub preview: crate::domain::preview::PreviewRule,
 }
 
 impl CommandSpec {
@@ -320,6 +322,11 @@ impl Registry {
 
     pub fn text(&self) -> &str {
         &self.text
+    }
+
+    /// Whether any command asks its executor for a preview (the dispatch then reads them).
+    pub fn asks_for_previews(&self) -> bool {
+        self.commands().iter().any(|spec| spec.preview != crate::domain::preview::PreviewRule::Off)
     }
 
     pub fn commands(&self) -> &[CommandSpec] {

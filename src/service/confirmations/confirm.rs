@@ -118,6 +118,10 @@ pub struct PromptFor {
     pub usage: String,
     pub args: serde_json::Value,
     pub step_up: bool,
+    /// The executor's preview, shown in the prompt; `preview_missing` when one was asked for
+    /// and none came.
+    pub preview: Option<crate::domain::preview::Preview>,
+    pub preview_missing: bool,
 }
 
 /// A new confirmation and its prompt: the prompt gets the code and the time left, and its buttons
@@ -125,7 +129,7 @@ pub struct PromptFor {
 pub fn prompt(reply_to: &ReplyTo, asked: PromptFor, ttl: std::time::Duration, now: OffsetDateTime) -> NewConfirmation {
     let (code, nonce) = (new_code(), new_nonce());
     let expires_at = now + ttl;
-    let PromptFor { command, what, usage, args, step_up } = asked;
+    let PromptFor { command, what, usage, args, step_up, preview, preview_missing } = asked;
     let vars = Prompt {
         command,
         what,
@@ -135,6 +139,8 @@ pub fn prompt(reply_to: &ReplyTo, asked: PromptFor, ttl: std::time::Duration, no
         code: code.clone(),
         expires_at: expires_at.unix_timestamp(),
         expires_in_minutes: ttl.as_secs().div_ceil(60),
+        preview,
+        preview_missing,
     };
     let reply = Reply::ConfirmationPrompt(vars);
     let mut prompt = reply_to.chat(&reply);
@@ -229,6 +235,8 @@ mod tests {
             usage: "refund {order_id} {amount}".into(),
             args: json!({"order_id": "1234", "amount": "25"}),
             step_up: false,
+            preview: None,
+            preview_missing: false,
         };
         let c = prompt(&reply_to, asked, std::time::Duration::from_secs(300), now);
         assert_eq!(c.expires_at, now + std::time::Duration::from_secs(300));

@@ -18,9 +18,11 @@ use crate::domain::lifecycle::CommandKind;
 use crate::domain::lifecycle::Event;
 use crate::domain::message::{InboundMessage, InboundStatus};
 use crate::domain::outbound::{ProviderAddresses, ReplyAddress};
+use crate::domain::preview::PreviewRule;
 use crate::service::confirmations::confirm::{self, PromptFor};
 use crate::service::dispatch;
 use crate::service::intake::Refused;
+use crate::service::previews;
 use crate::service::security::Spec;
 use crate::service::security::authz;
 use crate::service::security::authz::AuthzDecision;
@@ -80,6 +82,16 @@ pub(super) fn first_moves(
         (AuthzDecision::Deny { .. } | AuthzDecision::Refused { .. }, _, _) => {
             moves(&[Event::SubmitForAuthorization, Event::Deny], &decision, vec![])
         }
+        // Its executor says first what it would do: the command waits in `canonicalized` for the
+        // preview, which asks for the confirmation (`service::previews`).
+        (_, CommandKind::Mutation, true) if spec.preview != PreviewRule::Off => FirstMoves {
+            events: &[],
+            decision: None,
+            reason_code: None,
+            outbox: vec![previews::request(&spec.executor)],
+            confirmation: None,
+            reply_detail: None,
+        },
         (_, CommandKind::Mutation, true) => asked_to_confirm(spec, args, reply_to, now),
         // A read, or a mutation the registry lets through without confirmation (and so without
         // step-up, which the registry only allows after a confirmation): authorized at once.
@@ -96,6 +108,8 @@ fn asked_to_confirm(spec: &CommandSpec, args: &Args, reply_to: &ReplyTo, now: Of
         usage: spec.usage(),
         args: serde_json::to_value(args).unwrap_or_default(),
         step_up: spec.step_up,
+        preview: None,
+        preview_missing: false,
     };
     let confirmation = confirm::prompt(reply_to, asked, spec.confirmation_ttl, now);
     FirstMoves {
@@ -105,6 +119,8 @@ fn asked_to_confirm(spec: &CommandSpec, args: &Args, reply_to: &ReplyTo, now: Of
                 confirmation: ConfirmationStep::Requested,
                 code: confirmation.code.clone(),
                 expires_at: confirmation.expires_at.unix_timestamp(),
+                preview: None,
+                preview_digest: None,
             }
             .into(),
         ),

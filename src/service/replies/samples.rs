@@ -19,19 +19,35 @@ fn command_id() -> Uuid {
     Uuid::from_u128(0x0190f3a1_0000_7000_8000_000000000000)
 }
 
+/// A refund's prompt: as typed, with its executor's preview, or saying none came.
+fn prompt(preview: Option<crate::domain::preview::Preview>, preview_missing: bool) -> Prompt {
+    Prompt {
+        command: "refund".into(),
+        what: "refund 25 on order 1234".into(),
+        usage: USAGE.into(),
+        args: json!({"order_id": "1234", "amount": "25"}),
+        step_up: false,
+        code: "K7Q2".into(),
+        expires_at: 1_764_000_000,
+        expires_in_minutes: 5,
+        preview,
+        preview_missing,
+    }
+}
+
+fn preview() -> crate::domain::preview::Preview {
+    crate::domain::preview::Preview {
+        summary: "Order 1234 — paid 80.00 on 20 Nov, already refunded 0.00; refunding 25.00 leaves 55.00".into(),
+        fields: [("left".to_owned(), "55.00".to_owned())].into(),
+    }
+}
+
 /// Every kind of reply, and every template a reply is rendered with, at least once.
 pub fn samples() -> Vec<Reply> {
     let mut samples = vec![
-        Reply::ConfirmationPrompt(Prompt {
-            command: "refund".into(),
-            what: "refund 25 on order 1234".into(),
-            usage: USAGE.into(),
-            args: json!({"order_id": "1234", "amount": "25"}),
-            step_up: false,
-            code: "K7Q2".into(),
-            expires_at: 1_764_000_000,
-            expires_in_minutes: 5,
-        }),
+        Reply::ConfirmationPrompt(prompt(None, false)),
+        Reply::ConfirmationPrompt(prompt(Some(preview()), false)),
+        Reply::ConfirmationPrompt(prompt(None, true)),
         Reply::Confirmed(Confirmed {
             command: "refund".into(),
             what: Some("refund 25 on order 1234".into()),

@@ -85,6 +85,7 @@ pub const FAMILIES: &[Family] = &[
     alone(counter("chatgate_approval_overrides_total", "Pending approvals overridden by break-glass.")),
     alone(counter("chatgate_lock_refusals_total", "Mutations refused because another command held what they change.")),
     alone(counter("chatgate_lock_releases_total", "Locks released by operators before their commands ended.")),
+    counter("chatgate_previews_total", "Previews asked of executors, by what became of the command."),
     alone(gauge("chatgate_inbox_backlog", "Messages stored in the inbox and not yet admitted.")),
     alone(gauge("chatgate_inbox_oldest_pending_seconds", "Age of the oldest message the inbox holds unadmitted.")),
     alone(gauge("chatgate_inbox_parked", "Messages parked in the inbox for a tenant's identity resolver.")),
@@ -153,6 +154,7 @@ pub fn announce<'a>(
         ("chatgate_delivery_timeouts_total", "class", &["delivery_timeout", "execution_timeout"][..]),
         ("chatgate_event_streams_refused_total", "limit", &["instance", "client"][..]),
         ("chatgate_inbox_unadmitted_total", "reason", &["unreadable", "refused"][..]),
+        ("chatgate_previews_total", "outcome", &["shown", "missing", "stopped", "settled"][..]),
     ] {
         for value in values {
             zero(name, &[(label, value.to_string())]);

@@ -1,0 +1,172 @@
+//! Previews (issue #47), the service's part: a mutation whose registry entry says `preview` is
+//! admitted to `canonicalized` with a preview request beside it (an outbox row for its executor,
+//! in the admission's transaction), and the dispatcher's answer moves it on here, in one step:
+//! asked to confirm with the preview in its prompt (the confirmation and the preview bound by its
+//! digest), asked without one and told so (`optional`, when none came), or refused
+//! (`canonicalized → authz_pending → rejected`) when its executor refused it or a `required`
+//! preview did not come.
+
+use serde_json::json;
+use time::OffsetDateTime;
+
+use crate::domain::evidence::decision::{ConfirmationStep, Decision, PreviewStep};
+use crate::domain::lifecycle::{Event, InvalidTransition, State};
+use crate::domain::preview::{BoundPreview, PreviewAnswer, PreviewFault, PreviewRule};
+use crate::domain::replies::OutcomeDetail;
+use crate::service::confirmations::confirm::{self, PromptFor};
+use crate::service::engine::{Engine, EngineError, MoveContext};
+use crate::service::security::Spec;
+use crate::store::{NewOutboxMessage, OutboxSettle, PromptWrite, ReplyTo, StepWrite, StoredCommand, TransitionWrite};
+
+/// The outbox kind of a preview request; its destination is the executor asked.
+pub const PREVIEW_KIND: &str = "preview";
+/// Why a command was refused at its preview by its executor.
+pub const PREVIEW_REFUSED: &str = "preview_refused";
+
+/// The row that asks `target` for the preview of the command admitted with it.
+pub fn request(target: &str) -> NewOutboxMessage {
+    NewOutboxMessage { kind: PREVIEW_KIND.into(), destination: target.to_owned(), payload: json!({}), hold: None }
+}
+
+/// What a preview's outcome leads to, as the command's rule reads it.
+#[derive(Debug, Clone, PartialEq)]
+enum Next {
+    Prompt(Option<BoundPreview>),
+    Stop { step: PreviewStep, code: String, message: String },
+}
+
+fn next(rule: PreviewRule, outcome: Result<PreviewAnswer, PreviewFault>) -> Next {
+    match outcome {
+        Ok(PreviewAnswer::Shown(preview)) => Next::Prompt(Some(preview.into())),
+        Ok(PreviewAnswer::Refused(refusal)) => {
+            let message = if refusal.message.is_empty() { refusal.code.clone() } else { refusal.message };
+            Next::Stop { step: PreviewStep::Refused, code: refusal.code, message }
+        }
+        Err(_) if rule == PreviewRule::Optional => Next::Prompt(None),
+        Err(fault) => {
+            Next::Stop { step: PreviewStep::Failed, code: fault.code().into(), message: fault.detail().into() }
+        }
+    }
+}
+
+/// Moves `command` on after its preview (`outcome`), settling the request's outbox row `row` in
+/// the same step. A command no longer waiting for its preview (the row was answered before, or
+/// an operator ended the command) only has the row settled.
+pub async fn settle(
+    engine: &Engine,
+    spec: Option<&Spec>,
+    command: &StoredCommand,
+    outcome: Result<PreviewAnswer, PreviewFault>,
+    row: OutboxSettle,
+    now: OffsetDateTime,
+) -> Result<(), EngineError> {
+    let (tenant, command_id) = (command.envelope.tenant_id.clone(), command.envelope.command_id);
+    let mut step = StepWrite { outbox_row: Some(row), ..StepWrite::new(tenant, Some(command_id), now) };
+    if command.lifecycle.state == State::Canonicalized {
+        if let Some(fault) = outcome.as_ref().err() {
+            tracing::info!(command = %command_id, code = fault.code(), detail = fault.detail(), "no preview");
+        }
+        let rule = spec.map_or(PreviewRule::Required, |spec| spec.preview);
+        let planned = match (next(rule, outcome), spec, &command.reply_to) {
+            (Next::Prompt(preview), Some(spec), Some(reply_to)) => {
+                prompt(engine, (spec, reply_to), command, preview, &mut step, now)
+            }
+            (Next::Stop { step: stopped, code, message }, _, _) => stop(engine, command, stopped, code, message, now),
+            // No registry entry or no one to ask any more: nobody confirms it.
+            (Next::Prompt(_), _, _) => {
+                let message = "the command can no longer be prompted".to_owned();
+                stop(engine, command, PreviewStep::Failed, "preview_unavailable".into(), message, now)
+            }
+        };
+        step.moves = planned.map_err(EngineError::InvalidPlan)?;
+    }
+    let outcome = engine.database().handover().commit_step(&step).await?;
+    metrics::counter!("chatgate_previews_total", "outcome" => preview_label(&step)).increment(1);
+    tracing::debug!(command = %command_id, ?outcome, "preview settled");
+    Ok(())
+}
+
+/// The prompt on `preview` (or without one): the confirmation and its preview go in `step`.
+fn prompt(
+    engine: &Engine,
+    (spec, reply_to): (&Spec, &ReplyTo),
+    command: &StoredCommand,
+    preview: Option<BoundPreview>,
+    step: &mut StepWrite,
+    now: OffsetDateTime,
+) -> Result<Vec<TransitionWrite>, InvalidTransition> {
+    let envelope = &command.envelope;
+    let asked = PromptFor {
+        command: spec.name.clone(),
+        what: reply_to.what.clone().unwrap_or_else(|| spec.reads(&envelope.args)),
+        usage: spec.usage(),
+        args: serde_json::to_value(&envelope.args).unwrap_or_default(),
+        step_up: spec.step_up,
+        preview: preview.as_ref().map(|bound| bound.preview.clone()),
+        preview_missing: preview.is_none(),
+    };
+    let confirmation = confirm::prompt(reply_to, asked, spec.confirmation_ttl, now);
+    let decision = Decision::ConfirmationRequested {
+        confirmation: ConfirmationStep::Requested,
+        code: confirmation.code.clone(),
+        expires_at: confirmation.expires_at.unix_timestamp(),
+        preview: Some(if preview.is_some() { PreviewStep::Shown } else { PreviewStep::Missing }),
+        preview_digest: preview.as_ref().map(|bound| bound.digest.clone()),
+    };
+    let outbox = vec![confirm::prompt_message(reply_to, &confirmation)];
+    let context = MoveContext { decision: Some(decision.into()), outbox, ..MoveContext::default() };
+    let moves = engine.plan_moves(command, vec![(Event::RequestConfirmation, context)], now)?;
+    let (key, actor) = (envelope.idempotency_key.clone(), envelope.actor_id.clone());
+    step.prompt = Some(PromptWrite { confirmation, key, actor, preview });
+    Ok(moves)
+}
+
+/// Refused at the preview: `canonicalized → authz_pending → rejected`, the person told why.
+fn stop(
+    engine: &Engine,
+    command: &StoredCommand,
+    step: PreviewStep,
+    code: String,
+    message: String,
+    now: OffsetDateTime,
+) -> Result<Vec<TransitionWrite>, InvalidTransition> {
+    let reason = if step == PreviewStep::Refused { PREVIEW_REFUSED.to_owned() } else { code.clone() };
+    let decision = Decision::PreviewStopped { preview: step, code: code.clone(), message: message.clone() };
+    let submit = MoveContext { decision: Some(decision.into()), ..MoveContext::default() };
+    let deny = MoveContext {
+        reason_code: Some(reason),
+        reply_detail: Some(OutcomeDetail::Error(json!({"code": code, "message": message}))),
+        ..MoveContext::default()
+    };
+    engine.plan_moves(command, vec![(Event::SubmitForAuthorization, submit), (Event::Deny, deny)], now)
+}
+
+fn preview_label(step: &StepWrite) -> &'static str {
+    match (&step.prompt, step.moves.last().map(|m| m.transition.to)) {
+        (Some(PromptWrite { preview: Some(_), .. }), _) => "shown",
+        (Some(_), _) => "missing",
+        (None, Some(State::Rejected)) => "stopped",
+        _ => "settled",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::preview::{Preview, PreviewRefusal};
+
+    #[test]
+    fn a_failed_preview_prompts_without_one_or_stops_as_the_rule_says() {
+        let fault = || Err(PreviewFault::Unavailable("no answer in time".into()));
+        assert_eq!(next(PreviewRule::Optional, fault()), Next::Prompt(None));
+        assert!(matches!(next(PreviewRule::Required, fault()), Next::Stop { step: PreviewStep::Failed, code, .. }
+            if code == "preview_unavailable"));
+        let shown = Preview { summary: "Order 1234".into(), fields: Default::default() };
+        let digest = shown.digest();
+        assert!(matches!(next(PreviewRule::Required, Ok(PreviewAnswer::Shown(shown))),
+            Next::Prompt(Some(bound)) if bound.digest == digest));
+        let refusal = PreviewRefusal { code: "refund_exceeds_balance".into(), message: String::new() };
+        assert!(matches!(next(PreviewRule::Optional, Ok(PreviewAnswer::Refused(refusal))),
+            Next::Stop { step: PreviewStep::Refused, message, .. } if message == "refund_exceeds_balance"));
+    }
+}
