@@ -48,6 +48,13 @@ impl Dispatcher {
             let dead = OutboxSettle::Dead { id: row.id, error: "a preview request without its command".into() };
             return Ok(handover.settle(&dead, OffsetDateTime::now_utc()).await?);
         };
+        let spec = self.policy().known_spec_of(&command);
+        if previews::is_again(&row.payload) {
+            if let (State::Failed, Some(spec)) = (command.lifecycle.state, &spec) {
+                previews::ask_again(self.engine(), spec, &command, OffsetDateTime::now_utc()).await?;
+            }
+            return Ok(handover.settle(&OutboxSettle::Done(row.id), OffsetDateTime::now_utc()).await?);
+        }
         // Answered before (a row claimed again after its step), or the command ended meanwhile.
         if command.lifecycle.state != State::Canonicalized {
             return Ok(handover.settle(&OutboxSettle::Done(row.id), OffsetDateTime::now_utc()).await?);
@@ -56,7 +63,6 @@ impl Dispatcher {
             Some(target) => target.executor.preview(&command.envelope, row.id).await,
             None => Err(PreviewFault::NotOffered),
         };
-        let spec = self.policy().known_spec_of(&command);
         let done = OutboxSettle::Done(row.id);
         previews::settle(self.engine(), spec.as_ref(), &command, outcome, done, OffsetDateTime::now_utc()).await
     }

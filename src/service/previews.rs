@@ -9,12 +9,14 @@
 use serde_json::json;
 use time::OffsetDateTime;
 
+use crate::domain::command::{CommandRequest, ExternalId, IdempotencyKey};
 use crate::domain::evidence::decision::{ConfirmationStep, Decision, PreviewStep};
 use crate::domain::lifecycle::{Event, InvalidTransition, State};
+use crate::domain::locks::Resource;
 use crate::domain::preview::{BoundPreview, PreviewAnswer, PreviewFault, PreviewRule};
 use crate::domain::replies::OutcomeDetail;
 use crate::service::confirmations::confirm::{self, PromptFor};
-use crate::service::engine::{Engine, EngineError, MoveContext};
+use crate::service::engine::{Admission, Engine, EngineError, MoveContext};
 use crate::service::security::Spec;
 use crate::store::{NewOutboxMessage, OutboxSettle, PromptWrite, ReplyTo, StepWrite, StoredCommand, TransitionWrite};
 
@@ -26,6 +28,63 @@ pub const PREVIEW_REFUSED: &str = "preview_refused";
 /// The row that asks `target` for the preview of the command admitted with it.
 pub fn request(target: &str) -> NewOutboxMessage {
     NewOutboxMessage { kind: PREVIEW_KIND.into(), destination: target.to_owned(), payload: json!({}), hold: None }
+}
+
+/// The row that asks again, written with the failure of a command its executor refused to run
+/// on a stale preview (`stale_preview`): the same request is admitted anew ([`ask_again`]),
+/// previewed as the world is now and prompted, never executed on the old preview.
+pub fn again(target: &str) -> NewOutboxMessage {
+    NewOutboxMessage {
+        kind: PREVIEW_KIND.into(),
+        destination: target.to_owned(),
+        payload: json!({"again": true}),
+        hold: None,
+    }
+}
+
+/// Whether a preview row asks again for a failed command's request.
+pub fn is_again(payload: &serde_json::Value) -> bool {
+    payload["again"] == true
+}
+
+/// `failed`'s request admitted anew, as a command of its own that names it (its causation) and
+/// waits for a fresh preview. Its key is derived from the failed command's id, so a row claimed
+/// again after a crash admits it once.
+pub async fn ask_again(
+    engine: &Engine,
+    spec: &Spec,
+    failed: &StoredCommand,
+    now: OffsetDateTime,
+) -> Result<(), EngineError> {
+    let e = &failed.envelope;
+    let key = format!("stale-preview-{}", e.command_id.simple());
+    let asked = CommandRequest {
+        tenant_id: e.tenant_id.clone(),
+        actor_id: e.actor_id.clone(),
+        channel: e.channel.clone(),
+        conversation_id: e.conversation_id.clone(),
+        message_ids: e.message_ids.clone(),
+        correlation_id: Some(e.correlation_id.clone()),
+        causation_id: Some(ExternalId::from_uuid(e.command_id)),
+        intent: e.intent.clone(),
+        args: e.args.clone(),
+        command_kind: e.command_kind,
+        idempotency_class: e.idempotency_class,
+        risk: e.risk,
+        supplied_key: IdempotencyKey::parse(&key).ok(),
+        ttl: Some(spec.ttl),
+        dedupe_window: spec.dedupe_window,
+        target_command_id: None,
+        registry_version: Some(spec.registry_version().to_owned()),
+    };
+    let admission = Admission {
+        outbox: vec![request(&spec.executor)],
+        reply_to: failed.reply_to.clone(),
+        lock: Resource::held_by(spec.lock, spec.kind, &e.intent),
+        ..Admission::default()
+    };
+    engine.accept_with(asked, admission, now).await?;
+    Ok(())
 }
 
 /// What a preview's outcome leads to, as the command's rule reads it.

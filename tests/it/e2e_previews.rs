@@ -30,6 +30,7 @@ on_both_backends!(
     a_preview_that_times_out_prompts_without_one_when_optional,
     a_preview_that_times_out_refuses_when_required,
     malformed_oversized_and_misaddressed_previews_are_never_shown,
+    a_stale_preview_at_execution_asks_again_with_the_new_one,
 );
 
 /// What the stand-in answers to a preview request.
@@ -70,6 +71,11 @@ impl ShopExecutor {
 
     fn answer_as(&self, previewing: Previewing) {
         self.shop.lock().expect("lock").previewing = previewing;
+    }
+
+    /// A refund made outside the gateway (the shop's own back office).
+    fn refunded_elsewhere(&self, amount: f64) {
+        self.shop.lock().expect("lock").refunded += amount;
     }
 
     fn previews(&self) -> usize {
@@ -116,6 +122,12 @@ async fn answer(
     if uri.path() == "/execute" {
         let mut shop = shop.lock().expect("lock");
         shop.executions.push((headers, envelope.clone()));
+        // Confirmed on what the shop would preview now, or refused as stale.
+        let now = preview_of(&shop, amount).map(|preview| digest(&preview)).unwrap_or_default();
+        if envelope["preview"]["digest"] != now.as_str() {
+            let stale = json!({"code": "stale_preview", "message": format!("order 1234 has {:.2} refunded now", shop.refunded)});
+            return axum::Json(json!({"status": "failed", "error": stale})).into_response();
+        }
         shop.refunded += amount;
         return axum::Json(json!({"status": "succeeded", "result": {"refunded": format!("{amount:.2}")}}))
             .into_response();
@@ -304,4 +316,55 @@ async fn malformed_oversized_and_misaddressed_previews_are_never_shown(db: &Test
     assert_eq!(shop.previews(), 3);
     assert!(shop.executions().is_empty(), "never executed on them");
     slack.app.stop().await.expect("stop");
+}
+
+async fn a_stale_preview_at_execution_asks_again_with_the_new_one(db: &TestDb) {
+    let shop = ShopExecutor::start(Previewing::Honest).await;
+    let slack = gateway(db, &shop, "required").await;
+    let meta = Meta::new(&slack.app, db);
+    assert_eq!(meta.text("wamid.PS1", CUSTOMER, "refund 1234 25.00").await.status(), 200);
+    let (old, _, code) = crate::helpers::confirmation_of(db, "wamid.PS1").await;
+    // The world changes between the prompt and the answer.
+    shop.refunded_elsewhere(30.0);
+    assert_eq!(meta.text("wamid.PS1-yes", CUSTOMER, &format!("YES {code}")).await.status(), 200);
+    assert_eq!(settled(db, old).await, "failed");
+    assert_eq!(state_and_reason(db, old).await.1.as_deref(), Some("stale_preview"));
+
+    // The same request, admitted anew and naming the old one, is shown how it stands now.
+    let again = wait_for_command_caused_by(db, old).await;
+    assert_eq!(previewed_state(db, again).await.0, "confirmation_required");
+    let told = replies_to(db, CUSTOMER).await;
+    let (_, failed) = told.iter().find(|(t, _)| t == "failed").expect("told the old one failed");
+    assert_eq!(failed["reason"], "stale_preview", "{failed}");
+    let prompts: Vec<&Value> = told.iter().filter(|(t, _)| t == "confirmation_prompt").map(|(_, v)| v).collect();
+    assert_eq!(prompts.len(), 2, "asked again");
+    let now = "Order 1234 — paid 80.00 on 20 Nov, already refunded 30.00; refunding 25.00 leaves 25.00";
+    assert_eq!(prompts[1]["preview"]["summary"], now);
+    let code = prompts[1]["code"].as_str().expect("a code").to_owned();
+    assert_eq!(meta.text("wamid.PS1-yes2", CUSTOMER, &format!("YES {code}")).await.status(), 200);
+    assert_eq!(settled(db, again).await, "executed");
+    let executions = shop.executions();
+    assert_eq!(executions.len(), 2, "the stale one refused, the new one done");
+    assert_ne!(executions[0].1["preview"]["digest"], executions[1].1["preview"]["digest"]);
+    assert_ne!(executions[0].1["idempotency_key"], executions[1].1["idempotency_key"], "a request of its own");
+    assert!(db.store.evidence().verify().await.expect("audit").first_break.is_none());
+    slack.app.stop().await.expect("stop");
+}
+
+/// The command admitted anew for `old` (its causation), once there is one (20 s at most).
+async fn wait_for_command_caused_by(db: &TestDb, old: Uuid) -> Uuid {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut conn = db.raw().await;
+        let id: Option<String> = sqlx::query_scalar("SELECT command_id FROM commands WHERE causation_id = $1")
+            .bind(old.to_string())
+            .fetch_optional(&mut conn)
+            .await
+            .expect("read");
+        if let Some(id) = id {
+            return id.parse().expect("uuid");
+        }
+        assert!(std::time::Instant::now() < deadline, "never asked again");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

@@ -20,9 +20,11 @@ use crate::domain::evidence::EvidenceDraft;
 use crate::domain::evidence::decision::Decision;
 use crate::domain::lifecycle::CommandKind;
 use crate::domain::lifecycle::Event;
+use crate::domain::preview::STALE_PREVIEW;
 use crate::domain::replies::OutcomeDetail;
 use crate::service::engine::Engine;
 use crate::service::engine::MoveContext;
+use crate::service::previews;
 use crate::store::{
     ApprovalWrite, ConsumedToken, Delivery, DeliveryChange, DeliveryLogEntry, NewDelivery, NewOutboxMessage,
     StoredCommand, TransitionWrite,
@@ -274,10 +276,11 @@ pub fn command_moves(
         Finished::Failed { reason, detail } => (
             Event::Fail,
             MoveContext {
+                // Refused on a stale preview: the request is asked again, as the world is now.
+                outbox: (reason == STALE_PREVIEW).then(|| previews::again(target)).into_iter().collect(),
                 reason_code: Some(reason),
                 decision: Some(Decision::ExecutionFailed { target: target.to_owned(), error: detail.clone() }.into()),
                 reply_detail: Some(OutcomeDetail::Error(detail)),
-                ..MoveContext::default()
             },
         ),
     };
