@@ -17,8 +17,9 @@ use crate::domain::preview::{MAX_ANSWER_BYTES, PreviewAnswer, PreviewFault, read
 use crate::executors::dispatcher::Dispatcher;
 use crate::executors::executor::{Executor, command_request};
 use crate::service::dispatch::handover::{ClaimedMessage, OutboxSettle};
+use crate::service::dispatch::{PREVIEW_KIND, is_again};
 use crate::service::engine::EngineError;
-use crate::service::previews::{self, PREVIEW_KIND};
+use crate::service::previews;
 
 impl Dispatcher {
     /// Claims and asks one batch of preview requests, side by side (a person waits for each
@@ -49,7 +50,7 @@ impl Dispatcher {
             return Ok(handover.settle(&dead, OffsetDateTime::now_utc()).await?);
         };
         let spec = self.policy().known_spec_of(&command);
-        if previews::is_again(&row.payload) {
+        if is_again(&row.payload) {
             if let (State::Failed, Some(spec)) = (command.lifecycle.state, &spec) {
                 previews::ask_again(self.engine(), spec, &command, OffsetDateTime::now_utc()).await?;
             }

@@ -16,36 +16,13 @@ use crate::domain::locks::Resource;
 use crate::domain::preview::{BoundPreview, PreviewAnswer, PreviewFault, PreviewRule};
 use crate::domain::replies::OutcomeDetail;
 use crate::service::confirmations::confirm::{self, PromptFor};
+use crate::service::dispatch::preview_request;
 use crate::service::engine::{Admission, Engine, EngineError, MoveContext};
 use crate::service::security::Spec;
-use crate::store::{NewOutboxMessage, OutboxSettle, PromptWrite, ReplyTo, StepWrite, StoredCommand, TransitionWrite};
+use crate::store::{OutboxSettle, PromptWrite, ReplyTo, StepWrite, StoredCommand, TransitionWrite};
 
-/// The outbox kind of a preview request; its destination is the executor asked.
-pub const PREVIEW_KIND: &str = "preview";
 /// Why a command was refused at its preview by its executor.
 pub const PREVIEW_REFUSED: &str = "preview_refused";
-
-/// The row that asks `target` for the preview of the command admitted with it.
-pub fn request(target: &str) -> NewOutboxMessage {
-    NewOutboxMessage { kind: PREVIEW_KIND.into(), destination: target.to_owned(), payload: json!({}), hold: None }
-}
-
-/// The row that asks again, written with the failure of a command its executor refused to run
-/// on a stale preview (`stale_preview`): the same request is admitted anew ([`ask_again`]),
-/// previewed as the world is now and prompted, never executed on the old preview.
-pub fn again(target: &str) -> NewOutboxMessage {
-    NewOutboxMessage {
-        kind: PREVIEW_KIND.into(),
-        destination: target.to_owned(),
-        payload: json!({"again": true}),
-        hold: None,
-    }
-}
-
-/// Whether a preview row asks again for a failed command's request.
-pub fn is_again(payload: &serde_json::Value) -> bool {
-    payload["again"] == true
-}
 
 /// `failed`'s request admitted anew, as a command of its own that names it (its causation) and
 /// waits for a fresh preview. Its key is derived from the failed command's id, so a row claimed
@@ -78,7 +55,7 @@ pub async fn ask_again(
         registry_version: Some(spec.registry_version().to_owned()),
     };
     let admission = Admission {
-        outbox: vec![request(&spec.executor)],
+        outbox: vec![preview_request(&spec.executor)],
         reply_to: failed.reply_to.clone(),
         lock: Resource::held_by(spec.lock, spec.kind, &e.intent),
         ..Admission::default()

@@ -7,9 +7,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::executors::acks;
 use crate::executors::dispatcher::Dispatcher;
-use crate::service::dispatch::{CANCEL_NOTICE_KIND, DISPATCH_KIND};
+use crate::service::dispatch::{CANCEL_NOTICE_KIND, DISPATCH_KIND, PREVIEW_KIND};
 use crate::service::engine::Engine;
-use crate::service::previews::PREVIEW_KIND;
 
 const TIMERS_PER_SWEEP: i64 = 100;
 

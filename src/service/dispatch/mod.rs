@@ -24,7 +24,6 @@ use crate::domain::preview::STALE_PREVIEW;
 use crate::domain::replies::OutcomeDetail;
 use crate::service::engine::Engine;
 use crate::service::engine::MoveContext;
-use crate::service::previews;
 use crate::store::{
     ApprovalWrite, ConsumedToken, Delivery, DeliveryChange, DeliveryLogEntry, NewDelivery, NewOutboxMessage,
     StoredCommand, TransitionWrite,
@@ -46,6 +45,30 @@ pub fn cancel_notices(targets: &[String], command_id: Uuid, reason: &str) -> Vec
             hold: None,
         })
         .collect()
+}
+
+/// The outbox kind of a preview request; its destination is the executor asked.
+pub const PREVIEW_KIND: &str = "preview";
+/// The row that asks `target` for the preview of the command admitted with it.
+pub fn preview_request(target: &str) -> NewOutboxMessage {
+    NewOutboxMessage { kind: PREVIEW_KIND.into(), destination: target.to_owned(), payload: json!({}), hold: None }
+}
+
+/// The row that asks again, written with the failure of a command its executor refused to run
+/// on a stale preview (`stale_preview`): the same request is admitted anew (`service::previews::ask_again`),
+/// previewed as the world is now and prompted, never executed on the old preview.
+pub fn preview_again(target: &str) -> NewOutboxMessage {
+    NewOutboxMessage {
+        kind: PREVIEW_KIND.into(),
+        destination: target.to_owned(),
+        payload: json!({"again": true}),
+        hold: None,
+    }
+}
+
+/// Whether a preview row asks again for a failed command's request.
+pub fn is_again(payload: &serde_json::Value) -> bool {
+    payload["again"] == true
 }
 
 /// `authorized → started`, with one dispatch row per target written in the same transaction.
@@ -277,7 +300,7 @@ pub fn command_moves(
             Event::Fail,
             MoveContext {
                 // Refused on a stale preview: the request is asked again, as the world is now.
-                outbox: (reason == STALE_PREVIEW).then(|| previews::again(target)).into_iter().collect(),
+                outbox: (reason == STALE_PREVIEW).then(|| preview_again(target)).into_iter().collect(),
                 reason_code: Some(reason),
                 decision: Some(Decision::ExecutionFailed { target: target.to_owned(), error: detail.clone() }.into()),
                 reply_detail: Some(OutcomeDetail::Error(detail)),

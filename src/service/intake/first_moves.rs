@@ -22,7 +22,6 @@ use crate::domain::preview::PreviewRule;
 use crate::service::confirmations::confirm::{self, PromptFor};
 use crate::service::dispatch;
 use crate::service::intake::Refused;
-use crate::service::previews;
 use crate::service::security::Spec;
 use crate::service::security::authz;
 use crate::service::security::authz::AuthzDecision;
@@ -88,7 +87,7 @@ pub(super) fn first_moves(
             events: &[],
             decision: None,
             reason_code: None,
-            outbox: vec![previews::request(&spec.executor)],
+            outbox: vec![dispatch::preview_request(&spec.executor)],
             confirmation: None,
             reply_detail: None,
         },
