@@ -228,6 +228,9 @@ pub struct ApprovalRequest {
     pub within_minutes: u64,
     /// The approval's short code, for a reply in words (`APPROVE <code>`, `DENY <code>`).
     pub code: String,
+    /// The preview the requester confirmed, when the command had one: approvers see the same.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preview: Option<crate::domain::preview::Preview>,
 }
 
 named_enum! {

@@ -230,7 +230,7 @@ pub async fn apply_ack(
             Ok(Applied::Moved { to, .. }) => {
                 if to == DeliveryState::Waiting {
                     let wait = ack.wait();
-                    let asked = execution::ask(policy, &command, (&delivery.target, &wait), &mut plan, now);
+                    let asked = execution::ask((engine, policy), &command, (&delivery.target, &wait), &mut plan, now);
                     asked.await?.map_err(|unaskable| AckError::Invalid(unaskable.0))?;
                 }
                 if commit(engine, &command, &delivery, plan, now).await? {

@@ -298,7 +298,8 @@ impl Dispatcher {
         plan: &mut DeliveryPlan,
     ) -> Result<(), EngineError> {
         let now = OffsetDateTime::now_utc();
-        if let Err(unaskable) = execution::ask(self.policy(), command, (target, wait), plan, now).await? {
+        let asking = (self.engine(), self.policy());
+        if let Err(unaskable) = execution::ask(asking, command, (target, wait), plan, now).await? {
             let detail = json!({"code": execution::APPROVAL_UNAVAILABLE, "message": unaskable.0});
             let _ = plan.apply(DeliveryEvent::ExecutionFailed, Some(detail));
         }

@@ -75,6 +75,11 @@ impl Reads<'_> {
         self.0.previews_of(ids).await
     }
 
+    /// The preview command `id` was confirmed on, if it had one (what its approvers are shown).
+    pub async fn preview_of(&self, id: Uuid) -> Result<Option<crate::domain::preview::Preview>, StoreError> {
+        Ok(self.0.previews_of(&[id]).await?.remove(&id).map(|bound| bound.preview))
+    }
+
     /// The deliveries of each of `ids`.
     pub async fn deliveries_of_commands(&self, ids: &[Uuid]) -> Result<Vec<Delivery>, StoreError> {
         self.0.deliveries().of_commands(ids).await

@@ -20,7 +20,8 @@ use serde_json::{Value, json};
 use sha2::Digest;
 use uuid::Uuid;
 
-use crate::e2e_approvals::{replies_to, state_and_reason};
+use crate::e2e_approvals::{decide, listed, replies_to, state_and_reason};
+use crate::e2e_security::token_as;
 use crate::e2e_slack::{Signed, Slack, message};
 use crate::helpers::{CUSTOMER, Meta, TestDb, command_of_message, on_both_backends, settled};
 
@@ -31,7 +32,10 @@ on_both_backends!(
     a_preview_that_times_out_refuses_when_required,
     malformed_oversized_and_misaddressed_previews_are_never_shown,
     a_stale_preview_at_execution_asks_again_with_the_new_one,
+    approvers_see_the_preview_confirmed_and_a_stale_one_asks_them_again,
 );
+
+const SUPERVISOR: &str = "15550000003";
 
 /// What the stand-in answers to a preview request.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -367,4 +371,43 @@ async fn wait_for_command_caused_by(db: &TestDb, old: Uuid) -> Uuid {
         assert!(std::time::Instant::now() < deadline, "never asked again");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+async fn approvers_see_the_preview_confirmed_and_a_stale_one_asks_them_again(db: &TestDb) {
+    let shop = ShopExecutor::start(Previewing::Honest).await;
+    let slack = gateway(db, &shop, "required").await;
+    let meta = Meta::new(&slack.app, db);
+    // Over the customer's own limit of 50.00: a supervisor approves after the customer confirms.
+    assert_eq!(meta.text("wamid.PA1", CUSTOMER, "refund 1234 60.00").await.status(), 200);
+    let (first, _, code) = crate::helpers::confirmation_of(db, "wamid.PA1").await;
+    assert_eq!(meta.text("wamid.PA1-yes", CUSTOMER, &format!("YES {code}")).await.status(), 200);
+    assert_eq!(state_and_reason(db, first).await.0, "authz_pending");
+    let confirmed = "Order 1234 — paid 80.00 on 20 Nov, already refunded 0.00; refunding 60.00 leaves 20.00";
+    assert_eq!(prompt_vars(db).await["preview"]["summary"], confirmed);
+    let asked = replies_to(db, SUPERVISOR).await;
+    let (_, request) = asked.iter().find(|(t, _)| t == "approval_request").expect("the supervisor is asked");
+    assert_eq!(request["preview"]["summary"], confirmed, "the approver sees what the requester confirmed");
+
+    // Approved, but the order changed meanwhile: the executor refuses the stale preview, and the
+    // request asked again needs a new confirmation and a new approval, on the new preview.
+    shop.refunded_elsewhere(10.0);
+    let supervisor = token_as(&db.config, SUPERVISOR, "approvals:read approvals:decide");
+    let approval = listed(&slack.app, &supervisor, first).await;
+    assert_eq!(decide(&slack.app, &supervisor, &approval, "approve").await.0, StatusCode::OK);
+    assert_eq!(settled(db, first).await, "failed");
+    let again = wait_for_command_caused_by(db, first).await;
+    assert_eq!(previewed_state(db, again).await.0, "confirmation_required");
+    let told = replies_to(db, CUSTOMER).await;
+    let prompt = told.iter().filter(|(t, _)| t == "confirmation_prompt").nth(1).map(|(_, v)| v).expect("asked again");
+    let now = "Order 1234 — paid 80.00 on 20 Nov, already refunded 10.00; refunding 60.00 leaves 10.00";
+    assert_eq!(prompt["preview"]["summary"], now);
+    let code = prompt["code"].as_str().expect("a code").to_owned();
+    assert_eq!(meta.text("wamid.PA1-yes2", CUSTOMER, &format!("YES {code}")).await.status(), 200);
+    assert_eq!(state_and_reason(db, again).await.0, "authz_pending", "the old approval does not carry over");
+    let requests: Vec<Value> =
+        replies_to(db, SUPERVISOR).await.into_iter().filter(|(t, _)| t == "approval_request").map(|(_, v)| v).collect();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[1]["preview"]["summary"], now);
+    assert_eq!(shop.executions().len(), 1, "nothing done on the old preview");
+    slack.app.stop().await.expect("stop");
 }

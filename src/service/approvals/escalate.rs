@@ -49,7 +49,8 @@ async fn escalate(
     let command = engine.command(&approval.tenant_id, approval.command_id).await?;
     let name = command.asked_name();
     let asked = Asked { id: approval.id, requester: &approval.requester, needs: &approval.needs, roles };
-    let outbox = asks(policy, &command, &asked, &name).await?;
+    let preview = engine.reads().preview_of(approval.command_id).await?;
+    let outbox = asks(policy, (&command, preview.as_ref()), &asked, &name).await?;
     let next = next_escalation(&approval.needs, waited)
         .map(|after| approval.requested_at + after)
         .filter(|due| *due < approval.expires_at);

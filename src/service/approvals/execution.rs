@@ -45,7 +45,7 @@ pub struct Unaskable(pub String);
 /// messages, the evidence. `Unaskable` when it names no approvers and the command's policy has
 /// none either.
 pub async fn ask(
-    policy: &Policy,
+    (engine, policy): (&Engine, &Policy),
     command: &StoredCommand,
     (target, wait): (&str, &ApprovalWait),
     plan: &mut DeliveryPlan,
@@ -82,7 +82,9 @@ pub async fn ask(
     let rule = wait.message.clone().unwrap_or_else(|| wait.reason.clone());
     let opened = opening(command, (vec![(rule, need)], asked_by), &name, now);
     if let ApprovalWrite::Open(new) = &opened.write {
-        plan.with.outbox.extend(asks(policy, command, &Asked::approvers(new), &name).await?);
+        // The approvers see the preview the requester confirmed, if there was one.
+        let preview = engine.reads().preview_of(command.envelope.command_id).await?;
+        plan.with.outbox.extend(asks(policy, (command, preview.as_ref()), &Asked::approvers(new), &name).await?);
     }
     let mut draft = started_evidence(command.envelope.command_id, EvidenceKind::ApprovalRequested);
     draft.decision = Some(json!({"approval": opened.decision, "target": target, "waiting": wait}));

@@ -207,20 +207,24 @@ async fn decide(
         answered_by: (outcome != AnswerOutcome::TooLate).then(|| who.actor_id.clone()),
     });
     step.moves = writes;
-    held_for_approval(&mut step, who, (&command, &name), approval).await?;
+    held_for_approval(engine, &mut step, who, (&command, &name), approval).await?;
     Ok(conclude(step, decision, outcome, reason_of(outcome), None))
 }
 
 /// A command the policy holds for approval: the approval opened in the answer's step, and its
 /// approvers asked in it.
 async fn held_for_approval(
+    engine: &Engine,
     step: &mut StepWrite,
     who: &Answering<'_>,
     (command, name): (&StoredCommand, &str),
     approval: Option<ApprovalWrite>,
 ) -> Result<(), EngineError> {
     if let Some(ApprovalWrite::Open(opened)) = &approval {
-        step.outbox.extend(asks(who.policy, command, &Asked::approvers(opened), name).await?);
+        // The approvers see the preview the requester confirmed.
+        let preview = engine.reads().preview_of(command.envelope.command_id).await?;
+        let asked = (command, preview.as_ref());
+        step.outbox.extend(asks(who.policy, asked, &Asked::approvers(opened), name).await?);
     }
     step.approval = approval;
     Ok(())

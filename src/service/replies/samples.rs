@@ -93,6 +93,7 @@ fn approvals() -> Vec<Reply> {
             approvals: 1,
             within_minutes: 240,
             code: "K7Q2XW".into(),
+            preview: Some(preview()),
         }),
     ];
     samples.extend(ApprovalOutcome::ALL.iter().map(|outcome| {

@@ -13,6 +13,7 @@ use uuid::Uuid;
 use crate::domain::command::ShortRef;
 use crate::domain::evidence::decision::Decision;
 use crate::domain::outbound::{ButtonSpec, Purpose};
+use crate::domain::preview::Preview;
 use crate::domain::reach::reach;
 use crate::domain::registry::approvals::Need;
 use crate::domain::replies::{ApprovalRequest, ApprovalRequired, Reply};
@@ -98,7 +99,7 @@ impl<'a> Asked<'a> {
 /// not asked here (they decide over the API or the console).
 pub async fn asks(
     policy: &Policy,
-    command: &StoredCommand,
+    (command, preview): (&StoredCommand, Option<&Preview>),
     approval: &Asked<'_>,
     name: &str,
 ) -> Result<Vec<NewOutboxMessage>, StoreError> {
@@ -125,6 +126,7 @@ pub async fn asks(
         approvals: approval.needs.iter().map(|(_, need)| need.quorum).max().unwrap_or(1),
         within_minutes: approval.needs.iter().map(|(_, need)| need.within.as_secs() / 60).max().unwrap_or(0),
         code: ShortRef::of(approval.id).to_string(),
+        preview: preview.cloned(),
     };
     let reply = Reply::ApprovalRequest(request);
     let messages = people.iter().filter_map(|person| {

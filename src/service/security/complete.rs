@@ -79,7 +79,9 @@ pub async fn complete_step_up(
             step.evidence.push(draft);
             step.outbox.extend(opening.notice);
             if let ApprovalWrite::Open(opened) = &opening.write {
-                step.outbox.extend(asks(policy, &command, &Asked::approvers(opened), &name).await?);
+                let preview = engine.reads().preview_of(command_id).await?;
+                let asked = (&command, preview.as_ref());
+                step.outbox.extend(asks(policy, asked, &Asked::approvers(opened), &name).await?);
             }
             step.approval = Some(opening.write);
         }
