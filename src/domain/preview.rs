@@ -133,9 +133,9 @@ impl PreviewFault {
 }
 
 /// A preview answer on the wire (every transport): `{"command_id", "status": "preview",
-/// "preview": {...}}` or `{"command_id", "status": "refused", "error": {"code", "message"}}`.
+/// "preview": {...}}` or `{"command_id", "status": "refused", "error": {"code", "message"}}`;
+/// other fields (a bus's own, beside them) are left aside, but a preview holds only what is shown.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct WireAnswer {
     command_id: Uuid,
     status: WireStatus,

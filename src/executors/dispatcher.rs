@@ -36,6 +36,8 @@ pub struct Target {
     pub lease: Duration,
     /// How long a dispatch may stay undelivered, retries included, before `DELIVERY_TIMEOUT`.
     pub delivery_timeout: Duration,
+    /// How long a preview may take (a bus agent's answer is waited for this long).
+    pub preview_timeout: Duration,
 }
 
 /// One executor's lane: its calls at once, and the rows claimed for it that wait their turn.
@@ -96,6 +98,7 @@ impl Dispatcher {
                 policy: executor.retry_policy(),
                 lease: Duration::from_millis(executor.request_timeout_ms.saturating_mul(2).max(1_000)),
                 delivery_timeout: Duration::from_millis(executor.delivery_timeout_ms),
+                preview_timeout: Duration::from_millis(executor.preview_timeout_ms),
             };
             targets.insert(name.clone(), Arc::new(target));
         }

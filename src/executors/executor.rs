@@ -115,7 +115,8 @@ impl Executor {
                 detail: json!({"code": code, "message": "the built-in failing executor always fails"}),
             },
             Self::Amqp { bus, agent, .. } => {
-                let message = bloodbank::command_event(agent, envelope, resume, &bus.host, OffsetDateTime::now_utc());
+                let now = OffsetDateTime::now_utc();
+                let message = bloodbank::command_event(agent, envelope, (resume, preview), &bus.host, now);
                 match bus.publish(&message).await {
                     Ok(()) => CallOutcome::Handed,
                     Err(error) => CallOutcome::Retry { error, retry_after: None },

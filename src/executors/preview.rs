@@ -3,7 +3,9 @@
 //! command would do. Over HTTP, a signed POST of the envelope to the executor's `preview_url`,
 //! answered at once, within `preview_timeout_ms`; the answer is read by
 //! [`crate::domain::preview::read_answer`] (bounded, for this command only). An executor without
-//! a preview phase has none to give, and the command goes on as its rule says.
+//! a preview phase has none to give, and the command goes on as its rule says. On RabbitMQ, a
+//! `command.{agent}.{action}.preview` event; the agent's `.previewed` comes back on the gateway's
+//! queue, and the request's row, due again after `preview_timeout_ms`, says whether it came.
 
 use reqwest::StatusCode;
 use time::OffsetDateTime;
@@ -14,6 +16,7 @@ use futures_util::future::join_all;
 use crate::domain::command::{CommandEnvelope, TenantId};
 use crate::domain::lifecycle::State;
 use crate::domain::preview::{MAX_ANSWER_BYTES, PreviewAnswer, PreviewFault, read_answer};
+use crate::executors::bus::bloodbank;
 use crate::executors::dispatcher::Dispatcher;
 use crate::executors::executor::{Executor, command_request};
 use crate::service::dispatch::handover::{ClaimedMessage, OutboxSettle};
@@ -60,19 +63,62 @@ impl Dispatcher {
         if command.lifecycle.state != State::Canonicalized {
             return Ok(handover.settle(&OutboxSettle::Done(row.id), OffsetDateTime::now_utc()).await?);
         }
+        let now = OffsetDateTime::now_utc();
         let outcome = match self.target(&row.destination) {
-            Some(target) => target.executor.preview(&command.envelope, row.id).await,
             None => Err(PreviewFault::NotOffered),
+            // Asked on the bus before, and not answered in time (an answer moves the command).
+            Some(target) if target.executor.previews_later() && row.attempt > 1 => {
+                Err(PreviewFault::Unavailable("no answer in time".into()))
+            }
+            Some(target) => match target.executor.preview(&command.envelope, row.id).await {
+                PreviewCall::Answered(outcome) => outcome,
+                PreviewCall::Published => {
+                    let error = "waiting for the agent's preview".to_owned();
+                    let wait = OutboxSettle::Retry { id: row.id, at: now + target.preview_timeout, error };
+                    return Ok(handover.settle(&wait, now).await?);
+                }
+            },
         };
-        let done = OutboxSettle::Done(row.id);
+        let done = Some(OutboxSettle::Done(row.id));
         previews::settle(self.engine(), spec.as_ref(), &command, outcome, done, OffsetDateTime::now_utc()).await
     }
 }
 
+/// What asking for a preview came to: the answer (HTTP answers at once), or a request published
+/// on the bus, whose answer the listener applies when it comes.
+pub enum PreviewCall {
+    Answered(Result<PreviewAnswer, PreviewFault>),
+    Published,
+}
+
 impl Executor {
-    /// Asks for `envelope`'s preview; `request` names this request (the same on every try, the
-    /// Standard Webhooks message id).
-    pub async fn preview(&self, envelope: &CommandEnvelope, request: Uuid) -> Result<PreviewAnswer, PreviewFault> {
+    /// Asks for `envelope`'s preview; `request` names this request (the same on every try: the
+    /// Standard Webhooks message id, the bus event's id).
+    pub async fn preview(&self, envelope: &CommandEnvelope, request: Uuid) -> PreviewCall {
+        let published = match self {
+            Self::Http { .. } => return PreviewCall::Answered(self.preview_over_http(envelope, request).await),
+            Self::Amqp { bus, agent, .. } => {
+                let event = bloodbank::preview_event(agent, envelope, request, &bus.host, OffsetDateTime::now_utc());
+                bus.publish(&event).await
+            }
+            _ => return PreviewCall::Answered(Err(PreviewFault::NotOffered)),
+        };
+        match published {
+            Ok(()) => PreviewCall::Published,
+            Err(error) => PreviewCall::Answered(Err(PreviewFault::Unavailable(error))),
+        }
+    }
+
+    /// Whether its preview answers come later, on the bus, rather than with the request.
+    fn previews_later(&self) -> bool {
+        matches!(self, Self::Amqp { .. } | Self::Nats { .. })
+    }
+
+    async fn preview_over_http(
+        &self,
+        envelope: &CommandEnvelope,
+        request: Uuid,
+    ) -> Result<PreviewAnswer, PreviewFault> {
         let Self::Http { secret, client, preview: Some((url, timeout)), .. } = self else {
             return Err(PreviewFault::NotOffered);
         };

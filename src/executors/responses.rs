@@ -17,6 +17,7 @@ use uuid::Uuid;
 
 use crate::domain::agent::AgentState;
 use crate::domain::delivery::ApprovalWait;
+use crate::domain::preview::{PreviewAnswer, PreviewFault};
 use crate::domain::retry::RetryPolicy;
 use crate::executors::acks::{AckError, AckRequest, apply_ack, redispatch_later};
 use crate::service::engine::Engine;
@@ -45,6 +46,8 @@ pub enum Report {
     Waiting { command_id: Uuid, wait: ApprovalWait },
     /// The agent could not do it; `detail` is `{code, message, retryable, ...}`.
     Error { command_id: Uuid, retryable: bool, retry_after: Option<Duration>, detail: Value },
+    /// The agent's answer to a preview request (`.previewed`, `invocation.previewed`).
+    Previewed { command_id: Uuid, answer: Result<PreviewAnswer, PreviewFault> },
     /// `agent.{name}.state.changed` (RabbitMQ only).
     State { state: AgentState },
 }
@@ -88,6 +91,7 @@ pub async fn answer(answering: &Answering, agent: &BusAgent, report: Report) -> 
             (command_id, AckRequest::failed(&agent.target, detail))
         }
         Report::State { .. } => return Ok(()),
+        Report::Previewed { command_id, answer } => return previewed(answering, command_id, answer).await,
     };
     let command = match engine.reads().command_of_any_tenant(command_id).await {
         Ok(Some(command)) => command,
@@ -102,6 +106,28 @@ pub async fn answer(answering: &Answering, agent: &BusAgent, report: Report) -> 
     };
     let tenant = &command.envelope.tenant_id;
     record(apply_ack((engine, &answering.policy), tenant, command_id, &ack, now()).await.map(|_| ()))
+}
+
+/// An agent's preview: the command waiting for it is asked to confirm on it, or refused; one that
+/// waits no more (its preview timed out, say) is left as it is, and its request's row settles
+/// when it comes due.
+async fn previewed(
+    answering: &Answering,
+    command_id: Uuid,
+    answer: Result<PreviewAnswer, PreviewFault>,
+) -> Result<(), ()> {
+    let engine = &answering.engine;
+    let command = match engine.reads().command_of_any_tenant(command_id).await {
+        Ok(Some(command)) => command,
+        Ok(None) => return Ok(()),
+        Err(error) => {
+            tracing::warn!(%error, "cannot read the command of a preview");
+            return Err(());
+        }
+    };
+    let spec = answering.policy.known_spec_of(&command);
+    let settled = crate::service::previews::settle(engine, spec.as_ref(), &command, answer, None, now()).await;
+    record(settled.map_err(AckError::Engine))
 }
 
 /// `Err` (keep the message) only when storage failed; a refusal is recorded where possible and

@@ -85,19 +85,20 @@ fn next(rule: PreviewRule, outcome: Result<PreviewAnswer, PreviewFault>) -> Next
     }
 }
 
-/// Moves `command` on after its preview (`outcome`), settling the request's outbox row `row` in
-/// the same step. A command no longer waiting for its preview (the row was answered before, or
-/// an operator ended the command) only has the row settled.
+/// Moves `command` on after its preview (`outcome`), settling the request's outbox row `row` (if
+/// the answer came with it: a bus agent's comes on its own) in the same step. A command no longer
+/// waiting for its preview (the row was answered before, or an operator ended the command) only
+/// has the row settled.
 pub async fn settle(
     engine: &Engine,
     spec: Option<&Spec>,
     command: &StoredCommand,
     outcome: Result<PreviewAnswer, PreviewFault>,
-    row: OutboxSettle,
+    row: Option<OutboxSettle>,
     now: OffsetDateTime,
 ) -> Result<(), EngineError> {
     let (tenant, command_id) = (command.envelope.tenant_id.clone(), command.envelope.command_id);
-    let mut step = StepWrite { outbox_row: Some(row), ..StepWrite::new(tenant, Some(command_id), now) };
+    let mut step = StepWrite { outbox_row: row, ..StepWrite::new(tenant, Some(command_id), now) };
     if command.lifecycle.state == State::Canonicalized {
         if let Some(fault) = outcome.as_ref().err() {
             tracing::info!(command = %command_id, code = fault.code(), detail = fault.detail(), "no preview");

@@ -98,6 +98,8 @@ pub struct Ledger {
     pub violations: Arc<Mutex<Vec<String>>>,
     /// Every command body, as published.
     pub bodies: Arc<Mutex<Vec<Value>>>,
+    /// Every preview request (chatgate's own phase, issue #47), as published.
+    pub previews: Arc<Mutex<Vec<Value>>>,
 }
 
 impl Ledger {
@@ -158,9 +160,11 @@ async fn serve(
         let delivery = delivery?;
         // As Bloodbank's adapter parses it: `command.{agent}.{action}`; the lifecycle suffixes
         // (and chatgate's `.cancel`) are not commands.
+        let agent = Agent { channel: &channel, exchange, ledger };
         if delivery.routing_key.as_str().split('.').count() == 3 {
-            let agent = Agent { channel: &channel, exchange, ledger };
             agent.handle(delivery.routing_key.as_str(), &delivery.properties, &delivery.data).await?;
+        } else if delivery.routing_key.as_str().ends_with(".preview") {
+            agent.preview(delivery.routing_key.as_str(), &delivery.data).await?;
         }
         delivery.ack(BasicAckOptions::default()).await?;
     }
@@ -240,6 +244,32 @@ impl Agent<'_> {
             "result_payload": {"order": order, "state": "shipped"}});
         reply.send("result", result).await?;
         self.state("idle").await
+    }
+
+    /// A preview request (docs/BLOODBANK.md, "Previews"): order *66 is refused, order *99 gets
+    /// no answer at all, any other is previewed; the answer goes to `....previewed`.
+    async fn preview(&self, routing_key: &str, data: &[u8]) -> Result<(), lapin::Error> {
+        let body: Value = serde_json::from_slice(data).unwrap_or(Value::Null);
+        self.ledger.previews.lock().expect("lock").push(body.clone());
+        let payload = &body["payload"];
+        let order = payload["command_payload"]["order_id"].as_str().unwrap_or_default().to_owned();
+        let amount = payload["command_payload"]["amount"].as_str().unwrap_or_default().to_owned();
+        let mut answer = json!({"command_id": payload["command_id"], "target_agent": payload["target_agent"],
+            "action": payload["action"]});
+        let said = if order.ends_with("99") {
+            return Ok(());
+        } else if order.ends_with("66") {
+            json!({"status": "refused", "error": {"code": "order_closed", "message": format!("order {order} is closed")}})
+        } else {
+            json!({"status": "preview", "preview": {"summary": format!("Order {order}: refunding {amount} of 80.00")}})
+        };
+        if let (Some(answer), Some(said)) = (answer.as_object_mut(), said.as_object()) {
+            answer.extend(said.clone());
+        }
+        let correlation = body["correlation_id"].as_str().map(str::to_owned);
+        let mut event = envelope("command.previewed", answer, correlation);
+        event["causation_id"] = body["event_id"].clone();
+        self.publish(&format!("{}ed", routing_key), event).await
     }
 
     async fn state(&self, state: &str) -> Result<(), lapin::Error> {

@@ -98,6 +98,11 @@ struct Rig {
 
 impl Rig {
     async fn start(db: &TestDb, url: &str) -> Self {
+        Self::start_with(db, url, None).await
+    }
+
+    /// With a registry of the test's own, if given.
+    async fn start_with(db: &TestDb, url: &str, commands: Option<&str>) -> Self {
         let run = uuid::Uuid::now_v7().simple().to_string();
         let mut config = db.config.clone();
         config.outbound.poll_interval_ms = 20;
@@ -115,7 +120,11 @@ impl Rig {
         let agent =
             tokio::spawn(bloodbank_agent::run(url.to_owned(), exchange, queue, ledger.clone(), stopping.clone()));
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let app = spawn_app_with(db, config).await;
+        config.executors.get_mut("orders").expect("orders").preview_timeout_ms = 1_000;
+        let app = match commands {
+            Some(commands) => crate::helpers::spawn_app_with_registry(db, config, commands).await,
+            None => spawn_app_with(db, config).await,
+        };
         Self { app, ledger, stopping, agent, url: url.to_owned(), run }
     }
 
@@ -221,5 +230,47 @@ async fn a_waiting_agent_is_resumed_after_approval_over_rabbitmq() {
     assert_eq!(ours.len(), 2, "handed over, then resumed");
     assert_eq!(ours[0]["payload"]["idempotency_key"], ours[1]["payload"]["idempotency_key"]);
     assert_eq!(ours[1]["payload"]["approval"]["approvers"][0]["approver"], "15550000003");
+    rig.stop().await;
+}
+
+/// Previews over RabbitMQ (issue #47): a `.preview` request, the agent's `.previewed` answer shown
+/// in the prompt and carried by the command once confirmed; a refusal told; an agent that does not
+/// answer in time leaves a `required` preview refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn previews_over_rabbitmq_are_shown_refused_or_timed_out() {
+    let Ok(url) = std::env::var(AMQP_ENV) else {
+        eprintln!("skipped: {AMQP_ENV} is not set");
+        return;
+    };
+    let _shared = BROKER.read().await;
+    let db = TestDb::new(Backend::Sqlite).await.expect("sqlite");
+    let rig = Rig::start_with(&db, &url, Some(&crate::e2e_previews::previewed("required"))).await;
+    let meta = Meta::new(&rig.app, &db);
+    for (id, text) in
+        [("wamid.BP1", "refund 1234 25.00"), ("wamid.BP2", "refund 1266 5.00"), ("wamid.BP3", "refund 1299 5.00")]
+    {
+        assert_eq!(meta.text(id, CUSTOMER, text).await.status(), 200);
+    }
+    let (shown, _, code) = crate::helpers::confirmation_of(&db, "wamid.BP1").await;
+    let told = crate::e2e_approvals::replies_to(&db, CUSTOMER).await;
+    let (_, prompt) = told.iter().find(|(t, _)| t == "confirmation_prompt").expect("prompted");
+    assert_eq!(prompt["preview"]["summary"], "Order 1234: refunding 25 of 80.00");
+    let refused = crate::helpers::command_of_message(&db, "wamid.BP2").await;
+    let silent = crate::helpers::command_of_message(&db, "wamid.BP3").await;
+    assert_eq!(crate::helpers::settled(&db, refused).await, "rejected");
+    assert_eq!(crate::e2e_approvals::state_and_reason(&db, refused).await.1.as_deref(), Some("preview_refused"));
+    assert_eq!(crate::helpers::settled(&db, silent).await, "rejected");
+    assert_eq!(crate::e2e_approvals::state_and_reason(&db, silent).await.1.as_deref(), Some("preview_unavailable"));
+
+    assert_eq!(meta.text("wamid.BP1-yes", CUSTOMER, &format!("YES {code}")).await.status(), 200);
+    assert_eq!(crate::helpers::settled(&db, shown).await, "executed");
+    let bodies = rig.ledger.bodies.lock().expect("lock").clone();
+    let handed = bodies.iter().find(|b| b["payload"]["command_id"] == shown.to_string()).expect("handed over");
+    assert_eq!(handed["payload"]["preview"]["summary"], "Order 1234: refunding 25 of 80.00");
+    assert_eq!(handed["payload"]["preview"]["digest"].as_str().map(str::len), Some(64));
+    let previews = rig.ledger.previews.lock().expect("lock").clone();
+    assert_eq!(previews.len(), 3, "each asked once");
+    assert!(previews.iter().all(|p| p["event_type"].as_str().is_some_and(|t| t.ends_with(".preview"))));
+    assert_eq!(rig.ledger.violations(), Vec::<String>::new());
     rig.stop().await;
 }

@@ -165,7 +165,7 @@ async fn answer(
 }
 
 /// The shipped registry with refunds previewed under `rule`.
-fn previewed(rule: &str) -> String {
+pub(crate) fn previewed(rule: &str) -> String {
     let shipped = chatgate::config::SHIPPED_COMMANDS;
     let at = shipped.find("[commands.refund]").expect("the refund entry");
     let (before, after) = shipped.split_at(at);

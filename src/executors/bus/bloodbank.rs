@@ -19,6 +19,7 @@ use crate::domain::agent::command_routing_key;
 use crate::domain::command::CommandEnvelope;
 use crate::domain::command::Risk;
 use crate::domain::delivery::{ApprovalGrant, ApprovalWait};
+use crate::domain::preview::{BoundPreview, read_answer};
 use crate::executors::responses::{Report, ResultOutcome};
 use crate::service::ooc::view::rfc3339;
 
@@ -44,18 +45,49 @@ pub fn routing_key(agent: &str, envelope: &CommandEnvelope) -> String {
 }
 
 /// A command as Bloodbank's command envelope, for `agent`; with `resume`, the grant that a
-/// waiting execution of it was approved (in `payload.approval`, chatgate's own field).
+/// waiting execution of it was approved (in `payload.approval`, chatgate's own field), and the
+/// preview its person confirmed (`payload.preview`, with its digest) when it had one.
 pub fn command_event(
     agent: &str,
     envelope: &CommandEnvelope,
-    resume: Option<&ApprovalGrant>,
+    (resume, preview): (Option<&ApprovalGrant>, Option<&BoundPreview>),
     host: &str,
     now: OffsetDateTime,
 ) -> Publication {
+    let mut payload = command_payload(agent, envelope, now);
+    if let Some(fields) = payload.as_object_mut() {
+        if let Some(grant) = resume {
+            fields.insert("approval".into(), json!(grant));
+        }
+        if let Some(preview) = preview {
+            fields.insert("preview".into(), json!(preview));
+        }
+    }
+    event(routing_key(agent, envelope), payload, envelope, host, now)
+}
+
+/// The request for a command's preview (`command.{agent}.{action}.preview`, chatgate's own phase
+/// beside Bloodbank's): the command as it would be handed over, `request_id` its event id. The
+/// agent answers `command.{agent}.{action}.previewed` (docs/BLOODBANK.md, "Previews").
+pub fn preview_event(
+    agent: &str,
+    envelope: &CommandEnvelope,
+    request_id: Uuid,
+    host: &str,
+    now: OffsetDateTime,
+) -> Publication {
+    let payload = command_payload(agent, envelope, now);
+    let mut publication = event(format!("{}.preview", routing_key(agent, envelope)), payload, envelope, host, now);
+    publication.event_id = request_id;
+    publication
+}
+
+/// Bloodbank's command fields (and chatgate's own beside them) for `agent`.
+fn command_payload(agent: &str, envelope: &CommandEnvelope, now: OffsetDateTime) -> Value {
     // Bloodbank reads 0 as "no expiry"; a command already past its TTL gets 1 ms, so that the
     // agent's TTL guard refuses it rather than running it forever.
     let ttl_ms = envelope.expires_at.map_or(0, |at| (at - now).whole_milliseconds().max(1));
-    let mut payload = json!({
+    json!({
         "command_id": envelope.command_id,
         "target_agent": agent,
         "issued_by": envelope.actor_id,
@@ -68,11 +100,7 @@ pub fn command_event(
         "entity": envelope.intent.entity,
         "command_kind": envelope.command_kind,
         "risk": envelope.risk,
-    });
-    if let (Some(grant), Some(fields)) = (resume, payload.as_object_mut()) {
-        fields.insert("approval".into(), json!(grant));
-    }
-    event(routing_key(agent, envelope), payload, envelope, host, now)
+    })
 }
 
 /// The notice that an operator canceled a command `agent` was given
@@ -191,6 +219,10 @@ pub fn read(routing_key: &str, data: &[u8]) -> Result<Report, Unreadable> {
     let command_id = fields.command_id;
     Ok(match *kind {
         "ack" => Report::Ack { command_id },
+        "previewed" => {
+            let answer = fields_of(&body, "command_id").to_string();
+            Report::Previewed { command_id, answer: read_answer(answer.as_bytes(), command_id) }
+        }
         "waiting" => {
             let wait = ApprovalWait::picked_from(fields_of(&body, "command_id"));
             Report::Waiting { command_id, wait: wait.map_err(|e| Unreadable::Fields(e.to_string()))? }

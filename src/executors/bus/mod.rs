@@ -71,7 +71,13 @@ impl Bus {
         declare_exchange(channel, &self.exchange).await?;
         let durable = QueueDeclareOptions { durable: true, ..QueueDeclareOptions::default() };
         channel.queue_declare(self.queue.as_str().into(), durable, FieldTable::default()).await?;
-        let patterns = ["command.*.*.ack", "command.*.*.result", "command.*.*.error", "command.*.*.waiting"];
+        let patterns = [
+            "command.*.*.ack",
+            "command.*.*.result",
+            "command.*.*.error",
+            "command.*.*.waiting",
+            "command.*.*.previewed",
+        ];
         for pattern in patterns.into_iter().chain(["agent.*.state.changed"]) {
             channel
                 .queue_bind(
