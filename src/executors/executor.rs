@@ -126,6 +126,7 @@ impl Executor {
                 let address = (ids.message, stream.command_subject());
                 let mut event = cloudevents::invocation_start(agent, envelope, address, OffsetDateTime::now_utc());
                 event.data.context.approval = resume.cloned();
+                event.data.context.preview = preview.cloned();
                 match stream.publish(&event).await {
                     Ok(()) => CallOutcome::Handed,
                     Err(error) => CallOutcome::Retry { error, retry_after: None },

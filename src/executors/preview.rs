@@ -19,6 +19,7 @@ use crate::domain::preview::{MAX_ANSWER_BYTES, PreviewAnswer, PreviewFault, read
 use crate::executors::bus::bloodbank;
 use crate::executors::dispatcher::Dispatcher;
 use crate::executors::executor::{Executor, command_request};
+use crate::executors::jetstream::cloudevents;
 use crate::service::dispatch::handover::{ClaimedMessage, OutboxSettle};
 use crate::service::dispatch::{PREVIEW_KIND, is_again};
 use crate::service::engine::EngineError;
@@ -100,6 +101,11 @@ impl Executor {
             Self::Amqp { bus, agent, .. } => {
                 let event = bloodbank::preview_event(agent, envelope, request, &bus.host, OffsetDateTime::now_utc());
                 bus.publish(&event).await
+            }
+            Self::Nats { stream, agent } => {
+                let address = (request, stream.preview_subject());
+                let event = cloudevents::invocation_preview(agent, envelope, address, OffsetDateTime::now_utc());
+                stream.publish_on(stream.preview_subject(), &event).await
             }
             _ => return PreviewCall::Answered(Err(PreviewFault::NotOffered)),
         };

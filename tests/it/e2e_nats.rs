@@ -31,6 +31,11 @@ struct Rig {
 
 impl Rig {
     async fn start(db: &TestDb, url: &str) -> Self {
+        Self::start_with(db, url, None).await
+    }
+
+    /// With a registry of the test's own, if given.
+    async fn start_with(db: &TestDb, url: &str, commands: Option<&str>) -> Self {
         let prefix = format!("t{}.bloodbank", uuid::Uuid::now_v7().simple());
         let mut config = db.config.clone();
         config.outbound.poll_interval_ms = 20;
@@ -49,7 +54,11 @@ impl Rig {
             ledger.clone(),
             stopping.clone(),
         ));
-        let app = spawn_app_with(db, config).await;
+        config.executors.get_mut("orders").expect("orders").preview_timeout_ms = 1_000;
+        let app = match commands {
+            Some(commands) => crate::helpers::spawn_app_with_registry(db, config, commands).await,
+            None => spawn_app_with(db, config).await,
+        };
         Self { app, ledger, stopping, agent, url: url.to_owned(), prefix }
     }
 
@@ -237,6 +246,49 @@ async fn a_waiting_invocation_is_resumed_after_approval_on_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_waiting_invocation_is_resumed_after_approval_on_postgres() {
     waiting_invocation(Backend::Postgres).await;
+}
+
+/// Previews over NATS (issue #47): an `invocation.preview` request, the agent's
+/// `invocation.previewed` shown in the prompt and carried by the invocation once confirmed; a
+/// refusal told; no answer in time leaves a `required` preview refused.
+async fn previews(backend: Backend) {
+    let Some((url, db)) = nats_and_database(backend).await else { return };
+    let rig = Rig::start_with(&db, &url, Some(&crate::e2e_previews::previewed("required"))).await;
+    let meta = crate::helpers::Meta::new(&rig.app, &db);
+    let customer = crate::helpers::CUSTOMER;
+    for (id, text) in
+        [("wamid.NP1", "refund 1234 25.00"), ("wamid.NP2", "refund 1266 5.00"), ("wamid.NP3", "refund 1299 5.00")]
+    {
+        assert_eq!(meta.text(id, customer, text).await.status(), 200);
+    }
+    let (shown, _, code) = crate::helpers::confirmation_of(&db, "wamid.NP1").await;
+    let told = crate::e2e_approvals::replies_to(&db, customer).await;
+    let (_, prompt) = told.iter().find(|(t, _)| t == "confirmation_prompt").expect("prompted");
+    assert_eq!(prompt["preview"]["summary"], "Order 1234: refunding 25 of 80.00");
+    for (message, reason) in [("wamid.NP2", "preview_refused"), ("wamid.NP3", "preview_unavailable")] {
+        let id = crate::helpers::command_of_message(&db, message).await;
+        assert_eq!(crate::helpers::settled(&db, id).await, "rejected");
+        assert_eq!(crate::e2e_approvals::state_and_reason(&db, id).await.1.as_deref(), Some(reason));
+    }
+    assert_eq!(meta.text("wamid.NP1-yes", customer, &format!("YES {code}")).await.status(), 200);
+    assert_eq!(crate::helpers::settled(&db, shown).await, "executed");
+    let bodies = rig.ledger.bodies.lock().expect("lock").clone();
+    let handed = bodies.iter().find(|b| b["command_id"] == shown.to_string()).expect("handed over");
+    assert_eq!(handed["data"]["context"]["preview"]["summary"], "Order 1234: refunding 25 of 80.00");
+    assert_eq!(rig.ledger.previews.lock().expect("lock").len(), 3, "each asked once");
+    assert_eq!(rig.ledger.violations(), Vec::<String>::new());
+    rig.stop().await;
+    drop_database(db, backend).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn previews_over_nats_on_sqlite() {
+    previews(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn previews_over_nats_on_postgres() {
+    previews(Backend::Postgres).await;
 }
 
 /// A `nats-server -js` of the test's own, on a port and a store directory it keeps across a restart.

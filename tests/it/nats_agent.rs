@@ -118,7 +118,8 @@ async fn serve(url: &str, prefix: &str, agent: &str, ledger: &Ledger) -> Result<
     let stream = context.get_stream(&name).await.map_err(|e| e.to_string())?;
     let config = jetstream::consumer::pull::Config {
         durable_name: Some(format!("agent-{agent}")),
-        filter_subject: format!("{prefix}.cmd.v1.agent.invocation.start"),
+        // Commands, and chatgate's preview requests beside them (issue #47).
+        filter_subject: format!("{prefix}.cmd.v1.agent.invocation.>"),
         ack_policy: jetstream::consumer::AckPolicy::Explicit,
         ..Default::default()
     };
@@ -132,7 +133,11 @@ async fn serve(url: &str, prefix: &str, agent: &str, ledger: &Ledger) -> Result<
         if msg_id.as_deref() != body["id"].as_str() {
             ledger.violation(format!("Nats-Msg-Id {msg_id:?} is not the event id {}", body["id"]));
         }
-        worker.handle(&body).await?;
+        if body["type"] == "bloodbank.v1.agent.invocation.preview" {
+            worker.preview(&body).await?;
+        } else {
+            worker.handle(&body).await?;
+        }
         message.ack().await.map_err(|e| e.to_string())?;
     }
     Err("the consumer ended".into())
@@ -218,6 +223,24 @@ impl Agent<'_> {
         }
     }
 
+    /// A preview request (docs/BLOODBANK.md, "Previews"): order *66 is refused, order *99 gets no
+    /// answer at all, any other is previewed, in `invocation.previewed`.
+    async fn preview(&self, request: &Value) -> Result<(), String> {
+        self.ledger.previews.lock().expect("lock").push(request.clone());
+        let args = &request["data"]["context"]["args"];
+        let (order, amount) =
+            (args["order_id"].as_str().unwrap_or_default(), args["amount"].as_str().unwrap_or_default());
+        let answer = if order.ends_with("99") {
+            return Ok(());
+        } else if order.ends_with("66") {
+            json!({"status": "refused", "error": {"code": "order_closed", "message": format!("order {order} is closed")}})
+        } else {
+            json!({"status": "preview", "preview": {"summary": format!("Order {order}: refunding {amount} of 80.00")}})
+        };
+        let invocation = format!("inv-{}", Uuid::new_v4().simple());
+        self.say(request, &invocation, "previewed", answer).await
+    }
+
     /// One event about `command`, validated against its schema, published with JetStream's ack.
     async fn say(&self, command: &Value, invocation: &str, action: &'static str, fields: Value) -> Result<(), String> {
         let mut data = json!({"invocation_id": invocation, "thread_id": command["data"]["thread_id"],
@@ -236,8 +259,8 @@ impl Agent<'_> {
             "kind": "event", "ordering_key": format!("invocation:{invocation}"),
             "actor": {"type": "agent_api", "agent_id": self.name}, "data": data,
         });
-        // `waiting` is chatgate's own event: Bloodbank has no schema for it.
-        if action != "waiting" {
+        // `waiting` and `previewed` are chatgate's own events: Bloodbank has no schema for them.
+        if action != "waiting" && action != "previewed" {
             let errors = Schemas::get().errors(action, &event);
             assert!(errors.is_empty(), "the test agent's own {action} breaks Bloodbank's schema: {errors:?}");
         }

@@ -18,6 +18,7 @@ use uuid::Uuid;
 
 use crate::domain::command::CommandEnvelope;
 use crate::domain::delivery::{ApprovalGrant, ApprovalWait};
+use crate::domain::preview::{BoundPreview, read_answer};
 use crate::executors::responses::{Report, ResultOutcome};
 use crate::service::ooc::view::rfc3339;
 
@@ -25,6 +26,10 @@ use crate::service::ooc::view::rfc3339;
 pub const START_TYPE: &str = "bloodbank.v1.agent.invocation.start";
 const START_SCHEMA: &str = "bloodbank.v1.agent.invocation.start.v1";
 const START_DATASCHEMA: &str = "apicurio://holyfields/bloodbank.v1.agent.invocation.start/versions/1";
+/// The CloudEvents `type` of a preview request (chatgate's own phase beside Bloodbank's, issue
+/// #47); the agent answers `bloodbank.v1.agent.invocation.previewed`.
+pub const PREVIEW_TYPE: &str = "bloodbank.v1.agent.invocation.preview";
+const PREVIEW_SCHEMA: &str = "chatgate.v1.agent.invocation.preview.v1";
 /// The `source` of everything this gateway publishes (Bloodbank's `urn:33god:service:<name>`).
 const SOURCE: &str = "urn:33god:service:chatgate";
 const PRODUCER: &str = "chatgate";
@@ -97,6 +102,25 @@ pub struct InvocationContext {
     /// A waiting execution's grant: it was approved, and goes on (chatgate's own field).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approval: Option<ApprovalGrant>,
+    /// The preview its person confirmed, with its digest (chatgate's own field).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preview: Option<BoundPreview>,
+}
+
+/// The request for the command's preview, as event `id` on `subject`: the invocation it would be,
+/// under the preview's type.
+pub fn invocation_preview(
+    agent: &str,
+    envelope: &CommandEnvelope,
+    (id, subject): (Uuid, String),
+    now: OffsetDateTime,
+) -> InvocationStart {
+    let mut event = invocation_start(agent, envelope, (id, subject), now);
+    event.event_type = PREVIEW_TYPE;
+    event.schemaref = PREVIEW_SCHEMA;
+    event.dataschema = PREVIEW_SCHEMA;
+    event.idempotency_key = format!("agent.invocation.preview:target:{agent}:command:{}", envelope.command_id);
+    event
 }
 
 /// The command's invocation for `agent`, handed over as event `id` on `subject`.
@@ -154,6 +178,7 @@ pub fn invocation_start(
                 idempotency_key: envelope.idempotency_key.to_string(),
                 ttl_ms,
                 approval: None,
+                preview: None,
             },
         },
     }
@@ -208,6 +233,9 @@ pub enum Saying {
     /// `invocation.waiting` (chatgate's own event beside Bloodbank's): the execution waits for
     /// people's approval, as `data` says (`reason`, `message`, `roles`, `quorum`, `within_secs`).
     Waiting(ApprovalWait),
+    /// `invocation.previewed` (chatgate's own): the agent's answer to a preview request, its
+    /// `data` the answer as every transport carries it (`status`, `preview` or `error`).
+    Previewed(Value),
 }
 
 impl Said {
@@ -222,6 +250,14 @@ impl Said {
                 Report::Error { command_id, retryable: *retryable, retry_after: *retry_after, detail: detail.clone() }
             }
             Saying::Waiting(wait) => Report::Waiting { command_id, wait: wait.clone() },
+            Saying::Previewed(data) => {
+                // The command is named by the event's ids; the answer need not repeat it.
+                let mut answer = data.clone();
+                if let Some(fields) = answer.as_object_mut() {
+                    fields.entry("command_id").or_insert_with(|| json!(command_id));
+                }
+                Report::Previewed { command_id, answer: read_answer(answer.to_string().as_bytes(), command_id) }
+            }
         }
     }
 }
@@ -256,6 +292,7 @@ pub fn read(subject: &str, body: &[u8]) -> Result<Said, Unreadable> {
         }
         "failed" => failed(data),
         "waiting" => Saying::Waiting(ApprovalWait::picked_from(data).map_err(|e| Unreadable::Waiting(e.to_string()))?),
+        "previewed" => Saying::Previewed(data.clone()),
         _ => return Err(Unreadable::Type(named)),
     };
     let about: Vec<Uuid> = [

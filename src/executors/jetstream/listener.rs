@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::executors::jetstream::JetStream;
-use crate::executors::jetstream::cloudevents::{self, Said};
+use crate::executors::jetstream::cloudevents::{self, Said, Saying};
 use crate::executors::responses::Answering;
 use crate::executors::responses::{Agents, BusAgent, answer, keep_listening};
 
@@ -61,6 +61,13 @@ async fn route(answering: &Answering, agents: &Agents, subject: &str, body: &[u8
             return Ok(());
         }
     };
+    // A preview is asked before any delivery: the command it names is the one waiting for it.
+    if let Saying::Previewed(_) = &said.what {
+        return match (previewed_command(answering, &said).await?, agents.values().next()) {
+            (Some(command_id), Some(agent)) => answer(answering, agent, said.report(command_id)).await,
+            _ => Ok(()),
+        };
+    }
     match matched(answering, agents, &said).await? {
         Some((command_id, agent)) => answer(answering, agent, said.report(command_id)).await,
         None => {
@@ -68,6 +75,19 @@ async fn route(answering: &Answering, agents: &Agents, subject: &str, body: &[u8
             Ok(())
         }
     }
+}
+
+/// The first of the event's ids that names a command of this gateway.
+async fn previewed_command(answering: &Answering, said: &Said) -> Result<Option<Uuid>, ()> {
+    for id in &said.about {
+        let command = answering.engine.reads().command_of_any_tenant(*id).await.map_err(|error| {
+            tracing::warn!(%error, "cannot read the command of an agent's preview");
+        })?;
+        if command.is_some() {
+            return Ok(Some(*id));
+        }
+    }
+    Ok(None)
 }
 
 /// The first of the event's ids that names a command handed to one of `agents`, and that agent.

@@ -64,6 +64,11 @@ impl JetStream {
         format!("{}.cmd.v1.agent.invocation.start", self.prefix)
     }
 
+    /// Where preview requests are published (on the commands' stream).
+    pub fn preview_subject(&self) -> String {
+        format!("{}.cmd.v1.agent.invocation.preview", self.prefix)
+    }
+
     /// The agents' invocation events the gateway reads.
     pub fn events_filter(&self) -> String {
         format!("{}.evt.v1.agent.invocation.>", self.prefix)
@@ -73,6 +78,11 @@ impl JetStream {
     /// id is the message id JetStream deduplicates on, so a publish sent again after a lost
     /// acknowledgement is stored once.
     pub async fn publish(&self, event: &cloudevents::InvocationStart) -> Result<(), PublishError> {
+        self.publish_on(self.command_subject(), event).await
+    }
+
+    /// Publishes `event` on `subject`, as [`JetStream::publish`] does.
+    pub async fn publish_on(&self, subject: String, event: &cloudevents::InvocationStart) -> Result<(), PublishError> {
         let body = serde_json::to_vec(event).map_err(|e| format!("the command does not serialize: {e}"))?;
         let attempt = async {
             let context = self.context().await?;
@@ -80,8 +90,7 @@ impl JetStream {
                 .payload(body.into())
                 .message_id(event.id.to_string())
                 .header("content-type", "application/cloudevents+json; charset=utf-8");
-            let ack =
-                context.send_publish(self.command_subject(), message).await.map_err(|e| format!("publish: {e}"))?;
+            let ack = context.send_publish(subject, message).await.map_err(|e| format!("publish: {e}"))?;
             ack.await.map(|_| ()).map_err(|e| format!("JetStream did not store it: {e}"))
         };
         match tokio::time::timeout(self.timeout, attempt).await {
