@@ -187,6 +187,10 @@ pub enum ExecutorMode {
     /// call carries the grant; then does the work once per idempotency key and answers
     /// `succeeded` (workflow seed §6.10).
     WaitForApproval,
+    /// What it previews changes (an order refunded elsewhere): the previews it gave before are
+    /// stale, and it refuses executions confirmed on them (`stale_preview`); otherwise it answers
+    /// as `succeed`.
+    WorldChanges,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]

@@ -18,6 +18,8 @@ use crate::cli::conformance::scenario::ExecutorMode;
 struct Ledger {
     mode: ExecutorMode,
     done: HashSet<String>,
+    /// How many times the world it previews changed: a preview names the version it saw.
+    world: u32,
 }
 
 /// The stand-in executor: `POST` anything, `Idempotency-Key` names the work.
@@ -29,7 +31,7 @@ pub struct StandInExecutor {
 
 impl StandInExecutor {
     pub async fn start() -> std::io::Result<Self> {
-        let ledger = Arc::new(Mutex::new(Ledger { mode: ExecutorMode::Succeed, done: HashSet::new() }));
+        let ledger = Arc::new(Mutex::new(Ledger { mode: ExecutorMode::Succeed, done: HashSet::new(), world: 0 }));
         let answering = ledger.clone();
         let app = Router::new().fallback(move |headers: HeaderMap, body: axum::body::Bytes| {
             let ledger = answering.clone();
@@ -40,7 +42,11 @@ impl StandInExecutor {
     }
 
     pub fn set_mode(&self, mode: ExecutorMode) {
-        lock(&self.ledger).mode = mode;
+        let mut ledger = lock(&self.ledger);
+        if mode == ExecutorMode::WorldChanges {
+            ledger.world += 1;
+        }
+        ledger.mode = mode;
     }
 
     /// Work done so far: one per idempotency key it succeeded for.
@@ -52,18 +58,29 @@ impl StandInExecutor {
 type Response = axum::http::Response<Body>;
 
 fn answer(ledger: &Mutex<Ledger>, headers: &HeaderMap, body: &[u8]) -> Response {
-    let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let key = header("idempotency-key");
+    let envelope: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let mut ledger = lock(ledger);
+    // The preview phase (docs/REFERENCE.md, "The executor contract"): what the world is now.
+    let now = json!({"summary": format!("the order as of version {}", ledger.world)});
+    if header("x-chatgate-phase") == "preview" {
+        let answer = json!({"command_id": envelope["command_id"], "status": "preview", "preview": now});
+        return json_answer(StatusCode::OK, &answer);
+    }
+    if envelope.get("preview").is_some_and(|confirmed| confirmed["summary"] != now["summary"]) {
+        let error = json!({"code": "stale_preview", "message": "the order changed since it was previewed"});
+        return json_answer(StatusCode::OK, &json!({"status": "failed", "error": error}));
+    }
     match ledger.mode {
         ExecutorMode::WaitForApproval => {
-            let envelope: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
             if envelope["approval"]["decision"] == "approved" {
                 ledger.done.insert(key);
                 return json_answer(StatusCode::OK, &json!({"status": "succeeded", "result": {"done": true}}));
             }
             json_answer(StatusCode::OK, &json!({"status": "waiting", "waiting": {"reason": "approval_required"}}))
         }
-        ExecutorMode::Succeed => {
+        ExecutorMode::Succeed | ExecutorMode::WorldChanges => {
             ledger.done.insert(key);
             json_answer(StatusCode::OK, &json!({"status": "succeeded", "result": {"done": true}}))
         }
