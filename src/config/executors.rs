@@ -11,7 +11,8 @@ use super::Secret;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExecutorConfig {
-    /// `https://...` (or `http://`), `builtin:echo` (succeeds at once, echoing the args) or
+    /// `https://...` (or `http://`), `builtin:shop` (the demo's shop: a handful of orders, their
+    /// previews and refunds), `builtin:echo` (succeeds at once, echoing the args) or
     /// `builtin:fail[:CODE]` (fails at once); for demos and tests.
     pub url: String,
     /// The Standard Webhooks signing secret (`whsec_` + base64).
@@ -109,6 +110,7 @@ pub const DEFAULT_CONSUMER: &str = "chatgate";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExecutorTarget {
     Echo,
+    Shop,
     Gateway,
     Fail {
         code: String,
@@ -135,11 +137,22 @@ pub enum ExecutorTarget {
 }
 
 impl ExecutorConfig {
+    /// Whether the executor has a preview phase: an HTTP one with a `preview_url`, the buses
+    /// (whose agents may or may not answer), the demo's shop.
+    pub fn offers_previews(&self, name: &str) -> bool {
+        match self.target(name) {
+            Ok(ExecutorTarget::Http { preview_url, .. }) => preview_url.is_some(),
+            Ok(ExecutorTarget::Amqp { .. } | ExecutorTarget::Nats { .. } | ExecutorTarget::Shop) => true,
+            _ => false,
+        }
+    }
+
     /// The executor `name` as configured, or the line that says what is wrong with it.
     pub fn target(&self, name: &str) -> Result<ExecutorTarget, String> {
         let url = self.url.trim();
         match url {
             "builtin:echo" => return Ok(ExecutorTarget::Echo),
+            "builtin:shop" => return Ok(ExecutorTarget::Shop),
             "builtin:gateway" => return Ok(ExecutorTarget::Gateway),
             _ => {}
         }

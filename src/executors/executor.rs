@@ -29,6 +29,8 @@ use crate::domain::preview::BoundPreview;
 #[derive(Debug, Clone)]
 pub enum Executor {
     Echo,
+    /// The demo's shop (`builtin:shop`): orders, their previews and refunds, in memory.
+    Shop(Arc<crate::executors::shop::Shop>),
     /// The gateway itself: the registry's built-in chat commands (`status`, `why`, recovery
     /// actions, ...), which the dispatcher runs through [`crate::service::ooc::Gateway`].
     Gateway,
@@ -70,6 +72,7 @@ impl Executor {
         let timeout = Duration::from_millis(config.request_timeout_ms);
         Ok(match config.target(name)? {
             ExecutorTarget::Echo => Self::Echo,
+            ExecutorTarget::Shop => Self::Shop(Arc::default()),
             ExecutorTarget::Gateway => Self::Gateway,
             ExecutorTarget::Fail { code } => Self::Fail { code },
             ExecutorTarget::Amqp { url, exchange, queue, agent } => {
@@ -102,6 +105,7 @@ impl Executor {
         let (resume, preview) = (attached.resume.as_ref(), attached.preview.as_ref());
         match self {
             Self::Echo => CallOutcome::Executed { succeeded: true, detail: json!(envelope.args) },
+            Self::Shop(shop) => shop.call(envelope, preview),
             // The dispatcher runs the gateway's commands itself (they read the store).
             Self::Gateway => CallOutcome::Refused {
                 status: 500,
@@ -157,7 +161,7 @@ impl Executor {
             Self::Http { cancel_url, .. } => cancel_url.is_some(),
             Self::Amqp { announce_cancel, .. } => *announce_cancel,
             // Bloodbank's v1 contract has no command that cancels an invocation.
-            Self::Echo | Self::Fail { .. } | Self::Gateway | Self::Nats { .. } => false,
+            Self::Echo | Self::Shop(_) | Self::Fail { .. } | Self::Gateway | Self::Nats { .. } => false,
         }
     }
 

@@ -12,3 +12,4 @@ pub mod jetstream;
 mod preview;
 pub mod resolver;
 pub mod responses;
+pub mod shop;

@@ -98,6 +98,7 @@ impl Executor {
     pub async fn preview(&self, envelope: &CommandEnvelope, request: Uuid) -> PreviewCall {
         let published = match self {
             Self::Http { .. } => return PreviewCall::Answered(self.preview_over_http(envelope, request).await),
+            Self::Shop(shop) => return PreviewCall::Answered(Ok(shop.preview(envelope))),
             Self::Amqp { bus, agent, .. } => {
                 let event = bloodbank::preview_event(agent, envelope, request, &bus.host, OffsetDateTime::now_utc());
                 bus.publish(&event).await

@@ -53,7 +53,9 @@ impl Services {
         // What reading an earlier registry version again needs, as `Settings` read this one.
         let executors = config.executors.keys().cloned().collect();
         let registry = Registries::new(registry, store.clone(), executors, config.idempotency.default_window());
-        let policy = Policy { registry, tenants, people, security, agents };
+        let previewing = config.executors.iter().filter(|(name, e)| e.offers_previews(name)).map(|(name, _)| name);
+        let previewing = Arc::new(previewing.cloned().collect());
+        let policy = Policy { registry, tenants, people, security, agents, previewing };
         let readers = (stored, Arc::new(crate::service::ooc::Precheck) as Arc<dyn crate::service::intake::Precheck>);
         let inbox = crate::service::intake::inbox::Inbox::new(store.clone(), &config.ingest);
         let templates = Live::new(templates);

@@ -169,10 +169,7 @@ pub(crate) fn previewed(rule: &str) -> String {
     let shipped = chatgate::config::SHIPPED_COMMANDS;
     let at = shipped.find("[commands.refund]").expect("the refund entry");
     let (before, after) = shipped.split_at(at);
-    format!(
-        "{before}{}",
-        after.replacen("lock = \"refuse\"\n", &format!("lock = \"refuse\"\npreview = \"{rule}\"\n"), 1)
-    )
+    format!("{before}{}", after.replacen("preview = \"optional\"\n", &format!("preview = \"{rule}\"\n"), 1))
 }
 
 async fn gateway(db: &TestDb, shop: &ShopExecutor, rule: &str) -> Slack {

@@ -135,6 +135,11 @@ impl TestDb {
             config.storage.max_connections = Some(10);
         }
         config.server.listen = "127.0.0.1:0".into();
+        // The gateway's tests hand their commands to an executor that does exactly what it is
+        // asked (`builtin:echo`); the demo's shop, the shipped default, has tests of its own.
+        if let Some(orders) = config.executors.get_mut("orders") {
+            orders.url = "builtin:echo".into();
+        }
         // Tests send bursts from one actor; the rate-limit tests set their own limits.
         config.rate_limits.actor = chatgate::config::Rate { per_minute: 60_000, burst: 10_000 };
         // Most tests read what a webhook came to right after its answer: their gateways answer once

@@ -14,6 +14,7 @@ mod cli;
 mod conformance;
 mod conformance_runner;
 mod console_browser;
+mod demo_shop;
 mod descriptors;
 mod directory_api;
 mod directory_browser;

@@ -18,7 +18,6 @@ use crate::domain::lifecycle::CommandKind;
 use crate::domain::lifecycle::Event;
 use crate::domain::message::{InboundMessage, InboundStatus};
 use crate::domain::outbound::{ProviderAddresses, ReplyAddress};
-use crate::domain::preview::PreviewRule;
 use crate::service::confirmations::confirm::{self, PromptFor};
 use crate::service::dispatch;
 use crate::service::intake::Refused;
@@ -37,15 +36,24 @@ pub(super) struct FirstMoves {
     pub(super) reply_detail: Option<OutcomeDetail>,
 }
 
+/// How a new command is to be asked: whether it must be confirmed whatever the registry says (a
+/// mutation read with typos), and whether its executor's preview comes before the prompt.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Asking {
+    pub(super) must_confirm: bool,
+    pub(super) previewed: bool,
+}
+
 pub(super) fn first_moves(
     spec: &CommandSpec,
     (held, roles): (&BTreeSet<String>, &BTreeSet<String>),
     args: &Args,
     reply_to: &ReplyTo,
     refused: Option<Refused>,
-    must_confirm: bool,
+    asking: Asking,
     now: OffsetDateTime,
 ) -> FirstMoves {
+    let Asking { must_confirm, previewed } = asking;
     let decision = authz::decide_with_policy(spec, held, authz::Requester { roles, args }, false);
     let moves = |events, decision: &AuthzDecision, outbox| FirstMoves {
         events,
@@ -83,18 +91,24 @@ pub(super) fn first_moves(
         }
         // Its executor says first what it would do: the command waits in `canonicalized` for the
         // preview, which asks for the confirmation (`service::previews`).
-        (_, CommandKind::Mutation, true) if spec.preview != PreviewRule::Off => FirstMoves {
-            events: &[],
-            decision: None,
-            reason_code: None,
-            outbox: vec![dispatch::preview_request(&spec.executor)],
-            confirmation: None,
-            reply_detail: None,
-        },
+        (_, CommandKind::Mutation, true) if previewed => awaiting_preview(spec),
         (_, CommandKind::Mutation, true) => asked_to_confirm(spec, args, reply_to, now),
         // A read, or a mutation the registry lets through without confirmation (and so without
         // step-up, which the registry only allows after a confirmation): authorized at once.
         (_, kind, _) => moves(dispatch::authorized_at_once(kind), &AuthzDecision::Allow, dispatch()),
+    }
+}
+
+/// A mutation whose executor says first what it would do: it waits in `canonicalized` for the
+/// preview, which asks for the confirmation (`service::previews`).
+fn awaiting_preview(spec: &CommandSpec) -> FirstMoves {
+    FirstMoves {
+        events: &[],
+        decision: None,
+        reason_code: None,
+        outbox: vec![dispatch::preview_request(&spec.executor)],
+        confirmation: None,
+        reply_detail: None,
     }
 }
 
@@ -235,9 +249,10 @@ mod tests {
             hold: None,
         };
         let now = OffsetDateTime::now_utc();
-        let at_once = first_moves(&refund, (&held, &BTreeSet::new()), &args, &reply_to, None, false, now);
+        let at_once = first_moves(&refund, (&held, &BTreeSet::new()), &args, &reply_to, None, Asking::default(), now);
         assert!(at_once.confirmation.is_none(), "as the registry says: authorized at once");
-        let typo = first_moves(&refund, (&held, &BTreeSet::new()), &args, &reply_to, None, true, now);
+        let typo = Asking { must_confirm: true, previewed: false };
+        let typo = first_moves(&refund, (&held, &BTreeSet::new()), &args, &reply_to, None, typo, now);
         let prompt = typo.confirmation.expect("asked to confirm");
         assert_eq!(prompt.prompt.message().vars["what"], "refund 25 on order 1234");
         assert_eq!(typo.events, &[Event::RequestConfirmation]);

@@ -45,7 +45,7 @@ pub use reprocess::Reprocessed;
 
 use approval_taps::ApprovalTap;
 pub use first_moves::reply_destination;
-use first_moves::{command_request, first_moves, inbound_row, reply_address};
+use first_moves::{Asking, command_request, first_moves, inbound_row, reply_address};
 use identity::Writer;
 use throttled::Throttled;
 
@@ -339,8 +339,8 @@ impl Ingress {
             Some(_) => None,
         };
         let roles = actor.roles.iter().cloned().collect();
-        let first =
-            first_moves(spec, (&actor.scopes, &roles), &args, &reply_to, refused, reading.needs_confirmation(), now);
+        let asking = Asking { must_confirm: reading.needs_confirmation(), previewed: self.policy.previews(spec) };
+        let first = first_moves(spec, (&actor.scopes, &roles), &args, &reply_to, refused, asking, now);
         let admission = Admission {
             then: first.events,
             decision: first.decision,

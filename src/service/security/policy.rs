@@ -25,6 +25,8 @@ pub struct Policy {
     pub security: Arc<Security>,
     /// The agents (executors) the configuration declares: what `pause` and `resume` may name.
     pub agents: Arc<BTreeSet<String>>,
+    /// The executors with a preview phase (`ExecutorConfig::offers_previews`).
+    pub previewing: Arc<BTreeSet<String>>,
 }
 
 /// A decision about one stored command, with what it was decided on.
@@ -42,6 +44,18 @@ impl Authorization {
 }
 
 impl Policy {
+    /// Whether a command of `spec` waits for its executor's preview before the prompt: always when
+    /// the registry requires one (an executor without a preview phase then refuses it), and
+    /// when it allows one and the executor has a preview phase.
+    pub fn previews(&self, spec: &crate::domain::registry::CommandSpec) -> bool {
+        use crate::domain::preview::PreviewRule;
+        match spec.preview {
+            PreviewRule::Off => false,
+            PreviewRule::Optional => self.previewing.contains(&spec.executor),
+            PreviewRule::Required => true,
+        }
+    }
+
     /// The (entity, action) a filter by command name selects: a name the registry does not know
     /// selects nothing (no command has the intent `-`/`-`).
     pub fn intent_named(&self, name: &str) -> (String, String) {
