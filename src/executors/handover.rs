@@ -137,8 +137,8 @@ impl Dispatcher {
             .into_iter()
             .map(|d| ((d.command_id, d.target.clone()), d))
             .collect();
-        // Only a registry that asks for previews has any to read.
-        let previews = match self.policy().registry.current().asks_for_previews() {
+        // Only where a command can have a preview is there any to read.
+        let previews = match self.policy().any_previews() {
             true => reads.previews_of(&ids).await?,
             false => HashMap::new(),
         };

@@ -324,11 +324,6 @@ impl Registry {
         &self.text
     }
 
-    /// Whether any command asks its executor for a preview (the dispatch then reads them).
-    pub fn asks_for_previews(&self) -> bool {
-        self.commands().iter().any(|spec| spec.preview != crate::domain::preview::PreviewRule::Off)
-    }
-
     pub fn commands(&self) -> &[CommandSpec] {
         &self.commands
     }

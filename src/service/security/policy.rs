@@ -44,6 +44,12 @@ impl Authorization {
 }
 
 impl Policy {
+    /// Whether any command of the current registry can have a preview (the dispatch then reads
+    /// the previews its commands were confirmed on).
+    pub fn any_previews(&self) -> bool {
+        self.registry.current().commands().iter().any(|spec| self.previews(spec))
+    }
+
     /// Whether a command of `spec` waits for its executor's preview before the prompt: always when
     /// the registry requires one (an executor without a preview phase then refuses it), and
     /// when it allows one and the executor has a preview phase.
