@@ -36,7 +36,7 @@ pub const STALE_PREVIEW: &str = "stale_preview";
 
 /// What a command would do, as its executor previewed it: one line the prompt shows, and named
 /// values a template may show apart (`total`, `refunded`, `left`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Preview {
     pub summary: String,
@@ -72,7 +72,7 @@ impl Preview {
 }
 
 /// A preview and its digest, as a confirmation is bound to it and an execution carries it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct BoundPreview {
     pub digest: String,
     #[serde(flatten)]

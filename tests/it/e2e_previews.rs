@@ -229,6 +229,15 @@ async fn the_prompt_shows_the_preview_on_whatsapp_and_slack_and_the_execution_ca
     assert_eq!(body["preview"]["digest"], expected.as_str(), "the execution carries what was confirmed");
     assert_eq!(body["preview"]["summary"], summary);
     assert_eq!(headers["x-chatgate-preview-digest"].to_str().ok(), Some(expected.as_str()));
+    // Operators see what it was confirmed on: the API's view of the command.
+    let token = crate::e2e_security::token_as(&db.config, crate::helpers::ADMIN, "commands:read");
+    let view = slack.app.client.get(slack.app.url(&format!("/v1/commands/{id}"))).bearer_auth(token).send().await;
+    let view: Value = view.expect("the command").json().await.expect("json");
+    assert_eq!(
+        (&view["preview"]["summary"], &view["preview"]["digest"]),
+        (&json!(summary), &json!(expected)),
+        "{view}"
+    );
 
     // On Slack: the same refund's preview, now with what the first one left, in the thread.
     let thread = "1764150000.000300";

@@ -61,6 +61,10 @@ pub struct CommandStatus {
     /// it (the single command's view only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approval: Option<ApprovalView>,
+    /// What its executor said it would do, as its person confirmed it, with the digest the
+    /// execution carries (the single command's view only, for a command that had a preview).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preview: Option<crate::domain::preview::BoundPreview>,
 }
 
 /// The canonical command envelope (DESIGN §4), the actor and conversation masked.
@@ -221,6 +225,7 @@ pub async fn status(
         transitions: None,
         recovery_commands: None,
         approval: None,
+        preview: None,
     };
     if full {
         let deliveries: Vec<DeliveryView> =
@@ -234,6 +239,7 @@ pub async fn status(
         status.transitions = Some(transitions.into_iter().map(TransitionView::from).collect());
         status.recovery_commands = Some(store.commands().recoveries_of(id).await?);
         status.approval = crate::service::approvals::view::of_command(engine, &command.envelope.tenant_id, id).await?;
+        status.preview = store.previews_of(&[id]).await?.remove(&id);
     }
     Ok(status)
 }
