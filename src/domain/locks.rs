@@ -10,10 +10,12 @@ named_enum! {
     /// What another mutation of a held resource gets (the registry's `lock`): `none`, nothing is
     /// locked and mutations of one resource may run side by side; `refuse`, refused at once and
     /// told which request holds it — a person in a chat hears now, instead of waiting behind
-    /// someone else's confirmation.
+    /// someone else's confirmation; `wait`, admitted and told it waits its turn, then asked to
+    /// confirm once the holder has ended (or refused when its TTL runs out first).
     LockRule {
         Off => "none",
         Refuse => "refuse",
+        Wait => "wait",
     }
 }
 
@@ -25,7 +27,7 @@ impl Resource {
     /// The resource a command of `kind` with `intent` holds under `rule`: none where the registry
     /// locks nothing, else [`Resource::changed_by`].
     pub fn held_by(rule: LockRule, kind: CommandKind, intent: &Intent) -> Option<Self> {
-        (rule == LockRule::Refuse).then(|| Self::changed_by(kind, intent)).flatten()
+        (rule != LockRule::Off).then(|| Self::changed_by(kind, intent)).flatten()
     }
 
     /// What a command of `kind` with `intent` changes: none for a read or a command without a

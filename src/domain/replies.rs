@@ -40,6 +40,8 @@ pub enum Reply {
     Suggestion(Suggestion),
     /// A mutation asks its person to confirm (`confirmation_prompt`, with yes and no buttons).
     ConfirmationPrompt(Prompt),
+    /// A mutation waits its turn for what another request is changing (`waiting_turn`).
+    WaitingTurn(WaitingTurn),
 }
 
 impl Reply {
@@ -59,6 +61,7 @@ impl Reply {
             Reply::Help(_) => "help",
             Reply::Suggestion(_) => "suggestion",
             Reply::ConfirmationPrompt(_) => "confirmation_prompt",
+            Reply::WaitingTurn(_) => "waiting_turn",
         }
     }
 
@@ -279,6 +282,17 @@ pub struct Suggestion {
     pub usage: String,
     /// The whole command meant, when the message held it all; null without.
     pub suggestion: Option<String>,
+}
+
+/// A request that waits its turn: which request holds what it would change (by reference only).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WaitingTurn {
+    /// How the request reads ("refund 25 on order 1234").
+    pub what: String,
+    /// The holding request's reference (`R7K2QX`), never whose it is.
+    pub holder: String,
+    pub entity: String,
+    pub target: String,
 }
 
 /// A confirmation prompt: the command as it reads, and the confirmation's code and time.

@@ -28,6 +28,7 @@ pub mod security;
 pub mod services;
 pub mod settings;
 pub mod telemetry;
+pub mod waiting;
 
 pub use services::Services;
 pub use settings::Settings;

@@ -106,7 +106,8 @@ pub async fn settle(
         let rule = spec.map_or(PreviewRule::Required, |spec| spec.preview);
         let planned = match (next(rule, outcome), spec, &command.reply_to) {
             (Next::Prompt(preview), Some(spec), Some(reply_to)) => {
-                prompt(engine, (spec, reply_to), command, preview, &mut step, now)
+                let shown = preview.map_or(Shown::Missing, Shown::Preview);
+                prompt(engine, (spec, reply_to), command, shown, &mut step, now)
             }
             (Next::Stop { step: stopped, code, message }, _, _) => stop(engine, command, stopped, code, message, now),
             // No registry entry or no one to ask any more: nobody confirms it.
@@ -123,16 +124,29 @@ pub async fn settle(
     Ok(())
 }
 
+/// What a prompt shows of a preview: the executor's, a note that none came, or nothing (none was
+/// asked for: a command whose turn came after a lock).
+pub(crate) enum Shown {
+    Preview(BoundPreview),
+    Missing,
+    NotAsked,
+}
+
 /// The prompt on `preview` (or without one): the confirmation and its preview go in `step`.
-fn prompt(
+pub(crate) fn prompt(
     engine: &Engine,
     (spec, reply_to): (&Spec, &ReplyTo),
     command: &StoredCommand,
-    preview: Option<BoundPreview>,
+    shown: Shown,
     step: &mut StepWrite,
     now: OffsetDateTime,
 ) -> Result<Vec<TransitionWrite>, InvalidTransition> {
     let envelope = &command.envelope;
+    let (preview, step_of) = match shown {
+        Shown::Preview(bound) => (Some(bound), Some(PreviewStep::Shown)),
+        Shown::Missing => (None, Some(PreviewStep::Missing)),
+        Shown::NotAsked => (None, None),
+    };
     let asked = PromptFor {
         command: spec.name.clone(),
         what: reply_to.what.clone().unwrap_or_else(|| spec.reads(&envelope.args)),
@@ -140,14 +154,14 @@ fn prompt(
         args: serde_json::to_value(&envelope.args).unwrap_or_default(),
         step_up: spec.step_up,
         preview: preview.as_ref().map(|bound| bound.preview.clone()),
-        preview_missing: preview.is_none(),
+        preview_missing: step_of == Some(PreviewStep::Missing),
     };
     let confirmation = confirm::prompt(reply_to, asked, spec.confirmation_ttl, now);
     let decision = Decision::ConfirmationRequested {
         confirmation: ConfirmationStep::Requested,
         code: confirmation.code.clone(),
         expires_at: confirmation.expires_at.unix_timestamp(),
-        preview: Some(if preview.is_some() { PreviewStep::Shown } else { PreviewStep::Missing }),
+        preview: step_of,
         preview_digest: preview.as_ref().map(|bound| bound.digest.clone()),
     };
     let outbox = vec![confirm::prompt_message(reply_to, &confirmation)];

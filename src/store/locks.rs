@@ -72,18 +72,38 @@ impl TransitionWrite {
     }
 }
 
-/// Releases whatever the commands that just ended held.
+/// The outbox kind of a command waiting its turn for a resource (`lock = "wait"`); its
+/// destination is the resource, and a release makes it due at once.
+pub const LOCK_WAIT_KIND: &str = "lock_wait";
+
+/// Releases whatever the commands that just ended held, and wakes the commands waiting for it.
 pub(crate) async fn release_locks(conn: &mut AnyConnection, ended: &[Uuid]) -> Result<(), StoreError> {
     if ended.is_empty() {
         return Ok(());
     }
     let marks = placeholder_list(0, ended.len(), Marks::for_connection(conn));
-    let sql = format!("DELETE FROM resource_locks WHERE command_id IN {marks}");
+    let sql = format!("DELETE FROM resource_locks WHERE command_id IN {marks} RETURNING tenant_id, resource");
     let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
     for id in ended {
         query = query.bind(id.to_string());
     }
-    query.execute(&mut *conn).await?;
+    for released in query.fetch_all(&mut *conn).await? {
+        wake_waiters(conn, &text(&released, "tenant_id")?, &text(&released, "resource")?).await?;
+    }
+    Ok(())
+}
+
+/// Makes the commands waiting for `resource` due now: the oldest takes it.
+async fn wake_waiters(conn: &mut AnyConnection, tenant: &str, resource: &str) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE outbox SET next_attempt_at = 0 WHERE kind = $1 AND status = 'pending' AND tenant_id = $2 \
+         AND destination = $3",
+    )
+    .bind(LOCK_WAIT_KIND)
+    .bind(tenant)
+    .bind(resource)
+    .execute(&mut *conn)
+    .await?;
     Ok(())
 }
 
@@ -142,6 +162,7 @@ impl Locks<'_> {
             tx.rollback().await?;
             return Ok(None);
         }
+        wake_waiters(&mut tx, tenant.as_str(), held.resource.as_str()).await?;
         let ids = append_all(&mut tx, tenant.as_str(), std::slice::from_ref(evidence), at).await?;
         tx.commit().await?;
         Ok(ids.first().copied())

@@ -79,7 +79,7 @@ pub use evidence::{AuditReport, ChainReport, StoredArtifact};
 pub use inbound::{InboundOutcome, NewInbound};
 pub use inbox::{Adopted, Entered, InboxEntry, Lease, NewInboxEntry, ParkedSender, Released};
 pub use inbox_db::inbox_url;
-pub use locks::HeldLock;
+pub use locks::{HeldLock, LOCK_WAIT_KIND};
 pub use outbound::{OutboundRecord, Recorded};
 pub use outbox::{ClaimedMessage, DISPATCH_KIND, MESSAGE_KIND, NOTICE_KIND, NewOutboxMessage, OutboxSettle, ReplyTo};
 pub use previews::PromptWrite;

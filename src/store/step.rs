@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use crate::domain::command::TenantId;
 use crate::domain::evidence::EvidenceDraft;
+use crate::domain::locks::Resource;
 use crate::store::StoreError;
 use crate::store::approvals::{ApprovalWrite, write_approval};
 use crate::store::commands::{CommittedTransition, TransitionWrite, apply_transition};
@@ -17,6 +18,7 @@ use crate::store::deliveries::{DeliveryChange, apply_delivery};
 use crate::store::evidence::append_all;
 use crate::store::figures::Moves;
 use crate::store::inbound::{InboundOutcome, NewInbound, insert_inbound, link_inbound};
+use crate::store::locks::take_lock;
 use crate::store::outbox::{NewOutboxMessage, OutboxSettle, insert_outboxes, settle_outbox};
 use crate::store::previews::{PromptWrite, write_prompt};
 use crate::store::tokens::{ConsumedToken, consume_token};
@@ -50,6 +52,9 @@ pub struct StepWrite {
     pub outbox_row: Option<OutboxSettle>,
     /// A confirmation the step opens for `command_id`, with the preview its prompt shows.
     pub prompt: Option<PromptWrite>,
+    /// A resource `command_id` takes now (its turn came): the step fails as `Locked` if another
+    /// command holds it.
+    pub take_lock: Option<Resource>,
     pub at: OffsetDateTime,
 }
 
@@ -69,6 +74,7 @@ impl StepWrite {
             delivery: None,
             outbox_row: None,
             prompt: None,
+            take_lock: None,
             at,
         }
     }
@@ -89,10 +95,15 @@ pub enum StepOutcome {
     Stale,
     /// The single-use token was used before: nothing was written.
     TokenUsed,
+    /// The resource the step would take is held by `holder`: nothing was written.
+    Locked {
+        holder: Uuid,
+    },
 }
 
 /// What a step settles before its moves — the confirmation it answers, the token it uses up, the
-/// approval it opens or settles — each a compare-and-set; the outcome when one was taken already.
+/// approval it opens or settles, the resource it takes — each a compare-and-set; the outcome when
+/// one was taken already.
 async fn settle_first(tx: &mut Tx, step: &StepWrite) -> Result<Option<StepOutcome>, StoreError> {
     if let Some(settle) = &step.settle
         && !settle_confirmation(tx, settle, step.at).await?
@@ -108,6 +119,11 @@ async fn settle_first(tx: &mut Tx, step: &StepWrite) -> Result<Option<StepOutcom
         && !write_approval(tx, (&step.tenant_id, step.command_id), approval, step.at).await?
     {
         return Ok(Some(StepOutcome::Stale));
+    }
+    if let (Some(resource), Some(command_id)) = (&step.take_lock, step.command_id)
+        && let Some(holder) = take_lock(tx, step.tenant_id.as_str(), resource, command_id, step.at).await?
+    {
+        return Ok(Some(StepOutcome::Locked { holder }));
     }
     Ok(None)
 }

@@ -183,7 +183,8 @@ fn batchable(steps: &[&StepWrite]) -> bool {
             && step.settle.is_none()
             && step.consume.is_none()
             && step.approval.is_none()
-            && step.prompt.is_none();
+            && step.prompt.is_none()
+            && step.take_lock.is_none();
         // A delivery that stops waiting closes its approval: written alone (`store::step`).
         let delivery = step.delivery.as_ref().is_none_or(|d| !d.stops_waiting() && deliveries.insert(d.delivery_id));
         let row = step.outbox_row.as_ref().is_none_or(|r| rows.insert(settled_id(r)));

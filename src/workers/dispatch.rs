@@ -5,12 +5,18 @@ use std::time::Duration;
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
+use crate::domain::command::TenantId;
 use crate::executors::acks;
 use crate::executors::dispatcher::Dispatcher;
+use crate::service::dispatch::handover::OutboxSettle;
 use crate::service::dispatch::{CANCEL_NOTICE_KIND, DISPATCH_KIND, PREVIEW_KIND};
 use crate::service::engine::Engine;
+use crate::service::security::Policy;
+use crate::service::waiting::{self, LOCK_WAIT_KIND};
 
 const TIMERS_PER_SWEEP: i64 = 100;
+/// How long a claimed lock wait is held: one step's time, with room.
+const TURN_LEASE: Duration = Duration::from_secs(30);
 
 pub(super) async fn run(dispatcher: Dispatcher, every: Duration, stopping: CancellationToken) {
     let draining = stopping.clone();
@@ -51,6 +57,42 @@ pub(super) async fn previews(dispatcher: Dispatcher, every: Duration, stopping: 
     crate::workers::woken_or_periodically(every, stopping, wakes, || async {
         if let Err(error) = dispatcher.preview_due(OffsetDateTime::now_utc()).await {
             tracing::warn!(%error, "preview requests cannot reach the database");
+        }
+    })
+    .await;
+}
+
+/// Commands waiting their turn for a lock (`lock = "wait"`): each due row (a release made it due,
+/// or its own poll) gives its command the resource if it is free, oldest first.
+pub(super) async fn lock_turns(engine: Engine, policy: Policy, every: Duration, stopping: CancellationToken) {
+    let wakes = vec![engine.database().handover().signal(LOCK_WAIT_KIND)];
+    crate::workers::woken_or_periodically(every, stopping, wakes, || async {
+        let now = OffsetDateTime::now_utc();
+        let handover = engine.database().handover();
+        let claimed = match handover.claim(LOCK_WAIT_KIND, TIMERS_PER_SWEEP, TURN_LEASE, now).await {
+            Ok(claimed) => claimed,
+            Err(error) => return tracing::warn!(%error, "lock waits cannot reach the database"),
+        };
+        for row in claimed {
+            let command = match (row.command_id, TenantId::parse(&row.tenant_id)) {
+                (Some(id), Ok(tenant)) => engine.reads().command(&tenant, id).await,
+                _ => Ok(None),
+            };
+            let turn = match command {
+                Ok(Some(command)) => {
+                    waiting::take_turn((&engine, &policy), &command, (row.id, &row.destination), now).await
+                }
+                Ok(None) => handover
+                    .settle(&OutboxSettle::Done(row.id), now)
+                    .await
+                    .map(|()| waiting::Turn::Settled)
+                    .map_err(Into::into),
+                Err(error) => Err(error.into()),
+            };
+            match turn {
+                Ok(turn) => tracing::debug!(id = %row.id, ?turn, "a lock wait"),
+                Err(error) => tracing::warn!(%error, id = %row.id, "a lock wait not recorded; it comes back"),
+            }
         }
     })
     .await;

@@ -81,6 +81,7 @@ pub fn spawn(state: &Services, stopping: CancellationToken, on: &tokio::runtime:
         Err(error) => tracing::error!(%error, "cannot build the executors: commands stay queued for dispatch"),
     }
     tracker.spawn(dispatch::timers(state.engine.clone(), sweep, stopping.clone()));
+    tracker.spawn(dispatch::lock_turns(state.engine.clone(), state.policy.clone(), poll, stopping.clone()));
     tracker.spawn(identity::run(state.clone(), poll, stopping.clone()));
     match outbound_sender(state) {
         Ok(Some(sender)) => {

@@ -33,6 +33,7 @@ mod e2e_health;
 mod e2e_hook_callers;
 mod e2e_hooks;
 mod e2e_line;
+mod e2e_lock_turns;
 mod e2e_locks;
 mod e2e_messenger;
 mod e2e_nats;

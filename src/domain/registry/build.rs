@@ -229,6 +229,12 @@ fn check_gates(raw: &RawCommand, class: IdempotencyClass, confirmation: bool, pr
     {
         problem(lock.span().start, format!("lock = \"{}\" needs kind = \"mutation\" and a target", lock.get_ref()));
     }
+    // A command that waits its turn is asked to confirm when it comes: its first move then.
+    if let Some(lock) = raw.lock.as_ref().filter(|rule| *rule.get_ref() == LockRule::Wait)
+        && !confirmation
+    {
+        problem(lock.span().start, "lock = \"wait\" needs confirmation = true".into());
+    }
     // A preview is shown in the confirmation prompt: a command asked no confirmation has none.
     if let Some(preview) = raw.preview.as_ref().filter(|rule| *rule.get_ref() != PreviewRule::Off)
         && (!mutation || !confirmation)

@@ -96,7 +96,8 @@ pub async fn handle(
                 return Ok(outcome);
             }
             StepOutcome::Redelivered { .. } => return Ok(AnswerOutcome::Redelivered),
-            StepOutcome::Stale | StepOutcome::TokenUsed => continue,
+            // These steps take no resource: `Locked` cannot come back.
+            StepOutcome::Stale | StepOutcome::TokenUsed | StepOutcome::Locked { .. } => continue,
         }
     }
     Err(EngineError::Store(crate::store::StoreError::Unavailable(

@@ -11,7 +11,9 @@ use crate::domain::evidence::decision::Decision;
 use crate::domain::lifecycle::Event;
 use crate::domain::locks::Resource;
 use crate::domain::replies::OutcomeDetail;
+use crate::domain::replies::{Reply, WaitingTurn};
 use crate::service::engine::Admission;
+use crate::store::{LOCK_WAIT_KIND, NewOutboxMessage};
 
 /// The reason code of a mutation refused because what it changes is held.
 pub const RESOURCE_LOCKED: &str = "resource_locked";
@@ -37,6 +39,50 @@ pub(super) fn refused<'a>(
         confirmation: None,
         reply_detail: Some(OutcomeDetail::Error(error)),
         lock: None,
+        ..admission
+    };
+    (request, admission)
+}
+
+/// How long a command waiting its turn sleeps before it looks again by itself: a release wakes it
+/// at once, this is for a release it raced with.
+pub const WAIT_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// `admission` waits its turn because `holder` holds `resource` (`lock = "wait"`): admitted to
+/// `canonicalized` without its prompt, told which request holds it (by reference), with a row
+/// that takes the resource once it is free and asks for the confirmation then
+/// (`service::waiting`). It keeps its key: the same request again is a duplicate in progress.
+pub(super) fn waiting<'a>(
+    request: CommandRequest,
+    admission: Admission<'a>,
+    resource: &Resource,
+    holder: Uuid,
+) -> (CommandRequest, Admission<'a>) {
+    let turn = NewOutboxMessage {
+        kind: LOCK_WAIT_KIND.into(),
+        destination: resource.to_string(),
+        payload: json!({}),
+        hold: Some(WAIT_POLL),
+    };
+    let told = admission.reply_to.as_ref().map(|reply_to| {
+        let what = reply_to.what.clone().unwrap_or_else(|| request.intent.action.clone());
+        let (entity, target) = (resource.entity().to_owned(), resource.target().to_owned());
+        reply_to.message(&Reply::WaitingTurn(WaitingTurn {
+            what,
+            holder: ShortRef::of(holder).to_string(),
+            entity,
+            target,
+        }))
+    });
+    let admission = Admission {
+        then: &[],
+        decision: None,
+        reason_code: None,
+        outbox: std::iter::once(turn).chain(told).collect(),
+        confirmation: None,
+        reply_detail: None,
+        lock: None,
+        lock_waits: false,
         ..admission
     };
     (request, admission)

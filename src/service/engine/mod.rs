@@ -5,6 +5,7 @@
 
 mod evidence;
 mod locks;
+pub use locks::WAIT_POLL;
 use locks::may_hold_lock;
 
 use serde_json::Value;
@@ -71,8 +72,9 @@ pub struct Admission<'a> {
     /// How the message was read as this command, recorded with its canonicalization.
     pub reading: Option<Reading>,
     /// What the command changes (`Resource::held_by`): held until it ends, and a command that
-    /// finds it held by another is refused, told which.
+    /// finds it held by another is refused, told which — or, with `lock_waits`, waits its turn.
     pub lock: Option<Resource>,
+    pub lock_waits: bool,
 }
 
 /// What a move carries besides its event.
@@ -168,8 +170,12 @@ impl Engine {
         let envelope = write.envelope.clone();
         match (self.store().commands().admit(write).await?, again) {
             (Admitted::Locked { holder }, Some((request, admission, resource))) => {
-                metrics::counter!("chatgate_lock_refusals_total").increment(1);
-                let (request, admission) = locks::refused(request, admission, &resource, holder);
+                let (request, admission) = if admission.lock_waits {
+                    locks::waiting(request, admission, &resource, holder)
+                } else {
+                    metrics::counter!("chatgate_lock_refusals_total").increment(1);
+                    locks::refused(request, admission, &resource, holder)
+                };
                 let write = self.plan(request, admission, now)?;
                 let envelope = write.envelope.clone();
                 Ok((envelope, self.store().commands().admit(write).await?))

@@ -352,6 +352,7 @@ impl Ingress {
             reply_detail: first.reply_detail,
             reading: Some(reading),
             lock,
+            lock_waits: spec.lock == crate::domain::locks::LockRule::Wait,
         };
         let (_, admitted) = self.engine.accept_with(request, admission, now).await?;
         Ok(Handled::admitted(admitted))

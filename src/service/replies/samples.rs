@@ -9,7 +9,7 @@ use uuid::Uuid;
 use crate::domain::lifecycle::State;
 use crate::domain::replies::{
     ApprovalAnswer, ApprovalOutcome, ApprovalRequest, ApprovalRequired, Confirmed, Expired, Help, Outcome, Progress,
-    Prompt, Rejection, RejectionReason, Reply, StepUpRequired, Suggestion,
+    Prompt, Rejection, RejectionReason, Reply, StepUpRequired, Suggestion, WaitingTurn,
 };
 
 const REF: &str = "R7K2QX";
@@ -46,6 +46,12 @@ fn preview() -> crate::domain::preview::Preview {
 pub fn samples() -> Vec<Reply> {
     let mut samples = vec![
         Reply::ConfirmationPrompt(prompt(None, false)),
+        Reply::WaitingTurn(WaitingTurn {
+            what: "refund 30 on order 1234".into(),
+            holder: REF.into(),
+            entity: "order".into(),
+            target: "1234".into(),
+        }),
         Reply::ConfirmationPrompt(prompt(Some(preview()), false)),
         Reply::ConfirmationPrompt(prompt(None, true)),
         Reply::Confirmed(Confirmed {

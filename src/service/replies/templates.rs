@@ -41,6 +41,7 @@ pub const REQUIRED: &[&str] = &[
     "button_no",
     "suggestion",
     "button_accept",
+    "waiting_turn",
     // The built-in chat commands' replies (the registry's `reply`).
     "requests",
     "request_status",
@@ -102,6 +103,7 @@ const SHIPPED: &[(&str, &str)] = &[
     ("whatsapp/en/requests", include_str!("../../../templates/whatsapp/en/requests.txt")),
     ("whatsapp/en/request_status", include_str!("../../../templates/whatsapp/en/request_status.txt")),
     ("whatsapp/en/why", include_str!("../../../templates/whatsapp/en/why.txt")),
+    ("whatsapp/en/waiting_turn", include_str!("../../../templates/whatsapp/en/waiting_turn.txt")),
     ("whatsapp/en/trace", include_str!("../../../templates/whatsapp/en/trace.txt")),
     ("whatsapp/en/evidence", include_str!("../../../templates/whatsapp/en/evidence.txt")),
     ("whatsapp/en/agents", include_str!("../../../templates/whatsapp/en/agents.txt")),
@@ -110,6 +112,7 @@ const SHIPPED: &[(&str, &str)] = &[
     ("whatsapp/pt/requests", include_str!("../../../templates/whatsapp/pt/requests.txt")),
     ("whatsapp/pt/request_status", include_str!("../../../templates/whatsapp/pt/request_status.txt")),
     ("whatsapp/pt/why", include_str!("../../../templates/whatsapp/pt/why.txt")),
+    ("whatsapp/pt/waiting_turn", include_str!("../../../templates/whatsapp/pt/waiting_turn.txt")),
     ("whatsapp/pt/trace", include_str!("../../../templates/whatsapp/pt/trace.txt")),
     ("whatsapp/pt/evidence", include_str!("../../../templates/whatsapp/pt/evidence.txt")),
     ("whatsapp/pt/agents", include_str!("../../../templates/whatsapp/pt/agents.txt")),

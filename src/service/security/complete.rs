@@ -93,7 +93,7 @@ pub async fn complete_step_up(
         }
         StepOutcome::TokenUsed => Err(StepUpFailure::Used),
         // Moved meanwhile (another proof won, or an operator canceled it).
-        StepOutcome::Stale | StepOutcome::Redelivered { .. } => {
+        StepOutcome::Stale | StepOutcome::Redelivered { .. } | StepOutcome::Locked { .. } => {
             let now_state = engine.command(tenant, command_id).await?.lifecycle.state;
             Err(StepUpFailure::NotAwaiting(now_state))
         }
