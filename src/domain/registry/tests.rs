@@ -139,6 +139,13 @@ fn structural_mistakes_are_refused() {
     assert!(refused.contains(":7: command `x`: lock = \"refuse\" needs kind = \"mutation\" and a target"), "{refused}");
     let unknown_rule = x("kind = \"mutation\"\ntarget = \"b\"\nexecutor = \"orders\"\nlock = \"later\"\n");
     assert!(parse(&unknown_rule).expect_err("an unknown rule").to_string().contains("later"));
+    let wait_unconfirmed =
+        x("kind = \"mutation\"\ntarget = \"b\"\nconfirmation = false\nexecutor = \"orders\"\nlock = \"wait\"\n");
+    let refused = parse(&wait_unconfirmed).expect_err("a waiter is asked when its turn comes").to_string();
+    assert!(refused.contains("lock = \"wait\" needs confirmation = true"), "{refused}");
+    let preview_read = x("kind = \"read\"\nexecutor = \"orders\"\npreview = \"optional\"\n");
+    let refused = parse(&preview_read).expect_err("a read has no prompt to show a preview in").to_string();
+    assert!(refused.contains("preview = \"optional\" needs kind = \"mutation\" and confirmation"), "{refused}");
     let bad_comp = x("kind = \"mutation\"\nexecutor = \"orders\"\ncompensation = \"y\"\n");
     assert!(parse(&bad_comp).expect_err("compensation").to_string().contains("compensation `y` is not a command"));
     let err = parse("[commands\n").expect_err("syntax");
