@@ -37,6 +37,7 @@ mod e2e_lock_turns;
 mod e2e_locks;
 mod e2e_messenger;
 mod e2e_nats;
+mod e2e_noise;
 mod e2e_ooc;
 mod e2e_openclaw_hooks;
 mod e2e_operator;
