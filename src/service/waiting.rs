@@ -59,7 +59,7 @@ pub async fn take_turn(
     };
     if e.expires_at.is_some_and(|at| at <= now) {
         step.moves = expired(engine, command, &resource, now).map_err(EngineError::InvalidPlan)?;
-        engine.database().handover().commit_step(&step).await?;
+        handover.commit_step(&step).await?;
         return Ok(Turn::Expired);
     }
     step.take_lock = Some(resource);

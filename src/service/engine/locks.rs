@@ -35,13 +35,27 @@ pub(super) fn refused<'a>(
         then: &[Event::SubmitForAuthorization, Event::Deny],
         decision: Some(Decision::Locked { resource: resource.to_string(), holder, holder_ref }.into()),
         reason_code: Some(RESOURCE_LOCKED.to_owned()),
-        outbox: vec![],
-        confirmation: None,
         reply_detail: Some(OutcomeDetail::Error(error)),
-        lock: None,
-        ..admission
+        ..without_first_moves(admission)
     };
     (request, admission)
+}
+
+/// `admission` without the first moves it was planned with — their moves, decision, prompt,
+/// replies and lock —, which a command that finds what it changes held makes no more: the carrying
+/// message, where to answer and how it was read stay.
+fn without_first_moves(admission: Admission<'_>) -> Admission<'_> {
+    Admission {
+        then: &[],
+        decision: None,
+        reason_code: None,
+        outbox: vec![],
+        confirmation: None,
+        reply_detail: None,
+        lock: None,
+        lock_waits: false,
+        ..admission
+    }
 }
 
 /// How long a command waiting its turn sleeps before it looks again by itself: a release wakes it
@@ -74,17 +88,7 @@ pub(super) fn waiting<'a>(
             target,
         }))
     });
-    let admission = Admission {
-        then: &[],
-        decision: None,
-        reason_code: None,
-        outbox: std::iter::once(turn).chain(told).collect(),
-        confirmation: None,
-        reply_detail: None,
-        lock: None,
-        lock_waits: false,
-        ..admission
-    };
+    let admission = Admission { outbox: std::iter::once(turn).chain(told).collect(), ..without_first_moves(admission) };
     (request, admission)
 }
 
