@@ -75,6 +75,12 @@ pub(super) struct RawCommand {
     /// Edits allowed in the command's words, all together (`refnd` for `refund`): default 1,
     /// 0 for none; values are never read with a typo.
     typos: Option<usize>,
+    /// The question for each value asked for in turns, by placeholder (`asks.order_id = "Which order?"`).
+    #[serde(default)]
+    asks: BTreeMap<String, Spanned<String>>,
+    /// The questions in other locales (`asks_in.pt.order_id = "Qual encomenda?"`).
+    #[serde(default)]
+    asks_in: BTreeMap<String, BTreeMap<String, Spanned<String>>>,
 }
 
 /// Edits in a command's words read as a typo when the registry does not say.
@@ -98,6 +104,7 @@ pub(super) fn build(
     check(raw, executors, (idempotency_class, confirmation), (&patterns, &reply_ids), &mut problem);
     let (reads_as, reads_as_in) = readings(raw, &patterns, &reply_ids, name, &mut problem);
     let values = value_rules(raw, &patterns, &mut problem);
+    let (asks, asks_in) = questions(raw, &patterns, &mut problem);
     let approvals = approvals::read::rules(&raw.approvals, (raw.kind, &|n| captures(&patterns, n)), &mut problem);
     if !problems.is_empty() {
         return Err(problems);
@@ -131,7 +138,36 @@ pub(super) fn build(
         approvals,
         lock: raw.lock.as_ref().map_or(LockRule::Off, |rule| *rule.get_ref()),
         preview: raw.preview.as_ref().map_or(PreviewRule::Off, |rule| *rule.get_ref()),
+        asks,
+        asks_in,
     })
+}
+
+type Questions = BTreeMap<String, String>;
+
+/// The questions for values asked in turns, each naming a placeholder the patterns capture.
+fn questions(
+    raw: &RawCommand,
+    patterns: &[Pattern],
+    problem: &mut impl FnMut(usize, String),
+) -> (Questions, BTreeMap<String, Questions>) {
+    let mut checked = |field: &str, asks: &BTreeMap<String, Spanned<String>>| -> Questions {
+        let mut questions = Questions::new();
+        for (name, question) in asks {
+            if !captures(patterns, name) {
+                problem(question.span().start, format!("{field}.{name}: no pattern captures `{name}`"));
+            } else if question.get_ref().trim().is_empty() {
+                problem(question.span().start, format!("{field}.{name}: the question is empty"));
+            } else {
+                questions.insert(name.clone(), question.get_ref().trim().to_owned());
+            }
+        }
+        questions
+    };
+    let asks = checked("asks", &raw.asks);
+    let asks_in =
+        raw.asks_in.iter().map(|(locale, asks)| (locale.to_lowercase(), checked(&format!("asks_in.{locale}"), asks)));
+    (asks, asks_in.collect())
 }
 
 /// The command's durations — its dedupe window, confirmation TTL, timeout and TTL — each its

@@ -107,7 +107,7 @@ impl Registry {
             // 2.5 to a Portuguese shop.
             let how = match pass.rule {
                 ReadingRule::ReplyId | ReadingRule::Accepted => HowRead::EXACT,
-                ReadingRule::Exact | ReadingRule::Normalized => HowRead { numbers: Some(&style), ..HowRead::EXACT },
+                ReadingRule::Exact | ReadingRule::Normalized | ReadingRule::Collected => HowRead { numbers: Some(&style), ..HowRead::EXACT },
                 ReadingRule::Fuzzy => HowRead {
                     numbers: Some(&style),
                     typos: spec.typos + pass.extra_typos,
@@ -162,7 +162,7 @@ fn decide<'a>(
 
 /// An amount with a currency mark must be in the tenant's currency, and no finer than its minor
 /// unit (a cent for dollars, a whole yen).
-fn money_rule(matched: &Match, audience: &Audience) -> Option<BrokenRule> {
+pub(super) fn money_rule(matched: &Match, audience: &Audience) -> Option<BrokenRule> {
     let currency = audience.currency.as_deref().and_then(Currency::by_code);
     let broken = |value: &str, rule, limit: &str| BrokenRule { value: value.to_owned(), rule, limit: limit.to_owned() };
     for (name, mark) in &matched.marks {

@@ -11,6 +11,7 @@ pub mod pattern;
 pub mod reads_as;
 mod refusals;
 mod suggest;
+mod turns;
 pub mod values;
 
 use std::collections::BTreeSet;
@@ -28,6 +29,7 @@ pub use normalize::{LanguageWords, Normalizer};
 pub use numbers::Currency;
 pub use pattern::{Part, Pattern, PatternError, PlaceholderType, canonical_decimal};
 pub use reads_as::ReadsAs;
+pub use turns::{Begun, Missing, Turn};
 pub use values::{BrokenRule, RuleKind, ValueRule};
 
 /// One validated command.
@@ -77,6 +79,10 @@ pub struct CommandSpec {
     pub lock: crate::domain::locks::LockRule,
     /// Whether its executor is asked for a preview before the confirmation, and what a failed one does.
     pub preview: crate::domain::preview::PreviewRule,
+    /// The question for each value when it is asked for in turns (`asks`), by placeholder.
+    pub asks: std::collections::BTreeMap<String, String>,
+    /// The questions in other locales (`asks_in.pt`), by lower-case locale.
+    pub asks_in: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
 }
 
 impl CommandSpec {
@@ -130,14 +136,15 @@ impl CommandSpec {
 
 crate::domain::names::named_enum! {
     /// How a text was read as its command: written exactly as a pattern, read once normalized,
-    /// read with typos in its words, an interactive reply's id, or a suggestion the person
-    /// accepted.
+    /// read with typos in its words, an interactive reply's id, a suggestion the person
+    /// accepted, or its values collected in turns (issue #48).
     ReadingRule {
         Exact => "exact",
         Normalized => "normalized",
         Fuzzy => "fuzzy",
         ReplyId => "reply_id",
         Accepted => "accepted",
+        Collected => "collected",
     }
 }
 

@@ -35,6 +35,9 @@ pub struct LanguageWords {
     /// Words between two commands in one message (`and`, `then`).
     #[serde(default)]
     pub joiners: Vec<String>,
+    /// Words that, alone, end a command being written in turns (`cancel`, `stop`).
+    #[serde(default)]
+    pub cancels: Vec<String>,
     /// The mark between whole and fraction in the locale's numbers (`,` in Portuguese); `.`
     /// when unset.
     pub decimal_mark: Option<char>,
@@ -52,6 +55,7 @@ pub struct Normalizer {
     negations: Vec<Vec<String>>,
     retractions: Vec<Vec<String>>,
     joiners: Vec<Vec<String>>,
+    cancels: Vec<Vec<String>>,
     /// How each locale writes numbers, by its name (`pt`).
     styles: BTreeMap<String, NumberStyle>,
 }
@@ -87,6 +91,7 @@ impl Normalizer {
             negations: phrases(languages.values().map(|l| &l.negations)),
             retractions: phrases(languages.values().map(|l| &l.retractions)),
             joiners: phrases(languages.values().map(|l| &l.joiners)),
+            cancels: phrases(languages.values().map(|l| &l.cancels)),
             styles: languages
                 .iter()
                 .map(|(name, l)| (name.to_lowercase(), NumberStyle::new(l.decimal_mark, l.digits.as_deref())))
@@ -157,6 +162,29 @@ impl Normalizer {
             }
         }
         halves
+    }
+
+    /// Whether `tokens` are, all of them, one of the locales' cancel words (`cancel`, `never mind`).
+    pub fn is_cancel(&self, tokens: &[String]) -> bool {
+        let lower: Vec<String> = tokens.iter().map(|t| fold(t)).collect();
+        self.cancels.iter().any(|cancel| *cancel == lower)
+    }
+
+    /// Whether `text` is courtesy and nothing else: fillers (`thanks`, `🙏`) one after another, or
+    /// symbols only (`👍`, `❤️`, `🙂🙂`) — no letter, digit or question in it.
+    pub fn only_courtesy(&self, text: &str) -> bool {
+        let words: Vec<String> = fold(text).split_whitespace().map(|w| w.trim_end_matches(TRAILING).to_owned()).collect();
+        if words.is_empty() {
+            return false;
+        }
+        let symbols = text.chars().all(|c| c.is_whitespace() || !(c.is_alphanumeric() || c.is_ascii_punctuation()));
+        symbols || self.all_fillers(&words)
+    }
+
+    /// Whether `words` are filler phrases end to end.
+    fn all_fillers(&self, words: &[String]) -> bool {
+        words.is_empty()
+            || self.fillers.iter().any(|f| words.starts_with(f) && self.all_fillers(&words[f.len()..]))
     }
 
     fn drop_number_marks(&self, tokens: &mut Vec<String>) {
