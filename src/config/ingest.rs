@@ -45,6 +45,11 @@ pub struct IngestConfig {
     /// acknowledgement runs — admission, dispatch, sending: under a burst, answering webhooks
     /// comes first and the rest takes the cores it leaves. 0: the same priority.
     pub background_nice: i32,
+    /// How long a command being written in turns ("refund", then "1234", ...) waits for the
+    /// person's next message before it ends quietly.
+    pub conversation_idle_secs: u64,
+    /// Answers in a row that are not the value asked for before a command written in turns ends.
+    pub conversation_tries: u32,
 }
 
 impl Default for IngestConfig {
@@ -59,6 +64,8 @@ impl Default for IngestConfig {
             admission_defer_ms: 1_000,
             lease_secs: 10,
             background_nice: 10,
+            conversation_idle_secs: 600,
+            conversation_tries: 3,
         }
     }
 }

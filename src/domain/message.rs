@@ -112,10 +112,16 @@ pub enum NoCommand {
     Notice,
     /// Its content could not be read: stored, not answered.
     Unreadable,
+    /// Began or carried on a command written in turns: its next value asked for.
+    AskedValue,
+    /// Ended a command written in turns without sending it (cancelled, or answers missed).
+    TurnsEnded,
+    /// Courtesy alone (a thank-you, an emoji): answered in a few words.
+    Courtesy,
 }
 
 impl NoCommand {
-    pub const ALL: [Self; 12] = [
+    pub const ALL: [Self; 15] = [
         Self::Help,
         Self::NoMatch,
         Self::Ambiguous,
@@ -128,6 +134,9 @@ impl NoCommand {
         Self::Reaction,
         Self::Notice,
         Self::Unreadable,
+        Self::AskedValue,
+        Self::TurnsEnded,
+        Self::Courtesy,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -144,6 +153,9 @@ impl NoCommand {
             Self::Reaction => "reaction",
             Self::Notice => "notice",
             Self::Unreadable => "unreadable",
+            Self::AskedValue => "asked_value",
+            Self::TurnsEnded => "turns_ended",
+            Self::Courtesy => "courtesy",
         }
     }
 }

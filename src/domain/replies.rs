@@ -42,6 +42,12 @@ pub enum Reply {
     ConfirmationPrompt(Prompt),
     /// A mutation waits its turn for what another request is changing (`waiting_turn`).
     WaitingTurn(WaitingTurn),
+    /// A command written in turns asks for its next value (`ask_value`).
+    AskValue(AskValue),
+    /// A command written in turns was given up: cancelled, or too many answers missed (`turns_ended`).
+    TurnsEnded(TurnsEnded),
+    /// A message of courtesy alone, a thank-you or an emoji (`courtesy`): a short answer, not the help.
+    Courtesy(Courtesy),
 }
 
 impl Reply {
@@ -62,6 +68,9 @@ impl Reply {
             Reply::Suggestion(_) => "suggestion",
             Reply::ConfirmationPrompt(_) => "confirmation_prompt",
             Reply::WaitingTurn(_) => "waiting_turn",
+            Reply::AskValue(_) => "ask_value",
+            Reply::TurnsEnded(_) => "turns_ended",
+            Reply::Courtesy(_) => "courtesy",
         }
     }
 
@@ -294,6 +303,46 @@ pub struct WaitingTurn {
     pub entity: String,
     pub target: String,
 }
+
+/// The next value of a command written in turns, asked for (every field present, `null` when unset).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AskValue {
+    /// The registry's name of the command.
+    pub command: String,
+    /// The value's placeholder (`order_id`).
+    pub value: String,
+    /// Its type (`id`, `money`, `int`, ...).
+    pub kind: String,
+    /// The registry's question for it (`asks`), else the template words one by its type.
+    pub question: Option<String>,
+    /// The tenant's currency, for an amount.
+    pub currency: Option<String>,
+    /// The first question of the conversation (it says how to stop).
+    pub first: bool,
+    /// Why the last answer was not taken: the rule it broke (`more_than`, ...), or `type`.
+    pub wrong: Option<String>,
+    /// The broken rule's limit.
+    pub limit: Option<String>,
+}
+
+named_enum! {
+    /// Why a command written in turns ended without being sent.
+    TurnsEndReason {
+        Cancelled => "cancelled",
+        Tries => "tries",
+    }
+}
+
+/// A command written in turns, given up; `usage` says how to send it whole.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TurnsEnded {
+    pub reason: TurnsEndReason,
+    pub usage: String,
+}
+
+/// A thank-you or an emoji, answered in a few words.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Courtesy {}
 
 /// A confirmation prompt: the command as it reads, and the confirmation's code and time.
 #[derive(Debug, Clone, PartialEq, Serialize)]

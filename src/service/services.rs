@@ -59,7 +59,8 @@ impl Services {
         let readers = (stored, Arc::new(crate::service::ooc::Precheck) as Arc<dyn crate::service::intake::Precheck>);
         let inbox = crate::service::intake::inbox::Inbox::new(store.clone(), &config.ingest);
         let templates = Live::new(templates);
-        let ingress = Ingress::new(engine.clone(), policy.clone(), readers, (inbox, templates.clone()));
+        let turns = crate::service::intake::Turns::from(&config.ingest);
+        let ingress = Ingress::new(engine.clone(), policy.clone(), readers, (inbox, templates.clone(), turns));
         let streams = EventStreams::new(store.clone(), &config.events);
         let figures = Arc::default();
         let seed = Live::new(seed);

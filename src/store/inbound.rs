@@ -12,6 +12,7 @@ use crate::domain::command::TenantId;
 use crate::domain::message::{DeliveryStatus, InboundStatus};
 use crate::store::Inbound;
 use crate::store::StoreError;
+use crate::store::conversations::{ConversationKey, ConversationMove, write_move};
 use crate::store::named::{self, Row, row};
 use crate::store::outbox::{NewOutboxMessage, insert_outbox};
 use crate::store::rows::{opt_parsed, opt_text, text, to_ms, uuid};
@@ -71,8 +72,22 @@ impl Inbound<'_> {
         message: &NewInbound,
         replies: &[NewOutboxMessage],
     ) -> Result<InboundOutcome, StoreError> {
+        self.record_turn(message, replies, None).await
+    }
+
+    /// `record`, with what the message does to its sender's conversation (issue #48), written
+    /// only the first time it is seen.
+    pub async fn record_turn(
+        self,
+        message: &NewInbound,
+        replies: &[NewOutboxMessage],
+        turn: Option<(&ConversationKey, &ConversationMove)>,
+    ) -> Result<InboundOutcome, StoreError> {
         let mut tx = self.store.begin().await?;
         let outcome = insert_inbound(&mut tx, message).await?;
+        if let (InboundOutcome::FirstSeen { .. }, Some((key, change))) = (&outcome, turn) {
+            write_move(&mut tx, key, change).await?;
+        }
         if let (InboundOutcome::FirstSeen { .. }, Some(tenant)) = (&outcome, &message.tenant_id) {
             for reply in replies {
                 let moved = insert_outbox(&mut tx, tenant.as_str(), None, reply, message.received_at).await?;

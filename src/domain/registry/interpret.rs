@@ -48,6 +48,9 @@ impl Registry {
         if read != Interpretation::NoMatch {
             return read;
         }
+        if self.normalizer.only_courtesy(text) {
+            return Interpretation::Courtesy;
+        }
         if let Some(refusal) = self.refusal(&normalized, audience) {
             return refusal;
         }
@@ -107,7 +110,9 @@ impl Registry {
             // 2.5 to a Portuguese shop.
             let how = match pass.rule {
                 ReadingRule::ReplyId | ReadingRule::Accepted => HowRead::EXACT,
-                ReadingRule::Exact | ReadingRule::Normalized | ReadingRule::Collected => HowRead { numbers: Some(&style), ..HowRead::EXACT },
+                ReadingRule::Exact | ReadingRule::Normalized | ReadingRule::Collected => {
+                    HowRead { numbers: Some(&style), ..HowRead::EXACT }
+                }
                 ReadingRule::Fuzzy => HowRead {
                     numbers: Some(&style),
                     typos: spec.typos + pass.extra_typos,

@@ -209,6 +209,8 @@ pub enum Interpretation<'a> {
     },
     /// Asks for help explicitly.
     Help,
+    /// Courtesy alone: a thank-you, an emoji.
+    Courtesy,
     NoMatch,
 }
 
@@ -224,6 +226,7 @@ impl Interpretation<'_> {
             Self::Negated(_) => "negated",
             Self::Several => "several",
             Self::Help => "help",
+            Self::Courtesy => "courtesy",
             Self::NoMatch => "no_match",
         }
     }

@@ -173,7 +173,8 @@ impl Normalizer {
     /// Whether `text` is courtesy and nothing else: fillers (`thanks`, `🙏`) one after another, or
     /// symbols only (`👍`, `❤️`, `🙂🙂`) — no letter, digit or question in it.
     pub fn only_courtesy(&self, text: &str) -> bool {
-        let words: Vec<String> = fold(text).split_whitespace().map(|w| w.trim_end_matches(TRAILING).to_owned()).collect();
+        let words: Vec<String> =
+            fold(text).split_whitespace().map(|w| w.trim_end_matches(TRAILING).to_owned()).collect();
         if words.is_empty() {
             return false;
         }
@@ -183,8 +184,7 @@ impl Normalizer {
 
     /// Whether `words` are filler phrases end to end.
     fn all_fillers(&self, words: &[String]) -> bool {
-        words.is_empty()
-            || self.fillers.iter().any(|f| words.starts_with(f) && self.all_fillers(&words[f.len()..]))
+        words.is_empty() || self.fillers.iter().any(|f| words.starts_with(f) && self.all_fillers(&words[f.len()..]))
     }
 
     fn drop_number_marks(&self, tokens: &mut Vec<String>) {

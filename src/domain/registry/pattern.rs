@@ -40,6 +40,18 @@ impl PlaceholderType {
         })
     }
 
+    /// Its name in a pattern (`{amount:money}`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Id => "id",
+            Self::Decimal => "decimal",
+            Self::Int => "int",
+            Self::Money => "money",
+            Self::Word => "word",
+            Self::Text => "text",
+        }
+    }
+
     /// The normalized value of one token, or `None` when the token is not of this type.
     pub fn normalize(self, token: &str) -> Option<Value> {
         match self {

@@ -68,7 +68,13 @@ impl Registry {
     }
 
     /// `pattern`'s longest leading part that `tokens` fill, when only values are left after it.
-    fn begins(&self, spec: &CommandSpec, pattern: &Pattern, tokens: &[&str], audience: &Audience) -> Option<(Begun, Missing)> {
+    fn begins(
+        &self,
+        spec: &CommandSpec,
+        pattern: &Pattern,
+        tokens: &[&str],
+        audience: &Audience,
+    ) -> Option<(Begun, Missing)> {
         let filled = tokens.len();
         if filled == 0 || filled >= pattern.parts.len() || !only_values_after(pattern, filled) {
             return None;

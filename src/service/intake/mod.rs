@@ -10,9 +10,9 @@ use time::OffsetDateTime;
 use crate::domain::command::{Args, ExternalId};
 use crate::domain::directory::{Actor, Tenant, UnknownSenderPolicy};
 use crate::domain::locks::Resource;
-use crate::domain::message::{Content, InboundMessage, InboundStatus, NoCommand, StatusUpdate};
-use crate::domain::registry::{Interpretation, Reading};
-use crate::domain::replies::{Help, Rejection, RejectionReason, Reply};
+use crate::domain::message::{InboundMessage, InboundStatus, NoCommand, StatusUpdate};
+use crate::domain::registry::Reading;
+use crate::domain::replies::{Rejection, RejectionReason, Reply};
 use crate::service::confirmations::answers::{self, Answering};
 use crate::service::confirmations::confirm::Answer;
 use crate::service::directory::Standing;
@@ -31,9 +31,11 @@ mod from_above;
 mod handled;
 mod identity;
 pub mod inbox;
+mod interpret;
 mod lookups;
 mod reprocess;
 mod throttled;
+mod turns;
 mod unadmitted;
 
 pub use crate::domain::message::MessageOutcome;
@@ -42,6 +44,7 @@ pub use arrival::{Arrival, ArrivalCounts, Wait};
 pub use from_above::{Precheck, Refused, StoredMessages};
 pub use handled::{CommandOutcome, Handled};
 pub use reprocess::Reprocessed;
+pub use turns::Turns;
 
 use approval_taps::ApprovalTap;
 pub use first_moves::reply_destination;
@@ -69,6 +72,8 @@ pub struct Ingress {
     inbox: inbox::Inbox,
     /// The reply templates, for a channel that answers in its webhook's own response (Twilio).
     templates: Live<Templates>,
+    /// How commands written in turns wait and how many missed answers they take.
+    turns: Turns,
 }
 
 impl std::fmt::Debug for Ingress {
@@ -82,9 +87,9 @@ impl Ingress {
         engine: Engine,
         policy: Policy,
         (stored, precheck): (Arc<dyn StoredMessages>, Arc<dyn Precheck>),
-        (inbox, templates): (inbox::Inbox, Live<Templates>),
+        (inbox, templates, turns): (inbox::Inbox, Live<Templates>, Turns),
     ) -> Self {
-        Self { engine, policy, stored, precheck, inbox, templates }
+        Self { engine, policy, stored, precheck, inbox, templates, turns }
     }
 
     /// The reply templates now (a reload after this does not change what the caller holds).
@@ -229,47 +234,6 @@ impl Ingress {
         };
         let replies: Vec<NewOutboxMessage> = refusal.into_iter().collect();
         self.record(message, Some(tenant), status, &replies, Handled::UnknownSender, now).await
-    }
-
-    /// A message from a known actor that is not an answer: a command, help, or nothing.
-    async fn interpret(
-        &self,
-        message: &InboundMessage,
-        tenant: &Tenant,
-        actor: &Actor,
-        reply_to: ReplyTo,
-        now: OffsetDateTime,
-    ) -> Result<Handled, EngineError> {
-        // Not a request (a reaction, a notice, an unreadable message): answering would be noise.
-        if let Some(status) = message.content.unanswered() {
-            return self.no_command(message, tenant, status, &[], now).await;
-        }
-        let registry = self.policy.registry.current();
-        let interpretation = match &message.content {
-            Content::Text(text) => match unadmitted::suggestion_chosen(self.store(), text, &reply_to).await? {
-                Some(id) => registry.interpret_reply_id(&id),
-                None => registry.interpret_text_for(text, &tenant.audience()),
-            },
-            Content::Reply { id, .. } => registry.interpret_reply_id(id),
-            other => {
-                let help = Help { commands: self.help(actor), unsupported: Some(other.kind().to_owned()) };
-                let replies = [reply_to.message(&Reply::Help(help))];
-                return self.no_command(message, tenant, NoCommand::NotACommand, &replies, now).await;
-            }
-        };
-        let label = interpretation.label();
-        metrics::counter!("chatgate_text_readings_total", "reading" => label).increment(1);
-        match interpretation {
-            Interpretation::Command { at, args, reading, .. } => {
-                let asked = Asked { spec: Spec::at(&registry, at), args, reading };
-                self.admit_as(message, tenant, actor, asked, reply_to, None, now).await
-            }
-            // Not a command: told why, or what was close, and never run.
-            other => {
-                let (status, reply) = unadmitted::answer(&other, &reply_to, || self.help(actor));
-                self.no_command(message, tenant, status, &[reply], now).await
-            }
-        }
     }
 
     fn help(&self, actor: &Actor) -> Vec<String> {

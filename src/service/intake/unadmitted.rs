@@ -7,7 +7,7 @@ use serde_json::json;
 use crate::domain::message::NoCommand;
 use crate::domain::outbound::OutboxMessage;
 use crate::domain::registry::{ACCEPT_PREFIX, Interpretation};
-use crate::domain::replies::{Help, Rejection, RejectionReason, Reply, Suggestion};
+use crate::domain::replies::{Courtesy, Help, Rejection, RejectionReason, Reply, Suggestion};
 use crate::store::{NewOutboxMessage, ReplyTo, Store, StoreError};
 
 /// Why a reading is no command, and its reply.
@@ -51,6 +51,7 @@ pub(super) fn answer(
             )
         }
         Interpretation::Help => (NoCommand::Help, help(commands())),
+        Interpretation::Courtesy => (NoCommand::Courtesy, reply_to.message(&Reply::Courtesy(Courtesy {}))),
         Interpretation::NoMatch | Interpretation::Command { .. } => (NoCommand::NoMatch, help(commands())),
     }
 }

@@ -8,8 +8,9 @@ use uuid::Uuid;
 
 use crate::domain::lifecycle::State;
 use crate::domain::replies::{
-    ApprovalAnswer, ApprovalOutcome, ApprovalRequest, ApprovalRequired, Confirmed, Expired, Help, Outcome, Progress,
-    Prompt, Rejection, RejectionReason, Reply, StepUpRequired, Suggestion, WaitingTurn,
+    ApprovalAnswer, ApprovalOutcome, ApprovalRequest, ApprovalRequired, AskValue, Confirmed, Courtesy, Expired, Help,
+    Outcome, Progress, Prompt, Rejection, RejectionReason, Reply, StepUpRequired, Suggestion, TurnsEndReason,
+    TurnsEnded, WaitingTurn,
 };
 
 const REF: &str = "R7K2QX";
@@ -40,6 +41,46 @@ fn preview() -> crate::domain::preview::Preview {
         summary: "Order 1234 — paid 80.00 on 20 Nov, already refunded 0.00; refunding 25.00 leaves 55.00".into(),
         fields: [("left".to_owned(), "55.00".to_owned())].into(),
     }
+}
+
+/// A command written in turns: each kind of value asked for, first and again after each kind
+/// of wrong answer; its end; and a thank-you answered.
+fn turns() -> Vec<Reply> {
+    let ask = |value: &str, kind: &str, question: Option<&str>, wrong: Option<(&str, &str)>| {
+        Reply::AskValue(AskValue {
+            command: "refund".into(),
+            value: value.into(),
+            kind: kind.into(),
+            question: question.map(str::to_owned),
+            currency: (kind == "money").then(|| "USD".to_owned()),
+            first: wrong.is_none(),
+            wrong: wrong.map(|(rule, _)| rule.to_owned()),
+            limit: wrong.map(|(_, limit)| limit.to_owned()),
+        })
+    };
+    let mut turns =
+        vec![ask("order_id", "id", Some("Which order? (like 1234)"), None), ask("note", "word", None, None)];
+    for (rule, limit) in [
+        ("type", ""),
+        ("more_than", "0"),
+        ("at_least", "1"),
+        ("at_most", "10000"),
+        ("decimals", "2"),
+        ("choices", "a, b"),
+    ]
+    .into_iter()
+    .chain([("currency", "USD"), ("pattern", "A-1")])
+    {
+        turns.push(ask("amount", "money", None, Some((rule, limit))));
+    }
+    for kind in ["int", "decimal", "id"] {
+        turns.push(ask("count", kind, None, Some(("type", ""))));
+    }
+    for reason in TurnsEndReason::ALL {
+        turns.push(Reply::TurnsEnded(TurnsEnded { reason: *reason, usage: USAGE.into() }));
+    }
+    turns.push(Reply::Courtesy(Courtesy {}));
+    turns
 }
 
 /// Every kind of reply, and every template a reply is rendered with, at least once.
@@ -73,6 +114,7 @@ pub fn samples() -> Vec<Reply> {
         Reply::Suggestion(Suggestion { usage: USAGE.into(), suggestion: Some("refund 1234 25".into()) }),
         Reply::Suggestion(Suggestion { usage: USAGE.into(), suggestion: None }),
     ];
+    samples.extend(turns());
     samples.extend(rejections().into_iter().map(Reply::Rejected));
     samples.extend(approvals());
     samples.extend(outcomes().into_iter().map(Reply::Outcome));

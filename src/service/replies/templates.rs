@@ -42,6 +42,9 @@ pub const REQUIRED: &[&str] = &[
     "suggestion",
     "button_accept",
     "waiting_turn",
+    "ask_value",
+    "turns_ended",
+    "courtesy",
     // The built-in chat commands' replies (the registry's `reply`).
     "requests",
     "request_status",
@@ -118,6 +121,12 @@ const SHIPPED: &[(&str, &str)] = &[
     ("whatsapp/pt/agents", include_str!("../../../templates/whatsapp/pt/agents.txt")),
     ("whatsapp/pt/recovered", include_str!("../../../templates/whatsapp/pt/recovered.txt")),
     ("whatsapp/pt/agent_changed", include_str!("../../../templates/whatsapp/pt/agent_changed.txt")),
+    ("whatsapp/en/ask_value", include_str!("../../../templates/whatsapp/en/ask_value.txt")),
+    ("whatsapp/en/turns_ended", include_str!("../../../templates/whatsapp/en/turns_ended.txt")),
+    ("whatsapp/en/courtesy", include_str!("../../../templates/whatsapp/en/courtesy.txt")),
+    ("whatsapp/pt/ask_value", include_str!("../../../templates/whatsapp/pt/ask_value.txt")),
+    ("whatsapp/pt/turns_ended", include_str!("../../../templates/whatsapp/pt/turns_ended.txt")),
+    ("whatsapp/pt/courtesy", include_str!("../../../templates/whatsapp/pt/courtesy.txt")),
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

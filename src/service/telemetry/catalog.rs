@@ -110,6 +110,8 @@ const READINGS: &[&str] = &[
     "fuzzy",
     "reply_id",
     "accepted",
+    "collected",
+    "courtesy",
     "suggested",
     "asked_back",
     "refused",

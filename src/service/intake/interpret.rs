@@ -1,0 +1,99 @@
+//! A message from a known person that is not an answer, read: as a command, as a turn of a
+//! command being written in turns (`turns`), as the beginning of one, or as nothing, answered
+//! with why (`unadmitted`).
+
+use time::OffsetDateTime;
+
+use crate::domain::directory::{Actor, Tenant};
+use crate::domain::message::{Content, InboundMessage, NoCommand};
+use crate::domain::registry::Interpretation;
+use crate::domain::replies::{Help, Reply};
+use crate::service::engine::EngineError;
+use crate::service::security::Spec;
+use crate::store::{ConversationMove, ReplyTo};
+
+use super::turns::{Taken, key_of};
+use super::{Asked, Handled, Ingress, unadmitted};
+
+impl Ingress {
+    /// A message from a known actor that is not an answer: a command, a turn, help, or nothing.
+    pub(super) async fn interpret(
+        &self,
+        message: &InboundMessage,
+        tenant: &Tenant,
+        actor: &Actor,
+        reply_to: ReplyTo,
+        now: OffsetDateTime,
+    ) -> Result<Handled, EngineError> {
+        // Not a request (a reaction, a notice, an unreadable message): answering would be noise.
+        if let Some(status) = message.content.unanswered() {
+            return self.no_command(message, tenant, status, &[], now).await;
+        }
+        let registry = self.policy.registry.current();
+        let key = key_of(message, tenant, actor);
+        let (interpretation, open) = match &message.content {
+            Content::Text(text) => match unadmitted::suggestion_chosen(self.store(), text, &reply_to).await? {
+                Some(id) => (registry.interpret_reply_id(&id), None),
+                None => match self.take_turn(text, (tenant, &key), &registry, now).await? {
+                    Taken::Read { open } => (registry.interpret_text_for(text, &tenant.audience()), open),
+                    Taken::Answered { status, reply, change } => {
+                        let replies = [reply_to.message(&reply)];
+                        return self.answer_turn((message, tenant, &key), (status, &replies), &change, now).await;
+                    }
+                    Taken::Complete { asked, turn } => {
+                        let handled = self.admit_as(message, tenant, actor, asked, reply_to, None, now).await?;
+                        self.end_turns(&key, Some(turn)).await?;
+                        return Ok(handled);
+                    }
+                },
+            },
+            Content::Reply { id, .. } => (registry.interpret_reply_id(id), None),
+            other => {
+                let help = Help { commands: self.help(actor), unsupported: Some(other.kind().to_owned()) };
+                let replies = [reply_to.message(&Reply::Help(help))];
+                return self.no_command(message, tenant, NoCommand::NotACommand, &replies, now).await;
+            }
+        };
+        let label = interpretation.label();
+        metrics::counter!("chatgate_text_readings_total", "reading" => label).increment(1);
+        match interpretation {
+            Interpretation::Command { at, args, reading, .. } => {
+                let asked = Asked { spec: Spec::at(&registry, at), args, reading };
+                let handled = self.admit_as(message, tenant, actor, asked, reply_to, None, now).await?;
+                self.end_turns(&key, open).await?;
+                Ok(handled)
+            }
+            // Not a command: the first question of one begun ("refund"), else told why, or what
+            // was close, and never run.
+            other => self.not_a_command((message, tenant, actor), &other, &reply_to, open, now).await,
+        }
+    }
+
+    /// A reading that is no command, answered: the first question of a command begun, else why.
+    async fn not_a_command(
+        &self,
+        (message, tenant, actor): (&InboundMessage, &Tenant, &Actor),
+        read: &Interpretation<'_>,
+        reply_to: &ReplyTo,
+        open: Option<i64>,
+        now: OffsetDateTime,
+    ) -> Result<Handled, EngineError> {
+        let key = key_of(message, tenant, actor);
+        let begins = match (&message.content, read, open) {
+            (Content::Text(text), Interpretation::NoMatch | Interpretation::DidYouMean { .. }, None) => {
+                self.begin_turns(text, (tenant, actor), &self.policy.registry.current(), now)
+            }
+            _ => None,
+        };
+        if let Some((reply, change)) = begins {
+            let replies = [reply_to.message(&reply)];
+            return self.answer_turn((message, tenant, &key), (NoCommand::AskedValue, &replies), &change, now).await;
+        }
+        let (status, reply) = unadmitted::answer(read, reply_to, || self.help(actor));
+        match open {
+            // A conversation whose command is gone from the registry ends with this message.
+            Some(_) => self.answer_turn((message, tenant, &key), (status, &[reply]), &ConversationMove::End, now).await,
+            None => self.no_command(message, tenant, status, &[reply], now).await,
+        }
+    }
+}
