@@ -48,6 +48,7 @@ mod e2e_server;
 mod e2e_slack;
 mod e2e_standard;
 mod e2e_telegram;
+mod e2e_turns;
 mod e2e_twilio;
 mod e2e_whatsapp;
 mod e2e_whatsapp_corpus;

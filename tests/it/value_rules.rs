@@ -75,7 +75,7 @@ async fn evidence_body(db: &TestDb, id: uuid::Uuid) -> serde_json::Value {
 }
 
 /// How a command's text was read (`decision.read_as`).
-async fn read_as(db: &TestDb, id: uuid::Uuid) -> serde_json::Value {
+pub(crate) async fn read_as(db: &TestDb, id: uuid::Uuid) -> serde_json::Value {
     let body = evidence_body(db, id).await;
     body.pointer("/decision/read_as").cloned().unwrap_or_else(|| panic!("no read_as in {body}"))
 }
