@@ -167,7 +167,7 @@ impl Normalizer {
     /// Whether `tokens` are, all of them, one of the locales' cancel words (`cancel`, `never mind`).
     pub fn is_cancel(&self, tokens: &[String]) -> bool {
         let lower: Vec<String> = tokens.iter().map(|t| fold(t)).collect();
-        self.cancels.iter().any(|cancel| *cancel == lower)
+        self.cancels.contains(&lower)
     }
 
     /// Whether `text` is courtesy and nothing else: fillers (`thanks`, `🙏`) one after another, or

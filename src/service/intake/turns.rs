@@ -39,7 +39,7 @@ pub(super) enum Taken {
     /// Not a turn: read as usual. `open`: the turn of the conversation found, which ends with it.
     Read { open: Option<i64> },
     /// Answered in the conversation; the move is written with the message.
-    Answered { status: NoCommand, reply: Reply, change: ConversationMove },
+    Answered { status: NoCommand, reply: Box<Reply>, change: ConversationMove },
     /// Its last value: the command, to admit; then the conversation, at `turn`, ends.
     Complete { asked: Asked, turn: i64 },
 }
@@ -63,7 +63,7 @@ impl Ingress {
         let Some(spec) = registry.get(&open.begun.command) else { return Ok(Taken::Read { open: Some(open.turn) }) };
         if registry.is_cancel(text) {
             let ended = TurnsEnded { reason: TurnsEndReason::Cancelled, usage: spec.usage() };
-            let (status, reply) = (NoCommand::TurnsEnded, Reply::TurnsEnded(ended));
+            let (status, reply) = (NoCommand::TurnsEnded, Box::new(Reply::TurnsEnded(ended)));
             return Ok(Taken::Answered { status, reply, change: ConversationMove::End });
         }
         // A whole command is that command, whatever was being written.
@@ -78,7 +78,7 @@ impl Ingress {
             Turn::Next { begun, missing } => {
                 let to =
                     Conversation { begun, tries: 0, turn: open.turn + 1, expires_at: now + self.turns.idle, ..open };
-                let reply = ask(spec, &missing, tenant, None, false);
+                let reply = Box::new(ask(spec, &missing, tenant, None, false));
                 Taken::Answered {
                     status: NoCommand::AskedValue,
                     reply,
@@ -103,7 +103,7 @@ impl Ingress {
             let ended = TurnsEnded { reason: TurnsEndReason::Tries, usage: spec.usage() };
             return Taken::Answered {
                 status: NoCommand::TurnsEnded,
-                reply: Reply::TurnsEnded(ended),
+                reply: Box::new(Reply::TurnsEnded(ended)),
                 change: ConversationMove::End,
             };
         }
@@ -111,7 +111,7 @@ impl Ingress {
         let to = Conversation { tries, turn: after + 1, expires_at: now + self.turns.idle, ..open };
         let wrong =
             Some(broken.map_or(("type".to_owned(), None), |b| (b.rule.as_str().to_owned(), Some(b.limit.clone()))));
-        let reply = ask(spec, missing, tenant, wrong, false);
+        let reply = Box::new(ask(spec, missing, tenant, wrong, false));
         Taken::Answered { status: NoCommand::AskedValue, reply, change: ConversationMove::Advance { after, to } }
     }
 
