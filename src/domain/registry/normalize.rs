@@ -38,6 +38,10 @@ pub struct LanguageWords {
     /// Words that, alone, end a command being written in turns (`cancel`, `stop`).
     #[serde(default)]
     pub cancels: Vec<String>,
+    /// Thanks (`thanks`, `obrigado`): fillers too, and a message of fillers with one of these in
+    /// it is courtesy, answered in a few words (a greeting alone is answered with the help).
+    #[serde(default)]
+    pub thanks: Vec<String>,
     /// The mark between whole and fraction in the locale's numbers (`,` in Portuguese); `.`
     /// when unset.
     pub decimal_mark: Option<char>,
@@ -56,6 +60,7 @@ pub struct Normalizer {
     retractions: Vec<Vec<String>>,
     joiners: Vec<Vec<String>>,
     cancels: Vec<Vec<String>>,
+    thanks: Vec<Vec<String>>,
     /// How each locale writes numbers, by its name (`pt`).
     styles: BTreeMap<String, NumberStyle>,
 }
@@ -86,12 +91,13 @@ impl Normalizer {
     pub fn new(languages: &BTreeMap<String, LanguageWords>) -> Self {
         let number_marks = languages.values().flat_map(|l| &l.number_marks).map(|m| fold(m)).collect();
         Self {
-            fillers: phrases(languages.values().map(|l| &l.fillers)),
+            fillers: phrases(languages.values().flat_map(|l| [&l.fillers, &l.thanks])),
             number_marks,
             negations: phrases(languages.values().map(|l| &l.negations)),
             retractions: phrases(languages.values().map(|l| &l.retractions)),
             joiners: phrases(languages.values().map(|l| &l.joiners)),
             cancels: phrases(languages.values().map(|l| &l.cancels)),
+            thanks: phrases(languages.values().map(|l| &l.thanks)),
             styles: languages
                 .iter()
                 .map(|(name, l)| (name.to_lowercase(), NumberStyle::new(l.decimal_mark, l.digits.as_deref())))
@@ -170,8 +176,8 @@ impl Normalizer {
         self.cancels.contains(&lower)
     }
 
-    /// Whether `text` is courtesy and nothing else: fillers (`thanks`, `🙏`) one after another, or
-    /// symbols only (`👍`, `❤️`, `🙂🙂`) — no letter, digit or question in it.
+    /// Whether `text` is courtesy and nothing else: fillers with thanks among them (`thank you 🙏`),
+    /// or symbols only (`👍`, `❤️`, `🙂🙂`) — no letter, digit or question in it.
     pub fn only_courtesy(&self, text: &str) -> bool {
         let words: Vec<String> =
             fold(text).split_whitespace().map(|w| w.trim_end_matches(TRAILING).to_owned()).collect();
@@ -179,7 +185,8 @@ impl Normalizer {
             return false;
         }
         let symbols = text.chars().all(|c| c.is_whitespace() || !(c.is_alphanumeric() || c.is_ascii_punctuation()));
-        symbols || self.all_fillers(&words)
+        let thanked = self.thanks.iter().any(|t| words.windows(t.len()).any(|w| w == t.as_slice()));
+        symbols || (thanked && self.all_fillers(&words))
     }
 
     /// Whether `words` are filler phrases end to end.

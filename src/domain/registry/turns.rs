@@ -236,7 +236,7 @@ mod tests {
         for courtesy in ["thanks", "Thank you 🙏", "👍", "❤️", "🙂🙂", "obrigado!"] {
             assert!(normalizer.only_courtesy(courtesy), "{courtesy}");
         }
-        for request in ["?", "thanks 1234", "refund", "❌ 1234", "help"] {
+        for request in ["?", "thanks 1234", "refund", "❌ 1234", "help", "hello", "please"] {
             assert!(!normalizer.only_courtesy(request), "{request}");
         }
     }
