@@ -2,7 +2,9 @@
 -- "25.00"). One per person and channel, kept in the database so that it survives a restart and
 -- any instance reads the next turn; `turn` counts the messages taken, so that two instances
 -- reading one person's turns at once never both move it (the second retries). A conversation
--- past `expires_at` has ended quietly: it is read as none and replaced by the next.
+-- past `expires_at` has ended quietly: it is read as none and replaced by the next. `held` is the
+-- outbox row of its question, held for the burst window (`ingest.conversation_burst_ms`) and
+-- withdrawn when the next message comes first.
 CREATE TABLE conversations (
     tenant_id  TEXT NOT NULL,
     actor_id   TEXT NOT NULL,
@@ -14,5 +16,6 @@ CREATE TABLE conversations (
     turn       BIGINT NOT NULL,
     started_at BIGINT NOT NULL,
     expires_at BIGINT NOT NULL,
+    held       TEXT,
     PRIMARY KEY (tenant_id, actor_id, channel)
 );

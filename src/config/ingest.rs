@@ -50,6 +50,9 @@ pub struct IngestConfig {
     pub conversation_idle_secs: u64,
     /// Answers in a row that are not the value asked for before a command written in turns ends.
     pub conversation_tries: u32,
+    /// How long a question of a command written in turns is held for the person's next message:
+    /// "refund" "1234" "25.00" sent within it asks nothing and gives one prompt. 0: asked at once.
+    pub conversation_burst_ms: u64,
 }
 
 impl Default for IngestConfig {
@@ -66,6 +69,7 @@ impl Default for IngestConfig {
             background_nice: 10,
             conversation_idle_secs: 600,
             conversation_tries: 3,
+            conversation_burst_ms: 2_000,
         }
     }
 }

@@ -12,7 +12,7 @@ use crate::domain::command::TenantId;
 use crate::domain::message::{DeliveryStatus, InboundStatus};
 use crate::store::Inbound;
 use crate::store::StoreError;
-use crate::store::conversations::{ConversationKey, ConversationMove, write_move};
+use crate::store::conversations::{TurnWrite, write_move};
 use crate::store::named::{self, Row, row};
 use crate::store::outbox::{NewOutboxMessage, insert_outbox};
 use crate::store::rows::{opt_parsed, opt_text, text, to_ms, uuid};
@@ -81,12 +81,13 @@ impl Inbound<'_> {
         self,
         message: &NewInbound,
         replies: &[NewOutboxMessage],
-        turn: Option<(&ConversationKey, &ConversationMove)>,
+        turn: Option<TurnWrite<'_>>,
     ) -> Result<InboundOutcome, StoreError> {
         let mut tx = self.store.begin().await?;
         let outcome = insert_inbound(&mut tx, message).await?;
-        if let (InboundOutcome::FirstSeen { .. }, Some((key, change))) = (&outcome, turn) {
-            write_move(&mut tx, key, change).await?;
+        if let (InboundOutcome::FirstSeen { .. }, Some(turn), Some(tenant)) = (&outcome, turn, &message.tenant_id) {
+            let moved = write_move(&mut tx, tenant.as_str(), turn, message.received_at).await?;
+            tx.figures.merge(moved);
         }
         if let (InboundOutcome::FirstSeen { .. }, Some(tenant)) = (&outcome, &message.tenant_id) {
             for reply in replies {

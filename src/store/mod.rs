@@ -70,7 +70,7 @@ pub use command_reads::StoredMove;
 pub use commands::{CommandFilter, CommittedTransition, StoredCommand, TransitionRecord, TransitionWrite};
 pub use confirmations::{Confirmation, ConfirmationStatus, NewConfirmation, SettleConfirmation};
 pub use console::{ConsoleSession, Finished, MinuteCount};
-pub use conversations::{Conversation, ConversationKey, ConversationMove};
+pub use conversations::{Conversation, ConversationKey, ConversationMove, TurnWrite};
 pub use deliveries::{Delivery, DeliveryChange, DeliveryLogEntry, NewDelivery};
 pub use directory::{
     BatchRow, ClaimedLookup, ERASED_PAYLOAD, Erased, Erasure, NewLookup, PersonWrite, Search, Source, StoredAnswer,

@@ -37,12 +37,12 @@ impl Ingress {
                 None => match self.take_turn(text, (tenant, &key), &registry, now).await? {
                     Taken::Read { open } => (registry.interpret_text_for(text, &tenant.audience()), open),
                     Taken::Answered { status, reply, change } => {
-                        let replies = [reply_to.message(&reply)];
-                        return self.answer_turn((message, tenant, &key), (status, &replies), &change, now).await;
+                        let reply = reply_to.message(&reply);
+                        return self.answer_turn((message, tenant, &key), (status, reply), &change, now).await;
                     }
                     Taken::Complete { asked, turn } => {
                         let handled = self.admit_as(message, tenant, actor, asked, reply_to, None, now).await?;
-                        self.end_turns(&key, Some(turn)).await?;
+                        self.end_turns(&key, Some(turn), now).await?;
                         return Ok(handled);
                     }
                 },
@@ -60,7 +60,7 @@ impl Ingress {
             Interpretation::Command { at, args, reading, .. } => {
                 let asked = Asked { spec: Spec::at(&registry, at), args, reading };
                 let handled = self.admit_as(message, tenant, actor, asked, reply_to, None, now).await?;
-                self.end_turns(&key, open).await?;
+                self.end_turns(&key, open, now).await?;
                 Ok(handled)
             }
             // Not a command: the first question of one begun ("refund"), else told why, or what
@@ -86,13 +86,13 @@ impl Ingress {
             _ => None,
         };
         if let Some((reply, change)) = begins {
-            let replies = [reply_to.message(&reply)];
-            return self.answer_turn((message, tenant, &key), (NoCommand::AskedValue, &replies), &change, now).await;
+            let reply = reply_to.message(&reply);
+            return self.answer_turn((message, tenant, &key), (NoCommand::AskedValue, reply), &change, now).await;
         }
         let (status, reply) = unadmitted::answer(read, reply_to, || self.help(actor));
         match open {
             // A conversation whose command is gone from the registry ends with this message.
-            Some(_) => self.answer_turn((message, tenant, &key), (status, &[reply]), &ConversationMove::End, now).await,
+            Some(_) => self.answer_turn((message, tenant, &key), (status, reply), &ConversationMove::End, now).await,
             None => self.no_command(message, tenant, status, &[reply], now).await,
         }
     }

@@ -16,21 +16,27 @@ use crate::domain::registry::{BrokenRule, CommandSpec, Interpretation, Missing, 
 use crate::domain::replies::{AskValue, Reply, TurnsEndReason, TurnsEnded};
 use crate::service::engine::EngineError;
 use crate::service::security::Spec;
-use crate::store::{Conversation, ConversationKey, ConversationMove, InboundOutcome, NewOutboxMessage};
+use crate::store::{Conversation, ConversationKey, ConversationMove, InboundOutcome, NewOutboxMessage, TurnWrite};
 
 use super::first_moves::inbound_row;
 use super::{Asked, Handled, Ingress};
 
-/// How long a conversation waits, and how many missed answers it takes.
+/// How long a conversation waits, how many missed answers it takes, and how long its question
+/// waits for a next message sent in the same burst.
 #[derive(Debug, Clone, Copy)]
 pub struct Turns {
     pub idle: Duration,
     pub tries: u32,
+    pub burst: Duration,
 }
 
 impl From<&IngestConfig> for Turns {
     fn from(ingest: &IngestConfig) -> Self {
-        Self { idle: Duration::from_secs(ingest.conversation_idle_secs), tries: ingest.conversation_tries.max(1) }
+        Self {
+            idle: Duration::from_secs(ingest.conversation_idle_secs),
+            tries: ingest.conversation_tries.max(1),
+            burst: Duration::from_millis(ingest.conversation_burst_ms),
+        }
     }
 }
 
@@ -129,29 +135,42 @@ impl Ingress {
         let spec = registry.get(&begun.command)?;
         let reply = ask(spec, &missing, tenant, None, true);
         let expires_at = now + self.turns.idle;
-        let conversation = Conversation { begun, tries: 0, turn: 1, started_at: now, expires_at };
+        let conversation = Conversation { begun, tries: 0, turn: 1, started_at: now, expires_at, held: None };
         Some((reply, ConversationMove::Begin(conversation)))
     }
 
-    /// Stores a message that moved its sender's conversation, with its reply and the move, once.
+    /// Stores a message that moved its sender's conversation, with its reply and the move, once. A
+    /// question is held for the burst window: the person's next message, if it comes first,
+    /// withdraws it, and only the last question (or the prompt) of a burst is sent.
     pub(super) async fn answer_turn(
         &self,
         (message, tenant, key): (&InboundMessage, &Tenant, &ConversationKey),
-        (status, replies): (NoCommand, &[NewOutboxMessage]),
+        (status, reply): (NoCommand, NewOutboxMessage),
         change: &ConversationMove,
         now: OffsetDateTime,
     ) -> Result<Handled, EngineError> {
         let inbound = inbound_row(message, Some(tenant), InboundStatus::NoCommand(status), now);
-        match self.store().inbound().record_turn(&inbound, replies, Some((key, change))).await? {
+        let question = (status == NoCommand::AskedValue && !self.turns.burst.is_zero()).then(|| NewOutboxMessage {
+            hold: Some(reply.hold.unwrap_or_default().max(self.turns.burst)),
+            ..reply.clone()
+        });
+        let replies = if question.is_some() { vec![] } else { vec![reply] };
+        let turn = TurnWrite { key, change, question: question.as_ref() };
+        match self.store().inbound().record_turn(&inbound, &replies, Some(turn)).await? {
             InboundOutcome::FirstSeen { .. } => Ok(Handled::NotACommand { status }),
             InboundOutcome::Duplicate { .. } => Ok(Handled::Redelivered),
         }
     }
 
     /// Ends the conversation at `turn` after its command, or a whole one, was admitted.
-    pub(super) async fn end_turns(&self, key: &ConversationKey, turn: Option<i64>) -> Result<(), EngineError> {
+    pub(super) async fn end_turns(
+        &self,
+        key: &ConversationKey,
+        turn: Option<i64>,
+        now: OffsetDateTime,
+    ) -> Result<(), EngineError> {
         if let Some(turn) = turn {
-            self.store().end_conversation(key, turn).await?;
+            self.store().end_conversation(key, turn, now).await?;
         }
         Ok(())
     }

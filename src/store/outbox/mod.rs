@@ -15,7 +15,10 @@ use crate::store::rows::{int, json, opt_parsed, text, to_ms, uuid};
 
 mod write;
 
-pub(crate) use write::{insert_outbox, insert_outboxes, settle_outbox, settle_outboxes, update_waiting};
+pub(crate) use write::{
+    insert_outbox, insert_outboxes, insert_withdrawable, settle_outbox, settle_outboxes, update_waiting,
+    withdraw_outbox,
+};
 
 /// An effect to perform once the transaction that decided it has committed.
 #[derive(Debug, Clone, PartialEq)]

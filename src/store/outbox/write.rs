@@ -12,10 +12,16 @@ use crate::store::figures::Moves;
 use crate::store::named::{self, Row, row};
 use crate::store::rows::{Param, insert_rows, text, to_ms};
 
-/// A pending outbox row.
-fn outbox_row(tenant_id: &str, command_id: Option<Uuid>, message: &NewOutboxMessage, at: OffsetDateTime) -> Row {
+/// A pending outbox row, `id`.
+fn outbox_row(
+    id: Uuid,
+    tenant_id: &str,
+    command_id: Option<Uuid>,
+    message: &NewOutboxMessage,
+    at: OffsetDateTime,
+) -> Row {
     row![
-        "id" => Uuid::now_v7().to_string(),
+        "id" => id.to_string(),
         "tenant_id" => tenant_id,
         "command_id" => command_id.map(|c| c.to_string()),
         "kind" => message.kind.as_str(),
@@ -61,11 +67,36 @@ pub(crate) async fn insert_outboxes(
 ) -> Result<Moves, StoreError> {
     let (mut rows, mut kinds) = (vec![], vec![]);
     for (tenant_id, command_id, message, at) in messages {
-        rows.push(outbox_row(tenant_id, command_id, message, at));
+        rows.push(outbox_row(Uuid::now_v7(), tenant_id, command_id, message, at));
         kinds.push(message.kind.as_str());
     }
     named::insert(conn, "outbox", rows, "").await?;
     Ok(Moves::of_outbox(kinds, []))
+}
+
+/// Writes one waiting outbox row that its writer may withdraw (`withdraw_outbox`): its id, and
+/// the figures it moves.
+pub(crate) async fn insert_withdrawable(
+    conn: &mut AnyConnection,
+    tenant_id: &str,
+    message: &NewOutboxMessage,
+    at: OffsetDateTime,
+) -> Result<(Uuid, Moves), StoreError> {
+    let id = Uuid::now_v7();
+    named::insert(conn, "outbox", vec![outbox_row(id, tenant_id, None, message, at)], "").await?;
+    Ok((id, Moves::of_outbox([message.kind.as_str()], [])))
+}
+
+/// Withdraws waiting row `id` (done, never sent, `why` kept as its last error); one a sender
+/// holds already goes out all the same (its settling then finds it done).
+pub(crate) async fn withdraw_outbox(
+    conn: &mut AnyConnection,
+    id: Uuid,
+    why: &str,
+    now: OffsetDateTime,
+) -> Result<Moves, StoreError> {
+    let set = "status = 'done', locked_until = NULL, last_error = v.column2, updated_at = v.column3";
+    update_waiting(conn, set, 3, vec![vec![id.to_string().into(), why.into(), to_ms(now).into()]]).await
 }
 
 /// Writes a claimed row's fate and releases its lease.
