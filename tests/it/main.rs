@@ -27,6 +27,7 @@ mod e2e_approvals_in_chat;
 mod e2e_approver_step_up;
 mod e2e_console;
 mod e2e_conversation;
+mod e2e_corrections;
 mod e2e_execution;
 mod e2e_executor_approvals;
 mod e2e_health;

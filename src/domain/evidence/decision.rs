@@ -128,6 +128,9 @@ pub enum Decision {
     Confirmation { confirmation: ConfirmationStep },
     /// A confirmation that ran out, canceling its command.
     ConfirmationExpired { confirmation_id: Uuid, expired_at: i64 },
+    /// A request corrected while it waited for its confirmation ("no, 30"), canceling it: the
+    /// confirmation closed, and the message whose correction is a new request in its place.
+    Corrected { confirmation_id: Uuid, corrected_by: String },
     /// A chat operation refused before its confirmation, with what can be done instead.
     Precheck { precheck: Precheck, error: Value },
     /// A started command canceled because its TTL ran out before dispatch.

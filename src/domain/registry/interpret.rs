@@ -110,7 +110,7 @@ impl Registry {
             // 2.5 to a Portuguese shop.
             let how = match pass.rule {
                 ReadingRule::ReplyId | ReadingRule::Accepted => HowRead::EXACT,
-                ReadingRule::Exact | ReadingRule::Normalized | ReadingRule::Collected => {
+                ReadingRule::Exact | ReadingRule::Normalized | ReadingRule::Collected | ReadingRule::Corrected => {
                     HowRead { numbers: Some(&style), ..HowRead::EXACT }
                 }
                 ReadingRule::Fuzzy => HowRead {

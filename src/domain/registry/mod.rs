@@ -4,6 +4,7 @@
 
 pub mod approvals;
 mod build;
+mod corrections;
 mod interpret;
 pub mod normalize;
 pub mod numbers;
@@ -24,6 +25,7 @@ use crate::domain::command::envelope::Risk;
 use crate::domain::command::idempotency::IdempotencyClass;
 use crate::domain::lifecycle::CommandKind;
 use build::{RawRegistry, build};
+pub use corrections::Correction;
 pub use interpret::ACCEPT_PREFIX;
 pub use normalize::{LanguageWords, Normalizer};
 pub use numbers::Currency;
@@ -137,7 +139,7 @@ impl CommandSpec {
 crate::domain::names::named_enum! {
     /// How a text was read as its command: written exactly as a pattern, read once normalized,
     /// read with typos in its words, an interactive reply's id, a suggestion the person
-    /// accepted, or its values collected in turns (issue #48).
+    /// accepted, its values collected in turns, or a request corrected (issue #48).
     ReadingRule {
         Exact => "exact",
         Normalized => "normalized",
@@ -145,6 +147,7 @@ crate::domain::names::named_enum! {
         ReplyId => "reply_id",
         Accepted => "accepted",
         Collected => "collected",
+        Corrected => "corrected",
     }
 }
 

@@ -38,6 +38,10 @@ pub struct LanguageWords {
     /// Words that, alone, end a command being written in turns (`cancel`, `stop`).
     #[serde(default)]
     pub cancels: Vec<String>,
+    /// Words that, at the start of a message, correct the request waiting for its confirmation
+    /// (`no, 30`, `make it 30`, `actually order 1235`).
+    #[serde(default)]
+    pub corrections: Vec<String>,
     /// Thanks (`thanks`, `obrigado`): fillers too, and a message of fillers with one of these in
     /// it is courtesy, answered in a few words (a greeting alone is answered with the help).
     #[serde(default)]
@@ -61,6 +65,7 @@ pub struct Normalizer {
     joiners: Vec<Vec<String>>,
     cancels: Vec<Vec<String>>,
     thanks: Vec<Vec<String>>,
+    corrections: Vec<Vec<String>>,
     /// How each locale writes numbers, by its name (`pt`).
     styles: BTreeMap<String, NumberStyle>,
 }
@@ -98,6 +103,7 @@ impl Normalizer {
             joiners: phrases(languages.values().map(|l| &l.joiners)),
             cancels: phrases(languages.values().map(|l| &l.cancels)),
             thanks: phrases(languages.values().map(|l| &l.thanks)),
+            corrections: phrases(languages.values().map(|l| &l.corrections)),
             styles: languages
                 .iter()
                 .map(|(name, l)| (name.to_lowercase(), NumberStyle::new(l.decimal_mark, l.digits.as_deref())))
@@ -174,6 +180,14 @@ impl Normalizer {
     pub fn is_cancel(&self, tokens: &[String]) -> bool {
         let lower: Vec<String> = tokens.iter().map(|t| fold(t)).collect();
         self.cancels.contains(&lower)
+    }
+
+    /// What follows a correction word at the start of `tokens` (`no, 30` → `30`), when they
+    /// start with one and go on.
+    pub fn corrected<'t>(&self, tokens: &'t [String]) -> Option<&'t [String]> {
+        let lower: Vec<String> = tokens.iter().map(|t| fold(t)).collect();
+        let phrase = self.corrections.iter().find(|c| lower.starts_with(c) && c.len() < tokens.len())?;
+        Some(&tokens[phrase.len()..])
     }
 
     /// Whether `text` is courtesy and nothing else: fillers with thanks among them (`thank you 🙏`),

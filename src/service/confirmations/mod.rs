@@ -3,5 +3,6 @@
 
 pub mod answers;
 pub mod confirm;
+pub mod corrected;
 mod moves;
 pub mod step_up;

@@ -128,6 +128,19 @@ pub(super) fn authorization_moves(
     }
 }
 
+/// The reason code of a request canceled because its person corrected it before confirming.
+pub const CORRECTED: &str = "corrected";
+
+/// The cancel move of a request its person corrected ("no, 30") before confirming it: the
+/// corrected request, admitted from `message_id`, takes its place.
+pub fn correction_move(confirmation: &Confirmation, message_id: &str) -> (Event, MoveContext) {
+    let decision = Decision::Corrected { confirmation_id: confirmation.id, corrected_by: message_id.to_owned() };
+    (
+        Event::Cancel,
+        MoveContext { reason_code: Some(CORRECTED.into()), decision: Some(decision.into()), ..MoveContext::default() },
+    )
+}
+
 /// The cancel move of a confirmation that ran out; its outcome reply says so with the code.
 pub(super) fn expiry_move(confirmation: &Confirmation) -> (Event, MoveContext) {
     (

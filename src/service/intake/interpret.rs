@@ -29,6 +29,11 @@ impl Ingress {
         if let Some(status) = message.content.unanswered() {
             return self.no_command(message, tenant, status, &[], now).await;
         }
+        if let Content::Text(text) = &message.content
+            && let Some(handled) = self.corrected((message, tenant, actor), text, &reply_to, now).await?
+        {
+            return Ok(handled);
+        }
         let registry = self.policy.registry.current();
         let key = key_of(message, tenant, actor);
         let (interpretation, open) = match &message.content {

@@ -26,6 +26,7 @@ use crate::store::{InboundOutcome, NOTICE_KIND, NewOutboxMessage, ReplyTo, Store
 mod admission;
 mod approval_taps;
 mod arrival;
+mod corrections;
 mod first_moves;
 mod from_above;
 mod handled;

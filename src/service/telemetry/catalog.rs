@@ -111,6 +111,7 @@ const READINGS: &[&str] = &[
     "reply_id",
     "accepted",
     "collected",
+    "corrected",
     "courtesy",
     "suggested",
     "asked_back",
