@@ -5,6 +5,7 @@
 pub mod chat;
 pub mod chat_channels;
 pub mod conformance;
+pub mod explain;
 pub mod simulate;
 pub mod simulate_channels;
 
@@ -61,6 +62,8 @@ enum Command {
         #[command(subcommand)]
         command: StepupCommand,
     },
+    /// How a message would be read against the registry, without a running gateway
+    Explain(crate::cli::explain::ExplainArgs),
     /// The conformance scenarios (conformance/*.json), run against a gateway as a black box
     Conformance {
         #[command(subcommand)]
@@ -209,6 +212,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let token = stepup.mint(&actor, command, &key, now).map_err(|e| anyhow::anyhow!("cannot mint: {e}"))?;
             println!("{token}");
         }
+        Command::Explain(args) => return crate::cli::explain::run(&Settings::load(&source, &env)?, &args),
         Command::Conformance { command: ConformanceCommand::Run { bin, database_url, dir, keep } } => {
             return crate::cli::conformance::run(bin, database_url, &dir, keep).await;
         }

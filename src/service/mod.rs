@@ -11,6 +11,7 @@ pub mod directory;
 pub mod dispatch;
 pub mod engine;
 pub mod events;
+pub mod explain;
 pub mod figures;
 pub mod intake;
 pub mod live;

@@ -175,7 +175,7 @@ fn check_config_refuses_an_invalid_file_naming_it() {
 }
 
 /// A copy of the shipped `config/` and `templates/` folders, to change in a test.
-fn demo_layout() -> tempfile::TempDir {
+pub(crate) fn demo_layout() -> tempfile::TempDir {
     let root = tempfile::tempdir().expect("tempdir");
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR"));
     let config = root.path().join("config");

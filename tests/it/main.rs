@@ -56,6 +56,7 @@ mod e2e_whatsapp_corpus;
 mod ended_commands;
 mod event_streams;
 mod every_channel;
+mod explain_cli;
 mod fake_executor;
 mod fake_graph;
 mod fake_resolver;

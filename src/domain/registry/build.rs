@@ -81,6 +81,9 @@ pub(super) struct RawCommand {
     /// The questions in other locales (`asks_in.pt.order_id = "Qual encomenda?"`).
     #[serde(default)]
     asks_in: BTreeMap<String, BTreeMap<String, Spanned<String>>>,
+    /// Phrasings that must read as this command with these values (checked at every load).
+    #[serde(default)]
+    pub(super) examples: Vec<Spanned<super::examples::Example>>,
 }
 
 /// Edits in a command's words read as a typo when the registry does not say.

@@ -5,6 +5,7 @@
 pub mod approvals;
 mod build;
 mod corrections;
+mod examples;
 mod interpret;
 pub mod normalize;
 pub mod numbers;
@@ -310,7 +311,8 @@ impl Registry {
         }
         if problems.is_empty() {
             let commands = commands.into_iter().map(|(_, spec)| spec).collect();
-            Ok(Self { commands, version: Self::version_of(text), text: text.to_owned(), normalizer })
+            let registry = Self { commands, version: Self::version_of(text), text: text.to_owned(), normalizer };
+            registry.reads_its_examples(&raw, &at).map(|()| registry)
         } else {
             Err(RegistryError(problems))
         }
