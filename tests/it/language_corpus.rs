@@ -1,4 +1,5 @@
-//! The phrasings corpus (`tests/language/phrasings.txt`): every utterance read by the shipped
+//! The conversations corpus (`tests/language/conversations.txt`): messages one after another, read
+//! as intake reads them, and what they come to. The phrasings corpus (`tests/language/phrasings.txt`): every utterance read by the shipped
 //! registry for a tenant of its locale, counted as understood, suggested, refused or misread, with
 //! the counts printed. Nothing may be misread, and at least 95% of the phrasings of a command must
 //! be read as it with its values. Beside it, a property (every pattern with generated values, and
@@ -11,7 +12,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use chatgate::domain::lifecycle::CommandKind;
-use chatgate::domain::registry::{Audience, Interpretation, Part, PlaceholderType, Registry};
+use chatgate::domain::registry::{
+    Audience, Begun, Ending, Interpretation, Open, Part, PlaceholderType, Registry, Step,
+};
 use proptest::prelude::*;
 
 fn shipped() -> Registry {
@@ -112,6 +115,47 @@ fn the_phrasings_corpus_is_read_and_nothing_is_misread() {
 }
 
 /// A value `kind` accepts, from a seed.
+/// What `messages`, one after another from a person who may ask for everything, come to, as
+/// the conversations corpus writes it.
+fn conversed(registry: &Registry, locale: &str, messages: &[&str]) -> String {
+    let mut open: Option<(Begun, u32)> = None;
+    let mut outcome = String::new();
+    for text in messages {
+        let reading = open.as_ref().map(|(begun, tries)| Open { begun, tries: *tries });
+        (outcome, open) = match registry.step(reading, text, &audience(locale), |_| true, 3) {
+            Step::Alone(read) | Step::Complete(read) => {
+                (written(&read).unwrap_or_else(|| format!("- {}", read.label())), None)
+            }
+            Step::Ask { begun, missing, tries, .. } => (format!("? {}", missing.name), Some((begun, tries))),
+            Step::Ended(Ending::Cancelled) => ("- cancelled".into(), None),
+            Step::Ended(Ending::Tries) => ("- gave_up".into(), None),
+        };
+    }
+    outcome
+}
+
+#[test]
+fn the_conversations_corpus_comes_to_what_it_says() {
+    let registry = shipped();
+    let corpus = include_str!("../language/conversations.txt");
+    let (mut wrong, mut count) = (vec![], 0);
+    for line in corpus.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        let [locale, messages, expected] = line.split(" | ").collect::<Vec<_>>()[..] else {
+            panic!("odd line: {line}")
+        };
+        let messages: Vec<&str> = messages.split(" >> ").collect();
+        let expected = if expected.starts_with(['-', '?']) { expected.to_owned() } else { sorted(expected) };
+        let outcome = conversed(&registry, locale, &messages);
+        count += 1;
+        if outcome != expected {
+            wrong.push(format!("{locale} | {} | wanted {expected}, got {outcome}", messages.join(" >> ")));
+        }
+    }
+    println!("conversations: {count}, {} wrong", wrong.len());
+    assert!(count >= 40, "the corpus has {count} conversations");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 fn value(kind: PlaceholderType, seed: u32) -> String {
     match kind {
         PlaceholderType::Id => format!("A{seed}"),

@@ -4,6 +4,7 @@
 
 pub mod approvals;
 mod build;
+mod conversation;
 mod corrections;
 mod examples;
 mod interpret;
@@ -26,6 +27,7 @@ use crate::domain::command::envelope::Risk;
 use crate::domain::command::idempotency::IdempotencyClass;
 use crate::domain::lifecycle::CommandKind;
 use build::{RawRegistry, build};
+pub use conversation::{Ending, Missed, Open, Step};
 pub use corrections::Correction;
 pub use interpret::ACCEPT_PREFIX;
 pub use normalize::{LanguageWords, Normalizer};

@@ -6,13 +6,13 @@ use time::OffsetDateTime;
 
 use crate::domain::directory::{Actor, Tenant};
 use crate::domain::message::{Content, InboundMessage, NoCommand};
-use crate::domain::registry::Interpretation;
+use crate::domain::registry::{Interpretation, Step};
 use crate::domain::replies::{Help, Reply};
 use crate::service::engine::EngineError;
 use crate::service::security::Spec;
 use crate::store::{ConversationMove, ReplyTo};
 
-use super::turns::{Taken, key_of};
+use super::turns::{TurnAnswer, key_of};
 use super::{Asked, Handled, Ingress, unadmitted};
 
 impl Ingress {
@@ -39,18 +39,21 @@ impl Ingress {
         let (interpretation, open) = match &message.content {
             Content::Text(text) => match unadmitted::suggestion_chosen(self.store(), text, &reply_to).await? {
                 Some(id) => (registry.interpret_reply_id(&id), None),
-                None => match self.take_turn(text, (tenant, &key), &registry, now).await? {
-                    Taken::Read { open } => (registry.interpret_text_for(text, &tenant.audience()), open),
-                    Taken::Answered { status, reply, change } => {
+                None => {
+                    let (step, open) = self.step(text, (tenant, actor, &key), &registry, now).await?;
+                    if let Some(TurnAnswer { status, reply, change }) =
+                        self.turn_answer(&step, open.as_ref(), (&registry, tenant), now)
+                    {
                         let reply = reply_to.message(&reply);
                         return self.answer_turn((message, tenant, &key), (status, reply), &change, now).await;
                     }
-                    Taken::Complete { asked, turn } => {
-                        let handled = self.admit_as(message, tenant, actor, asked, reply_to, None, now).await?;
-                        self.end_turns(&key, Some(turn), now).await?;
-                        return Ok(handled);
+                    // A command (typed at once, or its last value written) ends the conversation.
+                    let turn = open.map(|c| c.turn);
+                    match step {
+                        Step::Alone(read) | Step::Complete(read) => (read, turn),
+                        Step::Ask { .. } | Step::Ended(_) => (Interpretation::NoMatch, turn),
                     }
-                },
+                }
             },
             Content::Reply { id, .. } => (registry.interpret_reply_id(id), None),
             other => {
@@ -74,7 +77,8 @@ impl Ingress {
         }
     }
 
-    /// A reading that is no command, answered: the first question of a command begun, else why.
+    /// A reading that is no command, answered with why; a conversation open ends with it (its
+    /// command is gone from the registry).
     async fn not_a_command(
         &self,
         (message, tenant, actor): (&InboundMessage, &Tenant, &Actor),
@@ -83,21 +87,12 @@ impl Ingress {
         open: Option<i64>,
         now: OffsetDateTime,
     ) -> Result<Handled, EngineError> {
-        let key = key_of(message, tenant, actor);
-        let begins = match (&message.content, read, open) {
-            (Content::Text(text), Interpretation::NoMatch | Interpretation::DidYouMean { .. }, None) => {
-                self.begin_turns(text, (tenant, actor), &self.policy.registry.current(), now)
-            }
-            _ => None,
-        };
-        if let Some((reply, change)) = begins {
-            let reply = reply_to.message(&reply);
-            return self.answer_turn((message, tenant, &key), (NoCommand::AskedValue, reply), &change, now).await;
-        }
         let (status, reply) = unadmitted::answer(read, reply_to, || self.help(actor));
         match open {
-            // A conversation whose command is gone from the registry ends with this message.
-            Some(_) => self.answer_turn((message, tenant, &key), (status, reply), &ConversationMove::End, now).await,
+            Some(_) => {
+                let key = key_of(message, tenant, actor);
+                self.answer_turn((message, tenant, &key), (status, reply), &ConversationMove::End, now).await
+            }
             None => self.no_command(message, tenant, status, &[reply], now).await,
         }
     }
