@@ -71,8 +71,7 @@ impl Ingress {
                 self.end_turns(&key, open, now).await?;
                 Ok(handled)
             }
-            // Not a command: the first question of one begun ("refund"), else told why, or what
-            // was close, and never run.
+            // Not a command: told why, or what was close, and never run.
             other => self.not_a_command((message, tenant, actor), &other, &reply_to, open, now).await,
         }
     }
