@@ -19,3 +19,5 @@ CREATE TABLE conversations (
     held       TEXT,
     PRIMARY KEY (tenant_id, actor_id, channel)
 );
+-- The clean-up forgets the conversations that ended quietly (`store::conversations::FORGET_ENDED`).
+CREATE INDEX conversations_expiry ON conversations (expires_at);

@@ -72,6 +72,7 @@ impl Database {
             tokens: self.0.tokens().purge_consumed(an_hour_ago).await.map(|_| ()),
             inbox_rows: self.0.inbox().forget_admitted(an_hour_ago).await.map(|_| ()),
             figures: self.0.forget_figures(figures_before).await.map(|_| ()),
+            conversations: self.0.forget_conversations(now).await.map(|_| ()),
         }
     }
 }
@@ -84,4 +85,6 @@ pub struct Tidied {
     pub tokens: Result<(), StoreError>,
     pub inbox_rows: Result<(), StoreError>,
     pub figures: Result<(), StoreError>,
+    /// The conversations that ended quietly (a command written in turns left alone).
+    pub conversations: Result<(), StoreError>,
 }

@@ -74,6 +74,8 @@ const END: &str = "DELETE FROM conversations WHERE tenant_id = $1 AND actor_id =
 /// Ends the conversation at one turn only (`$4`).
 const END_AT_TURN: &str = "DELETE FROM conversations WHERE tenant_id = $1 AND actor_id = $2 AND channel = $3 \
                            AND turn = $4 RETURNING held";
+/// The conversations that ended quietly before `$1` (the clean-up's sweep, by `conversations_expiry`).
+pub(crate) const FORGET_ENDED: &str = "DELETE FROM conversations WHERE expires_at <= $1";
 const READ: &str = "SELECT command, pattern, words, tries, turn, started_at, expires_at, held FROM conversations \
                     WHERE tenant_id = $1 AND actor_id = $2 AND channel = $3 AND expires_at > $4";
 
@@ -169,6 +171,11 @@ impl Store {
             expires_at: from_ms(int(&row, "expires_at")?)?,
             held: opt_text(&row, "held")?.and_then(|id| Uuid::parse_str(&id).ok()),
         }))
+    }
+
+    /// Forgets the conversations that ended quietly before `now`; how many.
+    pub async fn forget_conversations(&self, now: OffsetDateTime) -> Result<u64, StoreError> {
+        Ok(sqlx::query(FORGET_ENDED).bind(to_ms(now)).execute(self.pool()).await?.rows_affected())
     }
 
     /// Ends `key`'s conversation at turn `turn`, when the command it wrote was admitted (in its own

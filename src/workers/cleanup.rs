@@ -1,7 +1,8 @@
 //! Removes dedupe records whose window has passed (IDS §VIII.C), used step-up tokens an hour
 //! after they expired (by then no clock skew can make them valid again), inbox rows an hour
 //! after their admission (a later redelivery is still recognized by its inbound record), and the
-//! per-minute figures older than the hour `/metrics` adds up.
+//! per-minute figures older than the hour `/metrics` adds up, and the conversations that ended
+//! quietly (a command written in turns left alone past `ingest.conversation_idle_secs`).
 
 use std::time::Duration;
 
@@ -20,7 +21,12 @@ pub(super) async fn run(database: Database, every: Duration, stopping: Cancellat
             // The next tick tries again; a database that is down is reported by /readyz.
             Err(error) => tracing::warn!(%error, "dedupe cleanup failed"),
         }
-        let parts = [("used-token", tidied.tokens), ("inbox", tidied.inbox_rows), ("figures", tidied.figures)];
+        let parts = [
+            ("used-token", tidied.tokens),
+            ("inbox", tidied.inbox_rows),
+            ("figures", tidied.figures),
+            ("conversation", tidied.conversations),
+        ];
         for (part, error) in parts.into_iter().filter_map(|(part, done)| done.err().map(|error| (part, error))) {
             tracing::warn!(%error, "{part} cleanup failed");
         }

@@ -105,6 +105,11 @@ async fn a_conversation_left_alone_ends_quietly(db: &TestDb) {
     let reply = chat.next_reply().await.1;
     assert!(!reply.contains("How much"), "ended quietly, so 1234 is read alone: {reply}");
     chat.nothing_more().await;
+    // The clean-up forgets it.
+    let conversations = "SELECT COUNT(*) FROM conversations WHERE channel = $1";
+    assert_eq!(db.count(conversations, "whatsapp").await, 1, "kept until the clean-up");
+    let forgotten = db.store.forget_conversations(time::OffsetDateTime::now_utc()).await.expect("forget");
+    assert_eq!((forgotten, db.count(conversations, "whatsapp").await), (1, 0));
     chat.app.stop().await.expect("stop");
 }
 
