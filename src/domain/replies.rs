@@ -325,18 +325,10 @@ pub struct AskValue {
     pub limit: Option<String>,
 }
 
-named_enum! {
-    /// Why a command written in turns ended without being sent.
-    TurnsEndReason {
-        Cancelled => "cancelled",
-        Tries => "tries",
-    }
-}
-
 /// A command written in turns, given up; `usage` says how to send it whole.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TurnsEnded {
-    pub reason: TurnsEndReason,
+    pub reason: crate::domain::registry::Ending,
     pub usage: String,
 }
 

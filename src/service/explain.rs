@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::domain::command::envelope::Args;
 use crate::domain::directory::{Roles, Tenant};
 use crate::domain::registry::approvals::{Verdict, evaluate};
-use crate::domain::registry::{CommandSpec, Interpretation};
+use crate::domain::registry::{CommandSpec, Interpretation, Step};
 use crate::service::settings::Settings;
 
 /// For whom the message is read: anyone, a role's holder, or a person the directory file lists.
@@ -81,7 +81,17 @@ pub fn explain(
     };
     let roles = roles_of(settings, tenant, reader)?;
     let registry = &settings.registry;
-    let read = registry.interpret_text_for(text, &tenant.audience());
+    let may = |spec: &CommandSpec| roles.as_ref().is_none_or(|(_, held)| spec.scopes.is_subset(held));
+    // Read as intake reads a first message (`Registry::step`, no conversation open).
+    let (read, begins) = match registry.step(None, text, &tenant.audience(), may, 1) {
+        Step::Ask { begun, missing, .. } => {
+            let begins =
+                format!("begins `{}` in turns: asks for {} ({})", begun.command, missing.name, missing.kind.as_str());
+            (registry.interpret_text_for(text, &tenant.audience()), Some(begins))
+        }
+        Step::Alone(read) | Step::Complete(read) => (read, None),
+        Step::Ended(_) => (registry.interpret_text_for(text, &tenant.audience()), None),
+    };
     let (command, answer) = match &read {
         Interpretation::Command { spec, args, reading, .. } => {
             let mut explained = command(spec, args, tenant, roles.as_ref());
@@ -89,7 +99,7 @@ pub fn explain(
             explained.confirmation |= reading.needs_confirmation();
             (Some(explained), None)
         }
-        other => (None, Some(answer(settings, other, text, tenant, roles.as_ref()))),
+        other => (None, Some(begins.unwrap_or_else(|| answer(other)))),
     };
     Ok(Explanation {
         text: text.to_owned(),
@@ -148,20 +158,8 @@ fn command(spec: &CommandSpec, args: &Args, tenant: &Tenant, reader: Option<&Sta
 }
 
 /// What a message that reads as no command is answered, in a line.
-fn answer(
-    settings: &Settings,
-    read: &Interpretation<'_>,
-    text: &str,
-    tenant: &Tenant,
-    reader: Option<&Standing>,
-) -> String {
-    let may = |spec: &CommandSpec| reader.is_none_or(|(_, held)| spec.scopes.is_subset(held));
+fn answer(read: &Interpretation<'_>) -> String {
     match read {
-        Interpretation::NoMatch | Interpretation::DidYouMean { .. }
-            if let Some((begun, missing)) = settings.registry.begin(text, &tenant.audience(), may) =>
-        {
-            format!("begins `{}` in turns: asks for {} ({})", begun.command, missing.name, missing.kind.as_str())
-        }
         Interpretation::DidYouMean { accept: Some(text), .. } => format!("did you mean: {text}? (with a button)"),
         Interpretation::DidYouMean { spec, accept: None } => format!("did you mean: {}?", spec.usage()),
         Interpretation::BrokenRule { broken, .. } => {

@@ -22,12 +22,13 @@ pub enum Missed {
     Broken(BrokenRule),
 }
 
-/// Why a command written in turns ended without being sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ending {
-    Cancelled,
-    /// Too many answers in a row missed the value.
-    Tries,
+crate::domain::names::named_enum! {
+    /// Why a command written in turns ended without being sent: cancelled, or too many answers
+    /// in a row missed the value (the `turns_ended` reply's `reason`).
+    Ending {
+        Cancelled => "cancelled",
+        Tries => "tries",
+    }
 }
 
 /// What a text message is.

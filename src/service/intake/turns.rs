@@ -11,8 +11,8 @@ use time::OffsetDateTime;
 use crate::config::IngestConfig;
 use crate::domain::directory::{Actor, Tenant};
 use crate::domain::message::{InboundMessage, InboundStatus, NoCommand};
-use crate::domain::registry::{CommandSpec, Ending, Missed, Missing, Open, PlaceholderType, Registry, Step};
-use crate::domain::replies::{AskValue, Reply, TurnsEndReason, TurnsEnded};
+use crate::domain::registry::{CommandSpec, Missed, Missing, Open, PlaceholderType, Registry, Step};
+use crate::domain::replies::{AskValue, Reply, TurnsEnded};
 use crate::service::engine::EngineError;
 use crate::store::{Conversation, ConversationKey, ConversationMove, InboundOutcome, NewOutboxMessage, TurnWrite};
 
@@ -99,11 +99,7 @@ impl Ingress {
             }
             Step::Ended(ending) => {
                 let usage = registry.get(&open?.begun.command).map_or_else(String::new, CommandSpec::usage);
-                let reason = match ending {
-                    Ending::Cancelled => TurnsEndReason::Cancelled,
-                    Ending::Tries => TurnsEndReason::Tries,
-                };
-                let reply = Reply::TurnsEnded(TurnsEnded { reason, usage });
+                let reply = Reply::TurnsEnded(TurnsEnded { reason: *ending, usage });
                 Some(TurnAnswer { status: NoCommand::TurnsEnded, reply, change: ConversationMove::End })
             }
             Step::Alone(_) | Step::Complete(_) => None,

@@ -9,8 +9,7 @@ use uuid::Uuid;
 use crate::domain::lifecycle::State;
 use crate::domain::replies::{
     ApprovalAnswer, ApprovalOutcome, ApprovalRequest, ApprovalRequired, AskValue, Confirmed, Courtesy, Expired, Help,
-    Outcome, Progress, Prompt, Rejection, RejectionReason, Reply, StepUpRequired, Suggestion, TurnsEndReason,
-    TurnsEnded, WaitingTurn,
+    Outcome, Progress, Prompt, Rejection, RejectionReason, Reply, StepUpRequired, Suggestion, TurnsEnded, WaitingTurn,
 };
 
 const REF: &str = "R7K2QX";
@@ -76,7 +75,7 @@ fn turns() -> Vec<Reply> {
     for kind in ["int", "decimal", "id"] {
         turns.push(ask("count", kind, None, Some(("type", ""))));
     }
-    for reason in TurnsEndReason::ALL {
+    for reason in crate::domain::registry::Ending::ALL {
         turns.push(Reply::TurnsEnded(TurnsEnded { reason: *reason, usage: USAGE.into() }));
     }
     turns.push(Reply::Courtesy(Courtesy {}));
