@@ -53,6 +53,12 @@ pub struct IngestConfig {
     /// How long a question of a command written in turns is held for the person's next message:
     /// "refund" "1234" "25.00" sent within it asks nothing and gives one prompt. 0: asked at once.
     pub conversation_burst_ms: u64,
+    /// How long a person's one-time code for linking another channel lives ("link CODE").
+    pub link_code_secs: u64,
+    /// How many link codes a person may have pending; a new one past it retires the oldest.
+    pub link_codes_pending: u32,
+    /// How long a link can be undone from the person's other channels ("not you? reply STOP").
+    pub link_undo_secs: u64,
 }
 
 impl Default for IngestConfig {
@@ -70,6 +76,9 @@ impl Default for IngestConfig {
             conversation_idle_secs: 600,
             conversation_tries: 3,
             conversation_burst_ms: 2_000,
+            link_code_secs: 3_600,
+            link_codes_pending: 3,
+            link_undo_secs: 7 * 86_400,
         }
     }
 }

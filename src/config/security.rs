@@ -104,6 +104,11 @@ pub struct RateLimitConfig {
     pub unknown_sender_replies: Rate,
     /// Console sign-in attempts per client address.
     pub sign_in: Rate,
+    /// Link codes offered ("link CODE") from one address of a tenant: with at most a few codes
+    /// pending per person out of 31⁸, guessing one takes lifetimes at this pace.
+    pub link_attempts: Rate,
+    /// Link codes offered to one tenant from all addresses together (many numbers guess no faster).
+    pub link_attempts_tenant: Rate,
     /// On PostgreSQL, count the inbound limits in the database, so that every instance on it
     /// shares one budget (a statement per message); `false` for a single instance counts in
     /// memory. SQLite always counts in memory (one instance).
@@ -118,6 +123,8 @@ impl Default for RateLimitConfig {
             api_client: Rate { per_minute: 600, burst: 100 },
             unknown_sender_replies: Rate { per_minute: 30, burst: 10 },
             sign_in: Rate { per_minute: 10, burst: 5 },
+            link_attempts: Rate { per_minute: 1, burst: 5 },
+            link_attempts_tenant: Rate { per_minute: 30, burst: 60 },
             shared: true,
         }
     }

@@ -118,10 +118,18 @@ pub enum NoCommand {
     TurnsEnded,
     /// Courtesy alone (a thank-you, an emoji): answered in a few words.
     Courtesy,
+    /// "link" from a listed person: answered with a one-time code for another channel.
+    LinkCode,
+    /// "link CODE" that linked its sender's address to the code's person.
+    Linked,
+    /// "link CODE" that linked nothing (a wrong code, too many tries, an address already listed).
+    LinkRefused,
+    /// "stop" after a link's notice: the link undone.
+    Unlinked,
 }
 
 impl NoCommand {
-    pub const ALL: [Self; 15] = [
+    pub const ALL: [Self; 19] = [
         Self::Help,
         Self::NoMatch,
         Self::Ambiguous,
@@ -137,6 +145,10 @@ impl NoCommand {
         Self::AskedValue,
         Self::TurnsEnded,
         Self::Courtesy,
+        Self::LinkCode,
+        Self::Linked,
+        Self::LinkRefused,
+        Self::Unlinked,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -156,6 +168,10 @@ impl NoCommand {
             Self::AskedValue => "asked_value",
             Self::TurnsEnded => "turns_ended",
             Self::Courtesy => "courtesy",
+            Self::LinkCode => "link_code",
+            Self::Linked => "linked",
+            Self::LinkRefused => "link_refused",
+            Self::Unlinked => "unlinked",
         }
     }
 }

@@ -48,6 +48,8 @@ pub enum Reply {
     TurnsEnded(TurnsEnded),
     /// A message of courtesy alone, a thank-you or an emoji (`courtesy`): a short answer, not the help.
     Courtesy(Courtesy),
+    /// About linking another channel: a code, a link made or refused, its notice, its undoing (`link`).
+    Link(LinkReply),
 }
 
 impl Reply {
@@ -71,6 +73,7 @@ impl Reply {
             Reply::AskValue(_) => "ask_value",
             Reply::TurnsEnded(_) => "turns_ended",
             Reply::Courtesy(_) => "courtesy",
+            Reply::Link(_) => "link",
         }
     }
 
@@ -335,6 +338,19 @@ pub struct TurnsEnded {
 /// A thank-you or an emoji, answered in a few words.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Courtesy {}
+
+/// About linking a person's channels (every field present, `null` when unset).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LinkReply {
+    pub step: crate::domain::directory::LinkStep,
+    /// The code to send from the other channel (`code`).
+    pub code: Option<String>,
+    pub expires_in_minutes: Option<u64>,
+    /// The channel linked or undone, as people call it (`Telegram`).
+    pub channel: Option<String>,
+    /// Why a code was not taken (`refused`).
+    pub reason: Option<crate::domain::directory::LinkRefusal>,
+}
 
 /// A confirmation prompt: the command as it reads, and the confirmation's code and time.
 #[derive(Debug, Clone, PartialEq, Serialize)]

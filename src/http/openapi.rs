@@ -54,6 +54,7 @@ use crate::http::AppState;
         crate::http::routes::directory::actors::update,
         crate::http::routes::directory::actors::remove,
         crate::http::routes::directory::actors::erase,
+        crate::http::routes::directory::link_codes::issue,
         crate::http::routes::directory::roles::list,
         crate::http::routes::directory::roles::set,
         crate::http::routes::directory::roles::remove,

@@ -73,6 +73,7 @@ impl Database {
             inbox_rows: self.0.inbox().forget_admitted(an_hour_ago).await.map(|_| ()),
             figures: self.0.forget_figures(figures_before).await.map(|_| ()),
             conversations: self.0.forget_conversations(now).await.map(|_| ()),
+            link_codes: self.0.link_codes().forget_kept(now).await.map(|_| ()),
         }
     }
 }
@@ -87,4 +88,6 @@ pub struct Tidied {
     pub figures: Result<(), StoreError>,
     /// The conversations that ended quietly (a command written in turns left alone).
     pub conversations: Result<(), StoreError>,
+    /// Link codes past keeping: expired unused, or used and past the window to undo their link.
+    pub link_codes: Result<(), StoreError>,
 }

@@ -43,7 +43,8 @@ impl Services {
         let store = database.store().clone();
         let Settings { config, files, registry, tenants, seed, templates, security } = settings;
         let pseudonymizer = Pseudonymizer::new(config.evidence.pseudonym_key.expose().as_bytes());
-        let people = People::new(store.clone(), pseudonymizer.clone());
+        let links = crate::service::directory::LinkRules::from(&config.ingest);
+        let people = People::new(store.clone(), pseudonymizer.clone()).with_links(links);
         let engine = Engine::new(database.clone(), pseudonymizer);
         if crate::service::telemetry::enabled() {
             store.observe_moves(Arc::new(crate::service::telemetry::TransitionSpans));

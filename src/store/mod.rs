@@ -31,6 +31,7 @@ mod health;
 mod inbound;
 mod inbox;
 mod inbox_db;
+mod link_codes;
 mod locks;
 mod named;
 mod open;
@@ -81,13 +82,14 @@ pub use evidence::{AuditReport, ChainReport, StoredArtifact};
 pub use inbound::{InboundOutcome, NewInbound};
 pub use inbox::{Adopted, Entered, InboxEntry, Lease, NewInboxEntry, ParkedSender, Released};
 pub use inbox_db::inbox_url;
+pub use link_codes::{NewLinkCode, Redeemed, Redemption, UndoableLink};
 pub use locks::{HeldLock, LOCK_WAIT_KIND};
 pub use outbound::{OutboundRecord, Recorded};
 pub use outbox::{ClaimedMessage, DISPATCH_KIND, MESSAGE_KIND, NOTICE_KIND, NewOutboxMessage, OutboxSettle, ReplyTo};
 pub use previews::PromptWrite;
 pub use repos::{
     Agents, ApiKeys, Approvals, Commands, Confirmations, Console, Dedupe, Deliveries, Directory, Evidence, Identities,
-    Inbound, Inbox, Locks, Outbox, RateLimits, RegistryVersions, Tokens,
+    Inbound, Inbox, LinkCodes, Locks, Outbox, RateLimits, RegistryVersions, Tokens,
 };
 pub use signals::{CommittedMove, MoveObserver};
 pub use snapshot::{KEY_LOOKUPS, SNAPSHOT_QUERIES, SWEEP_QUERIES, Snapshot};

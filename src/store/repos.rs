@@ -106,6 +106,12 @@ pub struct Outbox<'a> {
     pub(crate) store: &'a Store,
 }
 
+/// Link codes: a listed person's one-time codes for linking another channel (issue #48).
+#[derive(Clone, Copy)]
+pub struct LinkCodes<'a> {
+    pub(crate) store: &'a Store,
+}
+
 /// Single-use tokens (step-up `jti`s) consumed.
 #[derive(Clone, Copy)]
 pub struct Tokens<'a> {
@@ -179,6 +185,10 @@ impl Store {
 
     pub fn outbox(&self) -> Outbox<'_> {
         Outbox { store: self }
+    }
+
+    pub fn link_codes(&self) -> LinkCodes<'_> {
+        LinkCodes { store: self }
     }
 
     pub fn tokens(&self) -> Tokens<'_> {

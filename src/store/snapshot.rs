@@ -59,9 +59,10 @@ pub const KEY_LOOKUPS: [&KeyLookup; 4] =
     [&COMMANDS_BY_ID, &DELIVERIES_OF_COMMANDS, &DISPATCH_TARGETS, &PREVIEWS_OF_COMMANDS];
 
 /// What the timers read (or delete) on every sweep, whatever the load: through indexes too.
-pub const SWEEP_QUERIES: [&str; 7] = [
+pub const SWEEP_QUERIES: [&str; 8] = [
     OVERDUE,
     crate::store::conversations::FORGET_ENDED,
+    crate::store::link_codes::FORGET_KEPT,
     EXPIRED_UNDISPATCHED,
     EXPIRED,
     PURGE_EXPIRED,

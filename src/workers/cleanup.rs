@@ -26,6 +26,7 @@ pub(super) async fn run(database: Database, every: Duration, stopping: Cancellat
             ("inbox", tidied.inbox_rows),
             ("figures", tidied.figures),
             ("conversation", tidied.conversations),
+            ("link-code", tidied.link_codes),
         ];
         for (part, error) in parts.into_iter().filter_map(|(part, done)| done.err().map(|error| (part, error))) {
             tracing::warn!(%error, "{part} cleanup failed");

@@ -37,8 +37,12 @@ pub(crate) struct Telegram {
 
 impl Telegram {
     pub(crate) async fn start(db: &TestDb) -> Self {
+        Self::start_with(db, sending_through(&db.config, &FakeServer::start().await)).await
+    }
+
+    /// A gateway on `config` (its other channels as the caller set them) with a Bot API stand-in.
+    pub(crate) async fn start_with(db: &TestDb, mut config: chatgate::config::Config) -> Self {
         let api = FakeServer::start_with(bot_api_default).await;
-        let mut config = sending_through(&db.config, &FakeServer::start().await);
         config.telegram.api_base = api.url.clone();
         config.telegram.bot_token = chatgate::config::Secret::new(BOT_TOKEN);
         let secret = config.telegram.secret_token.expose().to_owned();

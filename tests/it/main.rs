@@ -34,6 +34,7 @@ mod e2e_health;
 mod e2e_hook_callers;
 mod e2e_hooks;
 mod e2e_line;
+mod e2e_links;
 mod e2e_lock_turns;
 mod e2e_locks;
 mod e2e_messenger;

@@ -5,6 +5,7 @@
 
 mod fields;
 mod file;
+mod link;
 mod people;
 mod resolver;
 
@@ -12,6 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 
 pub use fields::{MAX_ADDRESSES, OneOrMany, PersonFields, RESERVED_ID_PREFIXES};
 pub use file::{DirectoryFile, RawActor, RawTenant, Seed};
+pub use link::{CODE_ALPHABET, LINK_CODE_LENGTH, LinkCode, LinkRefusal, LinkStep};
 pub use people::{
     Actor, Address, AddressKind, INSTAGRAM_PREFIX, LINE_PREFIX, MESSENGER_PREFIX, Person, PersonError, Roles,
     SLACK_PREFIX, TELEGRAM_PREFIX,

@@ -52,6 +52,12 @@ pub enum Step<'a> {
 }
 
 impl Registry {
+    /// What `text` asks about linking a person's channels, if it is about that (read before any
+    /// command: "link" is the gateway's word, whatever the registry names).
+    pub fn linking(&self, text: &str) -> Option<super::Linking> {
+        self.normalizer.linking(&self.normalizer.tokens(text))
+    }
+
     /// `text` from a person who `may` ask for some commands, with `open` the command they are
     /// writing in turns if any; `most_tries` misses in a row end it.
     pub fn step(

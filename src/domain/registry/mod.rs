@@ -30,7 +30,7 @@ use build::{RawRegistry, build};
 pub use conversation::{Ending, Missed, Open, Step};
 pub use corrections::Correction;
 pub use interpret::ACCEPT_PREFIX;
-pub use normalize::{LanguageWords, Normalizer};
+pub use normalize::{LanguageWords, Linking, Normalizer};
 pub use numbers::Currency;
 pub use pattern::{Part, Pattern, PatternError, PlaceholderType, canonical_decimal};
 pub use reads_as::ReadsAs;

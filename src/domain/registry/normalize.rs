@@ -46,11 +46,29 @@ pub struct LanguageWords {
     /// it is courtesy, answered in a few words (a greeting alone is answered with the help).
     #[serde(default)]
     pub thanks: Vec<String>,
+    /// Words that ask to link another channel (`link`): alone, for a code; before a code, to
+    /// offer it from the address to link (`link K7M2QX9P`).
+    #[serde(default)]
+    pub links: Vec<String>,
+    /// Words that, alone, undo a link just made (`stop`, `not me`): the answer its notice asks for.
+    #[serde(default)]
+    pub not_me: Vec<String>,
     /// The mark between whole and fraction in the locale's numbers (`,` in Portuguese); `.`
     /// when unset.
     pub decimal_mark: Option<char>,
     /// The locale's own ten digits, 0 to 9, when it has them: read as ASCII's.
     pub digits: Option<String>,
+}
+
+/// What a message about linking asks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Linking {
+    /// "link" alone, from a listed person: a code, please.
+    Ask,
+    /// "link K7M2QX9P": the code, offered from the address to link.
+    Offer(String),
+    /// "stop", "not me": undo the link the person was just told of.
+    NotMe,
 }
 
 /// Every locale's words at once: a greeting in any of the tenant's languages is noise.
@@ -66,6 +84,8 @@ pub struct Normalizer {
     cancels: Vec<Vec<String>>,
     thanks: Vec<Vec<String>>,
     corrections: Vec<Vec<String>>,
+    links: Vec<Vec<String>>,
+    not_me: Vec<Vec<String>>,
     /// How each locale writes numbers, by its name (`pt`).
     styles: BTreeMap<String, NumberStyle>,
 }
@@ -104,6 +124,8 @@ impl Normalizer {
             cancels: phrases(languages.values().map(|l| &l.cancels)),
             thanks: phrases(languages.values().map(|l| &l.thanks)),
             corrections: phrases(languages.values().map(|l| &l.corrections)),
+            links: phrases(languages.values().map(|l| &l.links)),
+            not_me: phrases(languages.values().map(|l| &l.not_me)),
             styles: languages
                 .iter()
                 .map(|(name, l)| (name.to_lowercase(), NumberStyle::new(l.decimal_mark, l.digits.as_deref())))
@@ -180,6 +202,22 @@ impl Normalizer {
     pub fn is_cancel(&self, tokens: &[String]) -> bool {
         let lower: Vec<String> = tokens.iter().map(|t| fold(t)).collect();
         self.cancels.contains(&lower)
+    }
+
+    /// What `tokens` ask about linking: a link word alone (a code), a link word and one more word
+    /// (that word offered as a code), a not-me word alone (undo).
+    pub fn linking(&self, tokens: &[String]) -> Option<Linking> {
+        let lower: Vec<String> = tokens.iter().map(|t| fold(t)).collect();
+        if self.not_me.contains(&lower) {
+            return Some(Linking::NotMe);
+        }
+        let phrase = self.links.iter().find(|l| lower.starts_with(l))?;
+        match &tokens[phrase.len()..] {
+            [] => Some(Linking::Ask),
+            // A code typed in two halves (`K7M2 QX9P`) is one.
+            rest @ ([_] | [_, _]) => Some(Linking::Offer(rest.concat())),
+            _ => None,
+        }
     }
 
     /// What follows a correction word at the start of `tokens` (`no, 30` → `30`), when they

@@ -240,4 +240,19 @@ mod tests {
             assert!(!normalizer.only_courtesy(request), "{request}");
         }
     }
+
+    #[test]
+    fn link_words_ask_offer_and_undo_alone() {
+        use crate::domain::registry::Linking;
+        let registry = Registry::shipped_for_tests();
+        assert_eq!(registry.linking("Link"), Some(Linking::Ask));
+        assert_eq!(registry.linking("vincular, por favor"), Some(Linking::Ask));
+        assert_eq!(registry.linking("link k7m2qx9p"), Some(Linking::Offer("k7m2qx9p".into())));
+        assert_eq!(registry.linking("Link code K7M2 QX9P!"), Some(Linking::Offer("K7M2QX9P".into())));
+        assert_eq!(registry.linking("STOP"), Some(Linking::NotMe));
+        assert_eq!(registry.linking("não fui eu"), Some(Linking::NotMe));
+        for other in ["refund 1234 25", "link my order 1234 to 5678 please now", "stop it now", "linking"] {
+            assert_eq!(registry.linking(other), None, "{other}");
+        }
+    }
 }

@@ -1,6 +1,6 @@
 //! The Directory page: find a person by name, number or id; see their roles and recent commands;
-//! change their roles, deactivate or reactivate them, erase them (with a step-up proof, as other
-//! high-risk actions). Every change goes through the API's own code (`service::directory` with
+//! change their roles, deactivate or reactivate them, give them a code to link another channel,
+//! erase them (with a step-up proof, as other high-risk actions). Every change goes through the API's own code (`service::directory` with
 //! `routes::directory::changing`), under the same scopes and tenant.
 
 use std::collections::BTreeMap;
@@ -155,6 +155,27 @@ pub(super) async fn erase(
         }
         Err(error) => Err(error.into()),
     }
+}
+
+#[derive(Deserialize)]
+pub(super) struct LinkCodeForm {}
+
+/// `POST /console/directory/{id}/link-code`: a one-time code for the person to link another
+/// channel, shown once on their page (the API's own code issues it).
+pub(super) async fn link_code(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Changing { signed, form: LinkCodeForm {} }: Changing<LinkCodeForm>,
+) -> Result<Response, PageError> {
+    signed.require(WRITE)?;
+    let tenant = &signed.principal().tenant;
+    let issued = state.policy.people.issue_link_code(tenant, &id, OffsetDateTime::now_utc()).await.map_err(refusal)?;
+    let view = crate::http::routes::directory::link_codes::LinkCodeView::of(&issued);
+    let notice = format!(
+        "Link code {}: ask them to send \"{}\" from the channel or number to link, before {}. It is shown once.",
+        view.code, view.send, view.expires_at
+    );
+    person_page(&state, &signed, &id, StatusCode::OK, Some(notice)).await
 }
 
 fn urlencoded(id: &str) -> String {

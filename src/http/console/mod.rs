@@ -51,6 +51,7 @@ pub fn router() -> Router<AppState> {
         .route("/console/directory/{id}/roles", post(directory::roles))
         .route("/console/directory/{id}/active", post(directory::active))
         .route("/console/directory/{id}/erase", post(directory::erase))
+        .route("/console/directory/{id}/link-code", post(directory::link_code))
         .route("/console/audit", get(insight::audit))
         .route("/console/static/console.css", get(stylesheet))
         .route("/console/static/console.js", get(script))

@@ -4,13 +4,12 @@
 use rand::Rng;
 use time::OffsetDateTime;
 
+use crate::domain::directory::CODE_ALPHABET;
 use crate::domain::message::Content;
 use crate::domain::outbound::{ButtonSpec, Purpose};
 use crate::domain::replies::{Prompt, Reply};
 use crate::store::{NewConfirmation, NewOutboxMessage, ReplyTo};
 
-/// Letters and digits nobody confuses when reading them off a phone (no 0/O, 1/I/L).
-const CODE_ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
 pub const CODE_LENGTH: usize = 6;
 /// Button ids: `cg:yes:<nonce>` and `cg:no:<nonce>`.
 const BUTTON_PREFIX: &str = "cg";

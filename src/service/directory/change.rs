@@ -20,6 +20,8 @@ named_enum! {
         Erased => "erased",
         RoleSet => "role_set",
         RoleRemoved => "role_removed",
+        Linked => "linked",
+        Unlinked => "unlinked",
     }
 }
 
@@ -29,6 +31,8 @@ pub enum ChangedBy {
     Operator(String),
     Import(String),
     File,
+    /// The person themselves: with a one-time link code, or answering a link's notice.
+    Themselves,
 }
 
 impl ChangedBy {
@@ -37,6 +41,7 @@ impl ChangedBy {
             Self::Operator(id) => json!({"operator": id}),
             Self::Import(id) => json!({"import_by": id}),
             Self::File => json!({"file": "directory.toml"}),
+            Self::Themselves => json!({"person": "themselves"}),
         }
     }
 }

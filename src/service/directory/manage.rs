@@ -151,10 +151,21 @@ impl People {
         person: &Person,
         before: Option<&StoredPerson>,
     ) -> Result<StoredPerson, DirectoryError> {
-        person.check(&self.roles(who.tenant).await?)?;
         let change = change_of(before.map(|b| &b.person), person);
         let pseudonym = self.pseudonym(person.id.as_str());
         let evidence = person_evidence(change, pseudonym, before.map(|b| &b.person), Some(person), &who.by);
+        self.write_with(who, person, before, evidence).await
+    }
+
+    /// Writes `person` with `evidence` of the change (see `write`).
+    pub(super) async fn write_with(
+        &self,
+        who: &Changing<'_>,
+        person: &Person,
+        before: Option<&StoredPerson>,
+        evidence: crate::domain::evidence::EvidenceDraft,
+    ) -> Result<StoredPerson, DirectoryError> {
+        person.check(&self.roles(who.tenant).await?)?;
         let expected = before.map_or(0, |b| b.version);
         let write = PersonWrite { tenant: who.tenant, person, source: Source::Api, expected, at: who.at };
         match self.store.directory().write(&write, &[evidence]).await? {

@@ -7,6 +7,7 @@
 //! - `manage`: an operator's changes: people made, changed, deleted; roles set and removed.
 //! - `erase`: a person erased on request, with a step-up proof.
 //! - `identity`: what a tenant's identity resolver said of senders the directory does not list.
+//! - `link`: a person's one-time codes for linking their other channels, redeemed and undone.
 //! - `import`: many people from JSON lines or CSV, a batch at a time, each line on its own.
 //! - `seed`: the directory file's roles and people, applied on start and on reload.
 
@@ -15,6 +16,7 @@ mod change;
 mod erase;
 mod identity;
 mod import;
+mod link;
 mod manage;
 mod seed;
 
@@ -26,6 +28,7 @@ pub use change::{Change, ChangedBy};
 pub use erase::{ErasureReport, erasure_binding};
 pub use identity::Resolution;
 pub use import::{ImportError, ImportFormat, ImportReport, Importer, LineProblem};
+pub use link::{IssuedCode, LinkRules, Linked, Unlinked};
 pub use manage::{Changing, DirectoryError};
 pub use seed::SeedReport;
 
@@ -46,11 +49,12 @@ pub struct People {
     store: Store,
     pseudonymizer: Pseudonymizer,
     lookups: Arc<cache::Lookups>,
+    links: LinkRules,
 }
 
 impl People {
     pub fn new(store: Store, pseudonymizer: Pseudonymizer) -> Self {
-        Self { store, pseudonymizer, lookups: Arc::default() }
+        Self { store, pseudonymizer, lookups: Arc::default(), links: LinkRules::default() }
     }
 
     /// The active person an address names in `tenant`, with the scopes their roles grant now.

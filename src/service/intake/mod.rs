@@ -33,6 +33,7 @@ mod handled;
 mod identity;
 pub mod inbox;
 mod interpret;
+mod links;
 mod lookups;
 mod reprocess;
 mod throttled;
@@ -183,6 +184,9 @@ impl Ingress {
                 .record(message, Some(tenant), InboundStatus::RateLimited, &[], Handled::RateLimited, now)
                 .await;
         }
+        if let Some(handled) = self.linking(message, tenant, Some(&actor), &reply_to, now).await? {
+            return Ok(handled);
+        }
         if let Some(tap) = ApprovalTap::parse(&message.content) {
             return self.approval_tap((message, tenant, &actor), tap, &reply_to, now).await;
         }
@@ -215,6 +219,9 @@ impl Ingress {
     ) -> Result<Handled, EngineError> {
         if let Some(limited) = self.stranger_limited(message, tenant, now).await? {
             return Ok(limited);
+        }
+        if let Some(handled) = self.linking(message, tenant, None, reply_to, now).await? {
+            return Ok(handled);
         }
         let (database, limits) = (self.engine.database(), &self.policy.security.limits);
         let (status, refusal) = match tenant.unknown_sender {

@@ -6,10 +6,12 @@
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use crate::domain::directory::{LinkRefusal, LinkStep};
 use crate::domain::lifecycle::State;
 use crate::domain::replies::{
     ApprovalAnswer, ApprovalOutcome, ApprovalRequest, ApprovalRequired, AskValue, Confirmed, Courtesy, Expired, Help,
-    Outcome, Progress, Prompt, Rejection, RejectionReason, Reply, StepUpRequired, Suggestion, TurnsEnded, WaitingTurn,
+    LinkReply, Outcome, Progress, Prompt, Rejection, RejectionReason, Reply, StepUpRequired, Suggestion, TurnsEnded,
+    WaitingTurn,
 };
 
 const REF: &str = "R7K2QX";
@@ -79,7 +81,25 @@ fn turns() -> Vec<Reply> {
         turns.push(Reply::TurnsEnded(TurnsEnded { reason: *reason, usage: USAGE.into() }));
     }
     turns.push(Reply::Courtesy(Courtesy {}));
+    turns.extend(links());
     turns
+}
+
+/// Every step of linking a channel, and every reason a code is refused.
+fn links() -> Vec<Reply> {
+    let step = |step, code: Option<&str>, reason| {
+        Reply::Link(LinkReply {
+            step,
+            code: code.map(str::to_owned),
+            expires_in_minutes: code.map(|_| 60),
+            channel: Some("Telegram".into()),
+            reason,
+        })
+    };
+    let mut links = vec![step(LinkStep::Code, Some("K7M2QX9P"), None)];
+    links.extend([LinkStep::Linked, LinkStep::Notice, LinkStep::Undone].map(|s| step(s, None, None)));
+    links.extend(LinkRefusal::ALL.iter().map(|reason| step(LinkStep::Refused, None, Some(*reason))));
+    links
 }
 
 /// Every kind of reply, and every template a reply is rendered with, at least once.

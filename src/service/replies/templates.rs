@@ -45,6 +45,7 @@ pub const REQUIRED: &[&str] = &[
     "ask_value",
     "turns_ended",
     "courtesy",
+    "link",
     // The built-in chat commands' replies (the registry's `reply`).
     "requests",
     "request_status",
@@ -127,6 +128,8 @@ const SHIPPED: &[(&str, &str)] = &[
     ("whatsapp/pt/ask_value", include_str!("../../../templates/whatsapp/pt/ask_value.txt")),
     ("whatsapp/pt/turns_ended", include_str!("../../../templates/whatsapp/pt/turns_ended.txt")),
     ("whatsapp/pt/courtesy", include_str!("../../../templates/whatsapp/pt/courtesy.txt")),
+    ("whatsapp/en/link", include_str!("../../../templates/whatsapp/en/link.txt")),
+    ("whatsapp/pt/link", include_str!("../../../templates/whatsapp/pt/link.txt")),
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

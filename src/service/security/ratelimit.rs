@@ -1,7 +1,8 @@
 //! Rate limits with governor (GCRA, keyed), each a named [`Budget`]: inbound chat messages per
 //! actor and per tenant, API requests per client, refusals sent to unknown senders per tenant,
-//! console sign-ins per client address. A refused request learns when to come back. The inbound
-//! budgets and the refusals can be the deployment's, kept in the database (PostgreSQL).
+//! console sign-ins per client address, link codes offered per sender and per tenant. A refused
+//! request learns when to come back. The inbound budgets, the refusals and the link attempts can
+//! be the deployment's, kept in the database (PostgreSQL).
 
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -27,10 +28,22 @@ pub enum Budget {
     UnknownSenderReplies,
     /// Console sign-ins from one client address.
     SignIn,
+    /// Link codes offered from one address ("link CODE"), so that nobody guesses one.
+    LinkAttempts,
+    /// Link codes offered to a tenant from any address, so that many addresses guess no faster.
+    LinkAttemptsTenant,
 }
 
 impl Budget {
-    const ALL: [Self; 5] = [Self::Tenant, Self::Actor, Self::ApiClient, Self::UnknownSenderReplies, Self::SignIn];
+    const ALL: [Self; 7] = [
+        Self::Tenant,
+        Self::Actor,
+        Self::ApiClient,
+        Self::UnknownSenderReplies,
+        Self::SignIn,
+        Self::LinkAttempts,
+        Self::LinkAttemptsTenant,
+    ];
 
     fn name(self) -> &'static str {
         match self {
@@ -39,6 +52,8 @@ impl Budget {
             Self::ApiClient => "api_client",
             Self::UnknownSenderReplies => "unknown_sender_replies",
             Self::SignIn => "sign_in",
+            Self::LinkAttempts => "link_attempts",
+            Self::LinkAttemptsTenant => "link_attempts_tenant",
         }
     }
 
@@ -49,6 +64,8 @@ impl Budget {
             Self::ApiClient => rates.api_client,
             Self::UnknownSenderReplies => rates.unknown_sender_replies,
             Self::SignIn => rates.sign_in,
+            Self::LinkAttempts => rates.link_attempts,
+            Self::LinkAttemptsTenant => rates.link_attempts_tenant,
         }
     }
 }
@@ -110,6 +127,18 @@ impl Limits {
     ) -> Result<Result<(), Duration>, StoreError> {
         let actor = format!("{tenant}|{actor}");
         self.take_chain(store, &[(Budget::Tenant, tenant), (Budget::Actor, &actor)], now).await
+    }
+
+    /// One link code offered to `tenant` from `sender`: the tenant's attempts, then the sender's.
+    pub async fn link_attempt(
+        &self,
+        store: &Store,
+        tenant: &str,
+        sender: &str,
+        now: time::OffsetDateTime,
+    ) -> Result<Result<(), Duration>, StoreError> {
+        let sender = format!("{tenant}|{sender}");
+        self.take_chain(store, &[(Budget::LinkAttemptsTenant, tenant), (Budget::LinkAttempts, &sender)], now).await
     }
 
     /// `takes` in order, stopping at the first refused; shared ones through the batching writer.

@@ -60,6 +60,7 @@ pub const FAMILIES: &[Family] = &[
     counter("chatgate_dispatch_attempts_total", "Attempts to hand a command to an executor, by outcome."),
     counter("chatgate_event_streams_refused_total", "Event streams refused, by the limit reached."),
     counter("chatgate_unknown_sender_refusals_unsent_total", "Refusals to strangers not sent, over budget."),
+    counter("chatgate_link_attempts_refused_total", "Link codes offered past the attempts allowed, by tenant."),
     alone(counter("chatgate_connections_refused_total", "Connections refused at the connection limit.")),
     alone(counter("chatgate_bus_unreadable_total", "Agent messages from RabbitMQ or NATS that could not be read.")),
     histogram("chatgate_ack_latency_seconds", "Seconds from a command's receipt to its executor's acknowledgement."),
@@ -174,6 +175,7 @@ pub fn announce<'a>(
     }
     for tenant in tenants {
         zero("chatgate_unknown_sender_refusals_unsent_total", &[("tenant", tenant.clone())]);
+        zero("chatgate_link_attempts_refused_total", &[("tenant", tenant.clone())]);
     }
 }
 

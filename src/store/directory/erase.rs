@@ -169,6 +169,8 @@ async fn rename(
         execute_tenant_in(conn, &format!("DELETE FROM {table}"), tenant, "address", &erasure.names).await?;
     }
     execute_tenant_in(conn, "DELETE FROM identity_answers", tenant, "actor_id", ids).await?;
+    // Their link codes, and the addresses those linked.
+    execute_tenant_in(conn, "DELETE FROM link_codes", tenant, "person_id", ids).await?;
     Ok(())
 }
 

@@ -32,7 +32,7 @@ pub fn router() -> Router<AppState> {
 #[into_params(names("id"), parameter_in = Path)]
 pub(crate) struct PersonPath(
     /// The person's id
-    String,
+    pub(crate) String,
 );
 
 /// What a page of people is filtered by.

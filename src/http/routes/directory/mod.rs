@@ -3,11 +3,13 @@
 //! proof. Every change is evidence in the tenant's chain (`service::directory`).
 //!
 //! - `actors`: people listed, found, made, changed, deleted and erased.
+//! - `link_codes`: a person's one-time codes for linking their other channels.
 //! - `roles`: roles listed, set and removed.
 //! - `bulk`: the import (JSON lines or CSV, streamed) and the export.
 
 pub mod actors;
 pub mod bulk;
+pub mod link_codes;
 pub mod roles;
 
 use std::collections::BTreeMap;
@@ -33,7 +35,7 @@ pub const WRITE: &str = "directory:write";
 /// The directory's routes but the import, which `bulk::import_router` serves under limits of
 /// its own (a large body, a long time).
 pub fn router() -> Router<AppState> {
-    actors::router().merge(roles::router()).merge(bulk::export_router())
+    actors::router().merge(link_codes::router()).merge(roles::router()).merge(bulk::export_router())
 }
 
 /// A person as the API shows them.
