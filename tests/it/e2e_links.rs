@@ -112,8 +112,11 @@ async fn a_person_links_telegram_by_code_is_told_on_whatsapp_and_can_undo_it(db:
     let actor = "SELECT COUNT(*) FROM commands WHERE actor_id = $1 AND channel = 'telegram'";
     assert_eq!(db.count(actor, "c-ana").await, 1, "her Telegram is her");
 
+    // "stop" on the Telegram it linked is no undoing (a cancel there, with nothing to cancel).
+    on_telegram(&telegram, (3, ANAS_TELEGRAM, "stop"), 3).await;
+    assert_eq!(anas_addresses(&telegram, db).await["telegram"].as_array().map(Vec::len), Some(1));
     // The code used again, from someone else's Telegram: nothing linked.
-    let reused = on_telegram(&telegram, (3, SOMEONE_ELSE, &format!("link {code}")), 3).await;
+    let reused = on_telegram(&telegram, (4, SOMEONE_ELSE, &format!("link {code}")), 4).await;
     assert!(reused.starts_with("That code is not valid"), "{reused}");
     assert_eq!(anas_addresses(&telegram, db).await["telegram"].as_array().map(Vec::len), Some(1));
 
@@ -122,13 +125,13 @@ async fn a_person_links_telegram_by_code_is_told_on_whatsapp_and_can_undo_it(db:
     let undone = text_of(&graph.wait_for(3, WAIT).await[2].body);
     assert_eq!(undone, "Done: the Telegram link was undone. It can no longer act for you.");
     assert!(anas_addresses(&telegram, db).await.get("telegram").is_none());
-    let refused = on_telegram(&telegram, (4, ANAS_TELEGRAM, "order status 1234"), 4).await;
+    let refused = on_telegram(&telegram, (5, ANAS_TELEGRAM, "order status 1234"), 5).await;
     assert!(!refused.is_empty() && db.count(actor, "c-ana").await == 1, "not her any more: {refused}");
     // Nor does her code link it again, redelivered or retyped.
-    let retyped = on_telegram(&telegram, (5, ANAS_TELEGRAM, &format!("link {code}")), 5).await;
+    let retyped = on_telegram(&telegram, (6, ANAS_TELEGRAM, &format!("link {code}")), 6).await;
     assert!(retyped.starts_with("That code is not valid"), "{retyped}");
     // Each message answered once: the redelivered update, nothing.
-    assert_eq!(telegram.api.exactly(5).await.len(), 5);
+    assert_eq!(telegram.api.exactly(6).await.len(), 6);
     assert_eq!(graph.exactly(3).await.len(), 3, "the code, the notice, the undoing");
     telegram.app.stop().await.expect("stop");
 }
@@ -212,8 +215,36 @@ async fn a_code_is_single_use_short_lived_bound_to_its_tenant_and_few_are_pendin
     assert!(matches!(linked, Linked::Now { .. }), "{linked:?}");
     // Single use: the same address again is told it linked; any other address, refused.
     let again = people.redeem_link_code(&demo, &codes[1], telegram("4"), now).await.expect("read");
-    assert!(matches!(again, Linked::Already { .. }), "{again:?}");
+    assert!(matches!(again, Linked::Now { .. }), "told it linked, again: {again:?}");
     assert_eq!(people.redeem_link_code(&demo, &codes[1], telegram("5"), now).await.expect("read"), refused);
     // Unknown people get no code.
     assert!(people.issue_link_code(&demo, "nobody", now).await.is_err());
+}
+
+/// The console's person page gives a code as the API does (its form guarded as every other), and
+/// the code links a second WhatsApp number.
+#[tokio::test]
+async fn the_console_gives_a_code_that_links_a_second_number() {
+    use crate::e2e_console::{csrf_of, page, post_form, session};
+    let db = TestDb::sqlite().await;
+    let (telegram, graph) = with_ana(&db, |_| {}).await;
+    let app = &telegram.app;
+    let cookie =
+        session(app, &crate::helpers::api_token(&db, "demo", "ops-1", crate::directory_api::DIRECTORY_SCOPES)).await;
+    let (status, html) = page(app, &cookie, "/console/directory/c-ana").await;
+    assert!(status == StatusCode::OK && html.contains("Make a link code"), "{html}");
+    let path = "/console/directory/c-ana/link-code";
+    assert_eq!(post_form(app, &cookie, path, &[("csrf", "forged")]).await.0, StatusCode::FORBIDDEN);
+    assert_eq!(db.count("SELECT COUNT(*) FROM link_codes WHERE person_id = $1", "c-ana").await, 0);
+    let (status, html) = post_form(app, &cookie, path, &[("csrf", &csrf_of(&html))]).await;
+    assert_eq!(status, StatusCode::OK, "{html}");
+    let code = code_in(html.split("Link code ").nth(1).expect("the code shown").split(':').next().unwrap_or_default());
+    let second = "15550007788";
+    assert_eq!(Meta::new(app, &db).text("wamid.N1", second, &format!("link {code}")).await.status(), 200);
+    let mut to: Vec<String> =
+        graph.exactly(2).await.iter().map(|r| r.body["to"].as_str().unwrap_or("").into()).collect();
+    to.sort();
+    assert_eq!(to, [ANA, second], "the new number told it linked; the one she had, of the link");
+    assert_eq!(anas_addresses(&telegram, &db).await["whatsapp"], json!([ANA, second]));
+    telegram.app.stop().await.expect("stop");
 }

@@ -1,7 +1,8 @@
 //! The Directory page: find a person by name, number or id; see their roles and recent commands;
 //! change their roles, deactivate or reactivate them, give them a code to link another channel,
-//! erase them (with a step-up proof, as other high-risk actions). Every change goes through the API's own code (`service::directory` with
-//! `routes::directory::changing`), under the same scopes and tenant.
+//! erase them (with a step-up proof, as other high-risk actions). Every change goes through the
+//! API's own code (`service::directory` with `routes::directory::changing`), under the same scopes
+//! and tenant.
 
 use std::collections::BTreeMap;
 

@@ -54,13 +54,11 @@ pub struct IssuedCode {
 /// What a code offered from an address came to.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Linked {
-    /// The address is the person's now; `before` is them as they were (where they are told).
+    /// The address is the person's; `before` is them without it (where they are told). Also
+    /// when this address took this code before (a redelivered message, or one whose answer was
+    /// never recorded): the person is told again rather than perhaps never.
     Now {
         before: Person,
-        address: Address,
-    },
-    /// This address took this code before (a redelivered message): nothing more to do.
-    Already {
         address: Address,
     },
     Refused(LinkRefusal),
@@ -134,7 +132,9 @@ impl People {
                 return Ok(Linked::Refused(LinkRefusal::Wrong));
             };
             if current.person.addresses.contains(&address) {
-                return Ok(Linked::Already { address });
+                let mut before = current.person;
+                before.addresses.remove(&address);
+                return Ok(Linked::Now { before, address });
             }
             let mut after = current.person.clone();
             after.addresses.insert(address.clone());
@@ -148,15 +148,21 @@ impl People {
         Err(DirectoryError::Stale { expected: 0, current: 0 })
     }
 
-    /// Undoes the person's latest link still in its window, if there is one: the code marked
-    /// undone first (so that a redelivered "link CODE" never links again), then the address gone.
+    /// Undoes the person's latest link still in its window, if there is one and `from` (the
+    /// address asking) is not the one it linked — a "stop" on the new channel is the person
+    /// cancelling something there: the code marked undone first (so that a redelivered "link
+    /// CODE" never links again), then the address gone.
     pub async fn undo_link(
         &self,
         tenant: &TenantId,
         id: &str,
+        from: &str,
         at: OffsetDateTime,
     ) -> Result<Option<Unlinked>, DirectoryError> {
         let Some(link) = self.store.link_codes().undoable(tenant, id, at).await? else { return Ok(None) };
+        if link.address == from {
+            return Ok(None);
+        }
         let kind = link.kind.parse::<AddressKind>().map_err(|e| crate::store::StoreError::Corrupt(e.to_string()))?;
         let address = Address { kind, value: link.address };
         self.store.link_codes().undo(tenant, &link.code_hash, at).await?;

@@ -23,6 +23,12 @@ fn link_reply(step: LinkStep) -> LinkReply {
     LinkReply { step, code: None, expires_in_minutes: None, channel: None, reason: None }
 }
 
+/// The address `message` came from, as the directory keeps it (`tg:700000001`).
+fn sender_address(message: &InboundMessage) -> Option<Address> {
+    let raw = People::address_of(&message.from);
+    AddressKind::of_sender(message.channel.as_str(), raw).and_then(|kind| Address::new(kind, raw).ok())
+}
+
 /// A directory change about a link that failed: the store's failure, or one to retry the message
 /// for (another change kept crossing it).
 fn engine_error(error: DirectoryError) -> EngineError {
@@ -37,8 +43,9 @@ fn refused(reason: LinkRefusal) -> Reply {
 }
 
 impl Ingress {
-    /// `message` from `writer` (none: a stranger) about linking, answered; `None` when it is about something else (a "stop" with
-    /// no link to undo is a cancel as ever; a stranger's "link" is a stranger's message).
+    /// `message` from `writer` (none: a stranger) about linking, answered; `None` when it is
+    /// about something else (a "stop" with no link to undo is a cancel as ever; a stranger's
+    /// "link" is a stranger's message).
     pub(super) async fn linking(
         &self,
         message: &InboundMessage,
@@ -72,7 +79,7 @@ impl Ingress {
                 (NoCommand::LinkRefused, vec![reply_to.message(&refused(LinkRefusal::Listed))])
             }
             (Linking::Offer(code), None) => self.offered(message, tenant, &code, reply_to, now).await?,
-            (Linking::NotMe, Some(id)) => match people.undo_link(&tenant.id, id, now).await.map_err(engine_error)? {
+            (Linking::NotMe, Some(id)) => match self.undo_link(message, tenant, id, now).await? {
                 Some(unlinked) => {
                     let channel = Some(unlinked.address.kind.channel_name().to_owned());
                     let reply = Reply::Link(LinkReply { channel, ..link_reply(LinkStep::Undone) });
@@ -106,9 +113,7 @@ impl Ingress {
             let told = budget.await?.is_ok().then(|| reply_to.message(&refused(LinkRefusal::TooMany)));
             return Ok((NoCommand::LinkRefused, told.into_iter().collect()));
         }
-        let address = AddressKind::of_sender(message.channel.as_str(), People::address_of(&message.from))
-            .and_then(|kind| Address::new(kind, People::address_of(&message.from)).ok());
-        let (Some(code), Some(address)) = (LinkCode::parse(code), address) else {
+        let (Some(code), Some(address)) = (LinkCode::parse(code), sender_address(message)) else {
             return Ok((NoCommand::LinkRefused, vec![reply_to.message(&refused(LinkRefusal::Wrong))]));
         };
         let linked =
@@ -121,12 +126,21 @@ impl Ingress {
                 replies.extend(self.link_notice(&before, tenant, &address));
                 (NoCommand::Linked, replies)
             }
-            Linked::Already { address } => {
-                let told = Reply::Link(LinkReply { channel: channel(&address), ..link_reply(LinkStep::Linked) });
-                (NoCommand::Linked, vec![reply_to.message(&told)])
-            }
             Linked::Refused(reason) => (NoCommand::LinkRefused, vec![reply_to.message(&refused(reason))]),
         })
+    }
+
+    /// "stop" from a listed person: their latest link undone, if one may be and it is not the
+    /// address writing.
+    async fn undo_link(
+        &self,
+        message: &InboundMessage,
+        tenant: &Tenant,
+        id: &str,
+        now: OffsetDateTime,
+    ) -> Result<Option<crate::service::directory::Unlinked>, EngineError> {
+        let from = sender_address(message).map(|a| a.value).unwrap_or_default();
+        self.policy.people.undo_link(&tenant.id, id, &from, now).await.map_err(engine_error)
     }
 
     /// The notice to the person on a channel they had before the link: "your Telegram was
