@@ -2,7 +2,8 @@
 //! as StackStorm's `st2 action-alias test`): the registry's reading of the text for a tenant — the
 //! rule, the command, its values — and what its command would ask for: a confirmation, a step-up,
 //! approval, the scopes a person or a role holds or misses. What intake does with state (a
-//! request to correct, a conversation open) is not known here; a command begun in turns is.
+//! request to correct, a conversation open, a link to undo) is not known here; a command begun in
+//! turns is, and what a message about linking a person's channels asks.
 
 use std::collections::BTreeSet;
 
@@ -11,7 +12,7 @@ use serde::Serialize;
 use crate::domain::command::envelope::Args;
 use crate::domain::directory::{Roles, Tenant};
 use crate::domain::registry::approvals::{Verdict, evaluate};
-use crate::domain::registry::{CommandSpec, Interpretation, Step};
+use crate::domain::registry::{CommandSpec, Interpretation, Linking, Step};
 use crate::service::settings::Settings;
 
 /// For whom the message is read: anyone, a role's holder, or a person the directory file lists.
@@ -81,6 +82,16 @@ pub fn explain(
     };
     let roles = roles_of(settings, tenant, reader)?;
     let registry = &settings.registry;
+    // Read before any command, by the gateway itself (docs/LANGUAGE.md, "Linking").
+    if let Some(linking) = registry.linking(text) {
+        let (reading, answer) = match linking {
+            Linking::Ask => ("link_code", "a listed person is sent a one-time code for linking another channel"),
+            Linking::Offer(_) => ("link_offered", "from an address nobody lists: the code links it to its person"),
+            Linking::NotMe => ("not_me", "undoes the person's latest link, if one may be; else read as usual"),
+        };
+        let (text, tenant) = (text.to_owned(), tenant.id.to_string());
+        return Ok(Explanation { text, tenant, reading: reading.into(), command: None, answer: Some(answer.into()) });
+    }
     let may = |spec: &CommandSpec| roles.as_ref().is_none_or(|(_, held)| spec.scopes.is_subset(held));
     // Read as intake reads a first message (`Registry::step`, no conversation open).
     let (read, begins) = match registry.step(None, text, &tenant.audience(), may, 1) {

@@ -42,6 +42,8 @@ fn explain_prints_the_reading_and_what_the_command_asks_for() {
     let json: serde_json::Value =
         serde_json::from_str(&stdout(&explain(&["rfnd 4410 12.50", "--json"]))).expect("json");
     assert_eq!((json["reading"].as_str(), json["command"].is_null()), (Some("suggested"), true), "{json}");
+    let link = stdout(&explain(&["link k7m2 qx9p"]));
+    assert!(link.contains("no command (link_offered): from an address nobody lists"), "{link}");
     let nobody = explain(&["refund 1234 25", "--from", "19999999999"]);
     assert!(String::from_utf8_lossy(&nobody.stderr).contains("nobody in tenant `demo` has the address"));
 }
