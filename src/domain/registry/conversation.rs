@@ -55,7 +55,7 @@ impl Registry {
     /// What `text` asks about linking a person's channels, if it is about that (read before any
     /// command: "link" is the gateway's word, whatever the registry names).
     pub fn linking(&self, text: &str) -> Option<super::Linking> {
-        self.normalizer.linking(&self.normalizer.tokens(text))
+        self.normalizer.may_link(text).then(|| self.normalizer.linking(&self.normalizer.tokens(text))).flatten()
     }
 
     /// `text` from a person who `may` ask for some commands, with `open` the command they are

@@ -86,6 +86,9 @@ pub struct Normalizer {
     corrections: Vec<Vec<String>>,
     links: Vec<Vec<String>>,
     not_me: Vec<Vec<String>>,
+    /// The first words of both: a message with none of them is about no link (checked before
+    /// the message is normalized, as every message is).
+    link_words: Vec<String>,
     /// How each locale writes numbers, by its name (`pt`).
     styles: BTreeMap<String, NumberStyle>,
 }
@@ -126,6 +129,10 @@ impl Normalizer {
             corrections: phrases(languages.values().map(|l| &l.corrections)),
             links: phrases(languages.values().map(|l| &l.links)),
             not_me: phrases(languages.values().map(|l| &l.not_me)),
+            link_words: phrases(languages.values().flat_map(|l| [&l.links, &l.not_me]))
+                .into_iter()
+                .filter_map(|phrase| phrase.into_iter().next())
+                .collect(),
             styles: languages
                 .iter()
                 .map(|(name, l)| (name.to_lowercase(), NumberStyle::new(l.decimal_mark, l.digits.as_deref())))
@@ -202,6 +209,15 @@ impl Normalizer {
     pub fn is_cancel(&self, tokens: &[String]) -> bool {
         let lower: Vec<String> = tokens.iter().map(|t| fold(t)).collect();
         self.cancels.contains(&lower)
+    }
+
+    /// Whether any word of `text` begins a link or not-me phrase: the cheap test before `linking`.
+    pub fn may_link(&self, text: &str) -> bool {
+        text.split_whitespace().map(|word| word.trim_matches(|c: char| c.is_ascii_punctuation())).any(|word| {
+            self.link_words
+                .iter()
+                .any(|start| start.eq_ignore_ascii_case(word) || (!word.is_ascii() && fold(word) == *start))
+        })
     }
 
     /// What `tokens` ask about linking: a link word alone (a code), a link word and one more word
