@@ -11,10 +11,13 @@
 //!    from `--people` people, sent flat out over `--connections`: the ingest rate and latency; and
 //!    end to end, each command admitted, authorized, dispatched (builtin echo), executed and its
 //!    reply accepted by a Graph API stand-in: commands/s and the drain time (last reply after the
-//!    last webhook's 200); the gateway's peak RSS;
+//!    last webhook's 200); the gateway's peak RSS; then webhooks paced at 25%, 50% and 80% of that
+//!    end-to-end rate for `--paced-secs` each (an open loop, latency from each webhook's scheduled
+//!    time): the reply's latency at loads the pipeline sustains, where people feel it;
 //! 3. the same on PostgreSQL when `CHATGATE_TEST_POSTGRES_URL` is set (a fresh database, dropped after).
 //!
-//! It prints each figure, chatgate's ingest as a fraction of both anchors, and issue #31's goals.
+//! It prints each figure, chatgate's ingest as a fraction of both anchors, and issues #31's and
+//! #49's goals, each met or not.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,7 +29,7 @@ use chatgate::channels::whatsapp::signature;
 use clap::Parser;
 
 mod common;
-use common::goals::{Anchors, Goals};
+use common::goals::{Anchors, Goals, Paced};
 use common::{NUMBER, SECRET, fire, free_port, gateway_binary, peak_rss_mb, percentile, serve, signed, start_gateway};
 use tokio::sync::Mutex;
 
@@ -59,7 +62,13 @@ struct Args {
     /// and one such measurement alone varied between 34,000 and 64,000 webhooks/s from run to run.
     #[arg(long, default_value_t = 5)]
     anchor_runs: usize,
+    /// How long each paced phase sends, at 25%, 50% and 80% of the end-to-end rate just measured.
+    #[arg(long, default_value_t = 20)]
+    paced_secs: u64,
 }
+
+/// The paced phases, as fractions of the end-to-end rate: where people feel the latency.
+const PACED: [f64; 3] = [0.25, 0.5, 0.8];
 
 /// Signed single-message deliveries: `order status N` from person `N % people`.
 fn bodies(args: &Args, run: &str) -> Arc<Vec<(Vec<u8>, String)>> {
@@ -211,25 +220,36 @@ async fn pipeline(args: &Args, backend: &str, database_url: &str, anchors: Ancho
         cpu * 1e6 / replies.len().max(1) as f64,
         flood_cpu * 1e6 / load.ok.max(1) as f64
     );
-    let half = half_load(args, &base, &graph, load.rate() / 2.0, &run).await;
-    println!(
-        "{backend}: at half that rate ({:.0} webhooks/s, {} sent): ingest p50 {:.1?} p99 {:.1?}; \
-         webhook to reply p50 {:.1?} p99 {:.1?} ({} replied)",
-        half.rate,
-        half.ingest.len(),
-        percentile(&half.ingest, 0.5),
-        percentile(&half.ingest, 0.99),
-        percentile(&half.to_reply, 0.5),
-        percentile(&half.to_reply, 0.99),
-        half.to_reply.len()
-    );
+    let commands_per_sec = replies.len() as f64 / end_to_end.as_secs_f64();
+    let mut paced = vec![];
+    for fraction in PACED {
+        let phase = paced_load(args, (&base, &graph), commands_per_sec * fraction, &format!("{run}{fraction}")).await;
+        println!(
+            "{backend}: at {:.0}% of end to end ({:.0} webhooks/s for {} s, {} sent, open loop): ingest p50 {:.1?} \
+             p99 {:.1?}; webhook to reply p50 {:.1?} p99 {:.1?} ({} replied)",
+            fraction * 100.0,
+            phase.rate,
+            args.paced_secs,
+            phase.ingest.len(),
+            percentile(&phase.ingest, 0.5),
+            percentile(&phase.ingest, 0.99),
+            percentile(&phase.to_reply, 0.5),
+            percentile(&phase.to_reply, 0.99),
+            phase.to_reply.len()
+        );
+        paced.push(Paced {
+            fraction,
+            ingest_p99: percentile(&phase.ingest, 0.99),
+            reply_p99: percentile(&phase.to_reply, 0.99),
+        });
+    }
     let goals = Goals {
         anchors,
-        end_to_end: replies.len() as f64 / end_to_end.as_secs_f64(),
+        end_to_end: commands_per_sec,
         drain,
         ingest: load.rate(),
-        half_ingest_p99: percentile(&half.ingest, 0.99),
-        half_reply_p99: percentile(&half.to_reply, 0.99),
+        light_reply_p99: percentile(&latency, 0.99),
+        paced,
         peak_rss_mb: peak_rss_mb(pid),
     };
     print_group_commit(backend, &client.get(format!("{base}/metrics")).send().await?.text().await?);
@@ -274,32 +294,34 @@ fn print_group_commit(backend: &str, metrics: &str) {
     );
 }
 
-/// What the half-load phase saw: each webhook's answer time, and each reply's time from its
-/// webhook's send.
-struct HalfLoad {
+/// What a paced phase saw: each webhook's answer time and each reply's, from the webhook's
+/// scheduled time (an open loop: a webhook sent late because the sender fell behind counts its
+/// lateness, as the person would).
+struct PacedLoad {
     rate: f64,
     ingest: Vec<Duration>,
     to_reply: Vec<Duration>,
 }
 
-/// Webhooks paced at `rate` (an open loop: each sent on its tick, whatever the ones before are
-/// doing), half as many as the flat-out run, then the time from each to its reply.
-async fn half_load(args: &Args, base: &str, graph: &Graph, rate: f64, run: &str) -> HalfLoad {
+/// Webhooks at `rate` for `--paced-secs`, each on its own schedule whatever the ones before are
+/// doing, then the time from each one's schedule to its answer and to its reply.
+async fn paced_load(args: &Args, (base, graph): (&str, &Graph), rate: f64, run: &str) -> PacedLoad {
     let client = reqwest::Client::builder().pool_max_idle_per_host(args.connections).build().expect("client");
     let url = format!("{base}/webhooks/whatsapp");
-    let count = args.webhooks / 2;
-    let mut ticks = tokio::time::interval(Duration::from_secs_f64(1.0 / rate.max(1.0)));
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let rate = rate.max(1.0);
+    let count = ((rate * args.paced_secs as f64).round() as usize).max(1);
+    let start = tokio::time::Instant::now();
     let mut sending = tokio::task::JoinSet::new();
     for n in 0..count {
-        ticks.tick().await;
-        let id = format!("wamid.H{run}{n}");
+        let due = start + Duration::from_secs_f64(n as f64 / rate);
+        tokio::time::sleep_until(due).await;
+        let id = format!("wamid.P{run}{n}");
         let (body, signature) = signed(&id, &person(n % args.people), &format!("order status {n}"));
         let request = client.post(&url).header("content-type", "application/json").header(signature::HEADER, signature);
+        let due = due.into_std();
         sending.spawn(async move {
-            let sent = Instant::now();
             let ok = request.body(body).send().await.is_ok_and(|r| r.status().is_success());
-            (id, sent, ok.then(|| sent.elapsed()))
+            (id, due, ok.then(|| due.elapsed()))
         });
     }
     let mut sent = vec![];
@@ -319,10 +341,10 @@ async fn half_load(args: &Args, base: &str, graph: &Graph, rate: f64, run: &str)
     let answered = graph.answered.lock().await;
     let mut ingest: Vec<Duration> = sent.iter().filter_map(|(_, _, answer)| *answer).collect();
     let mut to_reply: Vec<Duration> =
-        sent.iter().filter_map(|(id, at, _)| answered.get(id).map(|reply| reply.duration_since(*at))).collect();
+        sent.iter().filter_map(|(id, due, _)| answered.get(id).map(|reply| reply.duration_since(*due))).collect();
     ingest.sort();
     to_reply.sort();
-    HalfLoad { rate, ingest, to_reply }
+    PacedLoad { rate, ingest, to_reply }
 }
 
 /// Webhooks one at a time, each timed from its send to its reply reaching the Graph stand-in.
