@@ -127,25 +127,12 @@ impl People {
             Redeemed::Fresh { person } | Redeemed::Again { person } => person,
         };
         let who = Changing { tenant, by: super::ChangedBy::Themselves, at };
-        for _ in 0..WRITE_TRIES {
-            let Some(current) = self.get(tenant, &person).await?.filter(|p| p.person.active) else {
-                return Ok(Linked::Refused(LinkRefusal::Wrong));
-            };
-            if current.person.addresses.contains(&address) {
-                let mut before = current.person;
-                before.addresses.remove(&address);
-                return Ok(Linked::Now { before, address });
-            }
-            let mut after = current.person.clone();
-            after.addresses.insert(address.clone());
-            match self.write_change(&who, (&current, &after), Change::Linked, address.kind).await {
-                Ok(_) => return Ok(Linked::Now { before: current.person, address }),
-                Err(DirectoryError::AddressTaken { .. }) => return Ok(Linked::Refused(LinkRefusal::Taken)),
-                Err(DirectoryError::Stale { .. }) => continue,
-                Err(other) => return Err(other),
-            }
+        match self.change_address(&who, &person, &address, Change::Linked).await {
+            Ok(Some(before)) => Ok(Linked::Now { before, address }),
+            Ok(None) => Ok(Linked::Refused(LinkRefusal::Wrong)),
+            Err(DirectoryError::AddressTaken { .. }) => Ok(Linked::Refused(LinkRefusal::Taken)),
+            Err(other) => Err(other),
         }
-        Err(DirectoryError::Stale { expected: 0, current: 0 })
     }
 
     /// Undoes the person's latest link still in its window, if there is one and `from` (the
@@ -167,20 +154,40 @@ impl People {
         let address = Address { kind, value: link.address };
         self.store.link_codes().undo(tenant, &link.code_hash, at).await?;
         let who = Changing { tenant, by: super::ChangedBy::Themselves, at };
-        for _ in 0..WRITE_TRIES {
-            let Some(current) = self.get(tenant, id).await? else { return Ok(Some(Unlinked { address })) };
-            if !current.person.addresses.contains(&address) {
-                return Ok(Some(Unlinked { address }));
+        self.change_address(&who, id, &address, Change::Unlinked).await?;
+        Ok(Some(Unlinked { address }))
+    }
+
+    /// Adds `address` to person `id` (`Change::Linked`, an active person only) or removes it
+    /// (`Change::Unlinked`), written again when another change to them crossed it; the person
+    /// without the address (as they were before a link), or none when there is nobody to change.
+    async fn change_address(
+        &self,
+        who: &Changing<'_>,
+        id: &str,
+        address: &Address,
+        change: Change,
+    ) -> Result<Option<Person>, DirectoryError> {
+        let linking = change == Change::Linked;
+        let mut tries = 1;
+        loop {
+            let current = self.get(who.tenant, id).await?;
+            let Some(current) = current.filter(|p| p.person.active || !linking) else { return Ok(None) };
+            let mut without = current.person.clone();
+            let had = without.addresses.remove(address);
+            if had == linking {
+                return Ok(Some(without));
             }
-            let mut after = current.person.clone();
-            after.addresses.remove(&address);
-            match self.write_change(&who, (&current, &after), Change::Unlinked, address.kind).await {
-                Ok(_) => return Ok(Some(Unlinked { address })),
-                Err(DirectoryError::Stale { .. }) => continue,
+            let mut after = without.clone();
+            if linking {
+                after.addresses.insert(address.clone());
+            }
+            match self.write_change(who, (&current, &after), change, address.kind).await {
+                Ok(_) => return Ok(Some(without)),
+                Err(DirectoryError::Stale { .. }) if tries < WRITE_TRIES => tries += 1,
                 Err(other) => return Err(other),
             }
         }
-        Err(DirectoryError::Stale { expected: 0, current: 0 })
     }
 
     /// Writes a link or its undoing, its evidence naming the kind of address (never the address).

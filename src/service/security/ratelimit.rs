@@ -125,8 +125,7 @@ impl Limits {
         actor: &str,
         now: time::OffsetDateTime,
     ) -> Result<Result<(), Duration>, StoreError> {
-        let actor = format!("{tenant}|{actor}");
-        self.take_chain(store, &[(Budget::Tenant, tenant), (Budget::Actor, &actor)], now).await
+        self.tenant_then_sender(store, (Budget::Tenant, Budget::Actor), (tenant, actor), now).await
     }
 
     /// One link code offered to `tenant` from `sender`: the tenant's attempts, then the sender's.
@@ -137,8 +136,20 @@ impl Limits {
         sender: &str,
         now: time::OffsetDateTime,
     ) -> Result<Result<(), Duration>, StoreError> {
+        let budgets = (Budget::LinkAttemptsTenant, Budget::LinkAttempts);
+        self.tenant_then_sender(store, budgets, (tenant, sender), now).await
+    }
+
+    /// The tenant's budget, then its sender's (keyed within the tenant, `tenant|sender`).
+    async fn tenant_then_sender(
+        &self,
+        store: &Store,
+        (of_tenant, of_sender): (Budget, Budget),
+        (tenant, sender): (&str, &str),
+        now: time::OffsetDateTime,
+    ) -> Result<Result<(), Duration>, StoreError> {
         let sender = format!("{tenant}|{sender}");
-        self.take_chain(store, &[(Budget::LinkAttemptsTenant, tenant), (Budget::LinkAttempts, &sender)], now).await
+        self.take_chain(store, &[(of_tenant, tenant), (of_sender, &sender)], now).await
     }
 
     /// `takes` in order, stopping at the first refused; shared ones through the batching writer.
