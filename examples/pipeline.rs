@@ -30,6 +30,7 @@ use clap::Parser;
 
 mod common;
 use common::goals::{Anchors, Goals, Paced};
+use common::wire::Asked;
 use common::{NUMBER, SECRET, fire, free_port, gateway_binary, peak_rss_mb, percentile, serve, signed, start_gateway};
 use tokio::sync::Mutex;
 
@@ -65,6 +66,11 @@ struct Args {
     /// How long each paced phase sends, at 25%, 50% and 80% of the end-to-end rate just measured.
     #[arg(long, default_value_t = 20)]
     paced_secs: u64,
+    /// PostgreSQL through a relay that counts the statements the gateway sends (`common::wire`):
+    /// statements per command, at the cost of a copy of every byte (the rates are then not
+    /// comparable with a run without it). Trust authentication only: the relay's URL has no password.
+    #[arg(long)]
+    count_statements: bool,
 }
 
 /// The paced phases, as fractions of the end-to-end rate: where people feel the latency.
@@ -153,7 +159,8 @@ async fn median_load(args: &Args, url: &str, anchor: &str) -> (common::Load, Str
 }
 
 /// One backend's run: ingest and end to end.
-async fn pipeline(args: &Args, backend: &str, database_url: &str, anchors: Anchors) -> anyhow::Result<()> {
+async fn pipeline(args: &Args, backend: &str, database: (&str, Option<&Asked>), anchors: Anchors) -> anyhow::Result<()> {
+    let (database_url, asked) = database;
     let dir = tempfile::tempdir()?;
     let graph = Graph::default();
     let graph_url =
@@ -172,6 +179,7 @@ async fn pipeline(args: &Args, backend: &str, database_url: &str, anchors: Ancho
     let latency = light_load_latency(args, &base, &graph).await;
     graph.replies.lock().await.clear();
     let cpu_before = common::cpu_seconds(pid);
+    let asked_before = asked.map(Asked::read);
     let first = Instant::now();
     let load = fire(&format!("{base}/webhooks/whatsapp"), bodies(args, &run), args.connections).await;
     let flood_cpu = common::cpu_seconds(pid) - cpu_before;
@@ -186,6 +194,7 @@ async fn pipeline(args: &Args, backend: &str, database_url: &str, anchors: Ancho
     }
     let replies = graph.replies.lock().await.clone();
     let cpu = common::cpu_seconds(pid) - cpu_before;
+    let asked = asked.map(Asked::read).zip(asked_before);
     let last_reply = replies.iter().max().copied().unwrap_or(load.last_answer);
     let end_to_end = last_reply.duration_since(first);
     let drain = last_reply.saturating_duration_since(load.last_answer);
@@ -220,6 +229,17 @@ async fn pipeline(args: &Args, backend: &str, database_url: &str, anchors: Ancho
         cpu * 1e6 / replies.len().max(1) as f64,
         flood_cpu * 1e6 / load.ok.max(1) as f64
     );
+    if let Some(((executes, queries), (executes_before, queries_before))) = asked {
+        let per_command = |n: u64| n as f64 / replies.len().max(1) as f64;
+        println!(
+            "{backend}: asked of PostgreSQL from the first webhook to the last reply: {} statements executed, {:.2} per \
+             command; {} simple queries (BEGIN, COMMIT, ...), {:.2} per command",
+            executes - executes_before,
+            per_command(executes - executes_before),
+            queries - queries_before,
+            per_command(queries - queries_before)
+        );
+    }
     let commands_per_sec = replies.len() as f64 / end_to_end.as_secs_f64();
     let mut paced = vec![];
     for fraction in PACED {
@@ -250,6 +270,7 @@ async fn pipeline(args: &Args, backend: &str, database_url: &str, anchors: Ancho
         ingest: load.rate(),
         light_reply_p99: percentile(&latency, 0.99),
         paced,
+        cpu_per_command: Duration::from_secs_f64(cpu / replies.len().max(1) as f64),
         peak_rss_mb: peak_rss_mb(pid),
     };
     print_group_commit(backend, &client.get(format!("{base}/metrics")).send().await?.text().await?);
@@ -384,6 +405,16 @@ async fn fresh_postgres(url: &str) -> anyhow::Result<(String, String)> {
     Ok((format!("{base}/{name}{query}"), name))
 }
 
+/// The database `name` on the server `url` names, through a relay that counts what is asked of it.
+async fn counting_relay(url: &str, name: &str) -> anyhow::Result<(String, Asked)> {
+    use std::net::ToSocketAddrs;
+    let options: sqlx::postgres::PgConnectOptions = url.parse()?;
+    let server = (options.get_host(), options.get_port()).to_socket_addrs()?.next();
+    let (port, asked) = common::wire::relay(server.ok_or_else(|| anyhow::anyhow!("no address for {url}"))?).await?;
+    // Unencrypted, so that the relay can read the messages.
+    Ok((format!("postgres://{}@127.0.0.1:{port}/{name}?sslmode=disable", options.get_username()), asked))
+}
+
 async fn drop_postgres(url: &str, name: &str) -> anyhow::Result<()> {
     use sqlx::Connection;
     let mut admin = sqlx::postgres::PgConnection::connect(url).await?;
@@ -423,13 +454,16 @@ async fn main() -> anyhow::Result<()> {
     let sqlite = format!("sqlite://{}", dir.path().join("bench.db").display());
     let runs = |backend: &str| args.only.as_deref().is_none_or(|only| only == backend);
     if runs("sqlite") {
-        pipeline(&args, "sqlite", &sqlite, anchors).await?;
+        pipeline(&args, "sqlite", (&sqlite, None), anchors).await?;
     }
     if let Ok(url) = std::env::var("CHATGATE_TEST_POSTGRES_URL")
         && runs("postgres")
     {
         let (database, name) = fresh_postgres(&url).await?;
-        let outcome = pipeline(&args, "postgres", &database, anchors).await;
+        let counted = if args.count_statements { Some(counting_relay(&url, &name).await?) } else { None };
+        let database = counted.as_ref().map_or(database, |(relayed, _)| relayed.clone());
+        let asked = counted.as_ref().map(|(_, asked)| asked);
+        let outcome = pipeline(&args, "postgres", (&database, asked), anchors).await;
         drop_postgres(&url, &name).await?;
         outcome?;
     }

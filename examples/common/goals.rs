@@ -19,6 +19,8 @@ pub struct Goals {
     pub light_reply_p99: Duration,
     /// Each paced phase, by its fraction of the end-to-end rate.
     pub paced: Vec<Paced>,
+    /// The gateway's CPU from the first webhook of the flood to its last reply, per command.
+    pub cpu_per_command: Duration,
     pub peak_rss_mb: f64,
 }
 
@@ -42,6 +44,7 @@ impl Goals {
     pub fn print(&self, backend: &str) {
         let verdict = |met: bool| if met { "met" } else { "NOT met" };
         let floor = if backend == "sqlite" { 4_000.0 } else { 2_500.0 };
+        let cpu_bound = Duration::from_micros(if backend == "sqlite" { 250 } else { 200 });
         let ms = |d: Duration| d.as_secs_f64() * 1_000.0;
         let of_bare = self.ingest / self.anchors.bare;
         println!("{backend}: goals —");
@@ -76,6 +79,12 @@ impl Goals {
             "  end to end >= {floor:.0} commands/s: {:.0}, {}",
             self.end_to_end,
             verdict(self.end_to_end >= floor)
+        );
+        println!(
+            "  the gateway's CPU per command <= {} µs: {} µs, {}",
+            cpu_bound.as_micros(),
+            self.cpu_per_command.as_micros(),
+            verdict(self.cpu_per_command <= cpu_bound)
         );
         println!("  drained within 2 s: {:.2?}, {}", self.drain, verdict(self.drain <= Duration::from_secs(2)));
         println!("  peak RSS <= 64 MB: {:.1} MB, {}", self.peak_rss_mb, verdict(self.peak_rss_mb <= 64.0));

@@ -5,6 +5,7 @@
 
 pub mod anchors;
 pub mod goals;
+pub mod wire;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

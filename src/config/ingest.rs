@@ -32,8 +32,8 @@ pub struct IngestConfig {
     pub store_timeout_ms: u64,
     /// The most messages one admission pass claims.
     pub admission_batch: i64,
-    /// How long admission may wait for a burst of webhooks to end before admitting it, from the
-    /// burst's first message (`service::intake::inbox::burst`): the cores answer the burst first. 0:
+    /// How long admission may wait for a flood of webhooks to ebb before admitting it, from the
+    /// flood's start (`service::intake::inbox::burst`): the cores answer the flood first. 0:
     /// admitted as it comes.
     pub admission_defer_ms: u64,
     /// How long an instance holds the messages it stored before another instance on the same
