@@ -12,12 +12,15 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-/// The span over which the arrival rate is read, and the pause that ends a flood.
+/// The span over which the arrival rate is read: short, so that a flood is known within a few
+/// milliseconds, before admission has claimed much of it.
+const SPAN: Duration = Duration::from_millis(5);
+/// Deliveries within one [`SPAN`] that make a flood: 32 in 5 ms is 6,400 a second, several times
+/// what the whole pipeline sustains on the benchmark's machine (docs/BENCHMARKS.md), so that only
+/// a burst nobody could be answered in milliseconds anyway is deferred.
+const FLOOD_DELIVERIES: usize = 32;
+/// How long webhooks must come slower than a flood before admission takes the flood.
 const QUIET: Duration = Duration::from_millis(50);
-/// Deliveries within one [`QUIET`] span that make a flood: 256 in 50 ms is 5,120 a second, several
-/// times what the whole pipeline sustains on the benchmark's machine (docs/BENCHMARKS.md), so that
-/// only a burst nobody could be answered in milliseconds anyway is deferred.
-const FLOOD_DELIVERIES: usize = 256;
 
 /// The inbox's recent commits, as admission reads them.
 #[derive(Debug)]
@@ -60,7 +63,7 @@ impl Burst {
     /// at worst starts a flood one commit late.
     fn committed_at(&self, deliveries: usize, now: Duration) {
         let now = millis(now);
-        let in_span = if now >= self.span_began.load(Ordering::Relaxed) + millis(QUIET) {
+        let in_span = if now >= self.span_began.load(Ordering::Relaxed) + millis(SPAN) {
             self.span_began.store(now, Ordering::Relaxed);
             self.span_deliveries.store(deliveries, Ordering::Relaxed);
             deliveries
