@@ -14,7 +14,10 @@
 //!    last webhook's 200); the gateway's peak RSS; then webhooks paced at 25%, 50% and 80% of that
 //!    end-to-end rate for `--paced-secs` each (an open loop, latency from each webhook's scheduled
 //!    time): the reply's latency at loads the pipeline sustains, where people feel it;
-//! 3. the same on PostgreSQL when `CHATGATE_TEST_POSTGRES_URL` is set (a fresh database, dropped after).
+//! 3. the realistic mix on a fresh database (`common::mix`): `--mix-refunds` refunds from people of
+//!    a directory of `--mix-directory`, prompted and confirmed (two messages each), on WhatsApp,
+//!    Messenger and Telegram, a tenth of the deliveries sent twice: refunds/s end to end;
+//! 4. the same on PostgreSQL when `CHATGATE_TEST_POSTGRES_URL` is set (a fresh database, dropped after).
 //!
 //! It prints each figure, chatgate's ingest as a fraction of both anchors, and issues #31's and
 //! #49's goals, each met or not.
@@ -30,6 +33,7 @@ use clap::Parser;
 
 mod common;
 use common::goals::{Anchors, Goals, Paced};
+use common::mix::Mix;
 use common::wire::Asked;
 use common::{NUMBER, SECRET, fire, free_port, gateway_binary, peak_rss_mb, percentile, serve, signed, start_gateway};
 use tokio::sync::Mutex;
@@ -71,6 +75,13 @@ struct Args {
     /// comparable with a run without it). Trust authentication only: the relay's URL has no password.
     #[arg(long)]
     count_statements: bool,
+    /// Refunds in the realistic mix, after the flood on a fresh database (`common::mix`): each
+    /// prompted and confirmed, on three channels, a tenth of the deliveries sent twice; 0: none.
+    #[arg(long, default_value_t = 3_000)]
+    mix_refunds: usize,
+    /// The people the mix's directory lists (its refunds come from as many of them).
+    #[arg(long, default_value_t = 10_000)]
+    mix_directory: usize,
 }
 
 /// The paced phases, as fractions of the end-to-end rate: where people feel the latency.
@@ -145,6 +156,43 @@ fn configure(dir: &Path, port: u16, database_url: &str, graph: &str, people: usi
     path
 }
 
+/// The realistic mix on `database_url` (fresh): its end-to-end figure and what it cost.
+async fn mix(args: &Args, backend: &str, database_url: &str) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let (stand_in, stand) = common::mix::stand_ins().await;
+    let port = free_port();
+    let config = common::mix::configure(dir.path(), port, database_url, &stand_in, args.mix_directory);
+    let binary = args.gateway.clone().unwrap_or_else(gateway_binary);
+    let (gateway, base) = start_gateway(&binary, &config, port, &dir.path().join("mix.log")).await?;
+    let (pid, drain_timeout) = (gateway.0.id(), Duration::from_secs(args.drain_timeout_secs));
+    let cpu_before = common::cpu_seconds(pid);
+    let mix =
+        Mix { refunds: args.mix_refunds, directory: args.mix_directory, connections: args.connections, drain_timeout };
+    let run = stand.run(&base, mix).await;
+    let cpu = common::cpu_seconds(pid) - cpu_before;
+    let seconds = run.elapsed.as_secs_f64().max(1e-9);
+    println!(
+        "{backend}: the mix ({} refunds from as many of {} people on WhatsApp, Messenger and Telegram, each prompted \
+         and confirmed, a tenth of the deliveries sent twice: {} webhooks): {} settled ({} told \"Done\") in {:.2?}, \
+         {:.0} refunds/s \
+         ({:.0} webhooks/s) end to end; drained {:.2?} after the last refund; the gateway's CPU {:.0} µs per refund; \
+         peak RSS {:.1} MB",
+        args.mix_refunds,
+        args.mix_directory,
+        run.webhooks,
+        run.settled,
+        run.done,
+        run.elapsed,
+        run.settled as f64 / seconds,
+        run.webhooks as f64 / seconds,
+        run.drain,
+        cpu * 1e6 / run.settled.max(1) as f64,
+        peak_rss_mb(pid)
+    );
+    println!("{backend}: the mix as one person saw it: {:?}", run.example);
+    Ok(())
+}
+
 /// An anchor's flood `args.anchor_runs` times (each with webhooks of its own): the run of median
 /// rate, and every run's rate from the slowest to the fastest.
 async fn median_load(args: &Args, url: &str, anchor: &str) -> (common::Load, String) {
@@ -159,7 +207,12 @@ async fn median_load(args: &Args, url: &str, anchor: &str) -> (common::Load, Str
 }
 
 /// One backend's run: ingest and end to end.
-async fn pipeline(args: &Args, backend: &str, database: (&str, Option<&Asked>), anchors: Anchors) -> anyhow::Result<()> {
+async fn pipeline(
+    args: &Args,
+    backend: &str,
+    database: (&str, Option<&Asked>),
+    anchors: Anchors,
+) -> anyhow::Result<()> {
     let (database_url, asked) = database;
     let dir = tempfile::tempdir()?;
     let graph = Graph::default();
@@ -455,6 +508,9 @@ async fn main() -> anyhow::Result<()> {
     let runs = |backend: &str| args.only.as_deref().is_none_or(|only| only == backend);
     if runs("sqlite") {
         pipeline(&args, "sqlite", (&sqlite, None), anchors).await?;
+        if args.mix_refunds > 0 {
+            mix(&args, "sqlite", &format!("sqlite://{}", dir.path().join("mix.db").display())).await?;
+        }
     }
     if let Ok(url) = std::env::var("CHATGATE_TEST_POSTGRES_URL")
         && runs("postgres")
@@ -466,6 +522,12 @@ async fn main() -> anyhow::Result<()> {
         let outcome = pipeline(&args, "postgres", (&database, asked), anchors).await;
         drop_postgres(&url, &name).await?;
         outcome?;
+        if args.mix_refunds > 0 {
+            let (database, name) = fresh_postgres(&url).await?;
+            let outcome = mix(&args, "postgres", &database).await;
+            drop_postgres(&url, &name).await?;
+            outcome?;
+        }
     }
     Ok(())
 }

@@ -5,6 +5,7 @@
 
 pub mod anchors;
 pub mod goals;
+pub mod mix;
 pub mod wire;
 
 use std::path::{Path, PathBuf};
@@ -195,7 +196,15 @@ pub async fn start_gateway(binary: &Path, config: &Path, port: u16, log: &Path) 
     let client = reqwest::Client::new();
     let up = Instant::now();
     while !client.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success()) {
-        anyhow::ensure!(up.elapsed() < Duration::from_secs(30), "the gateway did not start: see {}", log.display());
+        if up.elapsed() > Duration::from_secs(30) {
+            // The log's folder goes with the run: what it said is kept in the error.
+            let said = std::fs::read_to_string(log).unwrap_or_default();
+            let tail: Vec<&str> = said.lines().rev().take(20).collect();
+            anyhow::bail!(
+                "the gateway did not start; its log ends:\n{}",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     Ok((gateway, base))

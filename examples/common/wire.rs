@@ -57,8 +57,8 @@ pub async fn relay(server: SocketAddr) -> anyhow::Result<(u16, Asked)> {
 async fn connect(client: TcpStream, upstream: TcpStream, asked: Asked) -> std::io::Result<()> {
     client.set_nodelay(true)?;
     upstream.set_nodelay(true)?;
-    let (from_client, to_server) = client.into_split();
-    let (mut from_server, mut to_client) = upstream.into_split();
+    let (from_client, mut to_client) = client.into_split();
+    let (mut from_server, to_server) = upstream.into_split();
     let answers = tokio::spawn(async move { tokio::io::copy(&mut from_server, &mut to_client).await });
     let (from, to) = (BufReader::with_capacity(1 << 16, from_client), BufWriter::with_capacity(1 << 16, to_server));
     let asked = count(from, to, &asked).await;
