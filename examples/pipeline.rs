@@ -35,7 +35,7 @@ mod common;
 use common::goals::{Anchors, Goals, Paced};
 use common::mix::Mix;
 use common::wire::Asked;
-use common::{NUMBER, SECRET, fire, free_port, gateway_binary, peak_rss_mb, percentile, serve, signed, start_gateway};
+use common::{fire, free_port, gateway_binary, peak_rss_mb, percentile, serve, signed, start_gateway};
 use tokio::sync::Mutex;
 
 #[derive(Parser, Clone)]
@@ -128,32 +128,14 @@ async fn graph_send(
 /// a directory of `people` customers (and the roles the shipped approval policies name), and rate
 /// limits that let every webhook through.
 fn configure(dir: &Path, port: u16, database_url: &str, graph: &str, people: usize) -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut directory = format!(
-        "[tenants.demo]\ndisplay_name = \"Bench\"\nphone_number_ids = [\"{NUMBER}\"]\nunknown_sender = \"refuse\"\n\
-         locale = \"en\"\n[tenants.demo.roles]\ncustomer = [\"orders:read\", \"orders:refund\"]\n\
-         supervisor = [\"approvals:decide\"]\nadmin = [\"approvals:decide\"]\n"
-    );
+    let mut directory = common::tenant_head("");
     for n in 0..people {
         directory.push_str(&format!("[tenants.demo.actors.{}]\nroles = [\"customer\"]\n", person(n)));
     }
     std::fs::write(dir.join("directory.toml"), directory).expect("directory");
-    let config = format!(
-        "[server]\nlisten = \"127.0.0.1:{port}\"\n[storage]\ndatabase_url = \"{database_url}\"\n\
-         [registry]\ncommands = \"{commands}\"\ndirectory = \"{directory}\"\ntemplates = \"{templates}\"\n\
-         [whatsapp]\napi_base = \"{graph}\"\naccess_token = \"bench-token\"\n\
-         [whatsapp.apps.default]\napp_secret = \"{SECRET}\"\nverify_token = \"bench\"\n\
-         [rate_limits]\nactor = {{ per_minute = 10000000, burst = 1000000 }}\n\
-         tenant = {{ per_minute = 10000000, burst = 1000000 }}\n\
-         [executors.orders]\nurl = \"builtin:echo\"\n[executors.gateway]\nurl = \"builtin:gateway\"\n\
-         [auth.issuers.bench]\nissuer = \"bench\"\nalgorithms = [\"HS256\"]\nsecret = \"bench-api-token-secret-0123456789\"\n",
-        commands = root.join("config/commands.toml").display(),
-        directory = dir.join("directory.toml").display(),
-        templates = root.join("templates").display(),
-    );
-    let path = dir.join("chatgate.toml");
-    std::fs::write(&path, config).expect("config");
-    path
+    let issuer = "[auth.issuers.bench]\nissuer = \"bench\"\nalgorithms = [\"HS256\"]\n\
+                  secret = \"bench-api-token-secret-0123456789\"\n";
+    common::write_config(dir, "chatgate.toml", (port, database_url), &dir.join("directory.toml"), graph, issuer)
 }
 
 /// The realistic mix on `database_url` (fresh): its end-to-end figure and what it cost.

@@ -7,7 +7,7 @@
 //! the provider does, and send the person's "yes" when the prompt arrives.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -18,7 +18,7 @@ use chatgate::channels::telegram;
 use chatgate::channels::whatsapp::signature;
 use serde_json::{Value, json};
 
-use super::{NUMBER, SECRET, serve, signed};
+use super::{SECRET, serve, signed, tenant_head, write_config};
 
 const PAGE: &str = "200000000000001";
 const BOT: &str = "bench_bot";
@@ -179,15 +179,9 @@ async fn bot(State(providers): State<Providers>, Json(body): Json<Value>) -> Jso
 }
 
 /// The gateway's configuration for the mix: three channels, the stand-ins, a directory of
-/// `directory` customers, rate limits that let every webhook through.
-pub fn configure(dir: &Path, port: u16, database_url: &str, stand_in: &str, directory: usize) -> std::path::PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut people = format!(
-        "[tenants.demo]\ndisplay_name = \"Bench\"\nphone_number_ids = [\"{NUMBER}\"]\nmessenger_pages = [\"{PAGE}\"]\n\
-         telegram_bots = [\"{BOT}\"]\nunknown_sender = \"refuse\"\nlocale = \"en\"\n[tenants.demo.roles]\n\
-         customer = [\"orders:read\", \"orders:refund\"]\nsupervisor = [\"approvals:decide\"]\n\
-         admin = [\"approvals:decide\"]\n"
-    );
+/// `directory` customers.
+pub fn configure(dir: &Path, port: u16, database_url: &str, stand_in: &str, directory: usize) -> PathBuf {
+    let mut people = tenant_head(&format!("messenger_pages = [\"{PAGE}\"]\ntelegram_bots = [\"{BOT}\"]\n"));
     for n in 0..directory {
         let other = match channel(n) {
             Channel::Whatsapp => String::new(),
@@ -196,25 +190,13 @@ pub fn configure(dir: &Path, port: u16, database_url: &str, stand_in: &str, dire
         };
         people.push_str(&format!("[tenants.demo.actors.{}]\nroles = [\"customer\"]\n{other}", number(n)));
     }
-    std::fs::write(dir.join("mix-directory.toml"), people).expect("directory");
-    let config = format!(
-        "[server]\nlisten = \"127.0.0.1:{port}\"\n[storage]\ndatabase_url = \"{database_url}\"\n\
-         [registry]\ncommands = \"{commands}\"\ndirectory = \"{directory}\"\ntemplates = \"{templates}\"\n\
-         [whatsapp]\napi_base = \"{stand_in}\"\naccess_token = \"bench-token\"\n\
-         [whatsapp.apps.default]\napp_secret = \"{SECRET}\"\nverify_token = \"bench\"\n\
-         [messenger]\naccess_token = \"bench-token\"\n\
-         [telegram]\nbot = \"{BOT}\"\nsecret_token = \"{TELEGRAM_SECRET}\"\nbot_token = \"{BOT_TOKEN}\"\n\
-         api_base = \"{stand_in}\"\n\
-         [rate_limits]\nactor = {{ per_minute = 10000000, burst = 1000000 }}\n\
-         tenant = {{ per_minute = 10000000, burst = 1000000 }}\n\
-         [executors.orders]\nurl = \"builtin:echo\"\n[executors.gateway]\nurl = \"builtin:gateway\"\n",
-        commands = root.join("config/commands.toml").display(),
-        directory = dir.join("mix-directory.toml").display(),
-        templates = root.join("templates").display(),
+    let file = dir.join("mix-directory.toml");
+    std::fs::write(&file, people).expect("directory");
+    let channels = format!(
+        "[messenger]\naccess_token = \"bench-token\"\n[telegram]\nbot = \"{BOT}\"\n\
+         secret_token = \"{TELEGRAM_SECRET}\"\nbot_token = \"{BOT_TOKEN}\"\napi_base = \"{stand_in}\"\n"
     );
-    let path = dir.join("mix.toml");
-    std::fs::write(&path, config).expect("config");
-    path
+    write_config(dir, "mix.toml", (port, database_url), &file, stand_in, &channels)
 }
 
 /// The stand-ins, serving before the gateway starts (its configuration names them): their URL.

@@ -46,6 +46,47 @@ pub fn signed(id: &str, from: &str, text: &str) -> (Vec<u8>, String) {
     (body, signature)
 }
 
+/// The benchmark tenant's head in a directory file: its WhatsApp number and `routes` (other
+/// channels' bots and pages), and the roles the shipped commands and approval policies name; its
+/// people follow it.
+pub fn tenant_head(routes: &str) -> String {
+    format!(
+        "[tenants.demo]\ndisplay_name = \"Bench\"\nphone_number_ids = [\"{NUMBER}\"]\n{routes}\
+         unknown_sender = \"refuse\"\nlocale = \"en\"\n[tenants.demo.roles]\n\
+         customer = [\"orders:read\", \"orders:refund\"]\nsupervisor = [\"approvals:decide\"]\n\
+         admin = [\"approvals:decide\"]\n"
+    )
+}
+
+/// A gateway configuration written to `dir/name`: the shipped commands and templates, this run's
+/// port and database, the directory file `directory`, Graph's stand-in, rate limits that let every
+/// webhook through, the builtin executors, and the sections in `extra`.
+pub fn write_config(
+    dir: &Path,
+    name: &str,
+    (port, database_url): (u16, &str),
+    directory: &Path,
+    graph: &str,
+    extra: &str,
+) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:{port}\"\n[storage]\ndatabase_url = \"{database_url}\"\n\
+         [registry]\ncommands = \"{commands}\"\ndirectory = \"{directory}\"\ntemplates = \"{templates}\"\n\
+         [whatsapp]\napi_base = \"{graph}\"\naccess_token = \"bench-token\"\n\
+         [whatsapp.apps.default]\napp_secret = \"{SECRET}\"\nverify_token = \"bench\"\n\
+         [rate_limits]\nactor = {{ per_minute = 10000000, burst = 1000000 }}\n\
+         tenant = {{ per_minute = 10000000, burst = 1000000 }}\n\
+         [executors.orders]\nurl = \"builtin:echo\"\n[executors.gateway]\nurl = \"builtin:gateway\"\n{extra}",
+        commands = root.join("config/commands.toml").display(),
+        directory = directory.display(),
+        templates = root.join("templates").display(),
+    );
+    let path = dir.join(name);
+    std::fs::write(&path, config).expect("config");
+    path
+}
+
 /// Sends every body flat out over `connections` and waits for every answer.
 pub async fn fire(url: &str, bodies: Arc<Vec<(Vec<u8>, String)>>, connections: usize) -> Load {
     let client = reqwest::Client::builder().pool_max_idle_per_host(connections).build().expect("client");

@@ -84,7 +84,8 @@ impl InboxDb {
     /// The inbox file's own migrations (SQLite); PostgreSQL's inbox is in the main ones.
     pub(crate) async fn migrate(&self) -> Result<(), StoreError> {
         if self.backend == BackendKind::Sqlite {
-            let migrator = sqlx::migrate!("migrations/sqlite-inbox");
+            let mut migrator = sqlx::migrate!("migrations/sqlite-inbox");
+            migrator.set_ignore_missing(true);
             migrator.run(&self.writes).await.map_err(|e| StoreError::Migrate(format!("the inbox: {e}")))?;
         }
         Ok(())

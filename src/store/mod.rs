@@ -149,12 +149,16 @@ impl std::fmt::Debug for Store {
 }
 
 impl Store {
-    /// Applies the embedded migrations of this backend.
+    /// Applies the embedded migrations of this backend. Migrations a newer release applied are
+    /// ignored, not refused: they are additive (`tests/it/migrations_rule.rs`), so this release
+    /// runs on the database the next one migrated — during a rolling upgrade, and after a
+    /// rollback (docs/OPERATING.md, "Upgrading").
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        let migrator = match self.backend {
+        let mut migrator = match self.backend {
             BackendKind::Sqlite => sqlx::migrate!("migrations/sqlite"),
             BackendKind::Postgres => sqlx::migrate!("migrations/postgres"),
         };
+        migrator.set_ignore_missing(true);
         migrator.run(&self.pool).await.map_err(|e| StoreError::Migrate(e.to_string()))?;
         self.inbox_db.migrate().await?;
         self.backfill_short_refs().await

@@ -70,6 +70,7 @@ mod inbox_kill;
 mod language_corpus;
 mod locks_at_scale;
 mod metrics_scrape;
+mod migrations_rule;
 mod nats_agent;
 mod outage;
 mod process;
