@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 /// milliseconds, before admission has claimed much of it.
 const SPAN: Duration = Duration::from_millis(5);
 /// Deliveries within one [`SPAN`] that make a flood: 32 in 5 ms is 6,400 a second, several times
-/// what the whole pipeline sustains on the benchmark's machine (docs/BENCHMARKS.md), so that only
-/// a burst nobody could be answered in milliseconds anyway is deferred.
+/// what the whole pipeline sustains on the benchmark's machine (docs/BENCHMARKS.md): only webhooks
+/// whose replies could not have come within milliseconds anyway are deferred.
 const FLOOD_DELIVERIES: usize = 32;
 /// How long webhooks must come slower than a flood before admission takes the flood.
 const QUIET: Duration = Duration::from_millis(50);
