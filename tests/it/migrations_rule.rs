@@ -37,13 +37,8 @@ fn violations(sql: &str) -> Vec<String> {
         if statement.to_ascii_lowercase().contains("-- contract:") {
             continue;
         }
-        let code: String = statement
-            .lines()
-            .map(|line| line.split("--").next().unwrap_or_default())
-            .collect::<Vec<_>>()
-            .join(" ")
-            .to_ascii_uppercase();
-        let words = code.split_whitespace().collect::<Vec<_>>().join(" ");
+        let words = statement.lines().flat_map(|line| code_of(line).split_whitespace()).collect::<Vec<_>>();
+        let words = words.join(" ").to_ascii_uppercase();
         let shown: String = words.chars().take(80).collect();
         // The first reason is enough: a statement is refused once.
         if let Some((_, why)) = NOT_ADDITIVE.iter().find(|(pattern, _)| words.contains(pattern)) {
@@ -55,20 +50,25 @@ fn violations(sql: &str) -> Vec<String> {
     found
 }
 
-/// `sql` cut at each `;` that ends a line (the migrations write one statement a line's end).
+/// A line without its comment.
+fn code_of(line: &str) -> &str {
+    line.split("--").next().unwrap_or_default()
+}
+
+/// `sql` cut at each `;` that ends a line (the migrations write one statement a line's end),
+/// each with its comments; a piece of comments alone is none.
 fn statements(sql: &str) -> Vec<String> {
-    let mut statements = vec![String::new()];
+    let (mut statements, mut current) = (vec![], String::new());
     for line in sql.lines() {
-        let current = statements.last_mut().map(|s| {
-            s.push_str(line);
-            s.push('\n');
-            line.split("--").next().unwrap_or_default().trim_end().ends_with(';')
-        });
-        if current == Some(true) {
-            statements.push(String::new());
+        current.push_str(line);
+        current.push('\n');
+        if code_of(line).trim_end().ends_with(';') {
+            statements.push(std::mem::take(&mut current));
         }
     }
-    statements.into_iter().filter(|s| s.lines().any(|l| !l.trim().is_empty() && !l.trim().starts_with("--"))).collect()
+    statements.push(current);
+    statements.retain(|s| s.lines().any(|line| !code_of(line).trim().is_empty()));
+    statements
 }
 
 /// The migrations of `folder` numbered after `last_before`: (file name, text).
