@@ -3,6 +3,7 @@
 //! layer below it.
 
 pub mod auth;
+pub(crate) mod body;
 pub mod console;
 pub mod error;
 pub mod guards;

@@ -266,8 +266,10 @@ async fn a_waiting_ack_asks_for_approval_and_a_bad_one_changes_nothing(db: &Test
         ack(db, &app, id, json!({"type": "execution", "status": "waiting", "waiting": {"role": "x"}})).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(delivery_reaches(db, id, "delivered").await, "delivered");
-    // The seed's `waiting("approval_required")`: the command's own approvers are asked.
-    let (status, answer) = ack(db, &app, id, json!({"type": "execution", "status": "waiting"})).await;
+    // The seed's `waiting("approval_required")`: the command's own approvers are asked. A whole
+    // float is an integer to JSON Schema, so `86400.0` is read as the `within_secs` it is.
+    let waiting = json!({"type": "execution", "status": "waiting", "waiting": {"within_secs": 86400.0}});
+    let (status, answer) = ack(db, &app, id, waiting).await;
     assert_eq!(status, StatusCode::OK, "{answer}");
     assert_eq!(delivery_reaches(db, id, "waiting").await, "waiting");
     let (status, answer) = ack(db, &app, id, json!({"type": "execution", "status": "waiting"})).await;
@@ -276,6 +278,7 @@ async fn a_waiting_ack_asks_for_approval_and_a_bad_one_changes_nothing(db: &Test
     let supervisor = token_as(&db.config, SUPERVISOR, DECIDE);
     let approval = listed(&app, &supervisor, id).await;
     assert_eq!(approval["asked_by"]["wait"]["reason"], "approval_required");
+    assert_eq!(approval["asked_by"]["wait"]["within_secs"], 86400);
     assert_eq!(decide(&app, &supervisor, &approval, "approve").await.0, StatusCode::OK);
     assert_eq!(delivery_reaches(db, id, "executed").await, "executed");
     assert_eq!(settled(db, id).await, "executed");

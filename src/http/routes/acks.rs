@@ -17,6 +17,7 @@ use axum::{Json, Router};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use crate::http::body::read_json;
 use crate::http::routes::commands::CommandPath;
 
 use crate::http::routes::commands::invalid_body;
@@ -73,7 +74,7 @@ pub(crate) async fn ack(
     CommandPath(id): CommandPath,
     body: Bytes,
 ) -> Result<Json<AckApplied>, ApiError> {
-    let request: AckRequest = serde_json::from_slice(&body).map_err(|e| invalid_body(&e.to_string()))?;
+    let request: AckRequest = read_json(&body)?;
     let deciders = (ingress.engine(), ingress.policy());
     answer(id, apply_ack(deciders, &principal.tenant, id, &request, OffsetDateTime::now_utc()).await)
 }
@@ -125,7 +126,7 @@ pub(crate) async fn signed_ack(
     if let Err(wait) = state.policy.security.limits.api_client(&format!("executor|{executor}")) {
         return Ok(crate::http::auth::too_many(wait, "Too many ACKs from this executor."));
     }
-    let mut request: AckRequest = serde_json::from_slice(&body).map_err(|e| invalid_body(&e.to_string()))?;
+    let mut request: AckRequest = read_json(&body)?;
     if request.target.as_ref().is_some_and(|target| *target != executor) {
         return Err(invalid_body("An executor acknowledges its own deliveries: `target` is the executor or left out."));
     }

@@ -14,6 +14,8 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::http::auth::{Principal, require};
+use crate::http::body::read_json;
+use crate::http::error::invalid_body;
 use crate::http::responses::{BearerErrors, NoSuchApproval, PROBLEM_JSON, ProblemDocument};
 use crate::http::routes::recovery::step_up_problem;
 use crate::http::{ApiError, AppState, Problem};
@@ -147,7 +149,7 @@ pub(crate) async fn decision(
     Path(ApprovalPath(id)): Path<ApprovalPath>,
     body: Bytes,
 ) -> Result<Json<DecisionMade>, ApiError> {
-    let body: DecisionBody = serde_json::from_slice(&body).map_err(|e| invalid(&e.to_string()))?;
+    let body: DecisionBody = read_json(&body)?;
     Ok(Json(decide_as(&state, &principal, id, body, "api").await?))
 }
 
@@ -234,7 +236,7 @@ pub(crate) async fn override_approval(
     Path(ApprovalPath(id)): Path<ApprovalPath>,
     body: Bytes,
 ) -> Result<Json<OverrideMade>, ApiError> {
-    let body: OverrideBody = serde_json::from_slice(&body).map_err(|e| invalid(&e.to_string()))?;
+    let body: OverrideBody = read_json(&body)?;
     let overriding = Overriding {
         tenant: &principal.tenant,
         approval_id: id,
@@ -248,7 +250,7 @@ pub(crate) async fn override_approval(
             Ok(Json(OverrideMade { outcome: "overridden", approval }))
         }
         Ok(Overridden::ReasonTooShort) => {
-            Err(invalid(&format!("`reason` says why, in at least {SHORTEST_REASON} characters.")))
+            Err(invalid_body(&format!("`reason` says why, in at least {SHORTEST_REASON} characters.")))
         }
         Ok(Overridden::Settled { status }) => {
             Err(Problem::new(StatusCode::CONFLICT, "approval_settled", "Decided before")
@@ -259,10 +261,6 @@ pub(crate) async fn override_approval(
         Err(StepUpFailure::NotFound) => Err(not_found(id)),
         Err(failure) => Err(step_up_problem(&state, id, failure)),
     }
-}
-
-fn invalid(detail: &str) -> ApiError {
-    Problem::new(StatusCode::BAD_REQUEST, "invalid_body", "Bad Request").detail(detail).into()
 }
 
 fn not_found(id: Uuid) -> ApiError {

@@ -17,6 +17,7 @@ use super::commands::{given, invalid_body};
 use crate::domain::lifecycle::State as CommandState;
 use crate::domain::lifecycle::recovery::RecoveryAction;
 use crate::http::auth::{Principal, require};
+use crate::http::body::read_json;
 use crate::http::idempotency::{key_of, once};
 use crate::http::responses::{BearerErrors, KeyReused, PROBLEM_JSON, ProblemDocument};
 use crate::http::{ApiError, AppState};
@@ -107,7 +108,7 @@ pub(crate) async fn bulk(
 impl BulkBody {
     /// The bulk recovery a body asks for, checked; a bad one is refused before anything is stored.
     pub(crate) fn read(state: &AppState, body: &[u8]) -> Result<(BulkRequest, String), ApiError> {
-        let body: BulkBody = serde_json::from_slice(body).map_err(|e| invalid_body(&e.to_string()))?;
+        let body: BulkBody = read_json(body)?;
         body.checked(state)
     }
 

@@ -13,6 +13,8 @@ use uuid::Uuid;
 
 use crate::domain::locks::Resource;
 use crate::http::auth::{Principal, require};
+use crate::http::body::read_json;
+use crate::http::error::invalid_body;
 use crate::http::responses::{BadBody, BearerErrors, PROBLEM_JSON, ProblemDocument};
 use crate::http::{ApiError, AppState, Problem};
 use crate::service::locks::{self, LockView, Released, SHORTEST_REASON};
@@ -101,7 +103,7 @@ pub(crate) async fn release(
         Problem::for_status(StatusCode::NOT_FOUND).detail(format!("Nothing holds `{resource}` in this tenant.")).into()
     };
     let named = Resource::parse(&resource).ok_or_else(not_held)?;
-    let body: ReleaseBody = serde_json::from_slice(&body).map_err(|e| invalid(&e.to_string()))?;
+    let body: ReleaseBody = read_json(&body)?;
     let asked = (&named, principal.subject.as_str(), body.reason.as_str());
     match locks::release(&state.engine, &principal.tenant, asked, OffsetDateTime::now_utc()).await? {
         Released::Done { command_id, evidence_id } => {
@@ -109,11 +111,7 @@ pub(crate) async fn release(
         }
         Released::NotHeld => Err(not_held()),
         Released::ReasonTooShort => {
-            Err(invalid(&format!("`reason` says why, in at least {SHORTEST_REASON} characters.")))
+            Err(invalid_body(&format!("`reason` says why, in at least {SHORTEST_REASON} characters.")))
         }
     }
-}
-
-fn invalid(detail: &str) -> ApiError {
-    Problem::new(StatusCode::BAD_REQUEST, "invalid_body", "Bad Request").detail(detail).into()
 }

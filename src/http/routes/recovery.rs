@@ -15,6 +15,7 @@ use uuid::Uuid;
 use super::commands::{CommandPath, invalid_body, not_found};
 use crate::domain::lifecycle::recovery::RecoveryAction;
 use crate::http::auth::{Principal, require};
+use crate::http::body::{decode_json, read_json};
 use crate::http::idempotency::{key_of, once};
 use crate::http::responses::{BearerErrors, KeyReused, NoSuchCommand, PROBLEM_JSON, ProblemDocument};
 use crate::http::views::{RecoveryLinks, RecoveryStarted, SteppedUp};
@@ -50,7 +51,7 @@ pub(crate) struct RecoveryRequest {
 impl RecoveryRequest {
     /// A body that is not a recovery request is refused before anything is stored.
     pub(crate) fn read(body: &[u8]) -> Result<Self, ApiError> {
-        let body: RecoveryBody = serde_json::from_slice(body).map_err(|e| invalid_body(&e.to_string()))?;
+        let body: RecoveryBody = read_json(body)?;
         Self::checked(body)
     }
 
@@ -182,8 +183,8 @@ pub(crate) async fn step_up(
     CommandPath(id): CommandPath,
     body: Bytes,
 ) -> Result<Json<SteppedUp>, ApiError> {
-    let body: StepUpBody = serde_json::from_slice(&body)
-        .map_err(|e| invalid_body(&format!("Expected {{\"token\": \"<step-up JWT>\"}}: {e}")))?;
+    let body: StepUpBody =
+        decode_json(&body).map_err(|e| invalid_body(&format!("Expected {{\"token\": \"<step-up JWT>\"}}: {e}")))?;
     let now = OffsetDateTime::now_utc();
     match complete_step_up(&state.engine, &state.policy, &principal.tenant, id, &body.token, now).await {
         Ok(after) => Ok(Json(SteppedUp { command_id: id, state: after })),

@@ -10,6 +10,7 @@ use utoipa::ToSchema;
 
 use super::{READ, WRITE, changing, refusal};
 use crate::http::auth::{Principal, require};
+use crate::http::body::decode_json;
 use crate::http::error::invalid_body;
 use crate::http::responses::{BearerErrors, PROBLEM_JSON, ProblemDocument};
 use crate::http::{ApiError, AppState};
@@ -90,7 +91,7 @@ pub(crate) async fn set(
     Path(name): Path<String>,
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
-    let body: RoleBody = serde_json::from_slice(&body).map_err(|e| invalid_body(&format!("Not a role: {e}")))?;
+    let body: RoleBody = decode_json(&body).map_err(|e| invalid_body(&format!("Not a role: {e}")))?;
     state.policy.people.set_role(&changing(&principal), &name, &body.scopes).await.map_err(refusal)?;
     Ok(StatusCode::NO_CONTENT)
 }
