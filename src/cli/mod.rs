@@ -1,4 +1,4 @@
-//! The command line: `serve`, `migrate`, `check-config`, `audit verify`, `token mint`,
+//! The command line: `serve`, `migrate`, `backup`, `check-config`, `audit verify`, `token mint`,
 //! `stepup mint`, `simulate whatsapp|telegram|slack|messenger|instagram`, `chat`. The top layer:
 //! imports any layer below it.
 
@@ -38,6 +38,11 @@ enum Command {
     Serve,
     /// Apply the database migrations and exit
     Migrate,
+    /// Copy SQLite's two files, online and consistent, into the new folder PATH
+    Backup {
+        /// The folder to create (it must not exist)
+        path: PathBuf,
+    },
     /// Validate the configuration and print it with every secret redacted
     CheckConfig,
     /// Evidence audit
@@ -176,6 +181,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             database.close().await;
             println!("migrations applied ({})", database.backend_name());
         }
+        Command::Backup { path } => return backup(&Config::load(&source, &env)?, &path).await,
         Command::CheckConfig => {
             let settings = Settings::load(&source, &env)?;
             print!("{}", settings.config.to_redacted_toml());
@@ -231,6 +237,14 @@ async fn stored_key(config: &Config, id: uuid::Uuid) -> anyhow::Result<String> {
     database.close().await;
     let command = found.ok_or_else(|| anyhow::anyhow!("no command {id} in the database"))?;
     Ok(command.envelope.idempotency_key.as_str().to_owned())
+}
+
+async fn backup(config: &Config, path: &std::path::Path) -> anyhow::Result<ExitCode> {
+    for file in crate::service::database::backup(&config.storage, path).await? {
+        println!("{} -> {} ({} bytes, checked)", file.source.display(), file.copy.display(), file.bytes);
+    }
+    eprintln!("backup complete: {}", path.display());
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn audit_verify(config: &Config, json: bool) -> anyhow::Result<ExitCode> {

@@ -9,7 +9,13 @@ use time::OffsetDateTime;
 use crate::config::{BackendKind, StorageConfig};
 use crate::store::Store;
 
-pub use crate::store::StoreError;
+pub use crate::store::{BackupFile, StoreError};
+
+/// An online, consistent copy of a SQLite database's two files into the new folder `into`, taken
+/// while a gateway may be writing them (`chatgate backup`; `store::backup` says how).
+pub async fn backup(config: &StorageConfig, into: &std::path::Path) -> Result<Vec<BackupFile>, StoreError> {
+    crate::store::backup_sqlite(config, into).await
+}
 
 /// The one handle on the database above the service (cheap to clone).
 #[derive(Clone, Debug)]

@@ -13,6 +13,7 @@ mod admission;
 mod agents;
 mod api_keys;
 mod approvals;
+mod backup;
 mod batch;
 mod breaker;
 mod command_reads;
@@ -66,6 +67,7 @@ pub use api_keys::KeyClaim;
 pub use approvals::{
     ApprovalDecision, ApprovalStatus, ApprovalWrite, AskedBy, DecisionRecorded, NewApproval, Recording, StoredApproval,
 };
+pub use backup::{BackupFile, backup_sqlite};
 pub use batch::GroupCommitStats;
 pub use command_reads::StoredMove;
 pub use commands::{CommandFilter, CommittedTransition, StoredCommand, TransitionRecord, TransitionWrite};

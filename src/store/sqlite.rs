@@ -101,8 +101,8 @@ async fn passive_checkpoint(pool: &AnyPool) -> Result<(i64, i64), StoreError> {
     Ok((column(1)?, column(2)?))
 }
 
-/// Creates the database's folder and asks SQLite to create the file (`mode=rwc`) when missing.
-fn prepare_url(url: &str) -> Result<String, StoreError> {
+/// The file and the query a sqlite: URL names (`sqlite://data/chatgate.db?mode=rwc`).
+fn parts(url: &str) -> Result<(&str, &str), StoreError> {
     let rest = url
         .strip_prefix("sqlite://")
         .or_else(|| url.strip_prefix("sqlite:"))
@@ -111,8 +111,29 @@ fn prepare_url(url: &str) -> Result<String, StoreError> {
     if path.is_empty() {
         return Err(StoreError::Config(format!("`{url}` names no database file")));
     }
-    let in_memory = path == ":memory:" || query.contains("mode=memory");
-    if !in_memory && let Some(dir) = Path::new(path).parent().filter(|d| !d.as_os_str().is_empty()) {
+    Ok((path, query))
+}
+
+/// The file a sqlite: URL names; an error for a database in memory.
+pub(super) fn file_of(url: &str) -> Result<std::path::PathBuf, StoreError> {
+    match parts(url)? {
+        (path, query) if in_memory(path, query) => {
+            Err(StoreError::Config(format!("`{url}` is a database in memory, not a file")))
+        }
+        (path, _) => Ok(Path::new(path).to_path_buf()),
+    }
+}
+
+fn in_memory(path: &str, query: &str) -> bool {
+    path == ":memory:" || query.contains("mode=memory")
+}
+
+/// Creates the database's folder and asks SQLite to create the file (`mode=rwc`) when missing.
+fn prepare_url(url: &str) -> Result<String, StoreError> {
+    let (path, query) = parts(url)?;
+    if !in_memory(path, query)
+        && let Some(dir) = Path::new(path).parent().filter(|d| !d.as_os_str().is_empty())
+    {
         std::fs::create_dir_all(dir)
             .map_err(|e| StoreError::Unavailable(format!("cannot create {}: {e}", dir.display())))?;
     }

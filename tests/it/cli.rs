@@ -33,7 +33,7 @@ fn stderr(output: &Output) -> String {
 }
 
 /// A failure is one line on stderr and a non-zero exit, never a panic.
-fn assert_one_line_failure(output: &Output, mentions: &str) {
+pub(crate) fn assert_one_line_failure(output: &Output, mentions: &str) {
     let err = stderr(output);
     assert!(!output.status.success(), "must fail: {err}");
     assert!(!err.contains("panicked"), "no panic: {err}");

@@ -7,6 +7,7 @@ mod approvals_at_scale;
 mod approvals_browser;
 mod approvers_everywhere;
 mod architecture;
+mod backup;
 mod bloodbank_agent;
 mod browser;
 mod chat_cli;
