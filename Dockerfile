@@ -29,8 +29,9 @@ ENV CHATGATE_LISTEN=0.0.0.0:8080 \
     CHATGATE_DATABASE_URL=sqlite://data/chatgate.db
 VOLUME ["/app/data"]
 EXPOSE 8080
+# On the port the gateway listens on, also when CHATGATE_LISTEN is set at `run`.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
-  CMD curl -fsS http://127.0.0.1:8080/healthz || exit 1
+  CMD port="${CHATGATE_LISTEN##*:}"; curl -fsS "http://127.0.0.1:${port:-8080}/healthz" || exit 1
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["chatgate"]
 CMD ["serve"]

@@ -1,7 +1,8 @@
-//! The command line: `serve`, `migrate`, `backup`, `check-config`, `audit verify`, `token mint`,
+//! The command line: `serve`, `migrate`, `backup`, `check-config`, `audit verify|export`, `token mint`,
 //! `stepup mint`, `simulate whatsapp|telegram|slack|messenger|instagram`, `chat`. The top layer:
 //! imports any layer below it.
 
+pub mod audit;
 pub mod chat;
 pub mod chat_channels;
 pub mod conformance;
@@ -48,7 +49,7 @@ enum Command {
     /// Evidence audit
     Audit {
         #[command(subcommand)]
-        command: AuditCommand,
+        command: crate::cli::audit::AuditCommand,
     },
     /// Send provider-shaped, signed webhooks to a running gateway
     Simulate {
@@ -128,16 +129,6 @@ enum StepupCommand {
         /// The command's idempotency key [default: read from the database]
         #[arg(long)]
         idempotency_key: Option<String>,
-    },
-}
-
-#[derive(Subcommand)]
-enum AuditCommand {
-    /// Verify every evidence hash chain; exits 1 and names the first broken link if one breaks
-    Verify {
-        /// Print the report as JSON
-        #[arg(long)]
-        json: bool,
     },
 }
 
@@ -222,9 +213,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Conformance { command: ConformanceCommand::Run { bin, database_url, dir, keep } } => {
             return crate::cli::conformance::run(bin, database_url, &dir, keep).await;
         }
-        Command::Audit { command: AuditCommand::Verify { json } } => {
-            return audit_verify(&Config::load(&source, &env)?, json).await;
-        }
+        Command::Audit { command } => return crate::cli::audit::run(&Config::load(&source, &env)?, command).await,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -245,31 +234,6 @@ async fn backup(config: &Config, path: &std::path::Path) -> anyhow::Result<ExitC
     }
     eprintln!("backup complete: {}", path.display());
     Ok(ExitCode::SUCCESS)
-}
-
-async fn audit_verify(config: &Config, json: bool) -> anyhow::Result<ExitCode> {
-    let database = Database::connect(&config.storage).await?;
-    database.migrate().await?;
-    let report = database.reads().verify_evidence().await?;
-    database.close().await;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        for chain in &report.chains {
-            let verdict = if chain.intact { format!("intact, {} artifacts", chain.artifacts) } else { "BROKEN".into() };
-            println!("chain {}: {verdict}", chain.chain_id);
-        }
-    }
-    Ok(match &report.first_break {
-        Some(broken) => {
-            eprintln!("chatgate: audit failed: {broken}");
-            ExitCode::FAILURE
-        }
-        None => {
-            eprintln!("audit passed: {} chain(s) intact", report.chains.len());
-            ExitCode::SUCCESS
-        }
-    })
 }
 
 /// Logs, and traces when OpenTelemetry's variables ask for them (`service::telemetry::export`).

@@ -5,6 +5,7 @@
 
 pub mod agents;
 pub mod approvals;
+pub mod audit;
 pub mod confirmations;
 pub mod database;
 pub mod directory;

@@ -126,6 +126,20 @@ pub struct AuditReport {
     pub first_break: Option<ChainBreak>,
 }
 
+impl AuditReport {
+    /// One more chain, checked: how many artifacts hold, or where it breaks.
+    pub fn add(&mut self, chain_id: String, checked: Result<u64, ChainBreak>) {
+        let chain = match checked {
+            Ok(artifacts) => ChainReport { chain_id, artifacts, intact: true, broken_at: None },
+            Err(broken) => {
+                self.first_break.get_or_insert(broken.clone());
+                ChainReport { chain_id, artifacts: 0, intact: false, broken_at: Some(broken) }
+            }
+        };
+        self.chains.push(chain);
+    }
+}
+
 /// One evidence chain, checked.
 #[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct ChainReport {
@@ -190,14 +204,8 @@ impl Evidence<'_> {
         let mut report = AuditReport { chains: vec![], first_break: None };
         for row in &chain_rows {
             let chain_id = text(row, "chain_id")?;
-            let chain = match self.store.verify_chain(&chain_id).await? {
-                Ok(artifacts) => ChainReport { chain_id, artifacts, intact: true, broken_at: None },
-                Err(broken) => {
-                    report.first_break.get_or_insert(broken.clone());
-                    ChainReport { chain_id, artifacts: 0, intact: false, broken_at: Some(broken) }
-                }
-            };
-            report.chains.push(chain);
+            let checked = self.store.verify_chain(&chain_id).await?;
+            report.add(chain_id, checked);
         }
         Ok(report)
     }

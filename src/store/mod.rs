@@ -26,6 +26,7 @@ mod deliveries;
 mod directory;
 mod error;
 mod evidence;
+mod evidence_export;
 mod feed;
 mod figures;
 mod health;

@@ -24,11 +24,11 @@ pub(crate) fn chatgate(dir: &Path) -> Command {
     command
 }
 
-fn run(command: &mut Command) -> Output {
+pub(crate) fn run(command: &mut Command) -> Output {
     command.stdin(Stdio::null()).output().expect("chatgate runs")
 }
 
-fn stderr(output: &Output) -> String {
+pub(crate) fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 

@@ -7,6 +7,7 @@ mod approvals_at_scale;
 mod approvals_browser;
 mod approvers_everywhere;
 mod architecture;
+mod audit_export;
 mod backup;
 mod bloodbank_agent;
 mod browser;

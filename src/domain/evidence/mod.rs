@@ -4,6 +4,7 @@
 pub mod artifact;
 pub mod chain;
 pub mod decision;
+pub mod export;
 pub mod redact;
 
 pub use artifact::{EvidenceDraft, TraceBindings};
@@ -11,4 +12,5 @@ pub use chain::{
     ChainBreak, ChainHead, ChainVerifier, GENESIS_HASH, LinkProblem, StoredLink, hash_body, hash_canonical,
     verify_chain,
 };
+pub use export::{CheckedChain, ExportedLink, verify_exported};
 pub use redact::{Pseudonymizer, mask};
