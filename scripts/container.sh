@@ -22,6 +22,10 @@ say() { printf '\n== %s\n' "$*"; }
 # hybrid cgroup layout that crun refuses; runc takes it. Limits below the machine's are allowed.
 limits=(--ulimit nofile=16384:16384 --ulimit nproc=16384:16384)
 podman=(podman --runtime runc)
+# podman asks systemd for health-check timers, which this machine has not: its complaints are
+# dropped, and the health check is run by `podman healthcheck run` below.
+quiet() { "$@" 2> >(grep -v "systemd" >&2); }
+plain() { sed 's/\x1b\[[0-9;]*m//g'; }
 
 say "tools"
 missing=()
@@ -70,7 +74,7 @@ echo "built in $(($(date +%s) - start)) s: $("${podman[@]}" image inspect --form
 run_healthy() {
   local name=$1 port=$2; shift 2
   "${podman[@]}" rm -f "$name" >/dev/null 2>&1 || true
-  "${podman[@]}" run -d --name "$name" --network=host "${limits[@]}" -e "CHATGATE_LISTEN=127.0.0.1:$port" "$@" \
+  quiet "${podman[@]}" run -d --name "$name" --network=host "${limits[@]}" -e "CHATGATE_LISTEN=127.0.0.1:$port" "$@" \
     localhost/chatgate:check >/dev/null
   for _ in $(seq 1 100); do
     "${podman[@]}" healthcheck run "$name" >/dev/null 2>&1 && { echo "$name: health check passes"; return 0; }
@@ -86,9 +90,15 @@ stop_drained() {
   "${podman[@]}" exec "$name" chatgate simulate whatsapp --url "http://127.0.0.1:$port" --text "order status 1234" \
     --id "wamid.CONTAINER-$name" | tail -n 1
   local begun; begun=$(date +%s%N)
-  "${podman[@]}" stop -t 30 "$name" >/dev/null
+  quiet "${podman[@]}" stop -t 30 "$name" >/dev/null
   echo "$name: stopped in $((($(date +%s%N) - begun) / 1000000)) ms, exit $("${podman[@]}" inspect --format '{{.State.ExitCode}}' "$name")"
-  "${podman[@]}" logs "$name" 2>&1 | grep -E "shutting down|stopped|drain" | tail -n 3 || true
+  "${podman[@]}" logs "$name" 2>&1 | plain | grep -E "shutting down|stopped" | cut -c 29- || true
+}
+
+# Commands in the SQLite database of the volume, read from outside the container.
+sqlite_commands() {
+  local file; file="$("${podman[@]}" volume inspect --format '{{.Mountpoint}}' chatgate-check-data)/chatgate.db"
+  python3 -c "import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT COUNT(*) FROM commands').fetchone()[0])" "$file"
 }
 
 say "SQLite, in the volume"
@@ -96,17 +106,19 @@ say "SQLite, in the volume"
 run_healthy chatgate-sqlite 18080 -v chatgate-check-data:/app/data
 echo "user: $("${podman[@]}" exec chatgate-sqlite id)"
 stop_drained chatgate-sqlite 18080
-"${podman[@]}" rm chatgate-sqlite >/dev/null
+echo "commands stored after it stopped: $(sqlite_commands)"
+quiet "${podman[@]}" rm chatgate-sqlite >/dev/null
 run_healthy chatgate-sqlite 18080 -v chatgate-check-data:/app/data
 echo "volume after a new container: $("${podman[@]}" exec chatgate-sqlite ls -l /app/data | tail -n +2 | awk '{print $3, $5, $9}' | tr '\n' ' ')"
 "${podman[@]}" exec chatgate-sqlite chatgate backup /app/data/backup-check | tail -n 2
-"${podman[@]}" rm -f chatgate-sqlite >/dev/null
+quiet "${podman[@]}" rm -f chatgate-sqlite >/dev/null
 
 say "PostgreSQL on this machine"
-psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE IF EXISTS chatgate_container" -c "CREATE DATABASE chatgate_container"
+psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE IF EXISTS chatgate_container" 2>/dev/null
+psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE chatgate_container"
 run_healthy chatgate-postgres 18081 -e CHATGATE_DATABASE_URL=postgres://postgres@127.0.0.1:5432/chatgate_container
 stop_drained chatgate-postgres 18081
-echo "commands stored: $(psql -h 127.0.0.1 -U postgres -d chatgate_container -qAtc 'SELECT COUNT(*) FROM commands')"
-"${podman[@]}" rm -f chatgate-postgres >/dev/null
+echo "commands stored after it stopped: $(psql -h 127.0.0.1 -U postgres -d chatgate_container -qAtc 'SELECT COUNT(*) FROM commands')"
+quiet "${podman[@]}" rm -f chatgate-postgres >/dev/null
 psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE chatgate_container"
 say "the image holds"
