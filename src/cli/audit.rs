@@ -35,7 +35,7 @@ pub enum AuditCommand {
     },
 }
 
-fn rfc3339(text: &str) -> Result<OffsetDateTime, String> {
+pub(crate) fn rfc3339(text: &str) -> Result<OffsetDateTime, String> {
     OffsetDateTime::parse(text, &Rfc3339).map_err(|e| format!("not an RFC 3339 time ({e})"))
 }
 

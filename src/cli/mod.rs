@@ -1,4 +1,4 @@
-//! The command line: `serve`, `migrate`, `backup`, `check-config`, `audit verify|export`, `token mint`,
+//! The command line: `serve`, `migrate`, `purge`, `backup`, `check-config`, `audit verify|export`, `token mint`,
 //! `stepup mint`, `simulate whatsapp|telegram|slack|messenger|instagram`, `chat`. The top layer:
 //! imports any layer below it.
 
@@ -7,6 +7,7 @@ pub mod chat;
 pub mod chat_channels;
 pub mod conformance;
 pub mod explain;
+pub mod purge;
 pub mod simulate;
 pub mod simulate_channels;
 
@@ -39,6 +40,8 @@ enum Command {
     Serve,
     /// Apply the database migrations and exit
     Migrate,
+    /// Overwrite the texts past `retention.texts` now (one pass), or count them
+    Purge(crate::cli::purge::PurgeArgs),
     /// Copy SQLite's two files, online and consistent, into the new folder PATH
     Backup {
         /// The folder to create (it must not exist)
@@ -172,6 +175,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             database.close().await;
             println!("migrations applied ({})", database.backend_name());
         }
+        Command::Purge(args) => return crate::cli::purge::run(&Config::load(&source, &env)?, &args).await,
         Command::Backup { path } => return backup(&Config::load(&source, &env)?, &path).await,
         Command::CheckConfig => {
             let settings = Settings::load(&source, &env)?;

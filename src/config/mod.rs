@@ -9,6 +9,7 @@ mod executors;
 mod ingest;
 mod interpolate;
 mod protections;
+mod retention;
 mod secret;
 mod sections;
 mod security;
@@ -24,6 +25,7 @@ pub use executors::{DEFAULT_EXCHANGE, DEFAULT_RESPONSE_QUEUE, ExecutorConfig, Ex
 pub use ingest::{Acknowledge, IngestConfig};
 pub use interpolate::{InterpolationError, interpolate};
 pub use protections::{EventsConfig, MetricsConfig};
+pub use retention::RetentionConfig;
 pub use secret::{BackendKind, DatabaseUrl, Secret};
 pub use sections::{
     ConsoleConfig, EvidenceConfig, IdempotencyConfig, LineConfig, MetaMessagingConfig, OutboundConfig, RegistryFiles,
@@ -96,6 +98,8 @@ pub struct Config {
     pub directory: DirectoryConfig,
     #[serde(default)]
     pub ingest: IngestConfig,
+    #[serde(default)]
+    pub retention: RetentionConfig,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -25,6 +25,7 @@ pub mod recovery;
 pub mod reload;
 pub mod replies;
 pub mod request_keys;
+pub mod retention;
 pub mod scopes;
 pub mod security;
 pub mod services;

@@ -89,6 +89,7 @@ impl FileSettings {
             file.build(directory).map_err(|e| ConfigError::Invalid(format!("{}: {e}", directory_path.display())))?;
         approvers_are_roles(&registry, &seed)
             .map_err(|e| ConfigError::Invalid(format!("{}: {e}", commands_path.display())))?;
+        texts_outlast_windows(config, &registry).map_err(ConfigError::Invalid)?;
         Ok(Self { registry, tenants, seed, templates })
     }
 }
@@ -104,6 +105,26 @@ fn approvers_are_roles(registry: &Registry, seed: &Seed) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Message texts are kept at least as long as anything may still read them: the dedupe windows
+/// (a duplicate is answered from its command) and the times a command may wait for its
+/// confirmation or its start.
+fn texts_outlast_windows(config: &Config, registry: &Registry) -> Result<(), String> {
+    let texts = config.retention.texts;
+    let shorter = |what: String, window: std::time::Duration| {
+        (texts < window).then(|| {
+            let (texts, window) = (humantime::format_duration(texts), humantime::format_duration(window));
+            format!("retention.texts ({texts}) is shorter than {what} ({window}); keep texts at least that long")
+        })
+    };
+    let default = shorter("idempotency.default_window_secs".into(), config.idempotency.default_window());
+    let declared = registry.commands().iter().flat_map(|spec| {
+        [("dedupe_window", spec.dedupe_window), ("confirmation_ttl", spec.confirmation_ttl), ("ttl", spec.ttl)]
+            .into_iter()
+            .filter_map(|(name, window)| shorter(format!("command `{}`'s {name}", spec.name), window))
+    });
+    default.into_iter().chain(declared).next().map_or(Ok(()), Err)
 }
 
 impl Settings {

@@ -46,6 +46,7 @@ mod rate_limits;
 pub use rate_limits::{Chain, Take};
 mod registry_versions;
 mod repos;
+mod retention;
 mod rows;
 mod signals;
 mod snapshot;
@@ -94,6 +95,7 @@ pub use repos::{
     Agents, ApiKeys, Approvals, Commands, Confirmations, Console, Dedupe, Deliveries, Directory, Evidence, Identities,
     Inbound, Inbox, LinkCodes, Locks, Outbox, RateLimits, RegistryVersions, Tokens,
 };
+pub use retention::{EXPIRED_PAYLOAD, PurgedTexts};
 pub use signals::{CommittedMove, MoveObserver};
 pub use snapshot::{KEY_LOOKUPS, SNAPSHOT_QUERIES, SWEEP_QUERIES, Snapshot};
 pub use step::{StepOutcome, StepWrite};

@@ -55,7 +55,8 @@ pub fn spawn(state: &Services, stopping: CancellationToken, on: &tokio::runtime:
     let tracker = Spawner { tracker: TaskTracker::new(), on: on.clone() };
     let config = &state.config;
     tracker.spawn(admission::run(state.clone(), stopping.clone()));
-    tracker.spawn(cleanup::run(state.database.clone(), config.idempotency.cleanup_interval(), stopping.clone()));
+    let every = config.idempotency.cleanup_interval();
+    tracker.spawn(cleanup::run(state.database.clone(), config.retention.clone(), every, stopping.clone()));
     tracker.spawn(memory::run(Duration::from_secs(10), stopping.clone()));
     if state.database.backend() == crate::config::BackendKind::Sqlite {
         tracker.spawn(checkpoint::run(state.database.clone(), Duration::from_millis(250), stopping.clone()));

@@ -79,6 +79,7 @@ mod process;
 mod query_plans;
 mod reference_docs;
 mod reload;
+mod retention;
 mod scale_out;
 mod security_headers;
 mod shared_limits;

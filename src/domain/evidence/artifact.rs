@@ -67,6 +67,20 @@ impl EvidenceDraft {
         }
     }
 
+    /// An artifact about the tenant itself, of no command (a directory change, a purge).
+    pub fn of_tenant(kind: EvidenceKind, decision: Value) -> Self {
+        Self {
+            kind,
+            command_id: None,
+            stage: None,
+            from: None,
+            event: None,
+            trace: TraceBindings::default(),
+            decision: Some(decision),
+            reason_code: None,
+        }
+    }
+
     pub fn stage(mut self, stage: State) -> Self {
         self.stage = Some(stage);
         self

@@ -188,6 +188,9 @@ pub enum Decision {
     Locked { resource: String, holder: Uuid, holder_ref: String },
     /// An operator (by pseudonym) released the lock a command held, and why.
     LockReleased { resource: String, operator: String, reason: String },
+    /// A purge overwrote the texts received or sent before `texts_before` (RFC 3339): how many
+    /// messages, replies and prompts.
+    TextsExpired { texts_before: String, messages: u64, replies: u64, prompts: u64 },
 }
 
 /// What a recovery command is to the command it follows.

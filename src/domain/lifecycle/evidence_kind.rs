@@ -45,6 +45,9 @@ named_enum! {
         ApprovalEscalated => "approval.escalated",
         // Locks (issue #47): an operator released what a command held before it ended.
         LockReleased => "lock.released",
+        // Retention (issue #50): a purge overwrote this tenant's texts older than its cut (how
+        // many messages, replies and prompts).
+        RetentionPurged => "retention.purged",
     }
 }
 

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use crate::domain::directory::Person;
-use crate::domain::evidence::{EvidenceDraft, TraceBindings};
+use crate::domain::evidence::EvidenceDraft;
 use crate::domain::lifecycle::EvidenceKind;
 use crate::domain::names::named_enum;
 
@@ -100,14 +100,5 @@ pub fn role_evidence(name: &str, from: Option<&Value>, to: Option<&Value>, by: &
 }
 
 fn draft(decision: Value) -> EvidenceDraft {
-    EvidenceDraft {
-        kind: EvidenceKind::DirectoryChanged,
-        command_id: None,
-        stage: None,
-        from: None,
-        event: None,
-        trace: TraceBindings::default(),
-        decision: Some(decision),
-        reason_code: None,
-    }
+    EvidenceDraft::of_tenant(EvidenceKind::DirectoryChanged, decision)
 }

@@ -102,6 +102,7 @@ pub const FAMILIES: &[Family] = &[
     ),
     alone(counter("chatgate_inbox_refused_total", "Webhooks answered 503 because the inbox's backlog was full.")),
     counter("chatgate_inbox_unadmitted_total", "Stored messages that could not be admitted, by reason."),
+    counter("chatgate_retention_texts_purged_total", "Texts overwritten past retention.texts, by what they were."),
 ];
 
 const WEBHOOK_OUTCOMES: &[&str] = &["accepted", "bad_signature", "malformed", "unknown_app", "unavailable"];
@@ -159,6 +160,7 @@ pub fn announce<'a>(
         ("chatgate_event_streams_refused_total", "limit", &["instance", "client"][..]),
         ("chatgate_inbox_unadmitted_total", "reason", &["unreadable", "refused"][..]),
         ("chatgate_previews_total", "outcome", &["shown", "missing", "stopped", "settled"][..]),
+        ("chatgate_retention_texts_purged_total", "text", &["message", "reply", "prompt"][..]),
     ] {
         for value in values {
             zero(name, &[(label, value.to_string())]);

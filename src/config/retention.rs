@@ -1,0 +1,37 @@
+//! `[retention]`: how long what chatgate stores is kept (docs/OPERATING.md, "Retention").
+
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Message texts are kept 90 days unless configured (as Svix keeps payloads on its cloud).
+const DEFAULT_TEXTS: Duration = Duration::from_secs(90 * 86_400);
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetentionConfig {
+    /// How long the texts of the messages people send and of the replies, prompts and notices
+    /// sent to them are kept, as a duration ("90d", "2w 3d"). Past it a purge overwrites them;
+    /// what a command still waits for is never touched. At least the longest dedupe window,
+    /// confirmation TTL and command TTL the registry declares (checked at start and reload).
+    #[serde(serialize_with = "as_text", deserialize_with = "from_text")]
+    pub texts: Duration,
+    /// How many rows one purge transaction overwrites: small, so that a purge never holds the
+    /// database's writers for long.
+    pub batch: u32,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        Self { texts: DEFAULT_TEXTS, batch: 500 }
+    }
+}
+
+fn as_text<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&humantime::format_duration(*duration).to_string())
+}
+
+fn from_text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    humantime::parse_duration(&text).map_err(|e| serde::de::Error::custom(format!("`{text}` is not a duration: {e}")))
+}
