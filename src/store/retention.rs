@@ -109,7 +109,8 @@ impl Store {
         let mut purged = ByTenant::new();
         for (place, counted) in PLACES {
             let sql = format!(
-                "UPDATE {table} SET {set} WHERE id IN (SELECT id FROM {table} WHERE {old} LIMIT $2) RETURNING tenant_id",
+                "UPDATE {table} SET {set} WHERE id IN (SELECT id FROM {table} WHERE {old} LIMIT $2)
+                 RETURNING tenant_id",
                 table = place.table,
                 set = place.set,
                 old = old(&place),
