@@ -10,7 +10,6 @@ use crate::domain::evidence::ChainHead;
 use crate::domain::evidence::ChainVerifier;
 use crate::domain::evidence::EvidenceDraft;
 use crate::domain::evidence::GENESIS_HASH;
-use crate::domain::evidence::StoredLink;
 use crate::domain::evidence::hash_canonical;
 use crate::store::Evidence;
 use crate::store::named::{self, row};
@@ -270,29 +269,15 @@ impl Store {
     ) -> Result<Result<(), ChainBreak>, StoreError> {
         let through = through.unwrap_or(i64::MAX);
         loop {
-            let rows = sqlx::query(
-                "SELECT artifact_id, seq, prev_hash, hash, body FROM evidence
-                 WHERE chain_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT $4",
-            )
-            .bind(chain_id)
-            .bind(verifier.checked_through())
-            .bind(through)
-            .bind(VERIFY_PAGE)
-            .fetch_all(self.pool())
-            .await?;
-            for row in &rows {
-                let link = StoredLink {
-                    artifact_id: text(row, "artifact_id")?,
-                    seq: int(row, "seq")?,
-                    prev_hash: text(row, "prev_hash")?,
-                    hash: text(row, "hash")?,
-                    body: text(row, "body")?,
-                };
-                if let Err(broken) = verifier.check(link) {
+            let links =
+                self.evidence().export_links(chain_id, verifier.checked_through(), through, VERIFY_PAGE).await?;
+            let read = links.len() as i64;
+            for link in links {
+                if let Err(broken) = verifier.check(link.into()) {
                     return Ok(Err(broken));
                 }
             }
-            if (rows.len() as i64) < VERIFY_PAGE {
+            if read < VERIFY_PAGE {
                 return Ok(Ok(()));
             }
         }

@@ -22,7 +22,8 @@ impl Evidence<'_> {
         rows.iter().map(|row| Ok((text(row, "chain_id")?, int(row, "cut")?))).collect()
     }
 
-    /// Up to `limit` links of `chain_id` after `after_seq`, through `through_seq`, in order.
+    /// Up to `limit` links of `chain_id` after `after_seq`, through `through_seq`, in order: what
+    /// an export writes and what `audit verify` checks.
     pub async fn export_links(
         self,
         chain_id: &str,

@@ -14,8 +14,15 @@ use crate::store::evidence::append_all;
 use crate::store::rows::{int, to_ms};
 use crate::store::{Store, StoreError};
 
+/// The marker's text as a literal, so that the statements below are built from it.
+macro_rules! expired {
+    () => {
+        r#"{"expired":true}"#
+    };
+}
+
 /// A text once its retention ended.
-pub const EXPIRED_PAYLOAD: &str = r#"{"expired":true}"#;
+pub const EXPIRED_PAYLOAD: &str = expired!();
 
 /// What a purge overwrote (or, as a dry run, would overwrite).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -56,23 +63,25 @@ macro_rules! of_ended_command {
 
 const MESSAGES: Place = Place {
     table: "inbound_messages",
-    set: r#"payload = '{"expired":true}', answer = NULL, detail = NULL"#,
-    kept: concat!(r#"payload <> '{"expired":true}'"#, of_ended_command!("inbound_messages")),
+    set: concat!("payload = '", expired!(), "', answer = NULL, detail = NULL"),
+    kept: concat!("payload <> '", expired!(), "'", of_ended_command!("inbound_messages")),
     at: "received_at",
 };
 const REPLIES: Place = Place {
     table: "outbox",
-    set: r#"payload = '{"expired":true}'"#,
+    set: concat!("payload = '", expired!(), "'"),
     kept: concat!(
-        r#"payload <> '{"expired":true}' AND kind <> 'dispatch' AND status <> 'pending'"#,
+        "payload <> '",
+        expired!(),
+        "' AND kind <> 'dispatch' AND status <> 'pending'",
         of_ended_command!("outbox")
     ),
     at: "created_at",
 };
 const PROMPTS: Place = Place {
     table: "confirmations",
-    set: r#"prompt = '{"expired":true}'"#,
-    kept: concat!(r#"prompt <> '{"expired":true}' AND status <> 'pending'"#, of_ended_command!("confirmations")),
+    set: concat!("prompt = '", expired!(), "'"),
+    kept: concat!("prompt <> '", expired!(), "' AND status <> 'pending'", of_ended_command!("confirmations")),
     at: "created_at",
 };
 

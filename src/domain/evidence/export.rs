@@ -25,14 +25,15 @@ pub struct ExportedLink {
     pub body: String,
 }
 
-impl ExportedLink {
-    fn link(&self) -> StoredLink {
-        StoredLink {
-            artifact_id: self.artifact_id.clone(),
-            seq: self.seq,
-            prev_hash: self.prev_hash.clone(),
-            hash: self.hash.clone(),
-            body: self.body.clone(),
+impl From<ExportedLink> for StoredLink {
+    /// The link as the chain's verifier checks it.
+    fn from(exported: ExportedLink) -> Self {
+        Self {
+            artifact_id: exported.artifact_id,
+            seq: exported.seq,
+            prev_hash: exported.prev_hash,
+            hash: exported.hash,
+            body: exported.body,
         }
     }
 }
@@ -62,7 +63,7 @@ pub fn verify_exported(links: impl IntoIterator<Item = ExportedLink>) -> Vec<Che
             current = Some((ChainVerifier::new(&exported.chain_id), None));
         }
         if let Some((verifier, broken @ None)) = current.as_mut() {
-            *broken = verifier.check(exported.link()).err();
+            *broken = verifier.check(exported.into()).err();
         }
     }
     if let Some(state) = current {
