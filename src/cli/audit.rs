@@ -109,7 +109,11 @@ fn report(report: &AuditReport, json: bool) -> anyhow::Result<ExitCode> {
     } else {
         for chain in &report.chains {
             let verdict = if chain.intact { format!("intact, {} artifacts", chain.artifacts) } else { "BROKEN".into() };
-            println!("chain {}: {verdict}", chain.chain_id);
+            let from = match &chain.checkpoint {
+                Some(cut) => format!(" (from the checkpoint at #{}, hash {})", cut.seq, cut.hash),
+                None => String::new(),
+            };
+            println!("chain {}: {verdict}{from}", chain.chain_id);
         }
     }
     Ok(match &report.first_break {

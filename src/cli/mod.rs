@@ -175,7 +175,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             database.close().await;
             println!("migrations applied ({})", database.backend_name());
         }
-        Command::Purge(args) => return crate::cli::purge::run(&Config::load(&source, &env)?, &args).await,
+        Command::Purge(args) => return crate::cli::purge::run(&Settings::load(&source, &env)?, &args).await,
         Command::Backup { path } => return backup(&Config::load(&source, &env)?, &path).await,
         Command::CheckConfig => {
             let settings = Settings::load(&source, &env)?;

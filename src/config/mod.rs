@@ -25,7 +25,7 @@ pub use executors::{DEFAULT_EXCHANGE, DEFAULT_RESPONSE_QUEUE, ExecutorConfig, Ex
 pub use ingest::{Acknowledge, IngestConfig};
 pub use interpolate::{InterpolationError, interpolate};
 pub use protections::{EventsConfig, MetricsConfig};
-pub use retention::RetentionConfig;
+pub use retention::{RetentionConfig, in_days};
 pub use secret::{BackendKind, DatabaseUrl, Secret};
 pub use sections::{
     ConsoleConfig, EvidenceConfig, IdempotencyConfig, LineConfig, MetaMessagingConfig, OutboundConfig, RegistryFiles,

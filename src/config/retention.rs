@@ -6,6 +6,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Message texts are kept 90 days unless configured (as Svix keeps payloads on its cloud).
 const DEFAULT_TEXTS: Duration = Duration::from_secs(90 * 86_400);
+/// Commands, deliveries and evidence are kept a year and a month unless configured: a year's
+/// audit looked back on, with a month to export it.
+const DEFAULT_RECORDS: Duration = Duration::from_secs(396 * 86_400);
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -16,19 +19,36 @@ pub struct RetentionConfig {
     /// confirmation TTL and command TTL the registry declares (checked at start and reload).
     #[serde(serialize_with = "as_text", deserialize_with = "from_text")]
     pub texts: Duration,
-    /// How many rows one purge transaction overwrites: small, so that a purge never holds the
-    /// database's writers for long.
+    /// How long commands that ended are kept, with their deliveries, transitions, approvals,
+    /// messages and replies, and the evidence chain before them (cut at a checkpoint), and how
+    /// long the outbox's sent rows and the API's idempotency records are kept. Past it a purge
+    /// deletes them; a command under way, or within its dedupe window, is never touched. At least
+    /// `texts`, and the windows `texts` must outlast.
+    #[serde(serialize_with = "as_text", deserialize_with = "from_text")]
+    pub records: Duration,
+    /// How many rows one purge transaction overwrites or deletes (a tenth as many commands, each
+    /// with its rows): small, so that a purge never holds the database's writers for long.
     pub batch: u32,
 }
 
 impl Default for RetentionConfig {
     fn default() -> Self {
-        Self { texts: DEFAULT_TEXTS, batch: 500 }
+        Self { texts: DEFAULT_TEXTS, records: DEFAULT_RECORDS, batch: 500 }
     }
 }
 
 fn as_text<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.serialize_str(&humantime::format_duration(*duration).to_string())
+    serializer.serialize_str(&in_days(*duration))
+}
+
+/// A duration as an operator wrote it: whole days in days (humantime would say `90d` is
+/// "2months 29days 2h 52m 48s"), anything else as humantime says it.
+pub fn in_days(duration: Duration) -> String {
+    match duration.as_secs() {
+        86_400 => "1day".into(),
+        secs if secs % 86_400 == 0 && duration.subsec_nanos() == 0 => format!("{}days", secs / 86_400),
+        _ => humantime::format_duration(duration).to_string(),
+    }
 }
 
 fn from_text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {

@@ -92,6 +92,7 @@ mod tests {
             currency: None,
             resolver: None,
             reach,
+            retention: Default::default(),
         }
     }
 

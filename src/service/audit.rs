@@ -51,12 +51,12 @@ impl EvidenceExport<'_> {
     }
 }
 
-/// An export's chains checked offline, each from its first link, as `audit verify` reports the
-/// database's.
+/// An export's chains checked offline, each from its first link (after the checkpoint it names),
+/// as `audit verify` reports the database's.
 pub fn verify_export(links: impl IntoIterator<Item = ExportedLink>) -> AuditReport {
     let mut report = AuditReport { chains: vec![], first_break: None };
-    for (chain_id, checked) in verify_exported(links) {
-        report.add(chain_id, checked);
+    for chain in verify_exported(links) {
+        report.add(chain.chain_id, chain.checkpoint, chain.checked);
     }
     report
 }

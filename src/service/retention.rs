@@ -1,83 +1,216 @@
-//! Retention: one pass of the purge of texts (`retention.texts`), run by the clean-up worker and
-//! by `chatgate purge`, tenant by tenant, each tenant's purge recorded in its evidence chain and
-//! counted (`chatgate_retention_texts_purged_total`). A dry run counts what a pass as of a given
-//! time would overwrite, and writes nothing.
+//! Retention: one pass of the purge, run by the clean-up worker and by `chatgate purge`. Texts
+//! past `retention.texts` are overwritten; the commands that ended past `retention.records` are
+//! deleted with their rows, and each tenant's evidence chain is cut before them at a checkpoint.
+//! A tenant's own retention in the directory takes the place of `[retention]`'s. Each tenant's
+//! purge is recorded in its chain and counted (`chatgate_retention_*_total`). A dry run counts
+//! what a pass as of a given time would take, and writes nothing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::config::RetentionConfig;
-use crate::domain::evidence::EvidenceDraft;
+use crate::domain::directory::Tenants;
 use crate::domain::evidence::decision::Decision;
+use crate::domain::evidence::{Checkpoint, EvidenceDraft};
 use crate::domain::lifecycle::EvidenceKind;
 use crate::service::database::{Database, StoreError};
+use crate::store::RetentionScope;
 
-pub use crate::store::PurgedTexts;
+pub use crate::store::{PurgedRecords, PurgedTexts};
 
-/// What one pass overwrote (or would), by tenant (`None`: messages of no tenant).
+/// What one pass took (or would) of one tenant's (`None`: messages of no tenant).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TenantPurge {
+    pub texts: PurgedTexts,
+    pub records: PurgedRecords,
+    /// Where its chain is cut now, if it is.
+    pub checkpoint: Option<Checkpoint>,
+}
+
+/// What one pass took (or would), by tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetentionPass {
-    /// Texts received or sent before this were past their retention.
-    pub texts_before: OffsetDateTime,
-    pub tenants: Vec<(Option<String>, PurgedTexts)>,
+    pub tenants: BTreeMap<Option<String>, TenantPurge>,
 }
 
 impl RetentionPass {
-    pub fn total(&self) -> PurgedTexts {
-        self.tenants.iter().fold(PurgedTexts::default(), |sum, (_, purged)| PurgedTexts {
-            messages: sum.messages + purged.messages,
-            replies: sum.replies + purged.replies,
-            prompts: sum.prompts + purged.prompts,
+    pub fn texts(&self) -> PurgedTexts {
+        self.tenants.values().fold(PurgedTexts::default(), |sum, purge| PurgedTexts {
+            messages: sum.messages + purge.texts.messages,
+            replies: sum.replies + purge.texts.replies,
+            prompts: sum.prompts + purge.texts.prompts,
         })
+    }
+
+    pub fn records(&self) -> PurgedRecords {
+        let mut sum = PurgedRecords::default();
+        self.tenants.values().for_each(|purge| sum.add(&purge.records));
+        sum
     }
 }
 
-/// Whether a pass overwrites, or only counts.
+/// Whether a pass purges, or only counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PurgeMode {
     Purge,
     DryRun,
 }
 
-impl Database {
-    /// One pass as of `now`: the texts older than `now - retention.texts`; each tenant's purge
-    /// recorded in its chain once its texts are overwritten.
-    pub async fn purge_texts(
-        &self,
-        retention: &RetentionConfig,
-        now: OffsetDateTime,
-        mode: PurgeMode,
-    ) -> Result<RetentionPass, StoreError> {
-        let before = now - retention.texts;
-        let store = self.store();
-        let by_tenant = match mode {
-            PurgeMode::DryRun => store.count_old_texts(before).await?,
-            PurgeMode::Purge => store.purge_old_texts(before, retention.batch).await?,
-        };
-        if mode == PurgeMode::Purge {
-            for (tenant, purged) in &by_tenant {
-                count(purged);
-                if let Some(tenant) = tenant {
-                    store.record_for_tenant(tenant, evidence(before, purged)).await?;
-                }
-            }
-        }
-        Ok(RetentionPass { texts_before: before, tenants: by_tenant.into_iter().collect() })
+/// How long each tenant's texts and records are kept: its own retention, or `[retention]`'s.
+#[derive(Debug, Clone, Copy)]
+pub struct RetentionPolicy<'a> {
+    pub default: &'a RetentionConfig,
+    pub tenants: &'a Tenants,
+}
+
+impl RetentionPolicy<'_> {
+    fn texts_of(&self, tenant: &str) -> Option<Duration> {
+        self.tenants.tenant(tenant).and_then(|tenant| tenant.retention.texts)
+    }
+
+    fn records_of(&self, tenant: Option<&str>) -> Duration {
+        let own = tenant.and_then(|id| self.tenants.tenant(id)).and_then(|tenant| tenant.retention.records);
+        own.unwrap_or(self.default.records)
     }
 }
 
-fn evidence(before: OffsetDateTime, purged: &PurgedTexts) -> EvidenceDraft {
-    let decision = Decision::TextsExpired {
-        texts_before: before.format(&Rfc3339).unwrap_or_else(|_| before.unix_timestamp().to_string()),
-        messages: purged.messages,
-        replies: purged.replies,
-        prompts: purged.prompts,
-    };
-    EvidenceDraft::of_tenant(EvidenceKind::RetentionPurged, decision.into())
+impl Database {
+    /// One pass as of `now`: texts, then records and chains, tenant by tenant; each tenant's
+    /// purge recorded in its chain once done.
+    pub async fn purge(
+        &self,
+        policy: RetentionPolicy<'_>,
+        now: OffsetDateTime,
+        mode: PurgeMode,
+    ) -> Result<RetentionPass, StoreError> {
+        let mut pass = RetentionPass { tenants: BTreeMap::new() };
+        self.purge_texts(policy, now, mode, &mut pass).await?;
+        self.purge_records(policy, now, mode, &mut pass).await?;
+        if mode == PurgeMode::Purge {
+            for (tenant, purge) in &pass.tenants {
+                count(purge);
+                if let Some(tenant) = tenant {
+                    for draft in evidence(policy, tenant, now, purge) {
+                        self.store().record_for_tenant(tenant, draft).await?;
+                    }
+                }
+            }
+        }
+        Ok(pass)
+    }
+
+    /// Texts: those of the tenants with their own retention, each under it, then everyone else's.
+    async fn purge_texts(
+        &self,
+        policy: RetentionPolicy<'_>,
+        now: OffsetDateTime,
+        mode: PurgeMode,
+        pass: &mut RetentionPass,
+    ) -> Result<(), StoreError> {
+        let own: Vec<(String, Duration)> = policy
+            .tenants
+            .tenants()
+            .filter_map(|tenant| policy.texts_of(tenant.id.as_str()).map(|kept| (tenant.id.to_string(), kept)))
+            .collect();
+        let others: Vec<String> = own.iter().map(|(tenant, _)| tenant.clone()).collect();
+        let scopes = own.iter().map(|(tenant, kept)| (RetentionScope::Tenant(tenant), *kept));
+        let store = self.store();
+        for (scope, kept) in scopes.chain([(RetentionScope::AllBut(&others), policy.default.texts)]) {
+            let by_tenant = match mode {
+                PurgeMode::DryRun => store.count_old_texts(scope, now - kept).await?,
+                PurgeMode::Purge => store.purge_old_texts(scope, now - kept, policy.default.batch).await?,
+            };
+            for (tenant, texts) in by_tenant {
+                pass.tenants.entry(tenant).or_default().texts = texts;
+            }
+        }
+        Ok(())
+    }
+
+    /// Records: each tenant's commands that ended and rows of none, then its chain; then the
+    /// messages of no tenant.
+    async fn purge_records(
+        &self,
+        policy: RetentionPolicy<'_>,
+        now: OffsetDateTime,
+        mode: PurgeMode,
+        pass: &mut RetentionPass,
+    ) -> Result<(), StoreError> {
+        let store = self.store();
+        let mut tenants: BTreeSet<String> = store.chains().await?.into_iter().collect();
+        tenants.extend(policy.tenants.tenants().map(|tenant| tenant.id.to_string()));
+        let batch = policy.default.batch;
+        for tenant in tenants.iter().map(|tenant| Some(tenant.as_str())).chain([None]) {
+            let before = now - policy.records_of(tenant);
+            let purge = pass.tenants.entry(tenant.map(str::to_owned)).or_default();
+            match mode {
+                PurgeMode::DryRun => {
+                    purge.records = store.count_old_records(tenant, before, now).await?;
+                    if let Some(chain) = tenant {
+                        purge.records.evidence = store.count_cut(chain, before).await?;
+                    }
+                }
+                PurgeMode::Purge => {
+                    purge.records = store.purge_old_records(tenant, before, now, batch).await?;
+                    if let Some(chain) = tenant {
+                        (purge.records.evidence, purge.checkpoint) = store.cut_chain(chain, before, batch).await?;
+                    }
+                }
+            }
+        }
+        pass.tenants.retain(|_, purge| *purge != TenantPurge::default() || purge.checkpoint.is_some());
+        Ok(())
+    }
 }
 
-fn count(purged: &PurgedTexts) {
-    for (text, n) in [("message", purged.messages), ("reply", purged.replies), ("prompt", purged.prompts)] {
+/// What a tenant's chain records of its purge: the texts overwritten, the records deleted.
+fn evidence(policy: RetentionPolicy<'_>, tenant: &str, now: OffsetDateTime, purge: &TenantPurge) -> Vec<EvidenceDraft> {
+    let time = |at: OffsetDateTime| at.format(&Rfc3339).unwrap_or_else(|_| at.unix_timestamp().to_string());
+    let mut decisions = vec![];
+    if purge.texts.total() > 0 {
+        let (texts, kept) = (&purge.texts, policy.texts_of(tenant).unwrap_or(policy.default.texts));
+        let (messages, replies, prompts) = (texts.messages, texts.replies, texts.prompts);
+        decisions.push(Decision::TextsExpired { texts_before: time(now - kept), messages, replies, prompts });
+    }
+    // A cut that took evidence alone is not recorded: otherwise each pass would cut the record
+    // the one before it wrote, and write another.
+    if purge.records.rows() > 0 {
+        let records = &purge.records;
+        decisions.push(Decision::RecordsDeleted {
+            records_before: time(now - policy.records_of(Some(tenant))),
+            commands: records.commands,
+            deliveries: records.deliveries,
+            messages: records.messages,
+            replies: records.replies,
+            idempotency_keys: records.idempotency_keys,
+            evidence: records.evidence,
+            checkpoint: purge.checkpoint.clone(),
+        });
+    }
+    decisions
+        .into_iter()
+        .map(|decision| EvidenceDraft::of_tenant(EvidenceKind::RetentionPurged, decision.into()))
+        .collect()
+}
+
+fn count(purge: &TenantPurge) {
+    let texts = &purge.texts;
+    for (text, n) in [("message", texts.messages), ("reply", texts.replies), ("prompt", texts.prompts)] {
         metrics::counter!("chatgate_retention_texts_purged_total", "text" => text).increment(n);
+    }
+    let records = &purge.records;
+    let deleted = [
+        ("command", records.commands),
+        ("delivery", records.deliveries),
+        ("message", records.messages),
+        ("reply", records.replies),
+        ("idempotency_key", records.idempotency_keys),
+        ("evidence", records.evidence),
+    ];
+    for (record, n) in deleted {
+        metrics::counter!("chatgate_retention_records_deleted_total", "record" => record).increment(n);
     }
 }

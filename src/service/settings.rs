@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::config::{
     Config, ConfigError, ConfigSource, DEFAULT_CONFIG_PATH, SHIPPED_COMMANDS, SHIPPED_DIRECTORY, parse_toml,
@@ -89,7 +90,7 @@ impl FileSettings {
             file.build(directory).map_err(|e| ConfigError::Invalid(format!("{}: {e}", directory_path.display())))?;
         approvers_are_roles(&registry, &seed)
             .map_err(|e| ConfigError::Invalid(format!("{}: {e}", commands_path.display())))?;
-        texts_outlast_windows(config, &registry).map_err(ConfigError::Invalid)?;
+        retention_outlasts_windows(config, &registry, &tenants).map_err(ConfigError::Invalid)?;
         Ok(Self { registry, tenants, seed, templates })
     }
 }
@@ -107,24 +108,43 @@ fn approvers_are_roles(registry: &Registry, seed: &Seed) -> Result<(), String> {
     Ok(())
 }
 
-/// Message texts are kept at least as long as anything may still read them: the dedupe windows
-/// (a duplicate is answered from its command) and the times a command may wait for its
-/// confirmation or its start.
-fn texts_outlast_windows(config: &Config, registry: &Registry) -> Result<(), String> {
-    let texts = config.retention.texts;
-    let shorter = |what: String, window: std::time::Duration| {
-        (texts < window).then(|| {
-            let (texts, window) = (humantime::format_duration(texts), humantime::format_duration(window));
-            format!("retention.texts ({texts}) is shorter than {what} ({window}); keep texts at least that long")
-        })
-    };
-    let default = shorter("idempotency.default_window_secs".into(), config.idempotency.default_window());
-    let declared = registry.commands().iter().flat_map(|spec| {
-        [("dedupe_window", spec.dedupe_window), ("confirmation_ttl", spec.confirmation_ttl), ("ttl", spec.ttl)]
-            .into_iter()
-            .filter_map(|(name, window)| shorter(format!("command `{}`'s {name}", spec.name), window))
-    });
-    default.into_iter().chain(declared).next().map_or(Ok(()), Err)
+/// Texts and records are kept at least as long as anything may still read them: the dedupe
+/// windows (a duplicate is answered from its command) and the times a command may wait for its
+/// confirmation or its start; and records at least as long as texts (a text goes with its row).
+/// The same for each tenant's own retention in the directory.
+fn retention_outlasts_windows(config: &Config, registry: &Registry, tenants: &Tenants) -> Result<(), String> {
+    let mut windows = vec![("idempotency.default_window_secs".to_owned(), config.idempotency.default_window())];
+    for spec in registry.commands() {
+        let declared =
+            [("dedupe_window", spec.dedupe_window), ("confirmation_ttl", spec.confirmation_ttl), ("ttl", spec.ttl)];
+        windows.extend(declared.map(|(name, window)| (format!("command `{}`'s {name}", spec.name), window)));
+    }
+    let default = &config.retention;
+    let mut kept = vec![("retention".to_owned(), default.texts, default.records)];
+    kept.extend(tenants.tenants().map(|tenant| {
+        let own = tenant.retention;
+        let (texts, records) = (own.texts.unwrap_or(default.texts), own.records.unwrap_or(default.records));
+        (format!("tenants.{}.retention", tenant.id), texts, records)
+    }));
+    for (at, texts, records) in kept {
+        let texts = (format!("{at}.texts"), texts);
+        at_least(&texts, &windows)?;
+        windows.push(texts);
+        at_least(&(format!("{at}.records"), records), &windows)?;
+        windows.pop();
+    }
+    Ok(())
+}
+
+/// `part` kept at least as long as each of `bounds`, or the first it falls short of, named.
+fn at_least((part, kept): &(String, Duration), bounds: &[(String, Duration)]) -> Result<(), String> {
+    match bounds.iter().find(|(_, bound)| kept < bound) {
+        None => Ok(()),
+        Some((what, bound)) => {
+            let (kept, bound) = (crate::config::in_days(*kept), crate::config::in_days(*bound));
+            Err(format!("{part} ({kept}) is shorter than {what} ({bound}); keep it at least that long"))
+        }
+    }
 }
 
 impl Settings {

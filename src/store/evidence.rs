@@ -8,6 +8,7 @@ use uuid::Uuid;
 use crate::domain::evidence::ChainBreak;
 use crate::domain::evidence::ChainHead;
 use crate::domain::evidence::ChainVerifier;
+use crate::domain::evidence::Checkpoint;
 use crate::domain::evidence::EvidenceDraft;
 use crate::domain::evidence::GENESIS_HASH;
 use crate::domain::evidence::hash_canonical;
@@ -127,12 +128,12 @@ pub struct AuditReport {
 
 impl AuditReport {
     /// One more chain, checked: how many artifacts hold, or where it breaks.
-    pub fn add(&mut self, chain_id: String, checked: Result<u64, ChainBreak>) {
+    pub fn add(&mut self, chain_id: String, checkpoint: Option<Checkpoint>, checked: Result<u64, ChainBreak>) {
         let chain = match checked {
-            Ok(artifacts) => ChainReport { chain_id, artifacts, intact: true, broken_at: None },
+            Ok(artifacts) => ChainReport { chain_id, checkpoint, artifacts, intact: true, broken_at: None },
             Err(broken) => {
                 self.first_break.get_or_insert(broken.clone());
-                ChainReport { chain_id, artifacts: 0, intact: false, broken_at: Some(broken) }
+                ChainReport { chain_id, checkpoint, artifacts: 0, intact: false, broken_at: Some(broken) }
             }
         };
         self.chains.push(chain);
@@ -143,6 +144,11 @@ impl AuditReport {
 #[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct ChainReport {
     pub chain_id: String,
+    /// Where the chain was cut by retention, if it was: it is verified from there (`seq`, `hash`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub checkpoint: Option<Checkpoint>,
+    /// How many artifacts were verified (after the checkpoint, when there is one).
     pub artifacts: u64,
     pub intact: bool,
     /// Where this chain breaks, if it does: `chain_id`, `artifact_id`, `seq` and the problem.
@@ -203,14 +209,24 @@ impl Evidence<'_> {
         let mut report = AuditReport { chains: vec![], first_break: None };
         for row in &chain_rows {
             let chain_id = text(row, "chain_id")?;
-            let checked = self.store.verify_chain(&chain_id).await?;
-            report.add(chain_id, checked);
+            let checkpoint = self.store.chain_checkpoint(&chain_id).await?;
+            let checked = self.store.verify_chain(&chain_id, checkpoint.as_ref()).await?;
+            report.add(chain_id, checkpoint, checked);
         }
         Ok(report)
     }
 }
 
 impl Store {
+    /// Where retention last cut the chain, if it did.
+    pub(crate) async fn chain_checkpoint(&self, chain_id: &str) -> Result<Option<Checkpoint>, StoreError> {
+        let row = sqlx::query("SELECT seq, hash FROM evidence_checkpoints WHERE chain_id = $1")
+            .bind(chain_id)
+            .fetch_optional(self.pool())
+            .await?;
+        row.map(|row| Ok(Checkpoint { seq: int(&row, "seq")?, hash: text(&row, "hash")? })).transpose()
+    }
+
     async fn chain_head(&self, chain_id: &str) -> Result<Option<ChainHead>, StoreError> {
         let row = sqlx::query("SELECT last_seq, last_hash FROM evidence_chains WHERE chain_id = $1")
             .bind(chain_id)
@@ -224,8 +240,12 @@ impl Store {
     /// up to the head as read, then, when links lie past it, the head again (it moves in the
     /// transaction that writes them). Links past a head that did not move are not the writer's:
     /// they are read too, and the head says where the chain should have ended.
-    async fn verify_chain(&self, chain_id: &str) -> Result<Result<u64, ChainBreak>, StoreError> {
-        let mut verifier = ChainVerifier::new(chain_id);
+    async fn verify_chain(
+        &self,
+        chain_id: &str,
+        checkpoint: Option<&Checkpoint>,
+    ) -> Result<Result<u64, ChainBreak>, StoreError> {
+        let mut verifier = ChainVerifier::after(chain_id, checkpoint);
         let mut head = self.chain_head(chain_id).await?;
         for round in 1..=HEAD_ROUNDS {
             let through = head.as_ref().map(|head| head.last_seq);

@@ -70,6 +70,19 @@ impl Moves {
         moves
     }
 
+    /// Deliveries deleted by retention (`state`, `outcome`, `updated_at` in ms): one not closed
+    /// leaves its state's running total, one closed leaves its minute's count.
+    pub(crate) fn of_deleted_deliveries(deleted: impl IntoIterator<Item = (String, Option<String>, i64)>) -> Self {
+        let mut moves = Self::default();
+        for (state, outcome, at) in deleted {
+            match state.as_str() {
+                "closed" => moves.add(CLOSED, outcome.as_deref().unwrap_or(""), at.div_euclid(60_000), -1),
+                state => moves.add(DELIVERIES, state, RUNNING, -1),
+            }
+        }
+        moves
+    }
+
     /// Outbox rows of these kinds written (waiting) or settled (no longer waiting).
     pub(crate) fn of_outbox<'a>(
         written: impl IntoIterator<Item = &'a str>,

@@ -47,6 +47,8 @@ pub use rate_limits::{Chain, Take};
 mod registry_versions;
 mod repos;
 mod retention;
+mod retention_chain;
+mod retention_records;
 mod rows;
 mod signals;
 mod snapshot;
@@ -95,7 +97,8 @@ pub use repos::{
     Agents, ApiKeys, Approvals, Commands, Confirmations, Console, Dedupe, Deliveries, Directory, Evidence, Identities,
     Inbound, Inbox, LinkCodes, Locks, Outbox, RateLimits, RegistryVersions, Tokens,
 };
-pub use retention::{EXPIRED_PAYLOAD, PurgedTexts};
+pub use retention::{EXPIRED_PAYLOAD, PurgedTexts, Scope as RetentionScope};
+pub use retention_records::PurgedRecords;
 pub use signals::{CommittedMove, MoveObserver};
 pub use snapshot::{KEY_LOOKUPS, SNAPSHOT_QUERIES, SWEEP_QUERIES, Snapshot};
 pub use step::{StepOutcome, StepWrite};

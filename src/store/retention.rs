@@ -94,17 +94,51 @@ type Counted = fn(&mut PurgedTexts) -> &mut u64;
 const PLACES: [(Place, Counted); 3] =
     [(MESSAGES, |p| &mut p.messages), (REPLIES, |p| &mut p.replies), (PROMPTS, |p| &mut p.prompts)];
 
+/// Whose texts a purge reaches.
+#[derive(Debug, Clone, Copy)]
+pub enum Scope<'a> {
+    /// One tenant's, under its own retention.
+    Tenant(&'a str),
+    /// Every other tenant's, and those of no tenant, under `[retention]`'s.
+    AllBut(&'a [String]),
+}
+
+impl Scope<'_> {
+    /// The condition, its marks numbered from `$first`.
+    fn clause(&self, first: usize) -> String {
+        match self {
+            Self::Tenant(_) => format!(" AND tenant_id = ${first}"),
+            Self::AllBut([]) => String::new(),
+            Self::AllBut(others) => {
+                let marks = (first..first + others.len()).map(|n| format!("${n}")).collect::<Vec<_>>();
+                format!(" AND (tenant_id IS NULL OR tenant_id NOT IN ({}))", marks.join(", "))
+            }
+        }
+    }
+
+    /// What the condition's marks take, in order.
+    fn tenants(&self) -> Vec<String> {
+        match self {
+            Self::Tenant(tenant) => vec![(*tenant).to_owned()],
+            Self::AllBut(others) => others.to_vec(),
+        }
+    }
+}
+
 impl Store {
     /// Counts, by tenant, the texts older than `before` that a purge would overwrite.
-    pub async fn count_old_texts(&self, before: OffsetDateTime) -> Result<ByTenant, StoreError> {
+    pub async fn count_old_texts(&self, scope: Scope<'_>, before: OffsetDateTime) -> Result<ByTenant, StoreError> {
         let mut counts = ByTenant::new();
         for (place, counted) in PLACES {
             let sql = format!(
-                "SELECT tenant_id, COUNT(*) AS n FROM {} WHERE {} GROUP BY tenant_id",
+                "SELECT tenant_id, COUNT(*) AS n FROM {} WHERE {}{} GROUP BY tenant_id",
                 place.table,
-                old(&place)
+                old(&place),
+                scope.clause(2)
             );
-            let rows = sqlx::query(AssertSqlSafe(sql)).bind(to_ms(before)).fetch_all(self.pool()).await?;
+            let query = sqlx::query(AssertSqlSafe(sql)).bind(to_ms(before));
+            let query = scope.tenants().into_iter().fold(query, |query, tenant| query.bind(tenant));
+            let rows = query.fetch_all(self.pool()).await?;
             for row in &rows {
                 let tenant: Option<String> = sqlx::Row::try_get(row, "tenant_id")?;
                 *counted(counts.entry(tenant).or_default()) += int(row, "n")?.max(0) as u64;
@@ -114,19 +148,26 @@ impl Store {
     }
 
     /// Overwrites the texts older than `before`, `batch` rows a transaction, and says whose.
-    pub async fn purge_old_texts(&self, before: OffsetDateTime, batch: u32) -> Result<ByTenant, StoreError> {
+    pub async fn purge_old_texts(
+        &self,
+        scope: Scope<'_>,
+        before: OffsetDateTime,
+        batch: u32,
+    ) -> Result<ByTenant, StoreError> {
         let mut purged = ByTenant::new();
         for (place, counted) in PLACES {
             let sql = format!(
-                "UPDATE {table} SET {set} WHERE id IN (SELECT id FROM {table} WHERE {old} LIMIT $2)
+                "UPDATE {table} SET {set} WHERE id IN (SELECT id FROM {table} WHERE {old}{scope} LIMIT $2)
                  RETURNING tenant_id",
                 table = place.table,
                 set = place.set,
                 old = old(&place),
+                scope = scope.clause(3),
             );
             loop {
                 let mut tx = self.begin().await?;
                 let query = sqlx::query_scalar(AssertSqlSafe(sql.clone())).bind(to_ms(before)).bind(i64::from(batch));
+                let query = scope.tenants().into_iter().fold(query, |query, tenant| query.bind(tenant));
                 let tenants: Vec<Option<String>> = query.fetch_all(&mut *tx).await?;
                 tx.commit().await?;
                 for tenant in &tenants {

@@ -3,7 +3,8 @@
 //! after their admission (a later redelivery is still recognized by its inbound record), and the
 //! per-minute figures older than the hour `/metrics` adds up, and the conversations that ended
 //! quietly (a command written in turns left alone past `ingest.conversation_idle_secs`); and
-//! overwrites the texts past `retention.texts` (`service::retention`).
+//! runs a pass of the retention purge (`service::retention`): texts past `retention.texts`,
+//! records past `retention.records`, each tenant's own where the directory gives one.
 
 use std::time::Duration;
 
@@ -11,20 +12,34 @@ use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::RetentionConfig;
+use crate::domain::directory::Tenants;
 use crate::service::database::Database;
-use crate::service::retention::PurgeMode;
+use crate::service::live::Live;
+use crate::service::retention::{PurgeMode, RetentionPolicy};
 
-pub(super) async fn run(database: Database, retention: RetentionConfig, every: Duration, stopping: CancellationToken) {
+/// What the clean-up reads: the database, `[retention]`, and the directory's tenants as reloaded.
+pub(super) struct Cleanup {
+    pub database: Database,
+    pub retention: RetentionConfig,
+    pub tenants: Live<Tenants>,
+}
+
+pub(super) async fn run(cleanup: Cleanup, every: Duration, stopping: CancellationToken) {
+    let Cleanup { database, retention, tenants } = cleanup;
     crate::workers::periodically(every, stopping, || async {
         let now = OffsetDateTime::now_utc();
-        match database.purge_texts(&retention, now, PurgeMode::Purge).await {
-            Ok(pass) if pass.total().total() > 0 => {
-                let total = pass.total();
-                let (messages, replies, prompts) = (total.messages, total.replies, total.prompts);
-                tracing::info!(messages, replies, prompts, "texts past their retention overwritten");
+        let tenants = tenants.get();
+        match database.purge(RetentionPolicy { default: &retention, tenants: &tenants }, now, PurgeMode::Purge).await {
+            Ok(pass) => {
+                let (texts, records) = (pass.texts(), pass.records());
+                if texts.total() + records.total() > 0 {
+                    let (messages, replies, prompts) = (texts.messages, texts.replies, texts.prompts);
+                    tracing::info!(messages, replies, prompts, "texts past their retention overwritten");
+                    let (commands, evidence) = (records.commands, records.evidence);
+                    tracing::info!(commands, evidence, total = records.total(), "records past their retention deleted");
+                }
             }
-            Ok(_) => {}
-            Err(error) => tracing::warn!(%error, "the purge of texts past their retention failed"),
+            Err(error) => tracing::warn!(%error, "the retention purge failed; the next pass takes what it left"),
         }
         let tidied = database.tidy(now, now - Duration::from_secs(3600)).await;
         match tidied.duplicate_markers {

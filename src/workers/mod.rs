@@ -56,7 +56,12 @@ pub fn spawn(state: &Services, stopping: CancellationToken, on: &tokio::runtime:
     let config = &state.config;
     tracker.spawn(admission::run(state.clone(), stopping.clone()));
     let every = config.idempotency.cleanup_interval();
-    tracker.spawn(cleanup::run(state.database.clone(), config.retention.clone(), every, stopping.clone()));
+    let cleanup = cleanup::Cleanup {
+        database: state.database.clone(),
+        retention: config.retention.clone(),
+        tenants: state.policy.tenants.clone(),
+    };
+    tracker.spawn(cleanup::run(cleanup, every, stopping.clone()));
     tracker.spawn(memory::run(Duration::from_secs(10), stopping.clone()));
     if state.database.backend() == crate::config::BackendKind::Sqlite {
         tracker.spawn(checkpoint::run(state.database.clone(), Duration::from_millis(250), stopping.clone()));

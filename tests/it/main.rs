@@ -80,6 +80,7 @@ mod query_plans;
 mod reference_docs;
 mod reload;
 mod retention;
+mod retention_records;
 mod scale_out;
 mod security_headers;
 mod shared_limits;

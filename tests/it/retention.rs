@@ -7,8 +7,9 @@
 
 use std::time::{Duration, Instant};
 
+use chatgate::domain::directory::Tenants;
 use chatgate::service::database::Database;
-use chatgate::service::retention::{PurgeMode, PurgedTexts};
+use chatgate::service::retention::{PurgeMode, PurgedRecords, PurgedTexts, RetentionPolicy};
 use chatgate::store::EXPIRED_PAYLOAD;
 use time::OffsetDateTime;
 
@@ -21,8 +22,13 @@ on_both_backends!(
     a_purge_running_while_webhooks_arrive_loses_nothing
 );
 
+/// The tenants of the shipped directory, under `config`.
+pub fn tenants_of(config: &chatgate::config::Config) -> Tenants {
+    chatgate::service::Settings::with_shipped_registry(config.clone()).expect("the shipped settings").tenants
+}
+
 /// Waits until nothing but dispatches waits in the outbox: every reply sent (10 s at most).
-async fn replies_sent(db: &TestDb) {
+pub async fn replies_sent(db: &TestDb) {
     let deadline = Instant::now() + Duration::from_secs(10);
     let waiting = "SELECT COUNT(*) FROM outbox WHERE status = 'pending' AND kind <> $1";
     while db.count(waiting, "dispatch").await > 0 {
@@ -56,13 +62,15 @@ async fn texts_past_their_retention_are_overwritten_and_what_is_under_way_is_kep
     let waiting = command_of_message(db, "wamid.R4").await;
 
     let database = Database::from(db.store.clone());
-    let retention = &db.config.retention;
+    let tenants = tenants_of(&db.config);
+    let policy = RetentionPolicy { default: &db.config.retention, tenants: &tenants };
     let now = OffsetDateTime::now_utc();
-    let within = database.purge_texts(retention, now, PurgeMode::Purge).await.expect("a pass");
-    assert_eq!(within.total(), PurgedTexts::default(), "nothing is 90 days old");
+    let within = database.purge(policy, now, PurgeMode::Purge).await.expect("a pass");
+    assert_eq!(within.texts(), PurgedTexts::default(), "nothing is 90 days old");
 
     let later = now + Duration::from_secs(91 * 86_400);
-    let counted = database.purge_texts(retention, later, PurgeMode::DryRun).await.expect("a dry run");
+    let counted = database.purge(policy, later, PurgeMode::DryRun).await.expect("a dry run");
+    assert_eq!(counted.records(), PurgedRecords::default(), "records are kept 396 days");
     // The command line's dry run as of then says the same, per tenant.
     let folder = tempfile::tempdir().expect("a folder");
     let as_of = later.format(&time::format_description::well_known::Rfc3339).expect("RFC 3339");
@@ -75,18 +83,18 @@ async fn texts_past_their_retention_are_overwritten_and_what_is_under_way_is_kep
     assert!(printed.status.success(), "{}", stderr(&printed));
     let said = String::from_utf8_lossy(&printed.stdout).into_owned();
     let demo = format!(
-        "demo: {} message(s), {} reply text(s), {} prompt(s)",
-        counted.total().messages,
-        counted.total().replies,
-        counted.total().prompts
+        "demo: texts of {} message(s), {} reply(ies), {} prompt(s); 0 command(s)",
+        counted.texts().messages,
+        counted.texts().replies,
+        counted.texts().prompts
     );
     assert!(said.contains(&demo), "{said}");
     let refused = run(chatgate(folder.path()).args(["purge", "--as-of", &as_of]));
     assert!(!refused.status.success() && stderr(&refused).contains("--dry-run"), "{}", stderr(&refused));
     assert!(payload_of(db, "wamid.R1").await.contains("order status 4242"), "a dry run writes nothing");
-    let purged = database.purge_texts(retention, later, PurgeMode::Purge).await.expect("a pass");
+    let purged = database.purge(policy, later, PurgeMode::Purge).await.expect("a pass");
     assert_eq!(purged, counted, "the dry run counted what the pass overwrote");
-    let total = purged.total();
+    let total = purged.texts();
     assert_eq!((total.messages, total.prompts), (3, 1), "the question, the refund and its yes; its prompt");
     assert!(total.replies >= 3, "the answer, the prompt, the refund's outcome: {total:?}");
     for id in ["wamid.R1", "wamid.R2", "wamid.R3"] {
@@ -103,8 +111,8 @@ async fn texts_past_their_retention_are_overwritten_and_what_is_under_way_is_kep
     assert_eq!(db.count(recorded, "demo").await, 1);
     let audit = db.store.evidence().verify().await.expect("verified");
     assert!(audit.first_break.is_none(), "{:?}", audit.first_break);
-    let again = database.purge_texts(retention, later, PurgeMode::Purge).await.expect("a pass");
-    assert_eq!(again.total(), PurgedTexts::default());
+    let again = database.purge(policy, later, PurgeMode::Purge).await.expect("a pass");
+    assert_eq!(again.texts(), PurgedTexts::default());
     // A provider's redelivery of a message whose text is gone is still known: no command again.
     let commands = "SELECT COUNT(*) FROM commands WHERE tenant_id = $1";
     let before = db.count(commands, "demo").await;
@@ -119,15 +127,16 @@ async fn texts_past_their_retention_are_overwritten_and_what_is_under_way_is_kep
 async fn a_purge_running_while_webhooks_arrive_loses_nothing(db: &TestDb) {
     let app = spawn_app_with(db, db.config.clone()).await;
     let database = Database::from(db.store.clone());
-    let retention = db.config.retention.clone();
+    let (retention, tenants) = (db.config.retention.clone(), tenants_of(&db.config));
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let purging = {
         let stop = stop.clone();
         tokio::spawn(async move {
+            let policy = RetentionPolicy { default: &retention, tenants: &tenants };
             let mut passes = 0;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) || passes == 0 {
                 let later = OffsetDateTime::now_utc() + Duration::from_secs(91 * 86_400);
-                database.purge_texts(&retention, later, PurgeMode::Purge).await.expect("a pass");
+                database.purge(policy, later, PurgeMode::Purge).await.expect("a pass");
                 passes += 1;
             }
             passes
@@ -180,4 +189,23 @@ fn a_retention_shorter_than_a_window_is_refused_naming_it() {
     let named = refused.contains("retention.texts (2days) is shorter than command `");
     assert!(named && refused.contains("'s dedupe_window (3days)"), "the 72-hour windows: {refused}");
     assert!(chatgate::service::Settings::with_shipped_registry(shipped()).is_ok(), "90 days is long enough");
+
+    // Records are kept at least as long as texts; a tenant's own retention is held to the same.
+    let mut config = shipped();
+    config.retention.records = 30 * 86_400 * Duration::from_secs(1);
+    let refused = refusal(config);
+    assert!(refused.contains("retention.records (30days) is shorter than retention.texts (90days)"), "{refused}");
+    let own = |retention: &str| {
+        let directory = chatgate::config::SHIPPED_DIRECTORY
+            .replace("[tenants.demo]", &format!("[tenants.demo]\nretention = {{ {retention} }}"));
+        let commands = chatgate::config::SHIPPED_COMMANDS;
+        chatgate::service::Settings::with_files(shipped(), commands, &directory).map(|_| ()).map_err(|e| e.to_string())
+    };
+    let refused = own("records = \"2d\"").expect_err("two days");
+    assert!(refused.contains("tenants.demo.retention.records (2days) is shorter than"), "{refused}");
+    let refused = own("texts = \"forever\"").expect_err("no duration");
+    assert!(refused.contains("tenants.demo.retention.texts: `forever` is not a duration"), "{refused}");
+    let refused = own("logs = \"30d\"").expect_err("no such part");
+    assert!(refused.contains("`logs` is not `texts` or `records`"), "{refused}");
+    assert_eq!(own("texts = \"30d\", records = \"7y\""), Ok(()));
 }

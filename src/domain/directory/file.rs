@@ -8,7 +8,7 @@ use serde::Deserialize;
 use crate::domain::registry::Currency;
 
 use super::people::{Address, AddressKind, Person, Roles};
-use super::{RawResolver, Tenant, Tenants, UnknownSenderPolicy};
+use super::{RawResolver, RetentionOverride, Tenant, Tenants, UnknownSenderPolicy};
 use crate::domain::command::{ActorId, TenantId};
 
 /// `config/directory.toml` as written.
@@ -54,6 +54,9 @@ pub struct RawTenant {
     #[serde(default)]
     actors: BTreeMap<String, RawActor>,
     resolver: Option<RawResolver>,
+    /// Its own retention, in place of `[retention]`'s (`texts = "30d"`, `records = "7y"`).
+    #[serde(default)]
+    retention: BTreeMap<String, String>,
 }
 
 /// `unknown_sender = "refuse" | "ignore"`, or `unknown_sender = { role = "NAME" }`.
@@ -183,6 +186,7 @@ impl DirectoryFile {
                 }),
                 resolver,
                 reach: raw.reach(),
+                retention: retention(&name, &raw.retention, &mut problems),
             };
             tenants.tenants.insert(name, tenant);
             seed.tenants.insert(id, (roles, people));
@@ -192,6 +196,26 @@ impl DirectoryFile {
         }
         Err(problems.iter().map(|p| located(text, p)).collect::<Vec<_>>().join("; "))
     }
+}
+
+/// A tenant's `retention` table: `texts` and `records`, each a duration.
+fn retention(tenant: &str, raw: &BTreeMap<String, String>, problems: &mut Vec<String>) -> RetentionOverride {
+    let mut kept = RetentionOverride::default();
+    for (key, text) in raw {
+        let place = match key.as_str() {
+            "texts" => &mut kept.texts,
+            "records" => &mut kept.records,
+            _ => {
+                problems.push(format!("tenants.{tenant}.retention: `{key}` is not `texts` or `records`"));
+                continue;
+            }
+        };
+        match humantime::parse_duration(text) {
+            Ok(duration) => *place = Some(duration),
+            Err(e) => problems.push(format!("tenants.{tenant}.retention.{key}: `{text}` is not a duration: {e}")),
+        }
+    }
+    kept
 }
 
 /// `problem` (`tenants.demo.actors.1555…: …`) with the line of the table it names, when the file

@@ -50,6 +50,15 @@ pub struct Tenant {
     /// The tenant's own address on each channel it is reached on (the first listed): what a
     /// message it starts (an approver asked) is sent from. `phone` is its SMS number (Twilio).
     pub reach: BTreeMap<AddressKind, String>,
+    /// How long its texts and records are kept, where it says so (`[retention]` otherwise).
+    pub retention: RetentionOverride,
+}
+
+/// A tenant's own retention, each part in place of `[retention]`'s when given.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetentionOverride {
+    pub texts: Option<std::time::Duration>,
+    pub records: Option<std::time::Duration>,
 }
 
 impl Tenant {

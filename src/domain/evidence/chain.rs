@@ -20,6 +20,14 @@ pub fn hash_canonical(canonical: &[u8]) -> String {
     hex::encode(Sha256::digest(canonical))
 }
 
+/// Where a chain was cut (retention): the last artifact removed, whose hash the first one kept
+/// links to. Verification continues from it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Checkpoint {
+    pub seq: i64,
+    pub hash: String,
+}
+
 /// One stored artifact as the verifier sees it: the columns and the kept body text.
 #[derive(Debug, Clone)]
 pub struct StoredLink {
@@ -95,10 +103,16 @@ pub struct ChainVerifier {
 
 impl ChainVerifier {
     pub fn new(chain_id: &str) -> Self {
+        Self::after(chain_id, None)
+    }
+
+    /// A verifier that starts after `checkpoint` (the chain's first link without one).
+    pub fn after(chain_id: &str, checkpoint: Option<&Checkpoint>) -> Self {
+        let (seq, hash) = checkpoint.map_or((0, GENESIS_HASH), |cut| (cut.seq, cut.hash.as_str()));
         Self {
             chain_id: chain_id.to_owned(),
-            expected_seq: 1,
-            prev_hash: GENESIS_HASH.to_owned(),
+            expected_seq: seq + 1,
+            prev_hash: hash.to_owned(),
             last_id: None,
             count: 0,
         }

@@ -10,6 +10,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::domain::command::{Fingerprint, IdempotencyClass, IdempotencyKey, Intent};
+use crate::domain::evidence::Checkpoint;
 use crate::domain::lifecycle::recovery::RecoveryAction;
 use crate::domain::lifecycle::{Event, State};
 use crate::domain::names::named_enum;
@@ -191,6 +192,20 @@ pub enum Decision {
     /// A purge overwrote the texts received or sent before `texts_before` (RFC 3339): how many
     /// messages, replies and prompts.
     TextsExpired { texts_before: String, messages: u64, replies: u64, prompts: u64 },
+    /// A purge deleted the records of commands that ended before `records_before` (RFC 3339),
+    /// and the rows of none past it, and cut the chain at `checkpoint` (its place and hash):
+    /// the artifact that says where, and what the export of the cut part must end with.
+    RecordsDeleted {
+        records_before: String,
+        commands: u64,
+        deliveries: u64,
+        messages: u64,
+        replies: u64,
+        idempotency_keys: u64,
+        evidence: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        checkpoint: Option<Checkpoint>,
+    },
 }
 
 /// What a recovery command is to the command it follows.

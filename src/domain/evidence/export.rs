@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use crate::domain::evidence::{ChainBreak, ChainVerifier, StoredLink};
+use crate::domain::evidence::{ChainBreak, ChainVerifier, Checkpoint, StoredLink};
 
 /// One artifact of an export.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -38,38 +38,60 @@ impl From<ExportedLink> for StoredLink {
     }
 }
 
-/// One chain of an exported file, checked: how many artifacts hold, or where it breaks.
-pub type CheckedChain = (String, Result<u64, ChainBreak>);
+/// One chain of an exported file, checked: where it starts (after the checkpoint its first link
+/// names, when it does not start at the chain's beginning) and how many artifacts hold, or where
+/// it breaks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckedChain {
+    pub chain_id: String,
+    pub checkpoint: Option<Checkpoint>,
+    pub checked: Result<u64, ChainBreak>,
+}
 
-/// Verifies an export's chains, each from its first link, in the order the file gives them; a
-/// chain whose links are not together in the file breaks where the gap is.
+/// Verifies an export's chains, in the order the file gives them, each from its first link: an
+/// export made after a chain was cut starts after its checkpoint, at the first artifact kept, and
+/// what it holds is verified from there (the checkpoint's own record says whether the cut part
+/// is the one an earlier export holds). A chain whose links are not together in the file breaks
+/// where it starts again.
 pub fn verify_exported(links: impl IntoIterator<Item = ExportedLink>) -> Vec<CheckedChain> {
     let mut checked: Vec<CheckedChain> = Vec::new();
     let mut current: Option<(ChainVerifier, Option<ChainBreak>)> = None;
-    let mut finish = |chain_id: String, state: (ChainVerifier, Option<ChainBreak>)| {
-        let result = match state {
-            (_, Some(broken)) => Err(broken),
-            (verifier, None) => verifier.finish(None),
-        };
-        checked.push((chain_id, result));
-    };
-    let mut current_id = String::new();
     for exported in links {
-        if current.is_none() || exported.chain_id != current_id {
+        if checked.last().is_none_or(|last| last.chain_id != exported.chain_id) {
             if let Some(state) = current.take() {
-                finish(std::mem::take(&mut current_id), state);
+                finish(checked.last_mut(), state);
             }
-            current_id = exported.chain_id.clone();
-            current = Some((ChainVerifier::new(&exported.chain_id), None));
+            let seen = checked.iter().find(|chain| chain.chain_id == exported.chain_id);
+            let checkpoint = match seen {
+                // Once more, after other chains: a start from anywhere but the chain's first link
+                // would pass unseen, so it starts where the chain must, and breaks.
+                Some(_) => None,
+                None => {
+                    (exported.seq > 1).then(|| Checkpoint { seq: exported.seq - 1, hash: exported.prev_hash.clone() })
+                }
+            };
+            let verifier = ChainVerifier::after(&exported.chain_id, checkpoint.as_ref());
+            let chain_id = exported.chain_id.clone();
+            checked.push(CheckedChain { chain_id, checkpoint, checked: Ok(0) });
+            current = Some((verifier, None));
         }
         if let Some((verifier, broken @ None)) = current.as_mut() {
             *broken = verifier.check(exported.into()).err();
         }
     }
     if let Some(state) = current {
-        finish(current_id, state);
+        finish(checked.last_mut(), state);
     }
     checked
+}
+
+fn finish(chain: Option<&mut CheckedChain>, (verifier, broken): (ChainVerifier, Option<ChainBreak>)) {
+    if let Some(chain) = chain {
+        chain.checked = match broken {
+            Some(broken) => Err(broken),
+            None => verifier.finish(None),
+        };
+    }
 }
 
 #[cfg(test)]
@@ -77,8 +99,8 @@ mod tests {
     use serde_json::json;
     use time::OffsetDateTime;
 
-    use super::{ExportedLink, verify_exported};
-    use crate::domain::evidence::{GENESIS_HASH, LinkProblem, hash_body};
+    use super::{CheckedChain, ExportedLink, verify_exported};
+    use crate::domain::evidence::{Checkpoint, GENESIS_HASH, LinkProblem, hash_body};
 
     fn chain(chain_id: &str, n: i64) -> Vec<ExportedLink> {
         let mut prev = GENESIS_HASH.to_owned();
@@ -106,7 +128,9 @@ mod tests {
     fn each_chain_of_a_file_is_checked_from_its_first_link() {
         let links = chain("acme", 3).into_iter().chain(chain("demo", 2));
         let checked = verify_exported(links);
-        assert_eq!(checked, [("acme".to_owned(), Ok(3)), ("demo".to_owned(), Ok(2))]);
+        let found: Vec<_> = checked.iter().map(|chain| (chain.chain_id.as_str(), chain.checked.clone())).collect();
+        assert_eq!(found, [("acme", Ok(3)), ("demo", Ok(2))]);
+        assert!(checked.iter().all(|chain| chain.checkpoint.is_none()));
     }
 
     #[test]
@@ -115,8 +139,20 @@ mod tests {
         let links = acme[..2].iter().chain(&demo).chain(&acme[2..]).cloned();
         let checked = verify_exported(links);
         assert_eq!(checked.len(), 3);
-        assert_eq!(checked[0], ("acme".to_owned(), Ok(2)));
-        let broken = checked[2].1.clone().expect_err("the third link alone is no chain");
+        assert_eq!((checked[0].chain_id.as_str(), checked[0].checked.clone()), ("acme", Ok(2)));
+        let broken = checked[2].checked.clone().expect_err("the third link alone is no chain");
         assert_eq!((broken.seq, broken.problem), (3, LinkProblem::Gap { expected_seq: 1 }));
+    }
+
+    #[test]
+    fn an_export_after_a_cut_is_checked_from_the_checkpoint_its_first_link_names() {
+        let acme = chain("acme", 5);
+        let checked = verify_exported(acme[2..].iter().cloned());
+        let checkpoint = Checkpoint { seq: 2, hash: acme[1].hash.clone() };
+        assert_eq!(checked, [CheckedChain { chain_id: "acme".into(), checkpoint: Some(checkpoint), checked: Ok(3) }]);
+        let mut altered = acme[2..].to_vec();
+        altered[1].body = altered[1].body.replace("acme-4", "acme-9");
+        let broken = verify_exported(altered).remove(0).checked.expect_err("an altered link");
+        assert_eq!((broken.seq, broken.problem), (4, LinkProblem::ContentAltered));
     }
 }

@@ -9,7 +9,7 @@ pub mod redact;
 
 pub use artifact::{EvidenceDraft, TraceBindings};
 pub use chain::{
-    ChainBreak, ChainHead, ChainVerifier, GENESIS_HASH, LinkProblem, StoredLink, hash_body, hash_canonical,
+    ChainBreak, ChainHead, ChainVerifier, Checkpoint, GENESIS_HASH, LinkProblem, StoredLink, hash_body, hash_canonical,
     verify_chain,
 };
 pub use export::{CheckedChain, ExportedLink, verify_exported};

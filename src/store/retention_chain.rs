@@ -1,0 +1,116 @@
+//! Cutting a tenant's evidence chain (`retention.records`), as Certificate Transparency logs and
+//! git keep a pruned history verifiable: the artifacts before the first one still needed (recorded
+//! since the cut, or of a command still kept) go, and the last of them is kept first as the
+//! chain's checkpoint (its place and hash), from which `audit verify` continues. The database
+//! refuses to delete an artifact after the checkpoint (migration `0034_retention_records`).
+
+use time::OffsetDateTime;
+
+use crate::domain::evidence::Checkpoint;
+use crate::store::rows::{int, text, to_ms};
+use crate::store::{Store, StoreError};
+
+/// The first artifact of chain `$1` after `$2` still needed: recorded at `$3` or later, or of a
+/// command kept.
+const FIRST_KEPT: &str = "SELECT seq FROM evidence e WHERE chain_id = $1 AND seq > $2
+    AND (recorded_at >= $3 OR EXISTS (SELECT 1 FROM commands c WHERE c.command_id = e.command_id))
+    ORDER BY seq LIMIT 1";
+
+impl Store {
+    /// Every chain: one a tenant.
+    pub async fn chains(&self) -> Result<Vec<String>, StoreError> {
+        Ok(sqlx::query_scalar("SELECT chain_id FROM evidence_chains ORDER BY chain_id").fetch_all(self.pool()).await?)
+    }
+
+    /// Moves the chain's checkpoint to the last artifact recorded before `before` that nothing
+    /// kept needs, then deletes the artifacts up to it, `batch` a transaction (also those a pass
+    /// that stopped left behind). Returns how many went and the checkpoint, if the chain has one.
+    pub async fn cut_chain(
+        &self,
+        chain_id: &str,
+        before: OffsetDateTime,
+        batch: u32,
+    ) -> Result<(u64, Option<Checkpoint>), StoreError> {
+        let Some(cut) = self.cut_at(chain_id, before).await? else {
+            return Ok((0, None));
+        };
+        let (mut deleted, batch) = (0, i64::from(batch));
+        loop {
+            let mut tx = self.begin().await?;
+            let gone = sqlx::query(
+                "DELETE FROM evidence WHERE artifact_id IN
+                 (SELECT artifact_id FROM evidence WHERE chain_id = $1 AND seq <= $2 ORDER BY seq LIMIT $3)",
+            )
+            .bind(chain_id)
+            .bind(cut.seq)
+            .bind(batch)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            tx.commit().await?;
+            deleted += gone;
+            if gone < batch as u64 {
+                return Ok((deleted, Some(cut)));
+            }
+        }
+    }
+
+    /// The chain's checkpoint, moved first to where the chain may now be cut when that is past it.
+    async fn cut_at(&self, chain_id: &str, before: OffsetDateTime) -> Result<Option<Checkpoint>, StoreError> {
+        let checkpoint = self.chain_checkpoint(chain_id).await?;
+        let after = checkpoint.as_ref().map_or(0, |cut| cut.seq);
+        // The head first: an artifact appended after it is recent, so it is kept anyway.
+        let head: Option<i64> = sqlx::query_scalar("SELECT last_seq FROM evidence_chains WHERE chain_id = $1")
+            .bind(chain_id)
+            .fetch_optional(self.pool())
+            .await?;
+        let first_kept: Option<i64> = sqlx::query_scalar(FIRST_KEPT)
+            .bind(chain_id)
+            .bind(after)
+            .bind(to_ms(before))
+            .fetch_optional(self.pool())
+            .await?;
+        let Some(last_gone) = first_kept.map(|seq| seq - 1).or(head).filter(|&seq| seq > after) else {
+            return Ok(checkpoint);
+        };
+        let mut tx = self.begin().await?;
+        let row = sqlx::query("SELECT hash, recorded_at FROM evidence WHERE chain_id = $1 AND seq = $2")
+            .bind(chain_id)
+            .bind(last_gone)
+            .fetch_one(&mut *tx)
+            .await?;
+        sqlx::query(
+            "INSERT INTO evidence_checkpoints (chain_id, seq, hash, recorded_at, cut_at) VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (chain_id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash,
+                 recorded_at = excluded.recorded_at, cut_at = excluded.cut_at
+             WHERE evidence_checkpoints.seq < excluded.seq",
+        )
+        .bind(chain_id)
+        .bind(last_gone)
+        .bind(text(&row, "hash")?)
+        .bind(int(&row, "recorded_at")?)
+        .bind(to_ms(OffsetDateTime::now_utc()))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        // Another instance's pass may have moved it further meanwhile: a checkpoint never goes back.
+        self.chain_checkpoint(chain_id).await
+    }
+
+    /// How many artifacts a cut before `before` would take (a dry run): those before the first
+    /// still needed once the commands that may go are gone are not known until they are, so this
+    /// counts those a cut would take now.
+    pub async fn count_cut(&self, chain_id: &str, before: OffsetDateTime) -> Result<u64, StoreError> {
+        let after = self.chain_checkpoint(chain_id).await?.map_or(0, |cut| cut.seq);
+        let first_kept: Option<i64> = sqlx::query_scalar(FIRST_KEPT)
+            .bind(chain_id)
+            .bind(after)
+            .bind(to_ms(before))
+            .fetch_optional(self.pool())
+            .await?;
+        let sql = "SELECT COUNT(*) AS n FROM evidence WHERE chain_id = $1 AND seq > $2 AND seq <= $3";
+        let through = first_kept.map_or(i64::MAX, |seq| seq - 1);
+        let row = sqlx::query(sql).bind(chain_id).bind(after).bind(through).fetch_one(self.pool()).await?;
+        Ok(int(&row, "n")?.max(0) as u64)
+    }
+}

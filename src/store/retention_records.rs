@@ -1,0 +1,255 @@
+//! Retention of records (`retention.records`): the commands of a tenant that ended before the cut
+//! are deleted with every row they own, a few at a time, and so are the rows of no command that
+//! did their job (messages that started none, notices sent, the API's idempotency records). What
+//! may still be needed is never touched: a command under way, one within its dedupe window, one a
+//! later command names as its target, one with a reply or a delivery still under way.
+//! `store/retention_chain.rs` then cuts the tenant's evidence chain before what is kept.
+
+use sqlx::AssertSqlSafe;
+use time::OffsetDateTime;
+
+use crate::store::figures::Moves;
+use crate::store::rows::{int, text, to_ms};
+use crate::store::{Store, StoreError};
+
+/// What a purge of records deleted (or, as a dry run, would delete).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PurgedRecords {
+    /// Commands that ended, with their transitions, confirmation, approvals, preview and locks.
+    pub commands: u64,
+    /// Their deliveries to executors, with each delivery's events.
+    pub deliveries: u64,
+    /// Messages people sent: a command's, and those that started none.
+    pub messages: u64,
+    /// The outbox's rows and the messages sent (a command's, and notices of none).
+    pub replies: u64,
+    /// The API's idempotency records.
+    pub idempotency_keys: u64,
+    /// Evidence artifacts cut from the tenant's chain, before its checkpoint.
+    pub evidence: u64,
+}
+
+impl PurgedRecords {
+    pub fn total(&self) -> u64 {
+        self.rows() + self.evidence
+    }
+
+    /// The rows deleted other than evidence.
+    pub fn rows(&self) -> u64 {
+        self.commands + self.deliveries + self.messages + self.replies + self.idempotency_keys
+    }
+
+    pub fn add(&mut self, other: &PurgedRecords) {
+        self.commands += other.commands;
+        self.deliveries += other.deliveries;
+        self.messages += other.messages;
+        self.replies += other.replies;
+        self.idempotency_keys += other.idempotency_keys;
+        self.evidence += other.evidence;
+    }
+}
+
+/// The commands of tenant `$1` that may go: ended before `$2`, past their dedupe window as of `$3`
+/// (its record, if the clean-up has not removed it yet, has expired), named as its target by no
+/// command kept, with no reply waiting to be sent and no delivery under way.
+const GONE: &str = "SELECT c.command_id FROM commands c
+    WHERE c.tenant_id = $1 AND c.updated_at < $2
+      AND c.state IN ('executed', 'failed', 'rejected', 'canceled', 'compensated')
+      AND NOT EXISTS (SELECT 1 FROM dedupe_records d WHERE d.command_id = c.command_id AND d.ttl_expires_at > $3)
+      AND NOT EXISTS (SELECT 1 FROM commands t WHERE t.target_command_id = c.command_id)
+      AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.command_id = c.command_id AND o.status = 'pending')
+      AND NOT EXISTS (SELECT 1 FROM deliveries v WHERE v.command_id = c.command_id
+                      AND v.state NOT IN ('executed', 'closed'))";
+
+/// A command's rows, children first (`{ids}`: the commands), each counted as a kind of record.
+const OWNED: [(&str, Counted); 13] = [
+    ("DELETE FROM delivery_events WHERE delivery_id IN (SELECT id FROM deliveries WHERE command_id IN ({ids}))", None),
+    ("DELETE FROM deliveries WHERE command_id IN ({ids})", Some(|p| &mut p.deliveries)),
+    (
+        "DELETE FROM approval_decisions WHERE approval_id IN (SELECT id FROM approvals WHERE command_id IN ({ids}))",
+        None,
+    ),
+    ("DELETE FROM approvals WHERE command_id IN ({ids})", None),
+    ("DELETE FROM command_previews WHERE command_id IN ({ids})", None),
+    ("DELETE FROM resource_locks WHERE command_id IN ({ids})", None),
+    ("DELETE FROM confirmations WHERE command_id IN ({ids})", None),
+    ("DELETE FROM outbound_messages WHERE command_id IN ({ids})", Some(|p| &mut p.replies)),
+    ("DELETE FROM outbox WHERE command_id IN ({ids})", Some(|p| &mut p.replies)),
+    ("DELETE FROM inbound_messages WHERE command_id IN ({ids})", Some(|p| &mut p.messages)),
+    ("DELETE FROM command_transitions WHERE command_id IN ({ids})", None),
+    ("DELETE FROM dedupe_records WHERE command_id IN ({ids})", None),
+    ("DELETE FROM commands WHERE command_id IN ({ids})", Some(|p| &mut p.commands)),
+];
+
+/// A table's rows of no command, deleted once they did their job and are older than the cut.
+struct Unowned {
+    table: &'static str,
+    /// What names a row (what the delete picks rows by).
+    key: &'static str,
+    /// The row's time, compared with the cut.
+    at: &'static str,
+    /// Which rows did their job.
+    done: &'static str,
+    counted: Counted,
+}
+
+const UNOWNED: [Unowned; 4] = [
+    Unowned {
+        table: "inbound_messages",
+        key: "id",
+        at: "received_at",
+        done: "command_id IS NULL AND status <> 'received'",
+        counted: Some(|p| &mut p.messages),
+    },
+    Unowned {
+        table: "outbox",
+        key: "id",
+        at: "created_at",
+        done: "command_id IS NULL AND status <> 'pending'",
+        counted: Some(|p| &mut p.replies),
+    },
+    Unowned {
+        table: "outbound_messages",
+        key: "id",
+        at: "created_at",
+        done: "command_id IS NULL",
+        counted: Some(|p| &mut p.replies),
+    },
+    Unowned {
+        table: "api_idempotency",
+        key: "(tenant_id, key)",
+        at: "created_at",
+        done: "status IS NOT NULL",
+        counted: Some(|p| &mut p.idempotency_keys),
+    },
+];
+
+impl Unowned {
+    /// Its rows of tenant `$1` (`None`: of no tenant) that did their job before `$2`.
+    fn old(&self, tenant: Option<&str>, what: &str) -> String {
+        let whose = match tenant {
+            Some(_) => "tenant_id = $1",
+            None => "tenant_id IS NULL AND $1 IS NULL",
+        };
+        format!("SELECT {what} FROM {} WHERE {whose} AND {} AND {} < $2", self.table, self.done, self.at)
+    }
+
+    /// Deletes up to `$3` of them.
+    fn delete(&self, tenant: Option<&str>) -> String {
+        let key = self.key.trim_matches(|c| c == '(' || c == ')');
+        format!("DELETE FROM {} WHERE {} IN ({} LIMIT $3)", self.table, self.key, self.old(tenant, key))
+    }
+}
+
+/// Which count of [`PurgedRecords`] a statement's rows add to, if any.
+type Counted = Option<Count>;
+/// The count of [`PurgedRecords`] a table's rows add to.
+type Count = fn(&mut PurgedRecords) -> &mut u64;
+
+impl Store {
+    /// Deletes tenant's commands that ended before `before` (as of `now`) with their rows,
+    /// `batch / 10` commands a transaction, then its rows of no command, `batch` a transaction.
+    pub async fn purge_old_records(
+        &self,
+        tenant: Option<&str>,
+        before: OffsetDateTime,
+        now: OffsetDateTime,
+        batch: u32,
+    ) -> Result<PurgedRecords, StoreError> {
+        let mut purged = PurgedRecords::default();
+        if let Some(tenant) = tenant {
+            let commands = i64::from((batch / 10).max(1));
+            while self.purge_commands(tenant, before, now, commands, &mut purged).await? == commands {}
+        }
+        for unowned in UNOWNED {
+            let sql = unowned.delete(tenant);
+            loop {
+                let mut tx = self.begin().await?;
+                let query = sqlx::query(AssertSqlSafe(sql.clone())).bind(tenant).bind(to_ms(before));
+                let deleted = query.bind(i64::from(batch)).execute(&mut *tx).await?.rows_affected();
+                tx.commit().await?;
+                if let Some(counted) = unowned.counted {
+                    *counted(&mut purged) += deleted;
+                }
+                if deleted < u64::from(batch) {
+                    break;
+                }
+            }
+        }
+        Ok(purged)
+    }
+
+    /// One transaction: up to `limit` commands that may go, with their rows. Returns how many.
+    async fn purge_commands(
+        &self,
+        tenant: &str,
+        before: OffsetDateTime,
+        now: OffsetDateTime,
+        limit: i64,
+        purged: &mut PurgedRecords,
+    ) -> Result<i64, StoreError> {
+        let mut tx = self.begin().await?;
+        let select = format!("{GONE} LIMIT $4");
+        let ids: Vec<String> = sqlx::query_scalar(AssertSqlSafe(select))
+            .bind(tenant)
+            .bind(to_ms(before))
+            .bind(to_ms(now))
+            .bind(limit)
+            .fetch_all(&mut *tx)
+            .await?;
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let marks = (1..=ids.len()).map(|n| format!("${n}")).collect::<Vec<_>>().join(", ");
+        // The figures `/metrics` shows count deliveries: those deleted leave them with their rows.
+        let sql = format!("SELECT state, outcome, updated_at FROM deliveries WHERE command_id IN ({marks})");
+        let rows = ids.iter().fold(sqlx::query(AssertSqlSafe(sql)), |query, id| query.bind(id));
+        let deliveries = rows.fetch_all(&mut *tx).await?;
+        let deleted = deliveries
+            .iter()
+            .map(|row| Ok((text(row, "state")?, sqlx::Row::try_get(row, "outcome")?, int(row, "updated_at")?)));
+        tx.figures.merge(Moves::of_deleted_deliveries(deleted.collect::<Result<Vec<_>, StoreError>>()?));
+        for (statement, counted) in OWNED {
+            let sql = statement.replace("{ids}", &marks);
+            let query = ids.iter().fold(sqlx::query(AssertSqlSafe(sql)), |query, id| query.bind(id));
+            let deleted = query.execute(&mut *tx).await?.rows_affected();
+            if let Some(counted) = counted {
+                *counted(purged) += deleted;
+            }
+        }
+        tx.commit().await?;
+        Ok(ids.len() as i64)
+    }
+
+    /// Counts what [`Store::purge_old_records`] would delete of tenant's (the commands a pass
+    /// could take now: one named as a target by another going goes in the pass after).
+    pub async fn count_old_records(
+        &self,
+        tenant: Option<&str>,
+        before: OffsetDateTime,
+        now: OffsetDateTime,
+    ) -> Result<PurgedRecords, StoreError> {
+        let mut counts = PurgedRecords::default();
+        if tenant.is_some() {
+            let owned: [(&str, Count); 5] = [
+                ("commands", |p| &mut p.commands),
+                ("deliveries", |p| &mut p.deliveries),
+                ("inbound_messages", |p| &mut p.messages),
+                ("outbox", |p| &mut p.replies),
+                ("outbound_messages", |p| &mut p.replies),
+            ];
+            for (table, counted) in owned {
+                let sql = format!("SELECT COUNT(*) AS n FROM {table} WHERE command_id IN ({GONE})");
+                let query = sqlx::query(AssertSqlSafe(sql)).bind(tenant).bind(to_ms(before)).bind(to_ms(now));
+                *counted(&mut counts) += int(&query.fetch_one(self.pool()).await?, "n")?.max(0) as u64;
+            }
+        }
+        for unowned in UNOWNED {
+            let Some(counted) = unowned.counted else { continue };
+            let query = sqlx::query(AssertSqlSafe(unowned.old(tenant, "COUNT(*) AS n")));
+            let row = query.bind(tenant).bind(to_ms(before)).fetch_one(self.pool()).await?;
+            *counted(&mut counts) += int(&row, "n")?.max(0) as u64;
+        }
+        Ok(counts)
+    }
+}
