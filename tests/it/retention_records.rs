@@ -23,7 +23,8 @@ use crate::retention::{replies_sent, tenants_of};
 
 on_both_backends!(
     records_past_their_retention_are_deleted_and_the_chain_verifies_from_its_checkpoint,
-    a_tenants_own_retention_takes_the_place_of_the_default
+    a_tenants_own_retention_takes_the_place_of_the_default,
+    a_purge_of_records_running_while_webhooks_arrive_loses_nothing
 );
 
 const DAY: Duration = Duration::from_secs(86_400);
@@ -172,6 +173,55 @@ async fn a_tenants_own_retention_takes_the_place_of_the_default(db: &TestDb) {
     assert_eq!(pass.records().commands, 1, "{:?}", pass.records());
     assert!(pass.texts().messages == 1, "its texts first, under 30 days: {:?}", pass.texts());
     assert_eq!(db.count("SELECT COUNT(*) FROM commands WHERE tenant_id = $1", "demo").await, 0);
+    let report = db.store.evidence().verify().await.expect("verified");
+    assert!(report.first_break.is_none(), "{:?}", report.first_break);
+    app.stop().await.expect("stop");
+}
+
+/// Passes as of 400 days on (every record then past its retention) run back to back while 40
+/// webhooks arrive, each asking for a command that ends at once: every message acknowledged makes
+/// exactly one command, deleted by a pass or still there once the passes stop, and the chain
+/// verifies from its checkpoint.
+async fn a_purge_of_records_running_while_webhooks_arrive_loses_nothing(db: &TestDb) {
+    let graph = FakeGraph::start().await;
+    let app = spawn_app_with(db, sending_through(&db.config, &graph)).await;
+    let database = Database::from(db.store.clone());
+    let (retention, tenants) = (db.config.retention.clone(), tenants_of(&db.config));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let purging = {
+        let (stop, database) = (stop.clone(), database.clone());
+        tokio::spawn(async move {
+            let policy = RetentionPolicy { default: &retention, tenants: &tenants };
+            let (mut passes, mut deleted) = (0, PurgedRecords::default());
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) || passes == 0 {
+                let later = OffsetDateTime::now_utc() + 400 * DAY;
+                deleted.add(&database.purge(policy, later, PurgeMode::Purge).await.expect("a pass").records());
+                passes += 1;
+            }
+            (passes, deleted)
+        })
+    };
+    let meta = Meta::new(&app, db);
+    for n in 0..40 {
+        assert_eq!(meta.text(&format!("wamid.Q{n}"), CUSTOMER, &format!("order status {n}")).await.status(), 200);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (passes, deleted) = purging.await.expect("the purge ends");
+    let kept = "SELECT COUNT(*) FROM inbound_messages WHERE provider_message_id LIKE $1 AND command_id IS NOT NULL";
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while db.count(kept, "wamid.Q%").await + deleted.messages as i64 != 40 {
+        assert!(std::time::Instant::now() < deadline, "messages lost: {deleted:?}, {passes} passes");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let commands = "SELECT COUNT(*) FROM commands WHERE tenant_id = $1";
+    assert_eq!(db.count(commands, "demo").await + deleted.commands as i64, 40, "{deleted:?}, {passes} passes");
+    // Once every reply is sent, one more pass takes what is left: each command, once.
+    replies_sent(db).await;
+    let policy = RetentionPolicy { default: &db.config.retention, tenants: &tenants_of(&db.config) };
+    let last = database.purge(policy, OffsetDateTime::now_utc() + 400 * DAY, PurgeMode::Purge).await;
+    let last = last.expect("a pass").records();
+    assert_eq!(deleted.commands + last.commands, 40, "{deleted:?} during the webhooks, then {last:?}");
+    assert_eq!(db.count(commands, "demo").await, 0);
     let report = db.store.evidence().verify().await.expect("verified");
     assert!(report.first_break.is_none(), "{:?}", report.first_break);
     app.stop().await.expect("stop");

@@ -103,6 +103,7 @@ pub const FAMILIES: &[Family] = &[
     alone(counter("chatgate_inbox_refused_total", "Webhooks answered 503 because the inbox's backlog was full.")),
     counter("chatgate_inbox_unadmitted_total", "Stored messages that could not be admitted, by reason."),
     counter("chatgate_retention_texts_purged_total", "Texts overwritten past retention.texts, by what they were."),
+    counter("chatgate_retention_records_deleted_total", "Records deleted past retention.records, by what they were."),
 ];
 
 const WEBHOOK_OUTCOMES: &[&str] = &["accepted", "bad_signature", "malformed", "unknown_app", "unavailable"];
@@ -161,6 +162,11 @@ pub fn announce<'a>(
         ("chatgate_inbox_unadmitted_total", "reason", &["unreadable", "refused"][..]),
         ("chatgate_previews_total", "outcome", &["shown", "missing", "stopped", "settled"][..]),
         ("chatgate_retention_texts_purged_total", "text", &["message", "reply", "prompt"][..]),
+        (
+            "chatgate_retention_records_deleted_total",
+            "record",
+            &["command", "delivery", "message", "reply", "idempotency_key", "evidence"][..],
+        ),
     ] {
         for value in values {
             zero(name, &[(label, value.to_string())]);
