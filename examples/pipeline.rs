@@ -427,19 +427,6 @@ async fn light_load_latency(args: &Args, base: &str, graph: &Graph) -> Vec<Durat
     samples
 }
 
-/// A fresh PostgreSQL database beside the one `url` names; its URL and its name.
-async fn fresh_postgres(url: &str) -> anyhow::Result<(String, String)> {
-    use sqlx::Connection;
-    let name = format!("chatgate_bench_{}", uuid::Uuid::now_v7().simple());
-    let mut admin = sqlx::postgres::PgConnection::connect(url).await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut admin).await?;
-    // The database named in the URL is replaced; its parameters (`?statement-cache-capacity=...`) kept.
-    let (path, query) = url.split_once('?').map_or((url, None), |(path, query)| (path, Some(query)));
-    let base = path.rsplit_once('/').map_or(path, |(base, _)| base);
-    let query = query.map(|query| format!("?{query}")).unwrap_or_default();
-    Ok((format!("{base}/{name}{query}"), name))
-}
-
 /// The database `name` on the server `url` names, through a relay that counts what is asked of it.
 async fn counting_relay(url: &str, name: &str) -> anyhow::Result<(String, Asked)> {
     use std::net::ToSocketAddrs;
@@ -448,15 +435,6 @@ async fn counting_relay(url: &str, name: &str) -> anyhow::Result<(String, Asked)
     let (port, asked) = common::wire::relay(server.ok_or_else(|| anyhow::anyhow!("no address for {url}"))?).await?;
     // Unencrypted, so that the relay can read the messages.
     Ok((format!("postgres://{}@127.0.0.1:{port}/{name}?sslmode=disable", options.get_username()), asked))
-}
-
-async fn drop_postgres(url: &str, name: &str) -> anyhow::Result<()> {
-    use sqlx::Connection;
-    let mut admin = sqlx::postgres::PgConnection::connect(url).await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
-        .execute(&mut admin)
-        .await?;
-    Ok(())
 }
 
 #[tokio::main]
@@ -497,17 +475,17 @@ async fn main() -> anyhow::Result<()> {
     if let Ok(url) = std::env::var("CHATGATE_TEST_POSTGRES_URL")
         && runs("postgres")
     {
-        let (database, name) = fresh_postgres(&url).await?;
+        let (database, name) = common::fresh_postgres(&url).await?;
         let counted = if args.count_statements { Some(counting_relay(&url, &name).await?) } else { None };
         let database = counted.as_ref().map_or(database, |(relayed, _)| relayed.clone());
         let asked = counted.as_ref().map(|(_, asked)| asked);
         let outcome = pipeline(&args, "postgres", (&database, asked), anchors).await;
-        drop_postgres(&url, &name).await?;
+        common::drop_postgres(&url, &name).await?;
         outcome?;
         if args.mix_refunds > 0 {
-            let (database, name) = fresh_postgres(&url).await?;
+            let (database, name) = common::fresh_postgres(&url).await?;
             let outcome = mix(&args, "postgres", &database).await;
-            drop_postgres(&url, &name).await?;
+            common::drop_postgres(&url, &name).await?;
             outcome?;
         }
     }

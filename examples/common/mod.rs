@@ -250,3 +250,26 @@ pub async fn start_gateway(binary: &Path, config: &Path, port: u16, log: &Path) 
     }
     Ok((gateway, base))
 }
+
+/// A fresh PostgreSQL database beside the one `url` names; its URL and its name.
+pub async fn fresh_postgres(url: &str) -> anyhow::Result<(String, String)> {
+    use sqlx::Connection;
+    let name = format!("chatgate_bench_{}", uuid::Uuid::now_v7().simple());
+    let mut admin = sqlx::postgres::PgConnection::connect(url).await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut admin).await?;
+    // The database named in the URL is replaced; its parameters (`?statement-cache-capacity=...`) kept.
+    let (path, query) = url.split_once('?').map_or((url, None), |(path, query)| (path, Some(query)));
+    let base = path.rsplit_once('/').map_or(path, |(base, _)| base);
+    let query = query.map(|query| format!("?{query}")).unwrap_or_default();
+    Ok((format!("{base}/{name}{query}"), name))
+}
+
+/// Drops the database `name` on the server `url` names.
+pub async fn drop_postgres(url: &str, name: &str) -> anyhow::Result<()> {
+    use sqlx::Connection;
+    let mut admin = sqlx::postgres::PgConnection::connect(url).await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
+        .execute(&mut admin)
+        .await?;
+    Ok(())
+}

@@ -209,8 +209,14 @@ impl Evidence<'_> {
         let mut report = AuditReport { chains: vec![], first_break: None };
         for row in &chain_rows {
             let chain_id = text(row, "chain_id")?;
-            let checkpoint = self.store.chain_checkpoint(&chain_id).await?;
-            let checked = self.store.verify_chain(&chain_id, checkpoint.as_ref()).await?;
+            let mut checkpoint = self.store.chain_checkpoint(&chain_id).await?;
+            let mut checked = self.store.verify_chain(&chain_id, checkpoint.as_ref()).await?;
+            // A purge may have cut the chain while it was read: from where it is cut now, then.
+            let moved = self.store.chain_checkpoint(&chain_id).await?;
+            if checked.is_err() && moved != checkpoint {
+                checkpoint = moved;
+                checked = self.store.verify_chain(&chain_id, checkpoint.as_ref()).await?;
+            }
             report.add(chain_id, checkpoint, checked);
         }
         Ok(report)

@@ -93,7 +93,7 @@ struct Unowned {
     counted: Counted,
 }
 
-const UNOWNED: [Unowned; 4] = [
+static UNOWNED: [Unowned; 4] = [
     Unowned {
         table: "inbound_messages",
         key: "id",
@@ -123,6 +123,12 @@ const UNOWNED: [Unowned; 4] = [
         counted: Some(|p| &mut p.idempotency_keys),
     },
 ];
+
+/// The tables holding rows of no command of `tenant`'s; of no tenant, only messages are kept
+/// (sent to a number no tenant owns).
+fn unowned_of(tenant: Option<&str>) -> impl Iterator<Item = &'static Unowned> {
+    UNOWNED.iter().filter(move |unowned| tenant.is_some() || unowned.table == "inbound_messages")
+}
 
 impl Unowned {
     /// Its rows of tenant `$1` (`None`: of no tenant) that did their job before `$2`.
@@ -161,7 +167,7 @@ impl Store {
             let commands = i64::from((batch / 10).max(1));
             while self.purge_commands(tenant, before, now, commands, &mut purged).await? == commands {}
         }
-        for unowned in UNOWNED {
+        for unowned in unowned_of(tenant) {
             let sql = unowned.delete(tenant);
             loop {
                 let mut tx = self.begin().await?;
@@ -244,7 +250,7 @@ impl Store {
                 *counted(&mut counts) += int(&query.fetch_one(self.pool()).await?, "n")?.max(0) as u64;
             }
         }
-        for unowned in UNOWNED {
+        for unowned in unowned_of(tenant) {
             let Some(counted) = unowned.counted else { continue };
             let query = sqlx::query(AssertSqlSafe(unowned.old(tenant, "COUNT(*) AS n")));
             let row = query.bind(tenant).bind(to_ms(before)).fetch_one(self.pool()).await?;

@@ -1,0 +1,258 @@
+//! The soak run of issue #50 (run by hand, never as a timed test): bounded growth under a short
+//! retention.
+//!
+//!   cargo run --release --example soak -- --commands 1000000 --rate 400 --retention 6m
+//!   cargo run --release --example soak -- --commands 150000 --rate 400 --retention 400d   # baseline
+//!
+//! The release gateway on a fresh SQLite database (`--database-url postgres://…` for a fresh
+//! PostgreSQL database beside the one named, dropped after), with a registry whose windows and
+//! TTLs are a minute (so that a retention of minutes is allowed: `retention.*` must outlast them),
+//! the clean-up every 10 s, `retention.texts` and `retention.records` both `--retention`. Signed
+//! WhatsApp webhooks (`order status N` from `--people` people) are sent open loop at `--rate`, each
+//! at its scheduled time; each is answered by a Graph API stand-in that notes when the reply to
+//! it came. Every `--every-secs` it prints one row: commands sent, the database's size on disk,
+//! the webhooks' answer time and the replies' time from each webhook's schedule (p50 / p99 of
+//! that interval), replies still owed, the gateway's CPU per command over the interval, and what
+//! the purge deleted so far (`chatgate_retention_records_deleted_total`). The size must level off
+//! once the purge keeps pace; compared with a baseline run whose retention never bites, the
+//! latencies must not be more than 10% worse.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::routing::post;
+use chatgate::channels::whatsapp::signature;
+use clap::Parser;
+use tokio::sync::Mutex;
+
+mod common;
+use common::{cpu_seconds, free_port, gateway_binary, percentile, serve, signed, start_gateway};
+
+#[derive(Parser)]
+struct Args {
+    #[arg(long, default_value_t = 1_000_000)]
+    commands: usize,
+    /// Webhooks a second, open loop: below what the pipeline sustains end to end.
+    #[arg(long, default_value_t = 400.0)]
+    rate: f64,
+    /// `retention.texts` and `retention.records`: at least the registry's windows (a minute here)
+    /// and its default confirmation TTL (5 minutes).
+    #[arg(long, default_value = "6m")]
+    retention: String,
+    #[arg(long, default_value_t = 500)]
+    people: usize,
+    #[arg(long, default_value_t = 30)]
+    every_secs: u64,
+    /// PostgreSQL instead of SQLite: a fresh database beside the one this URL names.
+    #[arg(long)]
+    database_url: Option<String>,
+}
+
+/// Webhooks waiting for their reply (by message id, with their scheduled time), and what one
+/// interval saw: answer times and reply times.
+#[derive(Default)]
+struct Seen {
+    owed: HashMap<String, Instant>,
+    answers: Vec<Duration>,
+    replies: Vec<Duration>,
+}
+
+type Shared = Arc<Mutex<Seen>>;
+
+async fn graph_send(
+    axum::extract::State(seen): axum::extract::State<Shared>,
+    axum::Json(body): axum::Json<serde_json::Value>,
+) -> axum::Json<serde_json::Value> {
+    if let Some(quoted) = body["context"]["message_id"].as_str() {
+        let mut seen = seen.lock().await;
+        if let Some(due) = seen.owed.remove(quoted) {
+            seen.replies.push(due.elapsed());
+        }
+    }
+    let id = format!("wamid.OUT{}", uuid::Uuid::now_v7().simple());
+    axum::Json(serde_json::json!({"messaging_product": "whatsapp", "messages": [{"id": id}]}))
+}
+
+fn person(n: usize) -> String {
+    format!("1666{n:07}")
+}
+
+/// The shipped registry with every window and TTL a minute.
+fn short_windows() -> String {
+    let shipped = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("config/commands.toml"))
+        .expect("the shipped registry");
+    shipped
+        .lines()
+        .map(|line| {
+            let key = line.split('=').next().unwrap_or_default().trim();
+            if ["ttl", "confirmation_ttl", "dedupe_window"].contains(&key) {
+                format!("{key} = \"1m\"")
+            } else {
+                line.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn configure(dir: &Path, port: u16, database_url: &str, graph: &str, args: &Args) -> std::path::PathBuf {
+    let mut directory = common::tenant_head("");
+    for n in 0..args.people {
+        directory.push_str(&format!("[tenants.demo.actors.{}]\nroles = [\"customer\"]\n", person(n)));
+    }
+    std::fs::write(dir.join("directory.toml"), directory).expect("directory");
+    std::fs::write(dir.join("commands.toml"), short_windows()).expect("registry");
+    let extra = format!(
+        "[idempotency]\ndefault_window_secs = 60\ncleanup_interval_secs = 10\n\
+         [retention]\ntexts = \"{0}\"\nrecords = \"{0}\"\n",
+        args.retention
+    );
+    let config =
+        common::write_config(dir, "chatgate.toml", (port, database_url), &dir.join("directory.toml"), graph, &extra);
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/commands.toml").display().to_string();
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(&config, text.replace(&shipped, &dir.join("commands.toml").display().to_string())).expect("config");
+    config
+}
+
+/// The database's size on disk, in MB: SQLite's two files and their WALs, or PostgreSQL's.
+async fn size_mb(dir: &Path, postgres: Option<&str>) -> (f64, f64) {
+    if let Some(url) = postgres {
+        use sqlx::Connection;
+        let Ok(mut conn) = sqlx::PgConnection::connect(url).await else { return (f64::NAN, 0.0) };
+        let bytes: i64 = sqlx::query_scalar("SELECT pg_database_size(current_database())")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap_or_default();
+        return (bytes as f64 / 1e6, 0.0);
+    }
+    let files = std::fs::read_dir(dir).into_iter().flatten().flatten();
+    let (mut data, mut wal) = (0, 0);
+    for file in files.filter(|file| file.file_name().to_string_lossy().starts_with("soak")) {
+        let bytes = file.metadata().map_or(0, |meta| meta.len());
+        match file.file_name().to_string_lossy().ends_with(".db") {
+            true => data += bytes,
+            false => wal += bytes,
+        }
+    }
+    (data as f64 / 1e6, wal as f64 / 1e6)
+}
+
+/// The commands the purge deleted so far, from `/metrics`.
+async fn purged(base: &str) -> u64 {
+    let text = reqwest::get(format!("{base}/metrics")).await.ok();
+    let text = match text {
+        Some(response) => response.text().await.unwrap_or_default(),
+        None => String::new(),
+    };
+    text.lines()
+        .find(|line| line.starts_with("chatgate_retention_records_deleted_total{record=\"command\"}"))
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|n| n.parse::<f64>().ok())
+        .unwrap_or(0.0) as u64
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let dir = tempfile::tempdir()?;
+    let seen: Shared = Arc::default();
+    let graph =
+        serve(Router::new().route("/{version}/{phone}/messages", post(graph_send)).with_state(seen.clone())).await;
+    let fresh = match &args.database_url {
+        Some(url) => Some(common::fresh_postgres(url).await?),
+        None => None,
+    };
+    let database_url = match &fresh {
+        Some((url, _)) => url.clone(),
+        None => format!("sqlite://{}/soak.db?mode=rwc", dir.path().display()),
+    };
+    let port = free_port();
+    let config = configure(dir.path(), port, &database_url, &graph, &args);
+    let (gateway, base) = start_gateway(&gateway_binary(), &config, port, &dir.path().join("serve.log")).await?;
+    let pid = gateway.0.id();
+    println!(
+        "soak: {} commands at {}/s, retention {}, {} people, {}",
+        args.commands,
+        args.rate,
+        args.retention,
+        args.people,
+        if fresh.is_some() { "PostgreSQL" } else { "SQLite" }
+    );
+    println!(
+        "| minute | commands sent | database MB (WAL) | webhook p50 / p99 ms | reply p50 / p99 ms | replies owed | CPU µs/command | commands purged |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    let client = reqwest::Client::builder().pool_max_idle_per_host(64).build()?;
+    let url = format!("{base}/webhooks/whatsapp");
+    let run = uuid::Uuid::now_v7().simple().to_string();
+    let start = tokio::time::Instant::now();
+    let (mut next_row, mut sent_at_row, mut cpu_at_row) = (Duration::from_secs(args.every_secs), 0, cpu_seconds(pid));
+    for n in 0..args.commands {
+        let due = start + Duration::from_secs_f64(n as f64 / args.rate);
+        tokio::time::sleep_until(due).await;
+        if due.duration_since(start) >= next_row {
+            let cpu = cpu_seconds(pid);
+            row(
+                &seen,
+                (start.elapsed(), n),
+                size_mb(dir.path(), fresh.as_ref().map(|(u, _)| u.as_str())).await,
+                (cpu - cpu_at_row) / (n - sent_at_row).max(1) as f64,
+                purged(&base).await,
+            )
+            .await;
+            (next_row, sent_at_row, cpu_at_row) = (next_row + Duration::from_secs(args.every_secs), n, cpu);
+        }
+        let id = format!("wamid.S{run}{n}");
+        let (body, signature) = signed(&id, &person(n % args.people), &format!("order status {n}"));
+        let request = client.post(&url).header("content-type", "application/json").header(signature::HEADER, signature);
+        let (seen, due) = (seen.clone(), due.into_std());
+        seen.lock().await.owed.insert(id, due);
+        tokio::spawn(async move {
+            if request.body(body).send().await.is_ok_and(|r| r.status().is_success()) {
+                seen.lock().await.answers.push(due.elapsed());
+            }
+        });
+    }
+    let owed = |seen: &Seen| seen.owed.len();
+    let drained = Instant::now();
+    while owed(&*seen.lock().await) > 0 && drained.elapsed() < Duration::from_secs(300) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let cpu = cpu_seconds(pid);
+    row(
+        &seen,
+        (start.elapsed(), args.commands),
+        size_mb(dir.path(), fresh.as_ref().map(|(u, _)| u.as_str())).await,
+        (cpu - cpu_at_row) / (args.commands - sent_at_row).max(1) as f64,
+        purged(&base).await,
+    )
+    .await;
+    drop(gateway);
+    if let (Some(admin), Some((_, name))) = (&args.database_url, &fresh) {
+        common::drop_postgres(admin, name).await?;
+    }
+    Ok(())
+}
+
+/// One row of the table: the interval's percentiles, then a fresh interval.
+async fn row(seen: &Shared, (elapsed, sent): (Duration, usize), (size, wal): (f64, f64), cpu: f64, purged: u64) {
+    let mut seen = seen.lock().await;
+    let (mut answers, mut replies) = (std::mem::take(&mut seen.answers), std::mem::take(&mut seen.replies));
+    answers.sort();
+    replies.sort();
+    let ms = |sorted: &[Duration], q: f64| percentile(sorted, q).as_secs_f64() * 1e3;
+    println!(
+        "| {:.1} | {sent} | {size:.1} ({wal:.1}) | {:.1} / {:.1} | {:.1} / {:.1} | {} | {:.0} | {purged} |",
+        elapsed.as_secs_f64() / 60.0,
+        ms(&answers, 0.5),
+        ms(&answers, 0.99),
+        ms(&replies, 0.5),
+        ms(&replies, 0.99),
+        seen.owed.len(),
+        cpu * 1e6,
+    );
+}
