@@ -38,11 +38,9 @@ pub struct RetentionPass {
 
 impl RetentionPass {
     pub fn texts(&self) -> PurgedTexts {
-        self.tenants.values().fold(PurgedTexts::default(), |sum, purge| PurgedTexts {
-            messages: sum.messages + purge.texts.messages,
-            replies: sum.replies + purge.texts.replies,
-            prompts: sum.prompts + purge.texts.prompts,
-        })
+        let mut sum = PurgedTexts::default();
+        self.tenants.values().for_each(|purge| sum.add(&purge.texts));
+        sum
     }
 
     pub fn records(&self) -> PurgedRecords {
@@ -161,7 +159,7 @@ impl Database {
                 }
             }
         }
-        pass.tenants.retain(|_, purge| *purge != TenantPurge::default() || purge.checkpoint.is_some());
+        pass.tenants.retain(|_, purge| *purge != TenantPurge::default());
         Ok(())
     }
 }

@@ -39,6 +39,12 @@ impl PurgedTexts {
     pub fn total(&self) -> u64 {
         self.messages + self.replies + self.prompts
     }
+
+    pub fn add(&mut self, other: &PurgedTexts) {
+        self.messages += other.messages;
+        self.replies += other.replies;
+        self.prompts += other.prompts;
+    }
 }
 
 /// One place texts are kept: its table, what overwrites the text, which rows may be overwritten

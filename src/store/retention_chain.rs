@@ -64,12 +64,7 @@ impl Store {
             .bind(chain_id)
             .fetch_optional(self.pool())
             .await?;
-        let first_kept: Option<i64> = sqlx::query_scalar(FIRST_KEPT)
-            .bind(chain_id)
-            .bind(after)
-            .bind(to_ms(before))
-            .fetch_optional(self.pool())
-            .await?;
+        let first_kept = self.first_kept(chain_id, after, before).await?;
         let Some(last_gone) = first_kept.map(|seq| seq - 1).or(head).filter(|&seq| seq > after) else {
             return Ok(checkpoint);
         };
@@ -102,15 +97,16 @@ impl Store {
     /// counts those a cut would take now.
     pub async fn count_cut(&self, chain_id: &str, before: OffsetDateTime) -> Result<u64, StoreError> {
         let after = self.chain_checkpoint(chain_id).await?.map_or(0, |cut| cut.seq);
-        let first_kept: Option<i64> = sqlx::query_scalar(FIRST_KEPT)
-            .bind(chain_id)
-            .bind(after)
-            .bind(to_ms(before))
-            .fetch_optional(self.pool())
-            .await?;
+        let first_kept = self.first_kept(chain_id, after, before).await?;
         let sql = "SELECT COUNT(*) AS n FROM evidence WHERE chain_id = $1 AND seq > $2 AND seq <= $3";
         let through = first_kept.map_or(i64::MAX, |seq| seq - 1);
         let row = sqlx::query(sql).bind(chain_id).bind(after).bind(through).fetch_one(self.pool()).await?;
         Ok(int(&row, "n")?.max(0) as u64)
+    }
+
+    /// The place of the chain's first artifact after `after` still needed ([`FIRST_KEPT`]).
+    async fn first_kept(&self, chain_id: &str, after: i64, before: OffsetDateTime) -> Result<Option<i64>, StoreError> {
+        let query = sqlx::query_scalar(FIRST_KEPT).bind(chain_id).bind(after).bind(to_ms(before));
+        Ok(query.fetch_optional(self.pool()).await?)
     }
 }
