@@ -170,6 +170,13 @@ impl Store {
                 old = old(&place),
                 scope = scope.clause(3),
             );
+            // Looked for first on a reader: the writers are taken only when there is work.
+            let probe = format!("SELECT 1 FROM {} WHERE {}{} LIMIT 1", place.table, old(&place), scope.clause(2));
+            let probe = sqlx::query(AssertSqlSafe(probe)).bind(to_ms(before));
+            let probe = scope.tenants().into_iter().fold(probe, |query, tenant| query.bind(tenant));
+            if probe.fetch_optional(self.pool()).await?.is_none() {
+                continue;
+            }
             loop {
                 let mut tx = self.begin().await?;
                 let query = sqlx::query_scalar(AssertSqlSafe(sql.clone())).bind(to_ms(before)).bind(i64::from(batch));

@@ -165,10 +165,27 @@ impl Store {
         let mut purged = PurgedRecords::default();
         if let Some(tenant) = tenant {
             let commands = i64::from((batch / 10).max(1));
-            while self.purge_commands(tenant, before, now, commands, &mut purged).await? == commands {}
+            // Looked for first on a reader: the writers are taken only when there is work.
+            let any = sqlx::query(AssertSqlSafe(format!("{GONE} LIMIT 1")))
+                .bind(tenant)
+                .bind(to_ms(before))
+                .bind(to_ms(now))
+                .fetch_optional(self.pool())
+                .await?;
+            if any.is_some() {
+                while self.purge_commands(tenant, before, now, commands, &mut purged).await? == commands {}
+            }
         }
         for unowned in unowned_of(tenant) {
             let sql = unowned.delete(tenant);
+            let any = sqlx::query(AssertSqlSafe(format!("{} LIMIT 1", unowned.old(tenant, "1"))))
+                .bind(tenant)
+                .bind(to_ms(before))
+                .fetch_optional(self.pool())
+                .await?;
+            if any.is_none() {
+                continue;
+            }
             loop {
                 let mut tx = self.begin().await?;
                 let query = sqlx::query(AssertSqlSafe(sql.clone())).bind(tenant).bind(to_ms(before));
