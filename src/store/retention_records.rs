@@ -93,7 +93,9 @@ struct Unowned {
     counted: Counted,
 }
 
-static UNOWNED: [Unowned; 4] = [
+// Not `outbound_messages` of no command: a provider's status for a message it names creates
+// one with the provider's time, which may be older than any cut (CI caught one deleted).
+static UNOWNED: [Unowned; 3] = [
     Unowned {
         table: "inbound_messages",
         key: "id",
@@ -106,13 +108,6 @@ static UNOWNED: [Unowned; 4] = [
         key: "id",
         at: "created_at",
         done: "command_id IS NULL AND status <> 'pending'",
-        counted: Some(|p| &mut p.replies),
-    },
-    Unowned {
-        table: "outbound_messages",
-        key: "id",
-        at: "created_at",
-        done: "command_id IS NULL",
         counted: Some(|p| &mut p.replies),
     },
     Unowned {
