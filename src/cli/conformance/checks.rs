@@ -81,12 +81,15 @@ fn delivery_states(command: &serde_json::Value) -> Vec<String> {
 }
 
 /// Names the command the step made: the one its chat message (`sent`) started, or the one its
-/// answer names; else the newest no step has named yet. By what the step did, not by which
+/// answer names (`command_id`, or a recovery's `recovery_command_id`); else the newest no step has named yet. By what the step did, not by which
 /// command is newest: a command an earlier step set off (a retry's, a reprocessing's) may be
 /// made after this step's on a busy machine.
 async fn name_made(rig: &mut Rig, name: &str, sent: Option<&str>, answered: &Answered) -> Result<(), String> {
     let known: Vec<_> = rig.names.values().copied().collect();
-    let said: Option<uuid::Uuid> = answered.body.get("command_id").and_then(|id| id.as_str()?.parse().ok());
+    // A recovery's answer names the command it made as `recovery_command_id`.
+    let said: Option<uuid::Uuid> = ["command_id", "recovery_command_id"]
+        .iter()
+        .find_map(|key| answered.body.get(*key).and_then(|id| id.as_str()?.parse().ok()));
     let probe = || async {
         let commands = rig.commands().await?;
         let made = |command: &serde_json::Value| match (sent, said) {
