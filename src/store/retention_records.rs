@@ -93,9 +93,9 @@ struct Unowned {
     counted: Counted,
 }
 
-// Not `outbound_messages` of no command: a provider's status for a message it names creates
-// one with the provider's time, which may be older than any cut (CI caught one deleted).
-static UNOWNED: [Unowned; 3] = [
+// A sent message's row is timed by its `created_at`, our clock when the provider took it: a
+// provider's status moves its `updated_at` to the provider's time, which may lie before any cut.
+static UNOWNED: [Unowned; 4] = [
     Unowned {
         table: "inbound_messages",
         key: "id",
@@ -108,6 +108,13 @@ static UNOWNED: [Unowned; 3] = [
         key: "id",
         at: "created_at",
         done: "command_id IS NULL AND status <> 'pending'",
+        counted: Some(|p| &mut p.replies),
+    },
+    Unowned {
+        table: "outbound_messages",
+        key: "id",
+        at: "created_at",
+        done: "command_id IS NULL",
         counted: Some(|p| &mut p.replies),
     },
     Unowned {

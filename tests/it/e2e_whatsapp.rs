@@ -109,12 +109,15 @@ async fn a_text_command_becomes_one_canonical_command_awaiting_confirmation(db: 
 }
 
 async fn several_messages_and_statuses_in_one_delivery_are_each_handled(db: &TestDb) {
-    // A message this gateway sent earlier, whose statuses arrive in the delivery.
+    // A message this gateway sent a moment ago, whose statuses arrive in the delivery.
     let mut conn = db.raw().await;
+    let sent_at = (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64;
     sqlx::query(
         "INSERT INTO outbound_messages (id, tenant_id, channel, provider_message_id, recipient, status, status_rank, created_at, updated_at)
-         VALUES ('o1', 'demo', 'whatsapp', 'wamid.OUT1', '15550000001', 'sent', 1, 0, 0)",
+         VALUES ('o1', 'demo', 'whatsapp', 'wamid.OUT1', '15550000001', 'sent', 1, $1, $2)",
     )
+    .bind(sent_at)
+    .bind(sent_at)
     .execute(&mut conn)
     .await
     .expect("outbound row");

@@ -62,6 +62,10 @@ async fn records_past_their_retention_are_deleted_and_the_chain_verifies_from_it
     replies_sent(db).await;
     let waiting = command_of_message(db, "wamid.D4").await.to_string();
 
+    // "hello" starts no command: its answer is a notice of none, sent and timed by our clock.
+    let notices = "SELECT COUNT(*) FROM outbound_messages WHERE command_id IS NULL AND tenant_id = $1";
+    assert!(db.count(notices, "demo").await >= 1, "the notice was sent");
+
     let database = Database::from(db.store.clone());
     let tenants = tenants_of(&db.config);
     let policy = RetentionPolicy { default: &db.config.retention, tenants: &tenants };
@@ -80,6 +84,7 @@ async fn records_past_their_retention_are_deleted_and_the_chain_verifies_from_it
     // What is under way stays: the waiting refund, its message, its prompt.
     let commands = "SELECT COUNT(*) FROM commands WHERE tenant_id = $1";
     assert_eq!(db.count(commands, "demo").await, 1);
+    assert_eq!(db.count(notices, "demo").await, 0, "the notice of no command went too");
     assert_eq!(db.count("SELECT COUNT(*) FROM inbound_messages WHERE command_id = $1", &waiting).await, 1);
     assert_eq!(db.count("SELECT COUNT(*) FROM confirmations WHERE command_id = $1", &waiting).await, 1);
     for table in ["command_transitions", "deliveries", "dedupe_records", "outbound_messages"] {

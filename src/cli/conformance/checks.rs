@@ -81,9 +81,9 @@ fn delivery_states(command: &serde_json::Value) -> Vec<String> {
 }
 
 /// Names the command the step made: the one its chat message (`sent`) started, or the one its
-/// answer names (`command_id`, or a recovery's `recovery_command_id`); else the newest no step has named yet. By what the step did, not by which
-/// command is newest: a command an earlier step set off (a retry's, a reprocessing's) may be
-/// made after this step's on a busy machine.
+/// answer names (`command_id`, or a recovery's `recovery_command_id`); else the newest no step
+/// has named yet. By what the step did, not by which command is newest: a command an earlier
+/// step set off (a retry's, a reprocessing's) may be made after this step's on a busy machine.
 async fn name_made(rig: &mut Rig, name: &str, sent: Option<&str>, answered: &Answered) -> Result<(), String> {
     let known: Vec<_> = rig.names.values().copied().collect();
     // A recovery's answer names the command it made as `recovery_command_id`.
