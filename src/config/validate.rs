@@ -33,6 +33,7 @@ impl Config {
             ("ingest.admission_batch", self.ingest.admission_batch.max(0) as u64),
             ("ingest.lease_secs", self.ingest.lease_secs),
             ("ingest.store_timeout_ms", self.ingest.store_timeout_ms),
+            ("retention.batch", u64::from(self.retention.batch)),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
             return Err(ConfigError::Invalid(format!("{name} must be greater than 0")));
@@ -50,6 +51,9 @@ impl Config {
         self.metrics.listen_addr()?;
         if self.ingest.admission_defer_ms > 60_000 {
             return Err(ConfigError::Invalid("ingest.admission_defer_ms must be at most 60000 (a minute)".into()));
+        }
+        if !(self.retention.share > 0.0 && self.retention.share <= 1.0) {
+            return Err(ConfigError::Invalid("retention.share must be above 0 and at most 1".into()));
         }
         if !(0..=19).contains(&self.ingest.background_nice) {
             return Err(ConfigError::Invalid("ingest.background_nice must be from 0 to 19".into()));

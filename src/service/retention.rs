@@ -17,7 +17,7 @@ use crate::domain::evidence::decision::Decision;
 use crate::domain::evidence::{Checkpoint, EvidenceDraft};
 use crate::domain::lifecycle::EvidenceKind;
 use crate::service::database::{Database, StoreError};
-use crate::store::RetentionScope;
+use crate::store::{RetentionPace, RetentionScope};
 
 pub use crate::store::{PurgedRecords, PurgedTexts};
 
@@ -84,9 +84,11 @@ impl Database {
         now: OffsetDateTime,
         mode: PurgeMode,
     ) -> Result<RetentionPass, StoreError> {
-        let mut pass = RetentionPass { tenants: BTreeMap::new() };
-        self.purge_texts(policy, now, mode, &mut pass).await?;
-        self.purge_records(policy, now, mode, &mut pass).await?;
+        let pace = RetentionPace::new(policy.default.batch, policy.default.share);
+        let mut passing = Passing { policy, now, mode, pace, pass: RetentionPass { tenants: BTreeMap::new() } };
+        self.purge_texts(&mut passing).await?;
+        self.purge_records(&mut passing).await?;
+        let pass = passing.pass;
         if mode == PurgeMode::Purge {
             for (tenant, purge) in &pass.tenants {
                 count(purge);
@@ -101,13 +103,9 @@ impl Database {
     }
 
     /// Texts: those of the tenants with their own retention, each under it, then everyone else's.
-    async fn purge_texts(
-        &self,
-        policy: RetentionPolicy<'_>,
-        now: OffsetDateTime,
-        mode: PurgeMode,
-        pass: &mut RetentionPass,
-    ) -> Result<(), StoreError> {
+    async fn purge_texts(&self, passing: &mut Passing<'_>) -> Result<(), StoreError> {
+        let Passing { policy, now, mode, pace, pass } = passing;
+        let (policy, now) = (*policy, *now);
         let own: Vec<(String, Duration)> = policy
             .tenants
             .tenants()
@@ -119,7 +117,7 @@ impl Database {
         for (scope, kept) in scopes.chain([(RetentionScope::AllBut(&others), policy.default.texts)]) {
             let by_tenant = match mode {
                 PurgeMode::DryRun => store.count_old_texts(scope, now - kept).await?,
-                PurgeMode::Purge => store.purge_old_texts(scope, now - kept, policy.default.batch).await?,
+                PurgeMode::Purge => store.purge_old_texts(scope, now - kept, pace).await?,
             };
             for (tenant, texts) in by_tenant {
                 pass.tenants.entry(tenant).or_default().texts = texts;
@@ -130,17 +128,12 @@ impl Database {
 
     /// Records: each tenant's commands that ended and rows of none, then its chain; then the
     /// messages of no tenant.
-    async fn purge_records(
-        &self,
-        policy: RetentionPolicy<'_>,
-        now: OffsetDateTime,
-        mode: PurgeMode,
-        pass: &mut RetentionPass,
-    ) -> Result<(), StoreError> {
+    async fn purge_records(&self, passing: &mut Passing<'_>) -> Result<(), StoreError> {
+        let Passing { policy, now, mode, pace, pass } = passing;
+        let (policy, now) = (*policy, *now);
         let store = self.store();
         let mut tenants: BTreeSet<String> = store.chains().await?.into_iter().collect();
         tenants.extend(policy.tenants.tenants().map(|tenant| tenant.id.to_string()));
-        let batch = policy.default.batch;
         for tenant in tenants.iter().map(|tenant| Some(tenant.as_str())).chain([None]) {
             let before = now - policy.records_of(tenant);
             let purge = pass.tenants.entry(tenant.map(str::to_owned)).or_default();
@@ -152,9 +145,9 @@ impl Database {
                     }
                 }
                 PurgeMode::Purge => {
-                    purge.records = store.purge_old_records(tenant, before, now, batch).await?;
+                    purge.records = store.purge_old_records(tenant, before, now, pace).await?;
                     if let Some(chain) = tenant {
-                        (purge.records.evidence, purge.checkpoint) = store.cut_chain(chain, before, batch).await?;
+                        (purge.records.evidence, purge.checkpoint) = store.cut_chain(chain, before, pace).await?;
                     }
                 }
             }
@@ -162,6 +155,15 @@ impl Database {
         pass.tenants.retain(|_, purge| *purge != TenantPurge::default());
         Ok(())
     }
+}
+
+/// One pass under way: under which policy, as of when, purging or counting, at what pace.
+struct Passing<'a> {
+    policy: RetentionPolicy<'a>,
+    now: OffsetDateTime,
+    mode: PurgeMode,
+    pace: RetentionPace,
+    pass: RetentionPass,
 }
 
 /// What a tenant's chain records of its purge: the texts overwritten, the records deleted.

@@ -97,7 +97,7 @@ pub use repos::{
     Agents, ApiKeys, Approvals, Commands, Confirmations, Console, Dedupe, Deliveries, Directory, Evidence, Identities,
     Inbound, Inbox, LinkCodes, Locks, Outbox, RateLimits, RegistryVersions, Tokens,
 };
-pub use retention::{EXPIRED_PAYLOAD, PurgedTexts, Scope as RetentionScope};
+pub use retention::{EXPIRED_PAYLOAD, Pace as RetentionPace, PurgedTexts, Scope as RetentionScope};
 pub use retention_records::PurgedRecords;
 pub use signals::{CommittedMove, MoveObserver};
 pub use snapshot::{KEY_LOOKUPS, SNAPSHOT_QUERIES, SWEEP_QUERIES, Snapshot};

@@ -5,6 +5,7 @@
 //! answer. The rows themselves, and the evidence (which never held a text), stay.
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use sqlx::AssertSqlSafe;
 use time::OffsetDateTime;
@@ -91,6 +92,71 @@ const PROMPTS: Place = Place {
     at: "created_at",
 };
 
+/// How a purge paces its transactions (`retention.batch`, `retention.share`): before each it waits
+/// so long that they take at most `share` of the time, and the pipeline's commits pass between them.
+#[derive(Debug, Clone)]
+pub struct Pace {
+    /// Rows a transaction (a tenth as many commands, each with its rows).
+    pub batch: u32,
+    share: f64,
+    /// What the last transaction earned.
+    pause: Duration,
+}
+
+impl Pace {
+    pub fn new(batch: u32, share: f64) -> Self {
+        Self { batch, share: share.clamp(f64::MIN_POSITIVE, 1.0), pause: Duration::ZERO }
+    }
+
+    /// The pause after a transaction that `took` so long: with it, the share of the time it took.
+    fn earned(&self, took: Duration) -> Duration {
+        took.mul_f64((1.0 - self.share) / self.share)
+    }
+}
+
+/// A query of the purge's, run on a reader.
+pub(crate) type Probe<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>;
+
+/// A purge's transactions at one place, one at a time until one takes less than a full batch.
+pub(crate) struct Batches<'p> {
+    pace: &'p mut Pace,
+    full: u64,
+    more: bool,
+    started: Instant,
+}
+
+impl Batches<'_> {
+    /// Whether another transaction is due; before it, the pause the last one earned.
+    pub(crate) async fn next(&mut self) -> bool {
+        if !self.more {
+            return false;
+        }
+        tokio::time::sleep(self.pace.pause).await;
+        self.started = Instant::now();
+        true
+    }
+
+    /// The transaction [`Batches::next`] allowed took `taken` rows (committed).
+    pub(crate) fn took(&mut self, taken: u64) {
+        self.pace.pause = self.pace.earned(self.started.elapsed());
+        self.more = taken >= self.full;
+    }
+}
+
+impl Store {
+    /// The batches of a purge's work, `full` rows each, that `probe` finds: looked for first on a
+    /// reader, so that the writers are taken only when there is work.
+    pub(crate) async fn batches<'p>(
+        &self,
+        probe: Probe<'_>,
+        full: u64,
+        pace: &'p mut Pace,
+    ) -> Result<Batches<'p>, StoreError> {
+        let more = probe.fetch_optional(self.pool()).await?.is_some();
+        Ok(Batches { pace, full, more, started: Instant::now() })
+    }
+}
+
 /// Counts by tenant (`None`: messages of no tenant).
 pub type ByTenant = BTreeMap<Option<String>, PurgedTexts>;
 
@@ -153,13 +219,14 @@ impl Store {
         Ok(counts)
     }
 
-    /// Overwrites the texts older than `before`, `batch` rows a transaction, and says whose.
+    /// Overwrites the texts older than `before`, at `pace`, and says whose.
     pub async fn purge_old_texts(
         &self,
         scope: Scope<'_>,
         before: OffsetDateTime,
-        batch: u32,
+        pace: &mut Pace,
     ) -> Result<ByTenant, StoreError> {
+        let batch = pace.batch;
         let mut purged = ByTenant::new();
         for (place, counted) in PLACES {
             let sql = format!(
@@ -170,24 +237,19 @@ impl Store {
                 old = old(&place),
                 scope = scope.clause(3),
             );
-            // Looked for first on a reader: the writers are taken only when there is work.
             let probe = format!("SELECT 1 FROM {} WHERE {}{} LIMIT 1", place.table, old(&place), scope.clause(2));
             let probe = sqlx::query(AssertSqlSafe(probe)).bind(to_ms(before));
             let probe = scope.tenants().into_iter().fold(probe, |query, tenant| query.bind(tenant));
-            if probe.fetch_optional(self.pool()).await?.is_none() {
-                continue;
-            }
-            loop {
+            let mut batches = self.batches(probe, u64::from(batch), pace).await?;
+            while batches.next().await {
                 let mut tx = self.begin().await?;
                 let query = sqlx::query_scalar(AssertSqlSafe(sql.clone())).bind(to_ms(before)).bind(i64::from(batch));
                 let query = scope.tenants().into_iter().fold(query, |query, tenant| query.bind(tenant));
                 let tenants: Vec<Option<String>> = query.fetch_all(&mut *tx).await?;
                 tx.commit().await?;
+                batches.took(tenants.len() as u64);
                 for tenant in &tenants {
                     *counted(purged.entry(tenant.clone()).or_default()) += 1;
-                }
-                if tenants.len() < batch as usize {
-                    break;
                 }
             }
         }
@@ -205,4 +267,30 @@ impl Store {
 /// The rows older than `$1` whose text is still kept and may go.
 fn old(place: &Place) -> String {
     format!("{} < $1 AND {}", place.at, place.kept)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_transaction_earns_the_pause_that_leaves_it_its_share() {
+        let took = Duration::from_millis(20);
+        assert_eq!(Pace::new(500, 0.25).earned(took), Duration::from_millis(60));
+        assert_eq!(Pace::new(500, 0.5).earned(took), took);
+        assert_eq!(Pace::new(500, 1.0).earned(took), Duration::ZERO, "all of the time: no pause");
+    }
+
+    #[tokio::test]
+    async fn batches_go_on_while_each_is_full_and_start_only_where_the_probe_found_work() {
+        let mut pace = Pace::new(10, 1.0);
+        let mut batches = Batches { pace: &mut pace, full: 10, more: true, started: Instant::now() };
+        assert!(batches.next().await, "the probe found work");
+        batches.took(10);
+        assert!(batches.next().await, "a full batch: more may be left");
+        batches.took(3);
+        assert!(!batches.next().await, "fewer than a full batch: done");
+        let mut batches = Batches { pace: &mut pace, full: 10, more: false, started: Instant::now() };
+        assert!(!batches.next().await, "the probe found nothing: no transaction at all");
+    }
 }

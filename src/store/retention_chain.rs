@@ -7,6 +7,7 @@
 use time::OffsetDateTime;
 
 use crate::domain::evidence::Checkpoint;
+use crate::store::retention::Pace;
 use crate::store::rows::{int, text, to_ms};
 use crate::store::{Store, StoreError};
 
@@ -23,28 +24,21 @@ impl Store {
     }
 
     /// Moves the chain's checkpoint to the last artifact recorded before `before` that nothing
-    /// kept needs, then deletes the artifacts up to it, `batch` a transaction (also those a pass
+    /// kept needs, then deletes the artifacts up to it, at `pace` (also those a pass
     /// that stopped left behind). Returns how many went and the checkpoint, if the chain has one.
     pub async fn cut_chain(
         &self,
         chain_id: &str,
         before: OffsetDateTime,
-        batch: u32,
+        pace: &mut Pace,
     ) -> Result<(u64, Option<Checkpoint>), StoreError> {
         let Some(cut) = self.cut_at(chain_id, before).await? else {
             return Ok((0, None));
         };
-        let (mut deleted, batch) = (0, i64::from(batch));
-        // Looked for first on a reader: the writers are taken only when there is work.
-        let left = sqlx::query("SELECT 1 FROM evidence WHERE chain_id = $1 AND seq <= $2 LIMIT 1")
-            .bind(chain_id)
-            .bind(cut.seq)
-            .fetch_optional(self.pool())
-            .await?;
-        if left.is_none() {
-            return Ok((0, Some(cut)));
-        }
-        loop {
+        let (mut deleted, batch) = (0, i64::from(pace.batch));
+        let left = sqlx::query("SELECT 1 FROM evidence WHERE chain_id = $1 AND seq <= $2 LIMIT 1");
+        let mut batches = self.batches(left.bind(chain_id).bind(cut.seq), batch as u64, pace).await?;
+        while batches.next().await {
             let mut tx = self.begin().await?;
             let gone = sqlx::query(
                 "DELETE FROM evidence WHERE artifact_id IN
@@ -57,11 +51,10 @@ impl Store {
             .await?
             .rows_affected();
             tx.commit().await?;
+            batches.took(gone);
             deleted += gone;
-            if gone < batch as u64 {
-                return Ok((deleted, Some(cut)));
-            }
         }
+        Ok((deleted, Some(cut)))
     }
 
     /// The chain's checkpoint, moved first to where the chain may now be cut when that is past it.

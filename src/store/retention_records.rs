@@ -9,6 +9,7 @@ use sqlx::AssertSqlSafe;
 use time::OffsetDateTime;
 
 use crate::store::figures::Moves;
+use crate::store::retention::Pace;
 use crate::store::rows::{int, text, to_ms};
 use crate::store::{Store, StoreError};
 
@@ -155,49 +156,39 @@ type Counted = Option<Count>;
 type Count = fn(&mut PurgedRecords) -> &mut u64;
 
 impl Store {
-    /// Deletes tenant's commands that ended before `before` (as of `now`) with their rows,
-    /// `batch / 10` commands a transaction, then its rows of no command, `batch` a transaction.
+    /// Deletes tenant's commands that ended before `before` (as of `now`) with their rows, a
+    /// tenth of `pace.batch` commands a transaction, then its rows of no command, `pace.batch` a
+    /// transaction.
     pub async fn purge_old_records(
         &self,
         tenant: Option<&str>,
         before: OffsetDateTime,
         now: OffsetDateTime,
-        batch: u32,
+        pace: &mut Pace,
     ) -> Result<PurgedRecords, StoreError> {
         let mut purged = PurgedRecords::default();
+        let batch = pace.batch;
         if let Some(tenant) = tenant {
             let commands = i64::from((batch / 10).max(1));
-            // Looked for first on a reader: the writers are taken only when there is work.
-            let any = sqlx::query(AssertSqlSafe(format!("{GONE} LIMIT 1")))
-                .bind(tenant)
-                .bind(to_ms(before))
-                .bind(to_ms(now))
-                .fetch_optional(self.pool())
-                .await?;
-            if any.is_some() {
-                while self.purge_commands(tenant, before, now, commands, &mut purged).await? == commands {}
+            let probe = sqlx::query(AssertSqlSafe(format!("{GONE} LIMIT 1")));
+            let probe = probe.bind(tenant).bind(to_ms(before)).bind(to_ms(now));
+            let mut batches = self.batches(probe, commands as u64, pace).await?;
+            while batches.next().await {
+                batches.took(self.purge_commands(tenant, before, now, commands, &mut purged).await? as u64);
             }
         }
         for unowned in unowned_of(tenant) {
             let sql = unowned.delete(tenant);
-            let any = sqlx::query(AssertSqlSafe(format!("{} LIMIT 1", unowned.old(tenant, "1"))))
-                .bind(tenant)
-                .bind(to_ms(before))
-                .fetch_optional(self.pool())
-                .await?;
-            if any.is_none() {
-                continue;
-            }
-            loop {
+            let probe = sqlx::query(AssertSqlSafe(format!("{} LIMIT 1", unowned.old(tenant, "1"))));
+            let mut batches = self.batches(probe.bind(tenant).bind(to_ms(before)), u64::from(batch), pace).await?;
+            while batches.next().await {
                 let mut tx = self.begin().await?;
                 let query = sqlx::query(AssertSqlSafe(sql.clone())).bind(tenant).bind(to_ms(before));
                 let deleted = query.bind(i64::from(batch)).execute(&mut *tx).await?.rows_affected();
                 tx.commit().await?;
+                batches.took(deleted);
                 if let Some(counted) = unowned.counted {
                     *counted(&mut purged) += deleted;
-                }
-                if deleted < u64::from(batch) {
-                    break;
                 }
             }
         }

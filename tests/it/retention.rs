@@ -208,4 +208,17 @@ fn a_retention_shorter_than_a_window_is_refused_naming_it() {
     let refused = own("logs = \"30d\"").expect_err("no such part");
     assert!(refused.contains("`logs` is not `texts` or `records`"), "{refused}");
     assert_eq!(own("texts = \"30d\", records = \"7y\""), Ok(()));
+
+    // The pace: a batch of nothing would never end a pass; a share of none would never start one.
+    let checked = |config: chatgate::config::Config| config.validate().map_err(|e| e.to_string());
+    let mut config = shipped();
+    config.retention.batch = 0;
+    assert!(checked(config).expect_err("no batch").contains("retention.batch must be greater than 0"));
+    for share in [0.0, -1.0, 1.5, f64::NAN] {
+        let mut config = shipped();
+        config.retention.share = share;
+        let refused = checked(config).expect_err("no share");
+        assert!(refused.contains("retention.share must be above 0 and at most 1"), "{share}: {refused}");
+    }
+    assert_eq!(checked(shipped()), Ok(()));
 }
