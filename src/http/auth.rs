@@ -1,17 +1,19 @@
 //! API authentication and scopes as tower layers: a route says which scope it needs with
 //! `.route_layer(require("commands:read"))`, and its handler receives the caller as a
-//! [`Principal`] extension. Nothing inside a handler decides who may call it.
+//! [`Principal`] extension, or both with the state as a [`Caller`]. Nothing inside a handler
+//! decides who may call it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::Request;
+use axum::extract::{FromRequestParts, Request};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{FromFnLayer, Next};
 use axum::response::{IntoResponse, Response};
 use cookie::Cookie;
 
-use crate::http::Problem;
+use crate::http::{ApiError, AppState, Problem};
 use crate::service::security::{Security, TokenError};
 
 pub use crate::service::security::Principal;
@@ -61,6 +63,25 @@ async fn admit(scope: &'static str, mut request: Request, next: Next) -> Respons
     }
     request.extensions_mut().insert(principal);
     next.run(request).await
+}
+
+/// A handler's caller, admitted by [`require`]: the gateway's state and the principal the token
+/// (or console session) names. Behind no [`require`] it is a 500: a route wired without its scope.
+pub(crate) struct Caller {
+    pub state: AppState,
+    pub principal: Principal,
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let Some(principal) = parts.extensions.get::<Principal>().cloned() else {
+            tracing::error!(path = parts.uri.path(), "a route reads its caller without the scope layer; refusing");
+            return Err(Problem::for_status(StatusCode::INTERNAL_SERVER_ERROR).into());
+        };
+        Ok(Caller { state: state.clone(), principal })
+    }
 }
 
 /// The console's session cookie's name: a console session is the other way a caller proves who

@@ -1,6 +1,5 @@
 //! The Agents page: each executor target's state, paused and resumed with the API's own move.
 
-use axum::Extension;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
@@ -11,6 +10,7 @@ use super::frame;
 use super::page::{PageError, render};
 use super::session::{Changing, Signed};
 use crate::http::AppState;
+use crate::http::auth::Caller;
 use crate::http::routes::agents::{list as list_agents, pause, resume};
 use crate::service::agents::ADMIN_SCOPE;
 
@@ -35,11 +35,11 @@ pub(super) async fn change(
     Changing { signed, .. }: Changing<NoFields>,
 ) -> Result<Response, PageError> {
     signed.require(ADMIN_SCOPE)?;
-    let principal = Extension(signed.principal().clone());
+    let caller = Caller { state, principal: signed.principal().clone() };
     let path = Path(agent);
     let _moved = match change.as_str() {
-        "pause" => pause(State(state), principal, path).await?,
-        "resume" => resume(State(state), principal, path).await?,
+        "pause" => pause(caller, path).await?,
+        "resume" => resume(caller, path).await?,
         _ => return Err(PageError::NotFound),
     };
     Ok(Redirect::to("/console/agents").into_response())

@@ -1,7 +1,7 @@
 //! The Commands page (newest first, filters, live rows) and a command's page (its timeline,
 //! envelope, deliveries, evidence with its chain links, trace, and the recovery it allows).
 
-use axum::extract::{Extension, Path, Query, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use minijinja::context;
@@ -15,6 +15,7 @@ use super::{Row, form_key, frame};
 use crate::domain::command::ShortRef;
 use crate::domain::lifecycle::State as CommandState;
 use crate::http::AppState;
+use crate::http::auth::Caller;
 use crate::http::routes::commands::{ListQuery, list as list_commands, status_document};
 use crate::service::ooc::view::rfc3339;
 
@@ -64,7 +65,8 @@ impl Filter {
 async fn rows(state: &AppState, signed: &Signed, filter: &Filter) -> Result<(Vec<Row>, Option<String>), PageError> {
     let now = OffsetDateTime::now_utc();
     let query = Query(filter.query(now));
-    let page = list_commands(State(state.clone()), Extension(signed.principal().clone()), query).await?.0;
+    let caller = Caller { state: state.clone(), principal: signed.principal().clone() };
+    let page = list_commands(caller, query).await?.0;
     Ok((page.commands.iter().map(|c| Row::of(state, c, now)).collect(), page.next_cursor))
 }
 

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use axum::extract::{Extension, Path, Query, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use minijinja::context;
@@ -18,6 +18,7 @@ use super::session::{Changing, Signed};
 use super::{Row, frame};
 use crate::domain::directory::PersonFields;
 use crate::http::AppState;
+use crate::http::auth::Caller;
 use crate::http::routes::commands::{ListQuery, list as list_commands};
 use crate::http::routes::directory::actors::run_erasure;
 use crate::http::routes::directory::{ActorView, READ, WRITE, changing, refusal};
@@ -69,8 +70,8 @@ async fn person_page(
     let recent = match signed.principal().scopes.contains("commands:read") {
         true => {
             let query = ListQuery { actor: Some(id.to_owned()), limit: Some(10), ..ListQuery::default() };
-            let principal = Extension(signed.principal().clone());
-            let page = list_commands(State(state.clone()), principal, Query(query)).await?.0;
+            let caller = Caller { state: state.clone(), principal: signed.principal().clone() };
+            let page = list_commands(caller, Query(query)).await?.0;
             page.commands.iter().map(|c| Row::of(state, c, now)).collect()
         }
         false => vec![],

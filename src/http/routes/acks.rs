@@ -48,26 +48,14 @@ pub fn router() -> Router<AppState> {
 }
 
 /// An executor's delivery or execution ACK, with a token.
-#[utoipa::path(
-    post,
-    path = "/v1/commands/{id}/acks",
-    tag = "execution",
-    security(("bearer" = ["executions:write"])),
+#[utoipa::path(post, path = "/v1/commands/{id}/acks", tag = "execution", security(("bearer" = ["executions:write"])),
     params(CommandPath),
-    request_body(
-        content = inline(AckRequest),
-        content_type = "application/json",
-        description = "A delivery or execution ACK"
-    ),
-    responses(
-        (status = 200, description = "Applied, or a duplicate", body = AckApplied),
-        (status = 400, description = "A bad body", content_type = PROBLEM_JSON, body = ProblemDocument),
-        NoSuchCommand,
-        (status = 409, description = "Out of order, or nothing routed yet", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
-        BearerErrors
-    )
-)]
+    request_body(content = inline(AckRequest), content_type = "application/json",
+        description = "A delivery or execution ACK"),
+    responses((status = 200, description = "Applied, or a duplicate", body = AckApplied),
+    (status = 400, description = "A bad body", content_type = PROBLEM_JSON, body = ProblemDocument), NoSuchCommand,
+    (status = 409, description = "Out of order, or nothing routed yet", content_type = PROBLEM_JSON,
+        body = ProblemDocument), BearerErrors))]
 pub(crate) async fn ack(
     State(ingress): State<Ingress>,
     Extension(principal): Extension<Principal>,

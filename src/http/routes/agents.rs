@@ -6,7 +6,7 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
-use axum::{Extension, Json, Router};
+use axum::{Json, Router};
 use time::OffsetDateTime;
 
 use crate::http::ApiError;
@@ -15,8 +15,8 @@ use crate::domain::agent::Agent;
 use crate::domain::agent::AgentEvent;
 use crate::http::AppState;
 use crate::http::Problem;
-use crate::http::auth::Principal;
 use crate::http::auth::require;
+use crate::http::auth::{Caller, Principal};
 use crate::http::responses::{BearerErrors, NoSuchAgent, PROBLEM_JSON, ProblemDocument};
 use crate::http::views::{AgentList, AgentView};
 use crate::service::agents::{ADMIN_SCOPE, AgentChangeError};
@@ -32,17 +32,9 @@ fn describe(name: &str, agent: &Agent) -> AgentView {
     AgentView { agent: name.to_owned(), state: agent.state, version: agent.version, pre_pause_state: agent.pre_pause }
 }
 
-#[utoipa::path(
-    get,
-    path = "/v1/agents",
-    operation_id = "list_agents",
-    tag = "agents",
-    security(("bearer" = ["agents:read"])),
-    responses(
-        (status = 200, description = "Every agent", body = AgentList),
-        BearerErrors
-    )
-)]
+#[utoipa::path(get, path = "/v1/agents", operation_id = "list_agents", tag = "agents",
+    security(("bearer" = ["agents:read"])), responses((status = 200, description = "Every agent", body = AgentList),
+    BearerErrors))]
 pub(crate) async fn list(State(state): State<AppState>) -> Result<Json<AgentList>, ApiError> {
     let agents = crate::service::agents::list(&state.database, &state.policy.agents)
         .await?
@@ -52,45 +44,23 @@ pub(crate) async fn list(State(state): State<AppState>) -> Result<Json<AgentList
     Ok(Json(AgentList { agents }))
 }
 
-#[utoipa::path(
-    post,
-    path = "/v1/agents/{agent}/pause",
-    tag = "agents",
-    security(("bearer" = ["agents:admin"])),
-    params(("agent" = String, Path)),
-    responses(
-        (status = 200, description = "Paused", body = AgentView),
-        NoSuchAgent,
-        (status = 409, description = "Already paused, or moved concurrently", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
-        BearerErrors
-    )
-)]
+#[utoipa::path(post, path = "/v1/agents/{agent}/pause", tag = "agents", security(("bearer" = ["agents:admin"])),
+    params(("agent" = String, Path)), responses((status = 200, description = "Paused", body = AgentView), NoSuchAgent,
+    (status = 409, description = "Already paused, or moved concurrently", content_type = PROBLEM_JSON,
+        body = ProblemDocument), BearerErrors))]
 pub(crate) async fn pause(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    Caller { state, principal }: Caller,
     Path(name): Path<String>,
 ) -> Result<Json<AgentView>, ApiError> {
     change(&state, &principal, &name, AgentEvent::Pause).await
 }
 
-#[utoipa::path(
-    post,
-    path = "/v1/agents/{agent}/resume",
-    tag = "agents",
-    security(("bearer" = ["agents:admin"])),
-    params(("agent" = String, Path)),
-    responses(
-        (status = 200, description = "Resumed", body = AgentView),
-        NoSuchAgent,
-        (status = 409, description = "Not paused, or moved concurrently", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
-        BearerErrors
-    )
-)]
+#[utoipa::path(post, path = "/v1/agents/{agent}/resume", tag = "agents", security(("bearer" = ["agents:admin"])),
+    params(("agent" = String, Path)), responses((status = 200, description = "Resumed", body = AgentView), NoSuchAgent,
+    (status = 409, description = "Not paused, or moved concurrently", content_type = PROBLEM_JSON,
+        body = ProblemDocument), BearerErrors))]
 pub(crate) async fn resume(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    Caller { state, principal }: Caller,
     Path(name): Path<String>,
 ) -> Result<Json<AgentView>, ApiError> {
     change(&state, &principal, &name, AgentEvent::Resume).await

@@ -4,16 +4,16 @@
 //! approval names, never its requester, once.
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
-use axum::{Extension, Json, Router};
+use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::http::auth::{Principal, require};
+use crate::http::auth::{Caller, Principal, require};
 use crate::http::body::read_json;
 use crate::http::error::invalid_body;
 use crate::http::responses::{BearerErrors, NoSuchApproval, PROBLEM_JSON, ProblemDocument};
@@ -82,70 +82,38 @@ pub struct DecisionMade {
     pub approval: Option<ApprovalView>,
 }
 
-#[utoipa::path(
-    get,
-    path = "/v1/approvals",
-    operation_id = "list_approvals",
-    tag = "approvals",
+#[utoipa::path(get, path = "/v1/approvals", operation_id = "list_approvals", tag = "approvals",
     security(("bearer" = ["approvals:read"])),
-    responses(
-        (status = 200, description = "The tenant's pending approvals, oldest first", body = ApprovalList),
-        BearerErrors
-    )
-)]
-pub(crate) async fn list(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
-) -> Result<Json<ApprovalList>, ApiError> {
+    responses((status = 200, description = "The tenant's pending approvals, oldest first", body = ApprovalList),
+    BearerErrors))]
+pub(crate) async fn list(Caller { state, principal }: Caller) -> Result<Json<ApprovalList>, ApiError> {
     Ok(Json(ApprovalList { approvals: view::pending(&state.engine, &principal.tenant, 500).await? }))
 }
 
-#[utoipa::path(
-    get,
-    path = "/v1/approvals/{id}",
-    operation_id = "get_approval",
-    tag = "approvals",
-    security(("bearer" = ["approvals:read"])),
-    params(ApprovalPath),
-    responses(
-        (status = 200, description = "The approval", body = ApprovalView),
-        NoSuchApproval,
-        BearerErrors
-    )
-)]
+#[utoipa::path(get, path = "/v1/approvals/{id}", operation_id = "get_approval", tag = "approvals",
+    security(("bearer" = ["approvals:read"])), params(ApprovalPath),
+    responses((status = 200, description = "The approval", body = ApprovalView), NoSuchApproval, BearerErrors))]
 pub(crate) async fn read(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    Caller { state, principal }: Caller,
     Path(ApprovalPath(id)): Path<ApprovalPath>,
 ) -> Result<Json<ApprovalView>, ApiError> {
     let approval = view::approval(&state.engine, &principal.tenant, id).await?;
     Ok(Json(approval.ok_or_else(|| not_found(id))?))
 }
 
-#[utoipa::path(
-    post,
-    path = "/v1/approvals/{id}/decision",
-    operation_id = "decide_approval",
-    tag = "approvals",
-    security(("bearer" = ["approvals:decide"])),
-    params(ApprovalPath),
+#[utoipa::path(post, path = "/v1/approvals/{id}/decision", operation_id = "decide_approval", tag = "approvals",
+    security(("bearer" = ["approvals:decide"])), params(ApprovalPath),
     request_body(content = inline(DecisionBody), content_type = "application/json"),
-    responses(
-        (status = 200, description = "Counted: still waiting, approved or denied", body = DecisionMade),
-        (status = 400, description = "Not a decision", content_type = PROBLEM_JSON, body = ProblemDocument),
-        (status = 401, description = "A step-up proof is asked for, or does not hold", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
-        (status = 403, description = "Not yours to decide: your own request, or no role that decides it",
-            content_type = PROBLEM_JSON, body = ProblemDocument),
-        NoSuchApproval,
-        (status = 409, description = "Decided before: settled, or by you", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
-        BearerErrors
-    )
-)]
+    responses((status = 200, description = "Counted: still waiting, approved or denied", body = DecisionMade),
+    (status = 400, description = "Not a decision", content_type = PROBLEM_JSON, body = ProblemDocument),
+    (status = 401, description = "A step-up proof is asked for, or does not hold", content_type = PROBLEM_JSON,
+        body = ProblemDocument),
+    (status = 403, description = "Not yours to decide: your own request, or no role that decides it",
+        content_type = PROBLEM_JSON, body = ProblemDocument), NoSuchApproval,
+    (status = 409, description = "Decided before: settled, or by you", content_type = PROBLEM_JSON,
+        body = ProblemDocument), BearerErrors))]
 pub(crate) async fn decision(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    Caller { state, principal }: Caller,
     Path(ApprovalPath(id)): Path<ApprovalPath>,
     body: Bytes,
 ) -> Result<Json<DecisionMade>, ApiError> {
@@ -210,29 +178,18 @@ pub struct OverrideMade {
     pub approval: Option<ApprovalView>,
 }
 
-#[utoipa::path(
-    post,
-    path = "/v1/approvals/{id}/override",
-    operation_id = "override_approval",
-    tag = "approvals",
-    security(("bearer" = ["approvals:override"])),
-    params(ApprovalPath),
+#[utoipa::path(post, path = "/v1/approvals/{id}/override", operation_id = "override_approval", tag = "approvals",
+    security(("bearer" = ["approvals:override"])), params(ApprovalPath),
     request_body(content = inline(OverrideBody), content_type = "application/json"),
-    responses(
-        (status = 200, description = "Overridden: the command goes ahead", body = OverrideMade),
-        (status = 400, description = "Not an override, or a reason too short", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
-        (status = 401, description = "The step-up proof is missing, invalid, too weak or too old",
-            content_type = PROBLEM_JSON, body = ProblemDocument),
-        NoSuchApproval,
-        (status = 409, description = "Settled before, or the proof was used", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
-        BearerErrors
-    )
-)]
+    responses((status = 200, description = "Overridden: the command goes ahead", body = OverrideMade),
+    (status = 400, description = "Not an override, or a reason too short", content_type = PROBLEM_JSON,
+        body = ProblemDocument),
+    (status = 401, description = "The step-up proof is missing, invalid, too weak or too old",
+        content_type = PROBLEM_JSON, body = ProblemDocument), NoSuchApproval,
+    (status = 409, description = "Settled before, or the proof was used", content_type = PROBLEM_JSON,
+        body = ProblemDocument), BearerErrors))]
 pub(crate) async fn override_approval(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    Caller { state, principal }: Caller,
     Path(ApprovalPath(id)): Path<ApprovalPath>,
     body: Bytes,
 ) -> Result<Json<OverrideMade>, ApiError> {

@@ -6,7 +6,6 @@
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
@@ -16,7 +15,7 @@ use time::OffsetDateTime;
 use super::commands::{given, invalid_body};
 use crate::domain::lifecycle::State as CommandState;
 use crate::domain::lifecycle::recovery::RecoveryAction;
-use crate::http::auth::{Principal, require};
+use crate::http::auth::{Caller, Principal, require};
 use crate::http::body::read_json;
 use crate::http::idempotency::{key_of, once};
 use crate::http::responses::{BearerErrors, KeyReused, PROBLEM_JSON, ProblemDocument};
@@ -73,26 +72,16 @@ pub struct BulkBody {
 // The schema's `maximum` above is this limit.
 const _: () = assert!(MAX_BULK == 200);
 
-#[utoipa::path(
-    post,
-    path = "/v1/recovery/bulk",
-    tag = "recovery",
-    security(("bearer" = ["recovery:write"])),
+#[utoipa::path(post, path = "/v1/recovery/bulk", tag = "recovery", security(("bearer" = ["recovery:write"])),
     params(("Idempotency-Key" = String, Header, description = "Required: the same request again does nothing twice")),
     request_body(content = inline(BulkBody), content_type = "application/json"),
-    responses(
-        (status = 200, description = "What was done and what was refused", body = BulkSummary),
-        (status = 400, description = "A bad body, or no Idempotency-Key", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
-        (status = 409, description = "A request with this key is running", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
-        KeyReused,
-        BearerErrors
-    )
-)]
+    responses((status = 200, description = "What was done and what was refused", body = BulkSummary),
+    (status = 400, description = "A bad body, or no Idempotency-Key", content_type = PROBLEM_JSON,
+        body = ProblemDocument),
+    (status = 409, description = "A request with this key is running", content_type = PROBLEM_JSON,
+        body = ProblemDocument), KeyReused, BearerErrors))]
 pub(crate) async fn bulk(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    Caller { state, principal }: Caller,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {

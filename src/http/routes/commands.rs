@@ -2,7 +2,7 @@
 //! causation trace, for the tenant's callers. Each route declares its scope with a layer; another
 //! tenant's command is a 404, never a 403.
 
-use axum::extract::{Extension, FromRequestParts, Path, Query, State};
+use axum::extract::{FromRequestParts, Path, Query};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
@@ -18,7 +18,7 @@ pub(crate) use crate::http::error::invalid_body;
 use crate::domain::command::ShortRef;
 use crate::http::AppState;
 use crate::http::Problem;
-use crate::http::auth::Principal;
+use crate::http::auth::Caller;
 use crate::http::auth::require;
 use crate::http::responses::{BearerErrors, NoSuchCommand, PROBLEM_JSON, ProblemDocument};
 use crate::http::views::{Artifact, AuditVerdict, CommandPage, EvidenceList, TraceEdge, TraceGraph};
@@ -59,22 +59,11 @@ impl<S: Send + Sync> FromRequestParts<S> for CommandPath {
     }
 }
 
-#[utoipa::path(
-    get,
-    path = "/v1/commands/{id}",
-    operation_id = "command_status",
-    tag = "commands",
-    security(("bearer" = ["commands:read"])),
-    params(CommandPath),
-    responses(
-        (status = 200, description = "The command's status", body = CommandStatus),
-        NoSuchCommand,
-        BearerErrors
-    )
-)]
+#[utoipa::path(get, path = "/v1/commands/{id}", operation_id = "command_status", tag = "commands",
+    security(("bearer" = ["commands:read"])), params(CommandPath),
+    responses((status = 200, description = "The command's status", body = CommandStatus), NoSuchCommand, BearerErrors))]
 pub(crate) async fn status(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    Caller { state, principal }: Caller,
     CommandPath(id): CommandPath,
 ) -> Result<Json<CommandStatus>, ApiError> {
     let command = state.engine.reads().command(&principal.tenant, id).await?.ok_or_else(|| not_found(id))?;
@@ -107,32 +96,17 @@ pub(crate) struct ListQuery {
 
 /// `GET /v1/commands`: newest first, a page at a time; `next_cursor` continues where the page
 /// ended, whatever arrives meanwhile.
-#[utoipa::path(
-    get,
-    path = "/v1/commands",
-    operation_id = "list_commands",
-    tag = "commands",
+#[utoipa::path(get, path = "/v1/commands", operation_id = "list_commands", tag = "commands",
     security(("bearer" = ["commands:read"])),
-    params(
-        ("state" = Option<String>, Query),
-        ("actor" = Option<String>, Query),
-        ("conversation" = Option<String>, Query),
-        ("command" = Option<String>, Query),
+    params(("state" = Option<String>, Query), ("actor" = Option<String>, Query),
+        ("conversation" = Option<String>, Query), ("command" = Option<String>, Query),
         ("ref" = Option<String>, Query, description = "A short reference, as replies show it (R7K2QX)"),
-        ("since" = Option<String>, Query, format = DateTime),
-        ("until" = Option<String>, Query, format = DateTime),
-        ("cursor" = Option<String>, Query, format = Uuid),
-        ("limit" = Option<i64>, Query, minimum = 1, maximum = 200)
-    ),
-    responses(
-        (status = 200, description = "A page of commands", body = CommandPage),
-        (status = 400, description = "A bad filter", content_type = PROBLEM_JSON, body = ProblemDocument),
-        BearerErrors
-    )
-)]
+        ("since" = Option<String>, Query, format = DateTime), ("until" = Option<String>, Query, format = DateTime),
+        ("cursor" = Option<String>, Query, format = Uuid), ("limit" = Option<i64>, Query, minimum = 1, maximum = 200)),
+    responses((status = 200, description = "A page of commands", body = CommandPage),
+    (status = 400, description = "A bad filter", content_type = PROBLEM_JSON, body = ProblemDocument), BearerErrors))]
 pub(crate) async fn list(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    Caller { state, principal }: Caller,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<CommandPage>, ApiError> {
     let bad = |what: &str| invalid_query(what);
@@ -181,25 +155,15 @@ pub(crate) async fn list(
 }
 
 /// `GET /v1/commands/{id}/evidence`: its artifacts, in chain order.
-#[utoipa::path(
-    get,
-    path = "/v1/commands/{id}/evidence",
-    tag = "commands",
-    security(("bearer" = ["commands:read"])),
-    params(CommandPath),
-    responses(
-        (status = 200, description = "The command's artifacts", body = EvidenceList),
-        NoSuchCommand,
-        BearerErrors
-    )
-)]
+#[utoipa::path(get, path = "/v1/commands/{id}/evidence", tag = "commands", security(("bearer" = ["commands:read"])),
+    params(CommandPath), responses((status = 200, description = "The command's artifacts", body = EvidenceList),
+    NoSuchCommand, BearerErrors))]
 pub(crate) async fn evidence(
-    State(engine): State<Engine>,
-    Extension(principal): Extension<Principal>,
+    Caller { state, principal }: Caller,
     CommandPath(id): CommandPath,
 ) -> Result<Json<EvidenceList>, ApiError> {
-    engine.reads().command(&principal.tenant, id).await?.ok_or_else(|| not_found(id))?;
-    let artifacts = engine.reads().evidence_of(&principal.tenant, id).await?;
+    state.engine.reads().command(&principal.tenant, id).await?.ok_or_else(|| not_found(id))?;
+    let artifacts = state.engine.reads().evidence_of(&principal.tenant, id).await?;
     let artifacts = artifacts
         .into_iter()
         .map(|a| Artifact { artifact_id: a.artifact_id, seq: a.seq, kind: a.kind, hash: a.hash, body: a.body })
@@ -208,21 +172,10 @@ pub(crate) async fn evidence(
 }
 
 /// `GET /v1/audit/verify`: the caller's tenant's evidence chain checked end to end.
-#[utoipa::path(
-    get,
-    path = "/v1/audit/verify",
-    tag = "audit",
-    security(("bearer" = ["audit:read"])),
-    responses(
-        (status = 200, description = "The tenant's evidence chain checked", body = AuditVerdict),
-        BearerErrors
-    )
-)]
-pub(crate) async fn audit(
-    State(engine): State<Engine>,
-    Extension(principal): Extension<Principal>,
-) -> Result<Response, ApiError> {
-    let chains = tenant_chains(&engine, &principal.tenant).await?;
+#[utoipa::path(get, path = "/v1/audit/verify", tag = "audit", security(("bearer" = ["audit:read"])),
+    responses((status = 200, description = "The tenant's evidence chain checked", body = AuditVerdict), BearerErrors))]
+pub(crate) async fn audit(Caller { state, principal }: Caller) -> Result<Response, ApiError> {
+    let chains = tenant_chains(&state.engine, &principal.tenant).await?;
     let intact = chains.iter().all(|c| c.intact);
     Ok(Json(AuditVerdict { intact, chains }).into_response())
 }
@@ -238,25 +191,16 @@ pub(crate) async fn tenant_chains(
 
 /// `GET /v1/traces/{correlation_id}`: what happened under one correlation id, as a timeline of
 /// nodes with their causes. Another tenant's trace is simply not found.
-#[utoipa::path(
-    get,
-    path = "/v1/traces/{correlation_id}",
-    tag = "commands",
-    security(("bearer" = ["commands:read"])),
+#[utoipa::path(get, path = "/v1/traces/{correlation_id}", tag = "commands", security(("bearer" = ["commands:read"])),
     params(("correlation_id" = String, Path)),
-    responses(
-        (status = 200, description = "The causation graph", body = TraceGraph),
-        (status = 404, description = "Nothing carries this correlation id", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
-        BearerErrors
-    )
-)]
+    responses((status = 200, description = "The causation graph", body = TraceGraph),
+    (status = 404, description = "Nothing carries this correlation id", content_type = PROBLEM_JSON,
+        body = ProblemDocument), BearerErrors))]
 pub(crate) async fn trace(
-    State(engine): State<Engine>,
-    Extension(principal): Extension<Principal>,
+    Caller { state, principal }: Caller,
     Path(correlation_id): Path<String>,
 ) -> Result<Json<TraceGraph>, ApiError> {
-    let nodes = engine.reads().trace(&principal.tenant, &correlation_id).await?;
+    let nodes = state.engine.reads().trace(&principal.tenant, &correlation_id).await?;
     if nodes.is_empty() {
         return Err(Problem::for_status(StatusCode::NOT_FOUND)
             .detail("Nothing in your tenant carries this correlation id.")

@@ -8,7 +8,6 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -18,7 +17,7 @@ use serde_json::{Value, json};
 use crate::http::ApiError;
 use crate::http::AppState;
 use crate::http::Problem;
-use crate::http::auth::{Principal, require, too_many};
+use crate::http::auth::{Caller, require, too_many};
 use crate::http::responses::{BearerErrors, PROBLEM_JSON, ProblemDocument};
 use crate::http::views::TransitionEvent;
 use crate::service::events::{TenantStream, TooManyStreams};
@@ -28,25 +27,14 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/v1/events", get(events).route_layer(require("commands:read")))
 }
 
-#[utoipa::path(
-    get,
-    path = "/v1/events",
-    tag = "commands",
-    security(("bearer" = ["commands:read"])),
+#[utoipa::path(get, path = "/v1/events", tag = "commands", security(("bearer" = ["commands:read"])),
     params(("Last-Event-ID" = Option<String>, Header,
-        description = "The id of the last event received (digits): the stream resumes after it")),
-    responses(
-        (status = 200, description = "Transitions as Server-Sent Events, until the token or the console session \
+            description = "The id of the last event received (digits): the stream resumes after it")),
+    responses((status = 200, description = "Transitions as Server-Sent Events, until the token or the console session \
             that opened the stream ends", content_type = "text/event-stream", body = String),
-        (status = 400, description = "A bad Last-Event-ID", content_type = PROBLEM_JSON, body = ProblemDocument),
-        BearerErrors
-    )
-)]
-pub(crate) async fn events(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
+    (status = 400, description = "A bad Last-Event-ID", content_type = PROBLEM_JSON, body = ProblemDocument),
+    BearerErrors))]
+pub(crate) async fn events(Caller { state, principal }: Caller, headers: HeaderMap) -> Result<Response, ApiError> {
     let after = match headers.get("last-event-id").map(|v| v.to_str().ok().and_then(event_id)) {
         None => None,
         Some(Some(id)) => Some(id),

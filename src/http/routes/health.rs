@@ -23,29 +23,17 @@ pub fn router() -> Router<AppState> {
 
 /// Alive: the process answers. It does not touch the database, so an orchestrator does not
 /// restart a healthy process because its database is down.
-#[utoipa::path(
-    get,
-    path = "/healthz",
-    tag = "health",
-    responses(
-        (status = 200, description = "The process runs", body = Health)
-    )
-)]
+#[utoipa::path(get, path = "/healthz", tag = "health",
+    responses((status = 200, description = "The process runs", body = Health)))]
 pub(crate) async fn healthz() -> Json<Health> {
     Json(Health { status: "ok" })
 }
 
 /// Ready: the database answers and can write, within the deadline.
-#[utoipa::path(
-    get,
-    path = "/readyz",
-    tag = "health",
-    responses(
-        (status = 200, description = "The database answers and can write", body = Ready),
-        (status = 503, description = "The database does not answer, or cannot write", content_type = PROBLEM_JSON,
-            body = ProblemDocument)
-    )
-)]
+#[utoipa::path(get, path = "/readyz", tag = "health",
+    responses((status = 200, description = "The database answers and can write", body = Ready),
+    (status = 503, description = "The database does not answer, or cannot write", content_type = PROBLEM_JSON,
+        body = ProblemDocument)))]
 pub(crate) async fn readyz(State(database): State<Database>) -> Response {
     match tokio::time::timeout(READINESS_DEADLINE, database.can_write()).await {
         Ok(Ok(())) => Json(Ready { status: "ready", database: database.backend_name() }).into_response(),

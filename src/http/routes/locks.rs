@@ -2,17 +2,17 @@
 //! of one — with a written reason, as evidence bound to the command that held it.
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
-use axum::{Extension, Json, Router};
+use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::domain::locks::Resource;
-use crate::http::auth::{Principal, require};
+use crate::http::auth::{Caller, require};
 use crate::http::body::read_json;
 use crate::http::error::invalid_body;
 use crate::http::responses::{BadBody, BearerErrors, PROBLEM_JSON, ProblemDocument};
@@ -62,18 +62,10 @@ pub(crate) struct ResourcePath(
     String,
 );
 
-#[utoipa::path(
-    get,
-    path = "/v1/locks",
-    operation_id = "list_locks",
-    tag = "locks",
+#[utoipa::path(get, path = "/v1/locks", operation_id = "list_locks", tag = "locks",
     security(("bearer" = ["locks:read"])),
-    responses((status = 200, description = "The tenant's locks, oldest first", body = LockList), BearerErrors)
-)]
-pub(crate) async fn list(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
-) -> Result<Json<LockList>, ApiError> {
+    responses((status = 200, description = "The tenant's locks, oldest first", body = LockList), BearerErrors))]
+pub(crate) async fn list(Caller { state, principal }: Caller) -> Result<Json<LockList>, ApiError> {
     Ok(Json(LockList { locks: locks::held(&state.engine, &principal.tenant, 500).await? }))
 }
 
@@ -94,8 +86,7 @@ pub(crate) async fn list(
     )
 )]
 pub(crate) async fn release(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    Caller { state, principal }: Caller,
     Path(ResourcePath(resource)): Path<ResourcePath>,
     body: Bytes,
 ) -> Result<Json<LockReleased>, ApiError> {

@@ -2,7 +2,6 @@
 //! recovery actions (the same `service::recovery` the chat runs) and a person's step-up proof.
 
 use axum::body::Bytes;
-use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
@@ -14,7 +13,7 @@ use uuid::Uuid;
 
 use super::commands::{CommandPath, invalid_body, not_found};
 use crate::domain::lifecycle::recovery::RecoveryAction;
-use crate::http::auth::{Principal, require};
+use crate::http::auth::{Caller, Principal, require};
 use crate::http::body::{decode_json, read_json};
 use crate::http::idempotency::{key_of, once};
 use crate::http::responses::{BearerErrors, KeyReused, NoSuchCommand, PROBLEM_JSON, ProblemDocument};
@@ -66,30 +65,16 @@ impl RecoveryRequest {
 }
 
 /// `POST /v1/commands/{id}/recovery`, honouring `Idempotency-Key` (IETF httpapi draft).
-#[utoipa::path(
-    post,
-    path = "/v1/commands/{id}/recovery",
-    tag = "recovery",
-    security(("bearer" = ["recovery:write"])),
-    params(
-        CommandPath,
-        ("Idempotency-Key" = Option<String>, Header),
-        ("Step-Up" = Option<String>, Header, description = "A step-up JWT, for actions on high-risk commands")
-    ),
+#[utoipa::path(post, path = "/v1/commands/{id}/recovery", tag = "recovery", security(("bearer" = ["recovery:write"])),
+    params(CommandPath, ("Idempotency-Key" = Option<String>, Header),
+        ("Step-Up" = Option<String>, Header, description = "A step-up JWT, for actions on high-risk commands")),
     request_body(content = inline(RecoveryBody), content_type = "application/json"),
-    responses(
-        (status = 201, description = "The recovery command", body = RecoveryStarted),
-        (status = 400, description = "A bad body", content_type = PROBLEM_JSON, body = ProblemDocument),
-        NoSuchCommand,
-        (status = 409, description = "Not allowed in this state, or a request with this key is running",
-            content_type = PROBLEM_JSON, body = ProblemDocument),
-        KeyReused,
-        BearerErrors
-    )
-)]
+    responses((status = 201, description = "The recovery command", body = RecoveryStarted),
+    (status = 400, description = "A bad body", content_type = PROBLEM_JSON, body = ProblemDocument), NoSuchCommand,
+    (status = 409, description = "Not allowed in this state, or a request with this key is running",
+        content_type = PROBLEM_JSON, body = ProblemDocument), KeyReused, BearerErrors))]
 pub(crate) async fn recovery_request(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    Caller { state, principal }: Caller,
     CommandPath(id): CommandPath,
     headers: HeaderMap,
     body: Bytes,
@@ -161,25 +146,14 @@ pub(crate) struct StepUpBody {
     token: String,
 }
 
-#[utoipa::path(
-    post,
-    path = "/v1/commands/{id}/step-up",
-    tag = "security",
-    security(("bearer" = ["stepup:verify"])),
-    params(CommandPath),
-    request_body(content = inline(StepUpBody), content_type = "application/json"),
-    responses(
-        (status = 200, description = "Authorized and started", body = SteppedUp),
-        (status = 400, description = "A bad body", content_type = PROBLEM_JSON, body = ProblemDocument),
-        NoSuchCommand,
-        (status = 409, description = "Used token, or not waiting for a step-up", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
-        BearerErrors
-    )
-)]
+#[utoipa::path(post, path = "/v1/commands/{id}/step-up", tag = "security", security(("bearer" = ["stepup:verify"])),
+    params(CommandPath), request_body(content = inline(StepUpBody), content_type = "application/json"),
+    responses((status = 200, description = "Authorized and started", body = SteppedUp),
+    (status = 400, description = "A bad body", content_type = PROBLEM_JSON, body = ProblemDocument), NoSuchCommand,
+    (status = 409, description = "Used token, or not waiting for a step-up", content_type = PROBLEM_JSON,
+        body = ProblemDocument), BearerErrors))]
 pub(crate) async fn step_up(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    Caller { state, principal }: Caller,
     CommandPath(id): CommandPath,
     body: Bytes,
 ) -> Result<Json<SteppedUp>, ApiError> {

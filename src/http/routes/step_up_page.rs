@@ -52,25 +52,17 @@ pub(crate) struct Proof {
 }
 
 /// `GET /step-up?command=…&nonce=…`: the request waiting for the person, and the form.
-#[utoipa::path(
-    get,
-    path = "/step-up",
-    tag = "security",
-    params(
-        ("command" = String, Query, description = "The command id from the link"),
-        ("nonce" = String, Query, description = "The nonce from the link")
-    ),
-    responses(
-        (status = 200, description = "The page: which request waits, and the form for the step-up token",
+#[utoipa::path(get, path = "/step-up", tag = "security",
+    params(("command" = String, Query, description = "The command id from the link"),
+        ("nonce" = String, Query, description = "The nonce from the link")),
+    responses((status = 200, description = "The page: which request waits, and the form for the step-up token",
             content_type = "text/html", body = String),
-        (status = 400, description = "The link lacks its command or nonce", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
-        (status = 404, description = "No request waits for this link (a page for a browser that asks for HTML)",
-            content((ProblemDocument = "application/problem+json"), (String = "text/html"))),
-        (status = 503, description = "Storage unavailable; try again",
-            content((ProblemDocument = "application/problem+json"), (String = "text/html")))
-    )
-)]
+    (status = 400, description = "The link lacks its command or nonce", content_type = PROBLEM_JSON,
+        body = ProblemDocument),
+    (status = 404, description = "No request waits for this link (a page for a browser that asks for HTML)",
+        content((ProblemDocument = "application/problem+json"), (String = "text/html"))),
+    (status = 503, description = "Storage unavailable; try again",
+        content((ProblemDocument = "application/problem+json"), (String = "text/html")))))]
 pub(crate) async fn show(State(state): State<AppState>, Query(link): Query<Link>) -> Response {
     match waiting(&state, &link.command, &link.nonce).await {
         Ok(Some(command)) => {
@@ -89,27 +81,21 @@ pub(crate) async fn show(State(state): State<AppState>, Query(link): Query<Link>
 }
 
 /// `POST /step-up` (a form: `command`, `nonce`, `token`).
-#[utoipa::path(
-    post,
-    path = "/step-up",
-    tag = "security",
+#[utoipa::path(post, path = "/step-up", tag = "security",
     request_body(content = inline(Proof), content_type = "application/x-www-form-urlencoded"),
-    responses(
-        (status = 200, description = "Accepted: the request goes on", content_type = "text/html", body = String),
-        (status = 401, description = "The token is not a proof for this person and request",
-            content((ProblemDocument = "application/problem+json"), (String = "text/html"))),
-        (status = 403, description = "Proved, but the person may no longer run the request",
-            content((ProblemDocument = "application/problem+json"), (String = "text/html"))),
-        (status = 404, description = "No request waits for this link",
-            content((ProblemDocument = "application/problem+json"), (String = "text/html"))),
-        (status = 409, description = "The token was used before",
-            content((ProblemDocument = "application/problem+json"), (String = "text/html"))),
-        (status = 415, description = "Not a form", content_type = PROBLEM_JSON, body = ProblemDocument),
-        (status = 422, description = "The form lacks a field", content_type = PROBLEM_JSON, body = ProblemDocument),
-        (status = 503, description = "Storage unavailable; try again",
-            content((ProblemDocument = "application/problem+json"), (String = "text/html")))
-    )
-)]
+    responses((status = 200, description = "Accepted: the request goes on", content_type = "text/html", body = String),
+    (status = 401, description = "The token is not a proof for this person and request",
+        content((ProblemDocument = "application/problem+json"), (String = "text/html"))),
+    (status = 403, description = "Proved, but the person may no longer run the request",
+        content((ProblemDocument = "application/problem+json"), (String = "text/html"))),
+    (status = 404, description = "No request waits for this link",
+        content((ProblemDocument = "application/problem+json"), (String = "text/html"))),
+    (status = 409, description = "The token was used before",
+        content((ProblemDocument = "application/problem+json"), (String = "text/html"))),
+    (status = 415, description = "Not a form", content_type = PROBLEM_JSON, body = ProblemDocument),
+    (status = 422, description = "The form lacks a field", content_type = PROBLEM_JSON, body = ProblemDocument),
+    (status = 503, description = "Storage unavailable; try again",
+        content((ProblemDocument = "application/problem+json"), (String = "text/html")))))]
 pub(crate) async fn submit(State(state): State<AppState>, Form(proof): Form<Proof>) -> Response {
     let command = match waiting(&state, &proof.command, &proof.nonce).await {
         Ok(Some(command)) => command,

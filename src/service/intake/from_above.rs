@@ -38,9 +38,15 @@ pub trait Precheck: Send + Sync {
         &self,
         database: &Database,
         policy: &Policy,
-        tenant: &TenantId,
-        actor: &Actor,
-        spec: &CommandSpec,
-        args: &Args,
+        asked: ToCheck<'_>,
     ) -> Result<Option<Refused>, StoreError>;
+}
+
+/// What a check before a confirmation looks at: whose command, under which entry, with what.
+#[derive(Debug, Clone, Copy)]
+pub struct ToCheck<'a> {
+    pub tenant: &'a TenantId,
+    pub actor: &'a Actor,
+    pub spec: &'a CommandSpec,
+    pub args: &'a Args,
 }

@@ -43,7 +43,7 @@ mod unadmitted;
 pub use crate::domain::message::MessageOutcome;
 pub use crate::store::{Admitted, ClaimedLookup, InboxEntry, NewInbound, Released};
 pub use arrival::{Arrival, ArrivalCounts, Wait};
-pub use from_above::{Precheck, Refused, StoredMessages};
+pub use from_above::{Precheck, Refused, StoredMessages, ToCheck};
 pub use handled::{CommandOutcome, Handled};
 pub use reprocess::Reprocessed;
 pub use turns::Turns;
@@ -307,7 +307,10 @@ impl Ingress {
         let reply_to = ReplyTo { command, what, executed_template: spec.reply.clone(), ..reply_to };
         // A reprocessed message is not asked anything: its command goes where the first one went.
         let refused = match reprocess_of {
-            None => self.precheck.refused(self.engine.database(), &self.policy, &tenant.id, actor, spec, &args).await?,
+            None => {
+                let asked = ToCheck { tenant: &tenant.id, actor, spec, args: &args };
+                self.precheck.refused(self.engine.database(), &self.policy, asked).await?
+            }
             Some(_) => None,
         };
         let roles = actor.roles.iter().cloned().collect();

@@ -21,10 +21,9 @@ use crate::domain::command::ShortRef;
 use crate::domain::command::TenantId;
 use crate::domain::directory::Actor;
 use crate::domain::lifecycle::recovery::RecoveryAction;
-use crate::domain::registry::CommandSpec;
 use crate::service::agents;
 use crate::service::database::Database;
-use crate::service::intake::Refused;
+use crate::service::intake::{Refused, ToCheck};
 use crate::service::ooc::resolve;
 use crate::service::recovery::admissible;
 use crate::service::security::Policy;
@@ -45,10 +44,7 @@ impl crate::service::intake::Precheck for Precheck {
         &self,
         database: &Database,
         policy: &Policy,
-        tenant: &TenantId,
-        actor: &Actor,
-        spec: &CommandSpec,
-        args: &Args,
+        ToCheck { tenant, actor, spec, args }: ToCheck<'_>,
     ) -> Result<Option<Refused>, StoreError> {
         let store = database.store();
         if spec.executor != GATEWAY || matches!(authz::decide(spec, &actor.scopes, false), AuthzDecision::Deny { .. }) {

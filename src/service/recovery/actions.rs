@@ -2,7 +2,6 @@
 //! compensate and reprocess.
 
 use serde_json::{Value, json};
-use time::OffsetDateTime;
 
 use crate::domain::command::ActorId;
 use crate::domain::command::Channel;
@@ -19,14 +18,13 @@ use crate::domain::lifecycle::recovery::RecoveryAction;
 use crate::domain::locks::Resource;
 use crate::service::dispatch;
 use crate::service::engine::Admission;
-use crate::service::engine::Engine;
 use crate::service::engine::MoveContext;
 use crate::service::intake::Ingress;
 use crate::service::intake::Reprocessed;
 use crate::service::security::Policy;
 use crate::store::{Admitted, StepOutcome, StepWrite, StoredCommand};
 
-use super::{Operator, Recovered, RecoveryError, decision, follow_up, linked, slug, status_of};
+use super::{Operator, Recovered, Recovering, RecoveryError, decision, follow_up, linked, slug, status_of};
 
 /// The operator's `cancel` as a command of its own, naming the target.
 fn cancel_request(operator: &Operator<'_>, target: &StoredCommand) -> Result<CommandRequest, RecoveryError> {
@@ -54,12 +52,8 @@ fn cancel_request(operator: &Operator<'_>, target: &StoredCommand) -> Result<Com
     })
 }
 
-pub(super) async fn cancel(
-    engine: &Engine,
-    operator: &Operator<'_>,
-    target: &StoredCommand,
-    now: OffsetDateTime,
-) -> Result<Recovered, RecoveryError> {
+pub(super) async fn cancel(recovering: &Recovering<'_>) -> Result<Recovered, RecoveryError> {
+    let Recovering { engine, operator, target, now } = *recovering;
     let e = &target.envelope;
     let request = cancel_request(operator, target)?;
     let admission = Admission {
@@ -67,7 +61,7 @@ pub(super) async fn cancel(
         decision: Some(decision(RecoveryAction::Cancel, operator, target)),
         ..Admission::default()
     };
-    let recovery_id = match admit(engine, operator, target, (request, admission), "the recovery command", now).await? {
+    let recovery_id = match admit(recovering, (request, admission), "the recovery command").await? {
         FollowUp::New(command_id) => command_id,
         FollowUp::AskedBefore(recovered) => return Ok(recovered),
     };
@@ -106,13 +100,11 @@ enum FollowUp {
 
 /// Admits a recovery's own command (`what` names it in a conflict).
 async fn admit(
-    engine: &Engine,
-    operator: &Operator<'_>,
-    target: &StoredCommand,
+    recovering: &Recovering<'_>,
     (request, admission): (CommandRequest, Admission<'_>),
     what: &str,
-    now: OffsetDateTime,
 ) -> Result<FollowUp, RecoveryError> {
+    let Recovering { engine, operator, target, now } = *recovering;
     match engine.accept_with(request, admission, now).await?.1 {
         Admitted::New { command_id, .. } => Ok(FollowUp::New(command_id)),
         Admitted::Replayed(d) | Admitted::InProgress(d) => {
@@ -141,13 +133,8 @@ fn cancel_contexts(
     (stop, MoveContext { decision: Some(recovered.into()), ..MoveContext::default() })
 }
 
-pub(super) async fn retry(
-    engine: &Engine,
-    policy: &Policy,
-    operator: &Operator<'_>,
-    target: &StoredCommand,
-    now: OffsetDateTime,
-) -> Result<Recovered, RecoveryError> {
+pub(super) async fn retry(recovering: &Recovering<'_>, policy: &Policy) -> Result<Recovered, RecoveryError> {
+    let Recovering { engine, operator, target, now } = *recovering;
     let e = &target.envelope;
     // A registry command goes to the targets of the entry it was admitted under; one submitted for
     // an agent (the hook bridge, a Standard Webhooks source) to the agents it went to.
@@ -180,18 +167,13 @@ pub(super) async fn retry(
     };
     // The failed command's own record says a retry was made, and by whom.
     let follows = Follows::Retry { idempotency_key: envelope.idempotency_key };
-    linked(engine, operator, target, follows, command_id, now).await
+    linked(recovering, follows, command_id).await
 }
 
 /// Runs the registry's compensation command for the target, with the target's arguments; the
 /// target becomes `compensated` only when that command has executed (see `delivery::dispatch`).
-pub(super) async fn compensate(
-    engine: &Engine,
-    policy: &Policy,
-    operator: &Operator<'_>,
-    target: &StoredCommand,
-    now: OffsetDateTime,
-) -> Result<Recovered, RecoveryError> {
+pub(super) async fn compensate(recovering: &Recovering<'_>, policy: &Policy) -> Result<Recovered, RecoveryError> {
+    let Recovering { operator, target, .. } = *recovering;
     let e = &target.envelope;
     let Some(spec) = policy.compensation_of(target).await? else {
         return Err(RecoveryError::Conflict("the registry declares no compensation for this command".into()));
@@ -207,24 +189,22 @@ pub(super) async fn compensate(
         lock: Resource::held_by(spec.lock, spec.kind, &request.intent),
         ..Admission::default()
     };
-    let command_id = match admit(engine, operator, target, (request, admission), "the compensation", now).await? {
+    let command_id = match admit(recovering, (request, admission), "the compensation").await? {
         FollowUp::New(command_id) => command_id,
         FollowUp::AskedBefore(recovered) => return Ok(recovered),
     };
     let follows = Follows::Compensation { command: spec.name.clone() };
-    linked(engine, operator, target, follows, command_id, now).await
+    linked(recovering, follows, command_id).await
 }
 
 /// Interprets the target's stored message again (after a registry or directory fix, say) and
 /// admits what it now means as a new command naming the target.
 pub(super) async fn reprocess(
+    recovering: &Recovering<'_>,
     ingress: &Ingress,
-    engine: &Engine,
-    operator: &Operator<'_>,
-    target: &StoredCommand,
     message: Option<(String, Value)>,
-    now: OffsetDateTime,
 ) -> Result<Recovered, RecoveryError> {
+    let Recovering { engine, target, now, .. } = *recovering;
     let e = &target.envelope;
     let Some((channel, raw)) = message else {
         return Err(RecoveryError::Conflict("the command did not come from a stored message".into()));
@@ -236,9 +216,7 @@ pub(super) async fn reprocess(
         return Err(RecoveryError::Conflict(format!("the stored {channel} message cannot be read again")));
     };
     match ingress.reprocess(target, &message, now).await? {
-        Reprocessed::Command(command_id) => {
-            linked(engine, operator, target, Follows::Reprocess {}, command_id, now).await
-        }
+        Reprocessed::Command(command_id) => linked(recovering, Follows::Reprocess {}, command_id).await,
         Reprocessed::NotACommand(why) => Err(RecoveryError::Conflict(format!(
             "under the current registry the message starts no command ({})",
             why.as_str()

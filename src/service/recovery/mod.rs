@@ -172,12 +172,22 @@ pub async fn recover(
             return Err(RecoveryError::StepUpRequired("the step-up token was used before".into()));
         }
     }
+    let recovering = Recovering { engine, operator, target: &target, now };
     match action {
-        RecoveryAction::Cancel => cancel(engine, operator, &target, now).await,
-        RecoveryAction::Retry => retry(engine, policy, operator, &target, now).await,
-        RecoveryAction::Compensate => compensate(engine, policy, operator, &target, now).await,
-        RecoveryAction::Reprocess => reprocess(ingress, engine, operator, &target, message, now).await,
+        RecoveryAction::Cancel => cancel(&recovering).await,
+        RecoveryAction::Retry => retry(&recovering, policy).await,
+        RecoveryAction::Compensate => compensate(&recovering, policy).await,
+        RecoveryAction::Reprocess => reprocess(&recovering, ingress, message).await,
     }
+}
+
+/// One recovery under way: who asks for it, of which command, as of when.
+#[derive(Clone, Copy)]
+pub(super) struct Recovering<'a> {
+    pub engine: &'a Engine,
+    pub operator: &'a Operator<'a>,
+    pub target: &'a StoredCommand,
+    pub now: OffsetDateTime,
 }
 
 pub(super) fn decision(action: RecoveryAction, operator: &Operator<'_>, target: &StoredCommand) -> Value {
@@ -229,13 +239,11 @@ pub(super) fn follow_up(
 /// Writes `recovery.requested` on the target, naming the recovery command that acts on it (the
 /// recovery command's own evidence names the target), and answers with both states.
 pub(super) async fn linked(
-    engine: &Engine,
-    operator: &Operator<'_>,
-    target: &StoredCommand,
+    recovering: &Recovering<'_>,
     follows: Follows,
     recovery_id: Uuid,
-    now: OffsetDateTime,
 ) -> Result<Recovered, RecoveryError> {
+    let Recovering { engine, operator, target, now } = *recovering;
     let e = &target.envelope;
     let decision = Decision::RecoveryRequested {
         recovery: follows.action(),

@@ -1,7 +1,7 @@
 //! `/v1/directory/actors[/{id}[/erasure]]`: the tenant's people.
 
 use axum::body::Bytes;
-use axum::extract::{Extension, Path, Query, State};
+use axum::extract::{Path, Query};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -11,7 +11,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::{ActorView, IfMatch, READ, WRITE, changing, refusal};
 use crate::domain::directory::PersonFields;
-use crate::http::auth::{Principal, require};
+use crate::http::auth::{Caller, Principal, require};
 use crate::http::error::invalid_body;
 use crate::http::responses::{BearerErrors, NoSuchPerson, PROBLEM_JSON, ProblemDocument, StaleVersion};
 use crate::http::{ApiError, AppState, Problem};
@@ -60,22 +60,12 @@ pub struct ActorPage {
     pub next_cursor: Option<String>,
 }
 
-#[utoipa::path(
-    get,
-    path = "/v1/directory/actors",
-    operation_id = "list_actors",
-    tag = "directory",
-    security(("bearer" = ["directory:read"])),
-    params(ListQuery),
-    responses(
-        (status = 200, description = "A page of people", body = ActorPage),
-        (status = 400, description = "A bad filter", content_type = PROBLEM_JSON, body = ProblemDocument),
-        BearerErrors
-    )
-)]
+#[utoipa::path(get, path = "/v1/directory/actors", operation_id = "list_actors", tag = "directory",
+    security(("bearer" = ["directory:read"])), params(ListQuery),
+    responses((status = 200, description = "A page of people", body = ActorPage),
+    (status = 400, description = "A bad filter", content_type = PROBLEM_JSON, body = ProblemDocument), BearerErrors))]
 pub(crate) async fn list(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    Caller { state, principal }: Caller,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<ActorPage>, ApiError> {
     let limit = query.limit.unwrap_or(50);
@@ -93,28 +83,14 @@ pub(crate) async fn list(
     Ok(Json(ActorPage { actors: page.iter().map(ActorView::of).collect(), next_cursor }))
 }
 
-#[utoipa::path(
-    post,
-    path = "/v1/directory/actors",
-    operation_id = "create_actor",
-    tag = "directory",
-    security(("bearer" = ["directory:write"])),
-    request_body = PersonFields,
-    responses(
-        (status = 201, description = "Made", body = ActorView),
-        (status = 400, description = "Not a person's fields", content_type = PROBLEM_JSON, body = ProblemDocument),
-        (status = 409, description = "The id or an address is taken", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
-        (status = 422, description = "A role the tenant lacks, an odd value", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
-        BearerErrors
-    )
-)]
-pub(crate) async fn create(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
-    body: Bytes,
-) -> Result<Response, ApiError> {
+#[utoipa::path(post, path = "/v1/directory/actors", operation_id = "create_actor", tag = "directory",
+    security(("bearer" = ["directory:write"])), request_body = PersonFields,
+    responses((status = 201, description = "Made", body = ActorView),
+    (status = 400, description = "Not a person's fields", content_type = PROBLEM_JSON, body = ProblemDocument),
+    (status = 409, description = "The id or an address is taken", content_type = PROBLEM_JSON, body = ProblemDocument),
+    (status = 422, description = "A role the tenant lacks, an odd value", content_type = PROBLEM_JSON,
+        body = ProblemDocument), BearerErrors))]
+pub(crate) async fn create(Caller { state, principal }: Caller, body: Bytes) -> Result<Response, ApiError> {
     let fields = read_fields(&body)?;
     let stored = state.policy.people.create(&changing(&principal), &fields).await.map_err(refusal)?;
     let location = format!("/v1/directory/actors/{}", stored.person.id);
@@ -125,22 +101,11 @@ pub(crate) async fn create(
     Ok(with_etag(response, stored.version))
 }
 
-#[utoipa::path(
-    get,
-    path = "/v1/directory/actors/{id}",
-    operation_id = "get_actor",
-    tag = "directory",
-    security(("bearer" = ["directory:read"])),
-    params(PersonPath),
-    responses(
-        (status = 200, description = "The person", body = ActorView),
-        NoSuchPerson,
-        BearerErrors
-    )
-)]
+#[utoipa::path(get, path = "/v1/directory/actors/{id}", operation_id = "get_actor", tag = "directory",
+    security(("bearer" = ["directory:read"])), params(PersonPath),
+    responses((status = 200, description = "The person", body = ActorView), NoSuchPerson, BearerErrors))]
 pub(crate) async fn read(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    Caller { state, principal }: Caller,
     Path(PersonPath(id)): Path<PersonPath>,
 ) -> Result<Response, ApiError> {
     let stored = state.policy.people.get(&principal.tenant, &id).await?;
@@ -148,31 +113,18 @@ pub(crate) async fn read(
     Ok(with_etag(Json(ActorView::of(&stored)).into_response(), stored.version))
 }
 
-#[utoipa::path(
-    patch,
-    path = "/v1/directory/actors/{id}",
-    operation_id = "update_actor",
-    tag = "directory",
-    security(("bearer" = ["directory:write"])),
-    params(
-        PersonPath,
-        IfMatch
-    ),
+#[utoipa::path(patch, path = "/v1/directory/actors/{id}", operation_id = "update_actor", tag = "directory",
+    security(("bearer" = ["directory:write"])), params(PersonPath, IfMatch),
     request_body(content = PersonFields, description = "The fields to change; `{\"active\": false}` deactivates"),
-    responses(
-        (status = 200, description = "Changed", body = ActorView),
-        (status = 400, description = "Not a person's fields", content_type = PROBLEM_JSON, body = ProblemDocument),
-        NoSuchPerson,
-        (status = 409, description = "An address is taken", content_type = PROBLEM_JSON, body = ProblemDocument),
-        StaleVersion,
-        (status = 422, description = "A role the tenant lacks, an odd value", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
-        BearerErrors
-    )
-)]
+    responses((status = 200, description = "Changed", body = ActorView),
+    (status = 400, description = "Not a person's fields", content_type = PROBLEM_JSON, body = ProblemDocument),
+    NoSuchPerson,
+    (status = 409, description = "An address is taken", content_type = PROBLEM_JSON, body = ProblemDocument),
+    StaleVersion,
+    (status = 422, description = "A role the tenant lacks, an odd value", content_type = PROBLEM_JSON,
+        body = ProblemDocument), BearerErrors))]
 pub(crate) async fn update(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    Caller { state, principal }: Caller,
     Path(PersonPath(id)): Path<PersonPath>,
     IfMatch { version }: IfMatch,
     body: Bytes,
@@ -182,27 +134,13 @@ pub(crate) async fn update(
     Ok(with_etag(Json(ActorView::of(&stored)).into_response(), stored.version))
 }
 
-#[utoipa::path(
-    delete,
-    path = "/v1/directory/actors/{id}",
-    operation_id = "delete_actor",
-    tag = "directory",
-    security(("bearer" = ["directory:write"])),
-    params(
-        PersonPath,
-        IfMatch
-    ),
-    responses(
-        (status = 204, description = "Deleted from the directory (their commands stay; see erasure)"),
-        (status = 400, description = "A bad `If-Match`", content_type = PROBLEM_JSON, body = ProblemDocument),
-        NoSuchPerson,
-        StaleVersion,
-        BearerErrors
-    )
-)]
+#[utoipa::path(delete, path = "/v1/directory/actors/{id}", operation_id = "delete_actor", tag = "directory",
+    security(("bearer" = ["directory:write"])), params(PersonPath, IfMatch),
+    responses((status = 204, description = "Deleted from the directory (their commands stay; see erasure)"),
+    (status = 400, description = "A bad `If-Match`", content_type = PROBLEM_JSON, body = ProblemDocument), NoSuchPerson,
+    StaleVersion, BearerErrors))]
 pub(crate) async fn remove(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    Caller { state, principal }: Caller,
     Path(PersonPath(id)): Path<PersonPath>,
     IfMatch { version }: IfMatch,
 ) -> Result<StatusCode, ApiError> {
@@ -210,30 +148,18 @@ pub(crate) async fn remove(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[utoipa::path(
-    post,
-    path = "/v1/directory/actors/{id}/erasure",
-    operation_id = "erase_actor",
-    tag = "directory",
+#[utoipa::path(post, path = "/v1/directory/actors/{id}/erasure", operation_id = "erase_actor", tag = "directory",
     security(("bearer" = ["directory:write"])),
-    params(
-        PersonPath,
+    params(PersonPath,
         ("Step-Up" = Option<String>, Header,
-            description = "A step-up JWT bound to the erasure (its `command_id` and `idempotency_key` as the 401 says)")
-    ),
-    responses(
-        (status = 200, description = "Erased", body = ErasureReport),
-        (status = 401, description = "A step-up proof is needed, or the one sent is not valid",
-            content_type = PROBLEM_JSON, body = ProblemDocument),
-        NoSuchPerson,
-        (status = 409, description = "The step-up token was used before", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
-        BearerErrors
-    )
-)]
+            description = "A step-up JWT bound to the erasure (its `command_id` and `idempotency_key` as the 401 \
+                says)")), responses((status = 200, description = "Erased", body = ErasureReport),
+    (status = 401, description = "A step-up proof is needed, or the one sent is not valid", content_type = PROBLEM_JSON,
+        body = ProblemDocument), NoSuchPerson,
+    (status = 409, description = "The step-up token was used before", content_type = PROBLEM_JSON,
+        body = ProblemDocument), BearerErrors))]
 pub(crate) async fn erase(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    Caller { state, principal }: Caller,
     Path(PersonPath(id)): Path<PersonPath>,
     headers: HeaderMap,
 ) -> Result<Json<ErasureReport>, ApiError> {

@@ -3,7 +3,6 @@
 //! file of 100,000 people is never held whole; the export is written a page at a time.
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -12,7 +11,7 @@ use futures_util::StreamExt;
 
 use super::{READ, WRITE, changing};
 use crate::domain::directory::PersonFields;
-use crate::http::auth::{Principal, require};
+use crate::http::auth::{Caller, require};
 use crate::http::responses::{BearerErrors, PROBLEM_JSON, ProblemDocument};
 use crate::http::{ApiError, AppState, Problem};
 use crate::service::directory::{ImportFormat, ImportReport, Importer};
@@ -60,8 +59,7 @@ pub fn export_router() -> Router<AppState> {
     )
 )]
 pub(crate) async fn import(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    Caller { state, principal }: Caller,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<ImportReport>, ApiError> {
@@ -89,19 +87,11 @@ pub(crate) async fn import(
     Ok(Json(report))
 }
 
-#[utoipa::path(
-    get,
-    path = "/v1/directory/export",
-    operation_id = "export_actors",
-    tag = "directory",
+#[utoipa::path(get, path = "/v1/directory/export", operation_id = "export_actors", tag = "directory",
     security(("bearer" = ["directory:read"])),
-    responses(
-        (status = 200, description = "Every person, one JSON line each, as the import takes them",
-            content_type = "application/x-ndjson", body = String),
-        BearerErrors
-    )
-)]
-pub(crate) async fn export(State(state): State<AppState>, Extension(principal): Extension<Principal>) -> Response {
+    responses((status = 200, description = "Every person, one JSON line each, as the import takes them",
+            content_type = "application/x-ndjson", body = String), BearerErrors))]
+pub(crate) async fn export(Caller { state, principal }: Caller) -> Response {
     let (people, tenant) = (state.policy.people.clone(), principal.tenant.clone());
     let pages = futures_util::stream::unfold(Some(String::new()), move |after| {
         let (people, tenant) = (people.clone(), tenant.clone());

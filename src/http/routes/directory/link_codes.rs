@@ -1,7 +1,7 @@
 //! `/v1/directory/actors/{id}/link-codes`: a one-time code a listed person sends from another
 //! channel or number ("link K7M2QX9P") to add it to their entry (issue #48).
 
-use axum::extract::{Extension, Path, State};
+use axum::extract::Path;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -13,7 +13,7 @@ use utoipa::ToSchema;
 use super::actors::PersonPath;
 use super::{WRITE, refusal};
 use crate::domain::instants::rfc3339;
-use crate::http::auth::{Principal, require};
+use crate::http::auth::{Caller, require};
 use crate::http::responses::{BearerErrors, NoSuchPerson};
 use crate::http::{ApiError, AppState};
 use crate::service::directory::IssuedCode;
@@ -40,23 +40,12 @@ impl LinkCodeView {
     }
 }
 
-#[utoipa::path(
-    post,
-    path = "/v1/directory/actors/{id}/link-codes",
-    operation_id = "issue_link_code",
-    tag = "directory",
-    security(("bearer" = ["directory:write"])),
-    params(PersonPath),
-    responses(
-        (status = 201, description = "A new one-time code (a person's oldest pending one stops counting past \
-            `ingest.link_codes_pending`)", body = LinkCodeView),
-        NoSuchPerson,
-        BearerErrors
-    )
-)]
+#[utoipa::path(post, path = "/v1/directory/actors/{id}/link-codes", operation_id = "issue_link_code", tag = "directory",
+    security(("bearer" = ["directory:write"])), params(PersonPath),
+    responses((status = 201, description = "A new one-time code (a person's oldest pending one stops counting past \
+            `ingest.link_codes_pending`)", body = LinkCodeView), NoSuchPerson, BearerErrors))]
 pub(crate) async fn issue(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    Caller { state, principal }: Caller,
     Path(PersonPath(id)): Path<PersonPath>,
 ) -> Result<Response, ApiError> {
     let now = OffsetDateTime::now_utc();

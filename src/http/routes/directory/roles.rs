@@ -1,7 +1,7 @@
 //! `/v1/directory/roles[/{name}]`: the tenant's roles and the scopes each grants.
 
 use axum::body::Bytes;
-use axum::extract::{Extension, Path, State};
+use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::routing::get;
 use axum::{Json, Router};
@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::{READ, WRITE, changing, refusal};
-use crate::http::auth::{Principal, require};
+use crate::http::auth::{Caller, Principal, require};
 use crate::http::body::decode_json;
 use crate::http::error::invalid_body;
 use crate::http::responses::{BearerErrors, PROBLEM_JSON, ProblemDocument};
@@ -48,18 +48,10 @@ pub struct RoleBody {
     pub scopes: Vec<String>,
 }
 
-#[utoipa::path(
-    get,
-    path = "/v1/directory/roles",
-    operation_id = "list_roles",
-    tag = "directory",
+#[utoipa::path(get, path = "/v1/directory/roles", operation_id = "list_roles", tag = "directory",
     security(("bearer" = ["directory:read"])),
-    responses((status = 200, description = "The tenant's roles", body = RoleList), BearerErrors)
-)]
-pub(crate) async fn list(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
-) -> Result<Json<RoleList>, ApiError> {
+    responses((status = 200, description = "The tenant's roles", body = RoleList), BearerErrors))]
+pub(crate) async fn list(Caller { state, principal }: Caller) -> Result<Json<RoleList>, ApiError> {
     let roles = state.engine.reads().roles(&principal.tenant).await?;
     let roles = roles
         .into_iter()
@@ -69,25 +61,15 @@ pub(crate) async fn list(
     Ok(Json(RoleList { roles, unknown_sender_role }))
 }
 
-#[utoipa::path(
-    put,
-    path = "/v1/directory/roles/{name}",
-    operation_id = "set_role",
-    tag = "directory",
+#[utoipa::path(put, path = "/v1/directory/roles/{name}", operation_id = "set_role", tag = "directory",
     security(("bearer" = ["directory:write"])),
     params(("name" = String, Path, description = "The role's name (letters, digits, `-`, `_`)")),
-    request_body = RoleBody,
-    responses(
-        (status = 204, description = "Set"),
-        (status = 400, description = "Not a role's body", content_type = PROBLEM_JSON, body = ProblemDocument),
-        (status = 422, description = "An odd name or scope, or a deployment's scope", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
-        BearerErrors
-    )
-)]
+    request_body = RoleBody, responses((status = 204, description = "Set"),
+    (status = 400, description = "Not a role's body", content_type = PROBLEM_JSON, body = ProblemDocument),
+    (status = 422, description = "An odd name or scope, or a deployment's scope", content_type = PROBLEM_JSON,
+        body = ProblemDocument), BearerErrors))]
 pub(crate) async fn set(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    Caller { state, principal }: Caller,
     Path(name): Path<String>,
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
@@ -96,24 +78,14 @@ pub(crate) async fn set(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[utoipa::path(
-    delete,
-    path = "/v1/directory/roles/{name}",
-    operation_id = "remove_role",
-    tag = "directory",
-    security(("bearer" = ["directory:write"])),
-    params(("name" = String, Path, description = "The role's name")),
-    responses(
-        (status = 204, description = "Removed"),
-        (status = 404, description = "No such role", content_type = PROBLEM_JSON, body = ProblemDocument),
-        (status = 409, description = "People (or unknown senders) hold it", content_type = PROBLEM_JSON,
-            body = ProblemDocument),
-        BearerErrors
-    )
-)]
+#[utoipa::path(delete, path = "/v1/directory/roles/{name}", operation_id = "remove_role", tag = "directory",
+    security(("bearer" = ["directory:write"])), params(("name" = String, Path, description = "The role's name")),
+    responses((status = 204, description = "Removed"),
+    (status = 404, description = "No such role", content_type = PROBLEM_JSON, body = ProblemDocument),
+    (status = 409, description = "People (or unknown senders) hold it", content_type = PROBLEM_JSON,
+        body = ProblemDocument), BearerErrors))]
 pub(crate) async fn remove(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    Caller { state, principal }: Caller,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let stranger = stranger_role(&state, &principal);

@@ -165,19 +165,10 @@ pub(crate) fn accepted(command_id: Uuid) -> Response {
 }
 
 /// `POST /hooks/wake`: `{"text": "...", "mode": "now" | "next-heartbeat"}`.
-#[utoipa::path(
-    post,
-    path = "/hooks/wake",
-    tag = "hooks",
-    security(("hooks_token" = []), ("hooks_header" = [])),
-    params(HookHeaders),
-    request_body(content = serde_json::Value, content_type = "application/json"),
-    responses(
-        (status = 200, description = "Woken: the command is stored and queued for the default agent",
-            body = HookAnswer, headers(("Location" = String, description = "The command's status"))),
-        HookErrors
-    )
-)]
+#[utoipa::path(post, path = "/hooks/wake", tag = "hooks", security(("hooks_token" = []), ("hooks_header" = [])),
+    params(HookHeaders), request_body(content = serde_json::Value, content_type = "application/json"),
+    responses((status = 200, description = "Woken: the command is stored and queued for the default agent",
+            body = HookAnswer, headers(("Location" = String, description = "The command's status"))), HookErrors))]
 pub(crate) async fn wake(State(state): State<AppState>, call: HookPost) -> Result<Response, ApiError> {
     Ok(answer(hooks::wake(&state.ingress, &state.config, &call.request()).await?, state.config.hooks.accepted_status))
 }

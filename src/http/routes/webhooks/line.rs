@@ -20,16 +20,11 @@ pub struct Doc;
 
 /// LINE's webhook: answered 200 once its events' messages are stored (LINE redelivers what got
 /// no 2xx, with the same `webhookEventId`).
-#[utoipa::path(
-    post,
-    path = "/webhooks/line",
-    operation_id = "receive_line_webhook",
-    tag = "webhooks",
+#[utoipa::path(post, path = "/webhooks/line", operation_id = "receive_line_webhook", tag = "webhooks",
     params(("x-line-signature" = String, Header, description = "base64 HMAC-SHA256 of the body")),
     request_body(content = line::events::WebhookBody, content_type = "application/json",
         description = "LINE's webhook: `destination` and `events`"),
-    responses((status = 200, description = "Its events' messages stored (or seen before)"), ProviderErrors)
-)]
+    responses((status = 200, description = "Its events' messages stored (or seen before)"), ProviderErrors))]
 pub(crate) async fn receive(State(state): State<AppState>, post: ProviderPost) -> Result<StatusCode, ApiError> {
     line::receive(&state.ingress, &state.config, post.posted()).await?;
     Ok(StatusCode::OK)

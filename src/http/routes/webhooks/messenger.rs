@@ -56,17 +56,12 @@ pub(crate) async fn verify_app(
     super::whatsapp::verify_app(config, name, query).await
 }
 
-#[utoipa::path(
-    post,
-    path = "/webhooks/messenger",
-    operation_id = "receive_messenger_delivery",
-    tag = "webhooks",
+#[utoipa::path(post, path = "/webhooks/messenger", operation_id = "receive_messenger_delivery", tag = "webhooks",
     params(MetaSignature),
     request_body(content = messenger::payload::NotificationBody, content_type = "application/json",
         description = "A page or instagram notification"),
     responses((status = 200, description = "Its messages stored, its statuses recorded", body = DeliverySummary),
-        ProviderErrors)
-)]
+    ProviderErrors))]
 pub(crate) async fn receive(
     State(state): State<AppState>,
     post: ProviderPost,
@@ -74,17 +69,12 @@ pub(crate) async fn receive(
     Ok(Json(messenger::receive(&state.ingress, &state.config, None, post.posted()).await?))
 }
 
-#[utoipa::path(
-    post,
-    path = "/webhooks/messenger/{app}",
-    operation_id = "receive_messenger_delivery_of_app",
-    tag = "webhooks",
-    params(AppName, MetaSignature),
+#[utoipa::path(post, path = "/webhooks/messenger/{app}", operation_id = "receive_messenger_delivery_of_app",
+    tag = "webhooks", params(AppName, MetaSignature),
     request_body(content = messenger::payload::NotificationBody, content_type = "application/json",
         description = "A page or instagram notification"),
     responses((status = 200, description = "Its messages stored, its statuses recorded", body = DeliverySummary),
-        ProviderErrors)
-)]
+    ProviderErrors))]
 pub(crate) async fn receive_app(
     State(state): State<AppState>,
     Path(AppName(name)): Path<AppName>,

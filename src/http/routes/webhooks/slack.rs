@@ -27,55 +27,32 @@ pub struct Doc;
 #[allow(dead_code)] // Read by the document only.
 pub(crate) struct SlackSignature(String, String);
 
-#[utoipa::path(
-    post,
-    path = "/webhooks/slack/events",
-    operation_id = "receive_slack_event",
-    tag = "webhooks",
+#[utoipa::path(post, path = "/webhooks/slack/events", operation_id = "receive_slack_event", tag = "webhooks",
     params(SlackSignature),
     request_body(content = slack::payload::EventsBody, content_type = "application/json",
         description = "An Events API request"),
-    responses(
-        (status = 200, description = "Stored (or seen before); a handshake's challenge", body = EventAnswer),
-        ProviderErrors
-    )
-)]
+    responses((status = 200, description = "Stored (or seen before); a handshake's challenge", body = EventAnswer),
+    ProviderErrors))]
 pub(crate) async fn events(State(state): State<AppState>, post: ProviderPost) -> Result<Json<EventAnswer>, ApiError> {
     Ok(Json(slack::receive_event(&state.ingress, &state.config, post.posted()).await?))
 }
 
-#[utoipa::path(
-    post,
-    path = "/webhooks/slack/commands",
-    operation_id = "receive_slack_command",
-    tag = "webhooks",
+#[utoipa::path(post, path = "/webhooks/slack/commands", operation_id = "receive_slack_command", tag = "webhooks",
     params(SlackSignature),
     request_body(content = slack::payload::SlashCommandForm, content_type = "application/x-www-form-urlencoded",
         description = "A slash command"),
-    responses(
-        (status = 200, description = "Stored; the replies follow in the channel. Slack's certificate check \
-            (`ssl_check=1`) is answered 200 too, before the signature, and stores nothing"),
-        ProviderErrors
-    )
-)]
+    responses((status = 200, description = "Stored; the replies follow in the channel. Slack's certificate check \
+            (`ssl_check=1`) is answered 200 too, before the signature, and stores nothing"), ProviderErrors))]
 pub(crate) async fn commands(State(state): State<AppState>, post: ProviderPost) -> Result<StatusCode, ApiError> {
     slack::receive_form(&state.ingress, &state.config, post.posted(), Form::Command).await?;
     Ok(StatusCode::OK)
 }
 
-#[utoipa::path(
-    post,
-    path = "/webhooks/slack/interactivity",
-    operation_id = "receive_slack_interaction",
-    tag = "webhooks",
-    params(SlackSignature),
-    request_body(
-        content = slack::payload::InteractionForm,
-        content_type = "application/x-www-form-urlencoded",
-        description = "An interaction: `payload`, a `block_actions` JSON"
-    ),
-    responses((status = 200, description = "The button tap stored"), ProviderErrors)
-)]
+#[utoipa::path(post, path = "/webhooks/slack/interactivity", operation_id = "receive_slack_interaction",
+    tag = "webhooks", params(SlackSignature),
+    request_body(content = slack::payload::InteractionForm, content_type = "application/x-www-form-urlencoded",
+        description = "An interaction: `payload`, a `block_actions` JSON"),
+    responses((status = 200, description = "The button tap stored"), ProviderErrors))]
 pub(crate) async fn interactivity(State(state): State<AppState>, post: ProviderPost) -> Result<StatusCode, ApiError> {
     slack::receive_form(&state.ingress, &state.config, post.posted(), Form::Interaction).await?;
     Ok(StatusCode::OK)

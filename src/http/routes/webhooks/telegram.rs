@@ -17,20 +17,12 @@ pub fn router() -> Router<AppState> {
 #[openapi(paths(receive))]
 pub struct Doc;
 
-#[utoipa::path(
-    post,
-    path = "/webhooks/telegram",
-    operation_id = "receive_telegram_update",
-    tag = "webhooks",
+#[utoipa::path(post, path = "/webhooks/telegram", operation_id = "receive_telegram_update", tag = "webhooks",
     params(("X-Telegram-Bot-Api-Secret-Token" = String, Header)),
     request_body(content = telegram::update::UpdateBody, content_type = "application/json",
         description = "A Telegram `Update`"),
-    responses(
-        (status = 200, description = "Its message stored (or seen before); a button tap's query answered with it",
-            body = WebhookAnswer),
-        ProviderErrors
-    )
-)]
+    responses((status = 200, description = "Its message stored (or seen before); a button tap's query answered with it",
+            body = WebhookAnswer), ProviderErrors))]
 pub(crate) async fn receive(
     State(state): State<AppState>,
     post: ProviderPost,

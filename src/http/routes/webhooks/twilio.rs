@@ -26,41 +26,22 @@ pub struct Doc;
 #[allow(dead_code)] // Read by the document only.
 pub(crate) struct TwilioSignature(String);
 
-#[utoipa::path(
-    post,
-    path = "/webhooks/twilio",
-    operation_id = "receive_twilio_message",
-    tag = "webhooks",
+#[utoipa::path(post, path = "/webhooks/twilio", operation_id = "receive_twilio_message", tag = "webhooks",
     params(TwilioSignature),
-    request_body(
-        content = twilio::form::MessageForm,
-        content_type = "application/x-www-form-urlencoded",
-        description = "Twilio's messaging webhook parameters"
-    ),
-    responses(
-        (status = 200, description = "TwiML: the replies due at once, or an empty `<Response/>`",
-            content_type = "text/xml", body = String),
-        TwilioErrors
-    )
-)]
+    request_body(content = twilio::form::MessageForm, content_type = "application/x-www-form-urlencoded",
+        description = "Twilio's messaging webhook parameters"),
+    responses((status = 200, description = "TwiML: the replies due at once, or an empty `<Response/>`",
+            content_type = "text/xml", body = String), TwilioErrors))]
 pub(crate) async fn receive(State(state): State<AppState>, post: ProviderPost) -> Result<Response, ApiError> {
     let twiml = twilio::receive_message(&state.ingress, &state.config, post.posted()).await?;
     Ok(([(header::CONTENT_TYPE, "text/xml; charset=utf-8")], twiml).into_response())
 }
 
-#[utoipa::path(
-    post,
-    path = "/webhooks/twilio/status",
-    operation_id = "receive_twilio_status",
-    tag = "webhooks",
+#[utoipa::path(post, path = "/webhooks/twilio/status", operation_id = "receive_twilio_status", tag = "webhooks",
     params(TwilioSignature),
-    request_body(
-        content = twilio::form::StatusForm,
-        content_type = "application/x-www-form-urlencoded",
-        description = "Twilio's status callback parameters"
-    ),
-    responses((status = 204, description = "Recorded (or about a message this gateway did not send)"), TwilioErrors)
-)]
+    request_body(content = twilio::form::StatusForm, content_type = "application/x-www-form-urlencoded",
+        description = "Twilio's status callback parameters"),
+    responses((status = 204, description = "Recorded (or about a message this gateway did not send)"), TwilioErrors))]
 pub(crate) async fn status(State(state): State<AppState>, post: ProviderPost) -> Result<StatusCode, ApiError> {
     twilio::receive_status(&state.ingress, &state.config, post.posted()).await?;
     Ok(StatusCode::NO_CONTENT)

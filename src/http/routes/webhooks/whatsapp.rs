@@ -58,16 +58,11 @@ fn challenge(text: String) -> Result<Response, ApiError> {
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response())
 }
 
-#[utoipa::path(
-    post,
-    path = "/webhooks/whatsapp",
-    tag = "webhooks",
-    params(MetaSignature),
+#[utoipa::path(post, path = "/webhooks/whatsapp", tag = "webhooks", params(MetaSignature),
     request_body(content = crate::channels::whatsapp::payload::NotificationBody, content_type = "application/json",
         description = "A WhatsApp Business Account notification"),
     responses((status = 200, description = "Its messages stored, its statuses recorded", body = DeliverySummary),
-        ProviderErrors)
-)]
+    ProviderErrors))]
 pub(crate) async fn receive_default(
     State(state): State<AppState>,
     post: ProviderPost,
@@ -75,16 +70,11 @@ pub(crate) async fn receive_default(
     Ok(Json(webhook::receive(&state.ingress, &state.config, None, post.posted()).await?))
 }
 
-#[utoipa::path(
-    post,
-    path = "/webhooks/whatsapp/{app}",
-    tag = "webhooks",
-    params(AppName, MetaSignature),
+#[utoipa::path(post, path = "/webhooks/whatsapp/{app}", tag = "webhooks", params(AppName, MetaSignature),
     request_body(content = crate::channels::whatsapp::payload::NotificationBody, content_type = "application/json",
         description = "A WhatsApp Business Account notification"),
     responses((status = 200, description = "Its messages stored, its statuses recorded", body = DeliverySummary),
-        ProviderErrors)
-)]
+    ProviderErrors))]
 pub(crate) async fn receive_app(
     State(state): State<AppState>,
     Path(AppName(name)): Path<AppName>,
