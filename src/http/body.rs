@@ -1,10 +1,26 @@
 //! JSON request bodies: one way to read them, so every route answers the same 400 and reads numbers
 //! the way JSON Schema does.
 
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde_json::{Number, Value};
 
 use crate::http::error::{ApiError, invalid_body};
+
+/// A JSON body as the route's type `T`, read by [`read_json`]: the handler that takes it runs
+/// only for a body that is one (a body too large is refused as the body limit says).
+pub(crate) struct JsonBody<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Response> {
+        let bytes = Bytes::from_request(request, state).await.map_err(IntoResponse::into_response)?;
+        read_json(&bytes).map(JsonBody).map_err(IntoResponse::into_response)
+    }
+}
 
 /// A body as the route's type, or a 400 `invalid_body` that says what was wrong.
 pub(crate) fn read_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {

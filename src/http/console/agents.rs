@@ -8,15 +8,13 @@ use serde::Deserialize;
 
 use super::frame;
 use super::page::{PageError, render};
-use super::session::{Changing, Signed};
-use crate::http::AppState;
+use super::session::{AgentsAdmin, AgentsRead, Changing, Reading};
 use crate::http::auth::Caller;
 use crate::http::routes::agents::{list as list_agents, pause, resume};
 use crate::service::agents::ADMIN_SCOPE;
 
 /// `GET /console/agents`.
-pub(super) async fn list(State(state): State<AppState>, signed: Signed) -> Result<Response, PageError> {
-    signed.require("agents:read")?;
+pub(super) async fn list(Reading { state, signed, .. }: Reading<AgentsRead>) -> Result<Response, PageError> {
     let agents = list_agents(State(state.clone())).await?.0.agents;
     let can_change = signed.principal().scopes.contains(ADMIN_SCOPE);
     let vars = context! {
@@ -30,11 +28,9 @@ pub(super) struct NoFields {}
 
 /// `POST /console/agents/{agent}/pause` and `.../resume`.
 pub(super) async fn change(
-    State(state): State<AppState>,
     Path((agent, change)): Path<(String, String)>,
-    Changing { signed, .. }: Changing<NoFields>,
+    Changing { state, signed, .. }: Changing<AgentsAdmin, NoFields>,
 ) -> Result<Response, PageError> {
-    signed.require(ADMIN_SCOPE)?;
     let caller = Caller { state, principal: signed.principal().clone() };
     let path = Path(agent);
     let _moved = match change.as_str() {

@@ -4,7 +4,7 @@
 //! A button decides as the API does (`routes::approvals::decide_as`), as the session's subject,
 //! with the step-up token the form carries where a rule asks its approvers to step up.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use minijinja::context;
@@ -13,9 +13,8 @@ use uuid::Uuid;
 
 use super::frame;
 use super::page::{PageError, render};
-use super::session::{Changing, Signed};
-use crate::http::AppState;
-use crate::http::routes::approvals::{DECIDE, DecisionBody, DecisionWord, READ, decide_as};
+use super::session::{ApprovalsDecide, ApprovalsRead, Changing, Reading};
+use crate::http::routes::approvals::{DECIDE, DecisionBody, DecisionWord, decide_as};
 use crate::service::approvals::view;
 
 /// How many pending approvals the page shows, oldest first.
@@ -30,11 +29,9 @@ pub(super) struct Shown {
 
 /// `GET /console/approvals`.
 pub(super) async fn list(
-    State(state): State<AppState>,
-    signed: Signed,
+    Reading { state, signed, .. }: Reading<ApprovalsRead>,
     Query(shown): Query<Shown>,
 ) -> Result<Response, PageError> {
-    signed.require(READ)?;
     let approvals = view::pending(&state.engine, &signed.principal().tenant, SHOWN).await?;
     let can_decide = signed.principal().scopes.contains(DECIDE);
     let decided = shown.decided.filter(|d| matches!(d.as_str(), "approved" | "recorded" | "denied"));
@@ -54,11 +51,9 @@ pub(super) struct DecisionForm {
 
 /// `POST /console/approvals/{id}/decision`: the operator's own decision, counted once.
 pub(super) async fn decide(
-    State(state): State<AppState>,
     Path(id): Path<Uuid>,
-    Changing { signed, form }: Changing<DecisionForm>,
+    Changing { state, signed, form, .. }: Changing<ApprovalsDecide, DecisionForm>,
 ) -> Result<Response, PageError> {
-    signed.require(DECIDE)?;
     let step_up_token = Some(form.step_up.trim().to_owned()).filter(|t| !t.is_empty());
     let body = DecisionBody { decision: form.decision, reason: None, step_up_token };
     let made = decide_as(&state, signed.principal(), id, body, "console").await?;

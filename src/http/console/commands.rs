@@ -1,7 +1,7 @@
 //! The Commands page (newest first, filters, live rows) and a command's page (its timeline,
 //! envelope, deliveries, evidence with its chain links, trace, and the recovery it allows).
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use minijinja::context;
@@ -10,7 +10,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::page::{PageError, render};
-use super::session::Signed;
+use super::session::{CommandsRead, Reading, Signed};
 use super::{Row, form_key, frame};
 use crate::domain::command::ShortRef;
 use crate::domain::lifecycle::State as CommandState;
@@ -72,11 +72,9 @@ async fn rows(state: &AppState, signed: &Signed, filter: &Filter) -> Result<(Vec
 
 /// `GET /console/commands`.
 pub(super) async fn list(
-    State(state): State<AppState>,
-    signed: Signed,
+    Reading { state, signed, .. }: Reading<CommandsRead>,
     Query(filter): Query<Filter>,
 ) -> Result<Response, PageError> {
-    signed.require("commands:read")?;
     let (commands, next) = rows(&state, &signed, &filter).await?;
     let states: Vec<&str> = CommandState::ALL.iter().map(|s| s.as_str()).collect();
     let registry = state.policy.registry.current();
@@ -92,12 +90,10 @@ pub(super) async fn list(
 /// `GET /console/commands/{id}/row?{filters}`: the command's row, if the filters admit it (204
 /// if not): what the live list puts on top or in place.
 pub(super) async fn row(
-    State(state): State<AppState>,
-    signed: Signed,
+    Reading { state, signed, .. }: Reading<CommandsRead>,
     Path(id): Path<String>,
     Query(filter): Query<Filter>,
 ) -> Result<Response, PageError> {
-    signed.require("commands:read")?;
     let id: Uuid = id.parse().map_err(|_| PageError::NotFound)?;
     let command = state.engine.reads().command(&signed.principal().tenant, id).await?.ok_or(PageError::NotFound)?;
     // Listed from this command on (the cursor is exclusive): the filters decide on it alone.
@@ -123,11 +119,9 @@ struct DeliveryPanel {
 
 /// `GET /console/commands/{id}`: another tenant's command is not found, as in the API.
 pub(super) async fn one(
-    State(state): State<AppState>,
-    signed: Signed,
+    Reading { state, signed, .. }: Reading<CommandsRead>,
     Path(id): Path<String>,
 ) -> Result<Response, PageError> {
-    signed.require("commands:read")?;
     let id: Uuid = id.parse().map_err(|_| PageError::NotFound)?;
     let tenant = &signed.principal().tenant;
     let command = state.engine.reads().command(tenant, id).await?.ok_or(PageError::NotFound)?;

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use minijinja::context;
@@ -14,14 +14,14 @@ use serde::Deserialize;
 use time::OffsetDateTime;
 
 use super::page::{PageError, render};
-use super::session::{Changing, Signed};
+use super::session::{Changing, DirectoryRead, DirectoryWrite, Reading, Signed};
 use super::{Row, frame};
 use crate::domain::directory::PersonFields;
 use crate::http::AppState;
 use crate::http::auth::Caller;
 use crate::http::routes::commands::{ListQuery, list as list_commands};
 use crate::http::routes::directory::actors::run_erasure;
-use crate::http::routes::directory::{ActorView, READ, WRITE, changing, refusal};
+use crate::http::routes::directory::{ActorView, WRITE, changing, refusal};
 use crate::service::directory::erasure_binding;
 use crate::service::reads::Search;
 
@@ -32,11 +32,9 @@ pub(super) struct Find {
 
 /// `GET /console/directory?q=`.
 pub(super) async fn find(
-    State(state): State<AppState>,
-    signed: Signed,
+    Reading { state, signed, .. }: Reading<DirectoryRead>,
     Query(find): Query<Find>,
 ) -> Result<Response, PageError> {
-    signed.require(READ)?;
     let q = find.q.unwrap_or_default();
     let search = Search { text: Some(q.clone()).filter(|q| !q.trim().is_empty()), limit: 50, ..Search::default() };
     let people = state.policy.people.list(&signed.principal().tenant, &search).await?;
@@ -47,11 +45,9 @@ pub(super) async fn find(
 
 /// `GET /console/directory/{id}`.
 pub(super) async fn person(
-    State(state): State<AppState>,
+    Reading { state, signed, .. }: Reading<DirectoryRead>,
     Path(id): Path<String>,
-    signed: Signed,
 ) -> Result<Response, PageError> {
-    signed.require(READ)?;
     person_page(&state, &signed, &id, StatusCode::OK, None).await
 }
 
@@ -88,11 +84,9 @@ async fn person_page(
 
 /// `POST /console/directory/{id}/roles`: each checked role is a field `role:<name>`.
 pub(super) async fn roles(
-    State(state): State<AppState>,
     Path(id): Path<String>,
-    Changing { signed, form }: Changing<BTreeMap<String, String>>,
+    Changing { state, signed, form, .. }: Changing<DirectoryWrite, BTreeMap<String, String>>,
 ) -> Result<Response, PageError> {
-    signed.require(WRITE)?;
     let roles = form.keys().filter_map(|k| k.strip_prefix("role:")).map(str::to_owned).collect();
     let fields = PersonFields { roles: Some(roles), ..PersonFields::default() };
     change(&state, &signed, &id, &fields).await
@@ -106,11 +100,9 @@ pub(super) struct ActiveForm {
 
 /// `POST /console/directory/{id}/active`: deactivate (`active=false`) or reactivate.
 pub(super) async fn active(
-    State(state): State<AppState>,
     Path(id): Path<String>,
-    Changing { signed, form }: Changing<ActiveForm>,
+    Changing { state, signed, form, .. }: Changing<DirectoryWrite, ActiveForm>,
 ) -> Result<Response, PageError> {
-    signed.require(WRITE)?;
     let active = match form.active.as_str() {
         "true" => true,
         "false" => false,
@@ -134,11 +126,9 @@ pub(super) struct EraseForm {
 
 /// `POST /console/directory/{id}/erase`, with the operator's step-up proof.
 pub(super) async fn erase(
-    State(state): State<AppState>,
     Path(id): Path<String>,
-    Changing { signed, form }: Changing<EraseForm>,
+    Changing { state, signed, form, .. }: Changing<DirectoryWrite, EraseForm>,
 ) -> Result<Response, PageError> {
-    signed.require(WRITE)?;
     let token = Some(form.step_up.trim()).filter(|t| !t.is_empty());
     match run_erasure(&state, signed.principal(), &id, token).await {
         Ok(report) => {
@@ -165,11 +155,9 @@ pub(super) struct LinkCodeForm {}
 /// `POST /console/directory/{id}/link-code`: a one-time code for the person to link another
 /// channel, shown once on their page (the API's own code issues it).
 pub(super) async fn link_code(
-    State(state): State<AppState>,
     Path(id): Path<String>,
-    Changing { signed, form: LinkCodeForm {} }: Changing<LinkCodeForm>,
+    Changing { state, signed, form: LinkCodeForm {}, .. }: Changing<DirectoryWrite, LinkCodeForm>,
 ) -> Result<Response, PageError> {
-    signed.require(WRITE)?;
     let tenant = &signed.principal().tenant;
     let issued = state.policy.people.issue_link_code(tenant, &id, OffsetDateTime::now_utc()).await.map_err(refusal)?;
     let view = crate::http::routes::directory::link_codes::LinkCodeView::of(&issued);

@@ -2,7 +2,7 @@
 //! hour, drawn as inline SVG) and the Audit page (the evidence chain verified, the first broken
 //! link shown).
 
-use axum::extract::{Query, State};
+use axum::extract::Query;
 use axum::http::StatusCode;
 use axum::response::Response;
 use minijinja::context;
@@ -11,8 +11,7 @@ use time::OffsetDateTime;
 
 use super::frame;
 use super::page::{PageError, render};
-use super::session::Signed;
-use crate::http::AppState;
+use super::session::{AuditRead, CommandsRead, Reading};
 use crate::http::routes::commands::tenant_chains;
 use crate::service::overview::{Latency, Minute, Standing, overview as figures};
 
@@ -74,8 +73,7 @@ fn latency_row(label: &str, l: &Latency) -> minijinja::Value {
 }
 
 /// `GET /console`.
-pub(super) async fn overview(State(state): State<AppState>, signed: Signed) -> Result<Response, PageError> {
-    signed.require("commands:read")?;
+pub(super) async fn overview(Reading { state, signed, .. }: Reading<CommandsRead>) -> Result<Response, PageError> {
     let now = OffsetDateTime::now_utc();
     let o = figures(&state.database, &signed.principal().tenant, now).await?;
     let (bars, max) = bars(&o.minutes);
@@ -103,11 +101,9 @@ pub(super) struct Verify {
 
 /// `GET /console/audit[?verify=1]`: the tenant's chain, verified when asked.
 pub(super) async fn audit(
-    State(state): State<AppState>,
-    signed: Signed,
+    Reading { state, signed, .. }: Reading<AuditRead>,
     Query(Verify { verify }): Query<Verify>,
 ) -> Result<Response, PageError> {
-    signed.require("audit:read")?;
     let verdict = match verify {
         None => None,
         Some(_) => {

@@ -2,7 +2,7 @@
 //! request holding it, where that request stands, since when — and, for an operator whose token
 //! may release locks, Release with a reason, as `POST /v1/locks/{resource}/release` does.
 
-use axum::extract::{Query, State};
+use axum::extract::Query;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use minijinja::context;
@@ -11,10 +11,9 @@ use time::OffsetDateTime;
 
 use super::frame;
 use super::page::{PageError, render};
-use super::session::{Changing, Signed};
+use super::session::{Changing, LocksRead, LocksRelease, Reading};
 use crate::domain::locks::Resource;
-use crate::http::AppState;
-use crate::http::routes::locks::{READ, RELEASE};
+use crate::http::routes::locks::RELEASE;
 use crate::service::locks::{self, Released};
 
 /// How many locks the page shows, oldest first.
@@ -29,11 +28,9 @@ pub(super) struct Shown {
 
 /// `GET /console/locks`.
 pub(super) async fn list(
-    State(state): State<AppState>,
-    signed: Signed,
+    Reading { state, signed, .. }: Reading<LocksRead>,
     Query(shown): Query<Shown>,
 ) -> Result<Response, PageError> {
-    signed.require(READ)?;
     let locks = locks::held(&state.engine, &signed.principal().tenant, SHOWN).await?;
     let can_release = signed.principal().scopes.contains(RELEASE);
     let released = shown.released.filter(|r| matches!(r.as_str(), "released" | "not_held" | "reason_too_short"));
@@ -49,10 +46,8 @@ pub(super) struct ReleaseForm {
 
 /// `POST /console/locks/release`: the operator's release, with their reason, as evidence.
 pub(super) async fn release(
-    State(state): State<AppState>,
-    Changing { signed, form }: Changing<ReleaseForm>,
+    Changing { state, signed, form, .. }: Changing<LocksRelease, ReleaseForm>,
 ) -> Result<Response, PageError> {
-    signed.require(RELEASE)?;
     let principal = signed.principal();
     let outcome = match Resource::parse(&form.resource) {
         None => Released::NotHeld,

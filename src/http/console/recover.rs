@@ -3,7 +3,7 @@
 //! through the API's own code (`run_recovery`, `run_bulk`) under the form's idempotency key.
 
 use axum::extract::Path;
-use axum::extract::{Query, State};
+use axum::extract::Query;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use minijinja::context;
@@ -12,7 +12,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::page::{PageError, render};
-use super::session::{Changing, Signed};
+use super::session::{Changing, CommandsRead, Reading, RecoveryWrite};
 use super::{Row, form_key, frame};
 use crate::domain::command::ShortRef;
 use crate::domain::lifecycle::State as CommandState;
@@ -37,11 +37,9 @@ pub(super) struct RecoverForm {
 
 /// `POST /console/commands/{id}/recover`: on success, the recovery command's page.
 pub(super) async fn one(
-    State(state): State<AppState>,
     Path(id): Path<String>,
-    Changing { signed, form }: Changing<RecoverForm>,
+    Changing { state, signed, form, .. }: Changing<RecoveryWrite, RecoverForm>,
 ) -> Result<Response, PageError> {
-    signed.require("recovery:write")?;
     let id: Uuid = id.parse().map_err(|_| PageError::NotFound)?;
     let step_up = Some(form.step_up.trim()).filter(|t| !t.is_empty()).map(str::to_owned);
     let body = RecoveryBody { action: form.action.clone(), reason: form.reason.clone() };
@@ -81,11 +79,9 @@ pub(super) struct AttentionFilter {
 
 /// `GET /console/attention`: failed, timed-out and stuck commands (the chat's `failures`).
 pub(super) async fn attention(
-    State(state): State<AppState>,
-    signed: Signed,
+    Reading { state, signed, .. }: Reading<CommandsRead>,
     Query(filter): Query<AttentionFilter>,
 ) -> Result<Response, PageError> {
-    signed.require("commands:read")?;
     let now = OffsetDateTime::now_utc();
     let tenant = &signed.principal().tenant;
     let selection = selection(&state, &filter);
@@ -126,10 +122,8 @@ pub(super) struct BulkForm {
 
 /// `POST /console/attention/bulk`: the API's bulk recovery over the filters shown.
 pub(super) async fn bulk(
-    State(state): State<AppState>,
-    Changing { signed, form }: Changing<BulkForm>,
+    Changing { state, signed, form, .. }: Changing<RecoveryWrite, BulkForm>,
 ) -> Result<Response, PageError> {
-    signed.require("recovery:write")?;
     let given = |text: String| Some(text).filter(|t| !t.is_empty());
     let filter = BulkSelection { state: given(form.state), command: given(form.command), ..BulkSelection::default() };
     let body = BulkBody { action: form.action, reason: form.reason, filter, limit: Some(MAX_BULK.into()) };

@@ -1,7 +1,10 @@
 //! The console's proof of who is calling, as extractors: a handler that takes [`Signed`] runs
 //! only for an open session (svix-style: its presence proves the check ran), and one that takes
-//! [`Changing`] only for a form that carries the session's CSRF token as well. Scopes and the
+//! [`Changing`] only for a form that carries the session's CSRF token as well; [`Reading`] only
+//! for a session whose token holds the page's scope. Scopes and the
 //! tenant are exactly the bearer token's: the session holds the principal the token proved.
+
+use std::marker::PhantomData;
 
 use axum::Form;
 use axum::extract::{FromRef, FromRequest, FromRequestParts, Request};
@@ -94,21 +97,91 @@ struct WithCsrf<T> {
     form: T,
 }
 
-/// A form that changes something, from a signed-in operator, carrying the session's CSRF token.
-pub struct Changing<T> {
-    pub signed: Signed,
-    pub form: T,
+/// A scope as a type, so that an extractor naming it proves by its presence that the check ran.
+pub trait Scope {
+    /// Refuses, as the API would, an operator whose token lacks it.
+    fn check(signed: &Signed) -> Result<(), PageError>;
 }
 
-impl<S, T> FromRequest<S> for Changing<T>
+macro_rules! scopes {
+    ($($(#[$doc:meta])* $name:ident = $scope:expr;)*) => {
+        $($(#[$doc])* pub struct $name;
+        impl Scope for $name {
+            fn check(signed: &Signed) -> Result<(), PageError> {
+                signed.require($scope)
+            }
+        })*
+    };
+}
+
+/// Any signed-in operator (signing out asks for no scope).
+pub struct AnyScope;
+
+impl Scope for AnyScope {
+    fn check(_: &Signed) -> Result<(), PageError> {
+        Ok(())
+    }
+}
+
+scopes! {
+    /// `commands:read`: the commands, their status and evidence.
+    CommandsRead = "commands:read";
+    /// `audit:read`: the evidence chains checked.
+    AuditRead = "audit:read";
+    /// `approvals:read`: the approvals waiting.
+    ApprovalsRead = crate::http::routes::approvals::READ;
+    /// `locks:read`: the locks held.
+    LocksRead = crate::http::routes::locks::READ;
+    /// `directory:read`: the people of the directory.
+    DirectoryRead = crate::http::routes::directory::READ;
+    /// `directory:write`: changing people, erasing them, issuing link codes.
+    DirectoryWrite = crate::http::routes::directory::WRITE;
+    /// `approvals:decide`: deciding an approval as oneself.
+    ApprovalsDecide = crate::http::routes::approvals::DECIDE;
+    /// `locks:release`: releasing a lock.
+    LocksRelease = crate::http::routes::locks::RELEASE;
+    /// `recovery:write`: recovering commands, one or many.
+    RecoveryWrite = "recovery:write";
+    /// `agents:read`: the agents and their states.
+    AgentsRead = "agents:read";
+    /// `agents:admin`: pausing and resuming agents.
+    AgentsAdmin = crate::service::agents::ADMIN_SCOPE;
+}
+
+/// A page read by a signed-in operator whose session holds scope `S` (refused as the API would
+/// otherwise), with the gateway's state.
+pub struct Reading<S> {
+    pub state: AppState,
+    pub signed: Signed,
+    scope: PhantomData<S>,
+}
+
+impl<S: Scope> FromRequestParts<AppState> for Reading<S> {
+    type Rejection = PageError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, PageError> {
+        let signed = Signed::from_request_parts(parts, state).await?;
+        S::check(&signed)?;
+        Ok(Self { state: state.clone(), signed, scope: PhantomData })
+    }
+}
+
+/// A form that changes something, from a signed-in operator whose session holds scope `S`,
+/// carrying the session's CSRF token; with the gateway's state.
+pub struct Changing<S, T> {
+    pub state: AppState,
+    pub signed: Signed,
+    pub form: T,
+    scope: PhantomData<S>,
+}
+
+impl<S: Scope, T> FromRequest<AppState> for Changing<S, T>
 where
-    AppState: FromRef<S>,
-    S: Send + Sync,
     T: DeserializeOwned + Send,
 {
     type Rejection = PageError;
 
-    async fn from_request(request: Request, state: &S) -> Result<Self, PageError> {
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, PageError> {
         let (mut parts, body) = request.into_parts();
         let signed = Signed::from_request_parts(&mut parts, state).await?;
         let request = Request::from_parts(parts, body);
@@ -117,6 +190,7 @@ where
         if !signed.0.csrf_matches(&csrf) {
             return Err(PageError::Csrf);
         }
-        Ok(Self { signed, form })
+        S::check(&signed)?;
+        Ok(Self { state: state.clone(), signed, form, scope: PhantomData })
     }
 }

@@ -11,7 +11,7 @@ use subtle::ConstantTimeEq;
 use time::OffsetDateTime;
 
 use super::page::{PageError, render};
-use super::session::{Changing, cleared_cookie, cookie_value, over_https, session_cookie, session_of};
+use super::session::{AnyScope, Changing, cleared_cookie, cookie_value, over_https, session_cookie, session_of};
 use crate::http::AppState;
 use crate::http::auth::too_many;
 use crate::http::listen::PeerAddr;
@@ -105,7 +105,7 @@ fn from_our_form(headers: &HeaderMap, offered: &str) -> bool {
 pub(super) async fn sign_out(
     State(state): State<AppState>,
     headers: HeaderMap,
-    _change: Changing<Nothing>,
+    _change: Changing<AnyScope, Nothing>,
 ) -> Result<Response, PageError> {
     if let Some(value) = cookie_value(&headers) {
         end_session(&state.database, &value).await?;

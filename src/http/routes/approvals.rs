@@ -3,7 +3,6 @@
 //! person their token names (its `sub`, a person of the directory): only a holder of a role the
 //! approval names, never its requester, once.
 
-use axum::body::Bytes;
 use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
@@ -14,7 +13,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::http::auth::{Caller, Principal, require};
-use crate::http::body::read_json;
+use crate::http::body::JsonBody;
 use crate::http::error::invalid_body;
 use crate::http::responses::{BearerErrors, NoSuchApproval, PROBLEM_JSON, ProblemDocument};
 use crate::http::routes::recovery::step_up_problem;
@@ -115,9 +114,8 @@ pub(crate) async fn read(
 pub(crate) async fn decision(
     Caller { state, principal }: Caller,
     Path(ApprovalPath(id)): Path<ApprovalPath>,
-    body: Bytes,
+    JsonBody(body): JsonBody<DecisionBody>,
 ) -> Result<Json<DecisionMade>, ApiError> {
-    let body: DecisionBody = read_json(&body)?;
     Ok(Json(decide_as(&state, &principal, id, body, "api").await?))
 }
 
@@ -191,9 +189,8 @@ pub struct OverrideMade {
 pub(crate) async fn override_approval(
     Caller { state, principal }: Caller,
     Path(ApprovalPath(id)): Path<ApprovalPath>,
-    body: Bytes,
+    JsonBody(body): JsonBody<OverrideBody>,
 ) -> Result<Json<OverrideMade>, ApiError> {
-    let body: OverrideBody = read_json(&body)?;
     let overriding = Overriding {
         tenant: &principal.tenant,
         approval_id: id,

@@ -25,8 +25,7 @@ pub const RESOURCE_LOCKED: &str = "resource_locked";
 pub(super) fn refused<'a>(
     request: CommandRequest,
     admission: Admission<'a>,
-    resource: &Resource,
-    holder: Uuid,
+    (resource, holder): (&Resource, Uuid),
 ) -> (CommandRequest, Admission<'a>) {
     let holder_ref = ShortRef::of(holder).to_string();
     let error = json!({"entity": resource.entity(), "target": resource.target(), "holder": holder_ref});
@@ -69,8 +68,7 @@ pub const WAIT_POLL: std::time::Duration = std::time::Duration::from_secs(2);
 pub(super) fn waiting<'a>(
     request: CommandRequest,
     admission: Admission<'a>,
-    resource: &Resource,
-    holder: Uuid,
+    (resource, holder): (&Resource, Uuid),
 ) -> (CommandRequest, Admission<'a>) {
     let turn = NewOutboxMessage {
         kind: LOCK_WAIT_KIND.into(),

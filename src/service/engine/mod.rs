@@ -171,10 +171,10 @@ impl Engine {
         match (self.store().commands().admit(write).await?, again) {
             (Admitted::Locked { holder }, Some((request, admission, resource))) => {
                 let (request, admission) = if admission.lock_waits {
-                    locks::waiting(request, admission, &resource, holder)
+                    locks::waiting(request, admission, (&resource, holder))
                 } else {
                     metrics::counter!("chatgate_lock_refusals_total").increment(1);
-                    locks::refused(request, admission, &resource, holder)
+                    locks::refused(request, admission, (&resource, holder))
                 };
                 let write = self.plan(request, admission, now)?;
                 let envelope = write.envelope.clone();
