@@ -144,7 +144,7 @@ pub(super) async fn one(
         .collect();
     let mut watch = vec![id.to_string()];
     watch.extend(status.recovery_commands.iter().flatten().map(ToString::to_string));
-    let can_recover = signed.principal().scopes.contains("recovery:write");
+    let can_recover = signed.principal().scopes.contains(crate::http::routes::recovery::WRITE);
     let actions: Vec<&str> =
         if can_recover { status.recovery_actions.iter().map(|a| a.as_str()).collect() } else { vec![] };
     let step_up = (command.lifecycle.state == CommandState::AuthzPending)

@@ -63,7 +63,7 @@ async fn person_page(
     let stored = state.policy.people.get(tenant, id).await?.ok_or(PageError::NotFound)?;
     let roles: Vec<String> = state.policy.people.roles(tenant).await?.0.into_keys().collect();
     let now = OffsetDateTime::now_utc();
-    let recent = match signed.principal().scopes.contains("commands:read") {
+    let recent = match signed.principal().scopes.contains(crate::http::routes::commands::READ) {
         true => {
             let query = ListQuery { actor: Some(id.to_owned()), limit: Some(10), ..ListQuery::default() };
             let caller = Caller { state: state.clone(), principal: signed.principal().clone() };

@@ -125,9 +125,9 @@ impl Scope for AnyScope {
 
 scopes! {
     /// `commands:read`: the commands, their status and evidence.
-    CommandsRead = "commands:read";
+    CommandsRead = crate::http::routes::commands::READ;
     /// `audit:read`: the evidence chains checked.
-    AuditRead = "audit:read";
+    AuditRead = crate::http::routes::commands::AUDIT;
     /// `approvals:read`: the approvals waiting.
     ApprovalsRead = crate::http::routes::approvals::READ;
     /// `locks:read`: the locks held.
@@ -141,9 +141,9 @@ scopes! {
     /// `locks:release`: releasing a lock.
     LocksRelease = crate::http::routes::locks::RELEASE;
     /// `recovery:write`: recovering commands, one or many.
-    RecoveryWrite = "recovery:write";
+    RecoveryWrite = crate::http::routes::recovery::WRITE;
     /// `agents:read`: the agents and their states.
-    AgentsRead = "agents:read";
+    AgentsRead = crate::http::routes::agents::READ;
     /// `agents:admin`: pausing and resuming agents.
     AgentsAdmin = crate::service::agents::ADMIN_SCOPE;
 }

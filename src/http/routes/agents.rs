@@ -21,9 +21,12 @@ use crate::http::responses::{BearerErrors, NoSuchAgent, PROBLEM_JSON, ProblemDoc
 use crate::http::views::{AgentList, AgentView};
 use crate::service::agents::{ADMIN_SCOPE, AgentChangeError};
 
+/// Reading the agents and their states.
+pub const READ: &str = "agents:read";
+
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/v1/agents", get(list).route_layer(require("agents:read")))
+        .route("/v1/agents", get(list).route_layer(require(READ)))
         .route("/v1/agents/{agent}/pause", post(pause).route_layer(require(ADMIN_SCOPE)))
         .route("/v1/agents/{agent}/resume", post(resume).route_layer(require(ADMIN_SCOPE)))
 }

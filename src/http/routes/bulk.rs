@@ -24,7 +24,7 @@ use crate::service::recovery::bulk::{BulkFilter, BulkRequest, BulkSummary, MAX_B
 use crate::service::recovery::{Operator, StepUp};
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/v1/recovery/bulk", post(bulk).route_layer(require("recovery:write")))
+    Router::new().route("/v1/recovery/bulk", post(bulk).route_layer(require(super::recovery::WRITE)))
 }
 
 /// Which commands needing attention to act on; every field narrows, none is required.

@@ -26,13 +26,18 @@ use crate::service::engine::Engine;
 use crate::service::ooc::view::CommandStatus;
 use crate::service::reads::{CommandFilter, StoredCommand};
 
+/// Reading commands, their status, evidence, traces and the event stream.
+pub const READ: &str = "commands:read";
+/// Checking the tenant's evidence chains.
+pub const AUDIT: &str = "audit:read";
+
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/v1/commands", get(list).route_layer(require("commands:read")))
-        .route("/v1/commands/{id}", get(status).route_layer(require("commands:read")))
-        .route("/v1/commands/{id}/evidence", get(evidence).route_layer(require("commands:read")))
-        .route("/v1/audit/verify", get(audit).route_layer(require("audit:read")))
-        .route("/v1/traces/{correlation_id}", get(trace).route_layer(require("commands:read")))
+        .route("/v1/commands", get(list).route_layer(require(READ)))
+        .route("/v1/commands/{id}", get(status).route_layer(require(READ)))
+        .route("/v1/commands/{id}/evidence", get(evidence).route_layer(require(READ)))
+        .route("/v1/audit/verify", get(audit).route_layer(require(AUDIT)))
+        .route("/v1/traces/{correlation_id}", get(trace).route_layer(require(READ)))
 }
 
 /// A path's `{id}` that names a command; one that is not a UUID names none (404).

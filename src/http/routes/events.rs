@@ -24,7 +24,7 @@ use crate::service::events::{TenantStream, TooManyStreams};
 use crate::service::reads::StoredMove;
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/v1/events", get(events).route_layer(require("commands:read")))
+    Router::new().route("/v1/events", get(events).route_layer(require(super::commands::READ)))
 }
 
 #[utoipa::path(get, path = "/v1/events", tag = "commands", security(("bearer" = ["commands:read"])),

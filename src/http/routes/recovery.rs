@@ -22,9 +22,12 @@ use crate::http::{ApiError, AppState, Problem};
 use crate::service::recovery::{Operator, RecoveryError, StepUp, recover};
 use crate::service::security::{StepUpError, StepUpFailure, complete_step_up};
 
+/// Recovering commands, one (here) or many (`/v1/recovery/bulk`).
+pub const WRITE: &str = "recovery:write";
+
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/v1/commands/{id}/recovery", post(recovery_request).route_layer(require("recovery:write")))
+        .route("/v1/commands/{id}/recovery", post(recovery_request).route_layer(require(WRITE)))
         .route("/v1/commands/{id}/step-up", post(step_up).route_layer(require("stepup:verify")))
 }
 
