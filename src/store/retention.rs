@@ -126,9 +126,10 @@ pub(crate) struct Batches<'p> {
 }
 
 impl Batches<'_> {
-    /// Whether another transaction is due; before it, the pause the last one earned.
+    /// Whether another transaction is due; before it, the pause the last one earned. Only one
+    /// until [`Batches::took`] says it was full: a loop that never says so stops after it.
     pub(crate) async fn next(&mut self) -> bool {
-        if !self.more {
+        if !std::mem::take(&mut self.more) {
             return false;
         }
         tokio::time::sleep(self.pace.pause).await;

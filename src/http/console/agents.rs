@@ -9,7 +9,6 @@ use serde::Deserialize;
 use super::frame;
 use super::page::{PageError, render};
 use super::session::{AgentsAdmin, AgentsRead, Changing, Reading};
-use crate::http::auth::Caller;
 use crate::http::routes::agents::{list as list_agents, pause, resume};
 use crate::service::agents::ADMIN_SCOPE;
 
@@ -31,7 +30,7 @@ pub(super) async fn change(
     Path((agent, change)): Path<(String, String)>,
     Changing { state, signed, .. }: Changing<AgentsAdmin, NoFields>,
 ) -> Result<Response, PageError> {
-    let caller = Caller { state, principal: signed.principal().clone() };
+    let caller = signed.caller(&state);
     let path = Path(agent);
     let _moved = match change.as_str() {
         "pause" => pause(caller, path).await?,

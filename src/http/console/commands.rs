@@ -15,7 +15,6 @@ use super::{Row, form_key, frame};
 use crate::domain::command::ShortRef;
 use crate::domain::lifecycle::State as CommandState;
 use crate::http::AppState;
-use crate::http::auth::Caller;
 use crate::http::routes::commands::{ListQuery, list as list_commands, status_document};
 use crate::service::ooc::view::rfc3339;
 
@@ -65,8 +64,7 @@ impl Filter {
 async fn rows(state: &AppState, signed: &Signed, filter: &Filter) -> Result<(Vec<Row>, Option<String>), PageError> {
     let now = OffsetDateTime::now_utc();
     let query = Query(filter.query(now));
-    let caller = Caller { state: state.clone(), principal: signed.principal().clone() };
-    let page = list_commands(caller, query).await?.0;
+    let page = list_commands(signed.caller(state), query).await?.0;
     Ok((page.commands.iter().map(|c| Row::of(state, c, now)).collect(), page.next_cursor))
 }
 

@@ -18,7 +18,6 @@ use super::session::{Changing, DirectoryRead, DirectoryWrite, Reading, Signed};
 use super::{Row, frame};
 use crate::domain::directory::PersonFields;
 use crate::http::AppState;
-use crate::http::auth::Caller;
 use crate::http::routes::commands::{ListQuery, list as list_commands};
 use crate::http::routes::directory::actors::run_erasure;
 use crate::http::routes::directory::{ActorView, WRITE, changing, refusal};
@@ -66,8 +65,7 @@ async fn person_page(
     let recent = match signed.principal().scopes.contains(crate::http::routes::commands::READ) {
         true => {
             let query = ListQuery { actor: Some(id.to_owned()), limit: Some(10), ..ListQuery::default() };
-            let caller = Caller { state: state.clone(), principal: signed.principal().clone() };
-            let page = list_commands(caller, Query(query)).await?.0;
+            let page = list_commands(signed.caller(state), Query(query)).await?.0;
             page.commands.iter().map(|c| Row::of(state, c, now)).collect()
         }
         false => vec![],

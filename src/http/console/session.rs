@@ -60,6 +60,11 @@ impl Signed {
         &self.0.principal
     }
 
+    /// The operator as the API's handlers take their caller, to call them with.
+    pub(crate) fn caller(&self, state: &AppState) -> crate::http::auth::Caller {
+        crate::http::auth::Caller { state: state.clone(), principal: self.principal().clone() }
+    }
+
     /// Refuses, as the API would, an operator whose token lacks `scope`.
     pub fn require(&self, scope: &'static str) -> Result<(), PageError> {
         if self.0.principal.scopes.contains(scope) { Ok(()) } else { Err(PageError::Scope(scope)) }
