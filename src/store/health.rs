@@ -1,7 +1,7 @@
 //! What the gateway's own writes say about the database. A one-row readiness write can fit on a
 //! disk where an admission no longer does, so readiness also listens to the writes that matter:
 //! once one failed for want of space or I/O, the store is not ready until a write the size of an
-//! admission batch commits again (or admissions do).
+//! admission batch, begun after the failure, commits again and reaches the database file.
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -26,9 +26,14 @@ impl WriteHealth {
         }
     }
 
-    /// A write of the size that matters (an admission batch, the sized probe) committed.
-    pub(crate) fn recovered(&self) {
-        *self.failing_since.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+    /// The sized probe, begun at `began`, committed. It ends a failure only if it began after the
+    /// failure did: a write already under way when the disk filled proves nothing about the space
+    /// left.
+    pub(crate) fn recovered(&self, began: Instant) {
+        let mut since = self.failing_since.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if since.is_some_and(|since| since <= began) {
+            *since = None;
+        }
     }
 
     /// Since when the gateway's writes fail, if they do.
@@ -58,7 +63,18 @@ mod tests {
         let since = health.failing_since().expect("failing");
         health.observe_failure(&StoreError::CannotWrite("still full".into()));
         assert_eq!(health.failing_since(), Some(since), "since the first failure");
-        health.recovered();
+        health.recovered(Instant::now());
         assert!(health.failing_since().is_none());
+    }
+
+    #[test]
+    fn a_write_begun_before_the_failure_does_not_end_it() {
+        let health = WriteHealth::default();
+        let began = Instant::now();
+        health.observe_failure(&StoreError::CannotWrite("full".into()));
+        health.recovered(began);
+        assert!(health.failing_since().is_some(), "it was under way when the disk filled");
+        health.recovered(Instant::now());
+        assert!(health.failing_since().is_none(), "one begun since ends it");
     }
 }

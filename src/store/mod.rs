@@ -227,6 +227,7 @@ impl Store {
     /// the size of an admission batch (`health::PROBE_BYTES`), whose success ends the failure. A
     /// database that answers but cannot write (a full disk, read-only) is not ready.
     pub async fn can_write(&self) -> Result<(), StoreError> {
+        let began = std::time::Instant::now();
         let sized = self.health.failing_since().is_some();
         let filler = if sized { health::probe_filler() } else { String::new() };
         let mut tx = self.begin().await?;
@@ -246,16 +247,19 @@ impl Store {
             if !self.checkpoint().await? {
                 return Err(StoreError::CannotWrite("the probe is not in the database file yet".into()));
             }
-            self.health.recovered();
+            self.health.recovered(began);
         }
         Ok(())
     }
 
-    /// A committed admission ends a write failure; a failed one for want of space starts one.
+    /// An admission batch that failed for want of space starts a write failure. One that committed
+    /// does not end it: it proves room in the commands' database, not in the inbox's (a file of
+    /// its own on SQLite), and made readiness flap while webhooks were refused; the sized probe
+    /// of [`Self::can_write`] ends it.
     pub(crate) fn observe_admissions<T>(&self, results: &[Result<T, StoreError>]) {
-        if results.iter().any(Result::is_ok) {
-            self.health.recovered();
-        } else if let Some(Err(error)) = results.first() {
+        if results.iter().all(Result::is_err)
+            && let Some(Err(error)) = results.first()
+        {
             self.health.observe_failure(error);
         }
     }
