@@ -4,6 +4,7 @@
 pub mod hooks;
 pub mod line;
 pub mod messenger;
+mod meta;
 pub mod slack;
 pub mod standard;
 pub mod telegram;
