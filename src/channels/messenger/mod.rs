@@ -8,13 +8,12 @@ pub mod client;
 pub mod payload;
 
 use serde::Serialize;
-use time::OffsetDateTime;
 
 use crate::channels::whatsapp::webhook;
 use crate::channels::{ChannelEntry, ChannelError, Posted, Refusal, counted};
 use crate::config::Config;
 use crate::domain::outbound::Capabilities;
-use crate::service::intake::{ArrivalCounts, Ingress, Wait};
+use crate::service::intake::Ingress;
 
 pub const MESSENGER: &str = "messenger";
 pub const INSTAGRAM: &str = "instagram";
@@ -63,12 +62,7 @@ pub async fn receive(
     let received = async {
         webhook::verified(config, name, posted)?;
         let delivery = payload::parse(posted.body).map_err(Refusal::invalid_payload)?;
-        let arrivals = ingress.arrive(&delivery.messages, Wait::AsConfigured).await?;
-        for status in &delivery.statuses {
-            ingress.handle_status(status, OffsetDateTime::now_utc()).await?;
-        }
-        let (messages, statuses) = (delivery.messages.len(), delivery.statuses.len());
-        let summary = webhook::DeliverySummary::new(messages, statuses, ArrivalCounts::of(&arrivals));
+        let summary = webhook::store_delivery(ingress, &delivery.messages, &delivery.statuses, 0).await?;
         Ok(DeliverySummary { channel: delivery.channel, delivery: summary, skipped: delivery.skipped })
     };
     // Counted under the delivery's channel; one that could not be read, under Messenger's.

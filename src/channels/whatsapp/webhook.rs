@@ -9,6 +9,7 @@ use time::OffsetDateTime;
 use super::{payload, signature};
 use crate::channels::{ChannelError, Posted, Refusal, counted};
 use crate::config::{Config, WhatsAppApp};
+use crate::domain::message::{InboundMessage, StatusUpdate};
 use crate::service::intake::{ArrivalCounts, Ingress, Wait};
 
 /// What a delivery came to, as the answer to Meta says it (Messenger's and Instagram's answers
@@ -89,7 +90,7 @@ pub async fn receive(
     let received = async {
         verified(config, name, posted)?;
         let delivery = payload::parse(posted.body).map_err(Refusal::invalid_payload)?;
-        handle_delivery(ingress, &delivery, OffsetDateTime::now_utc()).await
+        store_delivery(ingress, &delivery.messages, &delivery.statuses, delivery.unreadable_statuses).await
     };
     counted("whatsapp", received.await)
 }
@@ -103,18 +104,20 @@ pub fn verified(config: &Config, name: Option<&str>, posted: Posted<'_>) -> Resu
     })
 }
 
-/// A delivery's messages stored in the inbox together (and, when `ingest.acknowledge` says so,
-/// waited for until admitted, bounded), then its statuses; a storage failure answers 503 so
-/// that Meta retries, and the retry finds what was stored already there.
-pub async fn handle_delivery(
+/// A Meta delivery's messages stored in the inbox together (and, when `ingest.acknowledge` says
+/// so, waited for until admitted, bounded), then its statuses (`unreadable` more were not read):
+/// WhatsApp's, Messenger's and Instagram's alike. A storage failure answers 503 so that Meta
+/// retries, and the retry finds what was stored already there.
+pub async fn store_delivery(
     ingress: &Ingress,
-    delivery: &payload::Delivery,
-    now: OffsetDateTime,
+    messages: &[InboundMessage],
+    statuses: &[StatusUpdate],
+    unreadable: usize,
 ) -> Result<DeliverySummary, ChannelError> {
-    let arrivals = ingress.arrive(&delivery.messages, Wait::AsConfigured).await?;
-    for status in &delivery.statuses {
+    let arrivals = ingress.arrive(messages, Wait::AsConfigured).await?;
+    let now = OffsetDateTime::now_utc();
+    for status in statuses {
         ingress.handle_status(status, now).await?;
     }
-    let statuses = delivery.statuses.len() + delivery.unreadable_statuses;
-    Ok(DeliverySummary::new(delivery.messages.len(), statuses, ArrivalCounts::of(&arrivals)))
+    Ok(DeliverySummary::new(messages.len(), statuses.len() + unreadable, ArrivalCounts::of(&arrivals)))
 }
