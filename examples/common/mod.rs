@@ -170,6 +170,20 @@ pub fn cpu_seconds(pid: u32) -> f64 {
     (ticks(11) + ticks(12)) / per_second.max(1.0)
 }
 
+/// The child `command` starts is sent SIGTERM (it drains and stops) when the benchmark's process
+/// ends however it ends: a benchmark stopped by a signal runs no `Drop`, and its gateway went on
+/// running, holding its port and its database.
+fn stopped_with_its_parent(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: `prctl` is async-signal-safe and only sets the child's own parent-death signal.
+    unsafe {
+        command.pre_exec(|| match libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) {
+            -1 => Err(std::io::Error::last_os_error()),
+            _ => Ok(()),
+        });
+    }
+}
+
 /// The gateway process, stopped however the run ends.
 pub struct Gateway(pub std::process::Child);
 
@@ -227,12 +241,14 @@ pub async fn import_twice(base: &str, token: &str, backend: &str, lines: String)
 
 /// `binary serve` with `config` on `port`, its log in `log`, once `/readyz` answers 200.
 pub async fn start_gateway(binary: &Path, config: &Path, port: u16, log: &Path) -> anyhow::Result<(Gateway, String)> {
-    let child = std::process::Command::new(binary)
+    let mut command = std::process::Command::new(binary);
+    command
         .args(["--config", &config.display().to_string(), "serve"])
         .env("RUST_LOG", "warn")
         .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(log)?)
-        .spawn()?;
+        .stderr(std::fs::File::create(log)?);
+    stopped_with_its_parent(&mut command);
+    let child = command.spawn()?;
     let (gateway, base) = (Gateway(child), format!("http://127.0.0.1:{port}"));
     let client = reqwest::Client::new();
     let up = Instant::now();
