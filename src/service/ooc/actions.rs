@@ -5,26 +5,13 @@
 use serde_json::json;
 use time::OffsetDateTime;
 
-use crate::service::ooc::Answer;
-
-use crate::service::ooc::Asker;
-
-use crate::service::ooc::Gateway;
-
-use crate::service::ooc::Refusal;
-
-use crate::service::ooc::arg;
-
 use crate::domain::agent::AgentEvent;
 use crate::domain::command::ShortRef;
 use crate::domain::lifecycle::recovery::RecoveryAction;
 use crate::service::agents::AgentChangeError;
 use crate::service::engine::EngineError;
-use crate::service::ooc::refused;
-use crate::service::recovery::Operator;
-use crate::service::recovery::RecoveryError;
-use crate::service::recovery::StepUp;
-use crate::service::recovery::recover as run;
+use crate::service::ooc::{AgentLine, Answer, Asker, Gateway, Refusal, arg, refused};
+use crate::service::recovery::{Operator, RecoveryError, StepUp, recover as run};
 
 /// The operator id recorded for what a person does from the chat.
 fn operator_id(asker: &Asker<'_>) -> String {
@@ -85,7 +72,7 @@ pub(super) async fn agent(gateway: &Gateway, asker: &Asker<'_>, event: AgentEven
     let database = gateway.engine.database();
     match crate::service::agents::change(database, &gateway.policy.agents, name, event, &operator_id(asker), now).await
     {
-        Ok(agent) => Ok(json!({"agent": name, "state": agent.state})),
+        Ok(agent) => Ok(AgentLine { agent: name, state: agent.state }.value()),
         Err(error) => Err(agent_refusal(error, name)),
     }
 }

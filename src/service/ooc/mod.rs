@@ -75,6 +75,20 @@ impl From<StoreError> for Refusal {
     }
 }
 
+/// An agent and its state, as `agents` lists each and `pause` and `resume` answer.
+#[derive(serde::Serialize)]
+pub(super) struct AgentLine<'a> {
+    pub(super) agent: &'a str,
+    pub(super) state: crate::domain::agent::AgentState,
+}
+
+impl AgentLine<'_> {
+    /// The line as the reply's variables take it (a name and a state: nothing to fail).
+    pub(super) fn value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+}
+
 pub(crate) fn refused(code: &'static str, detail: Value) -> Refusal {
     Refusal::Refused { code, detail }
 }

@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
+use crate::service::ooc::AgentLine;
 use crate::service::ooc::Answer;
 use crate::service::ooc::Refusal;
 
@@ -278,6 +279,6 @@ pub(super) async fn evidence(gateway: &Gateway, asker: &Asker<'_>) -> Answer {
 /// `agents`: every agent and its state.
 pub(super) async fn agents(gateway: &Gateway, _asker: &Asker<'_>) -> Answer {
     let agents = crate::service::agents::list(gateway.engine.database(), &gateway.policy.agents).await?;
-    let items: Vec<Value> = agents.iter().map(|(name, agent)| json!({"agent": name, "state": agent.state})).collect();
+    let items: Vec<Value> = agents.iter().map(|(agent, it)| AgentLine { agent, state: it.state }.value()).collect();
     Ok(json!({"items": items}))
 }
