@@ -27,7 +27,7 @@ use crate::service::ooc::view::CommandStatus;
 use crate::service::reads::{CommandFilter, StoredCommand};
 
 /// Reading commands, their status, evidence, traces and the event stream.
-pub const READ: &str = "commands:read";
+pub const READ: &str = crate::service::ooc::SEE_ALL;
 /// Checking the tenant's evidence chains.
 pub const AUDIT: &str = "audit:read";
 

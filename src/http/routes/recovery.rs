@@ -23,7 +23,7 @@ use crate::service::recovery::{Operator, RecoveryError, StepUp, recover};
 use crate::service::security::{StepUpError, StepUpFailure, complete_step_up};
 
 /// Recovering commands, one (here) or many (`/v1/recovery/bulk`).
-pub const WRITE: &str = "recovery:write";
+pub const WRITE: &str = crate::service::recovery::WRITE_SCOPE;
 
 pub fn router() -> Router<AppState> {
     Router::new()

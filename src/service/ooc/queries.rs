@@ -97,7 +97,7 @@ pub(super) async fn more(gateway: &Gateway, asker: &Asker<'_>) -> Answer {
 /// What the asker can do next about `command`: the recovery actions for an operator, else what
 /// a person can do from the chat.
 fn next_steps(asker: &Asker<'_>, document: &view::CommandStatus, reference: &ShortRef) -> Vec<Value> {
-    if asker.scopes.contains("recovery:write") {
+    if asker.scopes.contains(crate::service::recovery::WRITE_SCOPE) {
         return document
             .recovery_actions
             .iter()

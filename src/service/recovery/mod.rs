@@ -38,6 +38,9 @@ pub mod bulk;
 
 use actions::{cancel, compensate, reprocess, retry};
 
+/// The scope that recovers commands: over the API, in the console and from the chat.
+pub const WRITE_SCOPE: &str = "recovery:write";
+
 #[derive(Debug, thiserror::Error)]
 pub enum RecoveryError {
     #[error("command not found")]
