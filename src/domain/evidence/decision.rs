@@ -15,6 +15,27 @@ use crate::domain::lifecycle::recovery::RecoveryAction;
 use crate::domain::lifecycle::{Event, State};
 use crate::domain::names::named_enum;
 use crate::domain::registry::ReadingRule;
+use crate::domain::registry::approvals::{Standing, Vote};
+
+/// What an artifact records of a step-up proof, never the token: its issuer and id (which make
+/// it single-use), and where authorization or an override took it, how strong and how fresh the
+/// authentication was (RFC 9470's `acr` and `auth_time`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProofRecord {
+    pub issuer: String,
+    pub jti: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acr: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth_time: Option<i64>,
+}
+
+impl ProofRecord {
+    /// Which proof it was, alone (an approver's decision records no more).
+    pub fn named(issuer: &str, jti: &str) -> Self {
+        Self { issuer: issuer.to_owned(), jti: jti.to_owned(), acr: None, auth_time: None }
+    }
+}
 
 named_enum! {
     /// An authorization's verdict.
@@ -169,12 +190,12 @@ pub enum Decision {
     ApprovalDecided {
         approval_id: Uuid,
         approver: String,
-        decision: &'static str,
+        decision: Vote,
         via: String,
-        standing: String,
-        /// The approver's step-up proof, when a rule asked for one (never the token).
+        standing: Standing,
+        /// The approver's step-up proof, when a rule asked for one.
         #[serde(skip_serializing_if = "Option::is_none")]
-        step_up_proof: Option<Value>,
+        step_up_proof: Option<ProofRecord>,
     },
     /// An approval settled (approved, denied, expired) and what it did to its command.
     ApprovalSettled { approval_id: Uuid, status: String, by: Option<String> },
@@ -183,7 +204,7 @@ pub enum Decision {
     ApprovalEscalated { approval_id: Uuid, roles: Vec<String>, asked: usize, next: Option<i64> },
     /// Break-glass: the operator (by pseudonym) who overrode a pending approval, why, and their
     /// step-up proof (never the token).
-    ApprovalOverridden { approval_id: Uuid, operator: String, reason: String, step_up_proof: Value },
+    ApprovalOverridden { approval_id: Uuid, operator: String, reason: String, step_up_proof: ProofRecord },
     /// A mutation refused because what it changes is held by another command under way (its id
     /// and its reference, which the person is told).
     Locked { resource: String, holder: Uuid, holder_ref: String },

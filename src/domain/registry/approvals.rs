@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use super::values::ValueRule;
 use crate::domain::command::envelope::Args;
+use crate::domain::names::named_enum;
 
 /// One rule of a command's policy (`[[commands.<name>.approvals]]`).
 #[derive(Debug, Clone, PartialEq)]
@@ -102,6 +103,30 @@ pub struct Decided {
     pub approve: bool,
 }
 
+named_enum! {
+    /// One person's decision on an approval, as the API takes it and the evidence records it.
+    Vote {
+        Approve => "approve",
+        Deny => "deny",
+    }
+}
+
+impl Vote {
+    pub fn of(approve: bool) -> Self {
+        if approve { Self::Approve } else { Self::Deny }
+    }
+}
+
+named_enum! {
+    /// Where an approval stands after a decision, as its evidence records it.
+    Standing {
+        Approved => "approved",
+        Denied => "denied",
+        Expired => "expired",
+        Waiting => "waiting",
+    }
+}
+
 /// Where a request waiting for approval stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Tally {
@@ -113,6 +138,17 @@ pub enum Tally {
     Expired { rule: String },
     /// Still waiting: for each rule not satisfied, how many more approvals and whose.
     Waiting(Vec<Missing>),
+}
+
+impl Tally {
+    pub fn standing(&self) -> Standing {
+        match self {
+            Self::Approved => Standing::Approved,
+            Self::Denied { .. } => Standing::Denied,
+            Self::Expired { .. } => Standing::Expired,
+            Self::Waiting(_) => Standing::Waiting,
+        }
+    }
 }
 
 /// What one rule still lacks.

@@ -14,7 +14,8 @@ use uuid::Uuid;
 use super::frame;
 use super::page::{PageError, render};
 use super::session::{ApprovalsDecide, ApprovalsRead, Changing, Reading};
-use crate::http::routes::approvals::{DECIDE, DecisionBody, DecisionWord, decide_as};
+use crate::domain::registry::approvals::Vote;
+use crate::http::routes::approvals::{DECIDE, DecisionBody, decide_as};
 use crate::service::approvals::view;
 
 /// How many pending approvals the page shows, oldest first.
@@ -43,7 +44,7 @@ pub(super) async fn list(
 
 #[derive(Deserialize)]
 pub(super) struct DecisionForm {
-    decision: DecisionWord,
+    decision: Vote,
     /// The operator's step-up token, where a rule asks its approvers to step up.
     #[serde(default)]
     step_up: String,

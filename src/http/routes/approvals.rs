@@ -12,12 +12,15 @@ use time::OffsetDateTime;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::domain::names::named_enum;
+use crate::domain::registry::approvals::Vote;
 use crate::http::auth::{Caller, Principal, require};
 use crate::http::body::JsonBody;
 use crate::http::error::invalid_body;
 use crate::http::responses::{BearerErrors, NoSuchApproval, PROBLEM_JSON, ProblemDocument};
 use crate::http::routes::recovery::step_up_problem;
 use crate::http::{ApiError, AppState, Problem};
+use crate::service::approvals::ApprovalStatus;
 use crate::service::approvals::break_glass::{Overridden, Overriding, SHORTEST_REASON, break_glass};
 use crate::service::approvals::decide::{Decided, Deciding, NotYours, ProofRefused, decide};
 use crate::service::approvals::view::{self, ApprovalView, MissingView};
@@ -54,7 +57,7 @@ pub struct ApprovalList {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DecisionBody {
-    pub decision: DecisionWord,
+    pub decision: Vote,
     #[serde(default)]
     pub reason: Option<String>,
     /// The approver's step-up JWT (its `sub` them, bound to the approval's command and key), for
@@ -63,19 +66,20 @@ pub struct DecisionBody {
     pub step_up_token: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum DecisionWord {
-    Approve,
-    Deny,
+named_enum! {
+    /// What a counted decision came to: `recorded` (the approval still waits), `approved` (the
+    /// command was allowed and dispatched) or `denied` (the command was rejected).
+    Counted {
+        Recorded => "recorded",
+        Approved => "approved",
+        Denied => "denied",
+    }
 }
 
 /// What a decision came to, and the approval after it.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct DecisionMade {
-    /// `recorded` (it still waits), `approved` (the command was allowed and dispatched) or
-    /// `denied` (the command was rejected).
-    pub outcome: &'static str,
+    pub outcome: Counted,
     /// What it still waits for (`recorded`).
     pub missing: Vec<MissingView>,
     pub approval: Option<ApprovalView>,
@@ -132,27 +136,27 @@ pub(crate) async fn decide_as(
         tenant: &principal.tenant,
         approval_id: id,
         approver: &principal.subject,
-        approve: body.decision == DecisionWord::Approve,
+        approve: body.decision == Vote::Approve,
         reason: body.reason.filter(|r| !r.trim().is_empty()),
         via,
         step_up: body.step_up_token.as_deref(),
     };
-    let decided = decide(&state.engine, &state.policy, &deciding, OffsetDateTime::now_utc()).await?;
-    if let Decided::ProofWanted(refused) = decided {
-        let failure = match refused {
-            None => StepUpFailure::Proof(StepUpError::Insufficient("this approval asks its approvers to step up")),
-            Some(ProofRefused::Invalid(error)) => StepUpFailure::Proof(error),
-            Some(ProofRefused::Used) => StepUpFailure::Used,
-        };
-        return Err(step_up_problem(state, id, failure));
-    }
-    if let Some(refused) = refusal(id, &decided) {
-        return Err(refused);
-    }
-    let outcome = decided.outcome().as_str();
-    let missing = match decided {
-        Decided::Waiting(missing) => missing.into_iter().map(MissingView::from).collect(),
-        _ => vec![],
+    let (outcome, missing) = match decide(&state.engine, &state.policy, &deciding, OffsetDateTime::now_utc()).await? {
+        Decided::Waiting(missing) => (Counted::Recorded, missing.into_iter().map(MissingView::from).collect()),
+        Decided::Approved => (Counted::Approved, vec![]),
+        Decided::Denied => (Counted::Denied, vec![]),
+        Decided::ProofWanted(refused) => {
+            let failure = match refused {
+                None => StepUpFailure::Proof(StepUpError::Insufficient("this approval asks its approvers to step up")),
+                Some(ProofRefused::Invalid(error)) => StepUpFailure::Proof(error),
+                Some(ProofRefused::Used) => StepUpFailure::Used,
+            };
+            return Err(step_up_problem(state, id, failure));
+        }
+        Decided::NotFound => return Err(not_found(id)),
+        Decided::Settled { status } => return Err(settled(status)),
+        Decided::AlreadyDecided { approve } => return Err(already_decided(approve)),
+        Decided::NotYours(why) => return Err(not_yours(why)),
     };
     let approval = view::approval(&state.engine, &principal.tenant, id).await?;
     Ok(DecisionMade { outcome, missing, approval })
@@ -168,11 +172,17 @@ pub(crate) struct OverrideBody {
     pub(crate) step_up_token: String,
 }
 
+named_enum! {
+    /// What an override came to: `overridden`, the command goes ahead as if approved.
+    OverrideOutcome {
+        Overridden => "overridden",
+    }
+}
+
 /// An override done, and the approval after it.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct OverrideMade {
-    /// `overridden`: the command goes ahead as if approved.
-    pub outcome: &'static str,
+    pub outcome: OverrideOutcome,
     pub approval: Option<ApprovalView>,
 }
 
@@ -201,17 +211,12 @@ pub(crate) async fn override_approval(
     match break_glass(&state.engine, &state.policy, &overriding, OffsetDateTime::now_utc()).await {
         Ok(Overridden::Done) => {
             let approval = view::approval(&state.engine, &principal.tenant, id).await?;
-            Ok(Json(OverrideMade { outcome: "overridden", approval }))
+            Ok(Json(OverrideMade { outcome: OverrideOutcome::Overridden, approval }))
         }
         Ok(Overridden::ReasonTooShort) => {
             Err(invalid_body(&format!("`reason` says why, in at least {SHORTEST_REASON} characters.")))
         }
-        Ok(Overridden::Settled { status }) => {
-            Err(Problem::new(StatusCode::CONFLICT, "approval_settled", "Decided before")
-                .detail(format!("The approval is {}.", status.as_str()))
-                .with("status", status.as_str())
-                .into())
-        }
+        Ok(Overridden::Settled { status }) => Err(settled(status)),
         Err(StepUpFailure::NotFound) => Err(not_found(id)),
         Err(failure) => Err(step_up_problem(&state, id, failure)),
     }
@@ -221,26 +226,24 @@ fn not_found(id: Uuid) -> ApiError {
     Problem::for_status(StatusCode::NOT_FOUND).detail(format!("No approval {id} in this tenant.")).into()
 }
 
-/// A decision that changed nothing, as a problem document; `None` for one that was counted.
-fn refusal(id: Uuid, decided: &Decided) -> Option<ApiError> {
-    let conflict =
-        |code: &str, detail: String| Problem::new(StatusCode::CONFLICT, code, "Decided before").detail(detail);
-    Some(match decided {
-        Decided::Waiting(_) | Decided::Approved | Decided::Denied | Decided::ProofWanted(_) => return None,
-        Decided::NotFound => not_found(id),
-        Decided::Settled { status } => conflict("approval_settled", format!("The approval is {}.", status.as_str()))
-            .with("status", status.as_str())
-            .into(),
-        Decided::AlreadyDecided { approve } => {
-            let word = if *approve { "approved" } else { "denied" };
-            conflict("already_decided", format!("You {word} it before; that decision stands.")).into()
-        }
-        Decided::NotYours(why) => {
-            let detail = match why {
-                NotYours::OwnRequest => "No one approves their own request.",
-                NotYours::NotAnApprover => "You hold no role that decides this approval.",
-            };
-            Problem::new(StatusCode::FORBIDDEN, "not_yours_to_decide", "Not yours to decide").detail(detail).into()
-        }
-    })
+fn settled(status: ApprovalStatus) -> ApiError {
+    Problem::new(StatusCode::CONFLICT, "approval_settled", "Decided before")
+        .detail(format!("The approval is {status}."))
+        .with("status", status.as_str())
+        .into()
+}
+
+fn already_decided(approve: bool) -> ApiError {
+    let word = if approve { "approved" } else { "denied" };
+    Problem::new(StatusCode::CONFLICT, "already_decided", "Decided before")
+        .detail(format!("You {word} it before; that decision stands."))
+        .into()
+}
+
+fn not_yours(why: NotYours) -> ApiError {
+    let detail = match why {
+        NotYours::OwnRequest => "No one approves their own request.",
+        NotYours::NotAnApprover => "You hold no role that decides this approval.",
+    };
+    Problem::new(StatusCode::FORBIDDEN, "not_yours_to_decide", "Not yours to decide").detail(detail).into()
 }

@@ -9,10 +9,10 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::domain::command::TenantId;
-use crate::domain::evidence::decision::Decision;
+use crate::domain::evidence::decision::{Decision, ProofRecord};
 use crate::domain::evidence::{EvidenceDraft, TraceBindings};
 use crate::domain::lifecycle::{EvidenceKind, State};
-use crate::domain::registry::approvals::{self, Decided as Counted, Missing, Tally};
+use crate::domain::registry::approvals::{self, Decided as Counted, Missing, Tally, Vote};
 use crate::domain::replies::ApprovalOutcome;
 use crate::service::engine::{Engine, EngineError};
 use crate::service::security::Policy;
@@ -244,19 +244,13 @@ fn decided_evidence(
     tally: &Tally,
 ) -> EvidenceDraft {
     let approver = engine.pseudonym(deciding.approver);
-    let standing = match tally {
-        Tally::Approved => "approved",
-        Tally::Denied { .. } => "denied",
-        Tally::Expired { .. } => "expired",
-        Tally::Waiting(_) => "waiting",
-    };
     let decision = Decision::ApprovalDecided {
         approval_id: approval.id,
         approver: approver.clone(),
-        decision: if deciding.approve { "approve" } else { "deny" },
+        decision: Vote::of(deciding.approve),
         via: deciding.via.to_owned(),
-        standing: standing.to_owned(),
-        step_up_proof: proof.map(|p| serde_json::json!({"issuer": p.issuer, "jti": p.jti})),
+        standing: tally.standing(),
+        step_up_proof: proof.map(|p| ProofRecord::named(&p.issuer, &p.jti)),
     };
     let trace = TraceBindings { actor: Some(approver), ..TraceBindings::default() };
     let mut draft = EvidenceDraft::new(EvidenceKind::ApprovalDecided, approval.command_id, trace);

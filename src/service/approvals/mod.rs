@@ -13,4 +13,5 @@ pub mod expire;
 mod settle;
 pub mod view;
 
+pub use crate::store::ApprovalStatus;
 pub use settle::{APPROVAL_DENIED, APPROVAL_EXPIRED};

@@ -9,7 +9,7 @@ use uuid::Uuid;
 use crate::domain::command::TenantId;
 use crate::domain::delivery::ApprovalWait;
 use crate::domain::instants::rfc3339;
-use crate::domain::registry::approvals::{self, Decided as Counted, Missing, Tally};
+use crate::domain::registry::approvals::{self, Decided as Counted, Missing, Tally, Vote};
 use crate::service::engine::Engine;
 use crate::store::{ApprovalDecision, ApprovalStatus, AskedBy, StoreError, StoredApproval};
 
@@ -88,8 +88,7 @@ impl From<Missing> for MissingView {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct DecisionView {
     pub approver: String,
-    /// `approve` or `deny`.
-    pub decision: &'static str,
+    pub decision: Vote,
     /// `api`, or the channel they answered on.
     pub via: String,
     pub reason: Option<String>,
@@ -117,7 +116,7 @@ impl ApprovalView {
             .into_iter()
             .map(|d| DecisionView {
                 approver: d.approver,
-                decision: if d.approve { "approve" } else { "deny" },
+                decision: Vote::of(d.approve),
                 via: d.via,
                 reason: d.reason,
                 decided_at: rfc3339(d.decided_at),

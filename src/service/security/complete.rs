@@ -6,6 +6,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::domain::command::TenantId;
+use crate::domain::evidence::decision::ProofRecord;
 use crate::domain::evidence::{EvidenceDraft, TraceBindings};
 use crate::domain::lifecycle::Event;
 use crate::domain::lifecycle::EvidenceKind;
@@ -104,7 +105,7 @@ pub async fn complete_step_up(
 fn decided_moves(
     engine: &Engine,
     (command, authorization): (&StoredCommand, Option<Authorization>),
-    proof: &serde_json::Value,
+    proof: &ProofRecord,
     now: OffsetDateTime,
 ) -> Result<Vec<crate::store::TransitionWrite>, StepUpFailure> {
     let name = command.asked_name();
@@ -126,7 +127,7 @@ fn decided_moves(
         }
         None => (Event::Deny, Some("unknown_command"), json!({"authz": "deny"}), vec![], None),
     };
-    decision["step_up_proof"] = proof.clone();
+    decision["step_up_proof"] = json!(proof);
     let context =
         MoveContext { reason_code: reason.map(str::to_owned), decision: Some(decision), outbox, reply_detail: None };
     // Allowed: started at once, with its dispatch row.

@@ -3,13 +3,14 @@
 //! `jti` consumed atomically with the command's move) is the store's part of the step.
 
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::service::security::keys::Issuer;
 
 use crate::config::StepUpConfig;
+use crate::domain::evidence::decision::ProofRecord;
 use crate::service::security::keys::TokenError;
 use crate::store::{ConsumedToken, StoredCommand};
 
@@ -41,9 +42,14 @@ impl StepUpProof {
         ConsumedToken { issuer: self.issuer.clone(), jti: self.jti.clone(), expires_at: self.expires_at }
     }
 
-    /// What `authz.decided` records of it (never the token itself).
-    pub fn evidence(&self) -> Value {
-        json!({"issuer": self.issuer, "jti": self.jti, "acr": self.acr, "auth_time": self.auth_time})
+    /// What `authz.decided` and an override record of it.
+    pub fn evidence(&self) -> ProofRecord {
+        ProofRecord {
+            issuer: self.issuer.clone(),
+            jti: self.jti.clone(),
+            acr: Some(self.acr.clone()),
+            auth_time: Some(self.auth_time),
+        }
     }
 }
 
