@@ -12,25 +12,13 @@ use uuid::Uuid;
 
 use crate::domain::command::{IdempotencyKey, TenantId};
 use crate::domain::delivery::ApprovalWait;
-use crate::domain::names::named_enum;
 use crate::domain::registry::approvals::{Need, next_escalation};
 use crate::store::named::{self, row};
 use crate::store::rows::{from_ms, int, json, opt_int, opt_text, parsed, text, to_ms, uuid};
 use crate::store::tokens::{ConsumedToken, consume_token};
 use crate::store::{Approvals, StoreError};
 
-named_enum! {
-    /// Where an approval stands; only `pending` can be decided on. `closed`: its command ended
-    /// another way (an operator's cancel) while it waited.
-    ApprovalStatus {
-        Pending => "pending",
-        Approved => "approved",
-        Denied => "denied",
-        Expired => "expired",
-        Overridden => "overridden",
-        Closed => "closed",
-    }
-}
+pub use crate::domain::registry::approvals::ApprovalStatus;
 
 /// Who asked for an approval: the command's policy (its command waits in `authz_pending`), or
 /// the executor of one of its deliveries (the delivery waits; workflow seed §6.10).

@@ -15,7 +15,7 @@ use crate::domain::lifecycle::recovery::RecoveryAction;
 use crate::domain::lifecycle::{Event, State};
 use crate::domain::names::named_enum;
 use crate::domain::registry::ReadingRule;
-use crate::domain::registry::approvals::{Standing, Vote};
+use crate::domain::registry::approvals::{ApprovalStatus, Standing, Vote};
 
 /// What an artifact records of a step-up proof, never the token: its issuer and id (which make
 /// it single-use), and where authorization or an override took it, how strong and how fresh the
@@ -198,7 +198,7 @@ pub enum Decision {
         step_up_proof: Option<ProofRecord>,
     },
     /// An approval settled (approved, denied, expired) and what it did to its command.
-    ApprovalSettled { approval_id: Uuid, status: String, by: Option<String> },
+    ApprovalSettled { approval_id: Uuid, status: ApprovalStatus, by: Option<String> },
     /// An approval's escalation came due: the roles now asked too, how many people that was,
     /// and when the next escalation is due (Unix seconds; none: no more).
     ApprovalEscalated { approval_id: Uuid, roles: Vec<String>, asked: usize, next: Option<i64> },

@@ -104,6 +104,19 @@ pub struct Decided {
 }
 
 named_enum! {
+    /// Where an approval stands; only `pending` can be decided on. `closed`: its command ended
+    /// another way (an operator's cancel) while it waited.
+    ApprovalStatus {
+        Pending => "pending",
+        Approved => "approved",
+        Denied => "denied",
+        Expired => "expired",
+        Overridden => "overridden",
+        Closed => "closed",
+    }
+}
+
+named_enum! {
     /// One person's decision on an approval, as the API takes it and the evidence records it.
     Vote {
         Approve => "approve",

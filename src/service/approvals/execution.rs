@@ -110,7 +110,7 @@ pub(super) async fn settle(
     let mut plan = DeliveryPlan::existing(&delivery);
     let settled = Decision::ApprovalSettled {
         approval_id: approval.id,
-        status: status.as_str().to_owned(),
+        status,
         by: by.as_deref().map(|by| engine.pseudonym(by)),
     };
     let mut draft = started_evidence(approval.command_id, EvidenceKind::ApprovalDecided);

@@ -62,7 +62,7 @@ async fn settle_request(
     }
     let settled = Decision::ApprovalSettled {
         approval_id: approval.id,
-        status: status.as_str().to_owned(),
+        status,
         by: by.as_deref().map(|by| engine.pseudonym(by)),
     };
     let context = |reason: Option<&str>, outbox| MoveContext {
