@@ -3,6 +3,7 @@
 //!
 //!   cargo run --release --example soak -- --commands 1000000 --rate 400 --retention 6m
 //!   cargo run --release --example soak -- --commands 150000 --rate 400 --retention 400d   # baseline
+//!   cargo run --release --example soak -- --commands 300000 --rate 125 --retention 6m --beside 400d
 //!
 //! The release gateway on a fresh SQLite database (`--database-url postgres://…` for a fresh
 //! PostgreSQL database beside the one named, dropped after), with a registry whose windows and
@@ -12,13 +13,20 @@
 //! at its scheduled time; each is answered by a Graph API stand-in that notes when the reply to
 //! it came. Every `--every-secs` it prints one row: commands sent, the database's size on disk,
 //! the webhooks' answer time and the replies' time from each webhook's schedule (p50 / p99 of
-//! that interval), replies still owed, the gateway's CPU per command over the interval, and what
-//! the purge deleted so far (`chatgate_retention_records_deleted_total`). The size must level off
-//! once the purge keeps pace; compared with a baseline run whose retention never bites, the
-//! latencies must not be more than 10% worse.
+//! that interval), replies still owed, the gateway's CPU and disk writes per command over the
+//! interval, and what the purge deleted so far (`chatgate_retention_records_deleted_total`). The
+//! size must level off once the purge keeps pace; compared with a baseline run whose retention
+//! never bites, the latencies must not be more than 10% worse.
+//!
+//! Two runs an hour apart on this machine differed by more than that before any purge (the disk's
+//! speed moves), so `--beside RETENTION` runs the baseline at the same moment: a second gateway,
+//! its own database on the same disk, with that retention, the same `--commands` at the same
+//! `--rate`, the webhooks of the two alternating. What the purge costs the machine (CPU, writes)
+//! is then shared by both sides' latencies and shows in the purging side's own CPU and writes per
+//! command; what it costs its own pipeline (locks, a busy database) shows in its latencies.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,19 +37,25 @@ use clap::Parser;
 use tokio::sync::Mutex;
 
 mod common;
-use common::{cpu_seconds, free_port, gateway_binary, percentile, serve, signed, start_gateway};
+use common::{
+    Gateway, cpu_seconds, free_port, gateway_binary, percentile, serve, signed, start_gateway, written_bytes,
+};
 
 #[derive(Parser)]
 struct Args {
+    /// Commands sent to each gateway.
     #[arg(long, default_value_t = 1_000_000)]
     commands: usize,
-    /// Webhooks a second, open loop: below what the pipeline sustains end to end.
+    /// Webhooks a second to each gateway, open loop: below what the pipeline sustains end to end.
     #[arg(long, default_value_t = 400.0)]
     rate: f64,
     /// `retention.texts` and `retention.records`: at least the registry's windows (a minute here)
     /// and its default confirmation TTL (5 minutes).
     #[arg(long, default_value = "6m")]
     retention: String,
+    /// A second gateway beside the first, at the same moment, with this retention (the baseline).
+    #[arg(long)]
+    beside: Option<String>,
     #[arg(long, default_value_t = 500)]
     people: usize,
     #[arg(long, default_value_t = 30)]
@@ -98,7 +112,7 @@ fn short_windows() -> String {
         .join("\n")
 }
 
-fn configure(dir: &Path, port: u16, database_url: &str, graph: &str, args: &Args) -> std::path::PathBuf {
+fn configure(dir: &Path, (port, database_url): (u16, &str), graph: &str, (args, retention): (&Args, &str)) -> PathBuf {
     let mut directory = common::tenant_head("");
     for n in 0..args.people {
         directory.push_str(&format!("[tenants.demo.actors.{}]\nroles = [\"customer\"]\n", person(n)));
@@ -108,7 +122,7 @@ fn configure(dir: &Path, port: u16, database_url: &str, graph: &str, args: &Args
     let extra = format!(
         "[idempotency]\ndefault_window_secs = 60\ncleanup_interval_secs = 10\n\
          [retention]\ntexts = \"{0}\"\nrecords = \"{0}\"\n",
-        args.retention
+        retention
     );
     let config =
         common::write_config(dir, "chatgate.toml", (port, database_url), &dir.join("directory.toml"), graph, &extra);
@@ -155,61 +169,61 @@ async fn purged(base: &str) -> u64 {
         .unwrap_or(0.0) as u64
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
-    let dir = tempfile::tempdir()?;
-    let seen: Shared = Arc::default();
-    let graph =
-        serve(Router::new().route("/{version}/{phone}/messages", post(graph_send)).with_state(seen.clone())).await;
-    let fresh = match &args.database_url {
-        Some(url) => Some(common::fresh_postgres(url).await?),
-        None => None,
-    };
-    let database_url = match &fresh {
-        Some((url, _)) => url.clone(),
-        None => format!("sqlite://{}/soak.db?mode=rwc", dir.path().display()),
-    };
-    let port = free_port();
-    let config = configure(dir.path(), port, &database_url, &graph, &args);
-    let (gateway, base) = start_gateway(&gateway_binary(), &config, port, &dir.path().join("serve.log")).await?;
-    let pid = gateway.0.id();
-    println!(
-        "soak: {} commands at {}/s, retention {}, {} people, {}",
-        args.commands,
-        args.rate,
-        args.retention,
-        args.people,
-        if fresh.is_some() { "PostgreSQL" } else { "SQLite" }
-    );
-    println!(
-        "| minute | commands sent | database MB (WAL) | webhook p50 / p99 ms | reply p50 / p99 ms | replies owed | CPU µs/command | commands purged |"
-    );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
-    let client = reqwest::Client::builder().pool_max_idle_per_host(64).build()?;
-    let url = format!("{base}/webhooks/whatsapp");
-    let run = uuid::Uuid::now_v7().simple().to_string();
-    let start = tokio::time::Instant::now();
-    let (mut next_row, mut sent_at_row, mut cpu_at_row) = (Duration::from_secs(args.every_secs), 0, cpu_seconds(pid));
-    for n in 0..args.commands {
-        let due = start + Duration::from_secs_f64(n as f64 / args.rate);
-        tokio::time::sleep_until(due).await;
-        if due.duration_since(start) >= next_row {
-            let cpu = cpu_seconds(pid);
-            row(
-                &seen,
-                (start.elapsed(), n),
-                size_mb(dir.path(), fresh.as_ref().map(|(u, _)| u.as_str())).await,
-                (cpu - cpu_at_row) / (n - sent_at_row).max(1) as f64,
-                purged(&base).await,
-            )
-            .await;
-            (next_row, sent_at_row, cpu_at_row) = (next_row + Duration::from_secs(args.every_secs), n, cpu);
-        }
+/// One gateway under the soak: its folder and database, its process, its Graph stand-in's
+/// record, and where its last row left off (commands sent, CPU seconds, bytes written).
+struct Side {
+    retention: String,
+    dir: PathBuf,
+    fresh: Option<(String, String)>,
+    gateway: Gateway,
+    base: String,
+    seen: Shared,
+    at_row: (usize, f64, u64),
+}
+
+impl Side {
+    async fn start(args: &Args, retention: &str, dir: PathBuf) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(&dir)?;
+        let seen: Shared = Arc::default();
+        let graph =
+            serve(Router::new().route("/{version}/{phone}/messages", post(graph_send)).with_state(seen.clone())).await;
+        let fresh = match &args.database_url {
+            Some(url) => Some(common::fresh_postgres(url).await?),
+            None => None,
+        };
+        let database_url = match &fresh {
+            Some((url, _)) => url.clone(),
+            None => format!("sqlite://{}/soak.db?mode=rwc", dir.display()),
+        };
+        let port = free_port();
+        let config = configure(&dir, (port, &database_url), &graph, (args, retention));
+        let (gateway, base) = start_gateway(&gateway_binary(), &config, port, &dir.join("serve.log")).await?;
+        let pid = gateway.0.id();
+        let at_row = (0, cpu_seconds(pid), written_bytes(pid));
+        Ok(Self { retention: retention.to_owned(), dir, fresh, gateway, base, seen, at_row })
+    }
+
+    /// The interval's row; the next interval starts at `sent`.
+    async fn row(&mut self, elapsed: Duration, sent: usize) {
+        let pid = self.gateway.0.id();
+        let (cpu, written) = (cpu_seconds(pid), written_bytes(pid));
+        let commands = (sent - self.at_row.0).max(1) as f64;
+        let per_command = ((cpu - self.at_row.1) / commands, (written - self.at_row.2) as f64 / commands);
+        let size = size_mb(&self.dir, self.fresh.as_ref().map(|(url, _)| url.as_str())).await;
+        let head = (elapsed, sent, self.retention.as_str());
+        row(&self.seen, head, size, per_command, purged(&self.base).await).await;
+        self.at_row = (sent, cpu, written);
+    }
+
+    /// Sends the webhook `n` (scheduled for `due`), noting when it was answered.
+    async fn send(&self, client: &reqwest::Client, (run, n): (&str, usize), people: usize, due: Instant) {
         let id = format!("wamid.S{run}{n}");
-        let (body, signature) = signed(&id, &person(n % args.people), &format!("order status {n}"));
-        let request = client.post(&url).header("content-type", "application/json").header(signature::HEADER, signature);
-        let (seen, due) = (seen.clone(), due.into_std());
+        let (body, signature) = signed(&id, &person(n % people), &format!("order status {n}"));
+        let request = client
+            .post(format!("{}/webhooks/whatsapp", self.base))
+            .header("content-type", "application/json")
+            .header(signature::HEADER, signature);
+        let seen = self.seen.clone();
         seen.lock().await.owed.insert(id, due);
         tokio::spawn(async move {
             if request.body(body).send().await.is_ok_and(|r| r.status().is_success()) {
@@ -217,36 +231,88 @@ async fn main() -> anyhow::Result<()> {
             }
         });
     }
-    let owed = |seen: &Seen| seen.owed.len();
+
+    async fn owed(&self) -> usize {
+        self.seen.lock().await.owed.len()
+    }
+}
+
+async fn owed(sides: &[Side]) -> usize {
+    futures_util::future::join_all(sides.iter().map(Side::owed)).await.into_iter().sum()
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let dir = tempfile::tempdir()?;
+    let mut sides = vec![Side::start(&args, &args.retention, dir.path().join("soak")).await?];
+    if let Some(beside) = &args.beside {
+        sides.push(Side::start(&args, beside, dir.path().join("beside")).await?);
+    }
+    println!(
+        "soak: {} commands at {}/s to each of {} gateway(s), {} people, {}",
+        args.commands,
+        args.rate,
+        sides.len(),
+        args.people,
+        if args.database_url.is_some() { "PostgreSQL" } else { "SQLite" }
+    );
+    println!(
+        "| minute | retention | commands sent | database MB (WAL) | webhook p50 / p99 ms | reply p50 / p99 ms | \
+         replies owed | CPU µs/command | written KB/command | commands purged |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    let client = reqwest::Client::builder().pool_max_idle_per_host(64).build()?;
+    let run = uuid::Uuid::now_v7().simple().to_string();
+    let start = tokio::time::Instant::now();
+    let (every, total_rate) = (Duration::from_secs(args.every_secs), args.rate * sides.len() as f64);
+    let mut next_row = every;
+    for n in 0..args.commands * sides.len() {
+        let due = start + Duration::from_secs_f64(n as f64 / total_rate);
+        tokio::time::sleep_until(due).await;
+        if due.duration_since(start) >= next_row {
+            let sent = n / sides.len();
+            for side in &mut sides {
+                side.row(start.elapsed(), sent).await;
+            }
+            next_row += every;
+        }
+        // Each gateway sees the same webhooks, the same people in the same order.
+        let side = &sides[n % sides.len()];
+        side.send(&client, (&run, n / sides.len()), args.people, due.into_std()).await;
+    }
     let drained = Instant::now();
-    while owed(&*seen.lock().await) > 0 && drained.elapsed() < Duration::from_secs(300) {
+    while drained.elapsed() < Duration::from_secs(300) && owed(&sides).await > 0 {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let cpu = cpu_seconds(pid);
-    row(
-        &seen,
-        (start.elapsed(), args.commands),
-        size_mb(dir.path(), fresh.as_ref().map(|(u, _)| u.as_str())).await,
-        (cpu - cpu_at_row) / (args.commands - sent_at_row).max(1) as f64,
-        purged(&base).await,
-    )
-    .await;
-    drop(gateway);
-    if let (Some(admin), Some((_, name))) = (&args.database_url, &fresh) {
-        common::drop_postgres(admin, name).await?;
+    for side in &mut sides {
+        side.row(start.elapsed(), args.commands).await;
+    }
+    for side in sides {
+        drop(side.gateway);
+        if let (Some(admin), Some((_, name))) = (&args.database_url, &side.fresh) {
+            common::drop_postgres(admin, name).await?;
+        }
     }
     Ok(())
 }
 
 /// One row of the table: the interval's percentiles, then a fresh interval.
-async fn row(seen: &Shared, (elapsed, sent): (Duration, usize), (size, wal): (f64, f64), cpu: f64, purged: u64) {
+async fn row(
+    seen: &Shared,
+    (elapsed, sent, retention): (Duration, usize, &str),
+    (size, wal): (f64, f64),
+    (cpu, written): (f64, f64),
+    purged: u64,
+) {
     let mut seen = seen.lock().await;
     let (mut answers, mut replies) = (std::mem::take(&mut seen.answers), std::mem::take(&mut seen.replies));
     answers.sort();
     replies.sort();
     let ms = |sorted: &[Duration], q: f64| percentile(sorted, q).as_secs_f64() * 1e3;
     println!(
-        "| {:.1} | {sent} | {size:.1} ({wal:.1}) | {:.1} / {:.1} | {:.1} / {:.1} | {} | {:.0} | {purged} |",
+        "| {:.1} | {retention} | {sent} | {size:.1} ({wal:.1}) | {:.1} / {:.1} | {:.1} / {:.1} | {} | {:.0} | {:.1} | \
+         {purged} |",
         elapsed.as_secs_f64() / 60.0,
         ms(&answers, 0.5),
         ms(&answers, 0.99),
@@ -254,5 +320,6 @@ async fn row(seen: &Shared, (elapsed, sent): (Duration, usize), (size, wal): (f6
         ms(&replies, 0.99),
         seen.owed.len(),
         cpu * 1e6,
+        written / 1e3,
     );
 }

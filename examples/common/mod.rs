@@ -170,6 +170,13 @@ pub fn cpu_seconds(pid: u32) -> f64 {
     (ticks(11) + ticks(12)) / per_second.max(1.0)
 }
 
+/// The bytes the process has caused to be written to storage so far (`write_bytes` of
+/// `/proc/PID/io`): what a phase cost the disk, whatever other processes wrote meanwhile.
+pub fn written_bytes(pid: u32) -> u64 {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap_or_default();
+    io.lines().find_map(|line| line.strip_prefix("write_bytes:")).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+}
+
 /// The child `command` starts is sent SIGTERM (it drains and stops) when the benchmark's process
 /// ends however it ends: a benchmark stopped by a signal runs no `Drop`, and its gateway went on
 /// running, holding its port and its database.
