@@ -15,7 +15,7 @@ use super::frame;
 use super::page::{PageError, render};
 use super::session::{ApprovalsDecide, ApprovalsRead, Changing, Reading};
 use crate::domain::registry::approvals::Vote;
-use crate::http::routes::approvals::{DECIDE, DecisionBody, decide_as};
+use crate::http::routes::approvals::{Counted, DECIDE, DecisionBody, decide_as};
 use crate::service::approvals::view;
 
 /// How many pending approvals the page shows, oldest first.
@@ -35,7 +35,8 @@ pub(super) async fn list(
 ) -> Result<Response, PageError> {
     let approvals = view::pending(&state.engine, &signed.principal().tenant, SHOWN).await?;
     let can_decide = signed.principal().scopes.contains(DECIDE);
-    let decided = shown.decided.filter(|d| matches!(d.as_str(), "approved" | "recorded" | "denied"));
+    // Anything else in the address is not shown (never an error page for a stale link).
+    let decided = shown.decided.and_then(|d| d.parse::<Counted>().ok());
     let vars = context! {
         title => "Pending approvals", nav => "approvals", session => frame(&signed), approvals, can_decide, decided,
     };

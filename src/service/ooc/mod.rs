@@ -13,6 +13,8 @@ mod queries;
 pub mod view;
 
 pub use precheck::Precheck;
+/// The steps `why` names, which each of its templates spells out.
+pub use queries::TrailStep;
 
 use operation::Operation;
 

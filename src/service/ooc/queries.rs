@@ -1,30 +1,17 @@
 //! The built-in questions: what happened to my requests, and (for operators) to the tenant's.
 //! Each answers structured values; the templates (`templates/{channel}/{locale}/`) say them.
 
+use serde::Serialize;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
-use crate::service::ooc::AgentLine;
-use crate::service::ooc::Answer;
-use crate::service::ooc::Refusal;
-
-use crate::service::ooc::Asker;
-
-use crate::service::ooc::Gateway;
-use crate::service::ooc::Operation;
-
-use crate::service::ooc::PAGE;
-
-use crate::service::ooc::arg;
-
-use crate::service::ooc::refused;
-
-use crate::service::ooc::view;
-
 use crate::domain::command::ShortRef;
 use crate::domain::evidence::mask;
-use crate::domain::lifecycle::State;
-use crate::service::ooc::when;
+use crate::domain::lifecycle::{EvidenceKind, State};
+use crate::domain::names::named_enum;
+use crate::domain::registry::approvals::Vote;
+use crate::service::ooc::{AgentLine, Answer, Asker, Gateway, Operation, PAGE, Refusal, arg, refused, view, when};
+use crate::service::security::authz::{APPROVAL_REQUIRED, STEP_UP_REQUIRED};
 use crate::store::{CommandFilter, StoredCommand};
 
 /// How many artifacts or trace lines a reply shows.
@@ -146,49 +133,99 @@ async fn waiting_for(gateway: &Gateway, command: &StoredCommand) -> Result<Optio
     Ok(Some(json!({"roles": roles, "approvals": count, "until": when(approval.expires_at)})))
 }
 
+named_enum! {
+    /// One step of a command's decision trail, as `why` names it.
+    TrailStep {
+        Received => "received",
+        ConfirmationAsked => "confirmation_asked",
+        Answered => "answered",
+        Confirmed => "confirmed",
+        SteppedUp => "stepped_up",
+        StepUpAsked => "step_up_asked",
+        ApprovalAsked => "approval_asked",
+        Denied => "denied",
+        Authorized => "authorized",
+        ApprovalSettled => "approval_settled",
+        ApprovalRefused => "approval_refused",
+        ApprovalGiven => "approval_given",
+        Overridden => "overridden",
+        ApprovalEscalated => "approval_escalated",
+        LockReleased => "lock_released",
+        Started => "started",
+        Executed => "executed",
+        Failed => "failed",
+        Rejected => "rejected",
+        Canceled => "canceled",
+        Compensated => "compensated",
+        Recovery => "recovery",
+        Duplicate => "duplicate",
+    }
+}
+
+/// One line of `why`'s trail: the step, when, why, and what it came to.
+#[derive(Debug, Serialize)]
+struct TrailLine<'a> {
+    step: TrailStep,
+    at: Option<String>,
+    reason: Option<&'a str>,
+    outcome: Option<&'a str>,
+}
+
 /// One step of a decision trail, from one artifact; none for artifacts that say nothing new
-/// (messages sent, refused transition attempts).
-fn step(artifact: &crate::store::StoredArtifact) -> Option<Value> {
+/// (messages sent, refused transition attempts, the directory's and the purge's records).
+fn step(artifact: &crate::store::StoredArtifact) -> Option<TrailLine<'_>> {
+    use {EvidenceKind as K, TrailStep as T};
     let body = &artifact.body;
     let decision = &body["decision"];
     let reason = body["reason_code"].as_str();
-    let step = match artifact.kind.as_str() {
-        "command.accepted" => "received",
-        "command.confirmation.requested" => "confirmation_asked",
-        "command.confirmation.answered" => "answered",
-        "command.confirmation.satisfied" => "confirmed",
-        "authz.decided" if decision.get("step_up_proof").is_some() => "stepped_up",
-        "authz.decided" if reason == Some("step_up_required") => "step_up_asked",
-        "authz.requested" if reason == Some("approval_required") => "approval_asked",
-        "authz.decided" if reason.is_some() => "denied",
-        "authz.decided" => "authorized",
-        "approval.requested" => "approval_asked",
-        "approval.decided" if decision.get("status").is_some() => "approval_settled",
-        "approval.decided" if decision["decision"] == "deny" => "approval_refused",
-        "approval.decided" => "approval_given",
-        "approval.overridden" => "overridden",
-        "approval.escalated" => "approval_escalated",
-        "lock.released" => "lock_released",
-        "execution.started" => "started",
-        "execution.executed" => "executed",
-        "execution.failed" => "failed",
-        "execution.rejected" => "rejected",
-        "command.canceled" => "canceled",
-        "compensation.compensated" => "compensated",
-        "recovery.requested" => "recovery",
-        "dedupe.decided" => "duplicate",
-        _ => return None,
+    let step = match artifact.kind.parse::<EvidenceKind>().ok()? {
+        K::CommandAccepted => T::Received,
+        K::ConfirmationRequested => T::ConfirmationAsked,
+        K::ConfirmationAnswered => T::Answered,
+        K::ConfirmationSatisfied => T::Confirmed,
+        K::AuthzDecided if decision.get("step_up_proof").is_some() => T::SteppedUp,
+        K::AuthzDecided if reason == Some(STEP_UP_REQUIRED) => T::StepUpAsked,
+        K::AuthzRequested if reason == Some(APPROVAL_REQUIRED) => T::ApprovalAsked,
+        K::AuthzDecided if reason.is_some() => T::Denied,
+        K::AuthzDecided => T::Authorized,
+        K::ApprovalRequested => T::ApprovalAsked,
+        K::ApprovalDecided if decision.get("status").is_some() => T::ApprovalSettled,
+        K::ApprovalDecided if decision["decision"] == Vote::Deny.as_str() => T::ApprovalRefused,
+        K::ApprovalDecided => T::ApprovalGiven,
+        K::ApprovalOverridden => T::Overridden,
+        K::ApprovalEscalated => T::ApprovalEscalated,
+        K::LockReleased => T::LockReleased,
+        K::ExecutionStarted => T::Started,
+        K::ExecutionExecuted => T::Executed,
+        K::ExecutionFailed => T::Failed,
+        K::ExecutionRejected => T::Rejected,
+        K::CommandCanceled => T::Canceled,
+        K::CompensationCompensated => T::Compensated,
+        K::RecoveryRequested => T::Recovery,
+        K::DedupeDecided => T::Duplicate,
+        K::AuthzRequested
+        | K::InvalidTransitionAttempt
+        | K::MessageSent
+        | K::MessageFailed
+        | K::DirectoryChanged
+        | K::RetentionPurged => return None,
     };
     let at = body["recorded_at"]
         .as_str()
         .and_then(|t| OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok())
         .map(when);
-    Some(json!({
-        "step": step,
-        "at": at,
-        "reason": reason,
-        "outcome": decision["outcome"].as_str().or(decision["action"].as_str()).or(decision["status"].as_str()),
-    }))
+    let outcome = decision["outcome"].as_str().or(decision["action"].as_str()).or(decision["status"].as_str());
+    Some(TrailLine { step, at, reason, outcome })
+}
+
+/// One of `why`'s deliveries: to which executor, where it stands (its outcome once it has one),
+/// why it failed, and how many times it was handed over.
+#[derive(Debug, Serialize)]
+struct DeliveryLine<'a> {
+    target: &'a str,
+    state: String,
+    failure_class: Option<&'a str>,
+    attempts: i64,
 }
 
 /// `why <ref>`: the decision trail, from the evidence, summary first.
@@ -197,29 +234,25 @@ pub(super) async fn why(gateway: &Gateway, asker: &Asker<'_>) -> Answer {
     let store = gateway.engine.store();
     let id = command.envelope.command_id;
     let artifacts = store.evidence().for_command(asker.tenant.as_str(), id).await?;
-    let steps: Vec<Value> = artifacts.iter().filter_map(step).collect();
+    let steps: Vec<TrailLine> = artifacts.iter().filter_map(step).collect();
     let attempts = store.deliveries().dispatch_attempts(id).await?;
     let attempts_of = |target: &str| attempts.iter().find(|(t, _)| t == target).map_or(0, |(_, n)| *n);
-    let deliveries: Vec<Value> = store
-        .deliveries()
-        .of_command(id)
-        .await?
+    let deliveries = store.deliveries().of_command(id).await?;
+    let deliveries: Vec<DeliveryLine> = deliveries
         .iter()
         .filter(|d| d.target != crate::service::ooc::GATEWAY)
-        .map(|d| {
+        .map(|d| DeliveryLine {
+            target: &d.target,
+            state: d.outcome.map_or_else(|| d.state.to_string(), |o| o.to_string()),
             // The executor's own error code when it refused, else the transport's failure class.
-            let reason = d
-                .failure_class
-                .clone()
-                .or_else(|| d.detail.as_ref().and_then(|detail| detail["code"].as_str().map(str::to_owned)));
-            json!({"target": d.target, "state": d.outcome.map_or_else(|| d.state.to_string(), |o| o.to_string()),
-                "failure_class": reason, "attempts": attempts_of(&d.target)})
+            failure_class: d.failure_class.as_deref().or_else(|| d.detail.as_ref().and_then(|x| x["code"].as_str())),
+            attempts: attempts_of(&d.target),
         })
         .collect();
     let mut answer = line(gateway, &command, false);
     answer["more_steps"] = steps.len().saturating_sub(DETAIL_LINES).into();
-    answer["steps"] = steps.into_iter().take(DETAIL_LINES).collect::<Vec<_>>().into();
-    answer["deliveries"] = deliveries.into();
+    answer["steps"] = json!(steps.into_iter().take(DETAIL_LINES).collect::<Vec<_>>());
+    answer["deliveries"] = json!(deliveries);
     Ok(answer)
 }
 
@@ -281,4 +314,25 @@ pub(super) async fn agents(gateway: &Gateway, _asker: &Asker<'_>) -> Answer {
     let agents = crate::service::agents::list(gateway.engine.database(), &gateway.policy.agents).await?;
     let items: Vec<Value> = agents.iter().map(|(agent, it)| AgentLine { agent, state: it.state }.value()).collect();
     Ok(json!({"items": items}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TrailStep;
+
+    /// A step a `why` template does not name would show as a bare number in the chat.
+    #[test]
+    fn every_why_template_names_every_step() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("templates");
+        let channels = std::fs::read_dir(&root).expect("templates").flatten();
+        let locales = channels.flat_map(|channel| std::fs::read_dir(channel.path()).into_iter().flatten().flatten());
+        let whys: Vec<_> = locales.map(|locale| locale.path().join("why.txt")).filter(|why| why.exists()).collect();
+        assert!(!whys.is_empty(), "no why.txt under {}", root.display());
+        for why in whys {
+            let text = std::fs::read_to_string(&why).expect("template");
+            for step in TrailStep::ALL {
+                assert!(text.contains(&format!("s.step == \"{step}\"")), "{} says nothing of {step}", why.display());
+            }
+        }
+    }
 }
