@@ -6,7 +6,7 @@ use serde::Serialize;
 use time::OffsetDateTime;
 
 use crate::domain::command::TenantId;
-use crate::domain::lifecycle::State;
+use crate::domain::lifecycle::{CommandKind, State};
 use crate::service::database::Database;
 use crate::store::StoreError;
 
@@ -124,7 +124,8 @@ pub async fn overview(database: &Database, tenant: &TenantId, now: OffsetDateTim
     }
     let finished = store.console().finished(tenant, since, LATENCY_SAMPLE).await?;
     let all: Vec<i64> = finished.iter().map(|f| f.ended_ms - f.received_ms).collect();
-    let reads: Vec<i64> = finished.iter().filter(|f| f.read).map(|f| f.ended_ms - f.received_ms).collect();
+    let reads: Vec<i64> =
+        finished.iter().filter(|f| f.command_kind == CommandKind::Read).map(|f| f.ended_ms - f.received_ms).collect();
     let (backlog, oldest) = store.inbox().backlog().await?;
     let lag_ms = oldest.map(|at| (now - at).whole_milliseconds().max(0) as i64);
     let intake = Intake { backlog, lag_ms, parked: store.inbox().parked().await? };

@@ -3,7 +3,8 @@
 use time::OffsetDateTime;
 
 use crate::domain::command::TenantId;
-use crate::domain::lifecycle::State;
+use crate::domain::lifecycle::{CommandKind, State};
+use crate::store::decoded::{decode_all, decoded};
 use crate::store::rows::{from_ms, int, parsed, text, to_ms};
 use crate::store::{Console, StoreError};
 
@@ -28,14 +29,16 @@ pub struct MinuteCount {
     pub count: i64,
 }
 
-/// A command that ended: when it was received and when it ended, in epoch milliseconds.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Finished {
-    pub state: State,
-    pub received_ms: i64,
-    pub ended_ms: i64,
-    /// A read: no person is asked anything on its way.
-    pub read: bool,
+decoded! {
+    /// A command that ended: when it was received and when it ended, in epoch milliseconds.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    pub struct Finished {
+        pub state: State,
+        pub received_ms: i64,
+        pub ended_ms: i64,
+        /// A read asks no person anything on its way.
+        pub command_kind: CommandKind,
+    }
 }
 
 impl Console<'_> {
@@ -132,7 +135,7 @@ impl Console<'_> {
         limit: i64,
     ) -> Result<Vec<Finished>, StoreError> {
         let rows = sqlx::query(
-            "SELECT state, received_at, updated_at, command_kind FROM commands
+            "SELECT state, received_at AS received_ms, updated_at AS ended_ms, command_kind FROM commands
              WHERE tenant_id = $1 AND received_at >= $2
                AND state IN ('executed', 'failed', 'rejected', 'canceled', 'compensated')
              ORDER BY command_id DESC LIMIT $3",
@@ -142,15 +145,6 @@ impl Console<'_> {
         .bind(limit)
         .fetch_all(self.store.pool())
         .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(Finished {
-                    state: parsed(row, "state")?,
-                    received_ms: int(row, "received_at")?,
-                    ended_ms: int(row, "updated_at")?,
-                    read: text(row, "command_kind")? == "read",
-                })
-            })
-            .collect()
+        decode_all(&rows)
     }
 }

@@ -13,8 +13,9 @@ use crate::domain::evidence::EvidenceDraft;
 use crate::domain::evidence::GENESIS_HASH;
 use crate::domain::evidence::hash_canonical;
 use crate::store::Evidence;
+use crate::store::decoded::{decode_all, decoded};
 use crate::store::named::{self, row};
-use crate::store::rows::{int, json, text, to_ms, uuid};
+use crate::store::rows::{int, text, to_ms};
 use crate::store::{Store, StoreError};
 
 /// Appends artifacts, in order, to one chain inside the caller's transaction, in three
@@ -108,14 +109,16 @@ async fn reserve(conn: &mut AnyConnection, chain_id: &str, count: i64, now: i64)
     Ok((int(&head, "last_seq")?, text(&head, "last_hash")?))
 }
 
-/// An artifact as read back: its place in the chain and its full content.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct StoredArtifact {
-    pub artifact_id: Uuid,
-    pub seq: i64,
-    pub kind: String,
-    pub hash: String,
-    pub body: Value,
+decoded! {
+    /// An artifact as read back: its place in the chain and its full content.
+    #[derive(Debug, Clone, serde::Serialize)]
+    pub struct StoredArtifact {
+        pub artifact_id: Uuid,
+        pub seq: i64,
+        pub kind: String,
+        pub hash: String,
+        pub body: Value,
+    }
 }
 
 /// The result of checking every chain.
@@ -187,17 +190,7 @@ impl Evidence<'_> {
         .bind(command_id.to_string())
         .fetch_all(self.store.pool())
         .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(StoredArtifact {
-                    artifact_id: uuid(row, "artifact_id")?,
-                    seq: int(row, "seq")?,
-                    kind: text(row, "kind")?,
-                    hash: text(row, "hash")?,
-                    body: json(row, "body")?,
-                })
-            })
-            .collect()
+        decode_all(&rows)
     }
 
     /// Checks every chain from its first artifact to its recorded head (`audit verify`).

@@ -6,7 +6,11 @@ use time::OffsetDateTime;
 use crate::domain::evidence::ExportedLink;
 use crate::store::Evidence;
 use crate::store::StoreError;
-use crate::store::rows::{from_ms, int, text, to_ms};
+use crate::store::decoded::{decode_all, decoded};
+use crate::store::rows::{int, text, to_ms};
+
+// A link of the chain as the evidence table holds it.
+decoded!(impl ExportedLink { chain_id, seq, artifact_id, kind, command_id, recorded_at, prev_hash, hash, body });
 
 impl Evidence<'_> {
     /// Each chain with an artifact recorded by `until`, and the last such artifact's place: what
@@ -32,7 +36,7 @@ impl Evidence<'_> {
         limit: i64,
     ) -> Result<Vec<ExportedLink>, StoreError> {
         let rows = sqlx::query(
-            "SELECT artifact_id, seq, kind, command_id, recorded_at, prev_hash, hash, body FROM evidence
+            "SELECT chain_id, artifact_id, seq, kind, command_id, recorded_at, prev_hash, hash, body FROM evidence
              WHERE chain_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT $4",
         )
         .bind(chain_id)
@@ -41,20 +45,6 @@ impl Evidence<'_> {
         .bind(limit)
         .fetch_all(self.store.pool())
         .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(ExportedLink {
-                    chain_id: chain_id.to_owned(),
-                    seq: int(row, "seq")?,
-                    artifact_id: text(row, "artifact_id")?,
-                    kind: text(row, "kind")?,
-                    command_id: sqlx::Row::try_get(row, "command_id")?,
-                    recorded_at: from_ms(int(row, "recorded_at")?)?,
-                    prev_hash: text(row, "prev_hash")?,
-                    hash: text(row, "hash")?,
-                    body: text(row, "body")?,
-                })
-            })
-            .collect()
+        decode_all(&rows)
     }
 }

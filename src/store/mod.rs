@@ -21,6 +21,7 @@ mod commands;
 mod confirmations;
 mod console;
 mod conversations;
+mod decoded;
 mod dedupe;
 mod deliveries;
 mod directory;

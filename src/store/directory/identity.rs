@@ -6,7 +6,8 @@ use time::OffsetDateTime;
 
 use crate::domain::command::{ActorId, TenantId};
 use crate::domain::directory::Resolved;
-use crate::store::rows::{from_ms, int, opt_text, text, to_ms};
+use crate::store::decoded::{decode_all, decoded};
+use crate::store::rows::{from_ms, int, opt_text, to_ms};
 use crate::store::{Adopted, Identities, ParkedSender, StoreError};
 
 /// What the resolver said about an address, and until when it holds.
@@ -28,15 +29,17 @@ pub struct NewLookup<'a> {
     pub asked_at: OffsetDateTime,
 }
 
-/// A lookup this instance holds the lease of.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ClaimedLookup {
-    pub tenant: String,
-    pub address: String,
-    pub channel: String,
-    pub profile_name: Option<String>,
-    pub first_asked_at: OffsetDateTime,
-    pub attempts: i64,
+decoded! {
+    /// A lookup this instance holds the lease of.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct ClaimedLookup {
+        pub tenant: String,
+        pub address: String,
+        pub channel: String,
+        pub profile_name: Option<String>,
+        pub first_asked_at: OffsetDateTime,
+        pub attempts: i64,
+    }
 }
 
 impl Identities<'_> {
@@ -111,7 +114,7 @@ impl Identities<'_> {
              WHERE lease_until <= $2 AND (tenant_id, address) IN (
                SELECT tenant_id, address FROM identity_lookups
                WHERE next_attempt_at <= $2 AND lease_until <= $2 ORDER BY next_attempt_at LIMIT $3)
-             RETURNING tenant_id, address, channel, profile_name, first_asked_at, attempts",
+             RETURNING tenant_id AS tenant, address, channel, profile_name, first_asked_at, attempts",
         )
         .bind(to_ms(until))
         .bind(to_ms(now))
@@ -119,18 +122,7 @@ impl Identities<'_> {
         .fetch_all(&mut *tx)
         .await?;
         tx.commit().await?;
-        rows.iter()
-            .map(|row| {
-                Ok(ClaimedLookup {
-                    tenant: text(row, "tenant_id")?,
-                    address: text(row, "address")?,
-                    channel: text(row, "channel")?,
-                    profile_name: opt_text(row, "profile_name")?,
-                    first_asked_at: from_ms(int(row, "first_asked_at")?)?,
-                    attempts: int(row, "attempts")?,
-                })
-            })
-            .collect()
+        decode_all(&rows)
     }
 
     /// Keeps the resolver's answer about `address` until `expires_at`.
@@ -228,25 +220,13 @@ impl Identities<'_> {
     /// Up to `limit` messages an older version kept for the resolver in `identity_waits`.
     pub async fn left_waiting(self, limit: i64) -> Result<Vec<Adopted>, StoreError> {
         let rows = sqlx::query(
-            "SELECT channel, provider_message_id, tenant_id, address, conversation_id, payload, received_at
+            "SELECT channel, provider_message_id, tenant_id AS tenant, address, conversation_id, payload, received_at
              FROM identity_waits ORDER BY received_at LIMIT $1",
         )
         .bind(limit)
         .fetch_all(self.store.pool())
         .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(Adopted {
-                    channel: text(row, "channel")?,
-                    provider_message_id: text(row, "provider_message_id")?,
-                    conversation_id: text(row, "conversation_id")?,
-                    payload: text(row, "payload")?,
-                    received_at: from_ms(int(row, "received_at")?)?,
-                    tenant: text(row, "tenant_id")?,
-                    address: text(row, "address")?,
-                })
-            })
-            .collect()
+        decode_all(&rows)
     }
 
     /// Removes messages from `identity_waits` once the inbox holds them.

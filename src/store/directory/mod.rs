@@ -25,8 +25,9 @@ use crate::domain::command::TenantId;
 use crate::domain::directory::{Person, Roles};
 use crate::domain::evidence::EvidenceDraft;
 use crate::domain::names::named_enum;
+use crate::store::decoded::{decode_all, decoded, stored_by_name};
 use crate::store::evidence::append_all;
-use crate::store::rows::{json, parsed, text, to_ms};
+use crate::store::rows::to_ms;
 use crate::store::{Directory, StoreError};
 
 named_enum! {
@@ -37,6 +38,7 @@ named_enum! {
         Api => "api",
     }
 }
+stored_by_name!(Source);
 
 /// A person as stored.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,12 +71,14 @@ pub enum Written {
     AddressTaken { address: String, owner: String },
 }
 
-/// A role as stored: its scopes and who owns it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredRole {
-    pub name: String,
-    pub scopes: BTreeSet<String>,
-    pub source: Source,
+decoded! {
+    /// A role as stored: its scopes and who owns it.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct StoredRole {
+        pub name: String,
+        pub scopes: BTreeSet<String>,
+        pub source: Source,
+    }
 }
 
 impl Directory<'_> {
@@ -90,15 +94,7 @@ impl Directory<'_> {
             .bind(tenant.as_str())
             .fetch_all(&mut *self.store.reader().await?)
             .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(StoredRole {
-                    name: text(row, "name")?,
-                    scopes: json(row, "scopes")?,
-                    source: parsed(row, "source")?,
-                })
-            })
-            .collect()
+        decode_all(&rows)
     }
 
     /// Sets a role (with its change's evidence); `None` scopes removes it.

@@ -8,7 +8,8 @@
 use time::OffsetDateTime;
 
 use crate::domain::command::TenantId;
-use crate::store::rows::{Param, from_ms, insert_rows, int, text, to_ms};
+use crate::store::decoded::{decode_all, decoded};
+use crate::store::rows::{Param, insert_rows, int, to_ms};
 use crate::store::{Inbox, Lease, StoreError};
 
 /// What let a parked message go.
@@ -37,27 +38,31 @@ impl Released {
     }
 }
 
-/// A sender whose messages are parked, and since when the oldest of them waits.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ParkedSender {
-    pub tenant: String,
-    pub address: String,
-    pub channel: String,
-    pub since: OffsetDateTime,
+decoded! {
+    /// A sender whose messages are parked, and since when the oldest of them waits.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct ParkedSender {
+        pub tenant: String,
+        pub address: String,
+        pub channel: String,
+        pub since: OffsetDateTime,
+    }
 }
 
-/// A message an older version kept for the resolver in a table of its own (`identity_waits`),
-/// moved into the inbox as parked.
-#[derive(Debug, Clone)]
-pub struct Adopted {
-    pub channel: String,
-    pub provider_message_id: String,
-    pub conversation_id: String,
-    /// What the provider sent: the inbox reads it again by its channel.
-    pub payload: String,
-    pub received_at: OffsetDateTime,
-    pub tenant: String,
-    pub address: String,
+decoded! {
+    /// A message an older version kept for the resolver in a table of its own (`identity_waits`),
+    /// moved into the inbox as parked.
+    #[derive(Debug, Clone)]
+    pub struct Adopted {
+        pub channel: String,
+        pub provider_message_id: String,
+        pub conversation_id: String,
+        /// What the provider sent: the inbox reads it again by its channel.
+        pub payload: String,
+        pub received_at: OffsetDateTime,
+        pub tenant: String,
+        pub address: String,
+    }
 }
 
 impl Inbox<'_> {
@@ -122,21 +127,13 @@ impl Inbox<'_> {
     /// Every sender with parked messages.
     pub async fn parked_senders(self) -> Result<Vec<ParkedSender>, StoreError> {
         let rows = sqlx::query(
-            "SELECT awaiting_tenant, awaiting_address, MIN(channel) AS channel, MIN(received_at) AS since FROM inbox
+            "SELECT awaiting_tenant AS tenant, awaiting_address AS address, MIN(channel) AS channel,
+             MIN(received_at) AS since FROM inbox
              WHERE awaiting_address IS NOT NULL GROUP BY awaiting_tenant, awaiting_address",
         )
         .fetch_all(self.store.inbox_pool())
         .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(ParkedSender {
-                    tenant: text(row, "awaiting_tenant")?,
-                    address: text(row, "awaiting_address")?,
-                    channel: text(row, "channel")?,
-                    since: from_ms(int(row, "since")?)?,
-                })
-            })
-            .collect()
+        decode_all(&rows)
     }
 
     /// Removes the parked messages of `names` in `tenant` (an erasure).

@@ -11,7 +11,8 @@ use crate::domain::outbound::{ChatMessage, OutboxMessage, Purpose, ReplyAddress}
 use crate::domain::replies::Reply;
 use crate::store::Outbox;
 use crate::store::StoreError;
-use crate::store::rows::{int, json, opt_parsed, text, to_ms, uuid};
+use crate::store::decoded::{decode_all, decoded};
+use crate::store::rows::to_ms;
 
 mod write;
 
@@ -106,17 +107,19 @@ pub enum OutboxSettle {
     Dead { id: Uuid, error: String },
 }
 
-/// A row a worker now holds until its lease ends.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ClaimedMessage {
-    pub id: Uuid,
-    pub tenant_id: String,
-    pub command_id: Option<Uuid>,
-    pub kind: String,
-    pub destination: String,
-    pub payload: Value,
-    /// This attempt's number, starting at 1.
-    pub attempt: i64,
+decoded! {
+    /// A row a worker now holds until its lease ends.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct ClaimedMessage {
+        pub id: Uuid,
+        pub tenant_id: String,
+        pub command_id: Option<Uuid>,
+        pub kind: String,
+        pub destination: String,
+        pub payload: Value,
+        /// This attempt's number, starting at 1.
+        pub attempt: i64,
+    }
 }
 
 /// A message row held for a provider's HTTP answer (`NewOutboxMessage::hold`): never tried and
@@ -159,7 +162,7 @@ macro_rules! claim_outbox_sql {
             ") OR earlier.locked_until > $2)))
                           ORDER BY next_attempt_at, id LIMIT $3 ",
             $lock,
-            ") RETURNING id, tenant_id, command_id, kind, destination, payload, attempts"
+            ") RETURNING id, tenant_id, command_id, kind, destination, payload, attempts AS attempt"
         )
     };
 }
@@ -236,7 +239,7 @@ impl Outbox<'_> {
             "UPDATE outbox SET locked_until = $1, attempts = attempts + 1, updated_at = $2
              WHERE kind IN ($3, $5) AND destination = $4 AND status = 'pending' AND locked_until IS NULL AND ",
             held_row!(""),
-            " RETURNING id, tenant_id, command_id, kind, destination, payload, attempts"
+            " RETURNING id, tenant_id, command_id, kind, destination, payload, attempts AS attempt"
         ))
         .bind(to_ms(now + lease))
         .bind(to_ms(now))
@@ -280,20 +283,7 @@ impl Outbox<'_> {
 /// Claimed rows, in the order they were written (`UPDATE ... RETURNING` keeps no order; UUIDv7
 /// ids sort by creation).
 fn claimed(rows: &[sqlx::any::AnyRow]) -> Result<Vec<ClaimedMessage>, StoreError> {
-    let mut claimed = rows
-        .iter()
-        .map(|row| {
-            Ok(ClaimedMessage {
-                id: uuid(row, "id")?,
-                tenant_id: text(row, "tenant_id")?,
-                command_id: opt_parsed(row, "command_id")?,
-                kind: text(row, "kind")?,
-                destination: text(row, "destination")?,
-                payload: json(row, "payload")?,
-                attempt: int(row, "attempts")?,
-            })
-        })
-        .collect::<Result<Vec<_>, StoreError>>()?;
+    let mut claimed: Vec<ClaimedMessage> = decode_all(rows)?;
     claimed.sort_by_key(|m: &ClaimedMessage| m.id);
     Ok(claimed)
 }
