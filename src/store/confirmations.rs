@@ -13,8 +13,9 @@ use crate::domain::names::named_enum;
 use crate::domain::outbound::OutboxMessage;
 use crate::store::Confirmations;
 use crate::store::StoreError;
+use crate::store::decoded::{Column, Decoded, decode_all, decoded, stored_by_name};
 use crate::store::named::{self, Row, row};
-use crate::store::rows::{from_ms, int, json, opt_int, opt_text, parsed, text, to_ms, uuid};
+use crate::store::rows::to_ms;
 
 named_enum! {
     /// Where a confirmation stands; only `pending` can be answered. `closed`: the command ended
@@ -27,6 +28,7 @@ named_enum! {
         Closed => "closed",
     }
 }
+stored_by_name!(ConfirmationStatus);
 
 /// A confirmation asked for together with the command's admission.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,21 +40,23 @@ pub struct NewConfirmation {
     pub prompt: OutboxMessage,
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct Confirmation {
-    pub id: Uuid,
-    pub tenant_id: TenantId,
-    pub command_id: Uuid,
-    pub idempotency_key: IdempotencyKey,
-    pub actor_id: ActorId,
-    pub code: String,
-    pub nonce: String,
-    pub status: ConfirmationStatus,
-    pub prompt: OutboxMessage,
-    pub created_at: OffsetDateTime,
-    pub expires_at: OffsetDateTime,
-    pub answered_at: Option<OffsetDateTime>,
-    pub answered_by: Option<String>,
+decoded! {
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Confirmation {
+        pub id: Uuid,
+        pub tenant_id: TenantId,
+        pub command_id: Uuid,
+        pub idempotency_key: IdempotencyKey,
+        pub actor_id: ActorId,
+        pub code: String,
+        pub nonce: String,
+        pub status: ConfirmationStatus,
+        pub prompt: OutboxMessage,
+        pub created_at: OffsetDateTime,
+        pub expires_at: OffsetDateTime,
+        pub answered_at: Option<OffsetDateTime>,
+        pub answered_by: Option<String>,
+    }
 }
 
 impl Confirmation {
@@ -71,7 +75,7 @@ pub struct SettleConfirmation {
     pub answered_by: Option<ActorId>,
 }
 
-/// The query `decode` reads, as a literal so that queries stay static SQL.
+/// The query a `Confirmation` is read from, as a literal so that queries stay static SQL.
 macro_rules! confirmation_select {
     () => {
         "SELECT id, tenant_id, command_id, idempotency_key, actor_id, code, nonce, status, prompt, created_at, \
@@ -157,26 +161,7 @@ pub(crate) async fn pending_prompt(
 }
 
 fn prompt(row: &AnyRow) -> Result<OutboxMessage, StoreError> {
-    OutboxMessage::from_payload(&json(row, "prompt")?).map_err(StoreError::Corrupt)
-}
-
-fn decode(row: &AnyRow) -> Result<Confirmation, StoreError> {
-    let corrupt = |e: String| StoreError::Corrupt(e);
-    Ok(Confirmation {
-        id: uuid(row, "id")?,
-        tenant_id: TenantId::parse(&text(row, "tenant_id")?).map_err(|e| corrupt(e.to_string()))?,
-        command_id: uuid(row, "command_id")?,
-        idempotency_key: IdempotencyKey::from_stored(text(row, "idempotency_key")?),
-        actor_id: ActorId::parse(&text(row, "actor_id")?).map_err(|e| corrupt(e.to_string()))?,
-        code: text(row, "code")?,
-        nonce: text(row, "nonce")?,
-        status: parsed(row, "status")?,
-        prompt: prompt(row)?,
-        created_at: from_ms(int(row, "created_at")?)?,
-        expires_at: from_ms(int(row, "expires_at")?)?,
-        answered_at: opt_int(row, "answered_at")?.map(from_ms).transpose()?,
-        answered_by: opt_text(row, "answered_by")?,
-    })
+    Column::read(row, "prompt")
 }
 
 pub(crate) const EXPIRED: &str =
@@ -187,7 +172,7 @@ impl Confirmations<'_> {
     pub async fn by_nonce(self, nonce: &str) -> Result<Option<Confirmation>, StoreError> {
         let sql = concat!(confirmation_select!(), " WHERE nonce = $1");
         let row = sqlx::query(sql).bind(nonce).fetch_optional(self.store.pool()).await?;
-        row.as_ref().map(decode).transpose()
+        row.as_ref().map(Confirmation::decode).transpose()
     }
 
     /// The confirmations of a tenant with this code, newest first (codes are short: they may
@@ -195,7 +180,7 @@ impl Confirmations<'_> {
     pub async fn by_code(self, tenant_id: &TenantId, code: &str) -> Result<Vec<Confirmation>, StoreError> {
         let sql = concat!(confirmation_select!(), " WHERE tenant_id = $1 AND code = $2 ORDER BY created_at DESC");
         let rows = sqlx::query(sql).bind(tenant_id.as_str()).bind(code).fetch_all(self.store.pool()).await?;
-        rows.iter().map(decode).collect()
+        decode_all(&rows)
     }
 
     /// The confirmations an actor has not answered yet (expired ones included until swept).
@@ -206,12 +191,12 @@ impl Confirmations<'_> {
         );
         let rows =
             sqlx::query(sql).bind(tenant_id.as_str()).bind(actor_id.as_str()).fetch_all(self.store.pool()).await?;
-        rows.iter().map(decode).collect()
+        decode_all(&rows)
     }
 
     /// Pending confirmations whose time ran out, oldest first.
     pub async fn expired(self, now: OffsetDateTime, limit: i64) -> Result<Vec<Confirmation>, StoreError> {
         let rows = sqlx::query(EXPIRED).bind(to_ms(now)).bind(limit).fetch_all(self.store.pool()).await?;
-        rows.iter().map(decode).collect()
+        decode_all(&rows)
     }
 }

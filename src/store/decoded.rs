@@ -10,8 +10,10 @@ use sqlx::{Row as _, ValueRef as _};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use crate::domain::command::{ActorId, IdempotencyKey, TenantId};
 use crate::domain::delivery::{DeliveryOutcome, DeliveryState};
 use crate::domain::lifecycle::{CommandKind, State};
+use crate::domain::outbound::OutboxMessage;
 use crate::domain::registry::approvals::{ApprovalStatus, Vote};
 use crate::store::StoreError;
 use crate::store::rows::{from_ms, int, json, text};
@@ -75,6 +77,33 @@ impl<T: Column> Column for Option<T> {
     fn read(row: &AnyRow, column: &str) -> Result<Self, StoreError> {
         let raw = row.try_get_raw(column).map_err(|e| StoreError::Corrupt(format!("{column}: {e}")))?;
         if raw.is_null() { Ok(None) } else { T::read(row, column).map(Some) }
+    }
+}
+
+/// Ids are checked as they are read back, by the parse that checks them at the edge.
+macro_rules! checked_ids {
+    ($($ty:ty),+ $(,)?) => {$(
+        impl Column for $ty {
+            fn read(row: &AnyRow, column: &str) -> Result<Self, StoreError> {
+                let raw = text(row, column)?;
+                <$ty>::parse(&raw).map_err(|e| StoreError::Corrupt(format!("{column} `{raw}`: {e}")))
+            }
+        }
+    )+};
+}
+checked_ids!(TenantId, ActorId);
+
+/// A key is stored as it was derived; reading it back does not derive it again.
+impl Column for IdempotencyKey {
+    fn read(row: &AnyRow, column: &str) -> Result<Self, StoreError> {
+        Ok(IdempotencyKey::from_stored(text(row, column)?))
+    }
+}
+
+/// An outgoing message is stored as its typed payload's JSON.
+impl Column for OutboxMessage {
+    fn read(row: &AnyRow, column: &str) -> Result<Self, StoreError> {
+        OutboxMessage::from_payload(&json(row, column)?).map_err(|e| StoreError::Corrupt(format!("{column}: {e}")))
     }
 }
 
