@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use crate::domain::command::{IdempotencyKey, TenantId};
 use crate::domain::delivery::ApprovalWait;
-use crate::domain::registry::approvals::{Need, next_escalation};
+use crate::domain::registry::approvals::{Need, Vote, next_escalation};
 use crate::store::named::{self, row};
 use crate::store::rows::{from_ms, int, json, opt_int, opt_text, parsed, text, to_ms, uuid};
 use crate::store::tokens::{ConsumedToken, consume_token};
@@ -64,7 +64,7 @@ pub struct ApprovalDecision {
     pub approver: String,
     /// The roles they held when they decided.
     pub roles: BTreeSet<String>,
-    pub approve: bool,
+    pub vote: Vote,
     /// Where they decided: `api`, or the channel they tapped on.
     pub via: String,
     pub reason: Option<String>,
@@ -211,7 +211,7 @@ impl Approvals<'_> {
             "approval_id" => id.to_string(),
             "approver" => decision.approver.as_str(),
             "roles" => roles,
-            "decision" => if decision.approve { "approve" } else { "deny" },
+            "decision" => decision.vote.as_str(),
             "via" => decision.via.as_str(),
             "reason" => decision.reason.clone(),
             "decided_at" => to_ms(decision.decided_at),
@@ -255,7 +255,7 @@ async fn decisions_of(conn: &mut AnyConnection, id: Uuid) -> Result<Vec<Approval
             Ok(ApprovalDecision {
                 approver: text(row, "approver")?,
                 roles: json(row, "roles")?,
-                approve: text(row, "decision")? == "approve",
+                vote: parsed(row, "decision")?,
                 via: text(row, "via")?,
                 reason: opt_text(row, "reason")?,
                 decided_at: from_ms(int(row, "decided_at")?)?,

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use chatgate::domain::registry::approvals::Vote;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -152,6 +153,6 @@ async fn supervisors_are_asked_on_slack_telegram_and_sms_and_decide_there(db: &T
     assert_eq!(answered.status(), StatusCode::OK);
     assert_eq!(settled(db, other).await, "rejected");
     let decided = db.store.approvals().decisions(approval).await.expect("decisions");
-    assert_eq!((decided[0].approver.as_str(), decided[0].approve), ("s-sms", false));
+    assert_eq!((decided[0].approver.as_str(), decided[0].vote), ("s-sms", Vote::Deny));
     rig.app.stop().await.expect("stop");
 }

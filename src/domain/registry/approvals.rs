@@ -100,7 +100,7 @@ pub fn evaluate(rules: &[ApprovalRule], args: &Args, roles: &BTreeSet<String>) -
 pub struct Decided {
     pub approver: String,
     pub roles: BTreeSet<String>,
-    pub approve: bool,
+    pub vote: Vote,
 }
 
 named_enum! {
@@ -121,12 +121,6 @@ named_enum! {
     Vote {
         Approve => "approve",
         Deny => "deny",
-    }
-}
-
-impl Vote {
-    pub fn of(approve: bool) -> Self {
-        if approve { Self::Approve } else { Self::Deny }
     }
 }
 
@@ -210,12 +204,12 @@ pub fn tally(needs: &[(String, Need)], requester: &str, decisions: &[Decided], w
     let mut seen = BTreeSet::new();
     let first: Vec<&Decided> = decisions.iter().filter(|d| seen.insert(d.approver.as_str())).collect();
     let may = |need: &Need, d: &Decided| may_decide(need, requester, &d.approver, &d.roles, waited);
-    if let Some(denial) = first.iter().find(|d| !d.approve && needs.iter().any(|(_, need)| may(need, d))) {
+    if let Some(denial) = first.iter().find(|d| d.vote == Vote::Deny && needs.iter().any(|(_, need)| may(need, d))) {
         return Tally::Denied { by: denial.approver.clone() };
     }
     let mut missing = vec![];
     for (rule, need) in needs {
-        let given = first.iter().filter(|d| d.approve && may(need, d)).count() as u32;
+        let given = first.iter().filter(|d| d.vote == Vote::Approve && may(need, d)).count() as u32;
         if given < need.quorum {
             if waited >= need.within {
                 return Tally::Expired { rule: rule.clone() };

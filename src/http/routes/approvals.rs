@@ -136,7 +136,7 @@ pub(crate) async fn decide_as(
         tenant: &principal.tenant,
         approval_id: id,
         approver: &principal.subject,
-        approve: body.decision == Vote::Approve,
+        vote: body.decision,
         reason: body.reason.filter(|r| !r.trim().is_empty()),
         via,
         step_up: body.step_up_token.as_deref(),
@@ -155,7 +155,7 @@ pub(crate) async fn decide_as(
         }
         Decided::NotFound => return Err(not_found(id)),
         Decided::Settled { status } => return Err(settled(status)),
-        Decided::AlreadyDecided { approve } => return Err(already_decided(approve)),
+        Decided::AlreadyDecided { vote } => return Err(already_decided(vote)),
         Decided::NotYours(why) => return Err(not_yours(why)),
     };
     let approval = view::approval(&state.engine, &principal.tenant, id).await?;
@@ -233,8 +233,11 @@ fn settled(status: ApprovalStatus) -> ApiError {
         .into()
 }
 
-fn already_decided(approve: bool) -> ApiError {
-    let word = if approve { "approved" } else { "denied" };
+fn already_decided(vote: Vote) -> ApiError {
+    let word = match vote {
+        Vote::Approve => "approved",
+        Vote::Deny => "denied",
+    };
     Problem::new(StatusCode::CONFLICT, "already_decided", "Decided before")
         .detail(format!("You {word} it before; that decision stands."))
         .into()

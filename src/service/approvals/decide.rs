@@ -30,7 +30,7 @@ pub struct Deciding<'a> {
     pub approval_id: Uuid,
     /// The person, as the directory knows them.
     pub approver: &'a str,
-    pub approve: bool,
+    pub vote: Vote,
     pub reason: Option<String>,
     /// `api`, or the channel they answered on.
     pub via: &'a str,
@@ -48,7 +48,7 @@ pub enum Decided {
     /// It denied the request: the command was rejected.
     Denied,
     /// They had decided before; that decision stands.
-    AlreadyDecided { approve: bool },
+    AlreadyDecided { vote: Vote },
     /// The approval was settled before (approved, denied, expired, overridden, closed).
     Settled { status: ApprovalStatus },
     /// Not theirs to decide.
@@ -129,7 +129,7 @@ pub async fn decide(
     let decision = ApprovalDecision {
         approver: deciding.approver.to_owned(),
         roles: standing.roles,
-        approve: deciding.approve,
+        vote: deciding.vote,
         via: deciding.via.to_owned(),
         reason: deciding.reason.clone(),
         decided_at: now,
@@ -142,7 +142,7 @@ pub async fn decide(
     };
     if !recorded.fresh {
         let first = recorded.decisions.iter().find(|d| d.approver == deciding.approver);
-        return Ok(Decided::AlreadyDecided { approve: first.is_some_and(|d| d.approve) });
+        return Ok(Decided::AlreadyDecided { vote: first.map_or(Vote::Deny, |d| d.vote) });
     }
     counted(engine, policy, (&approval, &decision), (deciding, &recorded), now).await
 }
@@ -159,7 +159,7 @@ async fn counted(
     let counted: Vec<Counted> = recorded
         .decisions
         .iter()
-        .map(|d| Counted { approver: d.approver.clone(), roles: d.roles.clone(), approve: d.approve })
+        .map(|d| Counted { approver: d.approver.clone(), roles: d.roles.clone(), vote: d.vote })
         .collect();
     let tally = approvals::tally(&approval.needs, &approval.requester, &counted, waited(approval, now));
     let evidence = vec![decided_evidence(engine, (approval, decision.proof.as_ref()), deciding, &tally)];
@@ -247,7 +247,7 @@ fn decided_evidence(
     let decision = Decision::ApprovalDecided {
         approval_id: approval.id,
         approver: approver.clone(),
-        decision: Vote::of(deciding.approve),
+        decision: deciding.vote,
         via: deciding.via.to_owned(),
         standing: tally.standing(),
         step_up_proof: proof.map(|p| ProofRecord::named(&p.issuer, &p.jti)),

@@ -19,7 +19,7 @@ use crate::domain::evidence::decision::Decision;
 use crate::domain::evidence::{EvidenceDraft, TraceBindings};
 use crate::domain::instants::rfc3339;
 use crate::domain::lifecycle::{EvidenceKind, State};
-use crate::domain::registry::approvals::{Need, RuleOutcome};
+use crate::domain::registry::approvals::{Need, RuleOutcome, Vote};
 use crate::service::dispatch::{DeliveryPlan, DispatchOrder, cancel_notices, conclude};
 use crate::service::engine::{Engine, EngineError};
 use crate::service::security::Policy;
@@ -153,7 +153,7 @@ async fn grant(
     let decisions = engine.store().approvals().decisions(approval.id).await?;
     let approvers = decisions
         .into_iter()
-        .filter(|d| d.approve)
+        .filter(|d| d.vote == Vote::Approve)
         .map(|d| GrantedBy {
             approver: d.approver,
             roles: d.roles.into_iter().collect(),

@@ -116,7 +116,7 @@ impl ApprovalView {
             .into_iter()
             .map(|d| DecisionView {
                 approver: d.approver,
-                decision: Vote::of(d.approve),
+                decision: d.vote,
                 via: d.via,
                 reason: d.reason,
                 decided_at: rfc3339(d.decided_at),
@@ -175,7 +175,7 @@ pub fn missing(approval: &StoredApproval, decisions: &[ApprovalDecision], now: O
     }
     let counted: Vec<Counted> = decisions
         .iter()
-        .map(|d| Counted { approver: d.approver.clone(), roles: d.roles.clone(), approve: d.approve })
+        .map(|d| Counted { approver: d.approver.clone(), roles: d.roles.clone(), vote: d.vote })
         .collect();
     let waited = (now - approval.requested_at).try_into().unwrap_or_default();
     match approvals::tally(&approval.needs, &approval.requester, &counted, waited) {

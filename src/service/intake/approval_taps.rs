@@ -9,6 +9,7 @@ use uuid::Uuid;
 use crate::domain::command::{ShortRef, TenantId};
 use crate::domain::directory::{Actor, Tenant};
 use crate::domain::message::{Content, InboundStatus};
+use crate::domain::registry::approvals::Vote;
 use crate::domain::replies::{ApprovalAnswer, Reply};
 use crate::service::approvals::decide::{Decided, Deciding, decide};
 use crate::service::engine::EngineError;
@@ -19,7 +20,7 @@ use crate::store::ReplyTo;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct ApprovalTap {
     pub(super) approval: Named,
-    pub(super) approve: bool,
+    pub(super) vote: Vote,
 }
 
 /// How a tap names its approval: a button carries its id, words its short code.
@@ -36,24 +37,19 @@ impl ApprovalTap {
             Content::Reply { id, .. } => {
                 let mut parts = id.splitn(3, ':');
                 let (prefix, verdict, approval) = (parts.next()?, parts.next()?, parts.next()?);
-                let approve = match (prefix, verdict) {
-                    ("cg", "approve") => true,
-                    ("cg", "deny") => false,
-                    _ => return None,
-                };
-                Some(Self { approval: Named::Id(approval.parse().ok()?), approve })
+                if prefix != "cg" {
+                    return None;
+                }
+                let vote = verdict.parse().ok()?;
+                Some(Self { approval: Named::Id(approval.parse().ok()?), vote })
             }
             // SMS and any channel without buttons: the verdict and the code the request gave.
             Content::Text(text) => {
                 let mut words = text.split_whitespace();
                 let (verdict, code) = (words.next()?, words.next()?);
-                let approve = match verdict.to_ascii_lowercase().as_str() {
-                    "approve" => true,
-                    "deny" => false,
-                    _ => return None,
-                };
+                let vote = verdict.to_ascii_lowercase().parse().ok()?;
                 let code = ShortRef::parse(code).ok().filter(|_| words.next().is_none())?;
-                Some(Self { approval: Named::Code(code), approve })
+                Some(Self { approval: Named::Code(code), vote })
             }
             _ => None,
         }
@@ -77,7 +73,7 @@ impl Ingress {
             tenant: &tenant.id,
             approval_id,
             approver: actor.id.as_str(),
-            approve: tap.approve,
+            vote: tap.vote,
             reason: None,
             via: message.channel.as_str(),
             step_up: None,
@@ -117,8 +113,8 @@ mod tests {
     fn a_tap_names_its_approval_and_the_decision() {
         let id = Uuid::now_v7();
         let tap = |button: String| ApprovalTap::parse(&Content::Reply { id: button, title: "Approve".into() });
-        assert_eq!(tap(format!("cg:approve:{id}")), Some(ApprovalTap { approval: Named::Id(id), approve: true }));
-        assert_eq!(tap(format!("cg:deny:{id}")), Some(ApprovalTap { approval: Named::Id(id), approve: false }));
+        assert_eq!(tap(format!("cg:approve:{id}")), Some(ApprovalTap { approval: Named::Id(id), vote: Vote::Approve }));
+        assert_eq!(tap(format!("cg:deny:{id}")), Some(ApprovalTap { approval: Named::Id(id), vote: Vote::Deny }));
         assert_eq!(tap(format!("cg:yes:{id}")), None, "a confirmation's button");
         assert_eq!(tap("cg:approve:not-an-id".into()), None);
         assert_eq!(ApprovalTap::parse(&Content::Text(format!("cg:approve:{id}"))), None);
@@ -128,10 +124,10 @@ mod tests {
     fn words_name_an_approval_by_its_code() {
         let said = |text: &str| ApprovalTap::parse(&Content::Text(text.into()));
         let code = ShortRef::of(Uuid::nil());
-        let approve = Some(ApprovalTap { approval: Named::Code(code.clone()), approve: true });
+        let approve = Some(ApprovalTap { approval: Named::Code(code.clone()), vote: Vote::Approve });
         assert_eq!(said(&format!("APPROVE {code}")), approve);
         assert_eq!(said(&format!("approve {}", code.as_str().to_lowercase())), approve, "typed loosely");
-        assert_eq!(said(&format!("Deny {code}")).map(|t| t.approve), Some(false));
+        assert_eq!(said(&format!("Deny {code}")).map(|t| t.vote), Some(Vote::Deny));
         assert_eq!(said("approve"), None);
         assert_eq!(said(&format!("approve {code} please")), None, "only the verdict and the code");
         assert_eq!(said("refund 1234 25.00"), None);

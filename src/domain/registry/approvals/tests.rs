@@ -73,7 +73,8 @@ fn a_refusing_rule_wins_and_a_missing_value_fails_closed() {
 }
 
 fn decided(approver: &str, role: &str, approve: bool) -> Decided {
-    Decided { approver: approver.into(), roles: roles(&[role]), approve }
+    let vote = if approve { Vote::Approve } else { Vote::Deny };
+    Decided { approver: approver.into(), roles: roles(&[role]), vote }
 }
 
 const MINUTE: Duration = Duration::from_secs(60);
