@@ -145,7 +145,14 @@ async fn mix(args: &Args, backend: &str, database_url: &str) -> anyhow::Result<(
     let port = free_port();
     let config = common::mix::configure(dir.path(), port, database_url, &stand_in, args.mix_directory);
     let binary = args.gateway.clone().unwrap_or_else(gateway_binary);
+    let starting = Instant::now();
     let (gateway, base) = start_gateway(&binary, &config, port, &dir.path().join("mix.log")).await?;
+    println!(
+        "{backend}: the mix's gateway ready {:.2?} after its start (a fresh database, its directory file of {} people \
+         seeded)",
+        starting.elapsed(),
+        args.mix_directory
+    );
     let (pid, drain_timeout) = (gateway.0.id(), Duration::from_secs(args.drain_timeout_secs));
     let cpu_before = common::cpu_seconds(pid);
     let mix =

@@ -260,7 +260,8 @@ pub async fn start_gateway(binary: &Path, config: &Path, port: u16, log: &Path) 
     let client = reqwest::Client::new();
     let up = Instant::now();
     while !client.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success()) {
-        if up.elapsed() > Duration::from_secs(30) {
+        // Long enough for a start that seeds a large directory file on a busy database.
+        if up.elapsed() > Duration::from_secs(120) {
             // The log's folder goes with the run: what it said is kept in the error.
             let said = std::fs::read_to_string(log).unwrap_or_default();
             let tail: Vec<&str> = said.lines().rev().take(20).collect();

@@ -16,15 +16,15 @@ use crate::domain::names::named_enum;
 use crate::store::{BatchRow, Source, StoreError, StoredPerson, Written};
 
 /// Lines written per transaction.
-const BATCH: usize = 500;
+pub(super) const BATCH: usize = 500;
 /// How often a line that crossed another change is read again before it is refused.
-const ROUNDS: usize = 8;
+pub(super) const ROUNDS: usize = 8;
 /// How many refused lines the report names (all are counted).
 const PROBLEMS_SHOWN: usize = 100;
 /// People written before the database's statistics are first brought up to date, and how much
 /// that number grows before the next time (`Directory::refresh_statistics`).
-const FIRST_REFRESH: u64 = 1_000;
-const REFRESH_GROWTH: u64 = 4;
+pub(super) const FIRST_REFRESH: u64 = 1_000;
+pub(super) const REFRESH_GROWTH: u64 = 4;
 
 named_enum! {
     /// How the lines are written: `ndjson` (`application/x-ndjson`, one JSON object a line) or
