@@ -9,8 +9,8 @@ use serde_json::json;
 use time::OffsetDateTime;
 
 use super::People;
-use super::import::{BATCH, FIRST_REFRESH, REFRESH_GROWTH, ROUNDS};
 use super::change::{Change, ChangedBy, person_evidence, role_evidence};
+use super::import::{BATCH, FIRST_REFRESH, REFRESH_GROWTH, ROUNDS};
 use crate::domain::command::TenantId;
 use crate::domain::directory::{Person, Roles, Seed};
 use crate::store::{BatchRow, Source, StoreError, Written};
