@@ -2,7 +2,6 @@
 //! and the actor. Answering one is a compare-and-set on `status = 'pending'`, so it is used once.
 
 use sqlx::AnyConnection;
-use sqlx::any::AnyRow;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -157,11 +156,7 @@ pub(crate) async fn pending_prompt(
         .bind(command_id.to_string())
         .fetch_optional(&mut *conn)
         .await?;
-    row.as_ref().map(prompt).transpose()
-}
-
-fn prompt(row: &AnyRow) -> Result<OutboxMessage, StoreError> {
-    Column::read(row, "prompt")
+    row.as_ref().map(|row| OutboxMessage::read(row, "prompt")).transpose()
 }
 
 pub(crate) const EXPIRED: &str =

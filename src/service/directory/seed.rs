@@ -105,6 +105,11 @@ impl People {
                     }
                 }
             }
+            if rows.is_empty() {
+                // Nothing of the batch to write (a restart with the same file): no transaction.
+                report.kept_by_database += kept;
+                return Ok(());
+            }
             let evidence = |written: &[usize]| {
                 let change = |i: usize| {
                     let (after, before) = (rows[i].person, before[i].as_ref());
