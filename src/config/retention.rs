@@ -26,9 +26,13 @@ pub struct RetentionConfig {
     /// `texts`, and the windows `texts` must outlast.
     #[serde(serialize_with = "as_text", deserialize_with = "from_text")]
     pub records: Duration,
-    /// How many rows one purge transaction overwrites or deletes (a tenth as many commands, each
+    /// The most rows one purge transaction overwrites or deletes (a tenth as many commands, each
     /// with its rows): small, so that a purge never holds the database's writers for long.
     pub batch: u32,
+    /// How long one purge transaction may hold the database's writers, in milliseconds: each
+    /// takes as few rows as it must (at least one command's) to end within it, since a reply's
+    /// commit that comes meanwhile waits for it on SQLite.
+    pub transaction_ms: u64,
     /// The most of the time a purge's transactions may take (above 0, at most 1): after each it
     /// waits until they took no more than this, so that the pipeline's commits pass between them
     /// (0.25: a transaction that took 20 ms is followed by a 60 ms pause). A transaction that
@@ -38,7 +42,7 @@ pub struct RetentionConfig {
 
 impl Default for RetentionConfig {
     fn default() -> Self {
-        Self { texts: DEFAULT_TEXTS, records: DEFAULT_RECORDS, batch: 500, share: 0.25 }
+        Self { texts: DEFAULT_TEXTS, records: DEFAULT_RECORDS, batch: 500, transaction_ms: 5, share: 0.25 }
     }
 }
 

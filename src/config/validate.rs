@@ -34,6 +34,7 @@ impl Config {
             ("ingest.lease_secs", self.ingest.lease_secs),
             ("ingest.store_timeout_ms", self.ingest.store_timeout_ms),
             ("retention.batch", u64::from(self.retention.batch)),
+            ("retention.transaction_ms", self.retention.transaction_ms),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
             return Err(ConfigError::Invalid(format!("{name} must be greater than 0")));

@@ -76,19 +76,23 @@ impl RetentionPolicy<'_> {
 }
 
 impl Database {
-    /// One pass as of `now`: texts, then records and chains, tenant by tenant; each tenant's
-    /// purge recorded in its chain once done.
+    /// One pass as of `now`: records and chains, then the texts of what is left, tenant by
+    /// tenant; each tenant's purge recorded in its chain once done.
     pub async fn purge(
         &self,
         policy: RetentionPolicy<'_>,
         now: OffsetDateTime,
         mode: PurgeMode,
     ) -> Result<RetentionPass, StoreError> {
-        let pace = RetentionPace::new(policy.default.batch, policy.default.share);
+        let aim = Duration::from_millis(policy.default.transaction_ms);
+        let pace = RetentionPace::new(policy.default.batch, aim, policy.default.share);
         let mut passing = Passing { policy, now, mode, pace, pass: RetentionPass { tenants: BTreeMap::new() } };
-        self.purge_texts(&mut passing).await?;
+        // Records first: what they delete needs no text overwritten before (with both
+        // retentions alike, the texts' pass would otherwise rewrite every row it then deletes).
         self.purge_records(&mut passing).await?;
-        let pass = passing.pass;
+        self.purge_texts(&mut passing).await?;
+        let mut pass = passing.pass;
+        pass.tenants.retain(|_, purge| *purge != TenantPurge::default());
         if mode == PurgeMode::Purge {
             for (tenant, purge) in &pass.tenants {
                 count(purge);
@@ -152,7 +156,6 @@ impl Database {
                 }
             }
         }
-        pass.tenants.retain(|_, purge| *purge != TenantPurge::default());
         Ok(())
     }
 }

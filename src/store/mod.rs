@@ -288,32 +288,6 @@ impl Store {
         }
     }
 
-    /// A write transaction: on SQLite it takes the write lock at once (`BEGIN IMMEDIATE`), so
-    /// concurrent writers queue on the busy timeout instead of failing on lock upgrade.
-    pub(crate) async fn begin(&self) -> Result<Tx, StoreError> {
-        let gate = match &self.write_gate {
-            Some(gate) => Some(gate.clone().lock_owned().await),
-            None => None,
-        };
-        let pass = self.breaker.pass();
-        if pass == breaker::Pass::Refused {
-            return Err(StoreError::Unavailable("the database was unreachable a moment ago".into()));
-        }
-        let _probing = self.breaker.probe_guard(&pass);
-        // Whatever stops a transaction from even starting (refused, down, shutting down) means
-        // the database is unavailable to us: the caller should retry, never get a 500.
-        match self.pool.begin_with(self.dialect().begin_write()).await {
-            Ok(tx) => {
-                self.breaker.succeeded();
-                Ok(Tx::new(tx, gate, self.health.clone()))
-            }
-            Err(e) => {
-                self.breaker.failed();
-                Err(StoreError::Unavailable(format!("cannot start a transaction: {e}")))
-            }
-        }
-    }
-
     /// A connection to read with. Like `begin`, whatever keeps a connection from being had means
     /// the database is unavailable: the caller should retry, never get a 500.
     pub(crate) async fn reader(&self) -> Result<sqlx::pool::PoolConnection<sqlx::Any>, StoreError> {

@@ -92,69 +92,135 @@ const PROMPTS: Place = Place {
     at: "created_at",
 };
 
-/// How a purge paces its transactions (`retention.batch`, `retention.share`): before each it waits
-/// so long that they take at most `share` of the time, and the pipeline's commits pass between them.
+/// How a purge paces its transactions (`retention.batch`, `retention.transaction_ms`,
+/// `retention.share`): each is made as small as it must be to end within `aim` (a pipeline's
+/// commit that comes meanwhile waits for it on SQLite, so its length is what a reply can lose),
+/// and before each the purge waits so long that they take at most `share` of the time, so that
+/// the pipeline's commits pass between them.
 #[derive(Debug, Clone)]
 pub struct Pace {
-    /// Rows a transaction (a tenth as many commands, each with its rows).
-    pub batch: u32,
+    /// The most rows a transaction takes (a tenth as many commands, each with its rows).
+    most: u32,
+    /// Rows the next transaction takes: fewer after one that outlasted `aim`, more (up to
+    /// `most`) after a full one that ended well within it.
+    rows: u32,
+    aim: Duration,
     share: f64,
     /// What the last transaction earned.
     pause: Duration,
 }
 
+/// Rows the first transaction of a pass takes at most, before the pace has seen one end.
+const FIRST_ROWS: u32 = 50;
+
 impl Pace {
-    pub fn new(batch: u32, share: f64) -> Self {
-        Self { batch, share: share.clamp(f64::MIN_POSITIVE, 1.0), pause: Duration::ZERO }
+    pub fn new(most: u32, aim: Duration, share: f64) -> Self {
+        let most = most.max(1);
+        let share = share.clamp(f64::MIN_POSITIVE, 1.0);
+        Self {
+            most,
+            rows: most.min(FIRST_ROWS),
+            aim: aim.max(Duration::from_micros(100)),
+            share,
+            pause: Duration::ZERO,
+        }
     }
 
     /// The pause after a transaction that `took` so long: with it, the share of the time it took.
     fn earned(&self, took: Duration) -> Duration {
         took.mul_f64((1.0 - self.share) / self.share)
     }
+
+    /// The size of the next transaction once one of `rows` rows took `took` and was `full`:
+    /// scaled towards `aim` (at most halved or doubled at once, so that one slow commit, a
+    /// checkpoint say, does not swing it), never below `floor` rows (one command's worth).
+    fn resized(&mut self, took: Duration, full: bool, floor: u32) {
+        let ratio = self.aim.as_secs_f64() / took.as_secs_f64().max(1e-6);
+        let ratio = if full { ratio.clamp(0.5, 2.0) } else { ratio.clamp(0.5, 1.0) };
+        let rows = (f64::from(self.rows) * ratio).round() as u32;
+        self.rows = rows.clamp(floor.min(self.most), self.most);
+    }
 }
 
 /// A query of the purge's, run on a reader.
 pub(crate) type Probe<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>;
 
-/// A purge's transactions at one place, one at a time until one takes less than a full batch.
+/// A purge's transactions at one place, one at a time until one takes less than it may.
 pub(crate) struct Batches<'p> {
     pace: &'p mut Pace,
-    full: u64,
+    /// Rows per unit a transaction takes (10 for commands, each with its rows; 1 for rows).
+    per: u32,
+    /// Units the transaction under way may take.
+    limit: u64,
     more: bool,
     started: Instant,
+    /// When the transaction under way had the writers (its own time, without the wait for them).
+    working: Instant,
 }
 
 impl Batches<'_> {
-    /// Whether another transaction is due; before it, the pause the last one earned. Only one
-    /// until [`Batches::took`] says it was full: a loop that never says so stops after it.
-    pub(crate) async fn next(&mut self) -> bool {
+    /// The next transaction, begun, with how many units it may take: none once the last took
+    /// fewer than it could (or the probe found no work). Before it, the pause the last one earned.
+    /// Only one until [`Batches::took`] says it was full: a loop that never says so stops after it.
+    pub(crate) async fn next(&mut self, store: &Store) -> Result<Option<(crate::store::Tx, i64)>, StoreError> {
         if !std::mem::take(&mut self.more) {
-            return false;
+            return Ok(None);
         }
         tokio::time::sleep(self.pace.pause).await;
         self.started = Instant::now();
-        true
+        let tx = store.begin_when_idle(PATIENCE).await?;
+        self.working = Instant::now();
+        self.limit = u64::from((self.pace.rows / self.per).max(1));
+        Ok(Some((tx, self.limit as i64)))
     }
 
-    /// The transaction [`Batches::next`] allowed took `taken` rows (committed).
+    /// The transaction [`Batches::next`] began took `taken` units (committed). Its pause counts
+    /// the time it waited for the writers too, so that a busy pipeline slows the purge down; its
+    /// size only its own time.
     pub(crate) fn took(&mut self, taken: u64) {
+        let (full, held) = (taken >= self.limit, self.working.elapsed());
+        metrics::histogram!("chatgate_retention_transaction_seconds").record(held.as_secs_f64());
         self.pace.pause = self.pace.earned(self.started.elapsed());
-        self.more = taken >= self.full;
+        self.pace.resized(held, full, self.per);
+        self.more = full;
     }
 }
 
+/// How long a purge's transaction looks for a moment the writers are idle before it waits its
+/// turn like any other, and how often it looks.
+const PATIENCE: Duration = Duration::from_millis(500);
+const IDLE_LOOK: Duration = Duration::from_millis(1);
+
 impl Store {
-    /// The batches of a purge's work, `full` rows each, that `probe` finds: looked for first on a
-    /// reader, so that the writers are taken only when there is work.
+    /// A write transaction for work that can wait (a purge's). On SQLite, where a writer waits
+    /// for the one before it, it starts only at a moment no other writer holds the write gate or
+    /// waits for it (a waiter is handed the gate as it is let go), so that it never queues ahead
+    /// of the pipeline's commits; after `patience` without one it waits its turn like any.
+    async fn begin_when_idle(&self, patience: Duration) -> Result<crate::store::Tx, StoreError> {
+        let Some(gate) = &self.write_gate else { return self.begin().await };
+        let looking = Instant::now();
+        loop {
+            if let Ok(held) = gate.clone().try_lock_owned() {
+                return self.begin_holding(Some(held)).await;
+            }
+            if looking.elapsed() >= patience {
+                return self.begin().await;
+            }
+            tokio::time::sleep(IDLE_LOOK).await;
+        }
+    }
+
+    /// The batches of a purge's work, `per` rows a unit, that `probe` finds: looked for first on
+    /// a reader, so that the writers are taken only when there is work.
     pub(crate) async fn batches<'p>(
         &self,
         probe: Probe<'_>,
-        full: u64,
+        per: u32,
         pace: &'p mut Pace,
     ) -> Result<Batches<'p>, StoreError> {
         let more = probe.fetch_optional(self.pool()).await?.is_some();
-        Ok(Batches { pace, full, more, started: Instant::now() })
+        let now = Instant::now();
+        Ok(Batches { pace, per: per.max(1), limit: 0, more, started: now, working: now })
     }
 }
 
@@ -199,7 +265,8 @@ impl Scope<'_> {
 }
 
 impl Store {
-    /// Counts, by tenant, the texts older than `before` that a purge would overwrite.
+    /// Counts, by tenant, the texts older than `before` that a purge would overwrite (or delete with
+    /// their rows, where their records are past their retention too).
     pub async fn count_old_texts(&self, scope: Scope<'_>, before: OffsetDateTime) -> Result<ByTenant, StoreError> {
         let mut counts = ByTenant::new();
         for (place, counted) in PLACES {
@@ -227,7 +294,6 @@ impl Store {
         before: OffsetDateTime,
         pace: &mut Pace,
     ) -> Result<ByTenant, StoreError> {
-        let batch = pace.batch;
         let mut purged = ByTenant::new();
         for (place, counted) in PLACES {
             let sql = format!(
@@ -241,10 +307,9 @@ impl Store {
             let probe = format!("SELECT 1 FROM {} WHERE {}{} LIMIT 1", place.table, old(&place), scope.clause(2));
             let probe = sqlx::query(AssertSqlSafe(probe)).bind(to_ms(before));
             let probe = scope.tenants().into_iter().fold(probe, |query, tenant| query.bind(tenant));
-            let mut batches = self.batches(probe, u64::from(batch), pace).await?;
-            while batches.next().await {
-                let mut tx = self.begin().await?;
-                let query = sqlx::query_scalar(AssertSqlSafe(sql.clone())).bind(to_ms(before)).bind(i64::from(batch));
+            let mut batches = self.batches(probe, 1, pace).await?;
+            while let Some((mut tx, limit)) = batches.next(self).await? {
+                let query = sqlx::query_scalar(AssertSqlSafe(sql.clone())).bind(to_ms(before)).bind(limit);
                 let query = scope.tenants().into_iter().fold(query, |query, tenant| query.bind(tenant));
                 let tenants: Vec<Option<String>> = query.fetch_all(&mut *tx).await?;
                 tx.commit().await?;
@@ -274,24 +339,61 @@ fn old(place: &Place) -> String {
 mod tests {
     use super::*;
 
+    fn pace(share: f64) -> Pace {
+        Pace::new(500, Duration::from_millis(5), share)
+    }
+
     #[test]
     fn a_transaction_earns_the_pause_that_leaves_it_its_share() {
         let took = Duration::from_millis(20);
-        assert_eq!(Pace::new(500, 0.25).earned(took), Duration::from_millis(60));
-        assert_eq!(Pace::new(500, 0.5).earned(took), took);
-        assert_eq!(Pace::new(500, 1.0).earned(took), Duration::ZERO, "all of the time: no pause");
+        assert_eq!(pace(0.25).earned(took), Duration::from_millis(60));
+        assert_eq!(pace(0.5).earned(took), took);
+        assert_eq!(pace(1.0).earned(took), Duration::ZERO, "all of the time: no pause");
+    }
+
+    #[test]
+    fn a_transaction_is_sized_to_end_within_its_aim() {
+        let mut pace = pace(0.25);
+        assert_eq!(pace.rows, FIRST_ROWS, "a pass starts small");
+        pace.resized(Duration::from_millis(1), true, 10);
+        assert_eq!(pace.rows, 100, "a full one well within the aim: at most twice as many");
+        pace.resized(Duration::from_millis(4), true, 10);
+        assert_eq!(pace.rows, 125, "scaled towards the aim");
+        pace.resized(Duration::from_millis(1), false, 10);
+        assert_eq!(pace.rows, 125, "one that was not full says nothing about more");
+        pace.resized(Duration::from_millis(50), true, 10);
+        assert_eq!(pace.rows, 63, "one that outlasted it: at most halved at once");
+        for _ in 0..10 {
+            pace.resized(Duration::from_secs(1), true, 10);
+        }
+        assert_eq!(pace.rows, 10, "never below one command's rows");
+        for _ in 0..20 {
+            pace.resized(Duration::from_micros(10), true, 10);
+        }
+        assert_eq!(pace.rows, 500, "never above retention.batch");
     }
 
     #[tokio::test]
     async fn batches_go_on_while_each_is_full_and_start_only_where_the_probe_found_work() {
-        let mut pace = Pace::new(10, 1.0);
-        let mut batches = Batches { pace: &mut pace, full: 10, more: true, started: Instant::now() };
-        assert!(batches.next().await, "the probe found work");
+        let folder = tempfile::tempdir().expect("a folder");
+        let url = format!("sqlite://{}", folder.path().join("purge.db").display());
+        let config = crate::config::StorageConfig {
+            database_url: crate::config::DatabaseUrl::new(url),
+            ..crate::config::StorageConfig::default()
+        };
+        let store = Store::connect(&config).await.expect("a store");
+        let mut pace = Pace::new(10, Duration::from_secs(1), 1.0);
+        let now = Instant::now();
+        let mut batches = Batches { pace: &mut pace, per: 1, limit: 0, more: true, started: now, working: now };
+        let (tx, limit) = batches.next(&store).await.expect("a transaction").expect("the probe found work");
+        assert_eq!(limit, 10);
+        tx.commit().await.expect("commit");
         batches.took(10);
-        assert!(batches.next().await, "a full batch: more may be left");
-        batches.took(3);
-        assert!(!batches.next().await, "fewer than a full batch: done");
-        let mut batches = Batches { pace: &mut pace, full: 10, more: false, started: Instant::now() };
-        assert!(!batches.next().await, "the probe found nothing: no transaction at all");
+        let (tx, limit) = batches.next(&store).await.expect("a transaction").expect("a full batch: more may be left");
+        tx.commit().await.expect("commit");
+        batches.took(limit as u64 - 1);
+        assert!(batches.next(&store).await.expect("no transaction").is_none(), "fewer than a full batch: done");
+        let mut batches = Batches { pace: &mut pace, per: 1, limit: 0, more: false, started: now, working: now };
+        assert!(batches.next(&store).await.expect("no transaction").is_none(), "the probe found nothing");
     }
 }

@@ -35,18 +35,17 @@ impl Store {
         let Some(cut) = self.cut_at(chain_id, before).await? else {
             return Ok((0, None));
         };
-        let (mut deleted, batch) = (0, i64::from(pace.batch));
+        let mut deleted = 0;
         let left = sqlx::query("SELECT 1 FROM evidence WHERE chain_id = $1 AND seq <= $2 LIMIT 1");
-        let mut batches = self.batches(left.bind(chain_id).bind(cut.seq), batch as u64, pace).await?;
-        while batches.next().await {
-            let mut tx = self.begin().await?;
+        let mut batches = self.batches(left.bind(chain_id).bind(cut.seq), 1, pace).await?;
+        while let Some((mut tx, limit)) = batches.next(self).await? {
             let gone = sqlx::query(
                 "DELETE FROM evidence WHERE artifact_id IN
                  (SELECT artifact_id FROM evidence WHERE chain_id = $1 AND seq <= $2 ORDER BY seq LIMIT $3)",
             )
             .bind(chain_id)
             .bind(cut.seq)
-            .bind(batch)
+            .bind(limit)
             .execute(&mut *tx)
             .await?
             .rows_affected();

@@ -11,7 +11,7 @@ use time::OffsetDateTime;
 use crate::store::figures::Moves;
 use crate::store::retention::Pace;
 use crate::store::rows::{int, text, to_ms};
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, Tx};
 
 /// What a purge of records deleted (or, as a dry run, would delete).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -156,9 +156,9 @@ type Counted = Option<Count>;
 type Count = fn(&mut PurgedRecords) -> &mut u64;
 
 impl Store {
-    /// Deletes tenant's commands that ended before `before` (as of `now`) with their rows, a
-    /// tenth of `pace.batch` commands a transaction, then its rows of no command, `pace.batch` a
-    /// transaction.
+    /// Deletes tenant's commands that ended before `before` (as of `now`) with their rows, then
+    /// its rows of no command, each transaction as large as `pace` allows (a command counting
+    /// for ten rows).
     pub async fn purge_old_records(
         &self,
         tenant: Option<&str>,
@@ -167,24 +167,22 @@ impl Store {
         pace: &mut Pace,
     ) -> Result<PurgedRecords, StoreError> {
         let mut purged = PurgedRecords::default();
-        let batch = pace.batch;
         if let Some(tenant) = tenant {
-            let commands = i64::from((batch / 10).max(1));
             let probe = sqlx::query(AssertSqlSafe(format!("{GONE} LIMIT 1")));
             let probe = probe.bind(tenant).bind(to_ms(before)).bind(to_ms(now));
-            let mut batches = self.batches(probe, commands as u64, pace).await?;
-            while batches.next().await {
-                batches.took(self.purge_commands(tenant, before, now, commands, &mut purged).await? as u64);
+            let mut batches = self.batches(probe, ROWS_PER_COMMAND, pace).await?;
+            while let Some((tx, commands)) = batches.next(self).await? {
+                let gone = Gone { tenant, before, now, limit: commands };
+                batches.took(purge_commands(tx, gone, &mut purged).await? as u64);
             }
         }
         for unowned in unowned_of(tenant) {
             let sql = unowned.delete(tenant);
             let probe = sqlx::query(AssertSqlSafe(format!("{} LIMIT 1", unowned.old(tenant, "1"))));
-            let mut batches = self.batches(probe.bind(tenant).bind(to_ms(before)), u64::from(batch), pace).await?;
-            while batches.next().await {
-                let mut tx = self.begin().await?;
+            let mut batches = self.batches(probe.bind(tenant).bind(to_ms(before)), 1, pace).await?;
+            while let Some((mut tx, limit)) = batches.next(self).await? {
                 let query = sqlx::query(AssertSqlSafe(sql.clone())).bind(tenant).bind(to_ms(before));
-                let deleted = query.bind(i64::from(batch)).execute(&mut *tx).await?.rows_affected();
+                let deleted = query.bind(limit).execute(&mut *tx).await?.rows_affected();
                 tx.commit().await?;
                 batches.took(deleted);
                 if let Some(counted) = unowned.counted {
@@ -193,48 +191,6 @@ impl Store {
             }
         }
         Ok(purged)
-    }
-
-    /// One transaction: up to `limit` commands that may go, with their rows. Returns how many.
-    async fn purge_commands(
-        &self,
-        tenant: &str,
-        before: OffsetDateTime,
-        now: OffsetDateTime,
-        limit: i64,
-        purged: &mut PurgedRecords,
-    ) -> Result<i64, StoreError> {
-        let mut tx = self.begin().await?;
-        let select = format!("{GONE} LIMIT $4");
-        let ids: Vec<String> = sqlx::query_scalar(AssertSqlSafe(select))
-            .bind(tenant)
-            .bind(to_ms(before))
-            .bind(to_ms(now))
-            .bind(limit)
-            .fetch_all(&mut *tx)
-            .await?;
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        let marks = (1..=ids.len()).map(|n| format!("${n}")).collect::<Vec<_>>().join(", ");
-        // The figures `/metrics` shows count deliveries: those deleted leave them with their rows.
-        let sql = format!("SELECT state, outcome, updated_at FROM deliveries WHERE command_id IN ({marks})");
-        let rows = ids.iter().fold(sqlx::query(AssertSqlSafe(sql)), |query, id| query.bind(id));
-        let deliveries = rows.fetch_all(&mut *tx).await?;
-        let deleted = deliveries
-            .iter()
-            .map(|row| Ok((text(row, "state")?, sqlx::Row::try_get(row, "outcome")?, int(row, "updated_at")?)));
-        tx.figures.merge(Moves::of_deleted_deliveries(deleted.collect::<Result<Vec<_>, StoreError>>()?));
-        for (statement, counted) in OWNED {
-            let sql = statement.replace("{ids}", &marks);
-            let query = ids.iter().fold(sqlx::query(AssertSqlSafe(sql)), |query, id| query.bind(id));
-            let deleted = query.execute(&mut *tx).await?.rows_affected();
-            if let Some(counted) = counted {
-                *counted(purged) += deleted;
-            }
-        }
-        tx.commit().await?;
-        Ok(ids.len() as i64)
     }
 
     /// Counts what [`Store::purge_old_records`] would delete of tenant's (the commands a pass
@@ -268,4 +224,51 @@ impl Store {
         }
         Ok(counts)
     }
+}
+
+/// Which of a tenant's commands one transaction of a purge deletes: ended before `before`, as
+/// of `now`, at most `limit`.
+struct Gone<'a> {
+    tenant: &'a str,
+    before: OffsetDateTime,
+    now: OffsetDateTime,
+    limit: i64,
+}
+
+/// About how many rows a command has ([`OWNED`]'s tables), for the purge's pace.
+const ROWS_PER_COMMAND: u32 = 10;
+
+/// In `tx`: up to `limit` commands that may go, with their rows. Returns how many.
+async fn purge_commands(mut tx: Tx, gone: Gone<'_>, purged: &mut PurgedRecords) -> Result<i64, StoreError> {
+    let Gone { tenant, before, now, limit } = gone;
+    let select = format!("{GONE} LIMIT $4");
+    let ids: Vec<String> = sqlx::query_scalar(AssertSqlSafe(select))
+        .bind(tenant)
+        .bind(to_ms(before))
+        .bind(to_ms(now))
+        .bind(limit)
+        .fetch_all(&mut *tx)
+        .await?;
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let marks = (1..=ids.len()).map(|n| format!("${n}")).collect::<Vec<_>>().join(", ");
+    // The figures `/metrics` shows count deliveries: those deleted leave them with their rows.
+    let sql = format!("SELECT state, outcome, updated_at FROM deliveries WHERE command_id IN ({marks})");
+    let rows = ids.iter().fold(sqlx::query(AssertSqlSafe(sql)), |query, id| query.bind(id));
+    let deliveries = rows.fetch_all(&mut *tx).await?;
+    let deleted = deliveries
+        .iter()
+        .map(|row| Ok((text(row, "state")?, sqlx::Row::try_get(row, "outcome")?, int(row, "updated_at")?)));
+    tx.figures.merge(Moves::of_deleted_deliveries(deleted.collect::<Result<Vec<_>, StoreError>>()?));
+    for (statement, counted) in OWNED {
+        let sql = statement.replace("{ids}", &marks);
+        let query = ids.iter().fold(sqlx::query(AssertSqlSafe(sql)), |query, id| query.bind(id));
+        let deleted = query.execute(&mut *tx).await?.rows_affected();
+        if let Some(counted) = counted {
+            *counted(purged) += deleted;
+        }
+    }
+    tx.commit().await?;
+    Ok(ids.len() as i64)
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use sqlx::{Any, AnyConnection, Transaction};
 use tokio::sync::OwnedMutexGuard;
 
-use crate::store::{StoreError, figures, health};
+use crate::store::{Store, StoreError, breaker, figures, health};
 
 /// A write transaction. On SQLite it also holds the process's write gate: SQLite has one writer at
 /// a time, and queueing writers here (first come, first served) is far steadier than letting them
@@ -53,5 +53,38 @@ impl std::ops::Deref for Tx {
 impl std::ops::DerefMut for Tx {
     fn deref_mut(&mut self) -> &mut AnyConnection {
         &mut self.tx
+    }
+}
+
+impl Store {
+    /// A write transaction: on SQLite it takes the write lock at once (`BEGIN IMMEDIATE`), so
+    /// concurrent writers queue on the busy timeout instead of failing on lock upgrade.
+    pub(crate) async fn begin(&self) -> Result<Tx, StoreError> {
+        let gate = match &self.write_gate {
+            Some(gate) => Some(gate.clone().lock_owned().await),
+            None => None,
+        };
+        self.begin_holding(gate).await
+    }
+
+    /// A write transaction once the caller holds SQLite's write gate (`None` on PostgreSQL).
+    pub(super) async fn begin_holding(&self, gate: Option<OwnedMutexGuard<()>>) -> Result<Tx, StoreError> {
+        let pass = self.breaker.pass();
+        if pass == breaker::Pass::Refused {
+            return Err(StoreError::Unavailable("the database was unreachable a moment ago".into()));
+        }
+        let _probing = self.breaker.probe_guard(&pass);
+        // Whatever stops a transaction from even starting (refused, down, shutting down) means
+        // the database is unavailable to us: the caller should retry, never get a 500.
+        match self.pool.begin_with(self.dialect().begin_write()).await {
+            Ok(tx) => {
+                self.breaker.succeeded();
+                Ok(Tx::new(tx, gate, self.health.clone()))
+            }
+            Err(e) => {
+                self.breaker.failed();
+                Err(StoreError::Unavailable(format!("cannot start a transaction: {e}")))
+            }
+        }
     }
 }

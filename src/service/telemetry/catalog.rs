@@ -104,6 +104,10 @@ pub const FAMILIES: &[Family] = &[
     counter("chatgate_inbox_unadmitted_total", "Stored messages that could not be admitted, by reason."),
     counter("chatgate_retention_texts_purged_total", "Texts overwritten past retention.texts, by what they were."),
     counter("chatgate_retention_records_deleted_total", "Records deleted past retention.records, by what they were."),
+    histogram(
+        "chatgate_retention_transaction_seconds",
+        "Seconds one purge transaction held the writers (retention.transaction_ms is its aim).",
+    ),
 ];
 
 const WEBHOOK_OUTCOMES: &[&str] = &["accepted", "bad_signature", "malformed", "unknown_app", "unavailable"];
