@@ -23,7 +23,10 @@
 //! its own database on the same disk, with that retention, the same `--commands` at the same
 //! `--rate`, the webhooks of the two alternating. What the purge costs the machine (CPU, writes)
 //! is then shared by both sides' latencies and shows in the purging side's own CPU and writes per
-//! command; what it costs its own pipeline (locks, a busy database) shows in its latencies.
+//! command; what it costs its own pipeline (locks, a busy database) shows in its latencies. At the
+//! end it prints the purging side's reply p50 and p99 over the baseline's, the median of the
+//! intervals before its first purge and of those after, and how much the purge slowed them (the
+//! goal: at most 10%). `--gateway PATH` runs another build on both sides (a before/after).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -63,6 +66,10 @@ struct Args {
     /// PostgreSQL instead of SQLite: a fresh database beside the one this URL names.
     #[arg(long)]
     database_url: Option<String>,
+    /// The gateway binary to run on both sides (another build, for a before/after); built when
+    /// absent.
+    #[arg(long)]
+    gateway: Option<PathBuf>,
 }
 
 /// Webhooks waiting for their reply (by message id, with their scheduled time), and what one
@@ -197,22 +204,24 @@ impl Side {
         };
         let port = free_port();
         let config = configure(&dir, (port, &database_url), &graph, (args, retention));
-        let (gateway, base) = start_gateway(&gateway_binary(), &config, port, &dir.join("serve.log")).await?;
+        let binary = args.gateway.clone().unwrap_or_else(gateway_binary);
+        let (gateway, base) = start_gateway(&binary, &config, port, &dir.join("serve.log")).await?;
         let pid = gateway.0.id();
         let at_row = (0, cpu_seconds(pid), written_bytes(pid));
         Ok(Self { retention: retention.to_owned(), dir, fresh, gateway, base, seen, at_row })
     }
 
-    /// The interval's row; the next interval starts at `sent`.
-    async fn row(&mut self, elapsed: Duration, sent: usize) {
+    /// The interval's row, printed and returned; the next interval starts at `sent`.
+    async fn row(&mut self, elapsed: Duration, sent: usize) -> Minute {
         let pid = self.gateway.0.id();
         let (cpu, written) = (cpu_seconds(pid), written_bytes(pid));
         let commands = (sent - self.at_row.0).max(1) as f64;
         let per_command = ((cpu - self.at_row.1) / commands, (written - self.at_row.2) as f64 / commands);
         let size = size_mb(&self.dir, self.fresh.as_ref().map(|(url, _)| url.as_str())).await;
         let head = (elapsed, sent, self.retention.as_str());
-        row(&self.seen, head, size, per_command, purged(&self.base).await).await;
+        let minute = row(&self.seen, head, size, per_command, purged(&self.base).await).await;
         self.at_row = (sent, cpu, written);
+        minute
     }
 
     /// Sends the webhook `n` (scheduled for `due`), noting when it was answered.
@@ -267,13 +276,18 @@ async fn main() -> anyhow::Result<()> {
     let start = tokio::time::Instant::now();
     let (every, total_rate) = (Duration::from_secs(args.every_secs), args.rate * sides.len() as f64);
     let mut next_row = every;
+    let mut pairs = vec![];
     for n in 0..args.commands * sides.len() {
         let due = start + Duration::from_secs_f64(n as f64 / total_rate);
         tokio::time::sleep_until(due).await;
         if due.duration_since(start) >= next_row {
             let sent = n / sides.len();
+            let mut minutes = vec![];
             for side in &mut sides {
-                side.row(start.elapsed(), sent).await;
+                minutes.push(side.row(start.elapsed(), sent).await);
+            }
+            if let [purging, baseline] = minutes[..] {
+                pairs.push((purging, baseline));
             }
             next_row += every;
         }
@@ -287,6 +301,10 @@ async fn main() -> anyhow::Result<()> {
     }
     for side in &mut sides {
         side.row(start.elapsed(), args.commands).await;
+    }
+    if args.beside.is_some() {
+        // The drain's row is left out: it measures the backlog's end, not a minute's load.
+        summary(&pairs);
     }
     for side in sides {
         drop(side.gateway);
@@ -304,7 +322,7 @@ async fn row(
     (size, wal): (f64, f64),
     (cpu, written): (f64, f64),
     purged: u64,
-) {
+) -> Minute {
     let mut seen = seen.lock().await;
     let (mut answers, mut replies) = (std::mem::take(&mut seen.answers), std::mem::take(&mut seen.replies));
     answers.sort();
@@ -322,4 +340,39 @@ async fn row(
         cpu * 1e6,
         written / 1e3,
     );
+    Minute { reply: (ms(&replies, 0.5), ms(&replies, 0.99)), purged }
+}
+
+/// What the summary reads of a row: the reply's p50 and p99 in ms, and the commands purged so far.
+#[derive(Clone, Copy)]
+struct Minute {
+    reply: (f64, f64),
+    purged: u64,
+}
+
+/// Beside its baseline, the purging gateway's reply p50 and p99 over the baseline's, interval by
+/// interval: their medians before its first purge (how far apart the two sides are anyway) and
+/// once it purges, and the slowing the purge costs (the second over the first).
+fn summary(pairs: &[(Minute, Minute)]) {
+    let median = |mut ratios: Vec<f64>| {
+        ratios.retain(|r| r.is_finite());
+        ratios.sort_by(f64::total_cmp);
+        ratios.get(ratios.len() / 2).copied().unwrap_or(f64::NAN)
+    };
+    let ratios = |pairs: &[&(Minute, Minute)], pick: fn(&Minute) -> f64| {
+        median(pairs.iter().map(|(purging, baseline)| pick(purging) / pick(baseline)).collect())
+    };
+    let (before, during): (Vec<_>, Vec<_>) = pairs.iter().partition(|(purging, _)| purging.purged == 0);
+    println!("\n| reply, purging over baseline (median of the intervals) | before the purge | with it | slowed by |");
+    println!("| --- | --- | --- | --- |");
+    for (name, pick) in [("p50", (|m: &Minute| m.reply.0) as fn(&Minute) -> f64), ("p99", |m: &Minute| m.reply.1)] {
+        let (without, with) = (ratios(&before, pick), ratios(&during, pick));
+        let slowed = (with / without - 1.0) * 100.0;
+        let verdict = if slowed <= 10.0 { "met" } else { "NOT met" };
+        println!(
+            "| {name} | {without:.3} ({} intervals) | {with:.3} ({} intervals) | {slowed:+.1}% (goal <= 10%: {verdict}) |",
+            before.len(),
+            during.len()
+        );
+    }
 }
