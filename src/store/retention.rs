@@ -187,29 +187,10 @@ impl Batches<'_> {
 }
 
 /// How long a purge's transaction looks for a moment the writers are idle before it waits its
-/// turn like any other, and how often it looks.
+/// turn like any other ([`Store::begin_when_idle`]).
 const PATIENCE: Duration = Duration::from_millis(500);
-const IDLE_LOOK: Duration = Duration::from_millis(1);
 
 impl Store {
-    /// A write transaction for work that can wait (a purge's). On SQLite, where a writer waits
-    /// for the one before it, it starts only at a moment no other writer holds the write gate or
-    /// waits for it (a waiter is handed the gate as it is let go), so that it never queues ahead
-    /// of the pipeline's commits; after `patience` without one it waits its turn like any.
-    async fn begin_when_idle(&self, patience: Duration) -> Result<crate::store::Tx, StoreError> {
-        let Some(gate) = &self.write_gate else { return self.begin().await };
-        let looking = Instant::now();
-        loop {
-            if let Ok(held) = gate.clone().try_lock_owned() {
-                return self.begin_holding(Some(held)).await;
-            }
-            if looking.elapsed() >= patience {
-                return self.begin().await;
-            }
-            tokio::time::sleep(IDLE_LOOK).await;
-        }
-    }
-
     /// The batches of a purge's work, `per` rows a unit, that `probe` finds: looked for first on
     /// a reader, so that the writers are taken only when there is work.
     pub(crate) async fn batches<'p>(

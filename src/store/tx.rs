@@ -1,6 +1,7 @@
 //! A write transaction, and what it writes last.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use sqlx::{Any, AnyConnection, Transaction};
 use tokio::sync::OwnedMutexGuard;
@@ -56,6 +57,9 @@ impl std::ops::DerefMut for Tx {
     }
 }
 
+/// How often [`Store::begin_when_idle`] looks for the write gate free.
+const IDLE_LOOK: Duration = Duration::from_millis(1);
+
 impl Store {
     /// A write transaction: on SQLite it takes the write lock at once (`BEGIN IMMEDIATE`), so
     /// concurrent writers queue on the busy timeout instead of failing on lock upgrade.
@@ -86,5 +90,55 @@ impl Store {
                 Err(StoreError::Unavailable(format!("cannot start a transaction: {e}")))
             }
         }
+    }
+
+    /// A write transaction for work that can wait (a purge's). On SQLite, where a writer waits
+    /// for the one before it, it starts only at a moment no other writer holds the write gate or
+    /// waits for it (a waiter is handed the gate as it is let go), so that it never queues ahead
+    /// of the pipeline's commits; after `patience` without one it waits its turn like any.
+    pub(crate) async fn begin_when_idle(&self, patience: Duration) -> Result<Tx, StoreError> {
+        let Some(gate) = &self.write_gate else { return self.begin().await };
+        let looking = Instant::now();
+        loop {
+            if let Ok(held) = gate.clone().try_lock_owned() {
+                return self.begin_holding(Some(held)).await;
+            }
+            if looking.elapsed() >= patience {
+                return self.begin().await;
+            }
+            tokio::time::sleep(IDLE_LOOK).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn work_that_can_wait_begins_only_once_no_writer_holds_or_waits_for_the_gate() {
+        let folder = tempfile::tempdir().expect("a folder");
+        let url = format!("sqlite://{}", folder.path().join("idle.db").display());
+        let config = crate::config::StorageConfig {
+            database_url: crate::config::DatabaseUrl::new(url),
+            ..crate::config::StorageConfig::default()
+        };
+        let store = Store::connect(&config).await.expect("a store");
+        let first = store.begin().await.expect("a writer");
+        let (purging, later) = (store.clone(), store.clone());
+        let purge = tokio::spawn(async move { purging.begin_when_idle(Duration::from_secs(600)).await });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!purge.is_finished(), "a writer holds the gate");
+        // A pipeline's commit that comes after the purge began to wait still goes first.
+        let later = tokio::spawn(async move { later.begin().await.map(|tx| tx.commit()) });
+        tokio::task::yield_now().await;
+        first.commit().await.expect("committed");
+        // Bounded only so that a purge that queued ahead fails here instead of hanging the suite.
+        let committing = tokio::time::timeout(Duration::from_secs(60), later).await;
+        let committing = committing.expect("the later writer was not held behind the purge").expect("a task");
+        assert!(!purge.is_finished(), "the writer that waited is ahead of it");
+        committing.expect("the later writer began").await.expect("committed");
+        let idle = purge.await.expect("a task").expect("begun at an idle moment");
+        idle.commit().await.expect("committed");
     }
 }
