@@ -73,3 +73,14 @@ async fn open_main(config: &StorageConfig, backend: BackendKind) -> Result<AnyPo
         }
     }
 }
+
+#[cfg(test)]
+impl Store {
+    /// A store on a fresh SQLite file in a folder of its own, which it lives as long as.
+    pub(crate) async fn scratch() -> (tempfile::TempDir, Self) {
+        let folder = tempfile::tempdir().expect("a folder");
+        let url = format!("sqlite://{}", folder.path().join("scratch.db").display());
+        let config = StorageConfig { database_url: crate::config::DatabaseUrl::new(url), ..StorageConfig::default() };
+        (folder, Store::connect(&config).await.expect("a store"))
+    }
+}

@@ -356,13 +356,7 @@ mod tests {
 
     #[tokio::test]
     async fn batches_go_on_while_each_is_full_and_start_only_where_the_probe_found_work() {
-        let folder = tempfile::tempdir().expect("a folder");
-        let url = format!("sqlite://{}", folder.path().join("purge.db").display());
-        let config = crate::config::StorageConfig {
-            database_url: crate::config::DatabaseUrl::new(url),
-            ..crate::config::StorageConfig::default()
-        };
-        let store = Store::connect(&config).await.expect("a store");
+        let (_folder, store) = Store::scratch().await;
         let mut pace = Pace::new(10, Duration::from_secs(1), 1.0);
         let now = Instant::now();
         let mut batches = Batches { pace: &mut pace, per: 1, limit: 0, more: true, started: now, working: now };

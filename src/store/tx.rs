@@ -117,13 +117,7 @@ mod tests {
 
     #[tokio::test]
     async fn work_that_can_wait_begins_only_once_no_writer_holds_or_waits_for_the_gate() {
-        let folder = tempfile::tempdir().expect("a folder");
-        let url = format!("sqlite://{}", folder.path().join("idle.db").display());
-        let config = crate::config::StorageConfig {
-            database_url: crate::config::DatabaseUrl::new(url),
-            ..crate::config::StorageConfig::default()
-        };
-        let store = Store::connect(&config).await.expect("a store");
+        let (_folder, store) = Store::scratch().await;
         let first = store.begin().await.expect("a writer");
         let (purging, later) = (store.clone(), store.clone());
         let purge = tokio::spawn(async move { purging.begin_when_idle(Duration::from_secs(600)).await });
