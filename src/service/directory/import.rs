@@ -23,8 +23,29 @@ pub(super) const ROUNDS: usize = 8;
 const PROBLEMS_SHOWN: usize = 100;
 /// People written before the database's statistics are first brought up to date, and how much
 /// that number grows before the next time (`Directory::refresh_statistics`).
-pub(super) const FIRST_REFRESH: u64 = 1_000;
-pub(super) const REFRESH_GROWTH: u64 = 4;
+const FIRST_REFRESH: u64 = 1_000;
+const REFRESH_GROWTH: u64 = 4;
+
+/// When the statistics are next brought up to date while many people are written (an import,
+/// the directory file's seed).
+pub(super) struct Refreshes {
+    next: u64,
+}
+
+impl Refreshes {
+    pub(super) fn new() -> Self {
+        Self { next: FIRST_REFRESH }
+    }
+
+    /// Once `written` people in all are written: refreshes the statistics when that is due.
+    pub(super) async fn after(&mut self, written: u64, people: &People) -> Result<(), StoreError> {
+        if written >= self.next {
+            self.next = written * REFRESH_GROWTH;
+            people.store.directory().refresh_statistics().await?;
+        }
+        Ok(())
+    }
+}
 
 named_enum! {
     /// How the lines are written: `ndjson` (`application/x-ndjson`, one JSON object a line) or
@@ -116,8 +137,7 @@ pub struct Importer<'a> {
     roles: Roles,
     pending: Vec<(u64, PersonFields)>,
     report: ImportReport,
-    /// How many people written brings the next refresh of the statistics.
-    next_refresh: u64,
+    refreshes: Refreshes,
 }
 
 /// A line read and checked, not yet written: its number, the person, how they were.
@@ -127,8 +147,8 @@ impl<'a> Importer<'a> {
     pub async fn new(people: &'a People, who: Changing<'a>, format: ImportFormat) -> Result<Self, StoreError> {
         let roles = people.roles(who.tenant).await?;
         let report = ImportReport::default();
-        let next_refresh = FIRST_REFRESH;
-        Ok(Self { people, who, format, header: None, roles, pending: vec![], report, next_refresh })
+        let refreshes = Refreshes::new();
+        Ok(Self { people, who, format, header: None, roles, pending: vec![], report, refreshes })
     }
 
     /// Line `number`, as read (`Err`: why it could not be, a line too long say).
@@ -192,11 +212,7 @@ impl<'a> Importer<'a> {
         if written > 0 {
             self.people.changed(self.who.tenant);
         }
-        if written >= self.next_refresh {
-            self.next_refresh = written * REFRESH_GROWTH;
-            self.people.store.directory().refresh_statistics().await?;
-        }
-        Ok(())
+        self.refreshes.after(written, self.people).await
     }
 
     /// Writes what it can of `pending`; gives back the lines to read again.

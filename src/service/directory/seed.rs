@@ -10,7 +10,7 @@ use time::OffsetDateTime;
 
 use super::People;
 use super::change::{Change, ChangedBy, person_evidence, role_evidence};
-use super::import::{BATCH, FIRST_REFRESH, REFRESH_GROWTH, ROUNDS};
+use super::import::{BATCH, ROUNDS, Refreshes};
 use crate::domain::command::TenantId;
 use crate::domain::directory::{Person, Roles, Seed};
 use crate::store::{BatchRow, Source, StoreError, Written};
@@ -35,13 +35,10 @@ impl People {
             self.seed_roles(tenant, roles, now, &mut report).await?;
             // A batch at a time, as an import writes: a file of 10,000 people took a transaction
             // each, half a minute before the gateway answered on PostgreSQL.
-            let mut next_refresh = FIRST_REFRESH;
+            let mut refreshes = Refreshes::new();
             for batch in people.chunks(BATCH) {
                 self.seed_people(tenant, batch, now, &mut report).await?;
-                if report.people_written as u64 >= next_refresh {
-                    next_refresh *= REFRESH_GROWTH;
-                    self.store.directory().refresh_statistics().await?;
-                }
+                refreshes.after(report.people_written as u64, self).await?;
             }
             self.remove_unlisted(tenant, people, now, &mut report).await?;
             self.changed(tenant);
