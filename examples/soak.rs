@@ -59,6 +59,13 @@ struct Args {
     /// A second gateway beside the first, at the same moment, with this retention (the baseline).
     #[arg(long)]
     beside: Option<String>,
+    /// `retention.share` (the gateway's default when absent): the most of the time the purge's
+    /// transactions take, to try another pace without another build.
+    #[arg(long)]
+    purge_share: Option<f64>,
+    /// `retention.transaction_ms` (the gateway's default when absent).
+    #[arg(long)]
+    purge_ms: Option<u64>,
     #[arg(long, default_value_t = 500)]
     people: usize,
     #[arg(long, default_value_t = 30)]
@@ -126,11 +133,17 @@ fn configure(dir: &Path, (port, database_url): (u16, &str), graph: &str, (args, 
     }
     std::fs::write(dir.join("directory.toml"), directory).expect("directory");
     std::fs::write(dir.join("commands.toml"), short_windows()).expect("registry");
-    let extra = format!(
+    let mut extra = format!(
         "[idempotency]\ndefault_window_secs = 60\ncleanup_interval_secs = 10\n\
          [retention]\ntexts = \"{0}\"\nrecords = \"{0}\"\n",
         retention
     );
+    if let Some(share) = args.purge_share {
+        extra.push_str(&format!("share = {share}\n"));
+    }
+    if let Some(ms) = args.purge_ms {
+        extra.push_str(&format!("transaction_ms = {ms}\n"));
+    }
     let config =
         common::write_config(dir, "chatgate.toml", (port, database_url), &dir.join("directory.toml"), graph, &extra);
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/commands.toml").display().to_string();
@@ -233,10 +246,14 @@ impl Side {
             .header("content-type", "application/json")
             .header(signature::HEADER, signature);
         let seen = self.seen.clone();
-        seen.lock().await.owed.insert(id, due);
+        seen.lock().await.owed.insert(id.clone(), due);
         tokio::spawn(async move {
             if request.body(body).send().await.is_ok_and(|r| r.status().is_success()) {
                 seen.lock().await.answers.push(due.elapsed());
+            } else {
+                // Not acknowledged (a 503 while the disk stalled, say): a provider would send it
+                // again, this run does not, and no reply is owed for it.
+                seen.lock().await.owed.remove(&id);
             }
         });
     }

@@ -6,8 +6,8 @@
 
 use time::OffsetDateTime;
 
-use crate::config::{BackendKind, StorageConfig};
-use crate::store::Store;
+use crate::config::{BackendKind, RetentionConfig, StorageConfig};
+use crate::store::{RetentionPace, Store};
 
 pub use crate::store::{BackupFile, StoreError};
 
@@ -70,16 +70,18 @@ impl Database {
 
     /// What is kept for a while only: duplicate markers whose window passed by `now`, step-up
     /// tokens that expired before `an_hour_ago`, inbox rows admitted before it and per-minute
-    /// figures older than two minutes before it. Each part is tried whatever the others did.
-    pub async fn tidy(&self, now: OffsetDateTime, an_hour_ago: OffsetDateTime) -> Tidied {
+    /// figures older than two minutes before it. Each part is tried whatever the others did, in
+    /// transactions paced as `[retention]` paces the purge's (`store::tidy`).
+    pub async fn tidy(&self, now: OffsetDateTime, an_hour_ago: OffsetDateTime, pacing: &RetentionConfig) -> Tidied {
         let figures_before = an_hour_ago - std::time::Duration::from_secs(120);
+        let pace = &mut RetentionPace::of(pacing);
         Tidied {
-            duplicate_markers: self.0.dedupe().purge_expired(now).await,
-            tokens: self.0.tokens().purge_consumed(an_hour_ago).await.map(|_| ()),
-            inbox_rows: self.0.inbox().forget_admitted(an_hour_ago).await.map(|_| ()),
-            figures: self.0.forget_figures(figures_before).await.map(|_| ()),
-            conversations: self.0.forget_conversations(now).await.map(|_| ()),
-            link_codes: self.0.link_codes().forget_kept(now).await.map(|_| ()),
+            duplicate_markers: self.0.dedupe().purge_expired(now, pace).await,
+            tokens: self.0.tokens().purge_consumed(an_hour_ago, pace).await.map(|_| ()),
+            inbox_rows: self.0.inbox().forget_admitted(an_hour_ago, pace).await.map(|_| ()),
+            figures: self.0.forget_figures(figures_before, pace).await.map(|_| ()),
+            conversations: self.0.forget_conversations(now, pace).await.map(|_| ()),
+            link_codes: self.0.link_codes().forget_kept(now, pace).await.map(|_| ()),
         }
     }
 }

@@ -84,8 +84,7 @@ impl Database {
         now: OffsetDateTime,
         mode: PurgeMode,
     ) -> Result<RetentionPass, StoreError> {
-        let aim = Duration::from_millis(policy.default.transaction_ms);
-        let pace = RetentionPace::new(policy.default.batch, aim, policy.default.share);
+        let pace = RetentionPace::of(policy.default);
         let mut passing = Passing { policy, now, mode, pace, pass: RetentionPass { tenants: BTreeMap::new() } };
         // Records first: what they delete needs no text overwritten before (with both
         // retentions alike, the texts' pass would otherwise rewrite every row it then deletes).

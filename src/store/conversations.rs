@@ -15,7 +15,9 @@ use crate::domain::registry::Begun;
 use crate::store::figures::Moves;
 use crate::store::named::{self, row};
 use crate::store::outbox::{insert_withdrawable, withdraw_outbox};
+use crate::store::retention_pace::{Door, Pace};
 use crate::store::rows::{from_ms, int, json, opt_text, text, to_ms};
+use crate::store::tidy::Done;
 use crate::store::{NewOutboxMessage, Store, StoreError};
 
 /// Whose conversation: a person on a channel of a tenant.
@@ -75,7 +77,12 @@ const END: &str = "DELETE FROM conversations WHERE tenant_id = $1 AND actor_id =
 const END_AT_TURN: &str = "DELETE FROM conversations WHERE tenant_id = $1 AND actor_id = $2 AND channel = $3 \
                            AND turn = $4 RETURNING held";
 /// The conversations that ended quietly before `$1` (the clean-up's sweep, by `conversations_expiry`).
-pub(crate) const FORGET_ENDED: &str = "DELETE FROM conversations WHERE expires_at <= $1";
+/// The conversations that ended quietly by `$1`.
+pub(crate) const ENDED: Done = Done {
+    table: "conversations",
+    key: "(tenant_id, actor_id, channel)",
+    select: "SELECT tenant_id, actor_id, channel FROM conversations WHERE expires_at <= $1",
+};
 const READ: &str = "SELECT command, pattern, words, tries, turn, started_at, expires_at, held FROM conversations \
                     WHERE tenant_id = $1 AND actor_id = $2 AND channel = $3 AND expires_at > $4";
 
@@ -173,9 +180,9 @@ impl Store {
         }))
     }
 
-    /// Forgets the conversations that ended quietly before `now`; how many.
-    pub async fn forget_conversations(&self, now: OffsetDateTime) -> Result<u64, StoreError> {
-        Ok(sqlx::query(FORGET_ENDED).bind(to_ms(now)).execute(self.pool()).await?.rows_affected())
+    /// Forgets the conversations that ended quietly before `now`, at `pace`; how many.
+    pub async fn forget_conversations(&self, now: OffsetDateTime, pace: &mut Pace) -> Result<u64, StoreError> {
+        self.delete_done(&ENDED, to_ms(now), Door::Main, pace).await
     }
 
     /// Ends `key`'s conversation at turn `turn`, when the command it wrote was admitted (in its own

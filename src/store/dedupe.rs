@@ -9,7 +9,9 @@ use uuid::Uuid;
 use crate::domain::lifecycle::State;
 use crate::store::Dedupe;
 use crate::store::StoreError;
+use crate::store::retention_pace::{Door, Pace};
 use crate::store::rows::{Param, to_ms, update_rows};
+use crate::store::tidy::Done;
 
 /// A terminal state settles the reservation, so that a duplicate replays this outcome.
 pub(crate) async fn settle_dedupe(
@@ -76,15 +78,19 @@ pub(crate) async fn settle_dedupes(
     Ok(())
 }
 
-pub(crate) const PURGE_EXPIRED: &str =
-    "DELETE FROM dedupe_records WHERE ttl_expires_at <= $1 AND status <> 'in_progress'";
+/// The records whose window passed as of `$1`, of finished commands: a command still under way
+/// keeps its reservation past its window, so that a late duplicate can never run beside it.
+pub(crate) const PAST_WINDOW: Done = Done {
+    table: "dedupe_records",
+    key: "(tenant_id, idempotency_key)",
+    select: "SELECT tenant_id, idempotency_key FROM dedupe_records \
+             WHERE ttl_expires_at <= $1 AND status <> 'in_progress'",
+};
 
 impl Dedupe<'_> {
-    /// Deletes expired records of finished commands; a command still under way keeps its
-    /// reservation past its window, so that a late duplicate can never run beside it.
-    pub async fn purge_expired(self, now: OffsetDateTime) -> Result<u64, StoreError> {
-        let done = sqlx::query(PURGE_EXPIRED).bind(to_ms(now)).execute(self.store.pool()).await?;
-        Ok(done.rows_affected())
+    /// Deletes the records past their window at `now` ([`PAST_WINDOW`]), at `pace`.
+    pub async fn purge_expired(self, now: OffsetDateTime, pace: &mut Pace) -> Result<u64, StoreError> {
+        self.store.delete_done(&PAST_WINDOW, to_ms(now), Door::Main, pace).await
     }
 
     /// How many reservations exist for a tenant's key (0 or 1); for tests and diagnostics.

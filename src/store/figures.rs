@@ -123,9 +123,6 @@ pub(crate) fn minute(at: OffsetDateTime) -> i64 {
 pub(crate) const READ: &str = "SELECT name, label, SUM(value) AS value FROM figures \
     WHERE minute = 0 OR minute >= $1 GROUP BY name, label";
 
-/// The per-minute figures older than the one given: the clean-up removes them.
-pub(crate) const FORGET: &str = "DELETE FROM figures WHERE minute <> 0 AND minute < $1";
-
 #[cfg(test)]
 mod tests {
     use super::*;

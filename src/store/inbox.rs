@@ -13,7 +13,9 @@ use time::OffsetDateTime;
 
 use crate::domain::command::{Channel, ExternalId};
 use crate::store::StoreError;
+use crate::store::retention_pace::{Door, Pace};
 use crate::store::rows::{Param, from_ms, insert_rows, int, opt_int, placeholder_list, text, to_ms, update_rows};
+use crate::store::tidy::Done;
 use crate::store::{BackendKind, Inbox};
 pub use parked::{Adopted, ParkedSender, Released};
 
@@ -72,6 +74,20 @@ const INSERT: &str = "INSERT INTO inbox (channel, provider_message_id, conversat
                       trace_parent, received_at, owner)";
 const INSERT_TAIL: &str = "ON CONFLICT (channel, provider_message_id) DO NOTHING \
                            RETURNING id, channel, provider_message_id";
+
+/// Rows admitted before `$1` (a later redelivery is still recognized by its inbound record).
+const ADMITTED: Done = Done {
+    table: "inbox",
+    key: "id",
+    select: "SELECT id FROM inbox WHERE admitted_at IS NOT NULL AND admitted_at < $1",
+};
+/// Instances dead since `$1` with nothing left to admit.
+const DEAD_OWNERS: Done = Done {
+    table: "inbox_owners",
+    key: "owner",
+    select: "SELECT owner FROM inbox_owners WHERE alive_until < $1 \
+             AND NOT EXISTS (SELECT 1 FROM inbox WHERE inbox.owner = inbox_owners.owner AND admitted_at IS NULL)",
+};
 
 impl Inbox<'_> {
     /// Stores every message of `deliveries` in one transaction (one statement when they fit in
@@ -205,19 +221,11 @@ impl Inbox<'_> {
 
     /// Removes rows admitted before `before`, and instances dead since then with nothing left to
     /// admit; returns how many rows.
-    pub async fn forget_admitted(self, before: OffsetDateTime) -> Result<u64, StoreError> {
-        let done = sqlx::query("DELETE FROM inbox WHERE admitted_at IS NOT NULL AND admitted_at < $1")
-            .bind(to_ms(before))
-            .execute(self.store.inbox_pool())
-            .await?;
-        sqlx::query(
-            "DELETE FROM inbox_owners WHERE alive_until < $1
-             AND NOT EXISTS (SELECT 1 FROM inbox WHERE inbox.owner = inbox_owners.owner AND admitted_at IS NULL)",
-        )
-        .bind(to_ms(before))
-        .execute(self.store.inbox_pool())
-        .await?;
-        Ok(done.rows_affected())
+    /// At `pace`: the inbox's rows are what the webhooks' answers write.
+    pub async fn forget_admitted(self, before: OffsetDateTime, pace: &mut Pace) -> Result<u64, StoreError> {
+        let rows = self.store.delete_done(&ADMITTED, to_ms(before), Door::Inbox, pace).await?;
+        self.store.delete_done(&DEAD_OWNERS, to_ms(before), Door::Inbox, pace).await?;
+        Ok(rows)
     }
 }
 

@@ -13,10 +13,10 @@ use std::sync::Arc;
 
 use sqlx::AnyPool;
 use sqlx::any::AnyPoolOptions;
-use tokio::sync::Mutex;
 
 use crate::config::{BackendKind, StorageConfig};
 use crate::store::breaker::Breaker;
+use crate::store::tx::{self, WriteGate};
 use crate::store::{StoreError, Tx, health, sqlite};
 
 /// The inbox's connections on PostgreSQL: its group-commit writer, admission's claims and marks,
@@ -38,7 +38,7 @@ pub(crate) struct InboxDb {
     writes: AnyPool,
     backend: BackendKind,
     /// SQLite only: the inbox file's writers queue here (as [`Tx`] explains for the main file).
-    gate: Option<Arc<Mutex<()>>>,
+    gate: Option<WriteGate>,
     /// Once a write could not reach the database, the next ones are refused at once (the
     /// webhooks answered 503 without waiting) while a watcher finds out when it is back.
     breaker: Arc<Breaker>,
@@ -64,7 +64,7 @@ impl InboxDb {
                 let options = options.max_connections(SQLITE_CONNECTIONS);
                 let writes = sqlite::open(&url, config, options.clone(), SQLITE_CACHE_KIB).await?;
                 let pool = sqlite::open(&url, config, options, SQLITE_CACHE_KIB).await?;
-                (pool, writes, Some(Arc::new(Mutex::new(()))))
+                (pool, writes, Some(WriteGate::default()))
             }
             BackendKind::Postgres => {
                 let url = config.database_url.expose();
@@ -100,9 +100,30 @@ impl InboxDb {
     pub(crate) async fn begin(&self, health: Arc<health::WriteHealth>) -> Result<Tx, StoreError> {
         self.refuse_while_failing()?;
         let gate = match &self.gate {
-            Some(gate) => Some(gate.clone().lock_owned().await),
+            Some(gate) => Some(gate.wait().await),
             None => None,
         };
+        self.begin_holding(gate, health).await
+    }
+
+    /// A write transaction on the inbox for work that can wait (a clean-up's): see
+    /// [`tx::idle_gate`].
+    pub(crate) async fn begin_when_idle(
+        &self,
+        health: Arc<health::WriteHealth>,
+        patience: std::time::Duration,
+    ) -> Result<Tx, StoreError> {
+        self.refuse_while_failing()?;
+        let gate = tx::idle_gate(self.gate.as_ref(), patience).await;
+        self.begin_holding(gate, health).await
+    }
+
+    /// A write transaction once the caller holds the inbox file's gate (`None` on PostgreSQL).
+    async fn begin_holding(
+        &self,
+        gate: Option<tokio::sync::OwnedMutexGuard<()>>,
+        health: Arc<health::WriteHealth>,
+    ) -> Result<Tx, StoreError> {
         let begin = match self.backend {
             BackendKind::Sqlite => "BEGIN IMMEDIATE",
             BackendKind::Postgres => "BEGIN",
@@ -119,7 +140,7 @@ impl InboxDb {
     pub(crate) async fn writer(&self) -> Result<Writer, StoreError> {
         self.refuse_while_failing()?;
         let gate = match &self.gate {
-            Some(gate) => Some(gate.clone().lock_owned().await),
+            Some(gate) => Some(gate.wait().await),
             None => None,
         };
         let conn = self.writes.acquire().await;
@@ -168,7 +189,7 @@ impl InboxDb {
     /// SQLite: see `sqlite::checkpoint`.
     pub(crate) async fn checkpoint(&self) -> Result<bool, StoreError> {
         match &self.gate {
-            Some(gate) => sqlite::checkpoint(&self.pool, gate).await,
+            Some(gate) => sqlite::checkpoint(&self.pool, gate.lock()).await,
             None => Ok(true),
         }
     }

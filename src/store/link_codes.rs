@@ -8,7 +8,9 @@ use time::OffsetDateTime;
 
 use crate::domain::command::TenantId;
 use crate::store::named::{self, row};
+use crate::store::retention_pace::{Door, Pace};
 use crate::store::rows::{opt_int, opt_text, text, to_ms};
+use crate::store::tidy::Done;
 use crate::store::{LinkCodes, StoreError};
 
 /// A code as issued: whose, until when, kept until when.
@@ -52,7 +54,9 @@ pub struct UndoableLink {
 }
 
 /// What is past keeping, before `$1` (the clean-up's sweep, by `link_codes_keep`).
-pub(crate) const FORGET_KEPT: &str = "DELETE FROM link_codes WHERE keep_until <= $1";
+/// The codes past keeping at `$1`.
+pub(crate) const KEPT_PAST: Done =
+    Done { table: "link_codes", key: "code_hash", select: "SELECT code_hash FROM link_codes WHERE keep_until <= $1" };
 /// Takes an unused code in time (`$1` tenant, `$2` hash, `$3` now, `$4` kind, `$5` address, `$6` keep).
 const TAKE: &str = "UPDATE link_codes SET used_at = $3, used_kind = $4, used_by = $5, keep_until = $6
                     WHERE tenant_id = $1 AND code_hash = $2 AND used_at IS NULL AND expires_at > $3
@@ -165,8 +169,8 @@ impl LinkCodes<'_> {
         Ok(done.rows_affected() == 1)
     }
 
-    /// Forgets what is past keeping at `now`; how many rows.
-    pub async fn forget_kept(self, now: OffsetDateTime) -> Result<u64, StoreError> {
-        Ok(sqlx::query(FORGET_KEPT).bind(to_ms(now)).execute(self.store.pool()).await?.rows_affected())
+    /// Forgets what is past keeping at `now`, at `pace`; how many rows.
+    pub async fn forget_kept(self, now: OffsetDateTime, pace: &mut Pace) -> Result<u64, StoreError> {
+        self.store.delete_done(&KEPT_PAST, to_ms(now), Door::Main, pace).await
     }
 }

@@ -49,6 +49,7 @@ mod registry_versions;
 mod repos;
 mod retention;
 mod retention_chain;
+mod retention_pace;
 mod retention_records;
 mod rows;
 mod signals;
@@ -56,6 +57,7 @@ mod snapshot;
 mod sqlite;
 mod step;
 mod step_batch;
+mod tidy;
 mod tokens;
 mod trace;
 mod tx;
@@ -64,7 +66,6 @@ mod writer;
 use std::sync::Arc;
 
 use sqlx::AnyPool;
-use tokio::sync::Mutex;
 
 pub use crate::config::BackendKind;
 pub use admission::{AdmissionWrite, Admitted, DuplicateOf, DuplicateReply};
@@ -98,7 +99,8 @@ pub use repos::{
     Agents, ApiKeys, Approvals, Commands, Confirmations, Console, Dedupe, Deliveries, Directory, Evidence, Identities,
     Inbound, Inbox, LinkCodes, Locks, Outbox, RateLimits, RegistryVersions, Tokens,
 };
-pub use retention::{EXPIRED_PAYLOAD, Pace as RetentionPace, PurgedTexts, Scope as RetentionScope};
+pub use retention::{EXPIRED_PAYLOAD, PurgedTexts, Scope as RetentionScope};
+pub use retention_pace::Pace as RetentionPace;
 pub use retention_records::PurgedRecords;
 pub use signals::{CommittedMove, MoveObserver};
 pub use snapshot::{KEY_LOOKUPS, SNAPSHOT_QUERIES, SWEEP_QUERIES, Snapshot};
@@ -113,6 +115,9 @@ pub(crate) trait Dialect: Send + Sync {
     fn begin_write(&self) -> &'static str;
     /// Claims due outbox rows without two workers taking the same one.
     fn claim_outbox_sql(&self) -> &'static str;
+    /// The texts of the JSON array bound as `$1`, one row each: a statement that takes a list of
+    /// any length is then one statement, prepared once (sqlx's `Any` binds no arrays).
+    fn texts_of_list(&self) -> &'static str;
 }
 
 /// The store: a handle, cheap to clone (every request and every worker holds one).
@@ -127,7 +132,7 @@ pub struct Parts {
     pool: AnyPool,
     backend: BackendKind,
     /// SQLite only: see [`Tx`].
-    write_gate: Option<Arc<Mutex<()>>>,
+    write_gate: Option<tx::WriteGate>,
     /// The admission writer's queue (group commit); the writer's own handle has none.
     admissions: Option<tokio::sync::mpsc::Sender<writer::Job>>,
     stats: Arc<GroupCommitStats>,
@@ -203,7 +208,7 @@ impl Store {
     /// already holds until then. True when every file has all of its WAL.
     pub async fn checkpoint(&self) -> Result<bool, StoreError> {
         let main = match &self.write_gate {
-            Some(gate) => sqlite::checkpoint(&self.pool, gate).await,
+            Some(gate) => sqlite::checkpoint(&self.pool, gate.lock()).await,
             None => Ok(true),
         };
         let copied = match main {
@@ -352,6 +357,11 @@ impl Store {
     /// A write transaction on the inbox's database (`inbox_db`: on SQLite, a file of its own).
     pub(crate) async fn begin_inbox(&self) -> Result<Tx, StoreError> {
         self.inbox_db.begin(self.health.clone()).await
+    }
+
+    /// A write transaction on the inbox for work that can wait (see `tx::idle_gate`).
+    pub(crate) async fn begin_inbox_when_idle(&self, patience: std::time::Duration) -> Result<Tx, StoreError> {
+        self.inbox_db.begin_when_idle(self.health.clone(), patience).await
     }
 
     /// One statement's connection to the inbox's database (see `inbox_db::InboxDb::writer`).

@@ -6,9 +6,9 @@ use std::time::Duration;
 use sqlx::AnyPool;
 use sqlx::any::AnyPoolOptions;
 use tokio::runtime::Handle;
-use tokio::sync::Mutex;
 
 use crate::config::{BackendKind, StorageConfig};
+use crate::store::tx::WriteGate;
 use crate::store::{Parts, Store, StoreError, feed, inbox_db, pool, postgres, sqlite, writer};
 
 impl Store {
@@ -33,7 +33,7 @@ impl Store {
         let parts = Parts {
             pool,
             backend,
-            write_gate: (backend == BackendKind::Sqlite).then(|| Arc::new(Mutex::new(()))),
+            write_gate: (backend == BackendKind::Sqlite).then(WriteGate::default),
             admissions: None,
             stats: Arc::default(),
             signals: Arc::default(),

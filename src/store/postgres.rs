@@ -20,6 +20,10 @@ impl Dialect for PostgresDialect {
     fn claim_outbox_sql(&self) -> &'static str {
         claim_outbox_sql!("FOR UPDATE SKIP LOCKED")
     }
+
+    fn texts_of_list(&self) -> &'static str {
+        "SELECT json_array_elements_text($1::json)"
+    }
 }
 
 pub(super) async fn open(

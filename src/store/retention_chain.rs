@@ -7,7 +7,7 @@
 use time::OffsetDateTime;
 
 use crate::domain::evidence::Checkpoint;
-use crate::store::retention::Pace;
+use crate::store::retention_pace::{Pace, Taken};
 use crate::store::rows::{int, text, to_ms};
 use crate::store::{Store, StoreError};
 
@@ -16,6 +16,13 @@ use crate::store::{Store, StoreError};
 const FIRST_KEPT: &str = "SELECT seq FROM evidence e WHERE chain_id = $1 AND seq > $2
     AND (recorded_at >= $3 OR EXISTS (SELECT 1 FROM commands c WHERE c.command_id = e.command_id))
     ORDER BY seq LIMIT 1";
+
+/// Deletes up to `$3` of chain `$1`'s artifacts up to `$2`, oldest first.
+const CUT: &str = "DELETE FROM evidence WHERE artifact_id IN
+    (SELECT artifact_id FROM evidence WHERE chain_id = $1 AND seq <= $2 ORDER BY seq LIMIT $3)";
+
+/// Artifacts deleted at once, after which a transaction looks whether a writer waits.
+const ARTIFACTS_AT_ONCE: u64 = 64;
 
 impl Store {
     /// Every chain: one a tenant.
@@ -39,19 +46,23 @@ impl Store {
         let left = sqlx::query("SELECT 1 FROM evidence WHERE chain_id = $1 AND seq <= $2 LIMIT 1");
         let mut batches = self.batches(left.bind(chain_id).bind(cut.seq), 1, pace).await?;
         while let Some((mut tx, limit)) = batches.next(self).await? {
-            let gone = sqlx::query(
-                "DELETE FROM evidence WHERE artifact_id IN
-                 (SELECT artifact_id FROM evidence WHERE chain_id = $1 AND seq <= $2 ORDER BY seq LIMIT $3)",
-            )
-            .bind(chain_id)
-            .bind(cut.seq)
-            .bind(limit)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+            let mut taken = Taken { units: 0, yielded: false };
+            // A few at a time, looking between them whether a writer waits (see `purge_commands`).
+            while taken.units < limit as u64 {
+                let most = (limit as u64 - taken.units).min(ARTIFACTS_AT_ONCE);
+                let gone = sqlx::query(CUT).bind(chain_id).bind(cut.seq).bind(most as i64).execute(&mut *tx).await?;
+                taken.units += gone.rows_affected();
+                if gone.rows_affected() < most {
+                    break;
+                }
+                if self.writers_wait() {
+                    taken.yielded = taken.units < limit as u64;
+                    break;
+                }
+            }
             tx.commit().await?;
-            batches.took(gone);
-            deleted += gone;
+            batches.ended(taken);
+            deleted += taken.units;
         }
         Ok((deleted, Some(cut)))
     }

@@ -9,7 +9,7 @@ use sqlx::AssertSqlSafe;
 use time::OffsetDateTime;
 
 use crate::store::figures::Moves;
-use crate::store::retention::Pace;
+use crate::store::retention_pace::{Pace, Taken};
 use crate::store::rows::{int, text, to_ms};
 use crate::store::{Store, StoreError, Tx};
 
@@ -62,7 +62,9 @@ const GONE: &str = "SELECT c.command_id FROM commands c
       AND NOT EXISTS (SELECT 1 FROM deliveries v WHERE v.command_id = c.command_id
                       AND v.state NOT IN ('executed', 'closed'))";
 
-/// A command's rows, children first (`{ids}`: the commands), each counted as a kind of record.
+/// A command's rows, children first (`{ids}`: the commands, the texts of a JSON array bound as
+/// `$1`, so that each statement is prepared once whatever the batch's size), each counted as a
+/// kind of record.
 const OWNED: [(&str, Counted); 13] = [
     ("DELETE FROM delivery_events WHERE delivery_id IN (SELECT id FROM deliveries WHERE command_id IN ({ids}))", None),
     ("DELETE FROM deliveries WHERE command_id IN ({ids})", Some(|p| &mut p.deliveries)),
@@ -171,9 +173,10 @@ impl Store {
             let probe = sqlx::query(AssertSqlSafe(format!("{GONE} LIMIT 1")));
             let probe = probe.bind(tenant).bind(to_ms(before)).bind(to_ms(now));
             let mut batches = self.batches(probe, ROWS_PER_COMMAND, pace).await?;
+            let owned = Owned::in_dialect(self.dialect().texts_of_list());
             while let Some((tx, commands)) = batches.next(self).await? {
                 let gone = Gone { tenant, before, now, limit: commands };
-                batches.took(purge_commands(tx, gone, &mut purged).await? as u64);
+                batches.ended(purge_commands(self, tx, gone, &owned, &mut purged).await?);
             }
         }
         for unowned in unowned_of(tenant) {
@@ -235,11 +238,38 @@ struct Gone<'a> {
     limit: i64,
 }
 
+/// [`OWNED`]'s statements as a backend runs them, and the deliveries' figures' read.
+struct Owned {
+    deliveries: String,
+    statements: Vec<(String, Counted)>,
+}
+
+impl Owned {
+    /// With `list` (the dialect's rows of a JSON array's texts) in place of `{ids}`.
+    fn in_dialect(list: &str) -> Self {
+        let deliveries = format!("SELECT state, outcome, updated_at FROM deliveries WHERE command_id IN ({list})");
+        let statements = OWNED.iter().map(|(statement, counted)| (statement.replace("{ids}", list), *counted));
+        Self { deliveries, statements: statements.collect() }
+    }
+}
+
 /// About how many rows a command has ([`OWNED`]'s tables), for the purge's pace.
 const ROWS_PER_COMMAND: u32 = 10;
 
-/// In `tx`: up to `limit` commands that may go, with their rows. Returns how many.
-async fn purge_commands(mut tx: Tx, gone: Gone<'_>, purged: &mut PurgedRecords) -> Result<i64, StoreError> {
+/// Commands deleted together with their rows, after which a transaction looks whether a writer
+/// waits: few enough that the writer waits a moment, enough that the statements stay few.
+const COMMANDS_AT_ONCE: usize = 8;
+
+/// In `tx`: up to `limit` commands that may go, with their rows, a few at a time; once a writer
+/// waits for the gate (SQLite), it commits those deleted so far and lets it through. Returns how
+/// many it deleted, and whether it stopped for a writer before it deleted all it found.
+async fn purge_commands(
+    store: &Store,
+    mut tx: Tx,
+    gone: Gone<'_>,
+    owned: &Owned,
+    purged: &mut PurgedRecords,
+) -> Result<Taken, StoreError> {
     let Gone { tenant, before, now, limit } = gone;
     let select = format!("{GONE} LIMIT $4");
     let ids: Vec<String> = sqlx::query_scalar(AssertSqlSafe(select))
@@ -249,26 +279,60 @@ async fn purge_commands(mut tx: Tx, gone: Gone<'_>, purged: &mut PurgedRecords) 
         .bind(limit)
         .fetch_all(&mut *tx)
         .await?;
-    if ids.is_empty() {
-        return Ok(0);
+    let mut taken = 0;
+    for commands in ids.chunks(COMMANDS_AT_ONCE) {
+        delete_commands(&mut tx, commands, owned, purged).await?;
+        taken += commands.len();
+        if store.writers_wait() {
+            break;
+        }
     }
-    let marks = (1..=ids.len()).map(|n| format!("${n}")).collect::<Vec<_>>().join(", ");
+    tx.commit().await?;
+    Ok(Taken { units: taken as u64, yielded: taken < ids.len() })
+}
+
+/// In `tx`: `ids`, commands, with every row they own.
+async fn delete_commands(
+    tx: &mut Tx,
+    ids: &[String],
+    owned: &Owned,
+    purged: &mut PurgedRecords,
+) -> Result<(), StoreError> {
+    let list = serde_json::to_string(ids).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     // The figures `/metrics` shows count deliveries: those deleted leave them with their rows.
-    let sql = format!("SELECT state, outcome, updated_at FROM deliveries WHERE command_id IN ({marks})");
-    let rows = ids.iter().fold(sqlx::query(AssertSqlSafe(sql)), |query, id| query.bind(id));
-    let deliveries = rows.fetch_all(&mut *tx).await?;
+    let deliveries = sqlx::query(AssertSqlSafe(owned.deliveries.clone())).bind(&list).fetch_all(&mut **tx).await?;
     let deleted = deliveries
         .iter()
         .map(|row| Ok((text(row, "state")?, sqlx::Row::try_get(row, "outcome")?, int(row, "updated_at")?)));
     tx.figures.merge(Moves::of_deleted_deliveries(deleted.collect::<Result<Vec<_>, StoreError>>()?));
-    for (statement, counted) in OWNED {
-        let sql = statement.replace("{ids}", &marks);
-        let query = ids.iter().fold(sqlx::query(AssertSqlSafe(sql)), |query, id| query.bind(id));
-        let deleted = query.execute(&mut *tx).await?.rows_affected();
+    for (statement, counted) in &owned.statements {
+        let deleted =
+            sqlx::query(AssertSqlSafe(statement.clone())).bind(&list).execute(&mut **tx).await?.rows_affected();
         if let Some(counted) = counted {
             *counted(purged) += deleted;
         }
     }
-    tx.commit().await?;
-    Ok(ids.len() as i64)
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A purge of commands reads every table through an index on the commands' ids, once per
+    /// statement whatever the batch's size; a `SCAN` would read a table's whole history per batch.
+    #[tokio::test]
+    async fn each_statement_of_a_command_purge_searches_by_the_commands_ids() {
+        let (_folder, store) = Store::scratch().await;
+        store.migrate().await.expect("migrated");
+        let owned = Owned::in_dialect(store.dialect().texts_of_list());
+        for sql in std::iter::once(&owned.deliveries).chain(owned.statements.iter().map(|(sql, _)| sql)) {
+            let plan = sqlx::query(AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}"))).bind("[\"a\", \"b\"]");
+            let rows = plan.fetch_all(store.pool()).await.expect("a plan");
+            let steps: Vec<String> = rows.iter().map(|row| text(row, "detail").expect("detail")).collect();
+            let scans = steps.iter().filter(|step| step.starts_with("SCAN") && !step.contains("json_each"));
+            assert_eq!(scans.count(), 0, "{sql}\n{steps:#?}");
+            assert!(steps.iter().any(|step| step.starts_with("SEARCH")), "{sql}\n{steps:#?}");
+        }
+    }
 }

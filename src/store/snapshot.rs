@@ -12,11 +12,13 @@ use time::OffsetDateTime;
 use crate::store::agents::EXPIRED_UNDISPATCHED;
 use crate::store::command_reads::COMMANDS_BY_ID;
 use crate::store::confirmations::EXPIRED;
-use crate::store::dedupe::PURGE_EXPIRED;
+use crate::store::dedupe::PAST_WINDOW;
 use crate::store::deliveries::{DELIVERIES_OF_COMMANDS, DISPATCH_TARGETS, OVERDUE};
 use crate::store::figures;
 use crate::store::previews::PREVIEWS_OF_COMMANDS;
+use crate::store::retention_pace::{Door, Pace};
 use crate::store::rows::{KeyLookup, int, opt_int, text, to_ms};
+use crate::store::tidy::Done;
 use crate::store::{Store, StoreError};
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -50,6 +52,13 @@ const ORPHANED: &str = "SELECT COUNT(*) AS n FROM (SELECT 1 FROM commands c WHER
 /// Approvals waiting for decisions (the index on `(status, expires_at)`), counted up to 10,000.
 const APPROVALS_PENDING: &str =
     "SELECT COUNT(*) AS n FROM (SELECT 1 FROM approvals WHERE status = 'pending' LIMIT 10000) AS waiting";
+/// The per-minute figures of the minutes before `$1` (minute 0 holds the running totals): the
+/// clean-up removes them.
+const PAST_FIGURES: Done = Done {
+    table: "figures",
+    key: "(name, label, minute, slot)",
+    select: "SELECT name, label, minute, slot FROM figures WHERE minute <> 0 AND minute < $1",
+};
 /// Every query a scrape runs, for a test to read their plans.
 pub const SNAPSHOT_QUERIES: [&str; 5] = [figures::READ, OLDEST, AGENTS, ORPHANED, APPROVALS_PENDING];
 
@@ -61,11 +70,11 @@ pub const KEY_LOOKUPS: [&KeyLookup; 4] =
 /// What the timers read (or delete) on every sweep, whatever the load: through indexes too.
 pub const SWEEP_QUERIES: [&str; 8] = [
     OVERDUE,
-    crate::store::conversations::FORGET_ENDED,
-    crate::store::link_codes::FORGET_KEPT,
+    crate::store::conversations::ENDED.select,
+    crate::store::link_codes::KEPT_PAST.select,
     EXPIRED_UNDISPATCHED,
     EXPIRED,
-    PURGE_EXPIRED,
+    PAST_WINDOW.select,
     crate::store::approvals::DUE,
     crate::store::approvals::ESCALATION_DUE,
 ];
@@ -121,9 +130,8 @@ impl Store {
         Ok(snapshot)
     }
 
-    /// Removes the per-minute figures older than `before` (the clean-up, every tick).
-    pub async fn forget_figures(&self, before: OffsetDateTime) -> Result<u64, StoreError> {
-        let done = sqlx::query(figures::FORGET).bind(figures::minute(before)).execute(self.pool()).await?;
-        Ok(done.rows_affected())
+    /// Removes the per-minute figures older than `before` (the clean-up, every tick), at `pace`.
+    pub async fn forget_figures(&self, before: OffsetDateTime, pace: &mut Pace) -> Result<u64, StoreError> {
+        self.delete_done(&PAST_FIGURES, figures::minute(before), Door::Main, pace).await
     }
 }

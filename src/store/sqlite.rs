@@ -21,6 +21,10 @@ impl Dialect for SqliteDialect {
     fn claim_outbox_sql(&self) -> &'static str {
         claim_outbox_sql!("")
     }
+
+    fn texts_of_list(&self) -> &'static str {
+        "SELECT value FROM json_each($1)"
+    }
 }
 
 /// The page cache of each connection to the main file, in KiB.

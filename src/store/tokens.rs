@@ -5,7 +5,9 @@
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use crate::store::retention_pace::{Door, Pace};
 use crate::store::rows::to_ms;
+use crate::store::tidy::Done;
 use crate::store::{StoreError, Tokens};
 
 /// A token used once, by its issuer and `jti`.
@@ -37,14 +39,18 @@ pub(crate) async fn consume_token(
     Ok(inserted.rows_affected() == 1)
 }
 
+/// Used tokens that expired by `$1`.
+const USED: Done = Done {
+    table: "consumed_tokens",
+    key: "(issuer, jti)",
+    select: "SELECT issuer, jti FROM consumed_tokens WHERE expires_at <= $1",
+};
+
 impl Tokens<'_> {
-    /// Forgets used tokens that expired before `before` (they are refused as expired anyway).
-    pub async fn purge_consumed(self, before: OffsetDateTime) -> Result<u64, StoreError> {
-        let done = sqlx::query("DELETE FROM consumed_tokens WHERE expires_at <= $1")
-            .bind(to_ms(before))
-            .execute(self.store.pool())
-            .await?;
-        Ok(done.rows_affected())
+    /// Forgets used tokens that expired before `before` (they are refused as expired anyway), at
+    /// `pace`.
+    pub async fn purge_consumed(self, before: OffsetDateTime, pace: &mut Pace) -> Result<u64, StoreError> {
+        self.store.delete_done(&USED, to_ms(before), Door::Main, pace).await
     }
 
     /// Uses a single-use token up on its own; `false` when it was used before.

@@ -1,10 +1,11 @@
 //! A write transaction, and what it writes last.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use sqlx::{Any, AnyConnection, Transaction};
-use tokio::sync::OwnedMutexGuard;
+use tokio::sync::{Mutex, OwnedMutexGuard};
 
 use crate::store::{Store, StoreError, breaker, figures, health};
 
@@ -57,6 +58,44 @@ impl std::ops::DerefMut for Tx {
     }
 }
 
+/// SQLite's write gate of one file: its writers queue here, first come, first served, and work
+/// that can wait sees whether any does ([`WriteGate::waited_for`]).
+#[derive(Clone, Default)]
+pub(crate) struct WriteGate {
+    lock: Arc<Mutex<()>>,
+    waiting: Arc<AtomicUsize>,
+}
+
+impl WriteGate {
+    /// The gate, once the writers before this one let it go.
+    pub(crate) async fn wait(&self) -> OwnedMutexGuard<()> {
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        // Counted down however the wait ends (a caller that gives up drops it half way).
+        let _counted = Counted(&self.waiting);
+        self.lock.clone().lock_owned().await
+    }
+
+    /// Whether a writer waits for the gate now: the one holding it for work that can wait then
+    /// commits what it did and lets it through.
+    pub(crate) fn waited_for(&self) -> bool {
+        self.waiting.load(Ordering::SeqCst) > 0
+    }
+
+    /// The lock itself, for a checkpoint that holds the writers back.
+    pub(crate) fn lock(&self) -> &Mutex<()> {
+        &self.lock
+    }
+}
+
+/// One writer counted as waiting while it lives.
+struct Counted<'a>(&'a AtomicUsize);
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// How often [`Store::begin_when_idle`] looks for the write gate free.
 const IDLE_LOOK: Duration = Duration::from_millis(1);
 
@@ -65,10 +104,16 @@ impl Store {
     /// concurrent writers queue on the busy timeout instead of failing on lock upgrade.
     pub(crate) async fn begin(&self) -> Result<Tx, StoreError> {
         let gate = match &self.write_gate {
-            Some(gate) => Some(gate.clone().lock_owned().await),
+            Some(gate) => Some(gate.wait().await),
             None => None,
         };
         self.begin_holding(gate).await
+    }
+
+    /// Whether a writer waits for SQLite's write gate now (never on PostgreSQL, whose writers
+    /// do not wait for one another's transactions, only for the rows they both write).
+    pub(crate) fn writers_wait(&self) -> bool {
+        self.write_gate.as_ref().is_some_and(WriteGate::waited_for)
     }
 
     /// A write transaction once the caller holds SQLite's write gate (`None` on PostgreSQL).
@@ -92,28 +137,56 @@ impl Store {
         }
     }
 
-    /// A write transaction for work that can wait (a purge's). On SQLite, where a writer waits
-    /// for the one before it, it starts only at a moment no other writer holds the write gate or
-    /// waits for it (a waiter is handed the gate as it is let go), so that it never queues ahead
-    /// of the pipeline's commits; after `patience` without one it waits its turn like any.
+    /// A write transaction for work that can wait (a purge's): see [`idle_gate`].
     pub(crate) async fn begin_when_idle(&self, patience: Duration) -> Result<Tx, StoreError> {
-        let Some(gate) = &self.write_gate else { return self.begin().await };
-        let looking = Instant::now();
-        loop {
-            if let Ok(held) = gate.clone().try_lock_owned() {
-                return self.begin_holding(Some(held)).await;
-            }
-            if looking.elapsed() >= patience {
-                return self.begin().await;
-            }
-            tokio::time::sleep(IDLE_LOOK).await;
+        let gate = idle_gate(self.write_gate.as_ref(), patience).await;
+        self.begin_holding(gate).await
+    }
+}
+
+/// SQLite's write `gate` (`None` on PostgreSQL) for work that can wait. Where a writer waits for
+/// the one before it, such work takes the gate only at a moment no other writer holds it or waits
+/// for it (a waiter is handed the gate as it is let go), so that it never queues ahead of the
+/// pipeline's commits; after `patience` without one it waits its turn like any.
+pub(crate) async fn idle_gate(gate: Option<&WriteGate>, patience: Duration) -> Option<OwnedMutexGuard<()>> {
+    let gate = gate?;
+    let looking = Instant::now();
+    loop {
+        if let Ok(held) = gate.lock.clone().try_lock_owned() {
+            return Some(held);
         }
+        if looking.elapsed() >= patience {
+            return Some(gate.wait().await);
+        }
+        tokio::time::sleep(IDLE_LOOK).await;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn the_gate_knows_whether_a_writer_waits_for_it_now() {
+        let gate = WriteGate::default();
+        let held = gate.wait().await;
+        assert!(!gate.waited_for(), "its holder does not wait");
+        let waiter = tokio::spawn({
+            let gate = gate.clone();
+            async move { drop(gate.wait().await) }
+        });
+        while !gate.waited_for() {
+            tokio::task::yield_now().await;
+        }
+        drop(held);
+        waiter.await.expect("the waiter had the gate");
+        assert!(!gate.waited_for(), "it had it and let it go");
+        let held = gate.wait().await;
+        let gave_up = tokio::time::timeout(Duration::from_millis(10), gate.wait()).await;
+        assert!(gave_up.is_err(), "the gate is held");
+        assert!(!gate.waited_for(), "a writer that gave up waits no more");
+        drop(held);
+    }
 
     #[tokio::test]
     async fn work_that_can_wait_begins_only_once_no_writer_holds_or_waits_for_the_gate() {

@@ -41,7 +41,7 @@ pub(super) async fn run(cleanup: Cleanup, every: Duration, stopping: Cancellatio
             }
             Err(error) => tracing::warn!(%error, "the retention purge failed; the next pass takes what it left"),
         }
-        let tidied = database.tidy(now, now - Duration::from_secs(3600)).await;
+        let tidied = database.tidy(now, now - Duration::from_secs(3600), &retention).await;
         match tidied.duplicate_markers {
             Ok(0) => {}
             Ok(removed) => tracing::info!(removed, "expired dedupe records removed"),

@@ -9,6 +9,7 @@
 use serde_json::json;
 
 use chatgate::channels::telegram::simulate;
+use chatgate::store::RetentionPace;
 
 use crate::e2e_conversation::Chat;
 use crate::e2e_telegram::{CUSTOMER as TELEGRAM_CUSTOMER, Telegram};
@@ -108,7 +109,11 @@ async fn a_conversation_left_alone_ends_quietly(db: &TestDb) {
     // The clean-up forgets it.
     let conversations = "SELECT COUNT(*) FROM conversations WHERE channel = $1";
     assert_eq!(db.count(conversations, "whatsapp").await, 1, "kept until the clean-up");
-    let forgotten = db.store.forget_conversations(time::OffsetDateTime::now_utc()).await.expect("forget");
+    let forgotten = db
+        .store
+        .forget_conversations(time::OffsetDateTime::now_utc(), &mut RetentionPace::of(&Default::default()))
+        .await
+        .expect("forget");
     assert_eq!((forgotten, db.count(conversations, "whatsapp").await), (1, 0));
     chat.app.stop().await.expect("stop");
 }

@@ -9,7 +9,7 @@ use chatgate::domain::lifecycle::Event;
 use chatgate::domain::lifecycle::State;
 use chatgate::service::engine::EngineError;
 use chatgate::service::engine::MoveContext;
-use chatgate::store::Admitted;
+use chatgate::store::{Admitted, RetentionPace};
 
 use super::{admit_new, conformance, drive, evidence, kinds, now, path_to, step};
 use crate::helpers::{TestDb, order_status, refund, tenant};
@@ -203,7 +203,8 @@ async fn expired_records_are_purged_and_the_key_can_be_used_again(db: &TestDb) {
         step(db, &demo, second, *event).await;
     }
     let key = db.engine.command(&demo, second).await.expect("command").envelope.idempotency_key;
-    let removed = db.store.dedupe().purge_expired(now() + Duration::from_secs(1)).await.expect("purge");
+    let pace = &mut RetentionPace::of(&Default::default());
+    let removed = db.store.dedupe().purge_expired(now() + Duration::from_secs(1), pace).await.expect("purge");
     assert!(removed >= 1);
     assert_eq!(db.store.dedupe().count("demo", key.as_str()).await.expect("count"), 0);
 }
@@ -215,7 +216,8 @@ async fn a_command_still_running_keeps_its_reservation_past_its_window(db: &Test
     };
     let running = drive(db, short("m1"), path_to(State::Started)).await;
     tokio::time::sleep(Duration::from_millis(5)).await;
-    db.store.dedupe().purge_expired(now() + Duration::from_secs(1)).await.expect("purge");
+    let pace = &mut RetentionPace::of(&Default::default());
+    db.store.dedupe().purge_expired(now() + Duration::from_secs(1), pace).await.expect("purge");
     let (_, again) = db.engine.accept(short("m2"), &[], now()).await.expect("accept");
     assert!(matches!(&again, Admitted::InProgress(d) if d.command_id == running), "{again:?}");
 }
