@@ -9,7 +9,7 @@ use sqlx::AssertSqlSafe;
 use time::OffsetDateTime;
 
 use crate::store::figures::Moves;
-use crate::store::retention_pace::{Pace, Taken};
+use crate::store::retention_pace::{Door, Pace, Taken};
 use crate::store::rows::{int, text, to_ms};
 use crate::store::{Store, StoreError, Tx};
 
@@ -182,15 +182,11 @@ impl Store {
         for unowned in unowned_of(tenant) {
             let sql = unowned.delete(tenant);
             let probe = sqlx::query(AssertSqlSafe(format!("{} LIMIT 1", unowned.old(tenant, "1"))));
-            let mut batches = self.batches(probe.bind(tenant).bind(to_ms(before)), 1, pace).await?;
-            while let Some((mut tx, limit)) = batches.next(self).await? {
-                let query = sqlx::query(AssertSqlSafe(sql.clone())).bind(tenant).bind(to_ms(before));
-                let deleted = query.bind(limit).execute(&mut *tx).await?.rows_affected();
-                tx.commit().await?;
-                batches.took(deleted);
-                if let Some(counted) = unowned.counted {
-                    *counted(&mut purged) += deleted;
-                }
+            let probe = probe.bind(tenant).bind(to_ms(before));
+            let delete = |limit| sqlx::query(AssertSqlSafe(sql.clone())).bind(tenant).bind(to_ms(before)).bind(limit);
+            let deleted = self.delete_paced(Door::Main, probe, delete, pace).await?;
+            if let Some(counted) = unowned.counted {
+                *counted(&mut purged) += deleted;
             }
         }
         Ok(purged)

@@ -8,7 +8,7 @@
 
 use sqlx::AssertSqlSafe;
 
-use crate::store::retention_pace::{Door, Pace};
+use crate::store::retention_pace::{Door, Pace, Probe};
 use crate::store::{Store, StoreError};
 
 /// Rows of one table that did their job as of a time.
@@ -43,12 +43,25 @@ impl Store {
         door: Door,
         pace: &mut Pace,
     ) -> Result<u64, StoreError> {
-        let probe = done.probe();
-        let mut batches = self.batches_at(door, sqlx::query(AssertSqlSafe(probe)).bind(at), 1, pace).await?;
-        let (delete, mut deleted) = (done.delete(), 0);
+        let (probe, delete) = (sqlx::query(AssertSqlSafe(done.probe())).bind(at), done.delete());
+        let delete = |limit| sqlx::query(AssertSqlSafe(delete.clone())).bind(at).bind(limit);
+        self.delete_paced(door, probe, delete, pace).await
+    }
+
+    /// Deletes in transactions at `pace`, in the database `door` names, while `probe` finds
+    /// rows: each runs the statement `delete` makes for the most rows it may take. Returns how
+    /// many went.
+    pub(crate) async fn delete_paced<'q>(
+        &self,
+        door: Door,
+        probe: Probe<'q>,
+        delete: impl Fn(i64) -> Probe<'q>,
+        pace: &mut Pace,
+    ) -> Result<u64, StoreError> {
+        let mut batches = self.batches_at(door, probe, 1, pace).await?;
+        let mut deleted = 0;
         while let Some((mut tx, limit)) = batches.next(self).await? {
-            let query = sqlx::query(AssertSqlSafe(delete.clone())).bind(at).bind(limit);
-            let gone = query.execute(&mut *tx).await?.rows_affected();
+            let gone = delete(limit).execute(&mut *tx).await?.rows_affected();
             tx.commit().await?;
             batches.took(gone);
             deleted += gone;
