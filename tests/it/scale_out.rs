@@ -183,9 +183,13 @@ async fn first_call_hangs() -> (String, std::sync::Arc<std::sync::Mutex<Vec<Stri
 async fn a_killed_instance_loses_nothing_another_takes_its_leased_rows() {
     let Some(db) = TestDb::postgres().await else { return };
     let (executor_url, calls) = first_call_hangs().await;
-    // The first instance: the real binary, with the shipped configuration and a short call timeout.
+    // The first instance: the real binary, with the shipped configuration and a short call timeout
+    // for every executor (a claim's lease is twice the longest: the built-in gateway's default
+    // of 10 s would hold the row 20 s, as long as `settled` waits).
     let config = ConfigDir::shipped(|config| {
-        config.replace("[executors.orders]\n", "[executors.orders]\nrequest_timeout_ms = 1000\n")
+        config
+            .replace("[executors.orders]\n", "[executors.orders]\nrequest_timeout_ms = 1000\n")
+            .replace("[executors.gateway]\n", "[executors.gateway]\nrequest_timeout_ms = 1000\n")
     });
     let env = [("CHATGATE_DATABASE_URL", db.url.as_str()), ("CHATGATE_ORDERS_EXECUTOR_URL", executor_url.as_str())];
     let mut first = crate::process::start(&config.path(), &env).await;
@@ -202,6 +206,7 @@ async fn a_killed_instance_loses_nothing_another_takes_its_leased_rows() {
     let orders = config.executors.get_mut("orders").expect("orders");
     orders.url = executor_url;
     orders.request_timeout_ms = 1_000;
+    config.executors.get_mut("gateway").expect("gateway").request_timeout_ms = 1_000;
     config.outbound.poll_interval_ms = 50;
     let second = respawn_app_with(config).await;
     let id = crate::helpers::command_of_message(&db, "wamid.KILLED").await;
