@@ -205,7 +205,7 @@ impl Dispatcher {
     /// Puts every ready delivery's routing on record before any call, in one transaction, so
     /// that an executor that acknowledges at once finds the delivery it acknowledges. A row whose
     /// delivery another worker moved meanwhile drops out (`None`): its lease runs out and it is
-    /// looked at again on fresh state.
+    /// looked at again on fresh state. A built-in's routing goes on record with its outcome.
     async fn route(
         &self,
         rows: &[ClaimedMessage],
@@ -216,7 +216,9 @@ impl Dispatcher {
             .iter()
             .enumerate()
             .filter_map(|(i, p)| match p {
-                Prepared::Ready { command, plan, .. } if !plan.change.log.is_empty() => {
+                Prepared::Ready { command, plan, target, .. }
+                    if !plan.change.log.is_empty() && !target.executor.in_process() =>
+                {
                     let e = &command.envelope;
                     let step = StepWrite {
                         delivery: Some(plan.change.clone()),
