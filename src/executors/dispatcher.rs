@@ -84,6 +84,8 @@ pub struct Dispatcher {
     /// The calls under way, so that a stop waits for them.
     calls: tokio_util::task::TaskTracker,
     batch: i64,
+    /// How often the table is claimed from while rows are handed over (`Handoff`).
+    poll: Duration,
 }
 
 impl Dispatcher {
@@ -104,7 +106,8 @@ impl Dispatcher {
         }
         let gateway = crate::service::ooc::Gateway::new(ingress);
         let (targets, lanes, calls) = (Arc::new(targets), Arc::new(lanes), tokio_util::task::TaskTracker::new());
-        Ok(Self { engine, policy, gateway, targets, lanes, calls, batch: 64 })
+        let poll = Duration::from_millis(config.outbound.poll_interval_ms);
+        Ok(Self { engine, policy, gateway, targets, lanes, calls, batch: 64, poll })
     }
 
     /// The bus listeners to run: one per broker queue, with the agents it serves.
@@ -150,6 +153,16 @@ impl Dispatcher {
     /// How long a claimed row is held: longer than any executor's call can take.
     pub(super) fn lease(&self) -> Duration {
         self.targets.values().map(|t| t.lease).max().unwrap_or(Duration::from_secs(30))
+    }
+
+    pub(super) fn poll(&self) -> Duration {
+        self.poll
+    }
+
+    /// Opens the handoff: the dispatch rows this process's commits write come to this
+    /// dispatcher leased, without a claim, until it is closed.
+    pub fn open_handoff(&self) -> Option<Arc<crate::service::dispatch::handover::Handoff>> {
+        self.engine.database().handover().open_handoff(self.lease())
     }
 
     pub(super) fn target(&self, name: &str) -> Option<Arc<Target>> {

@@ -60,8 +60,7 @@ impl Dispatcher {
     /// up only its own rows.
     pub async fn dispatch_due(&self, now: OffsetDateTime) -> Result<usize, EngineError> {
         let handover = self.engine().database().handover();
-        let claimed = handover.claim(crate::service::dispatch::DISPATCH_KIND, self.batch_limit(), self.lease(), now);
-        let rows = claimed.await?;
+        let rows = handover.dispatches_due(self.batch_limit(), (self.lease(), self.poll()), now).await?;
         if rows.is_empty() {
             return Ok(0);
         }

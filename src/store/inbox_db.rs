@@ -129,7 +129,7 @@ impl InboxDb {
             BackendKind::Postgres => "BEGIN",
         };
         match self.writes.begin_with(begin).await {
-            Ok(tx) => Ok(Tx::new(tx, gate, health)),
+            Ok(tx) => Ok(Tx::new(tx, gate, health, None)),
             Err(e) => Err(self.unreachable(format!("cannot start a transaction on the inbox: {e}"))),
         }
     }

@@ -93,7 +93,9 @@ pub use inbox_db::inbox_url;
 pub use link_codes::{NewLinkCode, Redeemed, Redemption, UndoableLink};
 pub use locks::{HeldLock, LOCK_WAIT_KIND};
 pub use outbound::{OutboundRecord, Recorded};
-pub use outbox::{ClaimedMessage, DISPATCH_KIND, MESSAGE_KIND, NOTICE_KIND, NewOutboxMessage, OutboxSettle, ReplyTo};
+pub use outbox::{
+    ClaimedMessage, DISPATCH_KIND, Handoff, MESSAGE_KIND, NOTICE_KIND, NewOutboxMessage, OutboxSettle, ReplyTo,
+};
 pub use previews::PromptWrite;
 pub use repos::{
     Agents, ApiKeys, Approvals, Commands, Confirmations, Console, Dedupe, Deliveries, Directory, Evidence, Identities,
@@ -146,6 +148,8 @@ pub struct Parts {
     health: Arc<health::WriteHealth>,
     /// Where the inbox lives (SQLite: a file of its own).
     inbox_db: inbox_db::InboxDb,
+    /// The dispatch rows this process's commits hand its dispatcher (`outbox::Handoff`).
+    handoffs: Arc<outbox::Handoffs>,
 }
 
 impl std::ops::Deref for Store {

@@ -43,6 +43,7 @@ impl Store {
             )),
             health: Arc::default(),
             inbox_db,
+            handoffs: Arc::default(),
         };
         // The writer's own handle has no queue: it commits what it takes itself.
         let writer = Self { parts: Arc::new(parts.clone()) };

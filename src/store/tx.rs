@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use sqlx::{Any, AnyConnection, Transaction};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
-use crate::store::{Store, StoreError, breaker, figures, health};
+use crate::store::outbox::Handoffs;
+use crate::store::{ClaimedMessage, Store, StoreError, breaker, figures, health};
 
 /// A write transaction. On SQLite it also holds the process's write gate: SQLite has one writer at
 /// a time, and queueing writers here (first come, first served) is far steadier than letting them
@@ -18,6 +19,10 @@ pub(crate) struct Tx {
     health: Arc<health::WriteHealth>,
     /// The figures this transaction moves, written as its last statement (`figures::Moves`).
     pub(crate) figures: figures::Moves,
+    /// Where the rows it writes leased go once it commits, while a worker takes them in memory.
+    pub(crate) handoffs: Option<Arc<Handoffs>>,
+    /// The rows it wrote leased for a handoff, with when.
+    pub(crate) handed: Vec<(ClaimedMessage, Instant)>,
 }
 
 impl Tx {
@@ -26,16 +31,19 @@ impl Tx {
         tx: Transaction<'static, Any>,
         gate: Option<OwnedMutexGuard<()>>,
         health: Arc<health::WriteHealth>,
+        handoffs: Option<Arc<Handoffs>>,
     ) -> Self {
-        Self { tx, _gate: gate, health, figures: figures::Moves::default() }
+        Self { tx, _gate: gate, health, figures: figures::Moves::default(), handoffs, handed: vec![] }
     }
 
     /// Commits; a commit the database cannot write (a full disk) makes readiness fail.
     pub(crate) async fn commit(mut self) -> Result<(), StoreError> {
         std::mem::take(&mut self.figures).record(&mut self.tx).await?;
         let committed = self.tx.commit().await.map_err(StoreError::from);
-        if let Err(error) = &committed {
-            self.health.observe_failure(error);
+        match (&committed, &self.handoffs) {
+            (Err(error), _) => self.health.observe_failure(error),
+            (Ok(()), Some(handoffs)) if !self.handed.is_empty() => handoffs.hand(std::mem::take(&mut self.handed)),
+            (Ok(()), _) => {}
         }
         committed
     }
@@ -128,7 +136,7 @@ impl Store {
         match self.pool.begin_with(self.dialect().begin_write()).await {
             Ok(tx) => {
                 self.breaker.succeeded();
-                Ok(Tx::new(tx, gate, self.health.clone()))
+                Ok(Tx::new(tx, gate, self.health.clone(), self.handoffs.any_open().then(|| self.handoffs.clone())))
             }
             Err(e) => {
                 self.breaker.failed();

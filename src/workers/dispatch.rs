@@ -20,6 +20,7 @@ const TURN_LEASE: Duration = Duration::from_secs(30);
 
 pub(super) async fn run(dispatcher: Dispatcher, every: Duration, stopping: CancellationToken) {
     let draining = stopping.clone();
+    let handoff = dispatcher.open_handoff();
     let wakes = vec![dispatcher.engine().database().handover().signal(DISPATCH_KIND)];
     crate::workers::woken_or_periodically(every, stopping, wakes, || async {
         loop {
@@ -34,6 +35,10 @@ pub(super) async fn run(dispatcher: Dispatcher, every: Duration, stopping: Cance
         }
     })
     .await;
+    let kept = handoff.map(|handoff| handoff.close()).unwrap_or_default();
+    if let Err(error) = dispatcher.engine().database().handover().release_handed(&kept).await {
+        tracing::warn!(%error, "handed dispatches not let go; they are claimed when their lease ends");
+    }
     // The calls under way finish (within the stop's grace period) and their outcomes are written.
     dispatcher.drain().await;
 }

@@ -9,6 +9,7 @@ use crate::workers::sender::Sender;
 
 pub(super) async fn run(sender: Sender, every: Duration, stopping: CancellationToken) {
     let draining = stopping.clone();
+    let handoff = sender.open_handoff();
     let wakes = sender.engine().sending().signals();
     crate::workers::woken_or_periodically(every, stopping, wakes, || async {
         loop {
@@ -23,4 +24,8 @@ pub(super) async fn run(sender: Sender, every: Duration, stopping: CancellationT
         }
     })
     .await;
+    let kept = handoff.map(|handoff| handoff.close()).unwrap_or_default();
+    if let Err(error) = sender.engine().sending().release_handed(&kept).await {
+        tracing::warn!(%error, "handed messages not let go; they are claimed when their lease ends");
+    }
 }

@@ -71,6 +71,8 @@ pub struct Sender {
     policy: RetryPolicy,
     lease: Duration,
     batch: i64,
+    /// How often the table is claimed from while messages are handed over (`Handoff`).
+    poll: Duration,
 }
 
 impl Sender {
@@ -82,11 +84,18 @@ impl Sender {
             policy: config.retry_policy(),
             lease: Duration::from_millis(config.lease_ms),
             batch: config.batch,
+            poll: Duration::from_millis(config.poll_interval_ms),
         }
     }
 
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// Opens the handoff: the messages this process's commits write come to this sender
+    /// leased, without a claim, until it is closed (SQLite only).
+    pub fn open_handoff(&self) -> Option<Arc<crate::service::replies::sending::Handoff>> {
+        self.engine.sending().open_handoff(self.lease)
     }
 
     /// How many messages one claim takes at most.
@@ -99,7 +108,7 @@ impl Sender {
     /// to strangers only fill the room they leave.
     pub async fn send_due(&self, now: OffsetDateTime) -> Result<usize, StoreError> {
         // In the order they were written (the store sorts what it claims).
-        let claimed = self.engine.sending().claim_due(self.batch, self.lease, now).await?;
+        let claimed = self.engine.sending().claim_due(self.batch, (self.lease, self.poll), now).await?;
         let count = claimed.len();
         let mut by_person: BTreeMap<String, Vec<ClaimedMessage>> = BTreeMap::new();
         for message in claimed {

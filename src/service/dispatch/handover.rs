@@ -14,7 +14,7 @@ use crate::domain::command::TenantId;
 use crate::service::database::{Database, StoreError};
 use crate::store::Store;
 
-pub use crate::store::{ClaimedMessage, Delivery, DeliveryLogEntry, OutboxSettle, StepOutcome, StepWrite};
+pub use crate::store::{ClaimedMessage, Delivery, DeliveryLogEntry, Handoff, OutboxSettle, StepOutcome, StepWrite};
 
 /// The executors' door (`Database::handover`).
 #[derive(Clone, Copy, Debug)]
@@ -36,6 +36,35 @@ impl Handover<'_> {
         now: OffsetDateTime,
     ) -> Result<Vec<ClaimedMessage>, StoreError> {
         self.0.outbox().claim(kind, limit, lease, now).await
+    }
+
+    /// Up to `limit` dispatch rows to work on, leased for `lease`: first those this process's
+    /// commits handed over already leased (`Handoff`), then, when none was handed or the table
+    /// was last looked at `every` ago, due rows claimed from it (other instances' rows, retries,
+    /// rows whose lease ended).
+    pub async fn dispatches_due(
+        &self,
+        limit: i64,
+        (lease, every): (Duration, Duration),
+        now: OffsetDateTime,
+    ) -> Result<Vec<ClaimedMessage>, StoreError> {
+        let kind = crate::service::dispatch::DISPATCH_KIND;
+        let mut rows = self.0.handed(kind, usize::try_from(limit).unwrap_or(0));
+        let left = limit - rows.len() as i64;
+        if left > 0 && self.0.claim_now(kind, rows.len(), every) {
+            rows.extend(self.claim(kind, left, lease, now).await?);
+        }
+        Ok(rows)
+    }
+
+    /// Opens the handoff of dispatch rows to this process's dispatcher, which leases for `lease`.
+    pub fn open_handoff(&self, lease: Duration) -> Option<Arc<Handoff>> {
+        self.0.open_handoff(crate::service::dispatch::DISPATCH_KIND, lease)
+    }
+
+    /// Lets go of the leases of handed rows a stopping dispatcher did not take.
+    pub async fn release_handed(&self, ids: &[Uuid]) -> Result<(), StoreError> {
+        self.0.release_handed(ids).await
     }
 
     /// What became of claimed rows (sent, to be tried again, given up), in one transaction.

@@ -18,7 +18,7 @@ use crate::service::replies::outgoing::{CapabilitiesOf, Outgoing, record, render
 use crate::service::replies::templates::Templates;
 use crate::store::{MESSAGE_KIND, NOTICE_KIND, Store};
 
-pub use crate::store::{ClaimedMessage, Recorded};
+pub use crate::store::{ClaimedMessage, Handoff, Recorded};
 
 /// The sending path (`Engine::sending`).
 #[derive(Clone, Copy, Debug)]
@@ -37,16 +37,33 @@ impl<'a> Sending<'a> {
         [MESSAGE_KIND, NOTICE_KIND].map(|kind| self.store.outbox_signal(kind)).to_vec()
     }
 
-    /// Up to `batch` due messages, in the order they were written: messages to known people
-    /// first, notices to strangers only in the room they leave.
+    /// Opens the handoff of messages to this process's sender, which leases for `lease` (on
+    /// SQLite only: `Store::open_handoff`).
+    pub fn open_handoff(&self, lease: Duration) -> Option<Arc<Handoff>> {
+        self.store.open_handoff(MESSAGE_KIND, lease)
+    }
+
+    /// Lets go of the leases of handed messages a stopping sender did not take.
+    pub async fn release_handed(&self, ids: &[Uuid]) -> Result<(), StoreError> {
+        self.store.release_handed(ids).await
+    }
+
+    /// Up to `batch` due messages, in the order they were written: those this process's
+    /// commits handed over already leased, then, when none was or the table was last looked
+    /// at `every` ago, messages to known people claimed from it, and notices to strangers only
+    /// in the room they leave.
     pub async fn claim_due(
         &self,
         batch: i64,
-        lease: Duration,
+        (lease, every): (Duration, Duration),
         now: OffsetDateTime,
     ) -> Result<Vec<ClaimedMessage>, StoreError> {
         let outbox = self.store.outbox();
-        let mut claimed = outbox.claim(MESSAGE_KIND, batch, lease, now).await?;
+        let mut claimed = self.store.handed(MESSAGE_KIND, usize::try_from(batch).unwrap_or(0));
+        if claimed.len() as i64 == batch || !self.store.claim_now(MESSAGE_KIND, claimed.len(), every) {
+            return Ok(claimed);
+        }
+        claimed.extend(outbox.claim(MESSAGE_KIND, batch - claimed.len() as i64, lease, now).await?);
         let room = batch - i64::try_from(claimed.len()).unwrap_or(batch);
         if room > 0 {
             claimed.extend(outbox.claim(NOTICE_KIND, room, lease, now).await?);

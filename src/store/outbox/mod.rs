@@ -14,8 +14,11 @@ use crate::store::StoreError;
 use crate::store::decoded::{decode_all, decoded};
 use crate::store::rows::to_ms;
 
+mod handoff;
 mod write;
 
+pub use handoff::Handoff;
+pub(crate) use handoff::Handoffs;
 pub(crate) use write::{
     insert_outbox, insert_outboxes, insert_withdrawable, settle_outbox, settle_outboxes, update_waiting,
     withdraw_outbox,

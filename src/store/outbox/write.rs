@@ -6,19 +6,20 @@ use sqlx::AnyConnection;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::{NewOutboxMessage, OutboxSettle};
-use crate::store::StoreError;
+use super::{ClaimedMessage, NewOutboxMessage, OutboxSettle, handoff};
 use crate::store::figures::Moves;
 use crate::store::named::{self, Row, row};
 use crate::store::rows::{Param, insert_rows, text, to_ms};
+use crate::store::{StoreError, Tx};
 
-/// A pending outbox row, `id`.
+/// A pending outbox row, `id`, carrying `payload`; leased until `leased` (its first attempt
+/// under way) when it is handed over (`handoff`).
 fn outbox_row(
-    id: Uuid,
-    tenant_id: &str,
-    command_id: Option<Uuid>,
+    (id, tenant_id, command_id): (Uuid, &str, Option<Uuid>),
     message: &NewOutboxMessage,
+    payload: &Value,
     at: OffsetDateTime,
+    leased: Option<OffsetDateTime>,
 ) -> Row {
     row![
         "id" => id.to_string(),
@@ -26,10 +27,11 @@ fn outbox_row(
         "command_id" => command_id.map(|c| c.to_string()),
         "kind" => message.kind.as_str(),
         "destination" => message.destination.as_str(),
-        "payload" => with_reference(&message.payload, command_id).to_string(),
+        "payload" => payload.to_string(),
         "status" => "pending",
-        "attempts" => 0_i64,
+        "attempts" => i64::from(leased.is_some()),
         "next_attempt_at" => to_ms(at + message.hold.unwrap_or_default()),
+        "locked_until" => leased.map(to_ms),
         "created_at" => to_ms(at),
         "updated_at" => to_ms(at),
     ]
@@ -50,27 +52,50 @@ fn with_reference(payload: &Value, command_id: Option<Uuid>) -> std::borrow::Cow
 
 /// Writes one waiting outbox row; the figures it moves, for the transaction to write.
 pub(crate) async fn insert_outbox(
-    conn: &mut AnyConnection,
+    tx: &mut Tx,
     tenant_id: &str,
     command_id: Option<Uuid>,
     message: &NewOutboxMessage,
     at: OffsetDateTime,
 ) -> Result<Moves, StoreError> {
-    insert_outboxes(conn, vec![(tenant_id, command_id, message, at)]).await
+    insert_outboxes(tx, vec![(tenant_id, command_id, message, at)]).await
 }
 
 /// Writes `messages` (each with its tenant, command and time) as waiting outbox rows, in one
-/// statement; the waiting figures they move, for the transaction to write (`Tx::figures`).
+/// statement; the waiting figures they move, for the transaction to write (`Tx::figures`). A
+/// row this process's worker takes in memory is written leased to it and handed over when the
+/// transaction commits (`handoff`).
 pub(crate) async fn insert_outboxes(
-    conn: &mut AnyConnection,
+    tx: &mut Tx,
     messages: Vec<(&str, Option<Uuid>, &NewOutboxMessage, OffsetDateTime)>,
 ) -> Result<Moves, StoreError> {
+    let holds = handoff::holds(tx, &messages).await?;
     let (mut rows, mut kinds) = (vec![], vec![]);
     for (tenant_id, command_id, message, at) in messages {
-        rows.push(outbox_row(Uuid::now_v7(), tenant_id, command_id, message, at));
+        let id = Uuid::now_v7();
+        let payload = with_reference(&message.payload, command_id);
+        let lease = handoff::handed_over(tx, message, &holds);
+        // Leased from now, as a claim now would lease it: `at` may be long past (a message's
+        // receipt, for its admission), and a lease counted from it could be over already.
+        let leased = lease.map(|lease| OffsetDateTime::now_utc() + lease);
+        rows.push(outbox_row((id, tenant_id, command_id), message, &payload, at, leased));
+        if lease.is_some() {
+            let (tenant_id, kind, destination) =
+                (tenant_id.to_owned(), message.kind.clone(), message.destination.clone());
+            let row = ClaimedMessage {
+                id,
+                tenant_id,
+                command_id,
+                kind,
+                destination,
+                payload: payload.into_owned(),
+                attempt: 1,
+            };
+            tx.handed.push((row, std::time::Instant::now()));
+        }
         kinds.push(message.kind.as_str());
     }
-    named::insert(conn, "outbox", rows, "").await?;
+    named::insert(tx, "outbox", rows, "").await?;
     Ok(Moves::of_outbox(kinds, []))
 }
 
@@ -83,7 +108,8 @@ pub(crate) async fn insert_withdrawable(
     at: OffsetDateTime,
 ) -> Result<(Uuid, Moves), StoreError> {
     let id = Uuid::now_v7();
-    named::insert(conn, "outbox", vec![outbox_row(id, tenant_id, None, message, at)], "").await?;
+    let row = outbox_row((id, tenant_id, None), message, &message.payload, at, None);
+    named::insert(conn, "outbox", vec![row], "").await?;
     Ok((id, Moves::of_outbox([message.kind.as_str()], [])))
 }
 
