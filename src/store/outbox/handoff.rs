@@ -84,9 +84,13 @@ impl Handoff {
 pub(crate) struct Handoffs {
     dispatch: OnceLock<Arc<Handoff>>,
     message: OnceLock<Arc<Handoff>>,
-    /// The people of a JSON list an earlier message waits for, in the store's dialect.
-    waiting: OnceLock<String>,
 }
+
+/// The people of a JSON list an earlier message waits for. SQLite's only (messages are handed
+/// over on SQLite only), through the pending rows' index by person: left to itself the planner
+/// reads every pending message (`outbox_claim_order`), a backlog's worth per transaction.
+const WAITING: &str = "SELECT DISTINCT destination FROM outbox INDEXED BY outbox_pending_by_destination \
+     WHERE status = 'pending' AND kind = 'message' AND destination IN (SELECT value FROM json_each($1))";
 
 impl Handoffs {
     fn slot(&self, kind: &str) -> Option<&OnceLock<Arc<Handoff>>> {
@@ -127,13 +131,6 @@ impl Store {
         if kind == MESSAGE_KIND && self.backend() != BackendKind::Sqlite {
             return None;
         }
-        self.handoffs.waiting.get_or_init(|| {
-            let list = self.dialect().texts_of_list();
-            format!(
-                "SELECT DISTINCT destination FROM outbox \
-                 WHERE kind = 'message' AND status = 'pending' AND destination IN ({list})"
-            )
-        });
         let handoff = self.handoffs.slot(kind)?.get_or_init(Arc::default).clone();
         handoff.lease_ms.store(u64::try_from(lease.as_millis()).unwrap_or(u64::MAX), Ordering::Relaxed);
         handoff.open.store(true, Ordering::SeqCst);
@@ -203,8 +200,7 @@ pub(super) async fn holds(
     if handing(MESSAGE_KIND) {
         let people: Vec<&str> = messages.iter().map(|(_, _, m, _)| m.destination.as_str()).collect();
         let list = serde_json::to_string(&people).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let sql = handoffs.waiting.get().cloned().unwrap_or_default();
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(list).fetch_all(&mut **tx).await?;
+        let rows = sqlx::query(WAITING).bind(list).fetch_all(&mut **tx).await?;
         holds.waiting = rows.iter().map(|row| text(row, "destination")).collect::<Result<_, _>>()?;
     }
     Ok(holds)
