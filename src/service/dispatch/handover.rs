@@ -49,12 +49,7 @@ impl Handover<'_> {
         now: OffsetDateTime,
     ) -> Result<Vec<ClaimedMessage>, StoreError> {
         let kind = crate::service::dispatch::DISPATCH_KIND;
-        let mut rows = self.0.handed(kind, usize::try_from(limit).unwrap_or(0));
-        let left = limit - rows.len() as i64;
-        if left > 0 && self.0.claim_now(kind, rows.len(), every) {
-            rows.extend(self.claim(kind, left, lease, now).await?);
-        }
-        Ok(rows)
+        Ok(self.0.take_due(kind, limit, (lease, every), now).await?.0)
     }
 
     /// Opens the handoff of dispatch rows to this process's dispatcher, which leases for `lease`.

@@ -58,15 +58,10 @@ impl<'a> Sending<'a> {
         (lease, every): (Duration, Duration),
         now: OffsetDateTime,
     ) -> Result<Vec<ClaimedMessage>, StoreError> {
-        let outbox = self.store.outbox();
-        let mut claimed = self.store.handed(MESSAGE_KIND, usize::try_from(batch).unwrap_or(0));
-        if claimed.len() as i64 == batch || !self.store.claim_now(MESSAGE_KIND, claimed.len(), every) {
-            return Ok(claimed);
-        }
-        claimed.extend(outbox.claim(MESSAGE_KIND, batch - claimed.len() as i64, lease, now).await?);
+        let (mut claimed, looked) = self.store.take_due(MESSAGE_KIND, batch, (lease, every), now).await?;
         let room = batch - i64::try_from(claimed.len()).unwrap_or(batch);
-        if room > 0 {
-            claimed.extend(outbox.claim(NOTICE_KIND, room, lease, now).await?);
+        if looked && room > 0 {
+            claimed.extend(self.store.outbox().claim(NOTICE_KIND, room, lease, now).await?);
         }
         Ok(claimed)
     }

@@ -142,9 +142,25 @@ impl Store {
         self.handoffs.open(kind).map(|handoff| handoff.take(limit)).unwrap_or_default()
     }
 
-    /// Whether a worker that took `handed` rows of `kind` should claim from the table too.
-    pub fn claim_now(&self, kind: &str, handed: usize, every: Duration) -> bool {
-        self.handoffs.open(kind).is_none_or(|handoff| handoff.claim_now(handed, every))
+    /// Up to `limit` rows of `kind` to work on, leased for `lease`: those this process's
+    /// commits handed over first, then, when none was or the table was last looked at `every`
+    /// ago, due rows claimed from it (other instances' rows, retries, rows whose lease ended);
+    /// and whether the table was looked at.
+    pub async fn take_due(
+        &self,
+        kind: &str,
+        limit: i64,
+        (lease, every): (Duration, Duration),
+        now: time::OffsetDateTime,
+    ) -> Result<(Vec<ClaimedMessage>, bool), StoreError> {
+        let mut rows = self.handed(kind, usize::try_from(limit).unwrap_or(0));
+        let left = limit - i64::try_from(rows.len()).unwrap_or(limit);
+        let handed = rows.len();
+        let look = left > 0 && self.handoffs.open(kind).is_none_or(|handoff| handoff.claim_now(handed, every));
+        if look {
+            rows.extend(self.outbox().claim(kind, left, lease, now).await?);
+        }
+        Ok((rows, look))
     }
 
     /// Lets go of the leases of handed rows no one took (a stopping worker's), so that the
