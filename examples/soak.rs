@@ -21,11 +21,12 @@
 //! Two runs an hour apart on this machine differed by more than that before any purge (the disk's
 //! speed moves), so `--beside RETENTION` runs the baseline at the same moment: a second gateway,
 //! its own database on the same disk, with that retention, the same `--commands` at the same
-//! `--rate`, the webhooks of the two alternating. What the purge costs the machine (CPU, writes)
-//! is then shared by both sides' latencies and shows in the purging side's own CPU and writes per
-//! command; what it costs its own pipeline (locks, a busy database) shows in its latencies. At the
-//! end it prints the purging side's reply p50 and p99 over the baseline's, the median of the
-//! intervals before its first purge and of those after, and how much the purge slowed them (the
+//! `--rate`, the webhooks of the two alternating (and which has a pair's first). What the purge
+//! costs the machine (CPU, writes) is then shared by both sides' latencies and shows in the
+//! purging side's own CPU and writes per command; what it costs its own pipeline (locks, a busy
+//! database) shows in its latencies. At the end it prints the purging side's webhook answer and
+//! reply p50 and p99 over the baseline's, before its first purge and after (the median of the
+//! intervals' ratios, and the ratio of the times pooled), and how much the purge slowed them (the
 //! goal: at most 10%). `--gateway PATH` runs another build on both sides (a before/after).
 
 use std::collections::HashMap;
@@ -40,6 +41,7 @@ use clap::Parser;
 use tokio::sync::Mutex;
 
 mod common;
+use common::beside::{Minute, summary};
 use common::{
     Gateway, cpu_seconds, free_port, gateway_binary, percentile, serve, signed, start_gateway, written_bytes,
 };
@@ -303,13 +305,14 @@ async fn main() -> anyhow::Result<()> {
             for side in &mut sides {
                 minutes.push(side.row(start.elapsed(), sent).await);
             }
-            if let [purging, baseline] = minutes[..] {
+            if let (Some(baseline), Some(purging), None) = (minutes.pop(), minutes.pop(), minutes.pop()) {
                 pairs.push((purging, baseline));
             }
             next_row += every;
         }
-        // Each gateway sees the same webhooks, the same people in the same order.
-        let side = &sides[n % sides.len()];
+        // Each gateway sees the same webhooks, the same people in the same order; which of them has
+        // a pair's webhook first alternates (the second's meets the first's work more often).
+        let side = &sides[(n + n / sides.len()) % sides.len()];
         side.send(&client, (&run, n / sides.len()), args.people, due.into_std()).await;
     }
     let drained = Instant::now();
@@ -357,39 +360,5 @@ async fn row(
         cpu * 1e6,
         written / 1e3,
     );
-    Minute { reply: (ms(&replies, 0.5), ms(&replies, 0.99)), purged }
-}
-
-/// What the summary reads of a row: the reply's p50 and p99 in ms, and the commands purged so far.
-#[derive(Clone, Copy)]
-struct Minute {
-    reply: (f64, f64),
-    purged: u64,
-}
-
-/// Beside its baseline, the purging gateway's reply p50 and p99 over the baseline's, interval by
-/// interval: their medians before its first purge (how far apart the two sides are anyway) and
-/// once it purges, and the slowing the purge costs (the second over the first).
-fn summary(pairs: &[(Minute, Minute)]) {
-    let median = |mut ratios: Vec<f64>| {
-        ratios.retain(|r| r.is_finite());
-        ratios.sort_by(f64::total_cmp);
-        ratios.get(ratios.len() / 2).copied().unwrap_or(f64::NAN)
-    };
-    let ratios = |pairs: &[&(Minute, Minute)], pick: fn(&Minute) -> f64| {
-        median(pairs.iter().map(|(purging, baseline)| pick(purging) / pick(baseline)).collect())
-    };
-    let (before, during): (Vec<_>, Vec<_>) = pairs.iter().partition(|(purging, _)| purging.purged == 0);
-    println!("\n| reply, purging over baseline (median of the intervals) | before the purge | with it | slowed by |");
-    println!("| --- | --- | --- | --- |");
-    for (name, pick) in [("p50", (|m: &Minute| m.reply.0) as fn(&Minute) -> f64), ("p99", |m: &Minute| m.reply.1)] {
-        let (without, with) = (ratios(&before, pick), ratios(&during, pick));
-        let slowed = (with / without - 1.0) * 100.0;
-        let verdict = if slowed <= 10.0 { "met" } else { "NOT met" };
-        println!(
-            "| {name} | {without:.3} ({} intervals) | {with:.3} ({} intervals) | {slowed:+.1}% (goal <= 10%: {verdict}) |",
-            before.len(),
-            during.len()
-        );
-    }
+    Minute { answers, replies, purged }
 }

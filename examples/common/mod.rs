@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod anchors;
+pub mod beside;
 pub mod goals;
 pub mod mix;
 pub mod wire;

@@ -24,9 +24,9 @@ use crate::store::{StoreError, Tx, health, sqlite};
 const POSTGRES_CONNECTIONS: u32 = 4;
 /// SQLite: one connection for every write, and one beside it (WAL) for reads and checkpoints.
 const SQLITE_CONNECTIONS: u32 = 1;
-/// SQLite's page cache per connection, in KiB: the inbox's rows are written once and read back
-/// soon, by its primary key (SQLite's own default).
-const SQLITE_CACHE_KIB: u32 = 2_000;
+/// SQLite's connections: durable, a page cache of SQLite's own default: the inbox's rows are written once and read back
+/// soon, by its primary key.
+const SQLITE: sqlite::Tuning = sqlite::Tuning { cache_kib: 2_000, commits: sqlite::Commits::Durable };
 
 #[derive(Clone)]
 pub(crate) struct InboxDb {
@@ -62,8 +62,8 @@ impl InboxDb {
             BackendKind::Sqlite => {
                 let url = inbox_url(config.database_url.expose())?;
                 let options = options.max_connections(SQLITE_CONNECTIONS);
-                let writes = sqlite::open(&url, config, options.clone(), SQLITE_CACHE_KIB).await?;
-                let pool = sqlite::open(&url, config, options, SQLITE_CACHE_KIB).await?;
+                let writes = sqlite::open(&url, config, options.clone(), SQLITE).await?;
+                let pool = sqlite::open(&url, config, options, SQLITE).await?;
                 (pool, writes, Some(WriteGate::default()))
             }
             BackendKind::Postgres => {

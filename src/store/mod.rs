@@ -132,6 +132,9 @@ pub struct Store {
 #[derive(Clone)]
 pub struct Parts {
     pool: AnyPool,
+    /// SQLite only: the main file's connection for work that can wait (a purge's), apart from
+    /// the pipeline's (`sqlite::UNHURRIED`).
+    unhurried: Option<AnyPool>,
     backend: BackendKind,
     /// SQLite only: see [`Tx`].
     write_gate: Option<tx::WriteGate>,
@@ -212,7 +215,9 @@ impl Store {
     /// already holds until then. True when every file has all of its WAL.
     pub async fn checkpoint(&self) -> Result<bool, StoreError> {
         let main = match &self.write_gate {
-            Some(gate) => sqlite::checkpoint(&self.pool, gate.lock()).await,
+            // On the connection of work that can wait: a copy of a purge's pages takes a while,
+            // and the pipeline keeps its connections meanwhile.
+            Some(gate) => sqlite::checkpoint(self.unhurried_pool(), gate.lock()).await,
             None => Ok(true),
         };
         let copied = match main {
@@ -275,6 +280,9 @@ impl Store {
     }
 
     pub async fn close(&self) {
+        if let Some(unhurried) = &self.unhurried {
+            unhurried.close().await;
+        }
         self.pool.close().await;
         self.inbox_db.close().await;
     }
@@ -356,6 +364,11 @@ impl Store {
 
     pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
+    }
+
+    /// The pool work that can wait reads and writes with (`Store::begin_when_idle`).
+    pub(crate) fn unhurried_pool(&self) -> &AnyPool {
+        self.unhurried.as_ref().unwrap_or(&self.pool)
     }
 
     /// A write transaction on the inbox's database (`inbox_db`: on SQLite, a file of its own).

@@ -25,13 +25,14 @@ impl Store {
         sqlx::any::install_default_drivers();
         let backend = config.database_url.backend().map_err(StoreError::Config)?;
         let main = config.clone();
-        let pool = background
+        let (pool, unhurried) = background
             .spawn(async move { open_main(&main, backend).await })
             .await
             .map_err(|e| StoreError::Unavailable(format!("cannot open the database: {e}")))??;
         let inbox_db = inbox_db::InboxDb::open(config, backend).await?;
         let parts = Parts {
             pool,
+            unhurried,
             backend,
             write_gate: (backend == BackendKind::Sqlite).then(WriteGate::default),
             admissions: None,
@@ -52,8 +53,8 @@ impl Store {
     }
 }
 
-/// The main database's pool.
-async fn open_main(config: &StorageConfig, backend: BackendKind) -> Result<AnyPool, StoreError> {
+/// The main database's pool and, on SQLite, its connection for work that can wait.
+async fn open_main(config: &StorageConfig, backend: BackendKind) -> Result<(AnyPool, Option<AnyPool>), StoreError> {
     let acquire_timeout = Duration::from_millis(config.acquire_timeout_ms);
     let size = config.pool_size(backend);
     let options = AnyPoolOptions::new()
@@ -65,12 +66,15 @@ async fn open_main(config: &StorageConfig, backend: BackendKind) -> Result<AnyPo
         .before_acquire(|conn, _| Box::pin(async move { Ok(!sqlx::Connection::is_in_transaction(conn)) }));
     match backend {
         BackendKind::Sqlite => {
-            sqlite::open(config.database_url.expose(), config, options, sqlite::MAIN_CACHE_KIB).await
+            let url = config.database_url.expose();
+            let pool = sqlite::open(url, config, options.clone(), sqlite::MAIN).await?;
+            let unhurried = sqlite::open(url, config, options.max_connections(1), sqlite::UNHURRIED).await?;
+            Ok((pool, Some(unhurried)))
         }
         BackendKind::Postgres => {
             let pool = postgres::open(config, options.min_connections(size), acquire_timeout).await?;
             pool::every_connection(&pool, size).await?;
-            Ok(pool)
+            Ok((pool, None))
         }
     }
 }

@@ -159,7 +159,7 @@ impl Store {
         pace: &'p mut Pace,
     ) -> Result<Batches<'p>, StoreError> {
         let pool = match door {
-            Door::Main => self.pool(),
+            Door::Main => self.unhurried_pool(),
             Door::Inbox => self.inbox_pool(),
         };
         let more = probe.fetch_optional(pool).await?.is_some();

@@ -27,11 +27,36 @@ impl Dialect for SqliteDialect {
     }
 }
 
-/// The page cache of each connection to the main file, in KiB.
-pub(super) const MAIN_CACHE_KIB: u32 = 16_384;
+/// How a pool's connections commit, and the page cache each keeps.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Tuning {
+    /// KiB.
+    pub cache_kib: u32,
+    pub commits: Commits,
+}
 
-/// Opens the SQLite database `url` names (the main one, or the inbox's beside it), each
-/// connection with a page cache of `cache_kib`. Every connection of the pool is opened now and
+/// When a commit is on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Commits {
+    /// Before it returns (`synchronous = FULL`): a power loss cannot take back what was
+    /// acknowledged (NORMAL could). Group commit makes it one fsync per batch, not per webhook.
+    Durable,
+    /// With the next durable commit or checkpoint (`synchronous = NORMAL`, WAL): a power loss may
+    /// take back the last of them, never leave the file inconsistent. For work that is done again
+    /// when it was lost (a purge's deletes), which then costs the disk no flush of its own.
+    Unhurried,
+}
+
+/// The main file's pool.
+pub(super) const MAIN: Tuning = Tuning { cache_kib: 16_384, commits: Commits::Durable };
+
+/// The main file's connection for work that can wait (`Store::begin_when_idle`, the checkpoints):
+/// its commits unhurried, its cache small, so that what a purge reads (old rows) never fills the
+/// pipeline's. (A checkpoint still flushes the WAL before it and the file after it.)
+pub(super) const UNHURRIED: Tuning = Tuning { cache_kib: 2_048, commits: Commits::Unhurried };
+
+/// Opens the SQLite database `url` names (the main one, or the inbox's beside it), its
+/// connections as `tuning` says. Every connection of the pool is opened now and
 /// kept: each is a thread of its own, which takes the scheduling priority of the thread that
 /// starts it (`workers::Background`), so they are started here rather than by whichever task
 /// first needs one.
@@ -39,8 +64,13 @@ pub(super) async fn open(
     url: &str,
     config: &StorageConfig,
     options: AnyPoolOptions,
-    cache_kib: u32,
+    tuning: Tuning,
 ) -> Result<AnyPool, StoreError> {
+    let Tuning { cache_kib, commits } = tuning;
+    let synchronous = match commits {
+        Commits::Durable => "PRAGMA synchronous = FULL",
+        Commits::Unhurried => "PRAGMA synchronous = NORMAL",
+    };
     let redacted = crate::config::DatabaseUrl::new(url).redacted();
     let url = prepare_url(url)?;
     let busy_timeout = config.sqlite_busy_timeout_ms;
@@ -64,10 +94,7 @@ pub(super) async fn open(
                 // A WAL that a burst grew keeps its size on disk once it starts again from its
                 // first frame; past 64 MB it is cut back then (the soak run: it stayed at 1.2 GB).
                 conn.execute("PRAGMA journal_size_limit = 67108864").await?;
-                // FULL: a commit is on disk before the webhook is answered, so a power loss cannot
-                // take back what was acknowledged (NORMAL could). Group commit makes it one fsync
-                // per batch, not per webhook.
-                conn.execute("PRAGMA synchronous = FULL").await?;
+                conn.execute(synchronous).await?;
                 conn.execute("PRAGMA foreign_keys = ON").await?;
                 // The default 2 MB cache makes inserts into the random-keyed indexes (idempotency
                 // keys are SHA-256) read from the OS page by page once the file outgrows it.

@@ -126,6 +126,11 @@ impl Store {
 
     /// A write transaction once the caller holds SQLite's write gate (`None` on PostgreSQL).
     pub(super) async fn begin_holding(&self, gate: Option<OwnedMutexGuard<()>>) -> Result<Tx, StoreError> {
+        self.begin_on(self.pool(), gate).await
+    }
+
+    /// [`Store::begin_holding`] on a connection of `pool`.
+    async fn begin_on(&self, pool: &sqlx::AnyPool, gate: Option<OwnedMutexGuard<()>>) -> Result<Tx, StoreError> {
         let pass = self.breaker.pass();
         if pass == breaker::Pass::Refused {
             return Err(StoreError::Unavailable("the database was unreachable a moment ago".into()));
@@ -133,7 +138,7 @@ impl Store {
         let _probing = self.breaker.probe_guard(&pass);
         // Whatever stops a transaction from even starting (refused, down, shutting down) means
         // the database is unavailable to us: the caller should retry, never get a 500.
-        match self.pool.begin_with(self.dialect().begin_write()).await {
+        match pool.begin_with(self.dialect().begin_write()).await {
             Ok(tx) => {
                 self.breaker.succeeded();
                 Ok(Tx::new(tx, gate, self.health.clone(), self.handoffs.any_open().then(|| self.handoffs.clone())))
@@ -145,10 +150,17 @@ impl Store {
         }
     }
 
-    /// A write transaction for work that can wait (a purge's): see [`idle_gate`].
+    /// A write transaction for work that can wait (a purge's), begun as [`idle_gate`] says, whose
+    /// commit does not wait for the disk: what it did is done again if a power loss takes it back
+    /// (on SQLite its own connection, `sqlite::UNHURRIED`, which also keeps the old rows it reads
+    /// out of the pipeline's caches; on PostgreSQL `synchronous_commit` off for it alone).
     pub(crate) async fn begin_when_idle(&self, patience: Duration) -> Result<Tx, StoreError> {
         let gate = idle_gate(self.write_gate.as_ref(), patience).await;
-        self.begin_holding(gate).await
+        let mut tx = self.begin_on(self.unhurried_pool(), gate).await?;
+        if self.backend == crate::config::BackendKind::Postgres {
+            sqlx::query("SET LOCAL synchronous_commit = off").execute(&mut *tx).await?;
+        }
+        Ok(tx)
     }
 }
 
@@ -215,5 +227,20 @@ mod tests {
         committing.expect("the later writer began").await.expect("committed");
         let idle = purge.await.expect("a task").expect("begun at an idle moment");
         idle.commit().await.expect("committed");
+    }
+
+    #[tokio::test]
+    async fn work_that_can_wait_commits_without_a_flush_of_its_own_and_the_pipeline_durably() {
+        let (_folder, store) = Store::scratch().await;
+        let synchronous = |mut tx: Tx| async move {
+            let level: i64 = sqlx::query_scalar("PRAGMA synchronous").fetch_one(&mut *tx).await.expect("a level");
+            tx.commit().await.expect("committed");
+            level
+        };
+        for _ in 0..3 {
+            assert_eq!(synchronous(store.begin().await.expect("a writer")).await, 2, "FULL");
+            let purge = store.begin_when_idle(Duration::from_secs(1)).await.expect("a writer");
+            assert_eq!(synchronous(purge).await, 1, "NORMAL, on a connection of its own");
+        }
     }
 }
