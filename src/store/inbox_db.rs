@@ -24,8 +24,8 @@ use crate::store::{StoreError, Tx, health, sqlite};
 const POSTGRES_CONNECTIONS: u32 = 4;
 /// SQLite: one connection for every write, and one beside it (WAL) for reads and checkpoints.
 const SQLITE_CONNECTIONS: u32 = 1;
-/// SQLite's connections: durable, a page cache of SQLite's own default: the inbox's rows are written once and read back
-/// soon, by its primary key.
+/// SQLite's connections: durable, with SQLite's default page cache (the inbox's rows are written
+/// once and read back soon, by their primary key).
 const SQLITE: sqlite::Tuning = sqlite::Tuning { cache_kib: 2_000, commits: sqlite::Commits::Durable };
 
 #[derive(Clone)]

@@ -132,8 +132,8 @@ pub struct Store {
 #[derive(Clone)]
 pub struct Parts {
     pool: AnyPool,
-    /// SQLite only: the main file's connection for work that can wait (a purge's), apart from
-    /// the pipeline's (`sqlite::UNHURRIED`).
+    /// SQLite only: the main file's connection for work that can wait (a purge's, the
+    /// checkpoints), apart from the pipeline's (`sqlite::UNHURRIED`).
     unhurried: Option<AnyPool>,
     backend: BackendKind,
     /// SQLite only: see [`Tx`].

@@ -51,7 +51,7 @@ pub(super) enum Commits {
 pub(super) const MAIN: Tuning = Tuning { cache_kib: 16_384, commits: Commits::Durable };
 
 /// The main file's connection for work that can wait (`Store::begin_when_idle`, the checkpoints):
-/// its commits unhurried, its cache small, so that what a purge reads (old rows) never fills the
+/// its commits unhurried, its cache small, so that the old rows a purge deletes never fill the
 /// pipeline's. (A checkpoint still flushes the WAL before it and the file after it.)
 pub(super) const UNHURRIED: Tuning = Tuning { cache_kib: 2_048, commits: Commits::Unhurried };
 
