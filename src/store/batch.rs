@@ -26,6 +26,7 @@ use crate::store::locks::{LOCKS, TAKE_TAIL, lock_row};
 use crate::store::named::{self, Row};
 use crate::store::outbox::insert_outboxes;
 use crate::store::rows::{Marks, int, placeholder_list};
+use crate::store::texts::padded;
 use crate::store::{Store, StoreError};
 
 impl Commands<'_> {
@@ -171,10 +172,10 @@ impl Store {
                 let first = if marks == Marks::Positional { "?" } else { "$1" };
                 let sql = format!(
                     "SELECT COUNT(*) AS n FROM inbound_messages WHERE channel = {first} AND provider_message_id IN {}",
-                    placeholder_list(1, chunk.len(), marks)
+                    placeholder_list(1, chunk.len().next_power_of_two(), marks)
                 );
                 let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(channel);
-                for id in chunk {
+                for id in padded(chunk) {
                     query = query.bind(*id);
                 }
                 if int(&query.fetch_one(&mut *conn).await?, "n")? > 0 {
@@ -216,7 +217,7 @@ async fn insert_commands(
 async fn append_evidence(tx: &mut AnyConnection, writes: &[AdmissionWrite]) -> Result<Vec<Option<Uuid>>, StoreError> {
     let drafts = writes.iter().enumerate().flat_map(|(i, write)| {
         let chain = write.envelope.tenant_id.as_str();
-        write.moves.iter().flat_map(|(_, drafts)| drafts.iter()).map(move |d| (chain, i, d.clone()))
+        write.moves.iter().flat_map(|(_, drafts)| drafts.iter()).map(move |d| (chain, i, d))
     });
     let mut last_evidence: Vec<Option<Uuid>> = vec![None; writes.len()];
     for (owner, id) in append_by_chain(tx, drafts.collect(), writes[0].at).await? {
@@ -225,7 +226,7 @@ async fn append_evidence(tx: &mut AnyConnection, writes: &[AdmissionWrite]) -> R
     Ok(last_evidence)
 }
 
-const PARAMS_PER_QUERY: usize = 255;
+const PARAMS_PER_QUERY: usize = 256;
 
 /// How much group commit is happening: transactions that carried a batch of admissions, and the
 /// admissions in them; the same for the workers' steps (`step_batch.rs`).

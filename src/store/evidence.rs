@@ -1,5 +1,7 @@
 //! Appending evidence to its tenant's hash chain, reading it back, and verifying every chain.
 
+use std::borrow::Borrow;
+
 use serde_json::Value;
 use sqlx::AnyConnection;
 use time::OffsetDateTime;
@@ -22,10 +24,10 @@ use crate::store::{Store, StoreError};
 /// statements whatever their number: one reserves their sequence numbers (and locks the chain
 /// head, so concurrent appends queue instead of forking the chain), one writes them all, one
 /// moves the head's hash. Round trips, not SQL, are what an append costs.
-pub(crate) async fn append_all(
+pub(crate) async fn append_all<D: Borrow<EvidenceDraft>>(
     conn: &mut AnyConnection,
     chain_id: &str,
-    drafts: &[EvidenceDraft],
+    drafts: &[D],
     at: OffsetDateTime,
 ) -> Result<Vec<Uuid>, StoreError> {
     if drafts.is_empty() {
@@ -34,50 +36,46 @@ pub(crate) async fn append_all(
     let now = to_ms(at);
     let count = drafts.len() as i64;
     let (last_seq, mut prev_hash) = reserve(conn, chain_id, count, now).await?;
-    let mut rows = Vec::with_capacity(drafts.len());
+    let (mut ids, mut values) = (Vec::with_capacity(drafts.len()), Vec::with_capacity(drafts.len()));
     for (seq, draft) in (last_seq - count + 1..).zip(drafts) {
-        let artifact_id = Uuid::now_v7();
+        let (draft, artifact_id) = (draft.borrow(), Uuid::now_v7());
         let body = draft.body(artifact_id, chain_id, seq, &prev_hash, at);
         // Canonicalized once: the stored text is exactly what the hash covers.
         let canonical = crate::domain::canonical::to_string(&body);
         let hash = hash_canonical(canonical.as_bytes());
-        rows.push((artifact_id, seq, draft, canonical, std::mem::replace(&mut prev_hash, hash.clone()), hash));
+        let prev = std::mem::replace(&mut prev_hash, hash.clone());
+        values.push(row![
+            "artifact_id" => artifact_id.to_string(),
+            "chain_id" => chain_id,
+            "seq" => seq,
+            "kind" => draft.kind.as_str(),
+            "command_id" => draft.command_id.map(|id| id.to_string()),
+            "stage" => draft.stage.map(|s| s.as_str()),
+            "recorded_at" => now,
+            "body" => canonical,
+            "prev_hash" => prev,
+            "hash" => hash,
+        ]);
+        ids.push(artifact_id);
     }
-    let values = rows
-        .iter()
-        .map(|(artifact_id, seq, draft, canonical, prev, hash)| {
-            row![
-                "artifact_id" => artifact_id.to_string(),
-                "chain_id" => chain_id,
-                "seq" => *seq,
-                "kind" => draft.kind.as_str(),
-                "command_id" => draft.command_id.map(|id| id.to_string()),
-                "stage" => draft.stage.map(|s| s.as_str()),
-                "recorded_at" => now,
-                "body" => canonical.clone(),
-                "prev_hash" => prev.clone(),
-                "hash" => hash.clone(),
-            ]
-        })
-        .collect();
     named::insert(conn, "evidence", values, "").await?;
     sqlx::query("UPDATE evidence_chains SET last_hash = $2 WHERE chain_id = $1")
         .bind(chain_id)
         .bind(&prev_hash)
         .execute(&mut *conn)
         .await?;
-    Ok(rows.iter().map(|row| row.0).collect())
+    Ok(ids)
 }
 
 /// Appends drafts of several owners (writes of a batch, say), each to its chain, one chain append
 /// per chain and in the order given within each; returns each artifact's id with its owner, in
 /// the same order per chain.
-pub(crate) async fn append_by_chain<O>(
+pub(crate) async fn append_by_chain<O, D: Borrow<EvidenceDraft>>(
     conn: &mut AnyConnection,
-    drafts: Vec<(&str, O, EvidenceDraft)>,
+    drafts: Vec<(&str, O, D)>,
     at: OffsetDateTime,
 ) -> Result<Vec<(O, Uuid)>, StoreError> {
-    let mut chains: std::collections::BTreeMap<&str, (Vec<O>, Vec<EvidenceDraft>)> = Default::default();
+    let mut chains: std::collections::BTreeMap<&str, (Vec<O>, Vec<D>)> = Default::default();
     for (chain, owner, draft) in drafts {
         let (owners, drafts) = chains.entry(chain).or_default();
         owners.push(owner);

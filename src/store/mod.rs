@@ -57,6 +57,7 @@ mod snapshot;
 mod sqlite;
 mod step;
 mod step_batch;
+mod texts;
 mod tidy;
 mod tokens;
 mod trace;

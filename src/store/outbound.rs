@@ -61,7 +61,7 @@ impl Outbox<'_> {
              updated_at = v.column4";
         let moved = update_waiting(&mut tx, set, 4, rows).await?;
         tx.figures.merge(moved);
-        let drafts = recorded.iter().map(|r| (r.record().tenant_id.as_str(), (), r.record().evidence.clone()));
+        let drafts = recorded.iter().map(|r| (r.record().tenant_id.as_str(), (), &r.record().evidence));
         append_by_chain(&mut tx, drafts.collect(), now).await?;
         tx.commit().await?;
         Ok(())

@@ -9,6 +9,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::store::StoreError;
+use crate::store::texts::{self, padded};
 
 /// Times are stored as epoch milliseconds: the one temporal type both backends read through `Any`.
 pub(crate) fn to_ms(at: OffsetDateTime) -> i64 {
@@ -188,7 +189,7 @@ fn multi_insert_marked(
     write_values(&mut sql, rows.len(), columns, marks);
     sql.push(' ');
     sql.push_str(tail);
-    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).persistent(texts::keep_prepared(rows.len()));
     for row in rows {
         debug_assert_eq!(row.len(), columns, "every row has every column");
         for param in row {
@@ -332,13 +333,13 @@ fn keyed_in<'q>(
     chunk: &'q [String],
     marks: Marks,
 ) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments> {
-    let sql = where_in(statement, tenant.is_some(), column, chunk.len(), marks);
+    let sql = where_in(statement, tenant.is_some(), column, chunk.len().next_power_of_two(), marks);
     let query = sqlx::query(sqlx::AssertSqlSafe(sql));
     let query = match tenant {
         Some(tenant) => query.bind(tenant),
         None => query,
     };
-    chunk.iter().fold(query, |query, value| query.bind(value.as_str()))
+    padded(chunk).fold(query, |query, value| query.bind(value.as_str()))
 }
 
 /// `{statement} WHERE [tenant_id = $1 AND] {column} IN ($2, ...)` for `count` values.

@@ -142,9 +142,9 @@ async fn append_evidence(
     // Whose each artifact is: (step, `None` for the step's own, `Some(move)`).
     let mut drafts = vec![];
     for (i, step) in steps.iter().enumerate() {
-        drafts.extend(step.evidence.iter().map(|d| (step.tenant_id.as_str(), (i, None), d.clone())));
+        drafts.extend(step.evidence.iter().map(|d| (step.tenant_id.as_str(), (i, None), d)));
         for (m, write) in step.moves.iter().enumerate() {
-            drafts.extend(write.evidence.iter().map(|d| (write.tenant_id.as_str(), (i, Some(m)), d.clone())));
+            drafts.extend(write.evidence.iter().map(|d| (write.tenant_id.as_str(), (i, Some(m)), d)));
         }
     }
     let mut outcomes: Vec<(Vec<Uuid>, Vec<CommittedTransition>)> = steps
