@@ -305,7 +305,7 @@ async fn main() -> anyhow::Result<()> {
             for side in &mut sides {
                 minutes.push(side.row(start.elapsed(), sent).await);
             }
-            if let (Some(baseline), Some(purging), None) = (minutes.pop(), minutes.pop(), minutes.pop()) {
+            if let Ok([purging, baseline]) = <[_; 2]>::try_from(minutes) {
                 pairs.push((purging, baseline));
             }
             next_row += every;

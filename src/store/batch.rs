@@ -26,7 +26,7 @@ use crate::store::locks::{LOCKS, TAKE_TAIL, lock_row};
 use crate::store::named::{self, Row};
 use crate::store::outbox::insert_outboxes;
 use crate::store::rows::{Marks, int, placeholder_list};
-use crate::store::texts::padded;
+use crate::store::texts::{padded, padded_len};
 use crate::store::{Store, StoreError};
 
 impl Commands<'_> {
@@ -172,7 +172,7 @@ impl Store {
                 let first = if marks == Marks::Positional { "?" } else { "$1" };
                 let sql = format!(
                     "SELECT COUNT(*) AS n FROM inbound_messages WHERE channel = {first} AND provider_message_id IN {}",
-                    placeholder_list(1, chunk.len().next_power_of_two(), marks)
+                    placeholder_list(1, padded_len(chunk.len()), marks)
                 );
                 let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(channel);
                 for id in padded(chunk) {

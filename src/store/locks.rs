@@ -15,7 +15,7 @@ use crate::domain::locks::Resource;
 use crate::store::evidence::append_all;
 use crate::store::named::{self, Row, row};
 use crate::store::rows::{Marks, from_ms, int, placeholder_list, text, to_ms, uuid};
-use crate::store::texts::padded;
+use crate::store::texts::{padded, padded_len};
 use crate::store::{Locks, StoreError, TransitionWrite};
 
 pub(crate) const LOCKS: &str = "resource_locks";
@@ -82,7 +82,7 @@ pub(crate) async fn release_locks(conn: &mut AnyConnection, ended: &[Uuid]) -> R
     if ended.is_empty() {
         return Ok(());
     }
-    let marks = placeholder_list(0, ended.len().next_power_of_two(), Marks::for_connection(conn));
+    let marks = placeholder_list(0, padded_len(ended.len()), Marks::for_connection(conn));
     let sql = format!("DELETE FROM resource_locks WHERE command_id IN {marks} RETURNING tenant_id, resource");
     let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
     for id in padded(ended) {

@@ -333,7 +333,7 @@ fn keyed_in<'q>(
     chunk: &'q [String],
     marks: Marks,
 ) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments> {
-    let sql = where_in(statement, tenant.is_some(), column, chunk.len().next_power_of_two(), marks);
+    let sql = where_in(statement, tenant.is_some(), column, texts::padded_len(chunk.len()), marks);
     let query = sqlx::query(sqlx::AssertSqlSafe(sql));
     let query = match tenant {
         Some(tenant) => query.bind(tenant),

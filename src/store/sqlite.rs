@@ -36,7 +36,7 @@ pub(super) struct Tuning {
 }
 
 /// When a commit is on disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub(super) enum Commits {
     /// Before it returns (`synchronous = FULL`): a power loss cannot take back what was
     /// acknowledged (NORMAL could). Group commit makes it one fsync per batch, not per webhook.

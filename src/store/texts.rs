@@ -18,8 +18,13 @@ pub(crate) fn keep_prepared(rows: usize) -> bool {
 /// one of a few (eleven up to 1,024), each kept prepared: a key twice in an `IN` list selects,
 /// counts and touches its rows once.
 pub(crate) fn padded<T>(keys: &[T]) -> impl Iterator<Item = &T> {
-    let pad = keys.len().next_power_of_two() - keys.len();
+    let pad = padded_len(keys.len()) - keys.len();
     keys.iter().chain(keys.last().into_iter().cycle().take(pad))
+}
+
+/// How many marks the `IN` list for `keys` keys has: as many as [`padded`] binds.
+pub(crate) fn padded_len(keys: usize) -> usize {
+    keys.next_power_of_two()
 }
 
 #[cfg(test)]
