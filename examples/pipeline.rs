@@ -17,7 +17,9 @@
 //! 3. the realistic mix on a fresh database (`common::mix`): `--mix-refunds` refunds from people of
 //!    a directory of `--mix-directory`, prompted and confirmed (two messages each), on WhatsApp,
 //!    Messenger and Telegram, a tenth of the deliveries sent twice: refunds/s end to end;
-//! 4. the same on PostgreSQL when `CHATGATE_TEST_POSTGRES_URL` is set (a fresh database, dropped after).
+//! 4. the same on PostgreSQL when `CHATGATE_TEST_POSTGRES_URL` is set (a fresh database, dropped after),
+//!    with the PostgreSQL server's own CPU beside the gateway's (its processes' `/proc` times, when
+//!    it runs on this machine).
 //!
 //! It prints each figure, chatgate's ingest as a fraction of both anchors, and issues #31's and
 //! #49's goals, each met or not.
@@ -155,10 +157,12 @@ async fn mix(args: &Args, backend: &str, database_url: &str) -> anyhow::Result<(
     );
     let (pid, drain_timeout) = (gateway.0.id(), Duration::from_secs(args.drain_timeout_secs));
     let cpu_before = common::cpu_seconds(pid);
+    let database_before = database_cpu_seconds(backend);
     let mix =
         Mix { refunds: args.mix_refunds, directory: args.mix_directory, connections: args.connections, drain_timeout };
     let run = stand.run(&base, mix).await;
     let cpu = common::cpu_seconds(pid) - cpu_before;
+    let database_cpu = database_cpu_seconds(backend).zip(database_before).map(|(after, before)| after - before);
     let seconds = run.elapsed.as_secs_f64().max(1e-9);
     println!(
         "{backend}: the mix ({} refunds from as many of {} people on WhatsApp, Messenger and Telegram, each prompted \
@@ -178,8 +182,20 @@ async fn mix(args: &Args, backend: &str, database_url: &str) -> anyhow::Result<(
         cpu * 1e6 / run.settled.max(1) as f64,
         peak_rss_mb(pid)
     );
+    if let Some(database_cpu) = database_cpu {
+        println!(
+            "{backend}: the mix's PostgreSQL's own CPU meanwhile: {database_cpu:.2} s, {:.0} µs per refund",
+            database_cpu * 1e6 / run.settled.max(1) as f64
+        );
+    }
     println!("{backend}: the mix as one person saw it: {:?}", run.example);
     Ok(())
+}
+
+/// PostgreSQL's CPU so far when `backend` is PostgreSQL (SQLite's is the gateway's own: it runs
+/// inside the gateway's process).
+fn database_cpu_seconds(backend: &str) -> Option<f64> {
+    (backend == "postgres").then(common::postgres_cpu_seconds)
 }
 
 /// An anchor's flood `args.anchor_runs` times (each with webhooks of its own): the run of median
@@ -221,6 +237,7 @@ async fn pipeline(
     let latency = light_load_latency(args, &base, &graph).await;
     graph.replies.lock().await.clear();
     let cpu_before = common::cpu_seconds(pid);
+    let database_before = database_cpu_seconds(backend);
     let asked_before = asked.map(Asked::read);
     let first = Instant::now();
     let load = fire(&format!("{base}/webhooks/whatsapp"), bodies(args, &run), args.connections).await;
@@ -236,6 +253,7 @@ async fn pipeline(
     }
     let replies = graph.replies.lock().await.clone();
     let cpu = common::cpu_seconds(pid) - cpu_before;
+    let database_cpu = database_cpu_seconds(backend).zip(database_before).map(|(after, before)| after - before);
     let asked = asked.map(Asked::read).zip(asked_before);
     let last_reply = replies.iter().max().copied().unwrap_or(load.last_answer);
     let end_to_end = last_reply.duration_since(first);
@@ -271,6 +289,13 @@ async fn pipeline(
         cpu * 1e6 / replies.len().max(1) as f64,
         flood_cpu * 1e6 / load.ok.max(1) as f64
     );
+    if let Some(database_cpu) = database_cpu {
+        println!(
+            "{backend}: PostgreSQL's own CPU meanwhile (every server process on this machine): {database_cpu:.2} s, \
+             {:.0} µs per command",
+            database_cpu * 1e6 / replies.len().max(1) as f64
+        );
+    }
     if let Some(((executes, queries), (executes_before, queries_before))) = asked {
         let per_command = |n: u64| n as f64 / replies.len().max(1) as f64;
         println!(
@@ -313,6 +338,8 @@ async fn pipeline(
         light_reply_p99: percentile(&latency, 0.99),
         paced,
         cpu_per_command: Duration::from_secs_f64(cpu / replies.len().max(1) as f64),
+        database_cpu_per_command: database_cpu
+            .map(|spent| Duration::from_secs_f64(spent / replies.len().max(1) as f64)),
         peak_rss_mb: peak_rss_mb(pid),
     };
     print_group_commit(backend, &client.get(format!("{base}/metrics")).send().await?.text().await?);

@@ -21,6 +21,8 @@ pub struct Goals {
     pub paced: Vec<Paced>,
     /// The gateway's CPU from the first webhook of the flood to its last reply, per command.
     pub cpu_per_command: Duration,
+    /// The database server's CPU over the same span, per command, where it is a process of its own.
+    pub database_cpu_per_command: Option<Duration>,
     pub peak_rss_mb: f64,
 }
 
@@ -80,8 +82,12 @@ impl Goals {
             self.end_to_end,
             verdict(self.end_to_end >= floor)
         );
+        let database = self
+            .database_cpu_per_command
+            .map(|spent| format!(" (PostgreSQL's own beside it: {} µs)", spent.as_micros()))
+            .unwrap_or_default();
         println!(
-            "  the gateway's CPU per command <= {} µs: {} µs, {}",
+            "  the gateway's CPU per command <= {} µs: {} µs, {}{database}",
             cpu_bound.as_micros(),
             self.cpu_per_command.as_micros(),
             verdict(self.cpu_per_command <= cpu_bound)

@@ -161,14 +161,39 @@ pub fn peak_rss_mb(pid: u32) -> f64 {
 /// The CPU time the process has used so far (user and system, all its threads), in seconds: what
 /// a phase cost, whatever else the machine was doing meanwhile.
 pub fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // The fields after the command name, which is in parentheses and may hold spaces.
-    let fields: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
-    let ticks = |n: usize| fields.get(n).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // utime and stime are fields 14 and 15 of the whole line (11 and 12 after the name), in ticks.
+    stat_fields(pid).map_or(0.0, |(_, fields)| ticks_seconds(&fields, &[11, 12]))
+}
+
+/// The CPU time every PostgreSQL server process on this machine has used so far, in seconds: its
+/// backends, writers and autovacuum, and the children the postmaster has reaped (their time is
+/// added to its own `cutime`/`cstime` when they end). What the database itself spent on a phase,
+/// read beside the gateway's when the server runs on the same machine; 0 where none does.
+pub fn postgres_cpu_seconds() -> f64 {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return 0.0 };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(stat_fields)
+        .filter(|(name, _)| name == "postgres")
+        .map(|(_, fields)| ticks_seconds(&fields, &[11, 12, 13, 14]))
+        .sum()
+}
+
+/// `/proc/PID/stat`: the command's name and the fields after it (the name is in parentheses and
+/// may hold spaces).
+fn stat_fields(pid: u32) -> Option<(String, Vec<String>)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (head, rest) = stat.rsplit_once(')')?;
+    let name = head.split_once('(').map_or("", |(_, name)| name).to_owned();
+    Some((name, rest.split_whitespace().map(str::to_owned).collect()))
+}
+
+/// The sum of the clock-tick fields `at` (utime, stime, cutime, cstime are fields 14 to 17 of the
+/// whole line, 11 to 14 after the name), in seconds.
+fn ticks_seconds(fields: &[String], at: &[usize]) -> f64 {
+    let ticks: f64 = at.iter().filter_map(|&n| fields.get(n)?.parse::<f64>().ok()).sum();
     // SAFETY: sysconf only reads a constant of the system.
     let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    (ticks(11) + ticks(12)) / per_second.max(1.0)
+    ticks / per_second.max(1.0)
 }
 
 /// The bytes the process has caused to be written to storage so far (`write_bytes` of

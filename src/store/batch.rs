@@ -25,7 +25,7 @@ use crate::store::inbound::{INBOUND, INBOUND_TAIL, inbound_row};
 use crate::store::locks::{LOCKS, TAKE_TAIL, lock_row};
 use crate::store::named::{self, Row};
 use crate::store::outbox::insert_outboxes;
-use crate::store::rows::{Marks, int, placeholder_list};
+use crate::store::rows::{Marks, each_key};
 use crate::store::texts::{padded, padded_len};
 use crate::store::{Store, StoreError};
 
@@ -83,18 +83,21 @@ impl Store {
             return Ok(None);
         }
         let lifecycles = insert_commands(&mut tx, writes).await?;
-        let last_evidence = append_evidence(&mut tx, writes).await?;
-        for (i, write) in writes.iter().enumerate() {
-            // Terminal at admission (refused at once): the reservation replays that outcome.
-            settle_dedupe(&mut tx, write.envelope.command_id, lifecycles[i].0.state, last_evidence[i], write.at)
-                .await?;
-        }
         let outbox = writes.iter().flat_map(|write| {
             let (tenant, command_id) = (write.envelope.tenant_id.as_str(), Some(write.envelope.command_id));
             write.outbox.iter().map(move |message| (tenant, command_id, message, write.at))
         });
         let moved = insert_outboxes(&mut tx, outbox.collect()).await?;
         tx.figures.merge(moved);
+        // The chain's head is locked from the append to the commit (on PostgreSQL every other
+        // transaction of the tenant waits for it): the append comes last, with only what needs
+        // its artifacts after it.
+        let last_evidence = append_evidence(&mut tx, writes).await?;
+        for (i, write) in writes.iter().enumerate() {
+            // Terminal at admission (refused at once): the reservation replays that outcome.
+            settle_dedupe(&mut tx, write.envelope.command_id, lifecycles[i].0.state, last_evidence[i], write.at)
+                .await?;
+        }
         tx.commit().await?;
         self.signals().written(writes.iter().flat_map(|w| &w.outbox));
         self.moved(writes.iter().flat_map(AdmissionWrite::committed_moves));
@@ -158,27 +161,22 @@ impl Store {
         Ok(expected == 0 || named::insert(tx, INBOUND, inbound, INBOUND_TAIL).await?.len() == expected)
     }
 
-    /// Whether any write's carrying message is recorded already. One query per channel, with
-    /// the channel's ids as an `IN` list, so that the unique index answers it (a row-value `IN`
-    /// would scan the whole table).
+    /// Whether any write's carrying message is recorded already. One query per channel, each
+    /// id looked up by the unique index (a row-value `IN` would scan the whole table).
     async fn any_message_seen(&self, conn: &mut AnyConnection, writes: &[AdmissionWrite]) -> Result<bool, StoreError> {
         let mut by_channel: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for message in writes.iter().filter_map(|w| w.inbound.as_ref()) {
             by_channel.entry(message.channel.as_str()).or_default().push(message.provider_message_id.as_str());
         }
         let marks = Marks::for_connection(conn);
-        for (channel, ids) in by_channel {
+        let channel = if marks == Marks::Positional { "channel = ?" } else { "channel = $1" };
+        for (name, ids) in by_channel {
             for chunk in ids.chunks(PARAMS_PER_QUERY) {
-                let first = if marks == Marks::Positional { "?" } else { "$1" };
-                let sql = format!(
-                    "SELECT COUNT(*) AS n FROM inbound_messages WHERE channel = {first} AND provider_message_id IN {}",
-                    placeholder_list(1, padded_len(chunk.len()), marks)
-                );
-                let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(channel);
-                for id in padded(chunk) {
-                    query = query.bind(*id);
-                }
-                if int(&query.fetch_one(&mut *conn).await?, "n")? > 0 {
+                let select = "SELECT provider_message_id FROM inbound_messages";
+                let keys = (1, padded_len(chunk.len()));
+                let sql = each_key(select, Some(channel), "provider_message_id", keys, marks);
+                let query = padded(chunk).fold(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(name), |q, id| q.bind(*id));
+                if query.fetch_optional(&mut *conn).await?.is_some() {
                     return Ok(true);
                 }
             }

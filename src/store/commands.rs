@@ -353,7 +353,6 @@ pub(crate) async fn move_commands(conn: &mut AnyConnection, runs: &[&[Transition
             let reason = run.iter().rev().find_map(|write| write.reason_code.as_deref());
             Some(vec![
                 first.command_id.to_string().into(),
-                first.tenant_id.as_str().into(),
                 first.expected_version.into(),
                 first.transition.from.as_str().into(),
                 last.transition.to.as_str().into(),
@@ -366,12 +365,15 @@ pub(crate) async fn move_commands(conn: &mut AnyConnection, runs: &[&[Transition
         .collect();
     // A move without a reason keeps the one before (a rejection's, a failure's), except a move on
     // to `authorized` or `started`: what held the command (a step-up, an approval) is over.
-    let set = "state = v.column5, confirmation = v.column6, version = v.column7, updated_at = v.column8, \
-        reason_code = CASE WHEN v.column5 IN ('authorized', 'started') THEN v.column9 \
-        ELSE COALESCE(v.column9, commands.reason_code) END";
-    let matching = "commands.command_id = v.column1 AND commands.tenant_id = v.column2 \
-        AND commands.version = v.column3 AND commands.state = v.column4";
-    let moved = update_rows(conn, ("commands", set, matching), 9, rows).await?;
+    let set = "state = v.column4, confirmation = v.column5, version = v.column6, updated_at = v.column7, \
+        reason_code = CASE WHEN v.column4 IN ('authorized', 'started') THEN v.column8 \
+        ELSE COALESCE(v.column8, commands.reason_code) END";
+    // The command by its key (ids are unique across tenants) at the version and state the move was
+    // decided on. No tenant here: with it, PostgreSQL's planner on a young table (no statistics
+    // yet) found `commands_by_state` (tenant, state) as good as the primary key and read every
+    // command of the tenant in that state for each row of the batch.
+    let matching = "commands.command_id = v.column1 AND commands.version = v.column2 AND commands.state = v.column3";
+    let moved = update_rows(conn, ("commands", set, matching), 8, rows).await?;
     // Every way out of `confirmation_required` but an answer (a cancel, an expiry, a recovery)
     // closes the confirmation with the move, so no one is asked about an ended command.
     let left_unanswered: Vec<(Uuid, OffsetDateTime)> = runs

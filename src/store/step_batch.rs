@@ -57,6 +57,12 @@ impl Store {
             return Ok(None);
         }
         lock_dedupes(&mut tx, steps.iter().flat_map(|step| step.moves.iter().map(TransitionWrite::ends_in))).await?;
+        let released: Vec<Uuid> = steps.iter().flat_map(|s| &s.moves).filter_map(TransitionWrite::releases).collect();
+        crate::store::locks::release_locks(&mut tx, &released).await?;
+        write_outboxes(&mut tx, steps).await?;
+        // The chain's head is locked from the append to the commit (on PostgreSQL every other
+        // transaction of the tenant waits for it): the append comes last, with only what needs
+        // its artifacts after it.
         let evidence = append_evidence(&mut tx, steps).await?;
         let settled: Vec<_> = steps
             .iter()
@@ -68,21 +74,6 @@ impl Store {
             })
             .collect();
         settle_dedupes(&mut tx, &settled).await?;
-        let released: Vec<Uuid> = steps.iter().flat_map(|s| &s.moves).filter_map(TransitionWrite::releases).collect();
-        crate::store::locks::release_locks(&mut tx, &released).await?;
-        let at = steps[0].at;
-        let outbox = steps.iter().flat_map(|step| {
-            let of_moves = step
-                .moves
-                .iter()
-                .flat_map(move |m| m.outbox.iter().map(move |o| (m.tenant_id.as_str(), Some(m.command_id), o, at)));
-            of_moves.chain(step.outbox.iter().map(move |o| (step.tenant_id.as_str(), step.command_id, o, at)))
-        });
-        let moved = insert_outboxes(&mut tx, outbox.collect()).await?;
-        tx.figures.merge(moved);
-        let settled: Vec<_> = steps.iter().filter_map(|s| s.outbox_row.as_ref().map(|row| (row, s.at))).collect();
-        let moved = settle_outboxes(&mut tx, &settled).await?;
-        tx.figures.merge(moved);
         tx.commit().await?;
         let written: Vec<&NewOutboxMessage> =
             steps.iter().flat_map(|s| s.outbox.iter().chain(s.moves.iter().flat_map(|m| &m.outbox))).collect();
@@ -113,6 +104,24 @@ async fn write_deliveries(tx: &mut Tx, steps: &[&StepWrite]) -> Result<bool, Sto
     log_events(tx, &logs, at).await?;
     tx.figures.merge(Moves::of_deliveries(moving));
     Ok(true)
+}
+
+/// The outbox rows every step and move writes, and the rows the steps settle.
+async fn write_outboxes(tx: &mut Tx, steps: &[&StepWrite]) -> Result<(), StoreError> {
+    let Some(at) = steps.first().map(|s| s.at) else { return Ok(()) };
+    let outbox = steps.iter().flat_map(|step| {
+        let of_moves = step
+            .moves
+            .iter()
+            .flat_map(move |m| m.outbox.iter().map(move |o| (m.tenant_id.as_str(), Some(m.command_id), o, at)));
+        of_moves.chain(step.outbox.iter().map(move |o| (step.tenant_id.as_str(), step.command_id, o, at)))
+    });
+    let moved = insert_outboxes(tx, outbox.collect()).await?;
+    tx.figures.merge(moved);
+    let settled: Vec<_> = steps.iter().filter_map(|s| s.outbox_row.as_ref().map(|row| (row, s.at))).collect();
+    let moved = settle_outboxes(tx, &settled).await?;
+    tx.figures.merge(moved);
+    Ok(())
 }
 
 /// Moves every command of every step, each in one statement, and records the transitions;
