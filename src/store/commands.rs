@@ -11,13 +11,11 @@ use crate::domain::command::TenantId;
 use crate::domain::command::{ActorId, Channel, CommandEnvelope, ExternalId, Fingerprint, IdempotencyKey, Intent};
 use crate::domain::evidence::EvidenceDraft;
 use crate::domain::lifecycle::{Event, Lifecycle, State, Transition};
-use crate::store::Commands;
-use crate::store::evidence::append_all;
+use crate::store::StoreError;
 use crate::store::named::{self, Row, row};
-use crate::store::outbox::{NewOutboxMessage, ReplyTo, insert_outboxes};
+use crate::store::outbox::{NewOutboxMessage, ReplyTo};
 use crate::store::rows::{from_ms, int, json, opt_int, opt_parsed, opt_text, parsed, text, to_ms, update_rows, uuid};
 use crate::store::signals::CommittedMove;
-use crate::store::{StoreError, Tx};
 
 /// A command as stored: its envelope and where it stands.
 #[derive(Debug, Clone, PartialEq)]
@@ -284,56 +282,6 @@ fn parsed_id<T, E: std::fmt::Display>(
 ) -> Result<T, StoreError> {
     let raw = text(row, column)?;
     parse(&raw).map_err(|e| StoreError::Corrupt(format!("{column}: {e}")))
-}
-
-impl Commands<'_> {
-    /// Persists a decided move, or reports that the command moved on since it was read.
-    pub async fn commit_transition(self, write: &TransitionWrite) -> Result<CommittedTransition, StoreError> {
-        let mut tx = self.store.begin().await?;
-        if let Some(committed) = apply_transition(&mut tx, write).await? {
-            tx.commit().await?;
-            self.store.moved([write.committed()]);
-            self.store.signals().written(&write.outbox);
-            return Ok(committed);
-        }
-        let current = load_command(&mut tx, &write.tenant_id, write.command_id).await?;
-        tx.rollback().await?;
-        Err(match current {
-            None => StoreError::CommandNotFound(write.command_id),
-            Some(c) => StoreError::StaleVersion {
-                command_id: write.command_id,
-                expected: write.expected_version,
-                actual: c.version,
-                state: c.lifecycle.state,
-            },
-        })
-    }
-}
-
-/// One decided move inside the caller's transaction: compare-and-swap on the version, then the
-/// transition row, its evidence, the dedupe settlement and its effects. `None` (with nothing
-/// written) when the command is no longer where the decision found it.
-pub(crate) async fn apply_transition(
-    conn: &mut Tx,
-    write: &TransitionWrite,
-) -> Result<Option<CommittedTransition>, StoreError> {
-    if !move_command(conn, std::slice::from_ref(write)).await? {
-        return Ok(None);
-    }
-    let (t, version) = (&write.transition, write.expected_version + 1);
-    let row = transition_row(write.command_id, version, t, write.reason_code.as_deref(), write.at);
-    insert_transitions(conn, vec![row]).await?;
-    crate::store::dedupe::lock_dedupes(conn, [write.ends_in()]).await?;
-    let evidence_ids = append_all(conn, write.tenant_id.as_str(), &write.evidence, write.at).await?;
-    crate::store::dedupe::settle_dedupe(conn, write.command_id, t.to, evidence_ids.last().copied(), write.at).await?;
-    if let Some(ended) = write.releases() {
-        crate::store::locks::release_locks(conn, &[ended]).await?;
-    }
-    let outbox =
-        write.outbox.iter().map(|message| (write.tenant_id.as_str(), Some(write.command_id), message, write.at));
-    let moved = insert_outboxes(conn, outbox.collect()).await?;
-    conn.figures.merge(moved);
-    Ok(Some(CommittedTransition { version, evidence_ids }))
 }
 
 /// Moves a command through `run` (its consecutive moves, each decided on the version the one

@@ -323,8 +323,9 @@ async fn fetch_in(
 /// from the key's index. On PostgreSQL each key joined to `select` (`LATERAL`, fenced by `OFFSET 0`
 /// so that the planner does not flatten it back into a join it may hash): without statistics (a
 /// young table, a server with autovacuum off) its planner takes each key of an `IN` list for
-/// 0.5% of the table and read the whole table for a batch's 32 keys, a read that grew with the
-/// table's history. A key given twice (a padded list) is looked up once.
+/// 0.5% of the table and reads the whole table for a batch's 32 keys, a read that grows with the
+/// table's history. A key given twice (a padded list) is looked up once; a lookup whose key no
+/// index leads with reads the table once per key (the erasure's, one person's few ids).
 pub(crate) fn each_key(
     select: &str,
     condition: Option<&str>,

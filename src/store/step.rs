@@ -3,6 +3,7 @@
 //! the messages it sends. Either all of it happened or none of it, so a redelivered answer or a
 //! crash in the middle can never confirm twice or leave a prompt answered without its move.
 
+use sqlx::AnyConnection;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -11,11 +12,13 @@ use crate::domain::evidence::EvidenceDraft;
 use crate::domain::locks::Resource;
 use crate::store::StoreError;
 use crate::store::approvals::{ApprovalWrite, write_approval};
-use crate::store::commands::{CommittedTransition, TransitionWrite, apply_transition};
+use crate::store::commands::{
+    CommittedTransition, TransitionWrite, insert_transitions, load_command, move_command, transition_row,
+};
 use crate::store::confirmations::{SettleConfirmation, settle_confirmation};
-use crate::store::dedupe::lock_dedupes;
+use crate::store::dedupe::{lock_dedupes, settle_dedupes};
 use crate::store::deliveries::{DeliveryChange, apply_delivery};
-use crate::store::evidence::append_all;
+use crate::store::evidence::{append_all, append_by_chain};
 use crate::store::figures::Moves;
 use crate::store::inbound::{InboundOutcome, NewInbound, insert_inbound, link_inbound};
 use crate::store::locks::take_lock;
@@ -161,15 +164,10 @@ impl Commands<'_> {
             tx.figures.merge(Moves::of_deliveries([(change, step.at)]));
         }
         lock_dedupes(&mut tx, step.moves.iter().map(TransitionWrite::ends_in)).await?;
-        let evidence_ids = append_all(&mut tx, step.tenant_id.as_str(), &step.evidence, step.at).await?;
-        let mut moves = Vec::with_capacity(step.moves.len());
         for write in &step.moves {
-            match apply_transition(&mut tx, write).await? {
-                Some(committed) => moves.push(committed),
-                None => {
-                    tx.rollback().await?;
-                    return Ok(StepOutcome::Stale);
-                }
+            if !apply_move(&mut tx, write).await? {
+                tx.rollback().await?;
+                return Ok(StepOutcome::Stale);
             }
         }
         if let (Some(prompt), Some(command_id)) = (&step.prompt, step.command_id) {
@@ -182,9 +180,126 @@ impl Commands<'_> {
             let moved = settle_outbox(&mut tx, row, step.at).await?;
             tx.figures.merge(moved);
         }
+        let (evidence_ids, moves) = append_and_settle(&mut tx, &[step]).await?.pop().unwrap_or_default();
         tx.commit().await?;
         self.store.moved(step.moves.iter().map(TransitionWrite::committed));
         self.store.signals().written(step.outbox.iter().chain(step.moves.iter().flat_map(|m| &m.outbox)));
         Ok(StepOutcome::Committed { moves, evidence_ids })
     }
+}
+
+/// Each step's own evidence and its moves' (see [`append_evidence`]), then the dedupe records
+/// the moves settle, which name their last artifacts. A step's transaction does this last: the
+/// chain's head is locked from the append to the commit, and on PostgreSQL every other
+/// transaction of the tenant waits for it.
+pub(crate) async fn append_and_settle(
+    tx: &mut AnyConnection,
+    steps: &[&StepWrite],
+) -> Result<Vec<(Vec<Uuid>, Vec<CommittedTransition>)>, StoreError> {
+    let evidence = append_evidence(tx, steps).await?;
+    let settled: Vec<_> = steps
+        .iter()
+        .zip(&evidence)
+        .flat_map(|(step, (_, moves))| {
+            step.moves.iter().zip(moves).map(|(write, committed)| {
+                (write.command_id, write.transition.to, committed.evidence_ids.last().copied(), write.at)
+            })
+        })
+        .collect();
+    settle_dedupes(tx, &settled).await?;
+    Ok(evidence)
+}
+
+/// Each step's own evidence and its moves', one chain per tenant, in the order one step at a
+/// time would write them: per step, its own artifact ids and each move's committed version.
+async fn append_evidence(
+    tx: &mut AnyConnection,
+    steps: &[&StepWrite],
+) -> Result<Vec<(Vec<Uuid>, Vec<CommittedTransition>)>, StoreError> {
+    // Whose each artifact is: (step, `None` for the step's own, `Some(move)`).
+    let mut drafts = vec![];
+    for (i, step) in steps.iter().enumerate() {
+        drafts.extend(step.evidence.iter().map(|d| (step.tenant_id.as_str(), (i, None), d)));
+        for (m, write) in step.moves.iter().enumerate() {
+            drafts.extend(write.evidence.iter().map(|d| (write.tenant_id.as_str(), (i, Some(m)), d)));
+        }
+    }
+    let mut outcomes: Vec<(Vec<Uuid>, Vec<CommittedTransition>)> = steps
+        .iter()
+        .map(|s| {
+            let moves =
+                s.moves.iter().map(|m| CommittedTransition { version: m.expected_version + 1, evidence_ids: vec![] });
+            (vec![], moves.collect())
+        })
+        .collect();
+    let at = steps.first().map_or(OffsetDateTime::UNIX_EPOCH, |s| s.at);
+    for ((step, place), id) in append_by_chain(tx, drafts, at).await? {
+        match place {
+            None => outcomes[step].0.push(id),
+            Some(m) => outcomes[step].1[m].evidence_ids.push(id),
+        }
+    }
+    Ok(outcomes)
+}
+
+impl Commands<'_> {
+    /// Persists a decided move, or reports that the command moved on since it was read.
+    pub async fn commit_transition(self, write: &TransitionWrite) -> Result<CommittedTransition, StoreError> {
+        let mut tx = self.store.begin().await?;
+        if let Some(committed) = apply_transition(&mut tx, write).await? {
+            tx.commit().await?;
+            self.store.moved([write.committed()]);
+            self.store.signals().written(&write.outbox);
+            return Ok(committed);
+        }
+        let current = load_command(&mut tx, &write.tenant_id, write.command_id).await?;
+        tx.rollback().await?;
+        Err(match current {
+            None => StoreError::CommandNotFound(write.command_id),
+            Some(c) => StoreError::StaleVersion {
+                command_id: write.command_id,
+                expected: write.expected_version,
+                actual: c.version,
+                state: c.lifecycle.state,
+            },
+        })
+    }
+}
+
+/// One decided move inside the caller's transaction: [`apply_move`], then its evidence and the
+/// dedupe settlement, last (the tenant's chain head is locked from the append to the commit).
+/// `None` (with nothing written) when the command is no longer where the decision found it.
+pub(crate) async fn apply_transition(
+    conn: &mut Tx,
+    write: &TransitionWrite,
+) -> Result<Option<CommittedTransition>, StoreError> {
+    crate::store::dedupe::lock_dedupes(conn, [write.ends_in()]).await?;
+    if !apply_move(conn, write).await? {
+        return Ok(None);
+    }
+    let (to, version) = (write.transition.to, write.expected_version + 1);
+    let evidence_ids = append_all(conn, write.tenant_id.as_str(), &write.evidence, write.at).await?;
+    crate::store::dedupe::settle_dedupe(conn, write.command_id, to, evidence_ids.last().copied(), write.at).await?;
+    Ok(Some(CommittedTransition { version, evidence_ids }))
+}
+
+/// A decided move but its evidence and dedupe settlement (which its caller writes last, after
+/// locking the records with `lock_dedupes` first): compare-and-swap on the version, the
+/// transition row, the locks it releases, its outbox rows. `false` (with nothing written) when
+/// the command is no longer where the decision found it.
+pub(crate) async fn apply_move(conn: &mut Tx, write: &TransitionWrite) -> Result<bool, StoreError> {
+    if !move_command(conn, std::slice::from_ref(write)).await? {
+        return Ok(false);
+    }
+    let (t, version) = (&write.transition, write.expected_version + 1);
+    let row = transition_row(write.command_id, version, t, write.reason_code.as_deref(), write.at);
+    insert_transitions(conn, vec![row]).await?;
+    if let Some(ended) = write.releases() {
+        crate::store::locks::release_locks(conn, &[ended]).await?;
+    }
+    let outbox =
+        write.outbox.iter().map(|message| (write.tenant_id.as_str(), Some(write.command_id), message, write.at));
+    let moved = insert_outboxes(conn, outbox.collect()).await?;
+    conn.figures.merge(moved);
+    Ok(true)
 }

@@ -14,12 +14,12 @@ use sqlx::AnyConnection;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::store::commands::{CommittedTransition, TransitionWrite, insert_transitions, move_commands, transition_row};
-use crate::store::dedupe::{lock_dedupes, settle_dedupes};
+use crate::store::commands::{TransitionWrite, insert_transitions, move_commands, transition_row};
+use crate::store::dedupe::lock_dedupes;
 use crate::store::deliveries::{DeliveryChange, create_deliveries, log_events, update_deliveries};
-use crate::store::evidence::append_by_chain;
 use crate::store::figures::Moves;
 use crate::store::outbox::{NewOutboxMessage, insert_outboxes, settle_outboxes};
+use crate::store::step::append_and_settle;
 use crate::store::{Commands, OutboxSettle, StepOutcome, StepWrite, Store, StoreError, Tx};
 
 impl Commands<'_> {
@@ -60,20 +60,7 @@ impl Store {
         let released: Vec<Uuid> = steps.iter().flat_map(|s| &s.moves).filter_map(TransitionWrite::releases).collect();
         crate::store::locks::release_locks(&mut tx, &released).await?;
         write_outboxes(&mut tx, steps).await?;
-        // The chain's head is locked from the append to the commit (on PostgreSQL every other
-        // transaction of the tenant waits for it): the append comes last, with only what needs
-        // its artifacts after it.
-        let evidence = append_evidence(&mut tx, steps).await?;
-        let settled: Vec<_> = steps
-            .iter()
-            .zip(&evidence)
-            .flat_map(|(step, (_, moves))| {
-                step.moves.iter().zip(moves).map(|(write, committed)| {
-                    (write.command_id, write.transition.to, committed.evidence_ids.last().copied(), write.at)
-                })
-            })
-            .collect();
-        settle_dedupes(&mut tx, &settled).await?;
+        let evidence = append_and_settle(&mut tx, steps).await?;
         tx.commit().await?;
         let written: Vec<&NewOutboxMessage> =
             steps.iter().flat_map(|s| s.outbox.iter().chain(s.moves.iter().flat_map(|m| &m.outbox))).collect();
@@ -140,38 +127,6 @@ async fn move_every_command(tx: &mut AnyConnection, steps: &[&StepWrite]) -> Res
     }
     insert_transitions(tx, transitions).await?;
     Ok(true)
-}
-
-/// Each step's own evidence and its moves', one chain per tenant, in the order one step at a
-/// time would write them: per step, its own artifact ids and each move's committed version.
-async fn append_evidence(
-    tx: &mut AnyConnection,
-    steps: &[&StepWrite],
-) -> Result<Vec<(Vec<Uuid>, Vec<CommittedTransition>)>, StoreError> {
-    // Whose each artifact is: (step, `None` for the step's own, `Some(move)`).
-    let mut drafts = vec![];
-    for (i, step) in steps.iter().enumerate() {
-        drafts.extend(step.evidence.iter().map(|d| (step.tenant_id.as_str(), (i, None), d)));
-        for (m, write) in step.moves.iter().enumerate() {
-            drafts.extend(write.evidence.iter().map(|d| (write.tenant_id.as_str(), (i, Some(m)), d)));
-        }
-    }
-    let mut outcomes: Vec<(Vec<Uuid>, Vec<CommittedTransition>)> = steps
-        .iter()
-        .map(|s| {
-            let moves =
-                s.moves.iter().map(|m| CommittedTransition { version: m.expected_version + 1, evidence_ids: vec![] });
-            (vec![], moves.collect())
-        })
-        .collect();
-    let at = steps.first().map_or(OffsetDateTime::UNIX_EPOCH, |s| s.at);
-    for ((step, place), id) in append_by_chain(tx, drafts, at).await? {
-        match place {
-            None => outcomes[step].0.push(id),
-            Some(m) => outcomes[step].1[m].evidence_ids.push(id),
-        }
-    }
-    Ok(outcomes)
 }
 
 /// A step's moves split into runs of one command each.
