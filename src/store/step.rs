@@ -1,7 +1,9 @@
 //! A conversational step written as one transaction: the message that caused it (transport
 //! dedupe), the confirmation it settles, the command's moves, the evidence of the step itself and
 //! the messages it sends. Either all of it happened or none of it, so a redelivered answer or a
-//! crash in the middle can never confirm twice or leave a prompt answered without its move.
+//! crash in the middle can never confirm twice or leave a prompt answered without its move. A
+//! move alone (`commit_transition`) is written here too, and every such transaction appends its
+//! evidence last (`append_and_settle`, which the worker's batches use as well).
 
 use sqlx::AnyConnection;
 use time::OffsetDateTime;
@@ -269,10 +271,7 @@ impl Commands<'_> {
 /// One decided move inside the caller's transaction: [`apply_move`], then its evidence and the
 /// dedupe settlement, last (the tenant's chain head is locked from the append to the commit).
 /// `None` (with nothing written) when the command is no longer where the decision found it.
-pub(crate) async fn apply_transition(
-    conn: &mut Tx,
-    write: &TransitionWrite,
-) -> Result<Option<CommittedTransition>, StoreError> {
+async fn apply_transition(conn: &mut Tx, write: &TransitionWrite) -> Result<Option<CommittedTransition>, StoreError> {
     crate::store::dedupe::lock_dedupes(conn, [write.ends_in()]).await?;
     if !apply_move(conn, write).await? {
         return Ok(None);
@@ -287,7 +286,7 @@ pub(crate) async fn apply_transition(
 /// locking the records with `lock_dedupes` first): compare-and-swap on the version, the
 /// transition row, the locks it releases, its outbox rows. `false` (with nothing written) when
 /// the command is no longer where the decision found it.
-pub(crate) async fn apply_move(conn: &mut Tx, write: &TransitionWrite) -> Result<bool, StoreError> {
+async fn apply_move(conn: &mut Tx, write: &TransitionWrite) -> Result<bool, StoreError> {
     if !move_command(conn, std::slice::from_ref(write)).await? {
         return Ok(false);
     }
