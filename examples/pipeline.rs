@@ -162,7 +162,7 @@ async fn mix(args: &Args, backend: &str, database_url: &str) -> anyhow::Result<(
         Mix { refunds: args.mix_refunds, directory: args.mix_directory, connections: args.connections, drain_timeout };
     let run = stand.run(&base, mix).await;
     let cpu = common::cpu_seconds(pid) - cpu_before;
-    let database_cpu = database_cpu_seconds(backend).zip(database_before).map(|(after, before)| after - before);
+    let database_cpu = database_cpu_since(backend, database_before);
     let seconds = run.elapsed.as_secs_f64().max(1e-9);
     println!(
         "{backend}: the mix ({} refunds from as many of {} people on WhatsApp, Messenger and Telegram, each prompted \
@@ -196,6 +196,11 @@ async fn mix(args: &Args, backend: &str, database_url: &str) -> anyhow::Result<(
 /// inside the gateway's process).
 fn database_cpu_seconds(backend: &str) -> Option<f64> {
     (backend == "postgres").then(common::postgres_cpu_seconds)
+}
+
+/// PostgreSQL's CPU since `before` (read by [`database_cpu_seconds`]), when `backend` is PostgreSQL.
+fn database_cpu_since(backend: &str, before: Option<f64>) -> Option<f64> {
+    database_cpu_seconds(backend).zip(before).map(|(after, before)| after - before)
 }
 
 /// An anchor's flood `args.anchor_runs` times (each with webhooks of its own): the run of median
@@ -253,7 +258,7 @@ async fn pipeline(
     }
     let replies = graph.replies.lock().await.clone();
     let cpu = common::cpu_seconds(pid) - cpu_before;
-    let database_cpu = database_cpu_seconds(backend).zip(database_before).map(|(after, before)| after - before);
+    let database_cpu = database_cpu_since(backend, database_before);
     let asked = asked.map(Asked::read).zip(asked_before);
     let last_reply = replies.iter().max().copied().unwrap_or(load.last_answer);
     let end_to_end = last_reply.duration_since(first);
