@@ -18,7 +18,7 @@ use crate::store::commands::{
     CommittedTransition, TransitionWrite, insert_transitions, load_command, move_command, transition_row,
 };
 use crate::store::confirmations::{SettleConfirmation, settle_confirmation};
-use crate::store::dedupe::{lock_dedupes, settle_dedupes};
+use crate::store::dedupe::{lock_dedupes, settle_dedupe, settle_dedupes};
 use crate::store::deliveries::{DeliveryChange, apply_delivery};
 use crate::store::evidence::{append_all, append_by_chain};
 use crate::store::figures::Moves;
@@ -272,13 +272,13 @@ impl Commands<'_> {
 /// dedupe settlement, last (the tenant's chain head is locked from the append to the commit).
 /// `None` (with nothing written) when the command is no longer where the decision found it.
 async fn apply_transition(conn: &mut Tx, write: &TransitionWrite) -> Result<Option<CommittedTransition>, StoreError> {
-    crate::store::dedupe::lock_dedupes(conn, [write.ends_in()]).await?;
+    lock_dedupes(conn, [write.ends_in()]).await?;
     if !apply_move(conn, write).await? {
         return Ok(None);
     }
     let (to, version) = (write.transition.to, write.expected_version + 1);
     let evidence_ids = append_all(conn, write.tenant_id.as_str(), &write.evidence, write.at).await?;
-    crate::store::dedupe::settle_dedupe(conn, write.command_id, to, evidence_ids.last().copied(), write.at).await?;
+    settle_dedupe(conn, write.command_id, to, evidence_ids.last().copied(), write.at).await?;
     Ok(Some(CommittedTransition { version, evidence_ids }))
 }
 
