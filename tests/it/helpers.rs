@@ -240,9 +240,11 @@ pub fn python_prints(package: &str, script: &str, args: &[&str]) -> Option<Strin
     Some(String::from_utf8_lossy(&output.stdout).trim().to_owned())
 }
 
-/// Every webhook message in `acknowledged` (answered 200) is admitted, once, within 15 s.
+/// Every webhook message in `acknowledged` (answered 200) is admitted, once, within 60 s: the
+/// state is polled, and the deadline only bounds a failure (an outage's backlog of a thousand
+/// messages, admitted while the whole suite runs on two cores, once took longer than 15 s).
 pub async fn each_admitted_once(db: &TestDb, acknowledged: &[impl AsRef<str>]) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
     // The database the configuration names (a faults test's is on a disk of its own).
     let url = db.config.storage.database_url.expose();
     let mut conn = AnyConnection::connect(url).await.expect("the database");
