@@ -16,12 +16,12 @@ use crate::store::figures::Moves;
 use crate::store::named::{self, row};
 use crate::store::outbox::{insert_withdrawable, withdraw_outbox};
 use crate::store::retention_pace::{Door, Pace};
-use crate::store::rows::{from_ms, int, json, opt_text, text, to_ms};
+use crate::store::rows::{fetch_tenant_in, from_ms, int, json, opt_text, text, to_ms};
 use crate::store::tidy::Done;
 use crate::store::{NewOutboxMessage, Store, StoreError};
 
 /// Whose conversation: a person on a channel of a tenant.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ConversationKey {
     pub tenant: TenantId,
     pub actor: ActorId,
@@ -85,6 +85,23 @@ pub(crate) const ENDED: Done = Done {
 };
 const READ: &str = "SELECT command, pattern, words, tries, turn, started_at, expires_at, held FROM conversations \
                     WHERE tenant_id = $1 AND actor_id = $2 AND channel = $3 AND expires_at > $4";
+/// Every conversation of a batch's people (`rows::fetch_tenant_in` adds the tenant and the ids),
+/// which the primary key `(tenant_id, actor_id, channel)` answers.
+const READ_OF_ACTORS: &str =
+    "SELECT actor_id, channel, command, pattern, words, tries, turn, started_at, expires_at, held FROM conversations";
+
+/// A conversation's row, as read by [`READ`] or [`READ_OF_ACTORS`].
+fn conversation_of(row: &sqlx::any::AnyRow) -> Result<Conversation, StoreError> {
+    let begun = Begun { command: text(row, "command")?, pattern: text(row, "pattern")?, words: json(row, "words")? };
+    Ok(Conversation {
+        begun,
+        tries: u32::try_from(int(row, "tries")?).unwrap_or(u32::MAX),
+        turn: int(row, "turn")?,
+        started_at: from_ms(int(row, "started_at")?)?,
+        expires_at: from_ms(int(row, "expires_at")?)?,
+        held: opt_text(row, "held")?.and_then(|id| Uuid::parse_str(&id).ok()),
+    })
+}
 
 /// Writes `turn` inside a message's transaction: the conversation it ends or replaces loses its
 /// held question, and the new one holds the question asked. The waiting figures it moves.
@@ -167,17 +184,26 @@ impl Store {
         now: OffsetDateTime,
     ) -> Result<Option<Conversation>, StoreError> {
         let row = bind_key(sqlx::query(READ), key).bind(to_ms(now)).fetch_optional(self.pool()).await?;
-        let Some(row) = row else { return Ok(None) };
-        let begun =
-            Begun { command: text(&row, "command")?, pattern: text(&row, "pattern")?, words: json(&row, "words")? };
-        Ok(Some(Conversation {
-            begun,
-            tries: u32::try_from(int(&row, "tries")?).unwrap_or(u32::MAX),
-            turn: int(&row, "turn")?,
-            started_at: from_ms(int(&row, "started_at")?)?,
-            expires_at: from_ms(int(&row, "expires_at")?)?,
-            held: opt_text(&row, "held")?.and_then(|id| Uuid::parse_str(&id).ok()),
-        }))
+        row.as_ref().map(conversation_of).transpose()
+    }
+
+    /// The conversations of `actors` of `tenant`, on every channel, ended or not (each reader
+    /// checks the end against its own message's time): a batch's, in one statement.
+    pub async fn conversations_of(
+        &self,
+        tenant: &TenantId,
+        actors: &[String],
+    ) -> Result<Vec<(ConversationKey, Conversation)>, StoreError> {
+        let mut conn = self.pool().acquire().await?;
+        let rows = fetch_tenant_in(&mut conn, READ_OF_ACTORS, tenant.as_str(), "actor_id", actors).await?;
+        rows.iter()
+            .map(|row| {
+                let corrupt = |e: crate::domain::command::InvalidId| StoreError::Corrupt(e.to_string());
+                let actor = ActorId::parse(&text(row, "actor_id")?).map_err(corrupt)?;
+                let channel = Channel::parse(&text(row, "channel")?).map_err(corrupt)?;
+                Ok((ConversationKey { tenant: tenant.clone(), actor, channel }, conversation_of(row)?))
+            })
+            .collect()
     }
 
     /// Forgets the conversations that ended quietly before `now`, at `pace`; how many.

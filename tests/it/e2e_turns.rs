@@ -26,6 +26,7 @@ on_both_backends!(
     a_refund_in_three_turns_on_telegram,
     three_split_messages_give_one_prompt,
     a_thank_you_is_answered_in_a_few_words,
+    conversations_read_together_are_each_as_read_alone,
 );
 
 /// Questions held for a tenth of a second only: each test's person answers after reading them.
@@ -191,6 +192,30 @@ async fn three_split_messages_give_one_prompt(db: &TestDb) {
         second.stop().await.expect("stop");
     }
     first.stop().await.expect("stop");
+}
+
+/// An admission pass reads its writers' conversations in one statement (issue #49): each is the
+/// one read alone, an ended one is read too (each message checks the end against its own time),
+/// and only the tenant's people are read.
+async fn conversations_read_together_are_each_as_read_alone(db: &TestDb) {
+    use chatgate::domain::command::{ActorId, Channel, TenantId};
+    let mut chat = Chat::start_with(db, answering_each).await;
+    chat.says("wamid.T1", CUSTOMER, "refund").await;
+    assert!(chat.next_reply().await.1.starts_with("Which order?"));
+    let tenant = TenantId::parse("demo").expect("tenant");
+    let (actor, channel) = (ActorId::parse(CUSTOMER).expect("actor"), Channel::parse("whatsapp").expect("channel"));
+    let key = chatgate::store::ConversationKey { tenant: tenant.clone(), actor, channel };
+    let now = time::OffsetDateTime::now_utc();
+    let alone = db.store.conversation(&key, now).await.expect("read").expect("open");
+    let people = [CUSTOMER.to_owned(), "15550000002".to_owned(), "nobody".to_owned()];
+    let together = db.store.conversations_of(&tenant, &people).await.expect("read");
+    assert_eq!(together, vec![(key.clone(), alone.clone())]);
+    let after_its_end = alone.expires_at + time::Duration::milliseconds(1);
+    assert_eq!(db.store.conversation(&key, after_its_end).await.expect("read"), None, "ended, read alone");
+    assert_eq!(db.store.conversations_of(&tenant, &people).await.expect("read").len(), 1, "read together too");
+    let elsewhere = TenantId::parse("elsewhere").expect("tenant");
+    assert!(db.store.conversations_of(&elsewhere, &people).await.expect("read").is_empty(), "another tenant's");
+    chat.app.stop().await.expect("stop");
 }
 
 async fn a_thank_you_is_answered_in_a_few_words(db: &TestDb) {

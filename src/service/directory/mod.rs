@@ -69,6 +69,12 @@ impl People {
         Ok(found)
     }
 
+    /// The person an address names in `tenant` as this process remembers them, without asking
+    /// the database (`None`: not a person, or not remembered).
+    pub fn remembered(&self, tenant: &TenantId, address: &str) -> Option<Actor> {
+        self.lookups.get(tenant.as_str(), &address_key(address)).flatten()
+    }
+
     /// Looks up, at once, every one of `addresses` not looked up within half the memory's `TTL`
     /// (so that what is remembered is still remembered while the batch is handled), so that
     /// [`People::find`] then answers each from memory: a batch of messages costs four queries

@@ -40,6 +40,7 @@ impl Ingress {
             .collect();
         let messages: Vec<&InboundMessage> = read.iter().filter_map(|(_, message)| message.as_ref()).collect();
         self.know_writers(&messages).await;
+        self.read_conversations_ahead(&messages).await;
         let mut conversations: HashMap<String, Vec<(InboxEntry, Option<InboundMessage>)>> = HashMap::new();
         for (entry, message) in read {
             conversations.entry(entry.conversation_id.clone()).or_default().push((entry, message));
@@ -56,6 +57,7 @@ impl Ingress {
                 Err(error) => tracing::error!(%error, "an admission task failed"),
             }
         }
+        self.ahead.clear();
         // A message parked for the identity resolver stays in the inbox, unadmitted, in its place.
         let parked = |handled: &Option<Handled>| matches!(handled, Some(Handled::AwaitingIdentity));
         let ids: Vec<i64> = admitted.iter().filter(|(_, handled, _)| !parked(handled)).map(|(id, ..)| *id).collect();

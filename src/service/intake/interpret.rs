@@ -12,7 +12,8 @@ use crate::service::engine::EngineError;
 use crate::service::security::Spec;
 use crate::store::{ConversationMove, ReplyTo};
 
-use super::turns::{TurnAnswer, key_of};
+use super::ahead::key_of;
+use super::turns::TurnAnswer;
 use super::{Asked, Handled, Ingress, unadmitted};
 
 impl Ingress {

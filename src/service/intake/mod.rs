@@ -24,6 +24,7 @@ use crate::service::security::{Policy, Spec};
 use crate::store::{InboundOutcome, NOTICE_KIND, NewOutboxMessage, ReplyTo, Store, StoreError, StoredCommand};
 
 mod admission;
+mod ahead;
 mod approval_taps;
 mod arrival;
 mod corrections;
@@ -76,6 +77,8 @@ pub struct Ingress {
     templates: Live<Templates>,
     /// How commands written in turns wait and how many missed answers they take.
     turns: Turns,
+    /// The conversations read ahead for the admission pass under way.
+    ahead: ahead::ReadAhead,
 }
 
 impl std::fmt::Debug for Ingress {
@@ -91,7 +94,7 @@ impl Ingress {
         (stored, precheck): (Arc<dyn StoredMessages>, Arc<dyn Precheck>),
         (inbox, templates, turns): (inbox::Inbox, Live<Templates>, Turns),
     ) -> Self {
-        Self { engine, policy, stored, precheck, inbox, templates, turns }
+        Self { engine, policy, stored, precheck, inbox, templates, turns, ahead: Default::default() }
     }
 
     /// The reply templates now (a reload after this does not change what the caller holds).

@@ -38,11 +38,6 @@ impl From<&IngestConfig> for Turns {
     }
 }
 
-/// Whose conversation a message is in.
-pub(super) fn key_of(message: &InboundMessage, tenant: &Tenant, actor: &Actor) -> ConversationKey {
-    ConversationKey { tenant: tenant.id.clone(), actor: actor.id.clone(), channel: message.channel.clone() }
-}
-
 /// What a step within a conversation writes: the message's outcome, its reply, and the move.
 pub(super) struct TurnAnswer {
     pub(super) status: NoCommand,
@@ -60,7 +55,7 @@ impl Ingress {
         registry: &'r Registry,
         now: OffsetDateTime,
     ) -> Result<(Step<'r>, Option<Conversation>), EngineError> {
-        let open = self.store().conversation(key, now).await?;
+        let open = self.open_conversation(key, now).await?;
         let may = |spec: &CommandSpec| spec.scopes.is_subset(&actor.scopes);
         let reading = open.as_ref().map(|c| Open { begun: &c.begun, tries: c.tries });
         let step = registry.step(reading, text, &tenant.audience(), may, self.turns.tries);
