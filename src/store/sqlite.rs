@@ -132,13 +132,26 @@ pub(super) async fn checkpoint(pool: &AnyPool, gate: &tokio::sync::Mutex<()>) ->
         return Ok(log == copied);
     }
     let _writers = gate.lock().await;
+    // A task of its own, so that a caller that stops waiting (a dropped request) cannot leave
+    // the connection with the restart's short wait.
+    let restart = tokio::spawn(restart_wal(pool.clone()));
+    let (log, copied) =
+        restart.await.map_err(|e| StoreError::Unavailable(format!("the checkpoint stopped: {e}")))??;
+    Ok(log == copied)
+}
+
+/// `RESTART`, waiting [`RESTART_WAIT_MS`] at most for the readers; the connection's own wait is
+/// put back after it, or the connection is closed.
+async fn restart_wal(pool: AnyPool) -> Result<(i64, i64), StoreError> {
     let mut conn = pool.acquire().await?;
     let waits: i64 = sqlx::query_scalar("PRAGMA busy_timeout").fetch_one(&mut *conn).await?;
     conn.execute(AssertSqlSafe(format!("PRAGMA busy_timeout = {RESTART_WAIT_MS}"))).await?;
     let restarted = copy_wal(&mut *conn, "PRAGMA wal_checkpoint(RESTART)").await;
-    conn.execute(AssertSqlSafe(format!("PRAGMA busy_timeout = {waits}"))).await?;
-    let (log, copied) = restarted?;
-    Ok(log == copied)
+    if let Err(error) = conn.execute(AssertSqlSafe(format!("PRAGMA busy_timeout = {waits}"))).await {
+        conn.close_on_drop();
+        return Err(error.into());
+    }
+    restarted
 }
 
 /// A checkpoint in `mode`'s statement: the WAL's frames, and how many of them are in the
