@@ -27,6 +27,7 @@ on_both_backends!(
     three_split_messages_give_one_prompt,
     a_thank_you_is_answered_in_a_few_words,
     conversations_read_together_are_each_as_read_alone,
+    two_turns_in_one_delivery_are_each_read_in_the_conversation,
 );
 
 /// Questions held for a tenth of a second only: each test's person answers after reading them.
@@ -215,6 +216,24 @@ async fn conversations_read_together_are_each_as_read_alone(db: &TestDb) {
     assert_eq!(db.store.conversations_of(&tenant, &people).await.expect("read").len(), 1, "read together too");
     let elsewhere = TenantId::parse("elsewhere").expect("tenant");
     assert!(db.store.conversations_of(&elsewhere, &people).await.expect("read").is_empty(), "another tenant's");
+    chat.app.stop().await.expect("stop");
+}
+
+/// Two messages of one person in one delivery (one admission pass), their conversation open
+/// before it: the pass reads the conversation once, the first message takes what was read and
+/// the second reads the store, where the first moved it (the shipped burst window withdraws the
+/// question between them).
+async fn two_turns_in_one_delivery_are_each_read_in_the_conversation(db: &TestDb) {
+    use chatgate::channels::whatsapp::simulate as whatsapp;
+    let mut chat = Chat::start(db).await;
+    chat.says("wamid.D1", CUSTOMER, "refund").await;
+    assert!(chat.next_reply().await.1.starts_with("Which order?"));
+    let turns = vec![whatsapp::text("wamid.D2", CUSTOMER, "1234"), whatsapp::text("wamid.D3", CUSTOMER, "25.00")];
+    let delivery = whatsapp::notification(crate::helpers::DEMO_NUMBER, turns, vec![]);
+    assert_eq!(chat.meta().post(&delivery).await.status(), 200);
+    let prompt = chat.next_reply().await.1;
+    assert!(prompt.starts_with("Please confirm: refund 25"), "{prompt}");
+    chat.nothing_more().await;
     chat.app.stop().await.expect("stop");
 }
 

@@ -66,12 +66,13 @@ impl Ingress {
             actors.dedup();
             match self.store().conversations_of(&tenant.id, &actors).await {
                 Ok(open) => {
-                    let mut found: HashMap<ConversationKey, Conversation> = open.into_iter().collect();
-                    // Only the channels its messages came on: another channel's is another key.
-                    read.extend(keys.into_iter().map(|key| {
-                        let conversation = found.remove(&key);
-                        (key, conversation)
-                    }));
+                    let found: HashMap<ConversationKey, Conversation> = open.into_iter().collect();
+                    // Only the channels its messages came on (another channel's is another key);
+                    // a person's key once however many of their messages the pass holds.
+                    for key in keys {
+                        let conversation = found.get(&key).cloned();
+                        read.insert(key, conversation);
+                    }
                 }
                 Err(error) => tracing::debug!(%error, tenant = %tenant.id, "conversations not read ahead"),
             }
