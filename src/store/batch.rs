@@ -22,11 +22,10 @@ use crate::store::commands::{command_row, insert_transitions};
 use crate::store::dedupe::settle_dedupe;
 use crate::store::evidence::append_by_chain;
 use crate::store::inbound::{INBOUND, INBOUND_TAIL, inbound_row};
+use crate::store::keyed::fetch_in;
 use crate::store::locks::{LOCKS, TAKE_TAIL, lock_row};
 use crate::store::named::{self, Row};
 use crate::store::outbox::insert_outboxes;
-use crate::store::rows::{Marks, each_key};
-use crate::store::texts::{padded, padded_len};
 use crate::store::{Store, StoreError};
 
 impl Commands<'_> {
@@ -168,17 +167,10 @@ impl Store {
         for message in writes.iter().filter_map(|w| w.inbound.as_ref()) {
             by_channel.entry(message.channel.as_str()).or_default().push(message.provider_message_id.as_str());
         }
-        let marks = Marks::for_connection(conn);
-        let channel = if marks == Marks::Positional { "channel = ?" } else { "channel = $1" };
-        for (name, ids) in by_channel {
-            for chunk in ids.chunks(PARAMS_PER_QUERY) {
-                let select = "SELECT provider_message_id FROM inbound_messages";
-                let keys = (1, padded_len(chunk.len()));
-                let sql = each_key(select, Some(channel), "provider_message_id", keys, marks);
-                let query = padded(chunk).fold(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(name), |q, id| q.bind(*id));
-                if query.fetch_optional(&mut *conn).await?.is_some() {
-                    return Ok(true);
-                }
+        let select = "SELECT provider_message_id FROM inbound_messages";
+        for (channel, ids) in by_channel {
+            if !fetch_in(conn, select, Some(("channel", channel)), "provider_message_id", &ids).await?.is_empty() {
+                return Ok(true);
             }
         }
         Ok(false)
@@ -223,8 +215,6 @@ async fn append_evidence(tx: &mut AnyConnection, writes: &[AdmissionWrite]) -> R
     }
     Ok(last_evidence)
 }
-
-const PARAMS_PER_QUERY: usize = 256;
 
 /// How much group commit is happening: transactions that carried a batch of admissions, and the
 /// admissions in them; the same for the workers' steps (`step_batch.rs`).

@@ -7,7 +7,8 @@ use uuid::Uuid;
 use crate::domain::command::TenantId;
 use crate::store::Commands;
 use crate::store::StoreError;
-use crate::store::rows::{KeyLookup, int, opt_int, text, to_ms, uuid};
+use crate::store::keyed::KeyLookup;
+use crate::store::rows::{int, opt_int, text, to_ms, uuid};
 
 use crate::store::commands::{
     CommandFilter, StoredCommand, TransitionRecord, command_columns, decode_command, decode_transition, load_command,

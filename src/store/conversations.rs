@@ -13,10 +13,11 @@ use uuid::Uuid;
 use crate::domain::command::{ActorId, Channel, TenantId};
 use crate::domain::registry::Begun;
 use crate::store::figures::Moves;
+use crate::store::keyed::fetch_tenant_in;
 use crate::store::named::{self, row};
 use crate::store::outbox::{insert_withdrawable, withdraw_outbox};
 use crate::store::retention_pace::{Door, Pace};
-use crate::store::rows::{fetch_tenant_in, from_ms, int, json, opt_text, text, to_ms};
+use crate::store::rows::{from_ms, int, json, opt_text, text, to_ms};
 use crate::store::tidy::Done;
 use crate::store::{NewOutboxMessage, Store, StoreError};
 
@@ -85,7 +86,7 @@ pub(crate) const ENDED: Done = Done {
 };
 const READ: &str = "SELECT command, pattern, words, tries, turn, started_at, expires_at, held FROM conversations \
                     WHERE tenant_id = $1 AND actor_id = $2 AND channel = $3 AND expires_at > $4";
-/// Every conversation of a batch's people (`rows::fetch_tenant_in` adds the tenant and the ids),
+/// Every conversation of a batch's people (`keyed::fetch_tenant_in` adds the tenant and the ids),
 /// which the primary key `(tenant_id, actor_id, channel)` answers.
 const READ_OF_ACTORS: &str =
     "SELECT actor_id, channel, command, pattern, words, tries, turn, started_at, expires_at, held FROM conversations";

@@ -15,8 +15,9 @@ use crate::domain::delivery::DeliveryState;
 use crate::domain::delivery::LogOutcome;
 use crate::store::Deliveries;
 use crate::store::StoreError;
+use crate::store::keyed::KeyLookup;
 use crate::store::rows::{
-    KeyLookup, Param, from_ms, insert_rows, int, opt_int, opt_parsed, opt_text, parsed, text, to_ms, update_rows, uuid,
+    Param, from_ms, insert_rows, int, opt_int, opt_parsed, opt_text, parsed, text, to_ms, update_rows, uuid,
 };
 
 #[derive(Debug, Clone, PartialEq)]

@@ -45,6 +45,7 @@ mod postgres;
 mod previews;
 mod rate_limits;
 pub use rate_limits::{Chain, Take};
+mod keyed;
 mod registry_versions;
 mod repos;
 mod retention;

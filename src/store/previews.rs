@@ -12,8 +12,9 @@ use uuid::Uuid;
 use crate::domain::command::{ActorId, IdempotencyKey, TenantId};
 use crate::domain::preview::{BoundPreview, Preview};
 use crate::store::confirmations::{NewConfirmation, confirmation_row, insert_confirmation};
+use crate::store::keyed::KeyLookup;
 use crate::store::named::{self, row};
-use crate::store::rows::{KeyLookup, json, text, to_ms, uuid};
+use crate::store::rows::{json, text, to_ms, uuid};
 use crate::store::{Store, StoreError};
 
 /// A confirmation a step opens (a command asked to confirm after its preview), with the preview

@@ -9,7 +9,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::store::StoreError;
-use crate::store::texts::{self, padded};
+use crate::store::texts;
 
 /// Times are stored as epoch milliseconds: the one temporal type both backends read through `Any`.
 pub(crate) fn to_ms(at: OffsetDateTime) -> i64 {
@@ -81,7 +81,7 @@ impl Marks {
         if conn.backend_name().eq_ignore_ascii_case("sqlite") { Self::Positional } else { Self::Numbered }
     }
 
-    fn mark(self, n: usize) -> String {
+    pub(crate) fn mark(self, n: usize) -> String {
         let mut mark = String::new();
         self.write(&mut mark, n);
         mark
@@ -252,143 +252,6 @@ pub(crate) async fn update_rows(
     Ok(insert_rows(conn, &head, columns, rows, &tail).await?.len())
 }
 
-/// A batch's rows read by one key column: `{select} WHERE {column} IN (...)`, one `IN` list per
-/// chunk, so that the column's index answers each. Each is a named constant that the store's
-/// [`KEY_LOOKUPS`](crate::store::KEY_LOOKUPS) lists, and a test reads their plans: a lookup
-/// that SQLite answered from another index would read rows in proportion to the table's
-/// history instead of to the batch.
-pub struct KeyLookup {
-    /// The statement without its WHERE.
-    pub select: &'static str,
-    /// The key column, which an index must lead with.
-    pub column: &'static str,
-}
-
-impl KeyLookup {
-    /// The rows whose key is one of `values`.
-    pub(crate) async fn fetch(
-        &self,
-        conn: &mut sqlx::AnyConnection,
-        values: &[String],
-    ) -> Result<Vec<AnyRow>, crate::store::StoreError> {
-        fetch_in(conn, self.select, None, self.column, values).await
-    }
-
-    /// The statement SQLite runs for `keys` keys (a test reads its plan).
-    pub fn sqlite_statement(&self, keys: usize) -> String {
-        each_key(self.select, None, self.column, (0, keys), Marks::Positional)
-    }
-
-    /// The statement PostgreSQL runs for `keys` keys (a test reads its plan).
-    pub fn postgres_statement(&self, keys: usize) -> String {
-        each_key(self.select, None, self.column, (0, keys), Marks::Numbered)
-    }
-}
-
-/// [`KeyLookup::fetch`] within one tenant: `{select} WHERE tenant_id = $1 AND {column} IN (...)`,
-/// which an index on `(tenant_id, {column})` answers.
-pub(crate) async fn fetch_tenant_in(
-    conn: &mut sqlx::AnyConnection,
-    select: &str,
-    tenant: &str,
-    column: &str,
-    values: &[String],
-) -> Result<Vec<AnyRow>, crate::store::StoreError> {
-    fetch_in(conn, select, Some(tenant), column, values).await
-}
-
-/// The rows of `select` (within `tenant`, when given) whose `column` is one of `values`, one
-/// statement per chunk of them.
-async fn fetch_in(
-    conn: &mut sqlx::AnyConnection,
-    select: &str,
-    tenant: Option<&str>,
-    column: &str,
-    values: &[String],
-) -> Result<Vec<AnyRow>, crate::store::StoreError> {
-    let marks = Marks::for_connection(conn);
-    let mut rows = vec![];
-    for chunk in values.chunks(PARAMS_PER_STATEMENT) {
-        let condition = tenant.map(|_| format!("tenant_id = {}", marks.mark(1)));
-        let keys = (usize::from(tenant.is_some()), texts::padded_len(chunk.len()));
-        let query = sqlx::query(sqlx::AssertSqlSafe(each_key(select, condition.as_deref(), column, keys, marks)));
-        let query = tenant.into_iter().fold(query, |query, tenant| query.bind(tenant));
-        rows.extend(padded(chunk).fold(query, |query, value| query.bind(value.as_str())).fetch_all(&mut *conn).await?);
-    }
-    Ok(rows)
-}
-
-/// `select`'s rows (those meeting `condition` too, when given) whose `column` is one of `count`
-/// keys, their marks after the first `offset`. On SQLite an `IN` list, which its planner answers
-/// from the key's index. On PostgreSQL each key joined to `select` (`LATERAL`, fenced by `OFFSET 0`
-/// so that the planner does not flatten it back into a join it may hash): without statistics (a
-/// young table, a server with autovacuum off) its planner takes each key of an `IN` list for
-/// 0.5% of the table and reads the whole table for a batch's 32 keys, a read that grows with the
-/// table's history. A key given twice (a padded list) is looked up once; a lookup whose key no
-/// index leads with reads the table once per key (the erasure's, one person's few ids).
-pub(crate) fn each_key(
-    select: &str,
-    condition: Option<&str>,
-    column: &str,
-    (offset, count): (usize, usize),
-    marks: Marks,
-) -> String {
-    let list = placeholder_list(offset, count, marks);
-    let condition = condition.map(|condition| format!("{condition} AND ")).unwrap_or_default();
-    match marks {
-        Marks::Positional => format!("{select} WHERE {condition}{column} IN {list}"),
-        Marks::Numbered => {
-            let marks = list.trim_start_matches('(').trim_end_matches(')');
-            format!(
-                "SELECT l.* FROM (SELECT DISTINCT key FROM unnest(ARRAY[{marks}]) AS keys (key)) AS k \
-                 CROSS JOIN LATERAL ({select} WHERE {condition}{column} = k.key OFFSET 0) AS l"
-            )
-        }
-    }
-}
-
-/// `{statement} WHERE tenant_id = $1 AND {column} IN (...)` run for every value (a `DELETE`, an
-/// `UPDATE`): how many rows it touched.
-pub(crate) async fn execute_tenant_in(
-    conn: &mut sqlx::AnyConnection,
-    statement: &str,
-    tenant: &str,
-    column: &str,
-    values: &[String],
-) -> Result<u64, crate::store::StoreError> {
-    let marks = Marks::for_connection(conn);
-    let mut touched = 0;
-    for chunk in values.chunks(PARAMS_PER_STATEMENT) {
-        touched += keyed_in(statement, Some(tenant), column, chunk, marks).execute(&mut *conn).await?.rows_affected();
-    }
-    Ok(touched)
-}
-
-fn keyed_in<'q>(
-    statement: &str,
-    tenant: Option<&'q str>,
-    column: &str,
-    chunk: &'q [String],
-    marks: Marks,
-) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments> {
-    let sql = where_in(statement, tenant.is_some(), column, texts::padded_len(chunk.len()), marks);
-    let query = sqlx::query(sqlx::AssertSqlSafe(sql));
-    let query = match tenant {
-        Some(tenant) => query.bind(tenant),
-        None => query,
-    };
-    padded(chunk).fold(query, |query, value| query.bind(value.as_str()))
-}
-
-/// `{statement} WHERE [tenant_id = $1 AND] {column} IN ($2, ...)` for `count` values.
-fn where_in(statement: &str, by_tenant: bool, column: &str, count: usize, marks: Marks) -> String {
-    let list = placeholder_list(usize::from(by_tenant), count, marks);
-    match by_tenant {
-        true => format!("{statement} WHERE tenant_id = {} AND {column} IN {list}", marks.mark(1)),
-        false => format!("{statement} WHERE {column} IN {list}"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #[test]
@@ -398,13 +261,5 @@ mod tests {
         assert_eq!(super::values_placeholders(1, 1, Numbered), "($1)");
         assert_eq!(super::values_placeholders(2, 2, Positional), "(?, ?), (?, ?)");
         assert_eq!(super::placeholder_list(1, 2, Numbered), "($2, $3)");
-    }
-
-    #[test]
-    fn a_key_lookup_names_its_tenant_first_when_it_has_one() {
-        use super::Marks::*;
-        assert_eq!(super::where_in("SELECT a FROM t", false, "k", 2, Positional), "SELECT a FROM t WHERE k IN (?, ?)");
-        let sql = super::where_in("DELETE FROM t", true, "k", 2, Numbered);
-        assert_eq!(sql, "DELETE FROM t WHERE tenant_id = $1 AND k IN ($2, $3)");
     }
 }

@@ -15,9 +15,10 @@ use crate::store::confirmations::EXPIRED;
 use crate::store::dedupe::PAST_WINDOW;
 use crate::store::deliveries::{DELIVERIES_OF_COMMANDS, DISPATCH_TARGETS, OVERDUE};
 use crate::store::figures;
+use crate::store::keyed::KeyLookup;
 use crate::store::previews::PREVIEWS_OF_COMMANDS;
 use crate::store::retention_pace::{Door, Pace};
-use crate::store::rows::{KeyLookup, int, opt_int, text, to_ms};
+use crate::store::rows::{int, opt_int, text, to_ms};
 use crate::store::tidy::Done;
 use crate::store::{Store, StoreError};
 

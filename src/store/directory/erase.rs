@@ -12,7 +12,8 @@ use super::people::delete_person;
 use crate::domain::command::{ActorId, TenantId};
 use crate::domain::evidence::EvidenceDraft;
 use crate::store::evidence::append_all;
-use crate::store::rows::{execute_tenant_in, fetch_tenant_in, text};
+use crate::store::keyed::{execute_tenant_in, fetch_tenant_in};
+use crate::store::rows::text;
 use crate::store::tokens::{ConsumedToken, consume_token};
 use crate::store::{Directory, StoreError, Tx};
 

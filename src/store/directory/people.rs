@@ -12,9 +12,8 @@ use crate::domain::command::{ActorId, TenantId};
 use crate::domain::directory::{Address, Person};
 use crate::domain::evidence::EvidenceDraft;
 use crate::store::evidence::append_all;
-use crate::store::rows::{
-    Param, execute_tenant_in, fetch_tenant_in, from_ms, insert_rows, int, json, opt_text, parsed, text, to_ms,
-};
+use crate::store::keyed::{execute_tenant_in, fetch_tenant_in};
+use crate::store::rows::{Param, from_ms, insert_rows, int, json, opt_text, parsed, text, to_ms};
 use crate::store::{Directory, StoreError};
 
 pub(super) const PERSON_COLUMNS: &str =
