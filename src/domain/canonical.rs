@@ -36,7 +36,7 @@ pub fn of<T: Serialize>(value: &T) -> Option<String> {
 }
 
 /// Whether serde_json's compact form of `value` is already its canonical form.
-fn written_alike(value: &Value) -> bool {
+pub fn written_alike(value: &Value) -> bool {
     match value {
         Value::Null | Value::Bool(_) | Value::String(_) => true,
         Value::Number(number) => {

@@ -39,9 +39,8 @@ pub(crate) async fn append_all<D: Borrow<EvidenceDraft>>(
     let (mut ids, mut values) = (Vec::with_capacity(drafts.len()), Vec::with_capacity(drafts.len()));
     for (seq, draft) in (last_seq - count + 1..).zip(drafts) {
         let (draft, artifact_id) = (draft.borrow(), Uuid::now_v7());
-        let body = draft.body(artifact_id, chain_id, seq, &prev_hash, at);
-        // Canonicalized once: the stored text is exactly what the hash covers.
-        let canonical = crate::domain::canonical::to_string(&body);
+        // Canonical once: the stored text is exactly what the hash covers.
+        let canonical = draft.canonical_body(artifact_id, chain_id, seq, &prev_hash, at);
         let hash = hash_canonical(canonical.as_bytes());
         let prev = std::mem::replace(&mut prev_hash, hash.clone());
         values.push(row![

@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use crate::domain::canonical;
 use crate::domain::command::CommandEnvelope;
 use crate::domain::evidence::redact::Pseudonymizer;
 use crate::domain::lifecycle::Event;
@@ -102,18 +103,16 @@ impl EvidenceDraft {
         self
     }
 
-    /// The artifact's full content at a position in a chain: the text that is hashed and kept.
+    /// The artifact's full content at a position in a chain (its text is
+    /// [`Self::canonical_body`]).
     pub fn body(&self, artifact_id: Uuid, chain_id: &str, seq: i64, prev_hash: &str, at: OffsetDateTime) -> Value {
-        let recorded_at = at
-            .format(&time::format_description::well_known::Rfc3339)
-            .unwrap_or_else(|_| at.unix_timestamp().to_string());
         json!({
             "artifact_id": artifact_id,
             "chain_id": chain_id,
             "seq": seq,
             "prev_hash": prev_hash,
             "kind": self.kind,
-            "recorded_at": recorded_at,
+            "recorded_at": recorded_at(at),
             "lifecycle": {
                 "command_id": self.command_id,
                 "stage": self.stage,
@@ -124,5 +123,142 @@ impl EvidenceDraft {
             "decision": self.decision,
             "reason_code": self.reason_code,
         })
+    }
+
+    /// [`Self::body`] in canonical form (JCS): the text that is hashed and kept. Written straight
+    /// from the draft's fields when serde_json's compact form of them is canonical already (a
+    /// decision without fractions, huge integers or keys from U+E000: `canonical::written_alike`),
+    /// without building the `Value` first — a fifth of the CPU an artifact cost; through the
+    /// `Value` otherwise. The same text either way.
+    pub fn canonical_body(
+        &self,
+        artifact_id: Uuid,
+        chain_id: &str,
+        seq: i64,
+        prev_hash: &str,
+        at: OffsetDateTime,
+    ) -> String {
+        let by_value = || canonical::to_string(&self.body(artifact_id, chain_id, seq, prev_hash, at));
+        let plain = self.decision.as_ref().is_none_or(canonical::written_alike);
+        if !(plain && canonical::written_alike(&Value::from(seq))) {
+            return by_value();
+        }
+        let trace = &self.trace;
+        let body = SortedBody {
+            artifact_id,
+            chain_id,
+            decision: &self.decision,
+            kind: self.kind,
+            lifecycle: SortedLifecycle {
+                command_id: self.command_id,
+                event: self.event,
+                from: self.from,
+                stage: self.stage,
+            },
+            prev_hash,
+            reason_code: &self.reason_code,
+            recorded_at: recorded_at(at),
+            seq,
+            trace: SortedTrace {
+                actor: &trace.actor,
+                causation_id: &trace.causation_id,
+                conversation: &trace.conversation,
+                correlation_id: &trace.correlation_id,
+                message_ids: &trace.message_ids,
+            },
+        };
+        serde_json::to_string(&body).unwrap_or_else(|_| by_value())
+    }
+}
+
+/// When an artifact was recorded, as its body says it.
+fn recorded_at(at: OffsetDateTime) -> String {
+    at.format(&time::format_description::well_known::Rfc3339).unwrap_or_else(|_| at.unix_timestamp().to_string())
+}
+
+/// An artifact's body borrowed from its draft, every object's fields in JCS's order (by name),
+/// so that serde_json writes its canonical text.
+#[derive(Serialize)]
+struct SortedBody<'a> {
+    artifact_id: Uuid,
+    chain_id: &'a str,
+    decision: &'a Option<Value>,
+    kind: EvidenceKind,
+    lifecycle: SortedLifecycle,
+    prev_hash: &'a str,
+    reason_code: &'a Option<String>,
+    recorded_at: String,
+    seq: i64,
+    trace: SortedTrace<'a>,
+}
+
+#[derive(Serialize)]
+struct SortedLifecycle {
+    command_id: Option<Uuid>,
+    event: Option<Event>,
+    from: Option<State>,
+    stage: Option<State>,
+}
+
+/// [`TraceBindings`] in JCS's order.
+#[derive(Serialize)]
+struct SortedTrace<'a> {
+    actor: &'a Option<String>,
+    causation_id: &'a Option<String>,
+    conversation: &'a Option<String>,
+    correlation_id: &'a Option<String>,
+    message_ids: &'a [String],
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+    use time::OffsetDateTime;
+    use uuid::Uuid;
+
+    use super::{EvidenceDraft, TraceBindings};
+    use crate::domain::canonical;
+    use crate::domain::lifecycle::{Event, EvidenceKind, State};
+
+    /// Decisions as the engine writes them, and ones the direct path must leave to the `Value`'s
+    /// (a fraction, an integer past 2^53, a key that sorts apart in UTF-16).
+    fn decisions() -> Vec<Option<Value>> {
+        vec![
+            None,
+            Some(json!({"authz": "allow", "reason": null, "limits": [1, 2, {"b": "\u{7f}", "a": "\u{2028}"}]})),
+            Some(json!({"amount": 25.5, "currency": "EUR"})),
+            Some(json!({"big": 9_007_199_254_740_993u64})),
+            Some(json!({"\u{e000}": 1, "\u{1f600}": 2, "z": "\n\t\"\\"})),
+            Some(json!("a bare string")),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        #[test]
+        fn the_canonical_body_is_the_values_canonical_text(
+            decision in prop::sample::select(decisions()),
+            (chain, prev_hash, reason) in (any::<String>(), "[0-9a-f]{0,64}", prop::option::of(any::<String>())),
+            (conversation, actor, ids) in (prop::option::of(any::<String>()), prop::option::of(any::<String>()),
+                prop::collection::vec(any::<String>(), 0..3)),
+            seq in prop_oneof![0i64..1_000_000, any::<i64>()],
+            moved in any::<bool>(),
+            at in 0i64..4_000_000_000,
+        ) {
+            let trace = TraceBindings {
+                conversation, actor, message_ids: ids, correlation_id: Some("corr-1".into()), causation_id: None,
+            };
+            let draft = EvidenceDraft::new(EvidenceKind::AuthzDecided, Uuid::now_v7(), trace);
+            let mut draft = draft.stage(State::Authorized);
+            if moved {
+                draft = draft.moved(State::AuthzPending, Event::Allow);
+            }
+            draft.decision = decision;
+            draft.reason_code = reason;
+            let (id, at) = (Uuid::now_v7(), OffsetDateTime::from_unix_timestamp(at).expect("a time"));
+            let expected = canonical::to_string(&draft.body(id, &chain, seq, &prev_hash, at));
+            prop_assert_eq!(draft.canonical_body(id, &chain, seq, &prev_hash, at), expected);
+        }
     }
 }
