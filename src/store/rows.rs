@@ -194,7 +194,10 @@ fn multi_insert_marked(
         debug_assert_eq!(row.len(), columns, "every row has every column");
         for param in row {
             query = match param {
-                Param::Text(value) => query.bind(value),
+                // Bound by value: sqlx encodes an `Option<String>` for `Any` by reference, which
+                // copies the text (an evidence body, a payload) once more than a `String` does.
+                Param::Text(Some(value)) => query.bind(value),
+                Param::Text(None) => query.bind(None::<String>),
                 Param::Int(value) => query.bind(value),
             };
         }
@@ -217,15 +220,29 @@ pub(crate) async fn insert_rows(
     rows: Vec<Vec<Param>>,
     tail: &str,
 ) -> Result<Vec<AnyRow>, crate::store::StoreError> {
-    let per_statement = (PARAMS_PER_STATEMENT / columns).max(1);
-    let marks = Marks::for_connection(conn);
     let mut returned = vec![];
-    let mut rows = rows.into_iter().peekable();
-    while rows.peek().is_some() {
-        let chunk: Vec<Vec<Param>> = rows.by_ref().take(per_statement).collect();
-        returned.extend(multi_insert_marked(head, columns, chunk, tail, marks).fetch_all(&mut *conn).await?);
+    for statement in multi_inserts(conn, (head, tail), columns, rows) {
+        returned.extend(statement.fetch_all(&mut *conn).await?);
     }
     Ok(returned)
+}
+
+/// `rows` as [`multi_insert_marked`] statements of at most [`PARAMS_PER_STATEMENT`] values each.
+fn multi_inserts(
+    conn: &sqlx::AnyConnection,
+    (head, tail): (&str, &str),
+    columns: usize,
+    rows: Vec<Vec<Param>>,
+) -> Vec<sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments>> {
+    let per_statement = (PARAMS_PER_STATEMENT / columns).max(1);
+    let marks = Marks::for_connection(conn);
+    let mut rows = rows.into_iter().peekable();
+    let mut statements = Vec::with_capacity(1);
+    while rows.peek().is_some() {
+        let chunk: Vec<Vec<Param>> = rows.by_ref().take(per_statement).collect();
+        statements.push(multi_insert_marked(head, columns, chunk, tail, marks));
+    }
+    statements
 }
 
 /// `($1, $2, ...)` after `offset` values: a parenthesized list of `count` placeholders.
@@ -237,19 +254,22 @@ pub(crate) fn placeholder_list(offset: usize, count: usize, marks: Marks) -> Str
 
 /// `UPDATE {table} SET {set} FROM (VALUES ...) AS v WHERE {matching}`: one statement moves many
 /// rows, each to its own values (`v.column1`, `v.column2`, ... in both SQLite and PostgreSQL);
-/// returns how many rows it moved, which `matching` (a version check, say) may make fewer.
+/// returns how many rows it moved, which `matching` (a version check, say) may make fewer. Counted
+/// by the database (`rows_affected`), not by a row returned for each: on SQLite every row returned
+/// is a message from its connection's thread and a row decoded.
 pub(crate) async fn update_rows(
     conn: &mut sqlx::AnyConnection,
     (table, set, matching): (&str, &str, &str),
     columns: usize,
     rows: Vec<Vec<Param>>,
 ) -> Result<usize, crate::store::StoreError> {
-    if rows.is_empty() {
-        return Ok(0);
-    }
     let head = format!("UPDATE {table} SET {set} FROM (");
-    let tail = format!(") AS v WHERE {matching} RETURNING 1 AS moved");
-    Ok(insert_rows(conn, &head, columns, rows, &tail).await?.len())
+    let tail = format!(") AS v WHERE {matching}");
+    let mut moved = 0;
+    for statement in multi_inserts(conn, (&head, &tail), columns, rows) {
+        moved += statement.execute(&mut *conn).await?.rows_affected();
+    }
+    Ok(usize::try_from(moved).unwrap_or(usize::MAX))
 }
 
 #[cfg(test)]
