@@ -133,46 +133,55 @@ pub(crate) async fn apply_delivery(
     change: &DeliveryChange,
     at: OffsetDateTime,
 ) -> Result<bool, StoreError> {
-    let created = usize::from(change.create.is_some());
-    if create_deliveries(conn, &[change], at).await? != created || !update_delivery(conn, change, at).await? {
+    let written = match change.create {
+        Some(_) => create_deliveries(conn, &[(change, at)], at).await? == 1,
+        None => update_delivery(conn, change, at).await?,
+    };
+    if !written {
         return Ok(false);
     }
     log_events(conn, &[(change.delivery_id, &change.log)], at).await?;
     Ok(true)
 }
 
-/// Creates, in one statement, the deliveries that `changes` start (`received`, version 0);
-/// returns how many were new (another worker may have created one first).
+/// Creates, in one statement, the deliveries that `changes` start, each written as its change
+/// leaves it (its state, version 1, what it decided; `updated_at` its own time, `created_at`
+/// `at`): what `received` at version 0 and then the change's move wrote, without the second
+/// write of each new row. Returns how many were new (another worker may have created one first).
 pub(crate) async fn create_deliveries(
     conn: &mut AnyConnection,
-    changes: &[&DeliveryChange],
+    changes: &[(&DeliveryChange, OffsetDateTime)],
     at: OffsetDateTime,
 ) -> Result<usize, StoreError> {
-    let now = to_ms(at);
     let rows: Vec<Vec<Param>> = changes
         .iter()
-        .filter_map(|change| {
+        .filter_map(|(change, moved_at)| {
             let new = change.create.as_ref()?;
             Some(vec![
                 change.delivery_id.to_string().into(),
                 new.tenant_id.as_str().into(),
                 new.command_id.to_string().into(),
                 new.target.as_str().into(),
-                DeliveryState::Received.as_str().into(),
-                0.into(),
+                change.state.as_str().into(),
+                (change.expected_version + 1).into(),
+                change.outcome.map(DeliveryOutcome::as_str).into(),
+                change.failure_class.clone().into(),
+                change.detail.as_ref().map(Value::to_string).into(),
+                change.delivery_deadline.map(to_ms).into(),
+                change.execution_deadline.map(to_ms).into(),
                 new.ttl_deadline.map(to_ms).into(),
-                now.into(),
-                now.into(),
+                to_ms(at).into(),
+                to_ms(*moved_at).into(),
             ])
         })
         .collect();
     if rows.is_empty() {
         return Ok(0);
     }
-    let head = "INSERT INTO deliveries \
-        (id, tenant_id, command_id, target, state, version, ttl_deadline, created_at, updated_at)";
+    let head = "INSERT INTO deliveries (id, tenant_id, command_id, target, state, version, outcome, failure_class, \
+        detail, delivery_deadline, execution_deadline, ttl_deadline, created_at, updated_at)";
     let tail = " ON CONFLICT (command_id, target) DO NOTHING RETURNING id";
-    Ok(insert_rows(conn, head, 9, rows, tail).await?.len())
+    Ok(insert_rows(conn, head, 14, rows, tail).await?.len())
 }
 
 /// Moves one delivery if it is still at the version the change was decided on.

@@ -75,21 +75,18 @@ impl Store {
 /// Creates and moves every step's delivery and logs their events; `false` when one moved (or
 /// was created by another worker) since its step was decided.
 async fn write_deliveries(tx: &mut Tx, steps: &[&StepWrite]) -> Result<bool, StoreError> {
-    let changes: Vec<&DeliveryChange> = steps.iter().filter_map(|s| s.delivery.as_ref()).collect();
     let Some(at) = steps.first().map(|s| s.at) else { return Ok(true) };
-    let wanted = changes.iter().filter(|c| c.create.is_some()).count();
-    if create_deliveries(tx, &changes, at).await? != wanted {
-        return Ok(false);
-    }
-    let moving: Vec<(&DeliveryChange, OffsetDateTime)> =
+    let changes: Vec<(&DeliveryChange, OffsetDateTime)> =
         steps.iter().filter_map(|s| s.delivery.as_ref().map(|d| (d, s.at))).collect();
-    if update_deliveries(tx, &moving).await? != moving.len() {
+    // A new delivery is written as its change leaves it; only the others are moved.
+    let (new, moving): (Vec<_>, Vec<_>) = changes.iter().partition(|(change, _)| change.create.is_some());
+    if create_deliveries(tx, &new, at).await? != new.len() || update_deliveries(tx, &moving).await? != moving.len() {
         return Ok(false);
     }
     let logs: Vec<(Uuid, &[crate::store::DeliveryLogEntry])> =
-        changes.iter().map(|c| (c.delivery_id, c.log.as_slice())).collect();
+        changes.iter().map(|(c, _)| (c.delivery_id, c.log.as_slice())).collect();
     log_events(tx, &logs, at).await?;
-    tx.figures.merge(Moves::of_deliveries(moving));
+    tx.figures.merge(Moves::of_deliveries(changes));
     Ok(true)
 }
 
