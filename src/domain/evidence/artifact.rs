@@ -1,7 +1,7 @@
 //! Evidence artifacts (EAS): what one lifecycle step, decision or refusal left behind.
 
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -106,23 +106,8 @@ impl EvidenceDraft {
     /// The artifact's full content at a position in a chain (its text is
     /// [`Self::canonical_body`]).
     pub fn body(&self, artifact_id: Uuid, chain_id: &str, seq: i64, prev_hash: &str, at: OffsetDateTime) -> Value {
-        json!({
-            "artifact_id": artifact_id,
-            "chain_id": chain_id,
-            "seq": seq,
-            "prev_hash": prev_hash,
-            "kind": self.kind,
-            "recorded_at": recorded_at(at),
-            "lifecycle": {
-                "command_id": self.command_id,
-                "stage": self.stage,
-                "from": self.from,
-                "event": self.event,
-            },
-            "trace": self.trace,
-            "decision": self.decision,
-            "reason_code": self.reason_code,
-        })
+        // Strings, integers and values only: it always makes a `Value`.
+        serde_json::to_value(self.sorted(artifact_id, chain_id, seq, prev_hash, at)).unwrap_or_default()
     }
 
     /// [`Self::body`] in canonical form (JCS): the text that is hashed and kept. Written straight
@@ -138,13 +123,28 @@ impl EvidenceDraft {
         prev_hash: &str,
         at: OffsetDateTime,
     ) -> String {
-        let by_value = || canonical::to_string(&self.body(artifact_id, chain_id, seq, prev_hash, at));
+        let body = self.sorted(artifact_id, chain_id, seq, prev_hash, at);
         let plain = self.decision.as_ref().is_none_or(canonical::written_alike);
-        if !(plain && canonical::written_alike(&Value::from(seq))) {
-            return by_value();
+        if plain
+            && canonical::written_alike(&Value::from(seq))
+            && let Ok(text) = serde_json::to_string(&body)
+        {
+            return text;
         }
+        canonical::to_string(&serde_json::to_value(&body).unwrap_or_default())
+    }
+
+    /// The body borrowed from the draft, each object's fields in JCS's order.
+    fn sorted<'a>(
+        &'a self,
+        artifact_id: Uuid,
+        chain_id: &'a str,
+        seq: i64,
+        prev_hash: &'a str,
+        at: OffsetDateTime,
+    ) -> SortedBody<'a> {
         let trace = &self.trace;
-        let body = SortedBody {
+        SortedBody {
             artifact_id,
             chain_id,
             decision: &self.decision,
@@ -166,8 +166,7 @@ impl EvidenceDraft {
                 correlation_id: &trace.correlation_id,
                 message_ids: &trace.message_ids,
             },
-        };
-        serde_json::to_string(&body).unwrap_or_else(|_| by_value())
+        }
     }
 }
 
@@ -177,7 +176,7 @@ fn recorded_at(at: OffsetDateTime) -> String {
 }
 
 /// An artifact's body borrowed from its draft, every object's fields in JCS's order (by name),
-/// so that serde_json writes its canonical text.
+/// so that serde_json writes its canonical text (the one definition of what a body holds).
 #[derive(Serialize)]
 struct SortedBody<'a> {
     artifact_id: Uuid,
@@ -232,6 +231,31 @@ mod tests {
             Some(json!({"\u{e000}": 1, "\u{1f600}": 2, "z": "\n\t\"\\"})),
             Some(json!("a bare string")),
         ]
+    }
+
+    #[test]
+    fn a_body_holds_what_it_always_held_in_jcs_order() {
+        let trace = TraceBindings {
+            conversation: Some("hk1:c".into()),
+            actor: Some("hk1:a".into()),
+            message_ids: vec!["wamid.1".into()],
+            correlation_id: Some("corr-1".into()),
+            causation_id: None,
+        };
+        let id = Uuid::from_u128(7);
+        let draft = EvidenceDraft::new(EvidenceKind::AuthzDecided, id, trace)
+            .stage(State::Authorized)
+            .moved(State::AuthzPending, Event::Allow)
+            .decision(json!({"authz": "allow"}));
+        let at = OffsetDateTime::from_unix_timestamp(1_700_000_000).expect("a time");
+        let expected = concat!(
+            r#"{"artifact_id":"00000000-0000-0000-0000-000000000007","chain_id":"demo","decision":{"authz":"allow"},"#,
+            r#""kind":"authz.decided","lifecycle":{"command_id":"00000000-0000-0000-0000-000000000007","#,
+            r#""event":"allow","from":"authz_pending","stage":"authorized"},"prev_hash":"00","reason_code":null,"#,
+            r#""recorded_at":"2023-11-14T22:13:20Z","seq":3,"trace":{"actor":"hk1:a","causation_id":null,"#,
+            r#""conversation":"hk1:c","correlation_id":"corr-1","message_ids":["wamid.1"]}}"#
+        );
+        assert_eq!(draft.canonical_body(id, "demo", 3, "00", at), expected);
     }
 
     proptest! {
