@@ -134,7 +134,9 @@ impl EvidenceDraft {
         canonical::to_string(&serde_json::to_value(&body).unwrap_or_default())
     }
 
-    /// The body borrowed from the draft, each object's fields in JCS's order.
+    /// The body borrowed from the draft, each object's fields in JCS's order. Taken apart field
+    /// by field, so that a field added to a draft or to its trace does not compile until the
+    /// body says where it goes.
     fn sorted<'a>(
         &'a self,
         artifact_id: Uuid,
@@ -143,29 +145,19 @@ impl EvidenceDraft {
         prev_hash: &'a str,
         at: OffsetDateTime,
     ) -> SortedBody<'a> {
-        let trace = &self.trace;
+        let Self { kind, command_id, stage, from, event, trace, decision, reason_code } = self;
+        let TraceBindings { conversation, actor, message_ids, correlation_id, causation_id } = trace;
         SortedBody {
             artifact_id,
             chain_id,
-            decision: &self.decision,
-            kind: self.kind,
-            lifecycle: SortedLifecycle {
-                command_id: self.command_id,
-                event: self.event,
-                from: self.from,
-                stage: self.stage,
-            },
+            decision,
+            kind: *kind,
+            lifecycle: SortedLifecycle { command_id: *command_id, event: *event, from: *from, stage: *stage },
             prev_hash,
-            reason_code: &self.reason_code,
+            reason_code,
             recorded_at: recorded_at(at),
             seq,
-            trace: SortedTrace {
-                actor: &trace.actor,
-                causation_id: &trace.causation_id,
-                conversation: &trace.conversation,
-                correlation_id: &trace.correlation_id,
-                message_ids: &trace.message_ids,
-            },
+            trace: SortedTrace { actor, causation_id, conversation, correlation_id, message_ids },
         }
     }
 }
