@@ -17,7 +17,7 @@ pub(super) const SESSION_KEY: &str = "^[!-~]{1,250}$";
 /// so that the two say the same: a text is a string with something besides spaces, an optional
 /// field may be left out or `null`. `/agent` takes OpenClaw's `message` or hookd's `text` (which
 /// may be blank: nothing to do, 204); an `agentId` is one of `agents` (the configured ones); a
-/// direct destination is `channel` and `to` together (never `last`) unless `deliver` is false;
+/// direct destination is `channel` and `to` together (or `channel` `last`) unless `deliver` is false;
 /// `timeoutSeconds` and `idempotencyKey` may be anything (what is not usable is ignored, as
 /// OpenClaw ignores it).
 pub fn body_schemas(agents: &[String]) -> [(&'static str, Value); 3] {
@@ -61,24 +61,26 @@ pub fn body_schemas(agents: &[String]) -> [(&'static str, Value); 3] {
     [("/wake", wake), ("/agent", agent), ("/{name}", json!({"type": "object"}))]
 }
 
-/// While delivery is on (`deliver` not `false`): a `channel` needs its `to` and is not `last`, a
-/// `to` needs its `channel`, an `accountId` needs both (as `openclaw::destination` checks).
+/// While delivery is on (`deliver` not `false`): a `channel` other than `last` needs its `to`, a
+/// `to` needs its `channel`, an `accountId` needs both and a direct one (as
+/// `openclaw::destination` checks). `last`, earlier OpenClaw's default, is taken with or without
+/// `to`: callers copied its example payload.
 fn destination_schema() -> Value {
     let delivering = json!({"not": {"const": false}});
-    let given = |field: &str| {
-        let properties = json!({field: {"type": "string"}, "deliver": delivering.clone()});
+    let string = json!({"type": "string"});
+    let direct = json!({"type": "string", "not": {"const": "last"}});
+    let given = |field: &str, schema: &Value| {
+        let properties = json!({field: schema, "deliver": delivering});
         json!({"required": [field], "properties": properties})
     };
-    let also = |fields: &[&str]| {
-        let properties: serde_json::Map<String, Value> =
-            fields.iter().map(|f| ((*f).to_owned(), json!({"type": "string"}))).collect();
-        json!({"required": fields, "properties": properties})
+    let needs = |properties: Value| {
+        let required: Vec<&String> = properties.as_object().into_iter().flat_map(|p| p.keys()).collect();
+        json!({"required": required, "properties": properties})
     };
     json!([
-        {"if": given("channel"), "then": {"required": ["to"], "properties": {"to": {"type": "string"},
-            "channel": {"not": {"const": "last"}}}}},
-        {"if": given("to"), "then": also(&["channel"])},
-        {"if": given("accountId"), "then": also(&["channel", "to"])},
+        {"if": given("channel", &direct), "then": needs(json!({"to": string}))},
+        {"if": given("to", &string), "then": needs(json!({"channel": string}))},
+        {"if": given("accountId", &string), "then": needs(json!({"channel": direct, "to": string}))},
     ])
 }
 

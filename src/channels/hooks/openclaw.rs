@@ -131,6 +131,68 @@ mod tests {
         assert_eq!(timeout(serde_json::json!("30")), None, "ignored");
     }
 
+    /// The OpenAPI document's agent body accepts exactly the fields `fields` takes: each field
+    /// alone with values of every kind, and every mix of `channel`, `to`, `accountId` and
+    /// `deliver` (each left out, null or a value). (`agentId` is one of the configured agents:
+    /// `choose_agent` checks it, the document's test its enum.)
+    #[test]
+    fn the_documented_fields_are_the_ones_taken() {
+        let [_, (_, agent), _] = crate::channels::hooks::body_schemas(&[]);
+        let schema = jsonschema::validator_for(&agent).expect("the agent body's schema compiles");
+        let message = || map(serde_json::json!({"message": "refund 1234 25.00"}));
+        let kinds = serde_json::json!([
+            null,
+            "",
+            " ",
+            "x",
+            "last",
+            "now",
+            "next-heartbeat",
+            "isolated",
+            true,
+            false,
+            0,
+            7.5,
+            [],
+            {}
+        ]);
+        let names = ["name", "channel", "to", "accountId", "model", "thinking", "wakeMode", "sessionMode"];
+        let names = names.into_iter().chain(["deliver", "waitForCompletion", "timeoutSeconds", "idempotencyKey"]);
+        let mut bodies: Vec<Map<String, Value>> = names
+            .flat_map(|name| kinds.as_array().into_iter().flatten().map(move |value| (name, value.clone())))
+            .map(|(name, value)| {
+                let mut body = message();
+                body.insert(name.into(), value);
+                body
+            })
+            .collect();
+        let mut mixes = vec![message()];
+        let destination: [(&str, Vec<Value>); 4] = [
+            ("channel", vec!["last".into(), "whatsapp".into()]),
+            ("to", vec!["+15551234567".into()]),
+            ("accountId", vec!["a".into()]),
+            ("deliver", vec![true.into(), false.into()]),
+        ];
+        for (name, values) in destination {
+            let choices = [None, Some(Value::Null)].into_iter().chain(values.into_iter().map(Some)).collect::<Vec<_>>();
+            mixes = mixes
+                .into_iter()
+                .flat_map(|body| choices.iter().map(move |choice| (body.clone(), choice.clone())))
+                .map(|(mut body, choice)| {
+                    body.extend(choice.map(|value| (name.to_owned(), value)));
+                    body
+                })
+                .collect();
+        }
+        assert_eq!(mixes.len(), 4 * 3 * 3 * 4);
+        bodies.extend(mixes);
+        for body in bodies {
+            let taken = fields(&body, &mut Map::new()).is_ok();
+            let body = Value::Object(body);
+            assert_eq!(schema.is_valid(&body), taken, "{body}");
+        }
+    }
+
     #[test]
     fn the_replay_key_comes_from_the_headers_then_the_body() {
         let key = |headers: &HeaderMap, body: &Map<String, Value>| replay_key(headers, body).map(|k| k.to_string());
