@@ -301,13 +301,15 @@ async fn pipeline(
             database_cpu * 1e6 / replies.len().max(1) as f64
         );
     }
-    if let Some(((executes, queries), (executes_before, queries_before))) = asked {
+    if let Some(((executes, parses, queries), (executes_before, parses_before, queries_before))) = asked {
         let per_command = |n: u64| n as f64 / replies.len().max(1) as f64;
         println!(
             "{backend}: asked of PostgreSQL from the first webhook to the last reply: {} statements executed, {:.2} per \
-             command; {} simple queries (BEGIN, COMMIT, ...), {:.2} per command",
+             command; {} parsed, {:.2} per command; {} simple queries (BEGIN, COMMIT, ...), {:.2} per command",
             executes - executes_before,
             per_command(executes - executes_before),
+            parses - parses_before,
+            per_command(parses - parses_before),
             queries - queries_before,
             per_command(queries - queries_before)
         );

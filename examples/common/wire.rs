@@ -1,6 +1,8 @@
 //! A relay between the gateway and PostgreSQL that counts what the gateway asks of it, read off
-//! the wire (PostgreSQL's frontend protocol, version 3): every `Execute` of a prepared statement
-//! and every simple `Query` (sqlx sends `BEGIN`, `COMMIT` and `ROLLBACK` that way). The server's
+//! the wire (PostgreSQL's frontend protocol, version 3): every `Execute` of a prepared statement,
+//! every `Parse` (a statement's text the server parses and plans: once per connection for a
+//! statement kept prepared, at each use for one that is not) and every simple `Query` (sqlx sends
+//! `BEGIN`, `COMMIT` and `ROLLBACK` that way). The server's
 //! own `pg_stat_statements` would say the same, but it must be loaded when the server starts;
 //! this needs nothing of the server. The relay costs the machine a copy of every byte, so a run
 //! that counts is for the counts, not for the rates.
@@ -25,13 +27,15 @@ const GSS_REQUEST: i32 = 80_877_104;
 #[derive(Clone, Default)]
 pub struct Asked {
     executes: Arc<AtomicU64>,
+    parses: Arc<AtomicU64>,
     queries: Arc<AtomicU64>,
 }
 
 impl Asked {
-    /// Statements executed, simple queries.
-    pub fn read(&self) -> (u64, u64) {
-        (self.executes.load(Ordering::Relaxed), self.queries.load(Ordering::Relaxed))
+    /// Statements executed, statements parsed, simple queries.
+    pub fn read(&self) -> (u64, u64, u64) {
+        let read = |count: &AtomicU64| count.load(Ordering::Relaxed);
+        (read(&self.executes), read(&self.parses), read(&self.queries))
     }
 }
 
@@ -80,6 +84,7 @@ async fn count(mut from: ClientIn, mut to: ServerOut, asked: &Asked) -> std::io:
         let kind = from.read_u8().await?;
         match kind {
             b'E' => asked.executes.fetch_add(1, Ordering::Relaxed),
+            b'P' => asked.parses.fetch_add(1, Ordering::Relaxed),
             b'Q' => asked.queries.fetch_add(1, Ordering::Relaxed),
             _ => 0,
         };

@@ -7,11 +7,17 @@
 //! and the fixed statements of every transaction (`BEGIN`, a claim, the chain's head) were
 //! parsed again after each batch had pushed them out.
 
-/// Whether a multi-row statement of `rows` rows is kept prepared: a single row's text is the
-/// same every time; a batch's is one of a hundred sizes, which would push out the texts that do
-/// come again. (On PostgreSQL a statement not kept also costs one round trip instead of two.)
-pub(crate) fn keep_prepared(rows: usize) -> bool {
-    rows == 1
+/// The rows a multi-row statement of `rows` rows is written for (the rest padded with rows that
+/// write nothing: `rows::multi_insert_marked`): the next power of four, or `most` (a full
+/// statement). A statement then has one of a few texts (six at most: 1, 4, 16, 64, 256 rows and
+/// a full one). Powers of four, not two, keep the texts of every batch statement within the
+/// cache.
+pub(crate) fn statement_rows(rows: usize, most: usize) -> usize {
+    let mut size = 1;
+    while size < rows {
+        size = size.saturating_mul(4);
+    }
+    size.min(most).max(rows)
 }
 
 /// `keys` repeated at their last up to the next power of two, so that an `IN` list's length is
@@ -32,12 +38,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_in_list_has_a_power_of_two_keys_and_a_batch_insert_is_not_kept() {
+    fn an_in_list_has_a_power_of_two_keys_and_a_batch_statement_a_power_of_four_rows() {
         let keys = ["a", "b", "c"];
         assert_eq!(padded(&keys).copied().collect::<Vec<_>>(), ["a", "b", "c", "c"]);
         assert_eq!(padded(&keys[..2]).count(), 2);
         assert_eq!(padded(&keys[..1]).count(), 1);
         assert_eq!(padded::<&str>(&[]).count(), 0);
-        assert!(keep_prepared(1) && !keep_prepared(2) && !keep_prepared(100));
+        let sizes: Vec<usize> = [1, 2, 4, 5, 16, 17, 64, 65, 85, 100].iter().map(|r| statement_rows(*r, 85)).collect();
+        assert_eq!(sizes, [1, 4, 4, 16, 16, 64, 64, 85, 85, 100], "past `most`: as many as there are");
     }
 }

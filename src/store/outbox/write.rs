@@ -9,7 +9,7 @@ use uuid::Uuid;
 use super::{ClaimedMessage, NewOutboxMessage, OutboxSettle, handoff};
 use crate::store::figures::Moves;
 use crate::store::named::{self, Row, row};
-use crate::store::rows::{Param, insert_rows, text, to_ms};
+use crate::store::rows::{Param, text, to_ms, update_rows_returning};
 use crate::store::{StoreError, Tx};
 
 /// A pending outbox row, `id`, carrying `payload`; leased until `leased` (its first attempt
@@ -168,10 +168,9 @@ pub(crate) async fn update_waiting(
     if rows.is_empty() {
         return Ok(Moves::default());
     }
-    let head = format!("UPDATE outbox SET {set} FROM (");
-    let tail = ") AS v WHERE outbox.id = v.column1 AND outbox.status = 'pending' \
-        RETURNING outbox.kind AS kind, outbox.status AS status";
-    let moved = insert_rows(conn, &head, columns, rows, tail).await?;
+    let matching = "outbox.id = v.column1 AND outbox.status = 'pending'";
+    let returning = "RETURNING outbox.kind AS kind, outbox.status AS status";
+    let moved = update_rows_returning(conn, ("outbox", set, matching), columns, rows, returning).await?;
     let mut ended = vec![];
     for row in &moved {
         if text(row, "status")? != "pending" {
