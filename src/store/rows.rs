@@ -222,8 +222,11 @@ fn multi_insert_marked(
     into: Target,
     marks: Marks,
 ) -> sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments> {
-    let paddable = into == Target::Matched || rows.iter().all(|row| row.first().is_some_and(|v| !v.is_null()));
-    let size = size.filter(|size| *size > 1 && paddable);
+    // Only a statement written for a size looks at its rows' first values (not SQLite's).
+    let paddable = |rows: &[Vec<Param>]| {
+        into == Target::Matched || rows.iter().all(|row| row.first().is_some_and(|v| !v.is_null()))
+    };
+    let size = size.filter(|size| *size > 1 && paddable(&rows));
     let filtered = size.is_some() && into == Target::Table;
     if let Some(size) = size {
         let nulls: Vec<Param> = rows.first().map(|row| row.iter().map(Param::null_like).collect()).unwrap_or_default();
