@@ -13,7 +13,8 @@
 //!    reply accepted by a Graph API stand-in: commands/s and the drain time (last reply after the
 //!    last webhook's 200); the gateway's peak RSS; then webhooks paced at 25%, 50% and 80% of that
 //!    end-to-end rate for `--paced-secs` each (an open loop, latency from each webhook's scheduled
-//!    time): the reply's latency at loads the pipeline sustains, where people feel it;
+//!    time): the reply's latency at loads the pipeline sustains, where people feel it, and the
+//!    gateway's CPU per command at each;
 //! 3. the realistic mix on a fresh database (`common::mix`): `--mix-refunds` refunds from people of
 //!    a directory of `--mix-directory`, prompted and confirmed (two messages each), on WhatsApp,
 //!    Messenger and Telegram, a tenth of the deliveries sent twice: refunds/s end to end;
@@ -317,10 +318,14 @@ async fn pipeline(
     let commands_per_sec = replies.len() as f64 / end_to_end.as_secs_f64();
     let mut paced = vec![];
     for fraction in PACED {
+        let cpu_before = common::cpu_seconds(pid);
         let phase = paced_load(args, (&base, &graph), commands_per_sec * fraction, &format!("{run}{fraction}")).await;
+        // Small batches at a steady rate: each transaction carries a command or two, so a
+        // command's CPU here is not the flood's (docs/BENCHMARKS.md, eighth session).
+        let cpu_per_command = (common::cpu_seconds(pid) - cpu_before) / phase.to_reply.len().max(1) as f64;
         println!(
             "{backend}: at {:.0}% of end to end ({:.0} webhooks/s for {} s, {} sent, open loop): ingest p50 {:.1?} \
-             p99 {:.1?}; webhook to reply p50 {:.1?} p99 {:.1?} ({} replied)",
+             p99 {:.1?}; webhook to reply p50 {:.1?} p99 {:.1?} ({} replied); the gateway's CPU {:.0} µs per command",
             fraction * 100.0,
             phase.rate,
             args.paced_secs,
@@ -329,7 +334,8 @@ async fn pipeline(
             percentile(&phase.ingest, 0.99),
             percentile(&phase.to_reply, 0.5),
             percentile(&phase.to_reply, 0.99),
-            phase.to_reply.len()
+            phase.to_reply.len(),
+            cpu_per_command * 1e6
         );
         paced.push(Paced {
             fraction,

@@ -299,3 +299,43 @@ impl Store {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::evidence::TraceBindings;
+    use crate::domain::lifecycle::EvidenceKind;
+
+    fn drafts(n: usize) -> Vec<EvidenceDraft> {
+        (0..n)
+            .map(|_| EvidenceDraft::new(EvidenceKind::DedupeDecided, Uuid::now_v7(), TraceBindings::default()))
+            .collect()
+    }
+
+    /// A second append to a chain in the same transaction links to the first's last artifact,
+    /// and the head is the last artifact's, whatever other chain was appended to in between.
+    #[tokio::test]
+    async fn appends_in_one_transaction_chain_on_one_another_and_the_head_is_the_last() {
+        let (_folder, store) = Store::scratch().await;
+        store.migrate().await.expect("migrated");
+        let at = OffsetDateTime::now_utc();
+        let mut tx = store.begin().await.expect("a writer");
+        append_all(&mut tx, "t", &drafts(1), at).await.expect("appended");
+        append_all(&mut tx, "other", &drafts(1), at).await.expect("appended");
+        append_all(&mut tx, "t", &drafts(2), at).await.expect("appended");
+        tx.commit().await.expect("committed");
+        let mut tx = store.begin().await.expect("a writer");
+        append_all(&mut tx, "t", &drafts(1), at).await.expect("appended");
+        tx.commit().await.expect("committed");
+        let report = store.evidence().verify().await.expect("verified");
+        assert!(report.first_break.is_none(), "{:?}", report.first_break);
+        let counts: Vec<(String, u64)> = report.chains.iter().map(|c| (c.chain_id.clone(), c.artifacts)).collect();
+        assert_eq!(counts, [("other".to_owned(), 1), ("t".to_owned(), 4)]);
+        let head = store.chain_head("t").await.expect("read").expect("a head");
+        let last = sqlx::query("SELECT hash FROM evidence WHERE chain_id = 't' AND seq = 4")
+            .fetch_one(store.pool())
+            .await
+            .expect("the last artifact");
+        assert_eq!((head.last_seq, head.last_hash), (4, text(&last, "hash").expect("a hash")));
+    }
+}
