@@ -269,8 +269,17 @@ pub(crate) async fn insert_rows(
     rows: Vec<Vec<Param>>,
     tail: &str,
 ) -> Result<Vec<AnyRow>, crate::store::StoreError> {
+    let statements = multi_inserts(conn, (head, tail), columns, rows, Target::Table);
+    fetch_each(conn, statements).await
+}
+
+/// Runs `statements` in order, returning the rows each gives back.
+async fn fetch_each(
+    conn: &mut sqlx::AnyConnection,
+    statements: Vec<sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments>>,
+) -> Result<Vec<AnyRow>, crate::store::StoreError> {
     let mut returned = vec![];
-    for statement in multi_inserts(conn, (head, tail), columns, rows, Target::Table) {
+    for statement in statements {
         returned.extend(statement.fetch_all(&mut *conn).await?);
     }
     Ok(returned)
@@ -330,13 +339,11 @@ pub(crate) async fn update_rows_returning(
     rows: Vec<Vec<Param>>,
     returning: &str,
 ) -> Result<Vec<AnyRow>, crate::store::StoreError> {
-    let mut returned = vec![];
-    for statement in update_statements(conn, (table, set, matching), columns, rows, returning) {
-        returned.extend(statement.fetch_all(&mut *conn).await?);
-    }
-    Ok(returned)
+    let statements = update_statements(conn, (table, set, matching), columns, rows, returning);
+    fetch_each(conn, statements).await
 }
 
+/// `UPDATE {table} SET {set} FROM (VALUES ...) AS v WHERE {matching} {returning}` for `rows`.
 fn update_statements(
     conn: &sqlx::AnyConnection,
     (table, set, matching): (&str, &str, &str),
