@@ -191,7 +191,8 @@ impl Inbox<'_> {
             return Ok(());
         }
         let rows = ids.iter().map(|id| vec![Param::from(*id), Param::from(to_ms(at))]).collect();
-        let mut tx = self.store.begin_inbox().await?;
+        // A mark lost with a crash of the database reads as a redelivery: it need not be flushed.
+        let mut tx = self.store.inbox_db.begin_losable(self.store.health.clone()).await?;
         let (set, matching) = ("admitted_at = v.column2", "inbox.id = v.column1");
         update_rows(&mut tx, ("inbox", set, matching), 2, rows).await?;
         tx.commit().await?;

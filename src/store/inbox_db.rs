@@ -16,7 +16,7 @@ use sqlx::any::AnyPoolOptions;
 
 use crate::config::{BackendKind, StorageConfig};
 use crate::store::breaker::Breaker;
-use crate::store::tx::{self, WriteGate};
+use crate::store::tx::{self, Commits, WriteGate};
 use crate::store::{StoreError, Tx, health, sqlite};
 
 /// The inbox's connections on PostgreSQL: its group-commit writer, admission's claims and marks,
@@ -26,7 +26,7 @@ const POSTGRES_CONNECTIONS: u32 = 4;
 const SQLITE_CONNECTIONS: u32 = 1;
 /// SQLite's connections: durable, with SQLite's default page cache (the inbox's rows are written
 /// once and read back soon, by their primary key).
-const SQLITE: sqlite::Tuning = sqlite::Tuning { cache_kib: 2_000, commits: sqlite::Commits::Durable };
+const SQLITE: sqlite::Tuning = sqlite::Tuning { cache_kib: 2_000, commits: Commits::Durable };
 
 #[derive(Clone)]
 pub(crate) struct InboxDb {
@@ -98,16 +98,29 @@ impl InboxDb {
     /// A write transaction on the inbox; whatever keeps it from starting means the database is
     /// unavailable (the provider retries).
     pub(crate) async fn begin(&self, health: Arc<health::WriteHealth>) -> Result<Tx, StoreError> {
+        self.begin_committing(health, Commits::Durable).await
+    }
+
+    /// A write transaction on the inbox whose loss in a crash is harmless (an admitted mark:
+    /// [`Commits::Unhurried`]): on PostgreSQL its commit waits for no flush; on SQLite it is the
+    /// inbox's writer like any (the connection beside it, unhurried, was measured and not kept:
+    /// docs/BENCHMARKS.md, 2026-12-01).
+    pub(crate) async fn begin_losable(&self, health: Arc<health::WriteHealth>) -> Result<Tx, StoreError> {
+        self.begin_committing(health, Commits::Unhurried).await
+    }
+
+    /// A write transaction on the inbox once its gate is had, its commit as `commits` says.
+    async fn begin_committing(&self, health: Arc<health::WriteHealth>, commits: Commits) -> Result<Tx, StoreError> {
         self.refuse_while_failing()?;
         let gate = match &self.gate {
             Some(gate) => Some(gate.wait().await),
             None => None,
         };
-        self.begin_holding(gate, health).await
+        self.begin_holding(gate, health, commits).await
     }
 
     /// A write transaction on the inbox for work that can wait (a clean-up's): see
-    /// [`tx::idle_gate`].
+    /// [`tx::idle_gate`]; its commit unhurried on PostgreSQL, as the main database's are.
     pub(crate) async fn begin_when_idle(
         &self,
         health: Arc<health::WriteHealth>,
@@ -115,20 +128,18 @@ impl InboxDb {
     ) -> Result<Tx, StoreError> {
         self.refuse_while_failing()?;
         let gate = tx::idle_gate(self.gate.as_ref(), patience).await;
-        self.begin_holding(gate, health).await
+        self.begin_holding(gate, health, Commits::Unhurried).await
     }
 
-    /// A write transaction once the caller holds the inbox file's gate (`None` on PostgreSQL).
+    /// A write transaction once the caller holds the inbox file's gate (`None` on PostgreSQL),
+    /// its commit as `commits` says.
     async fn begin_holding(
         &self,
         gate: Option<tokio::sync::OwnedMutexGuard<()>>,
         health: Arc<health::WriteHealth>,
+        commits: Commits,
     ) -> Result<Tx, StoreError> {
-        let begin = match self.backend {
-            BackendKind::Sqlite => "BEGIN IMMEDIATE",
-            BackendKind::Postgres => "BEGIN",
-        };
-        match self.writes.begin_with(begin).await {
+        match self.writes.begin_with(tx::begin_statement(self.backend, commits)).await {
             Ok(tx) => Ok(Tx::new(tx, gate, health, None)),
             Err(e) => Err(self.unreachable(format!("cannot start a transaction on the inbox: {e}"))),
         }

@@ -115,8 +115,6 @@ pub(crate) use tx::Tx;
 
 /// What the two SQL dialects do differently.
 pub(crate) trait Dialect: Send + Sync {
-    /// The statement that opens a write transaction.
-    fn begin_write(&self) -> &'static str;
     /// Claims due outbox rows without two workers taking the same one.
     fn claim_outbox_sql(&self) -> &'static str;
     /// The texts of the JSON array bound as `$1`, one row each: a statement that takes a list of

@@ -13,10 +13,6 @@ use crate::store::{Dialect, StoreError};
 pub(super) struct PostgresDialect;
 
 impl Dialect for PostgresDialect {
-    fn begin_write(&self) -> &'static str {
-        "BEGIN"
-    }
-
     fn claim_outbox_sql(&self) -> &'static str {
         claim_outbox_sql!("FOR UPDATE SKIP LOCKED")
     }

@@ -35,7 +35,8 @@ impl RateLimits<'_> {
         if keys.is_empty() {
             return Ok(vec![Ok(()); chains.len()]);
         }
-        let mut tx = self.store.begin().await?;
+        // Arrival times lost with a crash of the database only forget a few takes.
+        let mut tx = self.store.begin_losable().await?;
         let made = keys.iter().map(|key| vec![Param::from(key.as_str()), Param::from(0_i64)]).collect();
         insert_rows(&mut tx, "INSERT INTO rate_limits (key, tat)", 2, made, "ON CONFLICT (key) DO NOTHING").await?;
         let marks = Marks::for_connection(&tx);

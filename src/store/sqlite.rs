@@ -7,15 +7,12 @@ use sqlx::{AnyPool, AssertSqlSafe, Executor};
 
 use crate::config::StorageConfig;
 use crate::store::outbox::claim_outbox_sql;
+use crate::store::tx::Commits;
 use crate::store::{Dialect, StoreError};
 
 pub(super) struct SqliteDialect;
 
 impl Dialect for SqliteDialect {
-    fn begin_write(&self) -> &'static str {
-        "BEGIN IMMEDIATE"
-    }
-
     // SQLite has one writer at a time and the claim runs inside `BEGIN IMMEDIATE`, so no row
     // locking clause is needed (or accepted).
     fn claim_outbox_sql(&self) -> &'static str {
@@ -33,18 +30,6 @@ pub(super) struct Tuning {
     /// KiB.
     pub cache_kib: u32,
     pub commits: Commits,
-}
-
-/// When a commit is on disk.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Commits {
-    /// Before it returns (`synchronous = FULL`): a power loss cannot take back what was
-    /// acknowledged (NORMAL could). Group commit makes it one fsync per batch, not per webhook.
-    Durable,
-    /// With the next durable commit or checkpoint (`synchronous = NORMAL`, WAL): a power loss may
-    /// take back the last of them, never leave the file inconsistent. For work that is done again
-    /// when it was lost (a purge's deletes), which then costs the disk no flush of its own.
-    Unhurried,
 }
 
 /// The main file's pool.

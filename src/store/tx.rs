@@ -7,8 +7,36 @@ use std::time::{Duration, Instant};
 use sqlx::{Any, AnyConnection, Transaction};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
+use crate::config::BackendKind;
 use crate::store::outbox::Handoffs;
 use crate::store::{ClaimedMessage, Store, StoreError, breaker, figures, health};
+
+/// When a commit is on disk.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Commits {
+    /// Before it returns (SQLite `synchronous = FULL`, PostgreSQL's default): a power loss
+    /// cannot take back what was acknowledged. Group commit makes it one flush per batch.
+    Durable,
+    /// With the next durable commit or flush (SQLite `synchronous = NORMAL` in WAL mode,
+    /// PostgreSQL `synchronous_commit = off`): a crash may take back the last of them, never leave
+    /// the database inconsistent. For writes whose loss is harmless — work that is done again (a
+    /// purge's deletes), a lease (the row is claimed again, as when the lease ends), a rate
+    /// limit's arrival times, an inbox row's admitted mark (it reads as a redelivery) —, which
+    /// then wait for no flush of their own.
+    Unhurried,
+}
+
+/// The statement that opens a write transaction on `backend`, its commit as `commits` says. On
+/// SQLite a connection's own `synchronous` decides (`sqlite::Tuning`), and `BEGIN IMMEDIATE`
+/// takes the write lock at once; on PostgreSQL the setting is the transaction's alone, sent in
+/// `BEGIN`'s own round trip (sqlx sends it by the simple protocol, which takes both statements).
+pub(crate) fn begin_statement(backend: BackendKind, commits: Commits) -> &'static str {
+    match (backend, commits) {
+        (BackendKind::Sqlite, _) => "BEGIN IMMEDIATE",
+        (BackendKind::Postgres, Commits::Durable) => "BEGIN",
+        (BackendKind::Postgres, Commits::Unhurried) => "BEGIN; SET LOCAL synchronous_commit = off",
+    }
+}
 
 /// A write transaction. On SQLite it also holds the process's write gate: SQLite has one writer at
 /// a time, and queueing writers here (first come, first served) is far steadier than letting them
@@ -111,11 +139,24 @@ impl Store {
     /// A write transaction: on SQLite it takes the write lock at once (`BEGIN IMMEDIATE`), so
     /// concurrent writers queue on the busy timeout instead of failing on lock upgrade.
     pub(crate) async fn begin(&self) -> Result<Tx, StoreError> {
+        self.begin_committing(Commits::Durable).await
+    }
+
+    /// A write transaction whose loss in a crash of the database is harmless (a lease, a rate
+    /// limit's arrival times: [`Commits::Unhurried`]). On PostgreSQL its commit waits for no
+    /// flush; on SQLite it is the pipeline's writer like any (which flushes each commit).
+    pub(crate) async fn begin_losable(&self) -> Result<Tx, StoreError> {
+        self.begin_committing(Commits::Unhurried).await
+    }
+
+    /// A write transaction on the pipeline's pool once the write gate is had, its commit as
+    /// `commits` says.
+    async fn begin_committing(&self, commits: Commits) -> Result<Tx, StoreError> {
         let gate = match &self.write_gate {
             Some(gate) => Some(gate.wait().await),
             None => None,
         };
-        self.begin_holding(gate).await
+        self.begin_on(self.pool(), gate, commits).await
     }
 
     /// Whether a writer waits for SQLite's write gate now (never on PostgreSQL, whose writers
@@ -124,13 +165,14 @@ impl Store {
         self.write_gate.as_ref().is_some_and(WriteGate::waited_for)
     }
 
-    /// A write transaction once the caller holds SQLite's write gate (`None` on PostgreSQL).
-    pub(super) async fn begin_holding(&self, gate: Option<OwnedMutexGuard<()>>) -> Result<Tx, StoreError> {
-        self.begin_on(self.pool(), gate).await
-    }
-
-    /// [`Store::begin_holding`] on a connection of `pool`.
-    async fn begin_on(&self, pool: &sqlx::AnyPool, gate: Option<OwnedMutexGuard<()>>) -> Result<Tx, StoreError> {
+    /// A write transaction on a connection of `pool` once the caller holds SQLite's write `gate`
+    /// (`None` on PostgreSQL), its commit as `commits` says.
+    async fn begin_on(
+        &self,
+        pool: &sqlx::AnyPool,
+        gate: Option<OwnedMutexGuard<()>>,
+        commits: Commits,
+    ) -> Result<Tx, StoreError> {
         let pass = self.breaker.pass();
         if pass == breaker::Pass::Refused {
             return Err(StoreError::Unavailable("the database was unreachable a moment ago".into()));
@@ -138,7 +180,7 @@ impl Store {
         let _probing = self.breaker.probe_guard(&pass);
         // Whatever stops a transaction from even starting (refused, down, shutting down) means
         // the database is unavailable to us: the caller should retry, never get a 500.
-        match pool.begin_with(self.dialect().begin_write()).await {
+        match pool.begin_with(begin_statement(self.backend, commits)).await {
             Ok(tx) => {
                 self.breaker.succeeded();
                 Ok(Tx::new(tx, gate, self.health.clone(), self.handoffs.any_open().then(|| self.handoffs.clone())))
@@ -156,11 +198,7 @@ impl Store {
     /// out of the pipeline's caches; on PostgreSQL `synchronous_commit` off for it alone).
     pub(crate) async fn begin_when_idle(&self, patience: Duration) -> Result<Tx, StoreError> {
         let gate = idle_gate(self.write_gate.as_ref(), patience).await;
-        let mut tx = self.begin_on(self.unhurried_pool(), gate).await?;
-        if self.backend == crate::config::BackendKind::Postgres {
-            sqlx::query("SET LOCAL synchronous_commit = off").execute(&mut *tx).await?;
-        }
-        Ok(tx)
+        self.begin_on(self.unhurried_pool(), gate, Commits::Unhurried).await
     }
 }
 
@@ -241,6 +279,35 @@ mod tests {
             assert_eq!(synchronous(store.begin().await.expect("a writer")).await, 2, "FULL");
             let purge = store.begin_when_idle(Duration::from_secs(1)).await.expect("a writer");
             assert_eq!(synchronous(purge).await, 1, "NORMAL, on a connection of its own");
+        }
+    }
+
+    /// `CHATGATE_TEST_POSTGRES_URL`: on PostgreSQL a losable write's commit waits for no flush,
+    /// for it alone (the connection's next transaction flushes again).
+    #[tokio::test]
+    async fn a_losable_write_waits_for_no_flush_on_postgresql_and_for_itself_alone() {
+        let Ok(url) = std::env::var("CHATGATE_TEST_POSTGRES_URL") else { return };
+        let database_url = crate::config::DatabaseUrl::new(url);
+        // One connection, so that each transaction below runs on the one before's.
+        let config = crate::config::StorageConfig {
+            database_url,
+            max_connections: Some(1),
+            ..crate::config::StorageConfig::default()
+        };
+        let store = Store::connect(&config).await.expect("a store");
+        let flushing = |mut tx: Tx| async move {
+            let setting: String = sqlx::query_scalar("SHOW synchronous_commit").fetch_one(&mut *tx).await.expect("it");
+            tx.commit().await.expect("committed");
+            setting
+        };
+        for _ in 0..2 {
+            assert_eq!(flushing(store.begin().await.expect("a writer")).await, "on");
+            assert_eq!(flushing(store.begin_losable().await.expect("a writer")).await, "off");
+            let purge = store.begin_when_idle(Duration::from_secs(1)).await.expect("a writer");
+            assert_eq!(flushing(purge).await, "off");
+            assert_eq!(flushing(store.begin_inbox().await.expect("a writer")).await, "on");
+            let mark = store.inbox_db.begin_losable(store.health.clone()).await.expect("a writer");
+            assert_eq!(flushing(mark).await, "off");
         }
     }
 }

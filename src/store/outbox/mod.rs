@@ -212,7 +212,8 @@ impl Outbox<'_> {
         lease: Duration,
         now: OffsetDateTime,
     ) -> Result<Vec<ClaimedMessage>, StoreError> {
-        let mut tx = self.store.begin().await?;
+        // A lease lost with a crash of the database leaves the row to be claimed again.
+        let mut tx = self.store.begin_losable().await?;
         let rows = sqlx::query(self.store.dialect().claim_outbox_sql())
             .bind(to_ms(now + lease))
             .bind(to_ms(now))
