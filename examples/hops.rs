@@ -49,6 +49,8 @@ const SCHEMA: [&str; 2] = [
 ];
 const INSERT: &str = "INSERT INTO items (key, body, at) VALUES (?1, ?2, ?3)";
 const READ: &str = "SELECT body FROM items WHERE key = ?1";
+/// Every inserted row's body.
+const BODY: &str = "a body of some length";
 
 /// The whole process's CPU (µs) and context switches (every thread's) so far.
 fn usage() -> (f64, i64) {
@@ -71,7 +73,7 @@ macro_rules! statement_by_statement {
             for t in 0..$args.transactions {
                 let mut tx = $pool.begin_with("BEGIN IMMEDIATE").await?;
                 for s in 0..$args.statements - 1 {
-                    let query = sqlx::query(INSERT).bind(key(t, s)).bind("a body of some length").bind(t as i64);
+                    let query = sqlx::query(INSERT).bind(key(t, s)).bind(BODY).bind(t as i64);
                     query.execute(&mut *tx).await?;
                 }
                 let _: Option<String> = sqlx::query_scalar(READ).bind(key(t, 0)).fetch_optional(&mut *tx).await?;
@@ -100,7 +102,7 @@ async fn native_way(file: &Path, args: &Args) -> anyhow::Result<()> {
         .filename(file)
         .create_if_missing(true)
         .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(if args.synchronous == "FULL" { SqliteSynchronous::Full } else { SqliteSynchronous::Normal });
+        .synchronous(args.synchronous.parse::<SqliteSynchronous>()?);
     let pool = SqlitePoolOptions::new().max_connections(1).connect_with(options).await?;
     for statement in SCHEMA {
         sqlx::query(statement).execute(&pool).await?;
@@ -139,11 +141,7 @@ async fn one_call_way(file: &Path, args: &Args) -> anyhow::Result<()> {
             let work: Work = Box::new(move |connection| {
                 let tx = connection.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
                 for s in 0..statements - 1 {
-                    tx.prepare_cached(INSERT)?.execute(rusqlite::params![
-                        key(t, s),
-                        "a body of some length",
-                        t as i64
-                    ])?;
+                    tx.prepare_cached(INSERT)?.execute(rusqlite::params![key(t, s), BODY, t as i64])?;
                 }
                 let _: Option<String> = tx.prepare_cached(READ)?.query_row([key(t, 0)], |row| row.get(0)).ok();
                 tx.commit()
