@@ -287,6 +287,10 @@ pub struct StorageConfig {
     pub acquire_timeout_ms: u64,
     /// How long SQLite waits on a locked database before giving up.
     pub sqlite_busy_timeout_ms: u64,
+    /// The memory SQLite may keep for the whole process, MiB (its soft heap limit): past it the
+    /// page caches of all its connections recycle pages instead of growing. 0: no limit (each
+    /// connection's cache up to its own size: 16 MB on the main file).
+    pub sqlite_memory_mib: u64,
     /// Admissions that may wait for the database at once; one more is answered 503 at once
     /// (memory stays bounded while the database is slow or down).
     pub max_waiting_admissions: usize,
@@ -295,8 +299,8 @@ pub struct StorageConfig {
 impl StorageConfig {
     /// The pool's size: as configured, else 2 connections for SQLite and 8 for PostgreSQL. SQLite
     /// writes one transaction at a time whatever the pool, and each connection keeps its own
-    /// 16 MB page cache and worker thread: 2 gave the same throughput as 8 with 24 MB less peak
-    /// memory (docs/BENCHMARKS.md).
+    /// page cache (within `sqlite_memory_mib` for all) and worker thread: 2 gave the same
+    /// throughput as 8 with 24 MB less peak memory (docs/BENCHMARKS.md).
     pub fn pool_size(&self, backend: crate::config::BackendKind) -> u32 {
         self.max_connections.unwrap_or(match backend {
             crate::config::BackendKind::Sqlite => 2,
@@ -312,6 +316,7 @@ impl Default for StorageConfig {
             max_connections: None,
             acquire_timeout_ms: 5_000,
             sqlite_busy_timeout_ms: 5_000,
+            sqlite_memory_mib: 8,
             max_waiting_admissions: 1_024,
         }
     }

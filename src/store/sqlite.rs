@@ -59,6 +59,7 @@ pub(super) async fn open(
     let redacted = crate::config::DatabaseUrl::new(url).redacted();
     let url = prepare_url(url)?;
     let busy_timeout = config.sqlite_busy_timeout_ms;
+    let memory_limit = config.sqlite_memory_mib.saturating_mul(1 << 20);
     let size = options.get_max_connections();
     let pool = options
         .min_connections(size)
@@ -84,6 +85,10 @@ pub(super) async fn open(
                 // The default 2 MB cache makes inserts into the random-keyed indexes (idempotency
                 // keys are SHA-256) read from the OS page by page once the file outgrows it.
                 conn.execute(AssertSqlSafe(format!("PRAGMA cache_size = -{cache_kib}"))).await?;
+                // The process's budget, over every connection to every file: past it SQLite
+                // recycles its caches' pages instead of taking more memory (the OS keeps the
+                // file's pages anyway); it is the same for all, so each connection may set it.
+                conn.execute(AssertSqlSafe(format!("PRAGMA soft_heap_limit = {memory_limit}"))).await?;
                 Ok(())
             })
         })
@@ -246,6 +251,22 @@ mod tests {
         }
         let wal = std::fs::metadata(dir.path().join("wal.db-wal")).expect("wal").len();
         assert!(wal < 16 << 20, "the WAL grew to {wal} bytes");
+    }
+
+    /// Every connection holds the process to the configured budget (the pipeline's and the
+    /// inbox's alike: they are opened here).
+    #[tokio::test]
+    async fn the_memory_sqlite_may_keep_is_the_configured_budget() {
+        sqlx::any::install_default_drivers();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("sqlite://{}", dir.path().join("budget.db").display());
+        let config = StorageConfig::default();
+        let pool = open(&url, &config, AnyPoolOptions::new().max_connections(2), MAIN).await.expect("open");
+        for _ in 0..2 {
+            let mut conn = pool.acquire().await.expect("a connection");
+            let limit: i64 = sqlx::query_scalar("PRAGMA soft_heap_limit").fetch_one(&mut *conn).await.expect("limit");
+            assert_eq!(limit, 8 << 20, "the default budget, 8 MiB");
+        }
     }
 
     #[test]

@@ -179,6 +179,18 @@ async fn the_file_seeds_the_directory_and_the_database_wins_once_the_api_changed
     assert_eq!((customer["source"].clone(), customer["name"].clone()), (json!("api"), json!("Renamed by the API")));
     let (_, admin) = api.get(&format!("/v1/directory/actors/{}", crate::helpers::ADMIN)).await;
     assert_eq!((admin["source"].clone(), admin["name"].clone()), (json!("file"), json!("Admin, from the file")));
+    api.patch("/v1/directory/actors/15550000003", json!({"name": "Supervisor, by the API"})).await;
+    app.stop().await.expect("stop");
+    // The file no longer lists either supervisor: the one it still owns goes, the API's stays.
+    let directory = directory
+        .replace("[tenants.demo.actors.15550000003]\nname = \"Demo supervisor\"\nroles = [\"supervisor\"]\n", "")
+        .replace("[tenants.demo.actors.15550000004]\nname = \"Second supervisor\"\nroles = [\"supervisor\"]\n", "");
+    let app = crate::helpers::respawn_app_with_files(db.config.clone(), commands, &directory).await;
+    let api = Api::new(&app, db);
+    let (status, kept) = api.get("/v1/directory/actors/15550000003").await;
+    assert_eq!((status, kept["source"].clone()), (StatusCode::OK, json!("api")), "the database's row stays: {kept}");
+    let (status, removed) = api.get("/v1/directory/actors/15550000004").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "the file's row it no longer lists goes: {removed}");
     app.stop().await.expect("stop");
 }
 

@@ -144,13 +144,17 @@ impl People {
         report: &mut SeedReport,
     ) -> Result<(), StoreError> {
         let listed: BTreeSet<&str> = listed.iter().map(|p| p.id.as_str()).collect();
-        for stored in self.store.directory().owned_by_file(tenant).await? {
-            if listed.contains(stored.person.id.as_str()) {
+        for id in self.store.directory().owned_by_file(tenant).await? {
+            if listed.contains(id.as_str()) {
                 continue;
             }
+            let directory = self.store.directory();
+            // Gone or changed through the API since the ids were read: no longer the file's.
+            let Some(stored) = directory.get(tenant, &id).await?.filter(|p| p.source == Source::File) else {
+                continue;
+            };
             let pseudonym = self.pseudonym(stored.person.id.as_str());
             let evidence = person_evidence(Change::Deleted, pseudonym, Some(&stored.person), None, &ChangedBy::File);
-            let directory = self.store.directory();
             if directory.delete(tenant, &stored.person.id, stored.version, &[evidence], now).await? {
                 report.people_removed += 1;
             }
