@@ -164,7 +164,7 @@ async fn mix(args: &Args, backend: &str, database_url: &str) -> anyhow::Result<(
     let run = stand.run(&base, mix).await;
     let cpu = common::cpu_seconds(pid) - cpu_before;
     let database_cpu = database_cpu_since(backend, database_before);
-    let seconds = run.elapsed.as_secs_f64().max(1e-9);
+    let (seconds, peak_rss) = (run.elapsed.as_secs_f64().max(1e-9), peak_rss_mb(pid));
     println!(
         "{backend}: the mix ({} refunds from as many of {} people on WhatsApp, Messenger and Telegram, each prompted \
          and confirmed, a tenth of the deliveries sent twice: {} webhooks): {} settled ({} told \"Done\") in {:.2?}, \
@@ -181,7 +181,7 @@ async fn mix(args: &Args, backend: &str, database_url: &str) -> anyhow::Result<(
         run.webhooks as f64 / seconds,
         run.drain,
         cpu * 1e6 / run.settled.max(1) as f64,
-        peak_rss_mb(pid)
+        peak_rss
     );
     if let Some(database_cpu) = database_cpu {
         println!(
@@ -190,6 +190,7 @@ async fn mix(args: &Args, backend: &str, database_url: &str) -> anyhow::Result<(
         );
     }
     println!("{backend}: the mix as one person saw it: {:?}", run.example);
+    common::goals::print_mix(backend, peak_rss);
     Ok(())
 }
 
