@@ -59,7 +59,7 @@ pub(super) async fn open(
     let redacted = crate::config::DatabaseUrl::new(url).redacted();
     let url = prepare_url(url)?;
     let busy_timeout = config.sqlite_busy_timeout_ms;
-    let memory_limit = config.sqlite_memory_mib.saturating_mul(1 << 20);
+    let memory_limit = i64::try_from(config.sqlite_memory_mib.saturating_mul(1 << 20)).unwrap_or(i64::MAX);
     let size = options.get_max_connections();
     let pool = options
         .min_connections(size)

@@ -185,6 +185,7 @@ async fn the_file_seeds_the_directory_and_the_database_wins_once_the_api_changed
     let directory = directory
         .replace("[tenants.demo.actors.15550000003]\nname = \"Demo supervisor\"\nroles = [\"supervisor\"]\n", "")
         .replace("[tenants.demo.actors.15550000004]\nname = \"Second supervisor\"\nroles = [\"supervisor\"]\n", "");
+    assert!(!directory.contains("15550000003") && !directory.contains("15550000004"), "both left the file");
     let app = crate::helpers::respawn_app_with_files(db.config.clone(), commands, &directory).await;
     let api = Api::new(&app, db);
     let (status, kept) = api.get("/v1/directory/actors/15550000003").await;
