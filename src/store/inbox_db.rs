@@ -112,10 +112,7 @@ impl InboxDb {
     /// A write transaction on the inbox once its gate is had, its commit as `commits` says.
     async fn begin_committing(&self, health: Arc<health::WriteHealth>, commits: Commits) -> Result<Tx, StoreError> {
         self.refuse_while_failing()?;
-        let gate = match &self.gate {
-            Some(gate) => Some(gate.wait().await),
-            None => None,
-        };
+        let gate = tx::gate_turn(self.gate.as_ref()).await;
         self.begin_holding(gate, health, commits).await
     }
 
@@ -150,10 +147,7 @@ impl InboxDb {
     /// to wait for.
     pub(crate) async fn writer(&self) -> Result<Writer, StoreError> {
         self.refuse_while_failing()?;
-        let gate = match &self.gate {
-            Some(gate) => Some(gate.wait().await),
-            None => None,
-        };
+        let gate = tx::gate_turn(self.gate.as_ref()).await;
         let conn = self.writes.acquire().await;
         let conn = conn.map_err(|e| self.unreachable(format!("cannot write to the inbox: {e}")))?;
         Ok(Writer { conn, _gate: gate })

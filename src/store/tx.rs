@@ -152,10 +152,7 @@ impl Store {
     /// A write transaction on the pipeline's pool once the write gate is had, its commit as
     /// `commits` says.
     async fn begin_committing(&self, commits: Commits) -> Result<Tx, StoreError> {
-        let gate = match &self.write_gate {
-            Some(gate) => Some(gate.wait().await),
-            None => None,
-        };
+        let gate = gate_turn(self.write_gate.as_ref()).await;
         self.begin_on(self.pool(), gate, commits).await
     }
 
@@ -200,6 +197,12 @@ impl Store {
         let gate = idle_gate(self.write_gate.as_ref(), patience).await;
         self.begin_on(self.unhurried_pool(), gate, Commits::Unhurried).await
     }
+}
+
+/// The gate, once it is this writer's turn (first come, first served); `None` where there is no
+/// gate (PostgreSQL).
+pub(crate) async fn gate_turn(gate: Option<&WriteGate>) -> Option<OwnedMutexGuard<()>> {
+    Some(gate?.wait().await)
 }
 
 /// SQLite's write `gate` (`None` on PostgreSQL) for work that can wait. Where a writer waits for

@@ -1,7 +1,7 @@
 //! A short memory of lookups, so that a busy person costs no query per message: an entry lives a
 //! few seconds (`TTL`), this process's own changes forget every entry of their tenant at once, and
-//! the memory never grows past `CAPACITY` entries (no whole directory is held). Another
-//! instance's change is seen here within `TTL`.
+//! the memory lets entries past `TTL` go as it grows and never holds more than `CAPACITY` (no whole
+//! directory is held). Another instance's change is seen here within `TTL`.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -13,12 +13,23 @@ use crate::domain::directory::Actor;
 pub const TTL: Duration = Duration::from_secs(2);
 const CAPACITY: usize = 20_000;
 
+/// Entries below which no sweep is worth its walk.
+const FIRST_SWEEP: usize = 64;
+
 /// (tenant, what was looked up) → (when, who it was).
 type Entries = HashMap<(String, String), (Instant, Option<Actor>)>;
 
 #[derive(Debug, Default)]
 pub struct Lookups {
-    entries: Mutex<Entries>,
+    memory: Mutex<Memory>,
+}
+
+#[derive(Debug, Default)]
+struct Memory {
+    entries: Entries,
+    /// The size at which the entries past `TTL` are let go next: twice what the last sweep kept,
+    /// so that a sweep's walk is paid for by as many inserts.
+    sweep_at: usize,
 }
 
 impl Lookups {
@@ -29,8 +40,8 @@ impl Lookups {
 
     /// What `(tenant, key)` was found to be, if it was looked up within `age` (at most `TTL`).
     pub fn get_within(&self, tenant: &str, key: &str, age: Duration) -> Option<Option<Actor>> {
-        let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-        let (at, actor) = entries.get(&(tenant.to_owned(), key.to_owned()))?;
+        let memory = self.memory.lock().unwrap_or_else(PoisonError::into_inner);
+        let (at, actor) = memory.entries.get(&(tenant.to_owned(), key.to_owned()))?;
         (at.elapsed() < age.min(TTL)).then(|| actor.clone())
     }
 
@@ -38,13 +49,15 @@ impl Lookups {
         self.put_at(tenant, key, actor, Instant::now());
     }
 
-    /// Remembers a lookup made at `at`. Before the memory would grow, the entries older than
-    /// `TTL` go: it holds the last few seconds' people, not every person ever looked up (the
-    /// mix's 3,000 people grew the gateway's memory by megabytes while it waited for `CAPACITY`).
+    /// Remembers a lookup made at `at`. As the memory grows, the entries older than `TTL` go: it
+    /// holds the last few seconds' people, not every person ever looked up (the mix's 3,000
+    /// people grew the gateway's memory by megabytes while it waited for `CAPACITY`).
     fn put_at(&self, tenant: &str, key: &str, actor: Option<Actor>, at: Instant) {
-        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-        if entries.len() >= entries.capacity() {
+        let mut memory = self.memory.lock().unwrap_or_else(PoisonError::into_inner);
+        let Memory { entries, sweep_at } = &mut *memory;
+        if entries.len() >= *sweep_at {
             entries.retain(|_, (then, _)| then.elapsed() < TTL);
+            *sweep_at = (entries.len() * 2).max(FIRST_SWEEP);
         }
         if entries.len() >= CAPACITY {
             entries.clear();
@@ -54,7 +67,8 @@ impl Lookups {
 
     /// Forgets the tenant's lookups (a change was made here).
     pub fn forget(&self, tenant: &str) {
-        self.entries.lock().unwrap_or_else(PoisonError::into_inner).retain(|(t, _), _| t != tenant);
+        let mut memory = self.memory.lock().unwrap_or_else(PoisonError::into_inner);
+        memory.entries.retain(|(t, _), _| t != tenant);
     }
 }
 
@@ -88,8 +102,9 @@ mod tests {
         for n in 0..1_000 {
             lookups.put("acme", &format!("id:{n}"), None);
         }
-        let entries = lookups.entries.lock().expect("entries");
-        // The map's first growth under the fresh ones let the last stale ones go.
+        let memory = lookups.memory.lock().expect("entries");
+        let entries = &memory.entries;
+        // The first sweep among the fresh ones let the last stale ones go.
         assert_eq!(entries.len(), 1_000, "the stale lookups went");
         assert!((0..1_000).all(|n| entries.contains_key(&("acme".to_owned(), format!("id:{n}")))), "the fresh stay");
     }
