@@ -59,7 +59,6 @@ impl Services {
         self.templates.set(read.templates);
         self.policy.tenants.set(read.tenants);
         self.policy.security.authenticator.serve(served);
-        self.seed.set(read.seed);
         tracing::info!(%registry_version, commands, "reloaded the registry, the templates and the directory");
         Ok(Reloaded {
             registry_version,

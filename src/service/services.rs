@@ -31,8 +31,9 @@ pub struct Services {
     pub streams: EventStreams,
     /// The database figures `/metrics` shows, read at most once a second.
     pub figures: Arc<Figures>,
-    /// What the directory file seeds the database with (applied by `prepare`).
-    pub seed: Live<crate::domain::directory::Seed>,
+    /// What the directory file seeds the database with, held only until `prepare` has applied
+    /// it: 10,000 people are megabytes nothing else reads (a reload seeds what it read itself).
+    seed: Arc<std::sync::Mutex<Option<crate::domain::directory::Seed>>>,
     /// Where the registry, the directory and the templates are read again on reload.
     pub files: Option<crate::service::settings::Files>,
 }
@@ -64,7 +65,7 @@ impl Services {
         let ingress = Ingress::new(engine.clone(), policy.clone(), readers, (inbox, templates.clone(), turns));
         let streams = EventStreams::new(store.clone(), &config.events);
         let figures = Arc::default();
-        let seed = Live::new(seed);
+        let seed = Arc::new(std::sync::Mutex::new(Some(seed)));
         let config = Arc::new(config);
         Self { config, files, database, engine, ingress, templates, policy, streams, figures, seed }
     }
@@ -80,10 +81,22 @@ impl Services {
         now: time::OffsetDateTime,
     ) -> Result<crate::service::directory::SeedReport, crate::store::StoreError> {
         self.policy.registry.record(now).await?;
-        let report = self.policy.people.seed(&self.seed.get(), now).await?;
+        let Some(seed) = self.unapplied_seed() else { return Ok(Default::default()) };
+        let report = match self.policy.people.seed(&seed, now).await {
+            Ok(report) => report,
+            Err(error) => {
+                // Not applied: a `prepare` tried again has it still.
+                *self.seed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(seed);
+                return Err(error);
+            }
+        };
         for refused in &report.refused {
             tracing::warn!(%refused, "the directory file names a person who cannot be written");
         }
         Ok(report)
+    }
+
+    fn unapplied_seed(&self) -> Option<crate::domain::directory::Seed> {
+        self.seed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
     }
 }

@@ -6,8 +6,12 @@
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+use chatgate::domain::command::TenantId;
+use chatgate::http::server::AppState;
+use chatgate::service::directory::{ChangedBy, Changing, SeedReport};
+
 use crate::helpers::{
-    CUSTOMER, Meta, TestApp, TestDb, api_token, on_both_backends, spawn_app_with, spawn_app_with_files,
+    CUSTOMER, Meta, TestApp, TestDb, api_token, on_both_backends, spawn_app_with, spawn_app_with_files, test_settings,
 };
 
 on_both_backends!(
@@ -15,6 +19,7 @@ on_both_backends!(
     a_person_added_through_the_api_writes_at_once_and_one_deactivated_is_a_stranger,
     strangers_write_in_the_tenants_role_for_them_and_may_read_but_not_refund,
     the_file_seeds_the_directory_and_the_database_wins_once_the_api_changed_a_row,
+    the_file_is_applied_once_at_start_and_not_held_after,
 );
 
 pub const DIRECTORY_SCOPES: &str = "directory:read directory:write audit:read commands:read";
@@ -197,4 +202,22 @@ async fn the_file_seeds_the_directory_and_the_database_wins_once_the_api_changed
 
 pub fn urlencode(text: &str) -> String {
     form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
+/// The file is applied as the gateway starts and not held after (10,000 people are megabytes):
+/// a second `prepare` of the same gateway has nothing left to apply, so a person deleted
+/// meanwhile stays deleted until the file is read again (a restart, a reload).
+async fn the_file_is_applied_once_at_start_and_not_held_after(db: &TestDb) {
+    let now = time::OffsetDateTime::now_utc();
+    let state = AppState::new(test_settings(db.config.clone()), db.store.clone());
+    let first = state.services.prepare(now).await.expect("the file is applied");
+    assert!(first.people_written > 0, "a fresh database takes the file's people: {first:?}");
+    let demo = TenantId::parse("demo").expect("tenant id");
+    let people = &state.services.policy.people;
+    let who = Changing { tenant: &demo, by: ChangedBy::Operator("ops-1".into()), at: now };
+    people.delete(&who, CUSTOMER, None).await.expect("the file's customer is deleted");
+
+    let again = state.services.prepare(now).await.expect("nothing to apply is no failure");
+    assert_eq!(again, SeedReport::default());
+    assert!(people.get(&demo, CUSTOMER).await.expect("read").is_none(), "the file was not applied again");
 }
