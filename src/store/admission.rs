@@ -47,7 +47,7 @@ pub struct AdmissionWrite {
     pub reason_code: Option<String>,
     pub dedupe_window: Duration,
     /// How the duplicate's own delivery is bound in the evidence of a dedupe decision.
-    pub trace: TraceBindings,
+    pub trace: std::sync::Arc<TraceBindings>,
     /// The message that carried the command: recorded in the same transaction (transport
     /// dedupe), so that a redelivered webhook creates nothing.
     pub inbound: Option<NewInbound>,

@@ -1,5 +1,7 @@
 //! Evidence artifacts (EAS): what one lifecycle step, decision or refusal left behind.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -48,21 +50,23 @@ pub struct EvidenceDraft {
     /// The move that produced it, when it was a move (or an attempted one).
     pub from: Option<State>,
     pub event: Option<Event>,
-    pub trace: TraceBindings,
+    /// Shared by a move's artifacts (and a command's moves): a copy of it for each was five
+    /// allocations an artifact.
+    pub trace: Arc<TraceBindings>,
     /// The security or dedupe decision, when there was one.
     pub decision: Option<Value>,
     pub reason_code: Option<String>,
 }
 
 impl EvidenceDraft {
-    pub fn new(kind: EvidenceKind, command_id: Uuid, trace: TraceBindings) -> Self {
+    pub fn new(kind: EvidenceKind, command_id: Uuid, trace: impl Into<Arc<TraceBindings>>) -> Self {
         Self {
             kind,
             command_id: Some(command_id),
             stage: None,
             from: None,
             event: None,
-            trace,
+            trace: trace.into(),
             decision: None,
             reason_code: None,
         }
@@ -76,7 +80,7 @@ impl EvidenceDraft {
             stage: None,
             from: None,
             event: None,
-            trace: TraceBindings::default(),
+            trace: Arc::default(),
             decision: Some(decision),
             reason_code: None,
         }
@@ -146,7 +150,7 @@ impl EvidenceDraft {
         at: OffsetDateTime,
     ) -> SortedBody<'a> {
         let Self { kind, command_id, stage, from, event, trace, decision, reason_code } = self;
-        let TraceBindings { conversation, actor, message_ids, correlation_id, causation_id } = trace;
+        let TraceBindings { conversation, actor, message_ids, correlation_id, causation_id } = &**trace;
         SortedBody {
             artifact_id,
             chain_id,

@@ -336,7 +336,7 @@ fn answer_evidence(
         stage,
         from: None,
         event: None,
-        trace,
+        trace: trace.into(),
         decision: serde_json::to_value(decision).ok(),
         reason_code: reason.map(str::to_owned),
     }

@@ -1,5 +1,7 @@
 //! The evidence each kind of step writes: one place, so every door records the same thing.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -19,23 +21,27 @@ use crate::store::StoredCommand;
 pub fn transition_evidence(
     transition: &Transition,
     command_id: Uuid,
-    trace: &TraceBindings,
+    trace: &Arc<TraceBindings>,
     decision: Option<Value>,
     reason_code: Option<String>,
 ) -> Vec<EvidenceDraft> {
-    let decision = merge(implied_decision(transition.event), decision);
-    transition
-        .evidence_kinds()
-        .iter()
-        .map(|&kind| {
-            let mut draft = EvidenceDraft::new(kind, command_id, trace.clone())
-                .stage(transition.to)
-                .moved(transition.from, transition.event);
-            draft.decision = decision.clone();
-            draft.reason_code = reason_code.clone();
-            draft
-        })
-        .collect()
+    let (mut decision, mut reason_code) = (merge(implied_decision(transition.event), decision), reason_code);
+    let kinds = transition.evidence_kinds();
+    let mut drafts = Vec::with_capacity(kinds.len());
+    for (i, &kind) in kinds.iter().enumerate() {
+        let mut draft = EvidenceDraft::new(kind, command_id, trace.clone())
+            .stage(transition.to)
+            .moved(transition.from, transition.event);
+        // The last artifact takes the decision itself: a decision is a tree of maps, and a
+        // copy of it for each artifact was a tenth of a command's allocations.
+        (draft.decision, draft.reason_code) = if i + 1 == kinds.len() {
+            (decision.take(), reason_code.take())
+        } else {
+            (decision.clone(), reason_code.clone())
+        };
+        drafts.push(draft);
+    }
+    drafts
 }
 
 /// The decision a security event always records, whatever else the caller adds.
@@ -84,7 +90,7 @@ pub(super) fn invalid_attempt(
     command: &StoredCommand,
     event: Event,
     error: &InvalidTransition,
-    trace: TraceBindings,
+    trace: Arc<TraceBindings>,
 ) -> EvidenceDraft {
     EvidenceDraft::new(EvidenceKind::InvalidTransitionAttempt, command.envelope.command_id, trace)
         .stage(command.lifecycle.state)
@@ -107,7 +113,7 @@ pub(super) fn refusal(
     command: &StoredCommand,
     reason_code: &str,
     decision: Value,
-    trace: TraceBindings,
+    trace: Arc<TraceBindings>,
 ) -> EvidenceDraft {
     let mut decision = decision;
     if let Some(fields) = decision.as_object_mut() {
@@ -141,7 +147,7 @@ mod tests {
         let drafts = transition_evidence(
             &t,
             Uuid::nil(),
-            &TraceBindings::default(),
+            &Arc::default(),
             Some(json!({"authz": "allow", "scope": "x"})),
             Some("missing_scope".into()),
         );

@@ -8,6 +8,8 @@ mod locks;
 pub use locks::WAIT_POLL;
 use locks::may_hold_lock;
 
+use std::sync::Arc;
+
 use serde_json::Value;
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -139,8 +141,8 @@ impl Engine {
         self.pseudonymizer.pseudonym(value)
     }
 
-    pub fn trace_for(&self, envelope: &CommandEnvelope) -> TraceBindings {
-        TraceBindings::for_envelope(envelope, &self.pseudonymizer)
+    pub fn trace_for(&self, envelope: &CommandEnvelope) -> Arc<TraceBindings> {
+        Arc::new(TraceBindings::for_envelope(envelope, &self.pseudonymizer))
     }
 
     /// Canonicalizes a request and admits it once per idempotency key, applying `then` (for
@@ -199,12 +201,15 @@ impl Engine {
         let mut current =
             Lifecycle { state: State::Received, kind: envelope.command_kind, confirmation: ConfirmationGate::Pending };
         let mut moves = Vec::with_capacity(then.len() + 1);
+        let mut decision = admission.decision;
         for (i, &event) in std::iter::once(&Event::Canonicalize).chain(then).enumerate() {
             let transition = lifecycle::apply(current, event).map_err(EngineError::InvalidPlan)?;
             let last = i == then.len();
+            // Each move after the first records the admission's decision; the last takes it.
             let decision = match i {
                 0 => Some(evidence::first_seen(&envelope, admission.reading.as_ref())),
-                _ => admission.decision.clone(),
+                _ if last => decision.take(),
+                _ => decision.clone(),
             };
             let reason = if last && i > 0 { admission.reason_code.clone() } else { None };
             moves.push((transition, transition_evidence(&transition, envelope.command_id, &trace, decision, reason)));

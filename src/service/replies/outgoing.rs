@@ -126,7 +126,7 @@ pub fn record(
         stage: None,
         from: None,
         event: None,
-        trace,
+        trace: trace.into(),
         decision: Some(decision),
         reason_code: (!sent).then(|| outcome.as_str().to_owned()),
     };
