@@ -72,10 +72,10 @@ impl Services {
 }
 
 impl Services {
-    /// What the files give the database before the first message (on start, and again on
-    /// reload): the registry's version, so that any instance can read commands admitted under it,
-    /// and the directory file's roles and people, the database winning for what was changed
-    /// through the API.
+    /// What the files give the database before the first message (a reload does the same with
+    /// what it read): the registry's version, so that any instance can read commands admitted
+    /// under it, and the directory file's roles and people, the database winning for what was
+    /// changed through the API. The people are written once: a second call has none left.
     pub async fn prepare(
         &self,
         now: time::OffsetDateTime,

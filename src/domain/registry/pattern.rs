@@ -108,8 +108,8 @@ impl Reading<'_> {
 
     /// The edits between a message's word and a pattern's, if within what this reading allows.
     fn typos_between(&self, token: &str, word: &str) -> Option<usize> {
-        // A message's words come lowercased already (`normalize`): a lowercase copy of each, for
-        // each word of each pattern tried, was most of reading a message's allocations.
+        // A message's words come lowercased already (`normalize`): a lowercase copy of the word
+        // for each word of each pattern tried was an allocation per comparison.
         let lower = if token.chars().all(|c| c.to_lowercase().eq([c])) {
             std::borrow::Cow::Borrowed(token)
         } else {
