@@ -81,22 +81,17 @@ impl Services {
         now: time::OffsetDateTime,
     ) -> Result<crate::service::directory::SeedReport, crate::store::StoreError> {
         self.policy.registry.record(now).await?;
-        let Some(seed) = self.unapplied_seed() else { return Ok(Default::default()) };
-        let report = match self.policy.people.seed(&seed, now).await {
-            Ok(report) => report,
-            Err(error) => {
-                // Not applied: a `prepare` tried again has it still.
-                *self.seed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(seed);
-                return Err(error);
-            }
-        };
+        let Some(seed) = self.seed_slot().take() else { return Ok(Default::default()) };
+        // Not applied: a `prepare` tried again has it still.
+        let report = self.policy.people.seed(&seed, now).await.inspect_err(|_| *self.seed_slot() = Some(seed))?;
         for refused in &report.refused {
             tracing::warn!(%refused, "the directory file names a person who cannot be written");
         }
         Ok(report)
     }
 
-    fn unapplied_seed(&self) -> Option<crate::domain::directory::Seed> {
-        self.seed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+    /// The directory file's people not yet applied (`None` once they are).
+    fn seed_slot(&self) -> std::sync::MutexGuard<'_, Option<crate::domain::directory::Seed>> {
+        self.seed.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
