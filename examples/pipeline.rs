@@ -303,17 +303,21 @@ async fn pipeline(
             database_cpu * 1e6 / replies.len().max(1) as f64
         );
     }
-    if let Some(((executes, parses, queries), (executes_before, parses_before, queries_before))) = asked {
+    if let Some((after, before)) = asked {
+        let asked = after - before;
         let per_command = |n: u64| n as f64 / replies.len().max(1) as f64;
         println!(
             "{backend}: asked of PostgreSQL from the first webhook to the last reply: {} statements executed, {:.2} per \
-             command; {} parsed, {:.2} per command; {} simple queries (BEGIN, COMMIT, ...), {:.2} per command",
-            executes - executes_before,
-            per_command(executes - executes_before),
-            parses - parses_before,
-            per_command(parses - parses_before),
-            queries - queries_before,
-            per_command(queries - queries_before)
+             command; {} parsed, {:.2} per command; {} simple queries (BEGIN, COMMIT, ...), {:.2} per command; {} round \
+             trips that asked nothing (a connection's test), {:.2} per command",
+            asked.executes,
+            per_command(asked.executes),
+            asked.parses,
+            per_command(asked.parses),
+            asked.queries,
+            per_command(asked.queries),
+            asked.pings,
+            per_command(asked.pings)
         );
     }
     let commands_per_sec = replies.len() as f64 / end_to_end.as_secs_f64();

@@ -2,7 +2,8 @@
 //! the wire (PostgreSQL's frontend protocol, version 3): every `Execute` of a prepared statement,
 //! every `Parse` (a statement's text the server parses and plans: once per connection for a
 //! statement kept prepared, at each use for one that is not) and every simple `Query` (sqlx sends
-//! `BEGIN`, `COMMIT` and `ROLLBACK` that way). The server's
+//! `BEGIN`, `COMMIT` and `ROLLBACK` that way), and every `Sync` that ends no extended query: a
+//! round trip that asks for nothing (sqlx's test of a connection, `ping`). The server's
 //! own `pg_stat_statements` would say the same, but it must be loaded when the server starts;
 //! this needs nothing of the server. The relay costs the machine a copy of every byte, so a run
 //! that counts is for the counts, not for the rates.
@@ -29,13 +30,43 @@ pub struct Asked {
     executes: Arc<AtomicU64>,
     parses: Arc<AtomicU64>,
     queries: Arc<AtomicU64>,
+    pings: Arc<AtomicU64>,
+}
+
+/// The counts of [`Asked`] at one moment, or between two.
+#[derive(Clone, Copy, Debug)]
+pub struct Counts {
+    /// Statements executed.
+    pub executes: u64,
+    /// Statements parsed.
+    pub parses: u64,
+    /// Simple queries.
+    pub queries: u64,
+    /// Round trips that asked for nothing.
+    pub pings: u64,
+}
+
+impl std::ops::Sub for Counts {
+    type Output = Counts;
+    fn sub(self, before: Counts) -> Counts {
+        Counts {
+            executes: self.executes - before.executes,
+            parses: self.parses - before.parses,
+            queries: self.queries - before.queries,
+            pings: self.pings - before.pings,
+        }
+    }
 }
 
 impl Asked {
-    /// Statements executed, statements parsed, simple queries.
-    pub fn read(&self) -> (u64, u64, u64) {
+    pub fn read(&self) -> Counts {
         let read = |count: &AtomicU64| count.load(Ordering::Relaxed);
-        (read(&self.executes), read(&self.parses), read(&self.queries))
+        Counts {
+            executes: read(&self.executes),
+            parses: read(&self.parses),
+            queries: read(&self.queries),
+            pings: read(&self.pings),
+        }
     }
 }
 
@@ -80,14 +111,18 @@ async fn count(mut from: ClientIn, mut to: ServerOut, asked: &Asked) -> std::io:
             break;
         }
     }
+    // Whether an extended query (Parse, Bind, Describe, Execute, Close) waits for its Sync.
+    let mut extended = false;
     loop {
         let kind = from.read_u8().await?;
         match kind {
             b'E' => asked.executes.fetch_add(1, Ordering::Relaxed),
             b'P' => asked.parses.fetch_add(1, Ordering::Relaxed),
             b'Q' => asked.queries.fetch_add(1, Ordering::Relaxed),
+            b'S' if !extended => asked.pings.fetch_add(1, Ordering::Relaxed),
             _ => 0,
         };
+        extended = matches!(kind, b'P' | b'B' | b'D' | b'E' | b'C');
         to.write_u8(kind).await?;
         forward_body(&mut from, &mut to).await?;
         if from.buffer().is_empty() {

@@ -12,7 +12,6 @@
 use std::sync::Arc;
 
 use sqlx::AnyPool;
-use sqlx::any::AnyPoolOptions;
 
 use crate::config::{BackendKind, StorageConfig};
 use crate::store::breaker::Breaker;
@@ -55,9 +54,7 @@ const ACQUIRE_TIMEOUT_MOST: std::time::Duration = std::time::Duration::from_mill
 impl InboxDb {
     pub(crate) async fn open(config: &StorageConfig, backend: BackendKind) -> Result<Self, StoreError> {
         let acquire_timeout = std::time::Duration::from_millis(config.acquire_timeout_ms).min(ACQUIRE_TIMEOUT_MOST);
-        let options = AnyPoolOptions::new()
-            .acquire_timeout(acquire_timeout)
-            .before_acquire(|conn, _| Box::pin(async move { Ok(!sqlx::Connection::is_in_transaction(conn)) }));
+        let options = crate::store::pool::options().acquire_timeout(acquire_timeout);
         let (pool, writes, gate) = match backend {
             BackendKind::Sqlite => {
                 let url = inbox_url(config.database_url.expose())?;

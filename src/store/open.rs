@@ -4,7 +4,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::AnyPool;
-use sqlx::any::AnyPoolOptions;
 use tokio::runtime::Handle;
 
 use crate::config::{BackendKind, StorageConfig};
@@ -57,13 +56,7 @@ impl Store {
 async fn open_main(config: &StorageConfig, backend: BackendKind) -> Result<(AnyPool, Option<AnyPool>), StoreError> {
     let acquire_timeout = Duration::from_millis(config.acquire_timeout_ms);
     let size = config.pool_size(backend);
-    let options = AnyPoolOptions::new()
-        .max_connections(size)
-        .acquire_timeout(acquire_timeout)
-        // A connection whose transaction could be neither committed nor rolled back (SQLite
-        // after a full disk rolls back by itself, and the driver's ROLLBACK then fails) would
-        // refuse every later `begin`: it is closed instead, and the pool opens a fresh one.
-        .before_acquire(|conn, _| Box::pin(async move { Ok(!sqlx::Connection::is_in_transaction(conn)) }));
+    let options = pool::options().max_connections(size).acquire_timeout(acquire_timeout);
     match backend {
         BackendKind::Sqlite => {
             let url = config.database_url.expose();
