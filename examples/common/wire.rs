@@ -59,6 +59,7 @@ impl std::ops::Sub for Counts {
 }
 
 impl Asked {
+    /// The counts so far.
     pub fn read(&self) -> Counts {
         let read = |count: &AtomicU64| count.load(Ordering::Relaxed);
         Counts {
