@@ -54,6 +54,10 @@ mod tests {
 
     use super::*;
 
+    /// How long the test waits for a state it needs before it fails instead of hanging: generous,
+    /// for a busy two-core machine.
+    const STATE_DEADLINE: Duration = Duration::from_secs(30);
+
     /// `CHATGATE_TEST_POSTGRES_URL`: a connection the server ended while it sat in the pool is
     /// found out before it is handed out once it has been idle past the window (its caller never
     /// sees it); within the window its one use fails with an error callers retry (503), and the
@@ -67,14 +71,20 @@ mod tests {
             let pool = options_testing_after(window).max_connections(1).connect(&url).await.expect("a pool");
             let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&pool).await.expect("its pid");
             // Back in the pool (tested as it came back) before the server ends it.
-            while pool.num_idle() < 1 {
-                tokio::task::yield_now().await;
-            }
+            let returned = async {
+                while pool.num_idle() < 1 {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            };
+            tokio::time::timeout(STATE_DEADLINE, returned).await.expect("the connection back in the pool");
             sqlx::query("SELECT pg_terminate_backend($1)").bind(pid).execute(&mut admin).await.expect("ended");
             let alive = "SELECT COUNT(*) FROM pg_stat_activity WHERE pid = $1";
-            while sqlx::query_scalar::<_, i64>(alive).bind(pid).fetch_one(&mut admin).await.expect("a count") > 0 {
-                tokio::task::yield_now().await;
-            }
+            let gone = async {
+                while sqlx::query_scalar::<_, i64>(alive).bind(pid).fetch_one(&mut admin).await.expect("a count") > 0 {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            };
+            tokio::time::timeout(STATE_DEADLINE, gone).await.expect("the backend gone");
             let first = sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(&pool).await;
             assert_eq!(first.is_err(), first_use_fails, "idle past {window:?}: {first:?}");
             if let Err(error) = first {
