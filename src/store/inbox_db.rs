@@ -15,7 +15,9 @@ use sqlx::AnyPool;
 
 use crate::config::{BackendKind, StorageConfig};
 use crate::store::breaker::Breaker;
-use crate::store::tx::{self, Commits, WriteGate};
+use crate::store::commits::Commits;
+use crate::store::held::Held;
+use crate::store::tx::{self, WriteGate};
 use crate::store::{StoreError, Tx, health, sqlite};
 
 /// The inbox's connections on PostgreSQL: its group-commit writer, admission's claims and marks,
@@ -29,12 +31,13 @@ const SQLITE: sqlite::Tuning = sqlite::Tuning { cache_kib: 2_000, commits: Commi
 
 #[derive(Clone)]
 pub(crate) struct InboxDb {
+    /// Every connection on PostgreSQL; SQLite's readers.
     pool: AnyPool,
-    /// What writes (PostgreSQL: `pool` itself). SQLite drops a connection's page cache when
-    /// another connection has committed since its last transaction: with the writes spread over
-    /// the pool's connections in turn, every group commit read its pages again from the file
+    /// SQLite only: the file's writer. SQLite drops a connection's page cache when another
+    /// connection has committed since its last transaction: with the writes spread over a pool's
+    /// connections in turn, every group commit read its pages again from the file
     /// (docs/BENCHMARKS.md, 2026-11-27, third session). The gate lets one write at a time anyway.
-    writes: AnyPool,
+    writer: Option<Held>,
     backend: BackendKind,
     /// SQLite only: the inbox file's writers queue here (as [`Tx`] explains for the main file).
     gate: Option<WriteGate>,
@@ -55,13 +58,12 @@ impl InboxDb {
     pub(crate) async fn open(config: &StorageConfig, backend: BackendKind) -> Result<Self, StoreError> {
         let acquire_timeout = std::time::Duration::from_millis(config.acquire_timeout_ms).min(ACQUIRE_TIMEOUT_MOST);
         let options = crate::store::pool::options().acquire_timeout(acquire_timeout);
-        let (pool, writes, gate) = match backend {
+        let (pool, writer, gate) = match backend {
             BackendKind::Sqlite => {
                 let url = inbox_url(config.database_url.expose())?;
-                let options = options.max_connections(SQLITE_CONNECTIONS);
-                let writes = sqlite::open(&url, config, options.clone(), SQLITE).await?;
-                let pool = sqlite::open(&url, config, options, SQLITE).await?;
-                (pool, writes, Some(WriteGate::default()))
+                let writer = Held::open(sqlite::Opener::new(&url, config, SQLITE)?).await?;
+                let pool = sqlite::open(&url, config, options.max_connections(SQLITE_CONNECTIONS), SQLITE).await?;
+                (pool, Some(writer), Some(WriteGate::default()))
             }
             BackendKind::Postgres => {
                 let url = config.database_url.expose();
@@ -71,11 +73,11 @@ impl InboxDb {
                 })?;
                 // On this runtime (the server's), not on the one admission claims from.
                 crate::store::pool::every_connection(&pool, POSTGRES_CONNECTIONS).await?;
-                (pool.clone(), pool, None)
+                (pool, None, None)
             }
         };
         let write_timeout = std::time::Duration::from_millis(config.acquire_timeout_ms.max(1_000));
-        Ok(Self { pool, writes, backend, gate, breaker: Arc::default(), write_timeout })
+        Ok(Self { pool, writer, backend, gate, breaker: Arc::default(), write_timeout })
     }
 
     /// The inbox file's own migrations (SQLite); PostgreSQL's inbox is in the main ones.
@@ -83,7 +85,7 @@ impl InboxDb {
         if self.backend == BackendKind::Sqlite {
             let mut migrator = sqlx::migrate!("migrations/sqlite-inbox");
             migrator.set_ignore_missing(true);
-            migrator.run(&self.writes).await.map_err(|e| StoreError::Migrate(format!("the inbox: {e}")))?;
+            migrator.run(&self.pool).await.map_err(|e| StoreError::Migrate(format!("the inbox: {e}")))?;
         }
         Ok(())
     }
@@ -133,8 +135,8 @@ impl InboxDb {
         health: Arc<health::WriteHealth>,
         commits: Commits,
     ) -> Result<Tx, StoreError> {
-        match self.writes.begin_with(tx::begin_statement(self.backend, commits)).await {
-            Ok(tx) => Ok(Tx::new(tx, gate, health, None)),
+        match tx::Beginning::new(&self.pool, self.writer.as_ref(), gate).open(self.backend, commits).await {
+            Ok(open) => Ok(Tx::new(open, health, None)),
             Err(e) => Err(self.unreachable(format!("cannot start a transaction on the inbox: {e}"))),
         }
     }
@@ -145,7 +147,10 @@ impl InboxDb {
     pub(crate) async fn writer(&self) -> Result<Writer, StoreError> {
         self.refuse_while_failing()?;
         let gate = tx::gate_turn(self.gate.as_ref()).await;
-        let conn = self.writes.acquire().await;
+        let conn = match &self.writer {
+            Some(writer) => writer.take().await.map(|conn| Lone::Held(Some(conn), writer.clone())),
+            None => self.pool.acquire().await.map(Lone::Pooled).map_err(StoreError::from),
+        };
         let conn = conn.map_err(|e| self.unreachable(format!("cannot write to the inbox: {e}")))?;
         Ok(Writer { conn, _gate: gate })
     }
@@ -175,11 +180,11 @@ impl InboxDb {
     /// lets them through again once a connection can be had.
     fn unreachable(&self, what: String) -> StoreError {
         self.breaker.failed();
-        let writes = self.writes.clone();
+        let pool = self.pool.clone();
         self.breaker.watch(move || {
-            let writes = writes.clone();
+            let pool = pool.clone();
             async move {
-                match writes.acquire().await {
+                match pool.acquire().await {
                     Ok(mut conn) => sqlx::Executor::execute(&mut *conn, "SELECT 1").await.is_ok(),
                     Err(_) => false,
                 }
@@ -197,27 +202,54 @@ impl InboxDb {
     }
 
     pub(crate) async fn close(&self) {
+        if let Some(writer) = &self.writer {
+            writer.close().await;
+        }
         self.pool.close().await;
-        self.writes.close().await;
     }
 }
 
 /// See [`InboxDb::writer`].
 pub(crate) struct Writer {
-    conn: sqlx::pool::PoolConnection<sqlx::Any>,
+    conn: Lone,
+    // After `conn`: the writer is given back before the gate is let go.
     _gate: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+/// A lone statement's connection: one of PostgreSQL's pool, or SQLite's writer of the file, given
+/// back as it drops.
+enum Lone {
+    Pooled(sqlx::pool::PoolConnection<sqlx::Any>),
+    /// `Some` until it is given back.
+    Held(Option<sqlx::AnyConnection>, Held),
+}
+
+impl Drop for Lone {
+    fn drop(&mut self) {
+        if let Self::Held(conn, writer) = self
+            && let Some(conn) = conn.take()
+        {
+            writer.give_back(conn);
+        }
+    }
 }
 
 impl std::ops::Deref for Writer {
     type Target = sqlx::AnyConnection;
     fn deref(&self) -> &sqlx::AnyConnection {
-        &self.conn
+        match &self.conn {
+            Lone::Pooled(conn) => conn,
+            Lone::Held(conn, _) => conn.as_ref().expect("held until the statement's writer drops"),
+        }
     }
 }
 
 impl std::ops::DerefMut for Writer {
     fn deref_mut(&mut self) -> &mut sqlx::AnyConnection {
-        &mut self.conn
+        match &mut self.conn {
+            Lone::Pooled(conn) => conn,
+            Lone::Held(conn, _) => conn.as_mut().expect("held until the statement's writer drops"),
+        }
     }
 }
 

@@ -18,6 +18,7 @@ mod batch;
 mod breaker;
 mod command_reads;
 mod commands;
+mod commits;
 mod confirmations;
 mod console;
 mod conversations;
@@ -31,6 +32,7 @@ mod evidence_export;
 mod feed;
 mod figures;
 mod health;
+mod held;
 mod inbound;
 mod inbox;
 mod inbox_db;
@@ -138,6 +140,8 @@ pub struct Parts {
     backend: BackendKind,
     /// SQLite only: see [`Tx`].
     write_gate: Option<tx::WriteGate>,
+    /// SQLite only: the main file's writer (`held::Held`; `pool` holds its readers).
+    writer: Option<held::Held>,
     /// The admission writer's queue (group commit); the writer's own handle has none.
     admissions: Option<tokio::sync::mpsc::Sender<writer::Job>>,
     stats: Arc<GroupCommitStats>,
@@ -170,44 +174,6 @@ impl std::fmt::Debug for Store {
 }
 
 impl Store {
-    /// Applies the embedded migrations of this backend. Migrations a newer release applied are
-    /// ignored, not refused: they are additive (`tests/it/migrations_rule.rs`), so this release
-    /// runs on the database the next one migrated — during a rolling upgrade, and after a
-    /// rollback (docs/OPERATING.md, "Upgrading").
-    pub async fn migrate(&self) -> Result<(), StoreError> {
-        let mut migrator = match self.backend {
-            BackendKind::Sqlite => sqlx::migrate!("migrations/sqlite"),
-            BackendKind::Postgres => sqlx::migrate!("migrations/postgres"),
-        };
-        migrator.set_ignore_missing(true);
-        migrator.run(&self.pool).await.map_err(|e| StoreError::Migrate(e.to_string()))?;
-        self.inbox_db.migrate().await?;
-        self.backfill_short_refs().await
-    }
-
-    /// Commands written before short references existed get theirs (a hash of the id, which
-    /// SQL cannot compute), a batch at a time; a no-op once done.
-    async fn backfill_short_refs(&self) -> Result<(), StoreError> {
-        loop {
-            let rows = sqlx::query("SELECT command_id FROM commands WHERE short_ref IS NULL LIMIT 500")
-                .fetch_all(&self.pool)
-                .await?;
-            if rows.is_empty() {
-                return Ok(());
-            }
-            let mut tx = self.begin().await?;
-            for row in &rows {
-                let id = rows::uuid(row, "command_id")?;
-                sqlx::query("UPDATE commands SET short_ref = $1 WHERE command_id = $2")
-                    .bind(crate::domain::command::ShortRef::of(id).as_str())
-                    .bind(id.to_string())
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            tx.commit().await?;
-        }
-    }
-
     /// SQLite: the WAL of each file copied into it, beside the writers (see `sqlite::open`);
     /// nothing on PostgreSQL, which checkpoints by itself.
     /// A checkpoint that cannot grow a file fails the store's writes (see `health`): the WAL,
@@ -277,14 +243,6 @@ impl Store {
         {
             self.health.observe_failure(error);
         }
-    }
-
-    pub async fn close(&self) {
-        if let Some(unhurried) = &self.unhurried {
-            unhurried.close().await;
-        }
-        self.pool.close().await;
-        self.inbox_db.close().await;
     }
 
     pub fn backend(&self) -> BackendKind {

@@ -3,11 +3,11 @@
 use std::path::Path;
 
 use sqlx::any::AnyPoolOptions;
-use sqlx::{AnyPool, AssertSqlSafe, Executor};
+use sqlx::{AnyConnection, AnyPool, AssertSqlSafe, Connection, Executor};
 
 use crate::config::StorageConfig;
+use crate::store::commits::Commits;
 use crate::store::outbox::claim_outbox_sql;
-use crate::store::tx::Commits;
 use crate::store::{Dialect, StoreError};
 
 pub(super) struct SqliteDialect;
@@ -32,13 +32,84 @@ pub(super) struct Tuning {
     pub commits: Commits,
 }
 
-/// The main file's pool.
+/// The main file's writer (`held::Held`): every write transaction of the pipeline's runs on this
+/// one connection, so no other connection's commit throws its page cache away.
 pub(super) const MAIN: Tuning = Tuning { cache_kib: 16_384, commits: Commits::Durable };
+
+/// The main file's readers. SQLite throws a connection's page cache away when another has
+/// committed since its last transaction, which the writer does many times a second under load:
+/// a reader's large cache would be filled and thrown away again.
+pub(super) const READS: Tuning = Tuning { cache_kib: 2_048, commits: Commits::Durable };
 
 /// The main file's connection for work that can wait (`Store::begin_when_idle`, the checkpoints):
 /// its commits unhurried, its cache small, so that the old rows a purge deletes never fill the
 /// pipeline's. (A checkpoint still flushes the WAL before it and the file after it.)
 pub(super) const UNHURRIED: Tuning = Tuning { cache_kib: 2_048, commits: Commits::Unhurried };
+
+/// How every connection to one file is opened: its URL, and the settings [`Opener::settle`]
+/// gives it as it opens (a pool's connections and a file's writer, `held::Held`, alike).
+#[derive(Debug, Clone)]
+pub(super) struct Opener {
+    url: String,
+    redacted: String,
+    busy_timeout: u64,
+    synchronous: &'static str,
+    cache_kib: u32,
+    memory_limit: i64,
+}
+
+impl Opener {
+    /// Connections to the file `url` names (its folder created, the file too when missing),
+    /// as `tuning` says.
+    pub(super) fn new(url: &str, config: &StorageConfig, tuning: Tuning) -> Result<Self, StoreError> {
+        let Tuning { cache_kib, commits } = tuning;
+        let synchronous = match commits {
+            Commits::Durable => "PRAGMA synchronous = FULL",
+            Commits::Unhurried => "PRAGMA synchronous = NORMAL",
+        };
+        Ok(Self {
+            redacted: crate::config::DatabaseUrl::new(url).redacted(),
+            url: prepare_url(url)?,
+            busy_timeout: config.sqlite_busy_timeout_ms,
+            synchronous,
+            cache_kib,
+            memory_limit: i64::try_from(config.sqlite_memory_mib.saturating_mul(1 << 20)).unwrap_or(i64::MAX),
+        })
+    }
+
+    /// One connection of its own, outside any pool.
+    pub(super) async fn open(&self) -> Result<AnyConnection, StoreError> {
+        let unavailable = |e: sqlx::Error| StoreError::Unavailable(format!("cannot open {}: {e}", self.redacted));
+        let mut conn = AnyConnection::connect(&self.url).await.map_err(unavailable)?;
+        self.settle(&mut conn).await.map_err(unavailable)?;
+        Ok(conn)
+    }
+
+    /// A new connection's settings.
+    async fn settle(&self, conn: &mut AnyConnection) -> Result<(), sqlx::Error> {
+        // busy_timeout first, so that switching to WAL waits for a lock instead of failing.
+        conn.execute(AssertSqlSafe(format!("PRAGMA busy_timeout = {}", self.busy_timeout))).await?;
+        conn.execute("PRAGMA journal_mode = WAL").await?;
+        // No checkpoint inside a commit (SQLite's default runs one every 1,000 pages, in the
+        // committing connection, while it holds the one write lock): `Store::checkpoint` runs
+        // them beside the writers (`workers::checkpoint`), and closing the last connection runs
+        // one too.
+        conn.execute("PRAGMA wal_autocheckpoint = 0").await?;
+        // A WAL that a burst grew keeps its size on disk once it starts again from its first
+        // frame; past 64 MB it is cut back then (the soak run: it stayed at 1.2 GB).
+        conn.execute("PRAGMA journal_size_limit = 67108864").await?;
+        conn.execute(self.synchronous).await?;
+        conn.execute("PRAGMA foreign_keys = ON").await?;
+        // The default 2 MB cache makes inserts into the random-keyed indexes (idempotency keys
+        // are SHA-256) read from the OS page by page once the file outgrows it.
+        conn.execute(AssertSqlSafe(format!("PRAGMA cache_size = -{}", self.cache_kib))).await?;
+        // The process's budget, over every connection to every file: past it SQLite recycles
+        // its caches' pages instead of taking more memory (the OS keeps the file's pages
+        // anyway); it is the same for all, so each connection may set it.
+        conn.execute(AssertSqlSafe(format!("PRAGMA soft_heap_limit = {}", self.memory_limit))).await?;
+        Ok(())
+    }
+}
 
 /// Opens the SQLite database `url` names (the main one, or the inbox's beside it), its
 /// connections as `tuning` says. Every connection of the pool is opened now and
@@ -51,16 +122,9 @@ pub(super) async fn open(
     options: AnyPoolOptions,
     tuning: Tuning,
 ) -> Result<AnyPool, StoreError> {
-    let Tuning { cache_kib, commits } = tuning;
-    let synchronous = match commits {
-        Commits::Durable => "PRAGMA synchronous = FULL",
-        Commits::Unhurried => "PRAGMA synchronous = NORMAL",
-    };
-    let redacted = crate::config::DatabaseUrl::new(url).redacted();
-    let url = prepare_url(url)?;
-    let busy_timeout = config.sqlite_busy_timeout_ms;
-    let memory_limit = i64::try_from(config.sqlite_memory_mib.saturating_mul(1 << 20)).unwrap_or(i64::MAX);
+    let opener = Opener::new(url, config, tuning)?;
     let size = options.get_max_connections();
+    let settings = opener.clone();
     let pool = options
         .min_connections(size)
         // A local file does not drop a connection the way a network does; checking each one
@@ -68,33 +132,12 @@ pub(super) async fn open(
         // connection's thread.
         .test_before_acquire(false)
         .after_connect(move |conn, _meta| {
-            Box::pin(async move {
-                // busy_timeout first, so that switching to WAL waits for a lock instead of failing.
-                conn.execute(AssertSqlSafe(format!("PRAGMA busy_timeout = {busy_timeout}"))).await?;
-                conn.execute("PRAGMA journal_mode = WAL").await?;
-                // No checkpoint inside a commit (SQLite's default runs one every 1,000 pages, in the
-                // committing connection, while it holds the one write lock): `Store::checkpoint`
-                // runs them beside the writers (`workers::checkpoint`), and closing the last
-                // connection runs one too.
-                conn.execute("PRAGMA wal_autocheckpoint = 0").await?;
-                // A WAL that a burst grew keeps its size on disk once it starts again from its
-                // first frame; past 64 MB it is cut back then (the soak run: it stayed at 1.2 GB).
-                conn.execute("PRAGMA journal_size_limit = 67108864").await?;
-                conn.execute(synchronous).await?;
-                conn.execute("PRAGMA foreign_keys = ON").await?;
-                // The default 2 MB cache makes inserts into the random-keyed indexes (idempotency
-                // keys are SHA-256) read from the OS page by page once the file outgrows it.
-                conn.execute(AssertSqlSafe(format!("PRAGMA cache_size = -{cache_kib}"))).await?;
-                // The process's budget, over every connection to every file: past it SQLite
-                // recycles its caches' pages instead of taking more memory (the OS keeps the
-                // file's pages anyway); it is the same for all, so each connection may set it.
-                conn.execute(AssertSqlSafe(format!("PRAGMA soft_heap_limit = {memory_limit}"))).await?;
-                Ok(())
-            })
+            let settings = settings.clone();
+            Box::pin(async move { settings.settle(conn).await })
         })
-        .connect(&url)
+        .connect(&opener.url)
         .await
-        .map_err(|e| StoreError::Unavailable(format!("cannot open {redacted}: {e}")))?;
+        .map_err(|e| StoreError::Unavailable(format!("cannot open {}: {e}", opener.redacted)))?;
     crate::store::pool::every_connection(&pool, size).await?;
     Ok(pool)
 }

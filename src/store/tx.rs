@@ -8,42 +8,16 @@ use sqlx::{Any, AnyConnection, Transaction};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
 use crate::config::BackendKind;
+use crate::store::commits::{Commits, begin_statement};
+use crate::store::held::{Held, HeldTx};
 use crate::store::outbox::Handoffs;
 use crate::store::{ClaimedMessage, Store, StoreError, breaker, figures, health};
-
-/// When a commit is on disk.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Commits {
-    /// Before it returns (SQLite `synchronous = FULL`, PostgreSQL's default): a power loss
-    /// cannot take back what was acknowledged. Group commit makes it one flush per batch.
-    Durable,
-    /// With the next durable commit or flush (SQLite `synchronous = NORMAL` in WAL mode,
-    /// PostgreSQL `synchronous_commit = off`): a crash may take back the last of them, never leave
-    /// the database inconsistent. For writes whose loss is harmless — work that is done again (a
-    /// purge's deletes), a lease (the row is claimed again, as when the lease ends), a rate
-    /// limit's arrival times, an inbox row's admitted mark (it reads as a redelivery) —, which
-    /// then wait for no flush of their own.
-    Unhurried,
-}
-
-/// The statement that opens a write transaction on `backend`, its commit as `commits` says. On
-/// SQLite a connection's own `synchronous` decides (`sqlite::Tuning`), and `BEGIN IMMEDIATE`
-/// takes the write lock at once; on PostgreSQL the setting is the transaction's alone, sent in
-/// `BEGIN`'s own round trip (sqlx sends it by the simple protocol, which takes both statements).
-pub(crate) fn begin_statement(backend: BackendKind, commits: Commits) -> &'static str {
-    match (backend, commits) {
-        (BackendKind::Sqlite, _) => "BEGIN IMMEDIATE",
-        (BackendKind::Postgres, Commits::Durable) => "BEGIN",
-        (BackendKind::Postgres, Commits::Unhurried) => "BEGIN; SET LOCAL synchronous_commit = off",
-    }
-}
 
 /// A write transaction. On SQLite it also holds the process's write gate: SQLite has one writer at
 /// a time, and queueing writers here (first come, first served) is far steadier than letting them
 /// poll the database lock through the busy timeout, which still covers other processes.
 pub(crate) struct Tx {
-    tx: Transaction<'static, Any>,
-    _gate: Option<OwnedMutexGuard<()>>,
+    open: Open,
     health: Arc<health::WriteHealth>,
     /// The figures this transaction moves, written as its last statement (`figures::Moves`).
     pub(crate) figures: figures::Moves,
@@ -53,21 +27,28 @@ pub(crate) struct Tx {
     pub(crate) handed: Vec<(ClaimedMessage, Instant)>,
 }
 
+/// Where a transaction runs.
+pub(crate) enum Open {
+    /// On a connection of a pool (PostgreSQL's; on SQLite the connection of work that can wait),
+    /// holding SQLite's write `gate` (`None` on PostgreSQL) until it ends.
+    Pooled { tx: Transaction<'static, Any>, gate: Option<OwnedMutexGuard<()>> },
+    /// On a SQLite file's writer, which holds its gate (`held::HeldTx`).
+    Held(HeldTx),
+}
+
 impl Tx {
-    /// `tx`, holding `gate` (SQLite's write gate) until it ends.
-    pub(crate) fn new(
-        tx: Transaction<'static, Any>,
-        gate: Option<OwnedMutexGuard<()>>,
-        health: Arc<health::WriteHealth>,
-        handoffs: Option<Arc<Handoffs>>,
-    ) -> Self {
-        Self { tx, _gate: gate, health, figures: figures::Moves::default(), handoffs, handed: vec![] }
+    /// A transaction `open`.
+    pub(crate) fn new(open: Open, health: Arc<health::WriteHealth>, handoffs: Option<Arc<Handoffs>>) -> Self {
+        Self { open, health, figures: figures::Moves::default(), handoffs, handed: vec![] }
     }
 
     /// Commits; a commit the database cannot write (a full disk) makes readiness fail.
     pub(crate) async fn commit(mut self) -> Result<(), StoreError> {
-        std::mem::take(&mut self.figures).record(&mut self.tx).await?;
-        let committed = self.tx.commit().await.map_err(StoreError::from);
+        std::mem::take(&mut self.figures).record(&mut self).await?;
+        let committed = match self.open {
+            Open::Pooled { tx, gate: _gate } => tx.commit().await.map_err(StoreError::from),
+            Open::Held(tx) => tx.commit().await,
+        };
         match (&committed, &self.handoffs) {
             (Err(error), _) => self.health.observe_failure(error),
             (Ok(()), Some(handoffs)) if !self.handed.is_empty() => handoffs.hand(std::mem::take(&mut self.handed)),
@@ -77,20 +58,29 @@ impl Tx {
     }
 
     pub(crate) async fn rollback(self) -> Result<(), StoreError> {
-        Ok(self.tx.rollback().await?)
+        match self.open {
+            Open::Pooled { tx, gate: _gate } => Ok(tx.rollback().await?),
+            Open::Held(tx) => tx.rollback().await,
+        }
     }
 }
 
 impl std::ops::Deref for Tx {
     type Target = AnyConnection;
     fn deref(&self) -> &AnyConnection {
-        &self.tx
+        match &self.open {
+            Open::Pooled { tx, .. } => tx,
+            Open::Held(tx) => tx,
+        }
     }
 }
 
 impl std::ops::DerefMut for Tx {
     fn deref_mut(&mut self) -> &mut AnyConnection {
-        &mut self.tx
+        match &mut self.open {
+            Open::Pooled { tx, .. } => tx,
+            Open::Held(tx) => tx,
+        }
     }
 }
 
@@ -149,11 +139,11 @@ impl Store {
         self.begin_committing(Commits::Unhurried).await
     }
 
-    /// A write transaction on the pipeline's pool once the write gate is had, its commit as
-    /// `commits` says.
+    /// A write transaction of the pipeline's once the write gate is had (on SQLite on the file's
+    /// writer), its commit as `commits` says.
     async fn begin_committing(&self, commits: Commits) -> Result<Tx, StoreError> {
         let gate = gate_turn(self.write_gate.as_ref()).await;
-        self.begin_on(self.pool(), gate, commits).await
+        self.begin_on(Beginning::new(self.pool(), self.writer.as_ref(), gate), commits).await
     }
 
     /// Whether a writer waits for SQLite's write gate now (never on PostgreSQL, whose writers
@@ -162,14 +152,8 @@ impl Store {
         self.write_gate.as_ref().is_some_and(WriteGate::waited_for)
     }
 
-    /// A write transaction on a connection of `pool` once the caller holds SQLite's write `gate`
-    /// (`None` on PostgreSQL), its commit as `commits` says.
-    async fn begin_on(
-        &self,
-        pool: &sqlx::AnyPool,
-        gate: Option<OwnedMutexGuard<()>>,
-        commits: Commits,
-    ) -> Result<Tx, StoreError> {
+    /// A write transaction `on` where it says, its commit as `commits` says.
+    async fn begin_on(&self, on: Beginning<'_>, commits: Commits) -> Result<Tx, StoreError> {
         let pass = self.breaker.pass();
         if pass == breaker::Pass::Refused {
             return Err(StoreError::Unavailable("the database was unreachable a moment ago".into()));
@@ -177,10 +161,10 @@ impl Store {
         let _probing = self.breaker.probe_guard(&pass);
         // Whatever stops a transaction from even starting (refused, down, shutting down) means
         // the database is unavailable to us: the caller should retry, never get a 500.
-        match pool.begin_with(begin_statement(self.backend, commits)).await {
-            Ok(tx) => {
+        match on.open(self.backend, commits).await {
+            Ok(open) => {
                 self.breaker.succeeded();
-                Ok(Tx::new(tx, gate, self.health.clone(), self.handoffs.any_open().then(|| self.handoffs.clone())))
+                Ok(Tx::new(open, self.health.clone(), self.handoffs.any_open().then(|| self.handoffs.clone())))
             }
             Err(e) => {
                 self.breaker.failed();
@@ -195,7 +179,36 @@ impl Store {
     /// out of the pipeline's caches; on PostgreSQL `synchronous_commit` off for it alone).
     pub(crate) async fn begin_when_idle(&self, patience: Duration) -> Result<Tx, StoreError> {
         let gate = idle_gate(self.write_gate.as_ref(), patience).await;
-        self.begin_on(self.unhurried_pool(), gate, Commits::Unhurried).await
+        self.begin_on(Beginning::Pool(self.unhurried_pool(), gate), Commits::Unhurried).await
+    }
+}
+
+/// Where a write transaction begins, its caller holding SQLite's write gate (`None` on
+/// PostgreSQL).
+pub(crate) enum Beginning<'a> {
+    /// On a connection of the pool.
+    Pool(&'a sqlx::AnyPool, Option<OwnedMutexGuard<()>>),
+    /// On SQLite's writer of the file.
+    Held(&'a Held, OwnedMutexGuard<()>),
+}
+
+impl<'a> Beginning<'a> {
+    /// On the file's `writer` where there is one (SQLite, whose writers hold the `gate`), else on
+    /// a connection of `pool`.
+    pub(crate) fn new(pool: &'a sqlx::AnyPool, writer: Option<&'a Held>, gate: Option<OwnedMutexGuard<()>>) -> Self {
+        match (writer, gate) {
+            (Some(writer), Some(gate)) => Self::Held(writer, gate),
+            (_, gate) => Self::Pool(pool, gate),
+        }
+    }
+
+    /// The transaction begun, its commit as `commits` says.
+    pub(crate) async fn open(self, backend: BackendKind, commits: Commits) -> Result<Open, StoreError> {
+        let statement = begin_statement(backend, commits);
+        match self {
+            Self::Pool(pool, gate) => Ok(Open::Pooled { tx: pool.begin_with(statement).await?, gate }),
+            Self::Held(writer, gate) => Ok(Open::Held(writer.begin(statement, gate).await?)),
+        }
     }
 }
 

@@ -1,0 +1,227 @@
+//! A SQLite file's writer: the one connection its write transactions run on, held beside its
+//! write gate, outside sqlx's pool.
+//!
+//! Through the pool, each transaction took whichever connection was idle and gave it back to a
+//! ping (sqlx tests every connection given back: a message to the connection's thread and back,
+//! in a task spawned for it), and the writes went round the pool's connections, each throwing
+//! its page cache away whenever another had committed. Held here, the writer is taken and given
+//! back under the gate with nothing in between, and its cache stays warm (docs/BENCHMARKS.md,
+//! 2026-12-02).
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use sqlx::AnyConnection;
+use tokio::sync::OwnedMutexGuard;
+
+use crate::store::StoreError;
+use crate::store::sqlite::Opener;
+
+/// The writer of one file, while no transaction has it; cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Held {
+    slot: Arc<Mutex<Slot>>,
+    opener: Opener,
+}
+
+/// Where a file's writer is.
+enum Slot {
+    /// Kept for the next transaction.
+    Kept(AnyConnection),
+    /// None kept: a transaction has it, or one failed to end and the connection was closed then
+    /// (the next writer opens a fresh one).
+    Empty,
+    /// The store closed: no writer is given out again, as a closed pool gives out none.
+    Closed,
+}
+
+impl Held {
+    /// The file's writer, opened now (on this runtime, as a pool's connections are).
+    pub(super) async fn open(opener: Opener) -> Result<Self, StoreError> {
+        let conn = opener.open().await?;
+        Ok(Self { slot: Arc::new(Mutex::new(Slot::Kept(conn))), opener })
+    }
+
+    fn slot(&self) -> std::sync::MutexGuard<'_, Slot> {
+        self.slot.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The writer, for whoever holds the file's write gate: the one kept, or a fresh one.
+    pub(super) async fn take(&self) -> Result<AnyConnection, StoreError> {
+        let kept = {
+            let mut slot = self.slot();
+            match std::mem::replace(&mut *slot, Slot::Empty) {
+                Slot::Closed => {
+                    *slot = Slot::Closed;
+                    return Err(StoreError::Unavailable("the database is closed".into()));
+                }
+                other => other,
+            }
+        };
+        match kept {
+            Slot::Kept(conn) => Ok(conn),
+            _ => self.opener.open().await,
+        }
+    }
+
+    /// The writer back, with no transaction open on it (closed as it drops once the store is).
+    pub(super) fn give_back(&self, conn: AnyConnection) {
+        let mut slot = self.slot();
+        if !matches!(*slot, Slot::Closed) {
+            *slot = Slot::Kept(conn);
+        }
+    }
+
+    /// Closes the writer (the store closing): none is given out again.
+    pub(super) async fn close(&self) {
+        let kept = std::mem::replace(&mut *self.slot(), Slot::Closed);
+        if let Slot::Kept(conn) = kept {
+            let _ = sqlx::Connection::close(conn).await;
+        }
+    }
+
+    /// A write transaction on the writer, begun by `statement` (`commits::begin_statement`), for the
+    /// holder of the file's write `gate`, which it keeps until the transaction ends. A writer
+    /// that cannot begin one is closed.
+    pub(super) async fn begin(&self, statement: &'static str, gate: OwnedMutexGuard<()>) -> Result<HeldTx, StoreError> {
+        let mut conn = self.take().await?;
+        sqlx::query(statement).execute(&mut conn).await?;
+        Ok(HeldTx { conn: Some(conn), held: self.clone(), gate: Some(gate) })
+    }
+}
+
+/// A transaction on a file's writer. Ended by [`HeldTx::commit`] or [`HeldTx::rollback`]; one
+/// dropped open is rolled back before the gate is let go, as sqlx's own transactions are.
+pub(crate) struct HeldTx {
+    /// The writer, until the transaction ends.
+    conn: Option<AnyConnection>,
+    held: Held,
+    gate: Option<OwnedMutexGuard<()>>,
+}
+
+impl HeldTx {
+    pub(super) async fn commit(mut self) -> Result<(), StoreError> {
+        self.end("COMMIT").await
+    }
+
+    pub(super) async fn rollback(mut self) -> Result<(), StoreError> {
+        self.end("ROLLBACK").await
+    }
+
+    /// Ends the transaction with `statement`, the writer given back once it did. A writer whose
+    /// transaction did not end as asked (SQLite rolls a transaction back by itself after some
+    /// failures, a full disk's among them, and the ROLLBACK then fails) is closed instead: what
+    /// it held is rolled back as it closes, and the next writer opens a fresh one.
+    async fn end(&mut self, statement: &'static str) -> Result<(), StoreError> {
+        let Some(mut conn) = self.conn.take() else { return Ok(()) };
+        sqlx::query(statement).execute(&mut conn).await?;
+        self.held.give_back(conn);
+        Ok(())
+    }
+
+    fn conn(&self) -> &AnyConnection {
+        self.conn.as_ref().expect("a transaction holds its writer until it ends")
+    }
+
+    fn conn_mut(&mut self) -> &mut AnyConnection {
+        self.conn.as_mut().expect("a transaction holds its writer until it ends")
+    }
+}
+
+impl Drop for HeldTx {
+    fn drop(&mut self) {
+        let Some(mut conn) = self.conn.take() else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        // The gate goes with the rollback: no writer begins on the file before it is done.
+        let (held, gate) = (self.held.clone(), self.gate.take());
+        runtime.spawn(async move {
+            if sqlx::query("ROLLBACK").execute(&mut conn).await.is_ok() {
+                held.give_back(conn);
+            }
+            drop(gate);
+        });
+    }
+}
+
+impl std::ops::Deref for HeldTx {
+    type Target = AnyConnection;
+    fn deref(&self) -> &AnyConnection {
+        self.conn()
+    }
+}
+
+impl std::ops::DerefMut for HeldTx {
+    fn deref_mut(&mut self) -> &mut AnyConnection {
+        self.conn_mut()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::store::{Store, Tx};
+
+    /// Whether `tx` runs on the connection that created the temporary table `marker` (a
+    /// temporary table is its connection's alone).
+    async fn on_the_marked_connection(tx: &mut Tx) -> bool {
+        let marked = "SELECT COUNT(*) FROM sqlite_temp_master WHERE name = 'marker'";
+        sqlx::query_scalar::<_, i64>(marked).fetch_one(&mut **tx).await.expect("a count") == 1
+    }
+
+    /// A store whose writer is marked.
+    async fn marked() -> (tempfile::TempDir, Store) {
+        let (folder, store) = Store::scratch().await;
+        let mut tx = store.begin().await.expect("a writer");
+        sqlx::query("CREATE TEMP TABLE marker (x)").execute(&mut *tx).await.expect("marked");
+        tx.commit().await.expect("committed");
+        (folder, store)
+    }
+
+    #[tokio::test]
+    async fn every_write_transaction_runs_on_the_one_writer_and_reads_beside_it() {
+        let (_folder, store) = marked().await;
+        for _ in 0..3 {
+            let mut tx = store.begin().await.expect("a writer");
+            assert!(on_the_marked_connection(&mut tx).await, "the writer kept");
+            tx.commit().await.expect("committed");
+            let mut tx = store.begin_losable().await.expect("a writer");
+            assert!(on_the_marked_connection(&mut tx).await, "the writer kept");
+            tx.rollback().await.expect("rolled back");
+        }
+        let marked = "SELECT COUNT(*) FROM sqlite_temp_master WHERE name = 'marker'";
+        let read: i64 = sqlx::query_scalar(marked).fetch_one(store.pool()).await.expect("a count");
+        assert_eq!(read, 0, "reads run on the readers");
+    }
+
+    #[tokio::test]
+    async fn a_transaction_dropped_open_is_rolled_back_before_the_next_writer_begins() {
+        let (_folder, store) = marked().await;
+        let mut tx = store.begin().await.expect("a writer");
+        sqlx::query("CREATE TABLE dropped (x)").execute(&mut *tx).await.expect("created");
+        drop(tx);
+        let mut tx = store.begin().await.expect("the next writer, once the rollback let the gate go");
+        let dropped = "SELECT COUNT(*) FROM sqlite_master WHERE name = 'dropped'";
+        let left: i64 = sqlx::query_scalar(dropped).fetch_one(&mut *tx).await.expect("a count");
+        assert_eq!(left, 0, "rolled back");
+        assert!(on_the_marked_connection(&mut tx).await, "and the writer kept");
+        tx.commit().await.expect("committed");
+    }
+
+    #[tokio::test]
+    async fn a_writer_whose_transaction_did_not_end_as_asked_is_replaced_by_a_fresh_one() {
+        let (_folder, store) = marked().await;
+        let mut tx = store.begin().await.expect("a writer");
+        // As SQLite does by itself after some failures (a full disk's): the transaction is gone.
+        sqlx::query("ROLLBACK").execute(&mut *tx).await.expect("ended underneath");
+        assert!(tx.commit().await.is_err(), "nothing to commit");
+        let mut tx = store.begin().await.expect("a fresh writer");
+        assert!(!on_the_marked_connection(&mut tx).await, "a fresh connection");
+        sqlx::query("CREATE TABLE written (x)").execute(&mut *tx).await.expect("written");
+        tx.commit().await.expect("committed");
+    }
+
+    #[tokio::test]
+    async fn a_closed_store_gives_its_writer_out_no_more() {
+        let (_folder, store) = marked().await;
+        store.close().await;
+        assert!(store.begin().await.is_err(), "no fresh writer opened behind the close");
+    }
+}
