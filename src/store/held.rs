@@ -45,26 +45,23 @@ impl Held {
         self.slot.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The writer, for whoever holds the file's write gate: the one kept, or a fresh one.
-    pub(super) async fn take(&self) -> Result<AnyConnection, StoreError> {
-        let kept = {
-            let mut slot = self.slot();
-            match std::mem::replace(&mut *slot, Slot::Empty) {
-                Slot::Closed => {
-                    *slot = Slot::Closed;
-                    return Err(StoreError::Unavailable("the database is closed".into()));
-                }
-                other => other,
+    /// The writer, for whoever holds the file's write gate: the one kept, or a fresh one; given
+    /// back as the loan drops.
+    pub(super) async fn lend(&self) -> Result<Lent, StoreError> {
+        let kept = std::mem::replace(&mut *self.slot(), Slot::Empty);
+        let conn = match kept {
+            Slot::Kept(conn) => conn,
+            Slot::Empty => self.opener.open().await?,
+            Slot::Closed => {
+                *self.slot() = Slot::Closed;
+                return Err(StoreError::Unavailable("the database is closed".into()));
             }
         };
-        match kept {
-            Slot::Kept(conn) => Ok(conn),
-            _ => self.opener.open().await,
-        }
+        Ok(Lent { conn: Some(conn), held: self.clone() })
     }
 
     /// The writer back, with no transaction open on it (closed as it drops once the store is).
-    pub(super) fn give_back(&self, conn: AnyConnection) {
+    fn give_back(&self, conn: AnyConnection) {
         let mut slot = self.slot();
         if !matches!(*slot, Slot::Closed) {
             *slot = Slot::Kept(conn);
@@ -83,18 +80,53 @@ impl Held {
     /// holder of the file's write `gate`, which it keeps until the transaction ends. A writer
     /// that cannot begin one is closed.
     pub(super) async fn begin(&self, statement: &'static str, gate: OwnedMutexGuard<()>) -> Result<HeldTx, StoreError> {
-        let mut conn = self.take().await?;
-        sqlx::query(statement).execute(&mut conn).await?;
-        Ok(HeldTx { conn: Some(conn), held: self.clone(), gate: Some(gate) })
+        let mut lent = self.lend().await?;
+        sqlx::query(statement).execute(&mut *lent).await?;
+        Ok(HeldTx { lent, gate: Some(gate) })
+    }
+}
+
+/// A file's writer lent out: given back as it drops, unless taken out of the loan to be closed
+/// (dropped) or given back by hand.
+pub(crate) struct Lent {
+    /// `Some` until given back.
+    conn: Option<AnyConnection>,
+    held: Held,
+}
+
+impl Lent {
+    /// The writer, out of the loan: nothing gives it back now but [`Held::give_back`].
+    fn recall(&mut self) -> Option<AnyConnection> {
+        self.conn.take()
+    }
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.held.give_back(conn);
+        }
+    }
+}
+
+impl std::ops::Deref for Lent {
+    type Target = AnyConnection;
+    fn deref(&self) -> &AnyConnection {
+        self.conn.as_ref().expect("a loan holds its writer until it is given back")
+    }
+}
+
+impl std::ops::DerefMut for Lent {
+    fn deref_mut(&mut self) -> &mut AnyConnection {
+        self.conn.as_mut().expect("a loan holds its writer until it is given back")
     }
 }
 
 /// A transaction on a file's writer. Ended by [`HeldTx::commit`] or [`HeldTx::rollback`]; one
 /// dropped open is rolled back before the gate is let go, as sqlx's own transactions are.
 pub(crate) struct HeldTx {
-    /// The writer, until the transaction ends.
-    conn: Option<AnyConnection>,
-    held: Held,
+    /// The writer; recalled from the loan as the transaction ends.
+    lent: Lent,
     gate: Option<OwnedMutexGuard<()>>,
 }
 
@@ -112,27 +144,21 @@ impl HeldTx {
     /// failures, a full disk's among them, and the ROLLBACK then fails) is closed instead: what
     /// it held is rolled back as it closes, and the next writer opens a fresh one.
     async fn end(&mut self, statement: &'static str) -> Result<(), StoreError> {
-        let Some(mut conn) = self.conn.take() else { return Ok(()) };
+        let Some(mut conn) = self.lent.recall() else { return Ok(()) };
         sqlx::query(statement).execute(&mut conn).await?;
-        self.held.give_back(conn);
+        self.lent.held.give_back(conn);
         Ok(())
-    }
-
-    fn conn(&self) -> &AnyConnection {
-        self.conn.as_ref().expect("a transaction holds its writer until it ends")
-    }
-
-    fn conn_mut(&mut self) -> &mut AnyConnection {
-        self.conn.as_mut().expect("a transaction holds its writer until it ends")
     }
 }
 
 impl Drop for HeldTx {
     fn drop(&mut self) {
-        let Some(mut conn) = self.conn.take() else { return };
+        // Recalled first: without a runtime to roll it back on, the writer closes as it drops
+        // (which rolls its transaction back), never given back open.
+        let Some(mut conn) = self.lent.recall() else { return };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
         // The gate goes with the rollback: no writer begins on the file before it is done.
-        let (held, gate) = (self.held.clone(), self.gate.take());
+        let (held, gate) = (self.lent.held.clone(), self.gate.take());
         runtime.spawn(async move {
             if sqlx::query("ROLLBACK").execute(&mut conn).await.is_ok() {
                 held.give_back(conn);
@@ -145,13 +171,13 @@ impl Drop for HeldTx {
 impl std::ops::Deref for HeldTx {
     type Target = AnyConnection;
     fn deref(&self) -> &AnyConnection {
-        self.conn()
+        &self.lent
     }
 }
 
 impl std::ops::DerefMut for HeldTx {
     fn deref_mut(&mut self) -> &mut AnyConnection {
-        self.conn_mut()
+        &mut self.lent
     }
 }
 

@@ -16,7 +16,7 @@ use sqlx::AnyPool;
 use crate::config::{BackendKind, StorageConfig};
 use crate::store::breaker::Breaker;
 use crate::store::commits::Commits;
-use crate::store::held::Held;
+use crate::store::held::{Held, Lent};
 use crate::store::tx::{self, WriteGate};
 use crate::store::{StoreError, Tx, health, sqlite};
 
@@ -148,7 +148,7 @@ impl InboxDb {
         self.refuse_while_failing()?;
         let gate = tx::gate_turn(self.gate.as_ref()).await;
         let conn = match &self.writer {
-            Some(writer) => writer.take().await.map(|conn| Lone::Held(Some(conn), writer.clone())),
+            Some(writer) => writer.lend().await.map(Lone::Held),
             None => self.pool.acquire().await.map(Lone::Pooled).map_err(StoreError::from),
         };
         let conn = conn.map_err(|e| self.unreachable(format!("cannot write to the inbox: {e}")))?;
@@ -220,18 +220,7 @@ pub(crate) struct Writer {
 /// back as it drops.
 enum Lone {
     Pooled(sqlx::pool::PoolConnection<sqlx::Any>),
-    /// `Some` until it is given back.
-    Held(Option<sqlx::AnyConnection>, Held),
-}
-
-impl Drop for Lone {
-    fn drop(&mut self) {
-        if let Self::Held(conn, writer) = self
-            && let Some(conn) = conn.take()
-        {
-            writer.give_back(conn);
-        }
-    }
+    Held(Lent),
 }
 
 impl std::ops::Deref for Writer {
@@ -239,7 +228,7 @@ impl std::ops::Deref for Writer {
     fn deref(&self) -> &sqlx::AnyConnection {
         match &self.conn {
             Lone::Pooled(conn) => conn,
-            Lone::Held(conn, _) => conn.as_ref().expect("held until the statement's writer drops"),
+            Lone::Held(conn) => conn,
         }
     }
 }
@@ -248,7 +237,7 @@ impl std::ops::DerefMut for Writer {
     fn deref_mut(&mut self) -> &mut sqlx::AnyConnection {
         match &mut self.conn {
             Lone::Pooled(conn) => conn,
-            Lone::Held(conn, _) => conn.as_mut().expect("held until the statement's writer drops"),
+            Lone::Held(conn) => conn,
         }
     }
 }
