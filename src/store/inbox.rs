@@ -32,6 +32,9 @@ pub struct NewInboxEntry {
     pub hold: Option<Duration>,
     /// The webhook's trace (W3C `traceparent`), which its admission joins.
     pub trace_parent: Option<String>,
+    /// The webhook's answer waits for its admission on this instance, the only one that can tell
+    /// it: no other live instance takes the row (see [`Inbox::claim`]).
+    pub answer_waits: bool,
 }
 
 /// What entering one message came to.
@@ -67,11 +70,11 @@ pub struct Lease<'a> {
     pub until: OffsetDateTime,
 }
 
-const COLUMNS: usize = 8;
+const COLUMNS: usize = 9;
 /// The rows `insert_rows` writes in one statement.
 const ROWS_PER_STATEMENT: usize = crate::store::rows::PARAMS_PER_STATEMENT / COLUMNS;
 const INSERT: &str = "INSERT INTO inbox (channel, provider_message_id, conversation_id, payload, hold_ms, \
-                      trace_parent, received_at, owner)";
+                      trace_parent, received_at, owner, answer_waits)";
 const INSERT_TAIL: &str = "ON CONFLICT (channel, provider_message_id) DO NOTHING \
                            RETURNING id, channel, provider_message_id";
 
@@ -133,9 +136,14 @@ impl Inbox<'_> {
         Ok(deliveries.iter().map(|delivery| delivery.iter().map(&mut entered).collect()).collect())
     }
 
-    /// Up to `limit` unadmitted rows, oldest first, now `lease.owner`'s: its own, and those of
-    /// instances no longer alive. A row waits while an older one of its conversation is another
-    /// live instance's, so that a conversation's messages are admitted in the order they came.
+    /// Up to `limit` unadmitted rows, oldest first, now `lease.owner`'s: its own, those of
+    /// instances no longer alive, and the later rows of each conversation whose oldest is one of
+    /// those. A conversation whose oldest row is another live instance's waits for that one, so
+    /// that a conversation's messages are admitted in the order they came; taking its followers
+    /// with it lets the instance that has a conversation admit all of it in one pass, where two
+    /// instances sharing one (a load balancer spreading a person's messages) would take turns a
+    /// message at a time. A row whose webhook waits for its answer (`answer_waits`) is not taken
+    /// from its live instance, nor anything of its conversation after it.
     pub async fn claim(self, lease: Lease<'_>, now: OffsetDateTime, limit: i64) -> Result<Vec<InboxEntry>, StoreError> {
         let mut tx = self.store.begin_inbox().await?;
         let others = others_alive(&mut tx, self.store.backend(), lease.owner, now).await?;
@@ -149,13 +157,17 @@ impl Inbox<'_> {
             );
             sqlx::query(sqlx::AssertSqlSafe(sql)).bind(limit).fetch_all(&mut *tx).await?
         } else {
-            // Not theirs, nor behind an older message of theirs in its conversation.
+            // Not when the conversation's oldest row is another live instance's, nor behind (or
+            // at) one whose answer waits there: two index probes per row, looked at in order until
+            // `limit` are found (`inbox_awaited` holds the few rows waited for).
             let list = placeholder_list(0, others.len(), crate::store::rows::Marks::for_connection(&tx));
             let sql = format!(
                 "SELECT {CLAIMED} FROM inbox i WHERE admitted_at IS NULL AND awaiting_address IS NULL
-                 AND owner NOT IN {list}
-                 AND NOT EXISTS (SELECT 1 FROM inbox e WHERE e.admitted_at IS NULL AND e.awaiting_address IS NULL
-                     AND e.conversation_id = i.conversation_id AND e.id < i.id AND e.owner IN {list})
+                 AND (SELECT f.owner FROM inbox f WHERE f.admitted_at IS NULL AND f.awaiting_address IS NULL
+                      AND f.conversation_id = i.conversation_id ORDER BY f.id LIMIT 1) NOT IN {list}
+                 AND NOT EXISTS (SELECT 1 FROM inbox e WHERE e.admitted_at IS NULL AND e.answer_waits = 1
+                      AND e.awaiting_address IS NULL AND e.conversation_id = i.conversation_id AND e.id <= i.id
+                      AND e.owner IN {list})
                  ORDER BY id LIMIT ${} FOR UPDATE SKIP LOCKED",
                 others.len() + 1
             );
@@ -163,7 +175,8 @@ impl Inbox<'_> {
             query.bind(limit).fetch_all(&mut *tx).await?
         };
         let mut claimed = rows.iter().map(entry).collect::<Result<Vec<_>, _>>()?;
-        // What a dead instance left becomes this one's (one statement; its own rows stay as they are).
+        // What a dead instance left, and the followers taken, become this one's (one statement;
+        // its own rows stay as they are).
         let taken: Vec<Vec<Param>> = claimed
             .iter()
             .filter(|(_, owner)| owner != lease.owner)
@@ -276,6 +289,7 @@ fn row(entry: &NewInboxEntry, lease: Lease<'_>, received_at: OffsetDateTime) -> 
         entry.trace_parent.clone().into(),
         to_ms(received_at).into(),
         lease.owner.into(),
+        i64::from(entry.answer_waits).into(),
     ]
 }
 

@@ -137,6 +137,7 @@ async fn another_instances_backlog_counts_and_is_taken_over_when_its_hold_ends()
                 payload: serde_json::to_string(&message).expect("json"),
                 hold: None,
                 trace_parent: None,
+                answer_waits: false,
             }
         })
         .collect();
@@ -186,14 +187,7 @@ async fn another_instances_backlog_counts_and_is_taken_over_when_its_hold_ends()
 async fn a_conversation_waits_behind_another_live_instances_older_message() {
     let Some(db) = TestDb::postgres().await else { return };
     let now = time::OffsetDateTime::now_utc();
-    let entry = |id: &str, conversation: &str| NewInboxEntry {
-        channel: chatgate::domain::command::Channel::parse("whatsapp").expect("channel"),
-        provider_message_id: chatgate::domain::command::ExternalId::parse(id).expect("id"),
-        conversation_id: conversation.to_owned(),
-        payload: "{}".to_owned(),
-        hold: None,
-        trace_parent: None,
-    };
+    let entry = |id: &str, conversation: &str| bare_entry(id, conversation, false);
     let hour = Duration::from_secs(3_600);
     let theirs = Lease { owner: "another-instance", until: now + hour };
     let mine = Lease { owner: "this-instance", until: now + hour };
@@ -206,9 +200,6 @@ async fn a_conversation_waits_behind_another_live_instances_older_message() {
         .enter(&[&[entry("wamid.M1", "whatsapp:1:c1"), entry("wamid.M2", "whatsapp:1:c2")]], mine, true, now)
         .await
         .expect("mine");
-    let ids = |claimed: Vec<chatgate::store::InboxEntry>| -> Vec<String> {
-        claimed.into_iter().map(|entry| entry.provider_message_id).collect()
-    };
     assert_eq!(ids(inbox.claim(mine, now, 10).await.expect("claim")), ["wamid.M2"], "c1 waits behind theirs");
     let gone = Lease { owner: "another-instance", until: now - hour };
     inbox.renew(gone).await.expect("their hold ended");
@@ -216,6 +207,59 @@ async fn a_conversation_waits_behind_another_live_instances_older_message() {
     assert_eq!(taken, ["wamid.T1", "wamid.T2", "wamid.M1", "wamid.M2"], "theirs first, in order, then mine");
     let owned = "SELECT COUNT(*) FROM inbox WHERE owner = $1";
     assert_eq!(db.count_inbox(owned, "this-instance").await, 4, "what a dead instance left is this one's now");
+}
+
+/// The instance holding a conversation's oldest message takes the conversation's later messages
+/// with it, another live instance's too — but not one whose webhook waits for its answer there,
+/// nor what comes after that one — and the other instance takes nothing of it meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_instance_with_a_conversations_oldest_message_takes_its_followers_but_none_awaited() {
+    let Some(db) = TestDb::postgres().await else { return };
+    let now = time::OffsetDateTime::now_utc();
+    let hour = Duration::from_secs(3_600);
+    let theirs = Lease { owner: "another-instance", until: now + hour };
+    let mine = Lease { owner: "this-instance", until: now + hour };
+    let inbox = db.store.inbox();
+    let enter = |id: &'static str, lease, answer_waits| async move {
+        let entry = bare_entry(id, "whatsapp:1:c1", answer_waits);
+        inbox.enter(&[&[entry]], lease, true, now).await.expect("stored");
+    };
+    enter("wamid.1", mine, false).await;
+    enter("wamid.2", theirs, false).await;
+    enter("wamid.3", mine, false).await;
+    enter("wamid.4", theirs, true).await;
+    enter("wamid.5", mine, false).await;
+    assert!(inbox.claim(theirs, now, 10).await.expect("claim").is_empty(), "the oldest is mine: theirs wait");
+    let claimed = inbox.claim(mine, now, 10).await.expect("claim");
+    let claimed_ids: Vec<i64> = claimed.iter().map(|entry| entry.id).collect();
+    assert_eq!(ids(claimed), ["wamid.1", "wamid.2", "wamid.3"], "up to their message whose answer waits");
+    assert!(inbox.claim(theirs, now, 10).await.expect("claim").is_empty(), "mine are being admitted");
+    let owned = "SELECT COUNT(*) FROM inbox WHERE owner = $1";
+    assert_eq!(db.count_inbox(owned, "this-instance").await, 4, "their follower is mine now");
+
+    inbox.admitted(&claimed_ids, now).await.expect("marked");
+    assert!(inbox.claim(mine, now, 10).await.expect("claim").is_empty(), "their awaited message is the oldest now");
+    let taken = ids(inbox.claim(theirs, now, 10).await.expect("claim"));
+    assert_eq!(taken, ["wamid.4", "wamid.5"], "theirs, and my message behind it");
+    assert_eq!(db.count_inbox(owned, "another-instance").await, 2);
+}
+
+/// A message of `conversation` as an instance stores it; `answer_waits`: its webhook waits.
+fn bare_entry(id: &str, conversation: &str, answer_waits: bool) -> NewInboxEntry {
+    NewInboxEntry {
+        channel: chatgate::domain::command::Channel::parse("whatsapp").expect("channel"),
+        provider_message_id: chatgate::domain::command::ExternalId::parse(id).expect("id"),
+        conversation_id: conversation.to_owned(),
+        payload: "{}".to_owned(),
+        hold: None,
+        trace_parent: None,
+        answer_waits,
+    }
+}
+
+/// The provider message ids of claimed rows, in their order.
+fn ids(claimed: Vec<chatgate::store::InboxEntry>) -> Vec<String> {
+    claimed.into_iter().map(|entry| entry.provider_message_id).collect()
 }
 
 /// The console overview's intake paragraph, as an operator sees it.

@@ -298,6 +298,7 @@ impl super::Ingress {
                 payload,
                 hold: message.answered_inline,
                 trace_parent: trace_parent.clone(),
+                answer_waits: wants_outcome,
             });
         }
         self.inbox.enter(entries, wants_outcome).await
