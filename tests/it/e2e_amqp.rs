@@ -59,11 +59,19 @@ async fn told_as_the_agent_said(db: &TestDb) {
         WHERE c.args LIKE '%\"17\"%' AND d.outcome = 'refused' AND d.detail LIKE '%invalid_state%'";
     let row = sqlx::query(declined).fetch_one(&mut conn).await.expect("delivery log");
     assert_eq!(sqlx::Row::try_get::<i64, _>(&row, 0).expect("count"), 1, "order 17 was declined once, then done");
-    let row = sqlx::query("SELECT state, version FROM agents WHERE name = 'orders'").fetch_one(&mut conn).await;
-    let row = row.expect("the agent");
-    let (state, version): (String, i64) = (sqlx::Row::get(&row, 0), sqlx::Row::get(&row, 1));
-    assert_eq!(state, "idle");
-    assert!(version >= 2, "the agent's state events moved its machine (version {version})");
+    // The agent says `idle` after its last result: the commands may settle before that event is in.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let row = sqlx::query("SELECT state, version FROM agents WHERE name = 'orders'").fetch_one(&mut conn).await;
+        let row = row.expect("the agent");
+        let (state, version): (String, i64) = (sqlx::Row::get(&row, 0), sqlx::Row::get(&row, 1));
+        if state == "idle" {
+            assert!(version >= 2, "the agent's state events moved its machine (version {version})");
+            return;
+        }
+        assert!(Instant::now() < deadline, "the agent still {state} after its last result");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 pub async fn all_settled(db: &TestDb, expected: usize, within: Duration) -> Vec<(String, String, Option<String>)> {
