@@ -81,7 +81,11 @@ impl Held {
     /// that cannot begin one is closed.
     pub(super) async fn begin(&self, statement: &'static str, gate: OwnedMutexGuard<()>) -> Result<HeldTx, StoreError> {
         let mut lent = self.lend().await?;
-        sqlx::query(statement).execute(&mut *lent).await?;
+        if let Err(error) = sqlx::query(statement).execute(&mut *lent).await {
+            // Closed as it drops, not given back.
+            drop(lent.recall());
+            return Err(error.into());
+        }
         Ok(HeldTx { lent, gate: Some(gate) })
     }
 }
@@ -183,7 +187,11 @@ impl std::ops::DerefMut for HeldTx {
 
 #[cfg(test)]
 mod tests {
-    use crate::store::{Store, Tx};
+    use std::sync::Arc;
+
+    use super::Held;
+    use crate::config::StorageConfig;
+    use crate::store::{Store, Tx, sqlite};
 
     /// Whether `tx` runs on the connection that created the temporary table `marker` (a
     /// temporary table is its connection's alone).
@@ -241,6 +249,28 @@ mod tests {
         let mut tx = store.begin().await.expect("a fresh writer");
         assert!(!on_the_marked_connection(&mut tx).await, "a fresh connection");
         sqlx::query("CREATE TABLE written (x)").execute(&mut *tx).await.expect("written");
+        tx.commit().await.expect("committed");
+    }
+
+    #[tokio::test]
+    async fn a_writer_that_cannot_begin_a_transaction_is_closed_not_given_back() {
+        sqlx::any::install_default_drivers();
+        let folder = tempfile::tempdir().expect("a folder");
+        let url = format!("sqlite://{}", folder.path().join("held.db").display());
+        let tuning = sqlite::Tuning { cache_kib: 2_000, commits: crate::store::commits::Commits::Durable };
+        let opener = sqlite::Opener::new(&url, &StorageConfig::default(), tuning).expect("an opener");
+        let held = Held::open(opener).await.expect("a writer");
+        let gate = || Arc::new(tokio::sync::Mutex::new(())).try_lock_owned().expect("a gate");
+        let mut lent = held.lend().await.expect("lent");
+        sqlx::query("CREATE TEMP TABLE marker (x)").execute(&mut *lent).await.expect("marked");
+        // Given back inside a transaction, as no caller should: the next BEGIN on it fails.
+        sqlx::query("BEGIN").execute(&mut *lent).await.expect("begun");
+        drop(lent);
+        assert!(held.begin("BEGIN IMMEDIATE", gate()).await.is_err(), "a transaction within a transaction");
+        let mut tx = held.begin("BEGIN IMMEDIATE", gate()).await.expect("a fresh writer");
+        let marked = "SELECT COUNT(*) FROM sqlite_temp_master WHERE name = 'marker'";
+        let found: i64 = sqlx::query_scalar(marked).fetch_one(&mut *tx).await.expect("a count");
+        assert_eq!(found, 0, "the one that failed was closed");
         tx.commit().await.expect("committed");
     }
 
