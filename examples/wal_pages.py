@@ -72,18 +72,16 @@ def main():
     print("fsyncs per command: " + ", ".join(f"{f}: {n / per:.2f}" for f, n in sorted(syncs.items())))
     for wal, pages in sorted(frames.items()):
         named = owners(pathlib.Path(args.data) / wal.removesuffix("-wal"))
-        by_table = collections.Counter(named.get(page, ("?", "?"))[1] for page in pages)
-        by_index = collections.Counter(named.get(page, ("?", "?"))[0] for page in pages)
+        # Each frame counted by (its table or index, the table that one belongs to).
+        by_tree = collections.Counter(named.get(page, ("?", "?")) for page in pages)
+        by_table = collections.Counter()
+        for (_, table), count in by_tree.items():
+            by_table[table] += count
         print(f"\n{wal}: {len(pages) / per:.1f} frames per command")
         for table, count in by_table.most_common():
-            indexes = [(n, c) for n, c in by_index.items() if named_table(named, n) == table]
-            detail = ", ".join(f"{n} {c / per:.2f}" for n, c in sorted(indexes, key=lambda item: -item[1]))
+            trees = [(tree, c) for (tree, owner), c in by_tree.most_common() if owner == table]
+            detail = ", ".join(f"{tree} {c / per:.2f}" for tree, c in trees)
             print(f"  {count / per:6.2f}  {table}  ({detail})")
-
-
-def named_table(named, name):
-    """The table the table or index `name` belongs to."""
-    return next((table for index, table in named.values() if index == name), "?")
 
 
 if __name__ == "__main__":
