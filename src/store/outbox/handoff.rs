@@ -88,7 +88,7 @@ pub(crate) struct Handoffs {
 
 /// The people of a JSON list an earlier message waits for. SQLite's only (messages are handed
 /// over on SQLite only), through the pending rows' index by person: left to itself the planner
-/// reads every pending message (`outbox_claim_order`), a backlog's worth per transaction.
+/// reads every pending message (`outbox_claim_due`), a backlog's worth per transaction.
 const WAITING: &str = "SELECT DISTINCT destination FROM outbox INDEXED BY outbox_pending_by_destination \
      WHERE status = 'pending' AND kind = 'message' AND destination IN (SELECT value FROM json_each($1))";
 
