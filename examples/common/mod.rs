@@ -72,7 +72,7 @@ pub fn write_config(
 ) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let config = format!(
-        "[server]\nlisten = \"127.0.0.1:{port}\"\n[storage]\ndatabase_url = \"{database_url}\"\n\
+        "[server]\nlisten = \"127.0.0.1:{port}\"\ncpus = \"${{CHATGATE_CPUS:-}}\"\n[storage]\ndatabase_url = \"{database_url}\"\n\
          [registry]\ncommands = \"{commands}\"\ndirectory = \"{directory}\"\ntemplates = \"{templates}\"\n\
          [whatsapp]\napi_base = \"{graph}\"\naccess_token = \"bench-token\"\n\
          [whatsapp.apps.default]\napp_secret = \"{SECRET}\"\nverify_token = \"bench\"\n\

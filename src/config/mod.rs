@@ -4,6 +4,7 @@
 //! bridge in `security.rs`, the caps that keep callers apart in `protections.rs`, the check in
 //! `validate.rs`. Imports `domain` only.
 
+mod cores;
 mod directory;
 mod executors;
 mod ingest;
@@ -20,6 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use cores::CoreList;
 pub use directory::DirectoryConfig;
 pub use executors::{DEFAULT_EXCHANGE, DEFAULT_RESPONSE_QUEUE, ExecutorConfig, ExecutorTarget};
 pub use ingest::{Acknowledge, IngestConfig};
@@ -222,8 +224,10 @@ pub fn parse_toml<T: serde::de::DeserializeOwned>(
     })?;
     T::deserialize(toml::Value::Table(table)).map_err(|e| {
         // The text as written says where (`line 12, column 1`); interpolation only fills in values,
-        // so a field that does not belong fails there alike.
-        parse_error(toml::from_str::<T>(text).err().map_or_else(|| e.to_string(), |located| located.to_string()))
+        // so a field that does not belong fails there alike. A value that fails only once filled
+        // in (`cpus = "${CHATGATE_CPUS}"`) fails otherwise there, or not at all: its own error.
+        let located = toml::from_str::<T>(text).err().filter(|located| located.message() == e.message());
+        parse_error(located.map_or_else(|| e.to_string(), |located| located.to_string()))
     })
 }
 

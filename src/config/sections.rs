@@ -239,6 +239,8 @@ pub struct ServerConfig {
     /// The URL callers see (`CHATGATE_PUBLIC_BASE_URL`): behind a proxy it differs from the
     /// listening address, and Twilio signs the URL it called.
     pub public_base_url: String,
+    /// The cores the gateway's threads run on (`cpus = "1"`); empty: every core it is given.
+    pub cpus: super::CoreList,
 }
 
 impl Default for ServerConfig {
@@ -251,6 +253,7 @@ impl Default for ServerConfig {
             header_read_timeout_ms: 10_000,
             max_connections: 1_024,
             public_base_url: "http://127.0.0.1:8080".into(),
+            cpus: super::CoreList::default(),
         }
     }
 }

@@ -9,6 +9,7 @@ mod background;
 mod checkpoint;
 mod cleanup;
 mod confirmations;
+mod cores;
 mod dispatch;
 mod identity;
 mod memory;
@@ -26,6 +27,7 @@ use crate::service::Services;
 use crate::workers::sender::Providers;
 use crate::workers::sender::Sender;
 pub use background::Background;
+pub use cores::keep_threads_to;
 pub use memory::limit_arenas;
 
 /// The sender of prompts and replies, when some provider has credentials to send with.

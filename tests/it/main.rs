@@ -16,6 +16,7 @@ mod cli;
 mod conformance;
 mod conformance_runner;
 mod console_browser;
+mod cores;
 mod demo_shop;
 mod descriptors;
 mod directory_api;

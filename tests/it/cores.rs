@@ -1,0 +1,53 @@
+//! Issue 49: `server.cpus` keeps every thread of the gateway on the cores it names — those
+//! started before `serve` read it (the server's runtime) and those started after (the runtime
+//! behind the inbox, SQLite's connection threads) — and a list of cores the process may not use
+//! stops the start with an error that names the setting.
+
+use crate::process::{ConfigDir, Gateway};
+
+/// Each thread of `pid`: its name and the cores it may run on, as Linux writes them.
+fn threads_cores(pid: u32) -> Vec<(String, String)> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the gateway's threads");
+    let mut threads = vec![];
+    for task in tasks.map(|task| task.expect("a thread").path()) {
+        let Ok(status) = std::fs::read_to_string(task.join("status")) else { continue };
+        let field = |name: &str| status.lines().find_map(|line| line.strip_prefix(name)).map(|v| v.trim().to_owned());
+        threads.push((field("Name:").unwrap_or_default(), field("Cpus_allowed_list:").unwrap_or_default()));
+    }
+    threads
+}
+
+async fn started(cpus: &str) -> (ConfigDir, Result<Gateway, String>) {
+    let config = ConfigDir::shipped(|c| c);
+    let database = format!("sqlite://{}/chatgate.db", config.dir.path().display());
+    let env = [("CHATGATE_DATABASE_URL".to_owned(), database), ("CHATGATE_CPUS".to_owned(), cpus.to_owned())];
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_chatgate"));
+    let gateway = Gateway::start(bin, &config.path(), &env, None).await;
+    (config, gateway)
+}
+
+#[tokio::test]
+async fn every_thread_of_the_gateway_runs_on_the_cores_named() {
+    let (_config, gateway) = started("0").await;
+    let mut gateway = gateway.expect("the gateway on core 0");
+    // A command through the pipeline, so that the threads it uses have all started.
+    let said = reqwest::Client::new().get(gateway.url("/readyz")).send().await.expect("ready");
+    assert!(said.status().is_success());
+    let threads = threads_cores(gateway.pid());
+    let names: Vec<&str> = threads.iter().map(|(name, _)| name.as_str()).collect();
+    assert!(names.iter().any(|n| n.starts_with("chatgate-behind")), "the runtime behind the inbox: {names:?}");
+    assert!(names.iter().any(|n| n.starts_with("sqlx-sqlite")), "SQLite's connection threads: {names:?}");
+    let elsewhere: Vec<_> = threads.iter().filter(|(_, cores)| cores != "0").collect();
+    assert!(elsewhere.is_empty(), "threads not kept to core 0: {elsewhere:?}");
+    gateway.kill();
+}
+
+#[tokio::test]
+async fn cores_the_process_may_not_use_stop_the_start_with_the_setting_named() {
+    let (_config, gateway) = started("1023").await;
+    let error = gateway.err().expect("no start on a core the machine does not have");
+    assert!(error.contains("server.cpus = \"1023\""), "{error}");
+    let (_config, gateway) = started("0-1,zero").await;
+    let error = gateway.err().expect("no start with a list that is not one");
+    assert!(error.contains("`zero` is not a core number"), "{error}");
+}
