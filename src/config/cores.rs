@@ -52,10 +52,16 @@ fn core(text: &str) -> Result<usize, String> {
 }
 
 impl From<CoreList> for String {
-    /// Written back as ranges, as Linux writes a CPU list.
     fn from(list: CoreList) -> String {
+        list.to_string()
+    }
+}
+
+impl std::fmt::Display for CoreList {
+    /// Written back as ranges, as Linux writes a CPU list.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut parts: Vec<String> = vec![];
-        let mut cores = list.0.iter().copied().peekable();
+        let mut cores = self.0.iter().copied().peekable();
         while let Some(first) = cores.next() {
             let mut last = first;
             while cores.peek() == Some(&(last + 1)) {
@@ -63,7 +69,7 @@ impl From<CoreList> for String {
             }
             parts.push(if first == last { first.to_string() } else { format!("{first}-{last}") });
         }
-        parts.join(",")
+        f.write_str(&parts.join(","))
     }
 }
 

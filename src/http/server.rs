@@ -201,12 +201,8 @@ pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
 /// Connects to the database, applies migrations and serves until SIGTERM or SIGINT.
 pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     let cores = &settings.config.server.cpus;
-    workers::keep_threads_to(cores).map_err(|e| {
-        anyhow::anyhow!(
-            "server.cpus = \"{}\": cannot keep the gateway to these cores: {e}",
-            String::from(cores.clone())
-        )
-    })?;
+    workers::keep_threads_to(cores)
+        .map_err(|e| anyhow::anyhow!("server.cpus = \"{cores}\": cannot keep the gateway to these cores: {e}"))?;
     let background = workers::Background::start(settings.config.ingest.background_nice)?;
     let database = Database::connect_on(&settings.config.storage, &background.handle()).await?;
     database.migrate().await?;

@@ -5,8 +5,9 @@
 //! may run on any core, each hand-over may wake a thread on another one. On this project's 2-core
 //! machine, SQLite, the same build kept to one core spent a quarter less CPU per command in a
 //! flood and at a quarter of the rate, replied sooner at light load and drained a flood faster;
-//! but at 80% of that (higher) rate one core fell behind, and on PostgreSQL it gained nothing.
-//! A choice for the machine, not a default (docs/BENCHMARKS.md, 2026-12-02 third; OPERATING.md).
+//! but at 80% of that (higher) rate one core fell behind, and on PostgreSQL it saved a tenth of
+//! the gateway's CPU for a lower rate. A choice for the machine, not a default
+//! (docs/BENCHMARKS.md, 2026-12-02 third; docs/OPERATING.md, "Cores").
 
 use crate::config::CoreList;
 
