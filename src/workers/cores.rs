@@ -28,12 +28,11 @@ pub fn keep_threads_to(cores: &CoreList) -> std::io::Result<()> {
     let mut moved = std::collections::BTreeSet::new();
     // A thread started during a pass by one not yet moved is found by the next.
     loop {
-        let mut found = false;
-        for thread in threads()? {
-            if !moved.insert(thread) {
-                continue;
-            }
-            found = true;
+        let new: Vec<libc::pid_t> = threads()?.into_iter().filter(|thread| moved.insert(*thread)).collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        for thread in new {
             // SAFETY: the set is a valid `cpu_set_t` of the size given; the call reads it only.
             if unsafe { libc::sched_setaffinity(thread, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
                 let error = std::io::Error::last_os_error();
@@ -42,9 +41,6 @@ pub fn keep_threads_to(cores: &CoreList) -> std::io::Result<()> {
                     return Err(error);
                 }
             }
-        }
-        if !found {
-            return Ok(());
         }
     }
 }
