@@ -76,6 +76,7 @@ pub fn write_config(
          [registry]\ncommands = \"{commands}\"\ndirectory = \"{directory}\"\ntemplates = \"{templates}\"\n\
          [whatsapp]\napi_base = \"{graph}\"\naccess_token = \"bench-token\"\n\
          [whatsapp.apps.default]\napp_secret = \"{SECRET}\"\nverify_token = \"bench\"\n\
+         [ingest]\nbackground_cpus = \"${{CHATGATE_BACKGROUND_CPUS:-}}\"\n\
          [rate_limits]\nactor = {{ per_minute = 10000000, burst = 1000000 }}\n\
          tenant = {{ per_minute = 10000000, burst = 1000000 }}\n\
          [executors.orders]\nurl = \"builtin:echo\"\n[executors.gateway]\nurl = \"builtin:gateway\"\n{extra}",

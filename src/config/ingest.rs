@@ -45,6 +45,10 @@ pub struct IngestConfig {
     /// acknowledgement runs — admission, dispatch, sending: under a burst, answering webhooks
     /// comes first and the rest takes the cores it leaves. 0: the same priority.
     pub background_nice: i32,
+    /// The cores that work runs on (`"1"`), one of its threads per core, and the threads they
+    /// start (SQLite's connections) with them; the server's threads keep every core. Empty: the
+    /// cores the gateway runs on, a thread per core (docs/OPERATING.md, "Cores").
+    pub background_cpus: super::CoreList,
     /// How long a command being written in turns ("refund", then "1234", ...) waits for the
     /// person's next message before it ends quietly.
     pub conversation_idle_secs: u64,
@@ -73,6 +77,7 @@ impl Default for IngestConfig {
             admission_defer_ms: 1_000,
             lease_secs: 10,
             background_nice: 10,
+            background_cpus: super::CoreList::default(),
             conversation_idle_secs: 600,
             conversation_tries: 3,
             conversation_burst_ms: 2_000,

@@ -203,7 +203,11 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     let cores = &settings.config.server.cpus;
     workers::keep_threads_to(cores)
         .map_err(|e| anyhow::anyhow!("server.cpus = \"{cores}\": cannot keep the gateway to these cores: {e}"))?;
-    let background = workers::Background::start(settings.config.ingest.background_nice)?;
+    let ingest = &settings.config.ingest;
+    let behind = &ingest.background_cpus;
+    let background = workers::Background::start(ingest.background_nice, behind.clone()).map_err(|e| {
+        anyhow::anyhow!("ingest.background_cpus = \"{behind}\": cannot start the work behind the inbox: {e}")
+    })?;
     let database = Database::connect_on(&settings.config.storage, &background.handle()).await?;
     database.migrate().await?;
     let state = AppState::new(settings, database).behind(background.handle());

@@ -4,19 +4,29 @@
 //! they should: sharing the cores evenly with them, answering fell to a fifth of what the server
 //! alone answers (docs/BENCHMARKS.md). On Linux each of these threads runs with a higher nice
 //! value (`ingest.background_nice`), so that they take whatever the server leaves and no more;
-//! threads they start (SQLite's connections) inherit it. Elsewhere the runtime is only apart.
+//! threads they start (SQLite's connections) inherit it. Kept to cores of its own
+//! (`ingest.background_cpus`), a command's relay of threads — these, SQLite's connection threads
+//! — hands over on one core rather than waking a thread on another (docs/BENCHMARKS.md).
+//! Elsewhere than Linux the runtime is only apart.
 
 use tokio::runtime::{Handle, Runtime};
+
+use crate::config::CoreList;
 
 pub struct Background {
     runtime: Option<Runtime>,
 }
 
 impl Background {
-    /// A runtime of as many threads as the machine has cores, each `nice` steps below the thread
-    /// that starts it.
-    pub fn start(nice: i32) -> std::io::Result<Self> {
-        let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    /// A runtime whose threads run `nice` steps below the thread that starts it, on `cores`
+    /// (`ingest.background_cpus`): one worker thread per core named, or per core the machine has
+    /// when none are.
+    pub fn start(nice: i32, cores: CoreList) -> std::io::Result<Self> {
+        super::cores::may_use(&cores)?;
+        let threads = match cores.cores().len() {
+            0 => std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+            named => named,
+        };
         // From the starting thread's priority, not from that of the thread that starts each one
         // (its blocking threads are started by its own, already lowered).
         let lowered = own_priority().saturating_add(nice).min(19);
@@ -24,7 +34,12 @@ impl Background {
             .worker_threads(threads)
             .thread_name("chatgate-behind")
             .enable_all()
-            .on_thread_start(move || set_priority(lowered))
+            .on_thread_start(move || {
+                set_priority(lowered);
+                if let Err(error) = super::cores::keep_this_thread_to(&cores) {
+                    tracing::warn!(cores = %cores, %error, "cannot keep the background to its cores");
+                }
+            })
             .build()?;
         Ok(Self { runtime: Some(runtime) })
     }
@@ -73,12 +88,12 @@ fn set_priority(_nice: i32) {}
 
 #[cfg(test)]
 mod tests {
-    use super::Background;
+    use super::{Background, CoreList};
 
     #[cfg(target_os = "linux")]
     #[test]
     fn its_threads_run_at_the_lower_priority() {
-        let background = Background::start(7).expect("a runtime");
+        let background = Background::start(7, CoreList::default()).expect("a runtime");
         let (worker, blocking) = background.handle().block_on(async {
             let worker = tokio::spawn(async { super::own_priority() }).await.expect("a task");
             let blocking = tokio::task::spawn_blocking(super::own_priority).await.expect("a blocking task");
