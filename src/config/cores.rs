@@ -1,4 +1,5 @@
-//! `server.cpus`: the cores the gateway's threads may run on, written as Linux writes a CPU list
+//! `server.cpus` and `ingest.background_cpus`: the cores the gateway's threads, or those of the
+//! work behind its inbox, may run on, written as Linux writes a CPU list
 //! (`taskset -c`, `/proc/<pid>/status`'s `Cpus_allowed_list`): "1", "0,2-3". Empty: every core
 //! the process is given.
 

@@ -43,8 +43,14 @@ pub fn keep_threads_to(cores: &CoreList) -> std::io::Result<()> {
 /// gateway's own cores narrows where a thread runs, it never widens it.
 #[cfg(target_os = "linux")]
 pub fn may_use(cores: &CoreList) -> std::io::Result<()> {
-    let allowed = this_threads_cores()?;
-    match cores.cores().iter().find(|core| !allowed.contains(core)) {
+    // SAFETY: an all-zero `cpu_set_t` is the empty set; the kernel writes at most its size.
+    let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut allowed) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `CPU_ISSET` reads one bit of a valid set, for a core below `CPU_SETSIZE` (the list
+    // holds none above 1,023).
+    match cores.cores().iter().find(|&&core| !unsafe { libc::CPU_ISSET(core, &allowed) }) {
         Some(core) => Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             format!("core {core} is not among those the gateway runs on"),
@@ -61,18 +67,6 @@ pub fn keep_this_thread_to(cores: &CoreList) -> std::io::Result<()> {
         return Ok(());
     }
     keep_thread_to(0, &cpu_set(cores))
-}
-
-/// The cores the calling thread may run on.
-#[cfg(target_os = "linux")]
-fn this_threads_cores() -> std::io::Result<Vec<usize>> {
-    // SAFETY: an all-zero `cpu_set_t` is the empty set; the kernel writes at most its size.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `CPU_ISSET` reads one bit of a valid set, for a core below `CPU_SETSIZE`.
-    Ok((0..libc::CPU_SETSIZE as usize).filter(|&core| unsafe { libc::CPU_ISSET(core, &set) }).collect())
 }
 
 /// The kernel's form of a list of cores.
